@@ -1,0 +1,184 @@
+"""The `privpub` command line.
+
+    privpub publish SPEC.toml          publish the next release of the spec's series
+    privpub history [--state FILE]     list committed releases
+    privpub verify RELEASE_ID          re-verify a committed release from its published files
+    privpub report RELEASE_ID          (re)write and show the HTML report of a release
+    privpub demo                       publish a release of the embedded sample data
+
+Exit status 0 on success; on failure one line `privpub: error: ...` and status 1.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+# Offline and quiet before Prefect is imported (see docs/ARCHITECTURE.md, "Running offline").
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PY_KEY_VALUE_DISABLE_BEARTYPE", "true")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+os.environ.setdefault("PREFECT_RESULTS_PERSIST_BY_DEFAULT", "false")
+
+DEFAULT_STATE = "privpub.duckdb"
+
+
+class CliError(Exception):
+    pass
+
+
+def _expected_errors() -> tuple[type[BaseException], ...]:
+    from flows.errors import PrivacyRefused, PublishedTableError
+    from schemas.input import InputError
+    from schemas.spec import SpecError
+    from state.store import StateBusy, StateError
+    from tasks.partition.mondrian import PartitionError
+
+    return (CliError, SpecError, InputError, PrivacyRefused, PublishedTableError, StateBusy,
+            StateError, PartitionError)
+
+
+def _state_path(args) -> Path:
+    if getattr(args, "spec", None):
+        from schemas.spec import load_spec
+
+        return load_spec(args.spec).state_path
+    return Path(args.state or os.environ.get("PRIVPUB_STATE", DEFAULT_STATE))
+
+
+def preflight(spec_path: str, overrides: dict | None = None):
+    """Check spec and input before starting Prefect: bad input fails fast with one message."""
+    from flows.publish import resolve_spec
+    from tasks.anonymize.base import get_technique
+    from tasks.validate import load_input, validate
+
+    spec = resolve_spec(spec_path, None, overrides)
+    technique = get_technique(spec)
+    frame, _ = load_input(spec)
+    validate(frame, spec, technique)
+    return spec
+
+
+def print_summary(state: Path, release_id: str) -> None:
+    from state.store import Store
+    from tasks.anonymize.base import PrivacyResult
+    from tasks.report import summary_lines
+
+    store = Store(state)
+    rel = store.release(release_id)
+    m = rel["metrics"]
+    privacy = [PrivacyResult(r.name, r.text_value, r.threshold, bool(r.passed)) for r in
+               m[m.kind == "privacy"].itertuples()]
+    utility = {}
+    for r in m[m.kind == "utility"].itertuples():
+        utility[r.name] = r.value if r.value is not None and r.value == r.value else r.text_value
+    for key in ("groups", "max_group_size", "suppressed_rows", "queries"):
+        if key in utility:
+            utility[key] = int(utility[key])
+    for line in summary_lines(rel, privacy, utility):
+        print(f"  {line}")
+    out = Path(rel["output_dir"]) / release_id
+    print(f"  published files: {out}/")
+    for t in rel["tables"].itertuples():
+        print(f"    {t.file} ({t.n_rows} rows)")
+    print(f"  report: {out / 'report.html'}")
+    print(f"  history: {store.path}  (privpub history --state {store.path})")
+
+
+def cmd_publish(args) -> int:
+    overrides = {"output": {"seed": args.seed}} if args.seed is not None else None
+    spec = preflight(args.spec, overrides)
+    from flows.publish import publish_flow
+
+    release_id = publish_flow(spec_path=str(Path(args.spec).resolve()), overrides=overrides, actor=args.actor)
+    print(release_id)
+    if not args.quiet:
+        print_summary(spec.state_path, release_id)
+    return 0
+
+
+def cmd_history(args) -> int:
+    from state.store import Store
+
+    frame = Store(_state_path(args)).history(args.series)
+    if frame.empty:
+        print("no releases yet")
+        return 0
+    with_cols = frame.assign(created_at=frame.created_at.astype(str).str.slice(0, 19))
+    print(with_cols.to_string(index=False))
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from flows.reverify import reverify
+
+    ok, lines = reverify(_state_path(args), args.release_id, actor=args.actor)
+    for line in lines:
+        print(line)
+    return 0 if ok else 1
+
+
+def cmd_report(args) -> int:
+    from flows.reverify import rewrite_report
+
+    print(rewrite_report(_state_path(args), args.release_id))
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from flows.demo import prepare_demo
+
+    spec_path = prepare_demo(Path(args.dir), rows=args.rows)
+    print(f"demo data and spec: {spec_path}")
+    args.spec, args.seed, args.quiet = str(spec_path), None, False
+    return cmd_publish(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="privpub", description="privacy-preserving microdata publishing")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    sp = sub.add_parser("publish", help="publish the next release of a series")
+    sp.add_argument("spec", help="the release spec (TOML)")
+    sp.add_argument("--seed", type=int, help="override the spec's seed")
+    sp.add_argument("--as", dest="actor", help="who runs this (audit log); default: the OS user")
+    sp.add_argument("--quiet", action="store_true", help="print only the release id")
+    sp.set_defaults(func=cmd_publish)
+
+    for name, func, hlp in (("history", cmd_history, "list committed releases"),
+                            ("verify", cmd_verify, "re-verify a committed release from its published files"),
+                            ("report", cmd_report, "(re)write the HTML report of a release")):
+        sp = sub.add_parser(name, help=hlp)
+        if name != "history":
+            sp.add_argument("release_id")
+        sp.add_argument("--state", help=f"the state file (default ${'{'}PRIVPUB_STATE{'}'} or ./{DEFAULT_STATE})")
+        sp.add_argument("--spec", help="take the state file from this spec")
+        if name == "history":
+            sp.add_argument("--series", help="only this series")
+        sp.add_argument("--as", dest="actor", help="who runs this (audit log)")
+        sp.set_defaults(func=func)
+
+    sp = sub.add_parser("demo", help="publish a release of the embedded census sample")
+    sp.add_argument("--dir", default="demo", help="where the demo data, releases and history go")
+    sp.add_argument("--rows", type=int, default=5000)
+    sp.add_argument("--as", dest="actor")
+    sp.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except _expected_errors() as exc:
+        print(f"privpub: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("privpub: interrupted; nothing was published by this run", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""The `publish` flow: validate -> partition -> anonymize -> verify -> evaluate -> commit -> report.
+
+Thin by design: every step is a plain function from tasks/; this module only wires them as
+Prefect tasks. No task caches or persists its result: several of them carry the secret rows,
+which must never land in Prefect's result storage.
+"""
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import os
+import secrets
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from prefect import flow, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
+
+from flows.errors import PrivacyRefused
+from schemas.published import check_published
+from schemas.spec import ReleaseSpec, load_spec, spec_from_dict
+from state.store import Store, stage_tables
+from tasks import report as report_mod
+from tasks.anonymize.base import get_technique
+from tasks.evaluate import evaluate
+from tasks.failpoints import failpoint
+from tasks.validate import load_input, validate
+
+# No caching, no persisted results: inputs and outputs of these tasks hold secret rows.
+SECRET = dict(cache_policy=NO_CACHE, persist_result=False)
+IO_RETRIES = dict(retries=2, retry_delay_seconds=[1, 5])
+
+
+def progress(message: str) -> None:
+    """Progress for the person at the terminal (stderr) and for the Prefect run log."""
+    try:
+        from prefect.logging import get_run_logger
+
+        get_run_logger().info(message)  # the run logger also prints to the console
+    except Exception:  # outside a run context (plain function calls in tests)
+        print(f"[privpub] {message}", file=sys.stderr, flush=True)
+
+
+def _timed(label: str, fn, *args):
+    t0 = time.perf_counter()
+    out = fn(*args)
+    progress(f"{label} done in {time.perf_counter() - t0:.2f} s")
+    return out
+
+
+@task(name="load-input", **SECRET, **IO_RETRIES)
+def load_input_task(spec: ReleaseSpec):
+    return _timed("load input", load_input, spec)
+
+
+@task(name="validate", **SECRET)
+def validate_task(frame, spec: ReleaseSpec, technique):
+    data = _timed("validate", validate, frame, spec, technique)
+    progress(f"{data.n} valid rows, {len(data.domains)} quasi-identifiers")
+    return data
+
+
+@task(name="partition", **SECRET)
+def partition_task(technique, data, rng):
+    failpoint("partition")
+    part = _timed("partition", technique.partition, data, rng)
+    progress(f"{part.n_groups} QI-groups")
+    return part
+
+
+@task(name="anonymize", **SECRET)
+def anonymize_task(technique, data, part, rng):
+    failpoint("anonymize")
+    return _timed("anonymize", technique.anonymize, data, part, rng)
+
+
+@task(name="verify", **SECRET)
+def verify_task(technique, release, spec: ReleaseSpec, context: dict):
+    check_published(release, spec, technique)
+    return _timed("verify", technique.verify, release, context)
+
+
+@task(name="evaluate", **SECRET)
+def evaluate_task(technique, release, data, workload_seed: int):
+    return _timed("evaluate", evaluate, technique, release, data, workload_seed)
+
+
+@task(name="stage-files", **SECRET, **IO_RETRIES)
+def stage_task(output_dir: Path, tables):
+    return _timed("write files", stage_tables, output_dir, tables)
+
+
+@task(name="commit", **SECRET, retries=2, retry_delay_seconds=[2, 10])
+def commit_task(store: Store, kwargs: dict):
+    return store.commit_release(**kwargs)
+
+
+def draw_seed() -> int:
+    return secrets.randbits(63)
+
+
+def release_key(spec: ReleaseSpec, fingerprint: str, seed: int) -> str:
+    body = json.dumps({"series": spec.dataset.name, "input": fingerprint, "seed": seed,
+                       "technique": spec.technique.model_dump(),
+                       "dataset": spec.dataset.model_dump(exclude={"input", "table"})},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def current_actor(actor: str | None) -> str:
+    if actor:
+        return actor
+    try:
+        from prefect.runtime import deployment
+
+        if deployment.name:
+            return f"deployment:{deployment.name}"
+    except Exception:
+        pass
+    try:
+        return getpass.getuser()
+    except Exception:
+        return os.environ.get("USER", "unknown")
+
+
+def _flow_run_id() -> str | None:
+    try:
+        from prefect.runtime import flow_run
+
+        return str(flow_run.id) if flow_run.id else None
+    except Exception:
+        return None
+
+
+def resolve_spec(spec_path: str | None, spec: dict | None, overrides: dict | None) -> ReleaseSpec:
+    if spec_path:
+        base = load_spec(spec_path)
+        data = base.model_dump(exclude={"base_dir"})
+        base_dir = base.base_dir
+    else:
+        data, base_dir = dict(spec or {}), os.getcwd()
+    for section, values in (overrides or {}).items():
+        data[section] = {**data.get(section, {}), **values}
+    return spec_from_dict(data, base_dir=base_dir)
+
+
+def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | None = None,
+                store: Store | None = None) -> dict[str, Any]:
+    """The pipeline itself; returns a summary dict (release id, figures, where things are)."""
+    started = datetime.now(timezone.utc).replace(tzinfo=None)
+    technique = get_technique(spec)
+    seed = spec.output.seed if spec.output.seed is not None else draw_seed()
+    store = store or Store(spec.state_path)
+    store.watch_output_dir(spec.output_dir)
+    progress(f"series '{spec.dataset.name}', technique '{technique.name}', seed {seed}")
+
+    frame, fp = load_input_task(spec)
+    data = validate_task(frame, spec, technique)
+    key = release_key(spec, fp, seed)
+    existing = store.find_by_key(key)
+    if existing:
+        progress(f"already published as {existing} (same input, parameters and seed): nothing to do")
+        return {"release_id": existing, "created": False, "state": str(store.path)}
+
+    # independent streams: the release's draws do not depend on how the workload is drawn
+    release_seq, _ = np.random.SeedSequence(seed).spawn(2)
+    rng = np.random.default_rng(release_seq)
+    data.extra.update((context or {}).get("extra", {}))
+    part = partition_task(technique, data, rng)
+    release = anonymize_task(technique, data, part, rng)
+    privacy = verify_task(technique, release, spec, context or {})
+    failed = [r for r in privacy if not r.passed]
+    if failed:
+        detail = {r.model: {"value": str(r.value), "threshold": str(r.threshold), "worst": r.worst} for r in failed}
+        store.log(current_actor(actor), "publish", spec.dataset.name, "refused", _flow_run_id(), detail)
+        raise PrivacyRefused("release refused, privacy check failed: " + "; ".join(
+            f"{r.model} reached {r.value}, required {r.threshold}" for r in failed))
+    utility = evaluate_task(technique, release, data, int(spec.section("evaluate").get("workload_seed", 0)))
+
+    staged = stage_task(spec.output_dir, release.tables)
+    try:
+        release_id, created = commit_task(store, dict(
+            staged=staged, series=spec.dataset.name, technique=technique.name,
+            parameters=spec.technique.params, spec=spec.model_dump(), seed=seed,
+            input_fingerprint=fp, release_key=key, rows_in=data.n, privacy=privacy,
+            utility=utility, private=release.private, info=release.info,
+            actor=current_actor(actor), flow_run_id=_flow_run_id(), started_at=started))
+    finally:
+        staged.release_owner()
+    out_dir = spec.output_dir.resolve() / release_id
+    meta = {"release_id": release_id, "series": spec.dataset.name, "technique": technique.name,
+            "parameters": spec.technique.params, "seed": seed, "rows_in": data.n,
+            "sequence": int(release_id.split("-")[-2]), "created_at": datetime.now(timezone.utc),
+            "files": [str(out_dir / f"{n}.parquet") for n in release.tables]}
+    sizes = technique.group_sizes(release) if hasattr(technique, "group_sizes") else None
+    report_path = report_mod.write_html_report(out_dir / "report.html", meta, privacy, utility, sizes)
+    _artifacts(meta, privacy, utility)
+    return {**meta, "created": created, "privacy": privacy, "utility": utility,
+            "report": str(report_path), "state": str(store.path), "output_dir": str(out_dir)}
+
+
+def _artifacts(meta, privacy, utility) -> None:
+    try:
+        create_markdown_artifact(markdown=report_mod.markdown_summary(meta, privacy, utility),
+                                 key="release-summary", description=f"release {meta['release_id']}")
+        rows = [{"kind": "privacy", "figure": r.model, "value": str(r.value), "required": str(r.threshold),
+                 "result": "pass" if r.passed else "FAIL"} for r in privacy]
+        rows += [{"kind": "utility", "figure": k, "value": report_mod.fmt(v), "required": "", "result": ""}
+                 for k, v in utility.items()]
+        create_table_artifact(table=rows, key="release-figures", description="privacy and utility")
+    except Exception as exc:  # artifacts are a convenience; the release is already committed
+        progress(f"could not create Prefect artifacts: {exc}")
+
+
+@flow(name="publish", persist_result=False, validate_parameters=True)
+def publish_flow(spec_path: str = "", overrides: dict | None = None, actor: str | None = None) -> str:
+    """Publish the next release of the series described by the spec file.
+
+    spec_path: a TOML spec (see README); overrides: e.g. {"technique": {"k": 20}} merged over it.
+    Returns the release id.
+    """
+    spec = resolve_spec(spec_path, None, overrides)
+    return run_release(spec, actor=actor)["release_id"]

@@ -1,0 +1,59 @@
+"""Re-verify a committed release from what was published (`privpub verify RELEASE_ID`)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from schemas.spec import spec_from_dict
+from state.store import Store, sha256_file
+from tasks.anonymize.base import Release, get_technique
+
+
+def load_release(store: Store, release_id: str):
+    rel = store.release(release_id)
+    spec = spec_from_dict({k: v for k, v in rel["spec"].items() if k != "base_dir"},
+                          base_dir=rel["spec"].get("base_dir", "."))
+    folder = Path(rel["output_dir"]) / release_id
+    problems, tables = [], {}
+    for t in rel["tables"].itertuples():
+        path = folder / t.file
+        if not path.is_file():
+            problems.append(f"missing published file {path}")
+            continue
+        if sha256_file(path) != t.sha256:
+            problems.append(f"{path} differs from what was committed (sha256 mismatch)")
+        tables[t.table_name] = pq.read_table(path)
+    return rel, spec, Release(tables, private=store.private(release_id)), problems
+
+
+def reverify(state: Path, release_id: str, actor: str | None = None) -> tuple[bool, list[str]]:
+    store = Store(state)
+    rel, spec, release, problems = load_release(store, release_id)
+    lines = [f"release {release_id} (series {rel['series']}, #{rel['sequence']}, {rel['technique']})"]
+    lines += [f"FAIL {p}" for p in problems]
+    ok = not problems
+    if not problems:
+        technique = get_technique(spec)
+        for r in technique.verify(release, {"store": store, "release": rel}):
+            need = f" (required {r.threshold})" if r.threshold is not None else ""
+            lines.append(f"{'PASS' if r.passed else 'FAIL'} {r.model}: {r.value}{need}")
+            ok &= r.passed
+    store.log(actor or "cli", "verify", release_id, "pass" if ok else "fail", None, {"lines": lines})
+    return ok, lines
+
+
+def rewrite_report(state: Path, release_id: str) -> str:
+    from tasks import report
+
+    store = Store(state)
+    rel, spec, release, problems = load_release(store, release_id)
+    technique = get_technique(spec)
+    privacy = technique.verify(release, {"store": store, "release": rel}) if not problems else []
+    m = rel["metrics"]
+    utility = {r.name: (r.value if r.value == r.value else r.text_value)
+               for r in m[m.kind == "utility"].itertuples()}
+    sizes = technique.group_sizes(release) if hasattr(technique, "group_sizes") else None
+    folder = Path(rel["output_dir"]) / release_id
+    meta = {**rel, "files": [str(folder / f) for f in rel["tables"].file]}
+    return str(report.write_html_report(folder / "report.html", meta, privacy, utility, sizes))

@@ -1,0 +1,149 @@
+"""The ReleaseSpec: what a data steward writes in a TOML file (or passes as flow parameters).
+
+Relative paths in a spec file are resolved against the spec file's own folder, so a spec
+works the same whichever directory the command is started from.
+"""
+from __future__ import annotations
+
+import tomllib
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class SpecError(ValueError):
+    """A spec that cannot be used; the message says which key and why."""
+
+
+class QISpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    kind: Literal["numeric", "ordinal", "categorical"]
+    # ordinal: the order of the values (required); categorical: optional display order
+    order: list[str] | None = None
+    # categorical: optional generalization tree {parent: [children]}; leaves are data values
+    hierarchy: dict[str, list[str]] | None = None
+
+    @model_validator(mode="after")
+    def _ordinal_needs_order(self) -> "QISpec":
+        if self.kind == "ordinal" and not self.order:
+            raise ValueError(f"ordinal quasi-identifier '{self.name}' needs an 'order' list")
+        if self.order is not None and len(set(self.order)) != len(self.order):
+            raise ValueError(f"quasi-identifier '{self.name}': 'order' repeats a value")
+        return self
+
+
+class DatasetSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, description="the series name")
+    input: str | None = Field(default=None, description="CSV or Parquet file")
+    table: str | None = Field(default=None, description="or a table in a DuckDB file: 'file.duckdb:table'")
+    person_id: str
+    sensitive: str
+    qi: list[QISpec] = Field(min_length=1)
+    registration: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> "DatasetSpec":
+        if not self.input and not self.table:
+            raise ValueError("[dataset] needs 'input' (a CSV or Parquet file) or 'table'")
+        names = [q.name for q in self.qi]
+        if len(set(names)) != len(names):
+            raise ValueError("[dataset] qi lists a column twice")
+        for col in (self.person_id, self.sensitive):
+            if col in names:
+                raise ValueError(f"[dataset] column '{col}' cannot be both a quasi-identifier and the "
+                                 "person id or sensitive column")
+        if self.person_id == self.sensitive:
+            raise ValueError("[dataset] person_id and sensitive must be different columns")
+        return self
+
+    @property
+    def qi_names(self) -> list[str]:
+        return [q.name for q in self.qi]
+
+    def qi_spec(self, name: str) -> QISpec:
+        return next(q for q in self.qi if q.name == name)
+
+
+class TechniqueSpec(BaseModel):
+    """`name` picks the technique in the registry; every other key is a parameter of it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = "generalization"
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.params.get(key, default)
+
+    def fraction(self, key: str, default: Any = None) -> Fraction | None:
+        """A probability parameter given as 0.1667 or as "1/6"."""
+        value = self.get(key, default)
+        if value is None:
+            return None
+        try:
+            return Fraction(str(value)).limit_denominator(10**6)
+        except (ValueError, ZeroDivisionError) as exc:
+            raise SpecError(f"[technique] {key} = {value!r} is not a number or fraction") from exc
+
+
+class OutputSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    dir: str = "releases"
+    state: str = "privpub.duckdb"
+    seed: int | None = Field(default=None, ge=0)
+
+
+class ReleaseSpec(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    dataset: DatasetSpec
+    technique: TechniqueSpec = TechniqueSpec()
+    output: OutputSpec = OutputSpec()
+    base_dir: str = "."
+
+    def path(self, relative: str) -> Path:
+        p = Path(relative).expanduser()
+        return p if p.is_absolute() else Path(self.base_dir) / p
+
+    @property
+    def output_dir(self) -> Path:
+        return self.path(self.output.dir)
+
+    @property
+    def state_path(self) -> Path:
+        return self.path(self.output.state)
+
+    def section(self, name: str) -> dict[str, Any]:
+        """An optional extra section such as [audit]."""
+        return dict((self.model_extra or {}).get(name) or {})
+
+
+def spec_from_dict(data: dict[str, Any], base_dir: str | Path = ".") -> ReleaseSpec:
+    try:
+        return ReleaseSpec.model_validate({**data, "base_dir": str(base_dir)})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise SpecError(f"invalid spec: {problems}") from None
+
+
+def load_spec(path: str | Path) -> ReleaseSpec:
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"spec file not found: {path}")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path} is not valid TOML: {exc}") from None
+    return spec_from_dict(data, base_dir=path.resolve().parent)

@@ -1,0 +1,68 @@
+"""Versioned schema migrations of the state database. Append, never edit an applied one."""
+from __future__ import annotations
+
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (1, "releases, published tables, metrics, private metadata, audit log", """
+CREATE TABLE release_rows (
+    release_id        VARCHAR PRIMARY KEY,
+    series            VARCHAR NOT NULL,
+    sequence          INTEGER NOT NULL,
+    technique         VARCHAR NOT NULL,
+    parameters        JSON NOT NULL,
+    spec              JSON NOT NULL,
+    seed              UBIGINT NOT NULL,
+    input_fingerprint VARCHAR NOT NULL,
+    release_key       VARCHAR NOT NULL,
+    status            VARCHAR NOT NULL,
+    rows_in           BIGINT NOT NULL,
+    output_dir        VARCHAR NOT NULL,
+    staging_dir       VARCHAR NOT NULL,
+    flow_run_id       VARCHAR,
+    actor             VARCHAR,
+    started_at        TIMESTAMP NOT NULL,
+    created_at        TIMESTAMP NOT NULL,
+    UNIQUE (series, sequence)
+);
+CREATE VIEW releases AS
+    SELECT release_id, series, sequence, technique, status, seed, created_at, started_at,
+           parameters, input_fingerprint, rows_in, output_dir, flow_run_id, actor
+    FROM release_rows ORDER BY series, sequence;
+CREATE TABLE release_tables (
+    release_id VARCHAR NOT NULL,
+    table_name VARCHAR NOT NULL,
+    file       VARCHAR NOT NULL,
+    n_rows     BIGINT NOT NULL,
+    sha256     VARCHAR NOT NULL,
+    PRIMARY KEY (release_id, table_name)
+);
+CREATE TABLE release_metrics (
+    release_id VARCHAR NOT NULL,
+    kind       VARCHAR NOT NULL,       -- privacy | utility
+    name       VARCHAR NOT NULL,
+    value      DOUBLE,
+    text_value VARCHAR,                -- exact value (e.g. a fraction) as text
+    threshold  VARCHAR,
+    passed     BOOLEAN,
+    detail     JSON,
+    PRIMARY KEY (release_id, kind, name)
+);
+CREATE TABLE release_private (
+    release_id VARCHAR NOT NULL,
+    name       VARCHAR NOT NULL,
+    format     VARCHAR NOT NULL,       -- parquet | json
+    payload    BLOB NOT NULL,
+    PRIMARY KEY (release_id, name)
+);
+CREATE SEQUENCE audit_seq;
+CREATE TABLE audit_log (
+    id          BIGINT PRIMARY KEY DEFAULT nextval('audit_seq'),
+    logged_at   TIMESTAMP NOT NULL,
+    actor       VARCHAR,
+    action      VARCHAR NOT NULL,
+    target      VARCHAR,
+    outcome     VARCHAR NOT NULL,
+    flow_run_id VARCHAR,
+    detail      JSON
+);
+"""),
+]

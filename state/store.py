@@ -1,0 +1,356 @@
+"""The DuckDB store: the only code that speaks SQL to the state database.
+
+Commit protocol of one release (a crash at any point leaves either no release or a whole one):
+1. the published tables are written as Parquet under <dir>/.staging/<token>/ while the writing
+   process holds an flock on <token>/.owner (the kernel drops it if the process dies);
+2. one DuckDB transaction inserts the release row, its tables, metrics, private metadata and an
+   audit-log row: this COMMIT is the moment the release exists;
+3. the staging folder is renamed to <dir>/<release_id>/.
+Recovery runs whenever the store is opened for writing: a staging folder whose release committed
+is renamed into place (roll forward); one whose owner is gone and that never committed is deleted
+(roll back). Writers serialise on an flock of <state>.lock, readers share it.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import io
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from state.migrations import MIGRATIONS
+from tasks.failpoints import failpoint
+
+STAGING = ".staging"
+
+
+class StateBusy(RuntimeError):
+    """Another process holds the state file longer than we are willing to wait."""
+
+
+class StateError(RuntimeError):
+    """The state database does not hold what was asked for."""
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class StagedFiles:
+    """Published tables written to a hidden staging folder, not yet part of any release."""
+
+    token: str
+    output_dir: Path
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _owner: Any = None
+
+    @property
+    def path(self) -> Path:
+        return self.output_dir / STAGING / self.token
+
+    def release_owner(self) -> None:
+        if self._owner is not None:
+            self._owner.close()
+            self._owner = None
+
+    def discard(self) -> None:
+        self.release_owner()
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def stage_tables(output_dir: Path, tables: dict[str, pa.Table]) -> StagedFiles:
+    token = uuid.uuid4().hex[:12]
+    staged = StagedFiles(token, Path(output_dir).resolve())
+    staged.path.mkdir(parents=True, exist_ok=False)
+    owner = open(staged.path / ".owner", "w")
+    fcntl.flock(owner, fcntl.LOCK_EX)
+    staged._owner = owner
+    try:
+        for name, table in tables.items():
+            path = staged.path / f"{name}.parquet"
+            pq.write_table(table, path)
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())
+            staged.files[name] = {"file": path.name, "n_rows": table.num_rows, "sha256": sha256_file(path)}
+            failpoint("stage")
+        _fsync_dir(staged.path)
+    except BaseException:
+        staged.discard()
+        raise
+    return staged
+
+
+def _table_to_parquet_bytes(table: pa.Table) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    return buf.getvalue()
+
+
+class Store:
+    def __init__(self, path: str | Path, lock_timeout: float = 300.0):
+        self.path = Path(path).resolve()
+        self.lock_timeout = lock_timeout
+
+    # --- locking and connections ----------------------------------------------------------
+    @contextlib.contextmanager
+    def _flock(self, mode: int) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(str(self.path) + ".lock", "a") as lock:
+            deadline = time.monotonic() + self.lock_timeout
+            while True:
+                try:
+                    fcntl.flock(lock, mode | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise StateBusy(f"the state file {self.path} is busy (another privpub process "
+                                        f"holds it); waited {self.lock_timeout:.0f} s") from None
+                    time.sleep(0.1)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with self._flock(fcntl.LOCK_EX):
+            con = duckdb.connect(str(self.path))
+            try:
+                self._migrate(con)
+                self._recover(con)
+                yield con
+            finally:
+                con.close()
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        if not self.path.exists():
+            raise StateError(f"no state file at {self.path} (nothing has been published there yet)")
+        with self._flock(fcntl.LOCK_SH):
+            con = duckdb.connect(str(self.path), read_only=True)
+            try:
+                yield con
+            finally:
+                con.close()
+
+    # --- schema ---------------------------------------------------------------------------
+    def _migrate(self, con: duckdb.DuckDBPyConnection) -> None:
+        con.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+                    "description VARCHAR, applied_at TIMESTAMP)")
+        done = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
+        for version, description, sql in MIGRATIONS:
+            if version in done:
+                continue
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.execute(sql)
+                con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, description, _now()])
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+
+    def schema_version(self) -> int:
+        with self.read() as con:
+            return con.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
+
+    # --- recovery -------------------------------------------------------------------------
+    def _recover(self, con: duckdb.DuckDBPyConnection, extra_dirs: list[Path] | None = None) -> None:
+        dirs = {Path(r[0]) for r in con.execute("SELECT DISTINCT output_dir FROM release_rows").fetchall()}
+        dirs.update(self._recovery_dirs)
+        committed = dict(con.execute("SELECT staging_dir, release_id FROM release_rows").fetchall())
+        for out in dirs:
+            staging_root = out / STAGING
+            if not staging_root.is_dir():
+                continue
+            for staged in staging_root.iterdir():
+                if not self._owner_gone(staged):
+                    continue  # a live process is still writing it
+                release_id = committed.get(staged.name)
+                if release_id and not (out / release_id).exists():
+                    (staged / ".owner").unlink(missing_ok=True)
+                    os.rename(staged, out / release_id)  # roll forward a committed release
+                else:
+                    shutil.rmtree(staged, ignore_errors=True)  # roll back an abandoned one
+            with contextlib.suppress(OSError):
+                staging_root.rmdir()
+
+    _recovery_dirs: set[Path] = set()
+
+    def watch_output_dir(self, output_dir: Path) -> None:
+        """Also recover staging folders under this output folder (before any release there)."""
+        self._recovery_dirs = set(self._recovery_dirs) | {Path(output_dir).resolve()}
+
+    @staticmethod
+    def _owner_gone(staged: Path) -> bool:
+        owner = staged / ".owner"
+        if not owner.exists():
+            return True
+        with open(owner, "a") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            fcntl.flock(f, fcntl.LOCK_UN)
+            return True
+
+    # --- releases -------------------------------------------------------------------------
+    def find_by_key(self, release_key: str) -> str | None:
+        if not self.path.exists():
+            return None
+        with self.read() as con:
+            if not _has_table(con, "release_rows"):
+                return None
+            row = con.execute("SELECT release_id FROM release_rows WHERE release_key = ?",
+                              [release_key]).fetchone()
+            return row[0] if row else None
+
+    def commit_release(self, *, staged: StagedFiles, series: str, technique: str,
+                       parameters: dict, spec: dict, seed: int, input_fingerprint: str,
+                       release_key: str, rows_in: int, privacy: list, utility: dict,
+                       private: dict, info: dict, actor: str, flow_run_id: str | None,
+                       started_at: datetime) -> tuple[str, bool]:
+        """Commit a staged release; returns (release_id, created). A release with the same key
+        (same series, input, parameters and seed) is recognised and not duplicated."""
+        self.watch_output_dir(staged.output_dir)
+        with self.write() as con:
+            existing = con.execute("SELECT release_id FROM release_rows WHERE release_key = ?",
+                                   [release_key]).fetchone()
+            if existing:
+                staged.discard()
+                self._log(con, actor, "publish", existing[0], "recognised", flow_run_id,
+                          {"reason": "same series, input, parameters and seed as an existing release"})
+                return existing[0], False
+            con.execute("BEGIN TRANSACTION")
+            try:
+                seq = con.execute("SELECT coalesce(max(sequence), 0) + 1 FROM release_rows WHERE series = ?",
+                                  [series]).fetchone()[0]
+                release_id = f"{series}-{seq:04d}-{staged.token[:6]}"
+                con.execute(
+                    "INSERT INTO release_rows VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'committed', ?, ?, ?, ?, ?, ?, ?)",
+                    [release_id, series, seq, technique, json.dumps(parameters, default=str),
+                     json.dumps(spec, default=str), seed, input_fingerprint, release_key, rows_in,
+                     str(staged.output_dir), staged.token, flow_run_id, actor, started_at, _now()])
+                for name, meta in staged.files.items():
+                    con.execute("INSERT INTO release_tables VALUES (?, ?, ?, ?, ?)",
+                                [release_id, name, meta["file"], meta["n_rows"], meta["sha256"]])
+                for res in privacy:
+                    con.execute("INSERT INTO release_metrics VALUES (?, 'privacy', ?, ?, ?, ?, ?, ?)",
+                                [release_id, res.model, _as_float(res.value), str(res.value),
+                                 None if res.threshold is None else str(res.threshold), res.passed,
+                                 json.dumps(res.worst, default=str)])
+                for name, value in utility.items():
+                    con.execute("INSERT INTO release_metrics VALUES (?, 'utility', ?, ?, ?, NULL, NULL, NULL)",
+                                [release_id, name, _as_float(value), str(value)])
+                for name, obj in private.items():
+                    if isinstance(obj, pa.Table):
+                        con.execute("INSERT INTO release_private VALUES (?, ?, 'parquet', ?)",
+                                    [release_id, name, _table_to_parquet_bytes(obj)])
+                    else:
+                        con.execute("INSERT INTO release_private VALUES (?, ?, 'json', ?)",
+                                    [release_id, name, json.dumps(obj, default=str).encode()])
+                self._log(con, actor, "publish", release_id, "committed", flow_run_id,
+                          {"rows_in": rows_in, "info": info})
+                failpoint("commit")
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            # the release exists: make its files visible under their final name
+            staged.release_owner()
+            (staged.path / ".owner").unlink(missing_ok=True)
+            os.rename(staged.path, staged.output_dir / release_id)
+            with contextlib.suppress(OSError):
+                (staged.output_dir / STAGING).rmdir()
+            return release_id, True
+
+    def log(self, actor: str, action: str, target: str | None, outcome: str,
+            flow_run_id: str | None = None, detail: dict | None = None) -> None:
+        with self.write() as con:
+            self._log(con, actor, action, target, outcome, flow_run_id, detail or {})
+
+    @staticmethod
+    def _log(con, actor, action, target, outcome, flow_run_id, detail) -> None:
+        con.execute("INSERT INTO audit_log (logged_at, actor, action, target, outcome, flow_run_id, detail) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [_now(), actor, action, target, outcome, flow_run_id, json.dumps(detail, default=str)])
+
+    # --- reading ---------------------------------------------------------------------------
+    def history(self, series: str | None = None):
+        with self.read() as con:
+            sql = "SELECT release_id, series, sequence, technique, status, seed, created_at FROM releases"
+            if series:
+                return con.execute(sql + " WHERE series = ? ORDER BY sequence", [series]).df()
+            return con.execute(sql + " ORDER BY series, sequence").df()
+
+    def release(self, release_id: str) -> dict[str, Any]:
+        with self.read() as con:
+            cur = con.execute("SELECT * FROM release_rows WHERE release_id = ?", [release_id])
+            row = cur.fetchone()
+            if row is None:
+                raise StateError(f"no committed release '{release_id}' in {self.path}")
+            rel = dict(zip([d[0] for d in cur.description], row))
+            rel["spec"] = json.loads(rel["spec"])
+            rel["parameters"] = json.loads(rel["parameters"])
+            rel["tables"] = con.execute("SELECT table_name, file, n_rows, sha256 FROM release_tables "
+                                        "WHERE release_id = ? ORDER BY table_name", [release_id]).df()
+            rel["metrics"] = con.execute("SELECT kind, name, value, text_value, threshold, passed, detail "
+                                         "FROM release_metrics WHERE release_id = ? ORDER BY kind, name",
+                                         [release_id]).df()
+            return rel
+
+    def private(self, release_id: str) -> dict[str, Any]:
+        with self.read() as con:
+            rows = con.execute("SELECT name, format, payload FROM release_private WHERE release_id = ?",
+                               [release_id]).fetchall()
+        out: dict[str, Any] = {}
+        for name, fmt, payload in rows:
+            out[name] = pq.read_table(io.BytesIO(payload)) if fmt == "parquet" else json.loads(bytes(payload))
+        return out
+
+    def audit_log(self):
+        with self.read() as con:
+            return con.execute("SELECT * FROM audit_log ORDER BY id").df()
+
+
+def _has_table(con, name: str) -> bool:
+    return bool(con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
+                            [name]).fetchone()[0])
+
+
+def _as_float(value: Any) -> float | None:
+    try:
+        from fractions import Fraction
+
+        return float(Fraction(str(value))) if isinstance(value, str) else float(value)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None

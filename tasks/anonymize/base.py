@@ -1,0 +1,146 @@
+"""The plug-in contract of a technique, and the registry flows look techniques up in.
+
+A technique module in tasks/anonymize/ defines a subclass of `Technique` and decorates it with
+`@register("name")`. The flow calls, in order: partition -> anonymize -> verify -> estimate.
+No flow branches on a technique's name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import pyarrow as pa
+
+from schemas.spec import ReleaseSpec, SpecError
+from tasks.microdata import Microdata
+
+
+@dataclass
+class Partition:
+    """A group id per row (0..n_groups-1), and, for Mondrian, the split tree."""
+
+    group: np.ndarray  # (n,) int64
+    n_groups: int
+    tree: Any = None  # tasks.partition.mondrian.SplitTree or None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.bincount(self.group, minlength=self.n_groups)
+
+
+@dataclass
+class Release:
+    """What a technique produces.
+
+    tables:  the published tables, written as <dir>/<release_id>/<name>.parquet
+    private: metadata that verification of a randomized technique needs; stored in the state
+             database with the release, never published
+    info:    counts for the report (suppressed rows, groups, ...)
+    """
+
+    tables: dict[str, pa.Table]
+    private: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PrivacyResult:
+    """One privacy figure computed from the published tables, and whether it meets its threshold.
+
+    `value` is what the report shows (an int, a float, or an exact fraction as a string);
+    `worst` describes the worst group / person so a steward can look at it.
+    """
+
+    model: str
+    value: Any
+    threshold: Any
+    passed: bool
+    worst: dict[str, Any] = field(default_factory=dict)
+
+
+class Technique:
+    """Base class of a technique; subclasses override what differs."""
+
+    name: ClassVar[str] = ""
+    # the published tables, for the report and the schema check
+    table_names: ClassVar[tuple[str, ...]] = ("table",)
+
+    def __init__(self, spec: ReleaseSpec):
+        self.spec = spec
+        self.params = spec.technique.params
+        self.check_params()
+
+    # --- parameters -------------------------------------------------------------------------
+    def check_params(self) -> None:
+        """Raise SpecError for a missing or out-of-range parameter."""
+
+    def int_param(self, key: str, default: int | None = None, minimum: int = 1) -> int | None:
+        value = self.params.get(key, default)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise SpecError(f"[technique] {key} must be an integer >= {minimum}, got {value!r}")
+        return value
+
+    def check_data(self, data: Microdata) -> None:
+        """Raise a ValueError when the data cannot meet the parameters (e.g. k > rows)."""
+
+    # --- the pipeline steps ----------------------------------------------------------------
+    def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
+        raise NotImplementedError
+
+    def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
+        raise NotImplementedError
+
+    def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
+        """Privacy of the release as an adversary sees it (published tables + public knowledge)."""
+        raise NotImplementedError
+
+    def estimate_counts(self, release: Release, workload: "Any") -> np.ndarray:
+        """Estimated answers of the shared count-query workload, from the published tables."""
+        raise NotImplementedError
+
+    def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
+        """pandera schemas of the published tables, by table name."""
+        return {}
+
+
+_REGISTRY: dict[str, type[Technique]] = {}
+
+
+def register(name: str):
+    def deco(cls: type[Technique]) -> type[Technique]:
+        if name in _REGISTRY:
+            raise ValueError(f"technique '{name}' registered twice")
+        cls.name = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return deco
+
+
+def technique_names() -> list[str]:
+    _load_plugins()
+    return sorted(_REGISTRY)
+
+
+def get_technique(spec: ReleaseSpec) -> Technique:
+    _load_plugins()
+    name = spec.technique.name
+    if name not in _REGISTRY:
+        raise SpecError(f"[technique] name = '{name}' is unknown; known: {', '.join(sorted(_REGISTRY))}")
+    return _REGISTRY[name](spec)
+
+
+def _load_plugins() -> None:
+    """Import every module of tasks/anonymize so their @register decorators run."""
+    import importlib
+    import pkgutil
+
+    import tasks.anonymize as pkg
+
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        if mod.name != "base":
+            importlib.import_module(f"tasks.anonymize.{mod.name}")

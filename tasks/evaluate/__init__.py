@@ -1,0 +1,28 @@
+"""Step 5: utility of a release on the shared workload, plus penalties and group sizes."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tasks.evaluate.metrics import error_by_selectivity, group_size_stats, uncertainty_penalty
+from tasks.evaluate.workload import exact_answers, make_workload
+
+
+def evaluate(technique, release, data, workload_seed: int = 0, per_band: int = 100) -> dict[str, Any]:
+    """Every technique on the same data gets the same queries (the workload's seed is fixed)."""
+    rng = np.random.default_rng(workload_seed)
+    workload = make_workload(data, rng, per_band=per_band)
+    actual = exact_answers(data.frame, workload, data.spec.dataset.sensitive)
+    estimate = technique.estimate_counts(release, workload)
+    out: dict[str, Any] = {"queries": len(workload)}
+    out.update(error_by_selectivity(workload, actual, estimate))
+    sizes = technique.group_sizes(release) if hasattr(technique, "group_sizes") else None
+    if sizes is not None:
+        out.update(group_size_stats(sizes))
+    if "table" in release.tables and any(
+            f"{q}_lo" in release.tables["table"].column_names or q in release.tables["table"].column_names
+            for q in data.qi_names):
+        out.update(uncertainty_penalty(release.tables["table"], data))
+    out["suppressed_rows"] = int(release.info.get("suppressed", 0))
+    return out

@@ -1,0 +1,112 @@
+"""Validated input in the shape the algorithms use: integer codes per quasi-identifier.
+
+Every QI gets a domain (its ordered list of possible values) and each row a code, the position of
+its value in that domain. Partitioners work on codes; published tables decode them back.
+- numeric: the sorted distinct values present (code order = numeric order)
+- ordinal: the spec's `order`
+- categorical: the hierarchy's leaves in depth-first order (so every subtree is a contiguous code
+  range), else the spec's `order`, else the sorted distinct values present
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from schemas.spec import QISpec, ReleaseSpec
+
+
+@dataclass(frozen=True)
+class QIDomain:
+    name: str
+    kind: str  # numeric | ordinal | categorical
+    values: np.ndarray  # domain values in code order
+    hierarchy: dict[str, list[str]] | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.values)
+
+    @property
+    def span(self) -> float:
+        """Width of the whole domain: value range for numeric, code range otherwise."""
+        if self.kind == "numeric":
+            return float(self.values[-1] - self.values[0]) if self.size else 0.0
+        return float(self.size - 1)
+
+    def width(self, lo_code: np.ndarray, hi_code: np.ndarray) -> np.ndarray:
+        """Width of code ranges in the same unit as `span`."""
+        if self.kind == "numeric":
+            v = self.values.astype(float)
+            return v[hi_code] - v[lo_code]
+        return (hi_code - lo_code).astype(float)
+
+
+def hierarchy_leaves(hierarchy: dict[str, list[str]]) -> list[str]:
+    """Leaves in depth-first order, from the root(s) (nodes that are nobody's child)."""
+    children = {c for kids in hierarchy.values() for c in kids}
+    roots = [p for p in hierarchy if p not in children]
+    out: list[str] = []
+    stack = list(reversed(roots))
+    while stack:
+        node = stack.pop()
+        kids = hierarchy.get(node)
+        if kids:
+            stack.extend(reversed(kids))
+        else:
+            out.append(node)
+    return out
+
+
+def build_domain(q: QISpec, column: pd.Series) -> QIDomain:
+    if q.kind == "numeric":
+        return QIDomain(q.name, "numeric", np.unique(column.to_numpy(dtype=float)))
+    if q.hierarchy:
+        values = hierarchy_leaves(q.hierarchy)
+    elif q.order:
+        values = list(q.order)
+    else:
+        values = sorted(pd.unique(column.astype(str)))
+    return QIDomain(q.name, q.kind, np.array(values, dtype=object), q.hierarchy)
+
+
+def encode(domain: QIDomain, column: pd.Series) -> np.ndarray:
+    if domain.kind == "numeric":
+        return np.searchsorted(domain.values, column.to_numpy(dtype=float)).astype(np.int32)
+    codes = pd.Categorical(column.astype(str), categories=list(domain.values)).codes
+    return codes.astype(np.int32)
+
+
+@dataclass
+class Microdata:
+    """The validated frame plus per-QI codes and sensitive-value codes."""
+
+    spec: ReleaseSpec
+    frame: pd.DataFrame
+    domains: list[QIDomain]
+    codes: np.ndarray  # (n, d) int32, column j = QI j
+    sensitive_values: np.ndarray  # distinct sensitive values, sorted
+    sensitive_codes: np.ndarray  # (n,) int32
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_frame(cls, spec: ReleaseSpec, frame: pd.DataFrame) -> "Microdata":
+        ds = spec.dataset
+        domains = [build_domain(q, frame[q.name]) for q in ds.qi]
+        codes = np.empty((len(frame), len(domains)), dtype=np.int32)
+        for j, dom in enumerate(domains):
+            codes[:, j] = encode(dom, frame[dom.name])
+        s_codes, s_values = pd.factorize(frame[ds.sensitive], sort=True)
+        return cls(spec, frame, domains, codes, np.asarray(s_values), s_codes.astype(np.int32))
+
+    @property
+    def n(self) -> int:
+        return len(self.frame)
+
+    @property
+    def qi_names(self) -> list[str]:
+        return [d.name for d in self.domains]
+
+    def domain(self, name: str) -> QIDomain:
+        return next(d for d in self.domains if d.name == name)

@@ -1,0 +1,112 @@
+"""Step 7: a report a person can read: an HTML page with the privacy checks, the utility figures
+and two plots (group sizes, query error by selectivity), plus a markdown summary for Prefect."""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _plots(sizes: np.ndarray | None, utility: dict[str, Any]) -> list[tuple[str, str]]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = []
+    if sizes is not None and len(sizes):
+        fig, ax = plt.subplots(figsize=(5.5, 3))
+        ax.hist(sizes, bins=min(40, max(5, len(np.unique(sizes)))), color="#4472c4")
+        ax.set_xlabel("QI-group size (rows)")
+        ax.set_ylabel("groups")
+        ax.set_title("Group sizes")
+        out.append(("Group sizes", _png(fig)))
+        plt.close(fig)
+    errs = {k: v for k, v in utility.items() if k.startswith("query_error_")}
+    if errs:
+        fig, ax = plt.subplots(figsize=(5.5, 3))
+        labels = [k.removeprefix("query_error_").replace("pct", "%") for k in errs]
+        ax.bar(labels, list(errs.values()), color="#ed7d31")
+        ax.set_xlabel("query selectivity")
+        ax.set_ylabel("mean relative error")
+        ax.set_title("Count-query error")
+        out.append(("Query error", _png(fig)))
+        plt.close(fig)
+    return out
+
+
+def fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def summary_lines(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) -> list[str]:
+    lines = [f"release {meta['release_id']} (series {meta['series']}, #{meta['sequence']}, "
+             f"technique {meta['technique']}, seed {meta['seed']})",
+             f"rows in: {meta['rows_in']}"]
+    if "groups" in utility:
+        lines.append(f"groups: {utility['groups']} (avg size {utility['avg_group_size']:.2f}, "
+                     f"max {utility['max_group_size']})")
+    for r in privacy:
+        need = f" (required {r.threshold})" if r.threshold is not None else ""
+        lines.append(f"{r.model}: {r.value}{need} {'PASS' if r.passed else 'FAIL'}")
+    errs = [f"{k.removeprefix('query_error_')}: {v:.3f}" for k, v in utility.items() if k.startswith("query_error_")]
+    if errs:
+        lines.append("mean relative query error by selectivity: " + ", ".join(errs))
+    if "uncertainty_penalty_normalized" in utility:
+        lines.append(f"uncertainty penalty (per tuple per QI): {utility['uncertainty_penalty_normalized']:.4f}")
+    if utility.get("suppressed_rows"):
+        lines.append(f"suppressed rows: {utility['suppressed_rows']}")
+    return lines
+
+
+def markdown_summary(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) -> str:
+    rows = "\n".join(f"| {r.model} | {r.value} | {r.threshold} | {'pass' if r.passed else 'FAIL'} |"
+                     for r in privacy)
+    util = "\n".join(f"| {k} | {fmt(v)} |" for k, v in utility.items())
+    return (f"# Release {meta['release_id']}\n\n" + "\n".join(f"- {l}" for l in summary_lines(meta, privacy, utility))
+            + f"\n\n## Privacy\n\n| model | reached | required | result |\n|---|---|---|---|\n{rows}\n"
+            + f"\n## Utility\n\n| figure | value |\n|---|---|\n{util}\n")
+
+
+def write_html_report(path: Path, meta: dict[str, Any], privacy: list, utility: dict[str, Any],
+                      sizes: np.ndarray | None) -> Path:
+    esc = html.escape
+    priv_rows = "".join(
+        f"<tr><td>{esc(r.model)}</td><td>{esc(str(r.value))}</td><td>{esc(str(r.threshold))}</td>"
+        f"<td class={'ok' if r.passed else 'bad'}>{'pass' if r.passed else 'FAIL'}</td>"
+        f"<td><code>{esc(json.dumps(r.worst, default=str)[:600])}</code></td></tr>" for r in privacy)
+    util_rows = "".join(f"<tr><td>{esc(k)}</td><td>{esc(fmt(v))}</td></tr>" for k, v in utility.items())
+    files = "".join(f"<li><code>{esc(f)}</code></li>" for f in meta.get("files", []))
+    plots = "".join(f"<figure><img alt='{esc(t)}' src='data:image/png;base64,{b}'><figcaption>{esc(t)}"
+                    f"</figcaption></figure>" for t, b in _plots(sizes, utility))
+    page = f"""<!doctype html><html><head><meta charset="utf-8">
+<title>privpub release {esc(meta['release_id'])}</title>
+<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto;color:#222}}
+table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}
+.ok{{color:#080;font-weight:bold}}.bad{{color:#b00;font-weight:bold}}figure{{display:inline-block}}</style>
+</head><body>
+<h1>Release {esc(meta['release_id'])}</h1>
+<p>Series <b>{esc(meta['series'])}</b>, release #{meta['sequence']}, technique <b>{esc(meta['technique'])}</b>,
+parameters <code>{esc(json.dumps(meta.get('parameters', {}), default=str))}</code>, seed {meta['seed']},
+{meta['rows_in']} input rows, committed {esc(str(meta.get('created_at', '')))}.</p>
+<h2>Privacy (computed from the published tables only)</h2>
+<table><tr><th>model</th><th>reached</th><th>required</th><th>result</th><th>worst case</th></tr>{priv_rows}</table>
+<h2>Utility</h2><table><tr><th>figure</th><th>value</th></tr>{util_rows}</table>
+{plots}
+<h2>Published files</h2><ul>{files}</ul>
+</body></html>"""
+    path.write_text(page)
+    return path
