@@ -23,6 +23,7 @@ def load_release(store: Store, release_id: str):
             continue
         if sha256_file(path) != t.sha256:
             problems.append(f"{path} differs from what was committed (sha256 mismatch)")
+            continue
         tables[t.table_name] = pq.read_table(path)
     return rel, spec, Release(tables, private=store.private(release_id)), problems
 

@@ -85,6 +85,8 @@ class StagedFiles:
     def discard(self) -> None:
         self.release_owner()
         shutil.rmtree(self.path, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            self.path.parent.rmdir()  # only succeeds when no other staging folder is there
 
 
 def stage_tables(output_dir: Path, tables: dict[str, pa.Table]) -> StagedFiles:

@@ -1,0 +1,30 @@
+"""Serve the privpub deployments: `python -m deployments.serve` (with PREFECT_API_URL pointing at a
+running `prefect server start`). serve() registers the deployments and executes their runs itself,
+so no work pool or worker is needed. Parameters are editable per run in the UI ("Custom run").
+
+    PRIVPUB_SPEC   the spec file the monthly publish uses (default: demo/census.toml, made if absent)
+    PRIVPUB_CRON   its schedule (default: 02:00 on the 1st of every month)
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from prefect import serve
+
+from flows.demo import prepare_demo
+from flows.publish import publish_flow
+
+
+def deployments():
+    spec = os.environ.get("PRIVPUB_SPEC") or str(prepare_demo(Path("demo")))
+    cron = os.environ.get("PRIVPUB_CRON", "0 2 1 * *")
+    return [publish_flow.to_deployment(
+        name="monthly-census", cron=cron,
+        parameters={"spec_path": str(Path(spec).resolve()), "overrides": {}, "actor": None},
+        description="Publish the next release of the series in spec_path (monthly).",
+        tags=["privpub", "release"])]
+
+
+if __name__ == "__main__":
+    serve(*deployments(), pause_on_shutdown=False)

@@ -1,0 +1,46 @@
+"""Shared fixtures. Prefect runs against one temporary server for the whole session, with result
+storage pointed at a temporary folder so the secret-data test can scan it."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PY_KEY_VALUE_DISABLE_BEARTYPE", "true")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+_RESULTS = Path(tempfile.mkdtemp(prefix="privpub-prefect-results-"))
+os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(_RESULTS)
+os.environ["PREFECT_LOCAL_STORAGE_PATH"] = str(_RESULTS)
+
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile("privpub", deadline=None, max_examples=60,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("privpub")
+
+
+@pytest.fixture(scope="session")
+def prefect_server():
+    """A temporary Prefect API for flow tests; yields its URL for subprocesses too."""
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield PREFECT_API_URL.value()
+
+
+@pytest.fixture(scope="session")
+def prefect_results_dir() -> Path:
+    return _RESULTS
+
+
+@pytest.fixture
+def census_dir(tmp_path):
+    """A small census CSV and a spec file writing into tmp_path."""
+    from tasks.demo_data import census
+
+    census(600, seed=3).to_csv(tmp_path / "census.csv", index=False)
+    return tmp_path

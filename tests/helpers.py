@@ -1,0 +1,47 @@
+"""Small builders shared by the tests."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from schemas.spec import spec_from_dict
+from tasks.demo_data import CENSUS_QI
+from tasks.microdata import Microdata
+
+
+def census_spec_toml(input_name: str = "census.csv", k: int = 5, l: int | None = 3, seed: int | None = 11,
+                     technique: str = "generalization", extra: str = "") -> str:
+    qi = []
+    for q in CENSUS_QI:
+        parts = [f'name = "{q["name"]}"', f'kind = "{q["kind"]}"']
+        if "order" in q:
+            parts.append("order = [" + ", ".join(f'"{v}"' for v in q["order"]) + "]")
+        qi.append("{ " + ", ".join(parts) + " }")
+    lines = ["[dataset]", 'name = "census"', f'input = "{input_name}"', 'person_id = "pid"',
+             'sensitive = "occupation"', "qi = [" + ", ".join(qi) + "]", "", "[technique]",
+             f'name = "{technique}"', f"k = {k}"]
+    if l is not None:
+        lines.append(f"l = {l}")
+    lines += [extra, "", "[output]", 'dir = "releases"', 'state = "privpub.duckdb"']
+    if seed is not None:
+        lines.append(f"seed = {seed}")
+    return "\n".join(lines) + "\n"
+
+
+def write_spec(folder: Path, **kw) -> Path:
+    path = folder / "spec.toml"
+    path.write_text(census_spec_toml(**kw))
+    return path
+
+
+def microdata(frame, qi: list[dict], sensitive: str, person_id: str = "pid", k: int = 2,
+              l: int | None = None) -> Microdata:
+    tech = {"name": "generalization", "k": k, **({"l": l} if l else {})}
+    spec = spec_from_dict({"dataset": {"name": "t", "input": "x.csv", "person_id": person_id,
+                                       "sensitive": sensitive, "qi": qi}, "technique": tech})
+    return Microdata.from_frame(spec, frame)
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
