@@ -33,7 +33,7 @@ def _plots(sizes: np.ndarray | None, utility: dict[str, Any]) -> list[tuple[str,
         ax.set_title("Group sizes")
         out.append(("Group sizes", _png(fig)))
         plt.close(fig)
-    errs = {k: v for k, v in utility.items() if k.startswith("query_error_")}
+    errs = dict(sorted(_query_errors(utility).items(), key=lambda kv: _pct(kv[0])))
     if errs:
         fig, ax = plt.subplots(figsize=(5.5, 3))
         labels = [k.removeprefix("query_error_").replace("pct", "%") for k in errs]
@@ -52,6 +52,14 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
+def _pct(key: str) -> int:
+    return int(key.removeprefix("query_error_").removesuffix("pct"))
+
+
+def _query_errors(utility: dict[str, Any]) -> dict[str, float]:
+    return {k: v for k, v in utility.items() if k.startswith("query_error_")}
+
+
 def summary_lines(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) -> list[str]:
     lines = [f"release {meta['release_id']} (series {meta['series']}, #{meta['sequence']}, "
              f"technique {meta['technique']}, seed {meta['seed']})",
@@ -62,7 +70,8 @@ def summary_lines(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) 
     for r in privacy:
         need = f" (required {r.threshold})" if r.threshold is not None else ""
         lines.append(f"{r.model}: {r.value}{need} {'PASS' if r.passed else 'FAIL'}")
-    errs = [f"{k.removeprefix('query_error_')}: {v:.3f}" for k, v in utility.items() if k.startswith("query_error_")]
+    errs = [f"{k.removeprefix('query_error_').replace('pct', '%')}: {v:.3f}"
+            for k, v in sorted(_query_errors(utility).items(), key=lambda kv: _pct(kv[0]))]
     if errs:
         lines.append("mean relative query error by selectivity: " + ", ".join(errs))
     if "uncertainty_penalty_normalized" in utility:
