@@ -174,7 +174,7 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     data.extra.update((context or {}).get("extra", {}))
     part = partition_task(technique, data, rng)
     release = anonymize_task(technique, data, part, rng)
-    privacy = verify_task(technique, release, spec, context or {})
+    privacy = verify_task(technique, release, spec, {**(context or {}), "data": data})
     failed = [r for r in privacy if not r.passed]
     if failed:
         detail = {r.model: {"value": str(r.value), "threshold": str(r.threshold), "worst": r.worst} for r in failed}
@@ -198,7 +198,7 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
             "parameters": spec.technique.params, "seed": seed, "rows_in": data.n,
             "sequence": int(release_id.split("-")[-2]), "created_at": datetime.now(timezone.utc),
             "files": [str(out_dir / f"{n}.parquet") for n in release.tables]}
-    sizes = technique.group_sizes(release) if hasattr(technique, "group_sizes") else None
+    sizes = technique.group_sizes(release)
     report_path = report_mod.write_html_report(out_dir / "report.html", meta, privacy, utility, sizes)
     _artifacts(meta, privacy, utility)
     return {**meta, "created": created, "privacy": privacy, "utility": utility,

@@ -54,7 +54,7 @@ def rewrite_report(state: Path, release_id: str) -> str:
     m = rel["metrics"]
     utility = {r.name: (r.value if r.value == r.value else r.text_value)
                for r in m[m.kind == "utility"].itertuples()}
-    sizes = technique.group_sizes(release) if hasattr(technique, "group_sizes") else None
+    sizes = technique.group_sizes(release)
     folder = Path(rel["output_dir"]) / release_id
     meta = {**rel, "files": [str(folder / f) for f in rel["tables"].file]}
     return str(report.write_html_report(folder / "report.html", meta, privacy, utility, sizes))

@@ -45,3 +45,21 @@ def microdata(frame, qi: list[dict], sensitive: str, person_id: str = "pid", k: 
 
 def rng(seed: int = 0) -> np.random.Generator:
     return np.random.default_rng(seed)
+
+
+def technique_and_data(frame, qi: list[dict], sensitive: str, name: str, **params):
+    """A registered technique built from a one-off spec, and the matching Microdata."""
+    from schemas.spec import spec_from_dict
+    from tasks.anonymize.base import get_technique
+
+    spec = spec_from_dict({"dataset": {"name": "t", "input": "x.csv", "person_id": "pid",
+                                       "sensitive": sensitive, "qi": qi},
+                           "technique": {"name": name, **params}})
+    return get_technique(spec), Microdata.from_frame(spec, frame)
+
+
+def release_of(tech, data, seed: int = 0):
+    """Partition and anonymize with one seeded generator, as the flow does."""
+    generator = np.random.default_rng(seed)
+    part = tech.partition(data, generator)
+    return part, tech.anonymize(data, part, generator)

@@ -27,7 +27,8 @@ class Partition:
 
     @property
     def sizes(self) -> np.ndarray:
-        return np.bincount(self.group, minlength=self.n_groups)
+        """Rows per group; rows with group -1 (suppressed) are not counted."""
+        return np.bincount(self.group[self.group >= 0], minlength=self.n_groups)
 
 
 @dataclass
@@ -95,12 +96,24 @@ class Technique:
         raise NotImplementedError
 
     def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
-        """Privacy of the release as an adversary sees it (published tables + public knowledge)."""
+        """Privacy of the release as an adversary sees it (published tables + public knowledge).
+
+        context may hold "data" (the validated Microdata) at publish time: only for measured
+        figures such as disclosure rates, never for a pass/fail decision, which must follow from
+        the published tables (plus the release's private metadata and history) alone."""
         raise NotImplementedError
 
     def estimate_counts(self, release: Release, workload: "Any") -> np.ndarray:
         """Estimated answers of the shared count-query workload, from the published tables."""
         raise NotImplementedError
+
+    def utility(self, release: Release, data: Microdata) -> dict[str, float]:
+        """Technique-specific utility figures (penalties, ILoss), beside the shared workload."""
+        return {}
+
+    def group_sizes(self, release: Release) -> np.ndarray | None:
+        """QI-group sizes as the published tables show them (None when not meaningful)."""
+        return None
 
     def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
         """pandera schemas of the published tables, by table name."""

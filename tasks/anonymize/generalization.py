@@ -11,6 +11,7 @@ from schemas.spec import SpecError
 from tasks.anonymize.base import Partition, PrivacyResult, Release, Technique, register
 from tasks.anonymize.generalized_table import generalized_table
 from tasks.evaluate.estimate_generalized import estimate_from_generalized
+from tasks.evaluate.metrics import uncertainty_penalty
 from tasks.microdata import Microdata
 from tasks.partition.mondrian import mondrian_partition
 from tasks.verify.k_anonymity import k_anonymity, l_diversity
@@ -59,6 +60,9 @@ class Generalization(Technique):
         table = release.tables["table"]
         cols = qi_columns(table, self.spec.dataset.qi_names)
         return equivalence_classes(table, cols).column("size").to_numpy()
+
+    def utility(self, release: Release, data: Microdata) -> dict[str, float]:
+        return uncertainty_penalty(release.tables["table"], data)
 
     def table_schemas(self, spec) -> dict[str, Any]:
         return {"table": generalized_table_schema(spec.dataset)}

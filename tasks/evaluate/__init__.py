@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from tasks.evaluate.metrics import error_by_selectivity, group_size_stats, uncertainty_penalty
+from tasks.evaluate.metrics import error_by_selectivity, group_size_stats
 from tasks.evaluate.workload import exact_answers, make_workload
 
 
@@ -17,12 +17,9 @@ def evaluate(technique, release, data, workload_seed: int = 0, per_band: int = 1
     estimate = technique.estimate_counts(release, workload)
     out: dict[str, Any] = {"queries": len(workload)}
     out.update(error_by_selectivity(workload, actual, estimate))
-    sizes = technique.group_sizes(release) if hasattr(technique, "group_sizes") else None
+    sizes = technique.group_sizes(release)
     if sizes is not None:
         out.update(group_size_stats(sizes))
-    if "table" in release.tables and any(
-            f"{q}_lo" in release.tables["table"].column_names or q in release.tables["table"].column_names
-            for q in data.qi_names):
-        out.update(uncertainty_penalty(release.tables["table"], data))
+    out.update(technique.utility(release, data))
     out["suppressed_rows"] = int(release.info.get("suppressed", 0))
     return out

@@ -1,0 +1,410 @@
+"""MuCo, the mutual-cover technique (Li et al.): Algorithms 1 and 2.
+
+1. Partition with Mondrian under distinct l-diversity, groups of at least ceil(1/delta) tuples
+   (Property 1: a smaller group cannot meet delta).
+2. For every group and QI, the optimal random output table (muco_tables.py).
+3. Each tuple draws its output value on each QI from its row of the table.
+4. randomize_unchanged_tuples (Algorithm 2): a tuple whose QI values all came out unchanged gets
+   one QI, chosen with weight dis_max(attr, group) / dis_max(attr, T), replaced by another value of
+   its group. Replacements are drawn among the values whose column carries probability mass, so
+   Corollary 3.2 still holds for every published cell; a tuple whose group offers no other such
+   value on any QI cannot change and is reported.
+5. Publish `table`: one row per input row in a random order, QIs perturbed, sensitive unchanged.
+   The output tables and the row mapping are private metadata for the verifier.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from schemas.spec import ReleaseSpec, SpecError
+from tasks.anonymize.base import Partition, PrivacyResult, Release, Technique, register
+from tasks.anonymize.muco_tables import (ClassTables, Distance, MuCoError, concat_ranges, min_group_size,
+                                         output_tables)
+from tasks.evaluate.workload import RangeCond, SetCond
+from tasks.microdata import Microdata
+from tasks.verify import delta_probability as dp
+
+
+def parse_delta(spec: ReleaseSpec) -> Fraction:
+    delta = spec.technique.fraction("delta")
+    if delta is None:
+        raise SpecError('[technique] muco needs delta, e.g. delta = 0.1667 or delta = "1/6"')
+    if not 0 < delta <= 1:
+        raise SpecError(f"[technique] delta = {delta} must be in (0, 1]")
+    return delta
+
+
+# --- drawing from the tables -----------------------------------------------------------------
+
+def draw_outputs(t: ClassTables, rng: np.random.Generator) -> np.ndarray:
+    """For every input row, the class (index into t.code) of its output value.
+
+    Class rows lie back to back in t.q; key = class id + cumulative probability inside the row
+    is increasing over the whole array, so one searchsorted draws every row at once.
+    """
+    n_cls = len(t.code)
+    row_len = np.diff(t.ptr)[t.group_of_class()]
+    row_id = np.repeat(np.arange(n_cls), row_len)
+    cum = np.cumsum(t.q)
+    start = np.repeat(cum[t.qptr] - t.q[t.qptr], row_len)
+    within = cum - start
+    within[t.qptr + row_len - 1] = 1.0  # absorb round-off: every row ends exactly at 1
+    keys = row_id + within
+    c = t.tuple_class
+    pos = np.searchsorted(keys, c + rng.random(len(c)), side="right")
+    pos = np.minimum(pos, t.qptr[c] + row_len[c] - 1)
+    g_of = t.group_of_class()
+    return t.ptr[g_of[c]] + (pos - t.qptr[c])
+
+
+def column_mass(t: ClassTables) -> np.ndarray:
+    """sum_i p_ik per class k (the expected number of tuples publishing class k's value)."""
+    g_of = t.group_of_class()
+    row_len = np.diff(t.ptr)[g_of]
+    row_cls = np.repeat(np.arange(len(t.code)), row_len)
+    col_cls = t.ptr[g_of[row_cls]] + (np.arange(len(t.q)) - np.repeat(t.qptr, row_len))
+    return np.bincount(col_cls, weights=t.q * t.weight[row_cls], minlength=len(t.code))
+
+
+def group_dis_max(t: ClassTables, dist: Distance) -> np.ndarray:
+    """dis_max(attr, group) for every group."""
+    n_groups = len(t.ptr) - 1
+    if dist.matrix is not None:
+        return np.array([dist.max_over(t.code[t.ptr[g]:t.ptr[g + 1]]) for g in range(n_groups)])
+    n_g = np.diff(t.ptr)
+    if dist.flat:
+        return (n_g > 1).astype(float)
+    pts = dist.points[t.code]  # classes are in code order: first and last are min and max
+    return pts[t.ptr[1:] - 1] - pts[t.ptr[:-1]]
+
+
+def randomize_unchanged(data: Microdata, part: Partition, tables: list[ClassTables],
+                        dists: list[Distance], out_cls: np.ndarray, rng: np.random.Generator):
+    """Algorithm 2, vectorised. out_cls (n x d) is updated in place.
+
+    The paper loops "pick a QI by weight, replace its value" until the tuple differs; we pick
+    among the QIs that can change (weight > 0 and another positive-mass value in the group) and
+    draw a value different from the original, so one step suffices.
+
+    Returns (rows that were randomized, rows that cannot change).
+    """
+    n, d = out_cls.shape
+    orig_cls = np.column_stack([t.tuple_class for t in tables])
+    unchanged = np.flatnonzero((out_cls == orig_cls).all(axis=1))
+    if not len(unchanged):
+        return unchanged, unchanged
+    g = part.group[unchanged]
+    weights = np.zeros((len(unchanged), d))
+    positive = []
+    for a, (t, dist) in enumerate(zip(tables, dists)):
+        pos = column_mass(t) > 0
+        positive.append(pos)
+        total = dist.max_over(data.codes[:, a])
+        n_pos = np.add.reduceat(pos.astype(np.int64), t.ptr[:-1]) if len(t.code) else np.zeros(0)
+        n_pos = np.where(np.diff(t.ptr) > 0, n_pos, 0)
+        others = n_pos[g] - pos[orig_cls[unchanged, a]]  # other values with mass in the group
+        w = group_dis_max(t, dist)[g] / total if total > 0 else np.zeros(len(g))
+        weights[:, a] = np.where(others > 0, w, 0.0)
+    stuck = weights.sum(axis=1) <= 0
+    movers = unchanged[~stuck]
+    wm = weights[~stuck]
+    cum = np.cumsum(wm, axis=1)
+    # first QI whose cumulative weight exceeds r * total: zero-weight QIs are never picked
+    pick = (cum <= rng.random(len(movers))[:, None] * cum[:, -1:]).sum(axis=1)
+    pick = np.minimum(pick, d - 1)
+    u = rng.random(len(movers))
+    for a in range(d):
+        sel = pick == a
+        if not sel.any():
+            continue
+        t, pos = tables[a], positive[a]
+        rows = movers[sel]
+        gg = part.group[rows]
+        # the positive classes of each group, listed group by group
+        pos_cls = np.flatnonzero(pos)
+        first = np.searchsorted(pos_cls, t.ptr[gg])
+        count = np.searchsorted(pos_cls, t.ptr[gg + 1]) - first
+        own = orig_cls[rows, a]
+        own_pos = pos[own]
+        k = np.floor(u[sel] * (count - own_pos)).astype(np.int64)  # uniform over the others
+        own_rank = np.searchsorted(pos_cls, own) - first
+        k = np.where(own_pos & (k >= own_rank), k + 1, k)
+        out_cls[rows, a] = pos_cls[first + k]
+    return movers, unchanged[stuck]
+
+
+# --- the technique ---------------------------------------------------------------------------
+
+@register("muco")
+class MuCo(Technique):
+    table_names = ("table",)
+
+    def check_params(self) -> None:
+        self.delta = parse_delta(self.spec)
+        self.l = self.int_param("l", None)
+
+    def check_data(self, data: Microdata) -> None:
+        need = min_group_size(self.delta)
+        if data.n < need:
+            raise MuCoError(f"{data.n} rows: delta = {self.delta} needs groups of at least "
+                            f"ceil(1/delta) = {need} tuples (Property 1)")
+
+    def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
+        from tasks.partition.mondrian import PartitionError, mondrian_partition
+
+        self.check_data(data)
+        try:
+            part = mondrian_partition(data, min_group_size(self.delta), self.l)
+        except PartitionError as exc:
+            raise MuCoError(f"MuCo cannot partition this table: {exc}") from exc
+        return part
+
+    def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
+        need = min_group_size(self.delta)
+        if (part.sizes < need).any():
+            raise MuCoError(f"a QI-group has {part.sizes.min()} tuples; delta = {self.delta} needs "
+                            f"{need} (Property 1)")
+        t0 = time.perf_counter()
+        dists = [Distance(dom) for dom in data.domains]
+        tables = [output_tables(part.group, part.n_groups, data.codes[:, a], dists[a], self.delta)
+                  for a in range(len(dists))]
+        t1 = time.perf_counter()
+        out_cls = np.column_stack([draw_outputs(t, rng) for t in tables])
+        moved, stuck = randomize_unchanged(data, part, tables, dists, out_cls, rng)
+        out_codes = np.column_stack([t.code[out_cls[:, a]] for a, t in enumerate(tables)])
+
+        perm = rng.permutation(data.n)  # published row i is input row perm[i]
+        pub_row = np.empty(data.n, dtype=np.int64)
+        pub_row[perm] = np.arange(data.n)
+        table = publish_table(data, out_codes[perm], perm)
+        private = {
+            "delta": str(self.delta),
+            "output_tables": stored_tables(data, part, tables, pub_row),
+            "value_codes": value_codes(data),
+            "source_row": pa.table({"source_row": perm}),
+            "unchangeable_rows": np.sort(pub_row[stuck]).tolist(),
+        }
+        info = {
+            "groups": int(part.n_groups), "min_group": int(part.sizes.min()),
+            "max_group": int(part.sizes.max()), "randomized_unchanged": int(len(moved)),
+            "unchangeable": int(len(stuck)),
+            "lp_cost": {d.name: float(t.cost.sum()) for d, t in zip(data.domains, tables)},
+            "seconds": {"output_tables": round(t1 - t0, 3),
+                        "draw_and_publish": round(time.perf_counter() - t1, 3)},
+        }
+        return Release({"table": table}, private, info)
+
+    def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
+        return verify_muco(release, self.spec, context)
+
+    def estimate_counts(self, release: Release, workload: Any) -> np.ndarray:
+        table = release.tables["table"].to_pandas()
+        s = table[self.spec.dataset.sensitive].to_numpy()
+        index = ColumnIndex(table)
+        return np.array([float((index.mask(q.conditions) & (s == q.sensitive_value)).sum())
+                         for q in workload])
+
+    def estimate_sums(self, release: Release, queries: list["SumQuery"]) -> np.ndarray:
+        table = release.tables["table"].to_pandas()
+        s = table[self.spec.dataset.sensitive].to_numpy(dtype=float)
+        index = ColumnIndex(table)
+        return np.array([float(s[index.mask(q.conditions)].sum()) for q in queries])
+
+    def utility(self, release: Release, data: Microdata) -> dict[str, float]:
+        """Figures the shared count workload does not cover (the flow may merge them)."""
+        return {"iloss": iloss(release, data)}
+
+    def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
+        import pandera.pandas as pdr
+
+        ds = data_spec.dataset
+        cols = {name: pdr.Column(nullable=False) for name in [*ds.qi_names, ds.sensitive]}
+        return {"table": pdr.DataFrameSchema(cols, strict=True)}
+
+
+def publish_table(data: Microdata, codes: np.ndarray, perm: np.ndarray) -> pa.Table:
+    cols = {}
+    for a, dom in enumerate(data.domains):
+        values = dom.values[codes[:, a]]
+        src = data.frame[dom.name]
+        if dom.kind == "numeric" and pd.api.types.is_integer_dtype(src.dtype):
+            values = values.astype(np.int64)
+        cols[dom.name] = pa.array(values if dom.kind == "numeric" else values.astype(str))
+    sens = data.spec.dataset.sensitive
+    cols[sens] = pa.array(data.frame[sens].to_numpy()[perm])
+    return pa.table(cols)
+
+
+def stored_tables(data: Microdata, part: Partition, tables: list[ClassTables],
+                  pub_row: np.ndarray) -> pa.Table:
+    """Long form of every table P: one row per (QI, tuple, output value) with p > 0."""
+    parts = []
+    for dom, t in zip(data.domains, tables):
+        g_of = t.group_of_class()
+        row_len = np.diff(t.ptr)[g_of]
+        row_cls = np.repeat(np.arange(len(t.code)), row_len)
+        col_cls = t.ptr[g_of[row_cls]] + (np.arange(len(t.q)) - np.repeat(t.qptr, row_len))
+        nz = np.flatnonzero(t.q > 0)  # non-zero entries, grouped by row class
+        nz_cls = row_cls[nz]
+        nz_ptr = np.searchsorted(nz_cls, np.arange(len(t.code) + 1))
+        order = np.argsort(t.tuple_class, kind="stable")  # input rows grouped by class
+        cls = t.tuple_class[order]
+        k = np.diff(nz_ptr)[cls]
+        entry = nz[concat_ranges(nz_ptr[cls], k)]
+        rows = np.repeat(order, k)
+        parts.append(pa.table({
+            "attribute": pa.array(np.full(len(rows), dom.name)),
+            "gid": pa.array(part.group[rows].astype(np.int32)),
+            "row": pa.array(pub_row[rows]),
+            "code": pa.array(t.code[col_cls[entry]].astype(np.int32)),
+            "prob": pa.array(t.q[entry]),
+        }))
+    return pa.concat_tables(parts)
+
+
+def value_codes(data: Microdata) -> pa.Table:
+    attrs, codes, values = [], [], []
+    for dom in data.domains:
+        attrs.append(np.full(dom.size, dom.name))
+        codes.append(np.arange(dom.size, dtype=np.int32))
+        values.append(dp.canonical(dom.values, dom.kind == "numeric"))
+    return pa.table({"attribute": np.concatenate(attrs), "code": np.concatenate(codes),
+                     "value": pa.array(np.concatenate(values).astype(str))})
+
+
+# --- verification ----------------------------------------------------------------------------
+
+def verify_muco(release: Release, spec: ReleaseSpec, context: dict[str, Any]) -> list[PrivacyResult]:
+    """delta-probability and mutual cover from the stored tables and the published table; with
+    the original data in context["data"], the Section 5.1 disclosure figures."""
+    delta = Fraction(release.private["delta"])
+    tables = release.private["output_tables"]
+    published = release.tables["table"]
+    qi = spec.dataset.qi_names
+    results = [
+        dp.check_distributions(tables),
+        dp.check_delta_probability(tables, delta),
+        dp.check_cover(tables, published, release.private["value_codes"], delta, qi),
+    ]
+    data = (context or {}).get("data")
+    if data is not None:
+        results += disclosure_results(release, data)
+    return results
+
+
+def disclosure_results(release: Release, data: Microdata) -> list[PrivacyResult]:
+    pub = dp.published_codes(release.tables["table"], release.private["value_codes"], data.qi_names)
+    src = release.private["source_row"].column("source_row").to_numpy()
+    own = np.empty(len(src), dtype=np.int64)
+    own[src] = np.arange(len(src))
+    s_pub = data.sensitive_codes[src]
+    figures = dp.disclosure(data.codes.astype(np.int64), pub, own, data.sensitive_codes, s_pub)
+    out = []
+    for p, (ident, attr) in figures.items():
+        out.append(PrivacyResult(f"identity disclosure (P_match={p})", ident, None, True))
+        out.append(PrivacyResult(f"attribute disclosure (P_match={p})", attr, None, True))
+    return out
+
+
+# --- utility ---------------------------------------------------------------------------------
+
+def iloss(release: Release, data: Microdata) -> float:
+    """Average over published QI cells of dis(original, published) / largest distance of the QI."""
+    pub = dp.published_codes(release.tables["table"], release.private["value_codes"], data.qi_names)
+    src = release.private["source_row"].column("source_row").to_numpy()
+    losses = []
+    for a, dom in enumerate(data.domains):
+        dist = Distance(dom)
+        span = dist.domain_max
+        d = dist(data.codes[src, a], pub[:, a])
+        losses.append(d / span if span > 0 else np.zeros(len(d)))
+    return float(np.mean(np.column_stack(losses)))
+
+
+class ColumnIndex:
+    """Columns of a frame factorized once, so each predicate is one array lookup."""
+
+    def __init__(self, frame: pd.DataFrame):
+        self.frame = frame
+        self._codes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def _factor(self, col: str):
+        if col not in self._codes:
+            codes, uniques = pd.factorize(self.frame[col], sort=False)
+            self._codes[col] = (codes, np.asarray(uniques))
+        return self._codes[col]
+
+    def condition_mask(self, col: str, cond: RangeCond | SetCond) -> np.ndarray:
+        codes, uniques = self._factor(col)
+        if isinstance(cond, RangeCond):
+            v = uniques.astype(float)
+            hit = (v >= cond.lo) & (v <= cond.hi)
+        else:
+            hit = np.isin(uniques.astype(str), [str(x) for x in cond.values])
+        return hit[codes]
+
+    def mask(self, conditions) -> np.ndarray:
+        out = np.ones(len(self.frame), dtype=bool)
+        for col, cond in conditions:
+            out &= self.condition_mask(col, cond)
+        return out
+
+
+def query_mask(frame: pd.DataFrame, conditions) -> np.ndarray:
+    return ColumnIndex(frame).mask(conditions)
+
+
+@dataclass(frozen=True)
+class SumQuery:
+    """SELECT SUM(S) WHERE pred(A_1) AND ... (Section 5.3)."""
+
+    conditions: tuple[tuple[str, RangeCond | SetCond], ...]
+
+    def sql_where(self) -> str:
+        return " AND ".join(cond.sql(col) for col, cond in self.conditions)
+
+
+def random_sum_queries(data: Microdata, rng: np.random.Generator, n: int = 1000, preds: int = 4,
+                       coverage: tuple[float, float] = (0.3, 0.8)) -> list[SumQuery]:
+    """n queries, each with `preds` predicates on distinct random QIs. A predicate keeps a random
+    contiguous run of the QI's codes covering `coverage` of the domain (a value range for numeric
+    QIs, a value set otherwise); queries whose exact answer is empty are redrawn."""
+    out: list[SumQuery] = []
+    d = len(data.domains)
+    preds = min(preds, d)
+    attempts = 0
+    while len(out) < n and attempts < 50 * n:
+        attempts += 1
+        conds = []
+        mask = np.ones(data.n, dtype=bool)
+        for a in sorted(rng.choice(d, preds, replace=False)):
+            dom = data.domains[a]
+            width = max(1, int(round(rng.uniform(*coverage) * dom.size)))
+            lo = int(rng.integers(0, dom.size - width + 1))
+            hi = lo + width - 1
+            if dom.kind == "numeric":
+                cond = RangeCond(float(dom.values[lo]), float(dom.values[hi]))
+            else:
+                cond = SetCond(frozenset(str(v) for v in dom.values[lo:hi + 1]))
+            conds.append((dom.name, cond))
+            mask &= (data.codes[:, a] >= lo) & (data.codes[:, a] <= hi)
+        if mask.any():
+            out.append(SumQuery(tuple(conds)))
+    return out
+
+
+def exact_sums(data: Microdata, queries: list[SumQuery]) -> np.ndarray:
+    s = data.frame[data.spec.dataset.sensitive].to_numpy(dtype=float)
+    index = ColumnIndex(data.frame)
+    return np.array([float(s[index.mask(q.conditions)].sum()) for q in queries])
+
+
+def relative_errors(estimates: np.ndarray, exact: np.ndarray) -> np.ndarray:
+    return np.abs(estimates - exact) / np.abs(exact)
