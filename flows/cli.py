@@ -1,6 +1,7 @@
 """The `privpub` command line.
 
     privpub publish SPEC.toml          publish the next release of the spec's series
+    privpub serial SPEC.toml           the next release of a serial series (global guarantee)
     privpub history [--state FILE]     list committed releases
     privpub verify RELEASE_ID          re-verify a committed release from its published files
     privpub report RELEASE_ID          (re)write and show the HTML report of a release
@@ -33,11 +34,11 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     from flows.errors import PrivacyRefused, PublishedTableError
     from schemas.input import InputError
     from schemas.spec import SpecError
-    from state.store import StateBusy, StateError
+    from state.store import StaleHistory, StateBusy, StateError
     from tasks.partition.mondrian import PartitionError
 
     return (CliError, SpecError, InputError, PrivacyRefused, PublishedTableError, StateBusy,
-            StateError, PartitionError)
+            StateError, StaleHistory, PartitionError)
 
 
 def _state_path(args) -> Path:
@@ -99,6 +100,24 @@ def cmd_publish(args) -> int:
     return 0
 
 
+def cmd_serial(args) -> int:
+    """The next release of a serial series: refuses a spec whose technique keeps no history."""
+    from tasks.anonymize.base import get_technique
+    from flows.publish import resolve_spec
+
+    if not get_technique(resolve_spec(args.spec, None, None)).uses_history:
+        raise CliError("privpub serial needs a technique that publishes series "
+                       "([technique] name = \"serial\"); use privpub publish for one-off releases")
+    spec = preflight(args.spec)
+    from flows.serial import serial_flow
+
+    release_id = serial_flow(spec_path=str(Path(args.spec).resolve()), actor=args.actor)
+    print(release_id)
+    if not args.quiet:
+        print_summary(spec.state_path, release_id)
+    return 0
+
+
 def cmd_history(args) -> int:
     from state.store import Store
 
@@ -146,6 +165,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--as", dest="actor", help="who runs this (audit log); default: the OS user")
     sp.add_argument("--quiet", action="store_true", help="print only the release id")
     sp.set_defaults(func=cmd_publish)
+
+    sp = sub.add_parser("serial", help="publish the next release of a serial series (global guarantee)")
+    sp.add_argument("spec", help="the release spec (TOML), [technique] name = \"serial\"")
+    sp.add_argument("--as", dest="actor", help="who runs this (audit log); default: the OS user")
+    sp.add_argument("--quiet", action="store_true", help="print only the release id")
+    sp.set_defaults(func=cmd_serial)
 
     for name, func, hlp in (("history", cmd_history, "list committed releases"),
                             ("verify", cmd_verify, "re-verify a committed release from its published files"),

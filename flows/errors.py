@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 
-class PrivacyRefused(RuntimeError):
-    """The verifier found the release does not meet its privacy model: nothing is published."""
+from tasks.anonymize.base import PrivacyRefused  # noqa: F401  (raised by tasks, caught by flows)
 
 
 class PublishedTableError(ValueError):

@@ -171,10 +171,12 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     # independent streams: the release's draws do not depend on how the workload is drawn
     release_seq, _ = np.random.SeedSequence(seed).spawn(2)
     rng = np.random.default_rng(release_seq)
-    data.extra.update((context or {}).get("extra", {}))
+    based_on = store.last_sequence(spec.dataset.name) if technique.uses_history else None
+    history = technique.prior_context(store, spec)
+    data.extra.update(history)
     part = partition_task(technique, data, rng)
     release = anonymize_task(technique, data, part, rng)
-    privacy = verify_task(technique, release, spec, {**(context or {}), "data": data})
+    privacy = verify_task(technique, release, spec, {**(context or {}), **history, "data": data})
     failed = [r for r in privacy if not r.passed]
     if failed:
         detail = {r.model: {"value": str(r.value), "threshold": str(r.threshold), "worst": r.worst} for r in failed}
@@ -190,7 +192,8 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
             parameters=spec.technique.params, spec=spec.model_dump(), seed=seed,
             input_fingerprint=fp, release_key=key, rows_in=data.n, privacy=privacy,
             utility=utility, private=release.private, info=release.info,
-            actor=current_actor(actor), flow_run_id=_flow_run_id(), started_at=started))
+            actor=current_actor(actor), flow_run_id=_flow_run_id(), started_at=started,
+            based_on_sequence=based_on))
     finally:
         staged.release_owner()
     out_dir = spec.output_dir.resolve() / release_id

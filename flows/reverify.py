@@ -36,7 +36,9 @@ def reverify(state: Path, release_id: str, actor: str | None = None) -> tuple[bo
     ok = not problems
     if not problems:
         technique = get_technique(spec)
-        for r in technique.verify(release, {"store": store, "release": rel}):
+        context = {**technique.prior_context(store, spec, before_sequence=rel["sequence"]),
+                   "store": store, "release": rel}
+        for r in technique.verify(release, context):
             need = f" (required {r.threshold})" if r.threshold is not None else ""
             lines.append(f"{'PASS' if r.passed else 'FAIL'} {r.model}: {r.value}{need}")
             ok &= r.passed
@@ -50,7 +52,8 @@ def rewrite_report(state: Path, release_id: str) -> str:
     store = Store(state)
     rel, spec, release, problems = load_release(store, release_id)
     technique = get_technique(spec)
-    privacy = technique.verify(release, {"store": store, "release": rel}) if not problems else []
+    context = {**technique.prior_context(store, spec, before_sequence=rel["sequence"]), "release": rel}
+    privacy = technique.verify(release, context) if not problems else []
     m = rel["metrics"]
     utility = {r.name: (r.value if r.value == r.value else r.text_value)
                for r in m[m.kind == "utility"].itertuples()}

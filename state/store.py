@@ -40,6 +40,10 @@ class StateBusy(RuntimeError):
     """Another process holds the state file longer than we are willing to wait."""
 
 
+class StaleHistory(RuntimeError):
+    """The series' history changed between reading it and committing."""
+
+
 class StateError(RuntimeError):
     """The state database does not hold what was asked for."""
 
@@ -240,9 +244,13 @@ class Store:
                        parameters: dict, spec: dict, seed: int, input_fingerprint: str,
                        release_key: str, rows_in: int, privacy: list, utility: dict,
                        private: dict, info: dict, actor: str, flow_run_id: str | None,
-                       started_at: datetime) -> tuple[str, bool]:
+                       started_at: datetime, based_on_sequence: int | None = None) -> tuple[str, bool]:
         """Commit a staged release; returns (release_id, created). A release with the same key
-        (same series, input, parameters and seed) is recognised and not duplicated."""
+        (same series, input, parameters and seed) is recognised and not duplicated.
+
+        based_on_sequence: for techniques whose release depends on the series' history, the
+        last sequence they read; if another release of the series committed since, the commit
+        is refused (its statistics would be stale) and nothing is written."""
         self.watch_output_dir(staged.output_dir)
         with self.write() as con:
             existing = con.execute("SELECT release_id FROM release_rows WHERE release_key = ?",
@@ -256,6 +264,10 @@ class Store:
             try:
                 seq = con.execute("SELECT coalesce(max(sequence), 0) + 1 FROM release_rows WHERE series = ?",
                                   [series]).fetchone()[0]
+                if based_on_sequence is not None and seq - 1 != based_on_sequence:
+                    raise StaleHistory(f"release #{seq - 1} of series '{series}' was committed while this "
+                                       f"one was computed from the history up to #{based_on_sequence}; "
+                                       "run it again")
                 release_id = f"{series}-{seq:04d}-{staged.token[:6]}"
                 con.execute(
                     "INSERT INTO release_rows VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'committed', ?, ?, ?, ?, ?, ?, ?)",
@@ -284,6 +296,10 @@ class Store:
                           {"rows_in": rows_in, "info": info})
                 failpoint("commit")
                 con.execute("COMMIT")
+            except StaleHistory:
+                con.execute("ROLLBACK")
+                staged.discard()
+                raise
             except BaseException:
                 con.execute("ROLLBACK")
                 raise
@@ -294,6 +310,35 @@ class Store:
             with contextlib.suppress(OSError):
                 (staged.output_dir / STAGING).rmdir()
             return release_id, True
+
+    def latest_release(self, series: str, technique: str | None = None,
+                       before_sequence: int | None = None) -> str | None:
+        """Id of the newest committed release of a series (optionally of one technique, and
+        before a given sequence number)."""
+        if not self.path.exists():
+            return None
+        sql = "SELECT release_id FROM release_rows WHERE series = ?"
+        args: list[Any] = [series]
+        if technique:
+            sql += " AND technique = ?"
+            args.append(technique)
+        if before_sequence is not None:
+            sql += " AND sequence < ?"
+            args.append(before_sequence)
+        with self.read() as con:
+            if not _has_table(con, "release_rows"):
+                return None
+            row = con.execute(sql + " ORDER BY sequence DESC LIMIT 1", args).fetchone()
+        return row[0] if row else None
+
+    def last_sequence(self, series: str) -> int:
+        if not self.path.exists():
+            return 0
+        with self.read() as con:
+            if not _has_table(con, "release_rows"):
+                return 0
+            return con.execute("SELECT coalesce(max(sequence), 0) FROM release_rows WHERE series = ?",
+                               [series]).fetchone()[0]
 
     def log(self, actor: str, action: str, target: str | None, outcome: str,
             flow_run_id: str | None = None, detail: dict | None = None) -> None:

@@ -16,6 +16,10 @@ from schemas.spec import ReleaseSpec, SpecError
 from tasks.microdata import Microdata
 
 
+class PrivacyRefused(RuntimeError):
+    """The release cannot meet its privacy model: nothing is published."""
+
+
 @dataclass
 class Partition:
     """A group id per row (0..n_groups-1), and, for Mondrian, the split tree."""
@@ -67,6 +71,9 @@ class Technique:
     name: ClassVar[str] = ""
     # the published tables, for the report and the schema check
     table_names: ClassVar[tuple[str, ...]] = ("table",)
+    # True when a release depends on earlier releases of its series (its commit then checks
+    # that no other release of the series was committed meanwhile)
+    uses_history: ClassVar[bool] = False
 
     def __init__(self, spec: ReleaseSpec):
         self.spec = spec
@@ -106,6 +113,12 @@ class Technique:
     def estimate_counts(self, release: Release, workload: "Any") -> np.ndarray:
         """Estimated answers of the shared count-query workload, from the published tables."""
         raise NotImplementedError
+
+    def prior_context(self, store: Any, spec: ReleaseSpec, before_sequence: int | None = None) -> dict[str, Any]:
+        """What this technique needs from earlier releases of the series (and public lists),
+        loaded from the store before partitioning; it is put in `data.extra` and passed to
+        `verify`. before_sequence: only releases before this one (re-verification)."""
+        return {}
 
     def utility(self, release: Release, data: Microdata) -> dict[str, float]:
         """Technique-specific utility figures (penalties, ILoss), beside the shared workload."""

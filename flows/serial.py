@@ -1,0 +1,17 @@
+"""The `serial` flow: the next release of a series under the global guarantee.
+
+The same pipeline as `publish`; the technique's prior_context() reads the series' statistics
+from the store, and the commit refuses if another release of the series landed meanwhile.
+"""
+from __future__ import annotations
+
+from prefect import flow
+
+from flows.publish import resolve_spec, run_release
+
+
+@flow(name="serial", persist_result=False, validate_parameters=True)
+def serial_flow(spec_path: str = "", overrides: dict | None = None, actor: str | None = None) -> str:
+    """Publish the next release of the serial series described by the spec (current snapshot)."""
+    spec = resolve_spec(spec_path, None, overrides)
+    return run_release(spec, actor=actor)["release_id"]

@@ -1,0 +1,338 @@
+"""The global guarantee of serial publishing for transient sensitive values (arXiv 0903.0682).
+
+Formulas as restated in ../shared/notes/serial-formulas.md (the seed copy lost them):
+
+    p(o, s, k) = 1 - prod_j (|G_j| - n_j(s)) / |G_j|      over the releases whose group of o holds s
+               = 1 - Q / D
+
+A person-value pair is summarised by the integers Q = prod(|G_j| - n_j(s)) and D = prod |G_j|; every
+decision below is an integer comparison on them, so nothing depends on floating-point rounding.
+
+- global guarantee:      p <= 1/l          <=>  l*Q >= (l-1)*D
+- may be linked again:   p <  1/l          <=>  l*Q >  (l-1)*D
+- Theorem 1 (integer):   after a release with a group (size, count) holding s, p <= 1/l
+                         <=>  l*Q > (l-1)*D  and  size * (l*Q - (l-1)*D) >= count * l*Q
+  so the minimum ratio |G|/n(s) is m = l*Q / (l*Q - (l-1)*D) (first release: m = l).
+- localized guarantee:   n_j(s) / |G_j| <= 1/l  <=>  l * count <= size
+
+Strategies give the ratio a release must meet; both stay strictly above m, so p never reaches 1/l
+(Corollary 2: equality at m; Theorem 2: after equality every later linking release breaches).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Iterable
+
+import numpy as np
+
+# ------------------------------------------------------------------------------------------------
+# scalar, exact
+
+
+def not_linked(terms: Iterable[tuple[int, int]]) -> tuple[int, int]:
+    """(Q, D) for a series of (group size, count of s) terms; count 0 contributes 1 (Lemma 5)."""
+    q = d = 1
+    for size, count in terms:
+        if not 0 <= count <= size or size <= 0:
+            raise ValueError(f"impossible group: size {size}, count {count}")
+        if count:
+            q *= size - count
+            d *= size
+    return q, d
+
+
+def breach_probability(terms: Iterable[tuple[int, int]]) -> Fraction:
+    """p(o, s, k) for the (|G_j|, n_j(s)) of o's groups over the series (Lemma 4)."""
+    q, d = not_linked(terms)
+    return 1 - Fraction(q, d)
+
+
+def within_guarantee(q: int, d: int, l: int) -> bool:
+    """p = 1 - Q/D <= 1/l."""
+    return l * q >= (l - 1) * d
+
+
+def can_link_again(q: int, d: int, l: int) -> bool:
+    """p < 1/l: some finite ratio keeps the next linking release within the guarantee."""
+    return l * q > (l - 1) * d
+
+
+def min_ratio(q: int, d: int, l: int) -> Fraction | None:
+    """Theorem 1: the smallest |G|/n(s) for the next release; None when no ratio is enough."""
+    slack = l * q - (l - 1) * d
+    if slack <= 0:
+        return None
+    return Fraction(l * q, slack)
+
+
+def ratio_meets(size: int, count: int, q: int, d: int, l: int) -> bool:
+    """Theorem 1 in integer form: does a group (size, count of s) keep p(o, s, k) <= 1/l?"""
+    if count == 0:
+        return within_guarantee(q, d, l)
+    lq = l * q
+    slack = lq - (l - 1) * d
+    return slack > 0 and size * slack >= count * lq
+
+
+def localized_ok(size: int, count: int, l: int) -> bool:
+    return l * count <= size
+
+
+def exceeds_r_star(r: Fraction, l: int, k: int) -> bool:
+    """r > r* = 1 / (1 - ((l-1)/l)^(1/k)), exactly: ((r-1)/r)^k > (l-1)/l."""
+    a, b = r.numerator, r.denominator
+    return a > b and l * (a - b) ** k > (l - 1) * a**k
+
+
+def constant_ratio(l: int, k: int, scale: int = 100) -> Fraction:
+    """The constant ratio: r* rounded up to the next multiple of 1/scale, strictly above r*.
+
+    r* is irrational for the parameters of interest, so strictly above costs nothing; when r*
+    happens to be a multiple of 1/scale the next one is taken, because at r* itself the k-th
+    linking release reaches p = 1/l exactly (Corollary 2) and none may follow.
+    """
+    if l < 2 or k < 1:
+        raise ValueError("constant ratio needs l >= 2 and k >= 1")
+    guess = 1.0 / (1.0 - ((l - 1) / l) ** (1.0 / k))
+    a = max(scale + 1, math.floor(guess * scale) - 2)
+    while not exceeds_r_star(Fraction(a, scale), l, k):
+        a += 1
+    while a - 1 > scale and exceeds_r_star(Fraction(a - 1, scale), l, k):
+        a -= 1
+    return Fraction(a, scale)
+
+
+# ------------------------------------------------------------------------------------------------
+# strategies: the ratio |G|/n(s) the next release must meet for a pair with history (Q, D)
+
+FALLBACK_FACTOR = Fraction(2)
+
+
+@dataclass(frozen=True)
+class Strategy:
+    l: int
+
+    def required(self, q: int, d: int) -> Fraction | None:
+        """The ratio the next linking release must meet; None: the pair may never be linked again."""
+        raise NotImplementedError
+
+    def required_many(self, q: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Vectorised `required` as exact (numerator, denominator) object arrays; den 0 = never."""
+        raise NotImplementedError
+
+    @property
+    def first(self) -> Fraction:
+        """The ratio for a pair with no history."""
+        r = self.required(1, 1)
+        assert r is not None
+        return r
+
+
+def _min_ratio_many(q: np.ndarray, d: np.ndarray, l: int) -> tuple[np.ndarray, np.ndarray]:
+    lq = l * q
+    slack = lq - (l - 1) * d
+    ok = np.asarray(slack > 0, dtype=bool)
+    num = np.where(ok, lq, 1).astype(object)
+    den = np.where(ok, slack, 0).astype(object)
+    return num, den
+
+
+@dataclass(frozen=True)
+class ConstantRatio(Strategy):
+    """Section 6.1: the same ratio r_c (r* rounded up, `constant_ratio`) for every linking release.
+
+    Rule: required = r_c when r_c > m (Theorem 1 minimum), else FALLBACK_FACTOR * m. Within k
+    linking releases at ratios >= r_c, r_c > m always holds (p stays below 1 - (1-1/r_c)^k < 1/l),
+    so the fallback only acts past the horizon k, where it keeps p strictly below 1/l.
+    """
+
+    k: int = 20
+    ratio: Fraction = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ratio", constant_ratio(self.l, self.k))
+
+    def required(self, q: int, d: int) -> Fraction | None:
+        m = min_ratio(q, d, self.l)
+        if m is None:
+            return None
+        return self.ratio if self.ratio > m else FALLBACK_FACTOR * m
+
+    def required_many(self, q, d):
+        num, den = _min_ratio_many(q, d, self.l)
+        a, b = self.ratio.numerator, self.ratio.denominator
+        use_rc = np.asarray(a * den > b * num, dtype=bool)  # r_c > m; false when den == 0
+        fnum = num * FALLBACK_FACTOR.numerator
+        fden = den * FALLBACK_FACTOR.denominator
+        return np.where(use_rc, a, fnum).astype(object), np.where(use_rc, b, fden).astype(object)
+
+
+@dataclass(frozen=True)
+class Geometric(Strategy):
+    """Section 6.2: required = factor * m, with factor > 1, so p < 1/l after every release."""
+
+    factor: Fraction = Fraction(2)
+
+    def __post_init__(self) -> None:
+        if not self.factor > 1:
+            raise ValueError("the geometric factor must be > 1")
+
+    def required(self, q: int, d: int) -> Fraction | None:
+        m = min_ratio(q, d, self.l)
+        return None if m is None else self.factor * m
+
+    def required_many(self, q, d):
+        num, den = _min_ratio_many(q, d, self.l)
+        return num * self.factor.numerator, den * self.factor.denominator
+
+
+@dataclass(frozen=True)
+class LocalizedOnly(Strategy):
+    """Baseline, NOT safe for a series: ratio l in every release (the localized guarantee only)."""
+
+    def required(self, q: int, d: int) -> Fraction | None:
+        return Fraction(self.l)
+
+    def required_many(self, q, d):
+        n = len(q)
+        return np.full(n, self.l, dtype=object), np.full(n, 1, dtype=object)
+
+
+def make_strategy(name: str, l: int, releases: int = 20, factor: Fraction = Fraction(2)) -> Strategy:
+    if name == "constant-ratio":
+        return ConstantRatio(l, releases)
+    if name == "geometric":
+        return Geometric(l, Fraction(factor))
+    if name == "localized":
+        return LocalizedOnly(l)
+    raise ValueError(f"unknown serial strategy '{name}' (constant-ratio, geometric, localized)")
+
+
+def ratio_upper_bound(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """float64 values >= num/den (inf where den == 0), for sizing groups; exact checks follow."""
+
+    def one(a: int, b: int) -> float:
+        if b == 0:
+            return math.inf
+        try:
+            return a / b  # correctly rounded
+        except OverflowError:
+            return math.inf
+
+    vals = np.frompyfunc(one, 2, 1)(num, den).astype(np.float64) if len(num) else np.zeros(0)
+    return np.nextafter(vals * (1 + 2.0**-50), np.inf)
+
+
+# ------------------------------------------------------------------------------------------------
+# vectorised checks over many person-value pairs (object arrays of Python ints)
+
+
+def within_guarantee_many(q: np.ndarray, d: np.ndarray, l: int) -> np.ndarray:
+    return np.asarray(l * q >= (l - 1) * d, dtype=bool)
+
+
+def ratio_meets_many(size, count, q, d, l: int) -> np.ndarray:
+    """`ratio_meets` elementwise; size and count int arrays, q and d object arrays."""
+    size = np.asarray(size).astype(object)
+    count = np.asarray(count).astype(object)
+    lq = l * q
+    slack = lq - (l - 1) * d
+    return np.asarray((slack > 0) & (size * slack >= count * lq), dtype=bool)
+
+
+def worst_pair(q: np.ndarray, d: np.ndarray) -> tuple[int, Fraction]:
+    """Index and exact value of the largest p = 1 - Q/D (floats pick candidates, Fractions decide)."""
+    if len(q) == 0:
+        return -1, Fraction(0)
+    approx = np.frompyfunc(lambda a, b: a / b, 2, 1)(q, d).astype(np.float64)
+    low = approx.min()
+    cand = np.flatnonzero(approx <= low * (1 + 1e-9) + 1e-300)
+    best = min(cand, key=lambda i: Fraction(q[i], d[i]))
+    return int(best), 1 - Fraction(q[best], d[best])
+
+
+# ------------------------------------------------------------------------------------------------
+# verification of a release of a series, from what the adversary sees
+
+
+@dataclass
+class SeriesCheck:
+    """Result of `check_release`: the privacy figures plus the rows the release adds."""
+
+    results: list
+    rows: "object"  # pandas DataFrame of history rows recomputed from the published tables
+    aggregate: "object"  # the per-pair aggregate over the series including this release
+
+
+def check_release(table, groups, membership, prior_aggregate, *, l: int, sensitive: str,
+                  transient=None, release: int = 0) -> SeriesCheck:
+    """Global and localized guarantees of a candidate release over the whole series.
+
+    table, groups: the published pyarrow tables; membership: (person, gid) of every real tuple
+    (the adversary is assumed to know o's group); prior_aggregate: per-pair aggregate of the
+    committed releases (tasks.serial.statistics); transient: the protected values (None = all).
+    """
+    import pandas as pd
+
+    from tasks.anonymize.base import PrivacyResult
+    from tasks.serial import statistics as st
+
+    gid = np.asarray(table.column("gid").to_numpy(zero_copy_only=False), dtype=np.int64)
+    shown = table.column(sensitive).to_pandas().to_numpy(dtype=object)
+    present = ~pd.isna(shown)
+    if transient is not None:
+        present &= pd.Series(shown).isin(list(transient)).to_numpy()
+    codes, values = pd.factorize(pd.Series(shown[present]), sort=True)
+    value_code = np.full(len(shown), -1, dtype=np.int64)
+    value_code[present] = codes
+    values = np.asarray(values, dtype=object)
+
+    size_of = np.zeros(0, dtype=np.int64)
+    g_ids = np.asarray(groups.column("gid").to_numpy(), dtype=np.int64)
+    if len(g_ids):
+        size_of = np.zeros(g_ids.max() + 1, dtype=np.int64)
+        size_of[g_ids] = np.asarray(groups.column("size").to_numpy(), dtype=np.int64)
+    real = np.bincount(gid, minlength=len(size_of))
+    if (real > size_of).any():
+        raise ValueError("a published group is smaller than its tuples")
+
+    gv = st.group_values(gid, value_code, len(values))
+    # localized: n(s)/|G| <= 1/l for every group and protected value, from the tables alone
+    gv_gid, gv_code, cnt = gv
+    loc_ok = l * cnt <= size_of[gv_gid]
+    if len(cnt):
+        frac = cnt / size_of[gv_gid]
+        cand = np.flatnonzero(frac >= frac.max() * (1 - 1e-9))
+        i = max(cand, key=lambda j: Fraction(int(cnt[j]), int(size_of[gv_gid[j]])))
+        loc_worst = Fraction(int(cnt[i]), int(size_of[gv_gid[i]]))
+        loc_where = {"gid": int(gv_gid[i]), "value": _plain(values[gv_code[i]]),
+                     "count": int(cnt[i]), "size": int(size_of[gv_gid[i]])}
+    else:
+        loc_worst, loc_where = Fraction(0), {}
+    localized = PrivacyResult("serial-localized", str(loc_worst), f"1/{l}", bool(loc_ok.all()),
+                              {**loc_where, "violating_groups": int((~loc_ok).sum())})
+
+    mem = membership.to_pandas() if hasattr(membership, "to_pandas") else membership
+    person = mem["person"].to_numpy()
+    member_gid = mem["gid"].to_numpy(dtype=np.int64)
+    if len(member_gid) != len(gid) or not np.array_equal(np.bincount(member_gid, minlength=len(real)), real):
+        raise ValueError("group membership does not match the published table")
+    rows = st.pair_rows(person, member_gid, size_of, gv, values, release)
+    agg = st.combine(([st.as_frame(prior_aggregate, st.AGGREGATE_COLUMNS)]
+                      if prior_aggregate is not None else []) + [st._terms(rows)])
+    q = agg["q"].to_numpy(dtype=object)
+    d = agg["d"].to_numpy(dtype=object)
+    ok = within_guarantee_many(q, d, l)
+    i, p = worst_pair(q, d)
+    where = {} if i < 0 else {"person": _plain(agg["person"].iat[i]), "value": _plain(agg["value"].iat[i]),
+                              "links": int(agg["links"].iat[i]), "p": str(p)}
+    globl = PrivacyResult("serial-global", str(p), f"1/{l}", bool(ok.all()),
+                          {**where, "breaching_pairs": int((~ok).sum()), "pairs": len(agg)})
+    return SeriesCheck([globl, localized], rows, agg)
+
+
+def _plain(x):
+    """A numpy scalar as the Python value (reports are serialised)."""
+    return x.item() if hasattr(x, "item") else x
