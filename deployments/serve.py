@@ -4,6 +4,7 @@ so no work pool or worker is needed. Parameters are editable per run in the UI (
 
     PRIVPUB_SPEC   the spec file the monthly publish uses (default: demo/census.toml, made if absent)
     PRIVPUB_CRON   its schedule (default: 02:00 on the 1st of every month)
+    PRIVPUB_SERIAL_SPEC  the serial series' spec (default: demo/serial.toml, made if absent)
 """
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from pathlib import Path
 
 from prefect import serve
 
-from flows.demo import prepare_demo
+from flows.demo import prepare_demo, prepare_serial_demo
 from flows.publish import publish_flow
+from flows.serial import serial_flow
 
 
 def deployments():
@@ -23,7 +25,14 @@ def deployments():
         name="monthly-census", cron=cron,
         parameters={"spec_path": str(Path(spec).resolve()), "overrides": {}, "actor": None},
         description="Publish the next release of the series in spec_path (monthly).",
-        tags=["privpub", "release"])]
+        tags=["privpub", "release"]),
+        serial_flow.to_deployment(
+            name="monthly-serial", cron=cron,
+            parameters={"spec_path": str(Path(os.environ.get("PRIVPUB_SERIAL_SPEC")
+                                              or prepare_serial_demo(Path("demo"))).resolve()),
+                        "overrides": {}, "actor": None},
+            description="Publish the next release of a serial series under the global guarantee.",
+            tags=["privpub", "serial"])]
 
 
 if __name__ == "__main__":

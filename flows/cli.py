@@ -6,6 +6,7 @@
     privpub verify RELEASE_ID          re-verify a committed release from its published files
     privpub report RELEASE_ID          (re)write and show the HTML report of a release
     privpub demo                       publish a release of the embedded sample data
+    privpub audit init|ask|batch|log   the online auditor (l-uncertainty)
 
 Exit status 0 on success; on failure one line `privpub: error: ...` and status 1.
 """
@@ -146,6 +147,69 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_audit(args) -> int:
+    import json
+
+    from flows import audit
+    from flows.publish import current_actor
+
+    actor = current_actor(args.actor)
+    if args.audit_command == "init":
+        from schemas.spec import load_spec
+
+        spec = load_spec(args.spec)
+        name = audit.init_audit(spec, actor)
+        print(json.dumps({"registered": name, "state": str(spec.state_path.resolve()),
+                          **audit.audit_settings(spec)}))
+        return 0
+    state = _state_path(args)
+    if args.audit_command == "ask":
+        print(json.dumps(audit.ask(state, args.where, actor, args.table), default=str))
+        return 0
+    if args.audit_command == "batch":
+        queries = _read_batch(Path(args.file))
+        for response in audit.audit_flow(state=str(Path(state).resolve()), queries=queries, actor=actor,
+                                         table=args.table):
+            print(json.dumps(response, default=str))
+        return 0
+    from state.store import Store
+
+    log = Store(state).audit_log()
+    log = log[log.action.str.startswith("audit-")]
+    for row in log.itertuples():
+        print(json.dumps({"at": str(row.logged_at), "requester": row.actor, "action": row.action,
+                          "table": row.target, "response": row.outcome,
+                          **json.loads(row.detail or "{}")}, default=str))
+    return 0
+
+
+def _read_batch(path: Path) -> list[dict]:
+    """A batch file: one query per line, either a bare SQL predicate or a JSON object
+    {"where": ..., "as": requester, "id": name}; blank lines and # comments are skipped."""
+    import json
+
+    if not path.is_file():
+        raise CliError(f"batch file not found: {path}")
+    queries = []
+    for n, line in enumerate(path.read_text().splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("{"):
+            try:
+                q = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise CliError(f"{path}, line {n}: not valid JSON ({exc})") from None
+            if "where" not in q:
+                raise CliError(f"{path}, line {n}: a query needs a \"where\" predicate")
+            queries.append(q)
+        else:
+            queries.append({"where": line})
+    if not queries:
+        raise CliError(f"{path} holds no query")
+    return queries
+
+
 def cmd_demo(args) -> int:
     from flows.demo import prepare_demo
 
@@ -184,6 +248,24 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--series", help="only this series")
         sp.add_argument("--as", dest="actor", help="who runs this (audit log)")
         sp.set_defaults(func=func)
+
+    sp = sub.add_parser("audit", help="answer online microdata queries under l-uncertainty")
+    audit_sub = sp.add_subparsers(dest="audit_command", required=True)
+    a = audit_sub.add_parser("init", help="register a secret table ([audit] l, budget, strategy)")
+    a.add_argument("spec")
+    a.add_argument("--as", dest="actor")
+    for name, hlp in (("ask", "decide one query"), ("batch", "decide a file of concurrent queries (Prefect flow)"),
+                      ("log", "the decisions, as JSON lines")):
+        a = audit_sub.add_parser(name, help=hlp)
+        if name == "ask":
+            a.add_argument("--where", required=True, help="SQL predicate over the QI columns")
+        if name == "batch":
+            a.add_argument("file", help="one predicate (or JSON object with \"where\") per line")
+        a.add_argument("--as", dest="actor", help="the requester (audit log)")
+        a.add_argument("--state", help=f"the state file (default ./{DEFAULT_STATE})")
+        a.add_argument("--spec", help="take the state file from this spec")
+        a.add_argument("--table", help="which registered table, when there are several")
+    sp.set_defaults(func=cmd_audit)
 
     sp = sub.add_parser("demo", help="publish a release of the embedded census sample")
     sp.add_argument("--dir", default="demo", help="where the demo data, releases and history go")

@@ -35,6 +35,28 @@ def _toml_qi(q: dict) -> str:
     return "  { " + ", ".join(parts) + " },"
 
 
+SERIAL_TECHNIQUE = """[technique]
+name = "serial"
+l = 4
+strategy = "constant-ratio"
+releases = 20
+transient = 0.1
+"""
+
+
+def prepare_serial_demo(directory: Path, rows: int = 5000) -> Path:
+    """A serial spec over the demo snapshot (the 10% least frequent occupations transient)."""
+    census_spec = prepare_demo(directory, rows)
+    text = census_spec.read_text()
+    head, _, rest = text.partition("[technique]")
+    _, _, tail = rest.partition("[output]")
+    serial = directory / "serial.toml"
+    if not serial.exists():
+        serial.write_text(head.replace('name = "census"', 'name = "census-serial"')
+                          + SERIAL_TECHNIQUE + "\n[output]" + tail)
+    return serial.resolve()
+
+
 def prepare_demo(directory: Path, rows: int = 5000) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     data = directory / "census.csv"

@@ -65,4 +65,15 @@ CREATE TABLE audit_log (
     detail      JSON
 );
 """),
+    (2, "the online auditor's registered tables and knowledge dictionaries", """
+CREATE TABLE audit_tables (
+    name          VARCHAR PRIMARY KEY,   -- the dataset name of the registered secret table
+    spec          JSON NOT NULL,
+    fingerprint   VARCHAR NOT NULL,      -- sha256 of the secret input when registered
+    knowledge     JSON NOT NULL,         -- Auditor.to_state(): the knowledge dictionary
+    decisions     BIGINT NOT NULL,
+    registered_at TIMESTAMP NOT NULL,
+    updated_at    TIMESTAMP NOT NULL
+);
+"""),
 ]

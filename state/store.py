@@ -384,6 +384,51 @@ class Store:
             out[name] = pq.read_table(io.BytesIO(payload)) if fmt == "parquet" else json.loads(bytes(payload))
         return out
 
+    # --- the online auditor -------------------------------------------------------------------
+    def register_audit_table(self, name: str, spec: dict, fingerprint: str, knowledge: dict,
+                             actor: str) -> None:
+        with self.write() as con:
+            if con.execute("SELECT 1 FROM audit_tables WHERE name = ?", [name]).fetchone():
+                raise StateError(f"table '{name}' is already registered with the auditor; its "
+                                 "knowledge must not be forgotten (use another dataset name)")
+            con.execute("BEGIN TRANSACTION")
+            con.execute("INSERT INTO audit_tables VALUES (?, ?, ?, ?, 0, ?, ?)",
+                        [name, json.dumps(spec, default=str), fingerprint, json.dumps(knowledge), _now(), _now()])
+            self._log(con, actor, "audit-init", name, "registered", None, {"fingerprint": fingerprint})
+            con.execute("COMMIT")
+
+    def audit_tables(self) -> list[str]:
+        with self.read() as con:
+            if not _has_table(con, "audit_tables"):
+                return []
+            return [r[0] for r in con.execute("SELECT name FROM audit_tables ORDER BY name").fetchall()]
+
+    @contextlib.contextmanager
+    def audit_session(self, name: str) -> Iterator[dict[str, Any]]:
+        """Exclusive access to one registered table's knowledge. The caller decides and fills
+        session["knowledge"] and session["log"]; both are committed in one transaction on exit,
+        so a decision is remembered exactly when it is logged (and before it is shown)."""
+        with self.write() as con:
+            row = con.execute("SELECT spec, fingerprint, knowledge FROM audit_tables WHERE name = ?",
+                              [name]).fetchone()
+            if row is None:
+                raise StateError(f"no table '{name}' registered with the auditor in {self.path} "
+                                 "(privpub audit init SPEC)")
+            session = {"spec": json.loads(row[0]), "fingerprint": row[1],
+                       "knowledge": json.loads(row[2]), "log": []}
+            yield session
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.execute("UPDATE audit_tables SET knowledge = ?, decisions = decisions + ?, updated_at = ? "
+                            "WHERE name = ?", [json.dumps(session["knowledge"]), len(session["log"]), _now(), name])
+                for entry in session["log"]:
+                    self._log(con, entry["actor"], "audit-query", name, entry["response"], entry.get("flow_run_id"),
+                              entry["detail"])
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+
     def audit_log(self):
         with self.read() as con:
             return con.execute("SELECT * FROM audit_log ORDER BY id").df()
