@@ -1,0 +1,145 @@
+"""The online auditor over the state database: `privpub audit ...` and the Prefect flow `audit`.
+
+The population's ids and QI values and the multiset of sensitive values are public knowledge
+(as the thesis assumes); the secret is which person holds which value. The secret table is read
+from the spec's input each time, and the auditor consults it only after its simulatable check.
+Each decision is committed (knowledge dictionary + audit-log row, one transaction) before the
+response is returned.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+
+from schemas.spec import ReleaseSpec, SpecError, spec_from_dict
+from state.store import StateError, Store
+from schemas.input import validate_input
+from tasks.audit import Auditor, ask_batch, secret_from_mapping, select_ids
+from tasks.validate import load_input
+
+
+def audit_settings(spec: ReleaseSpec) -> dict[str, Any]:
+    section = spec.section("audit")
+    l = section.get("l")
+    if not isinstance(l, int) or isinstance(l, bool) or l < 1:
+        raise SpecError("[audit] l must be an integer >= 1")
+    budget = section.get("budget")
+    if budget is not None and (not isinstance(budget, int) or budget < 1):
+        raise SpecError("[audit] budget must be a positive integer (integer programs per decision)")
+    strategy = section.get("strategy", "simulatable")
+    return {"l": l, "budget": budget, "strategy": strategy}
+
+
+def _secret_table(spec: ReleaseSpec):
+    """The validated secret table: (public population, public value multiset, secret reader, fingerprint)."""
+    frame, fingerprint = load_input(spec)
+    frame = validate_input(frame, spec)  # an audit spec needs no [technique]
+    ds = spec.dataset
+    population = frame[[ds.person_id, *ds.qi_names]]
+    values = frame[ds.sensitive].tolist()
+    mapping = dict(zip(frame[ds.person_id].tolist(), values))
+    return population, values, secret_from_mapping(mapping), fingerprint
+
+
+def _auditor(spec: ReleaseSpec, knowledge: dict | None):
+    settings = audit_settings(spec)
+    population, values, secret, fingerprint = _secret_table(spec)
+    kw = dict(id_column=spec.dataset.person_id)
+    if knowledge is None:
+        return Auditor(population, values, settings["l"], secret, budget=settings["budget"],
+                       strategy=settings["strategy"], **kw), fingerprint
+    return Auditor.from_state(knowledge, population, values, secret, **kw), fingerprint
+
+
+def init_audit(spec: ReleaseSpec, actor: str) -> str:
+    auditor, fingerprint = _auditor(spec, None)
+    Store(spec.state_path).register_audit_table(spec.dataset.name, spec.model_dump(), fingerprint,
+                                                auditor.to_state(), actor)
+    return spec.dataset.name
+
+
+def _pick_table(store: Store, name: str | None) -> str:
+    names = store.audit_tables()
+    if name:
+        return name
+    if len(names) == 1:
+        return names[0]
+    if not names:
+        raise StateError(f"no table registered with the auditor in {store.path} (privpub audit init SPEC)")
+    raise StateError(f"several tables are registered ({', '.join(names)}): choose one with --table")
+
+
+def _spec_of(session: dict) -> ReleaseSpec:
+    data = session["spec"]
+    return spec_from_dict({k: v for k, v in data.items() if k != "base_dir"}, base_dir=data.get("base_dir", "."))
+
+
+def response_json(decision) -> dict[str, Any]:
+    """The contract's JSON object: ids and values only for an answer."""
+    out: dict[str, Any] = {"response": decision.response, "query_id": decision.query_id,
+                           "reason": decision.reason}
+    if decision.response == "answer":
+        out["ids"] = [*decision.ids]
+        out["values"] = [*decision.values]
+    return out
+
+
+def _log_entry(decision, predicate: str, actor: str, flow_run_id: str | None = None) -> dict:
+    return {"actor": actor, "response": decision.response, "flow_run_id": flow_run_id,
+            "detail": {"query_id": decision.query_id, "query": predicate, "why": decision.reason,
+                       "budget_hit": decision.budget_hit, "selected": len(decision.ids) or None,
+                       "joint": list(decision.joint), "integer_programs": decision.solves}}
+
+
+def ask(state, where: str, actor: str, table: str | None = None) -> dict[str, Any]:
+    """Decide one query and remember it; returns the response object."""
+    store = Store(state)
+    name = _pick_table(store, table)
+    with store.audit_session(name) as session:
+        spec = _spec_of(session)
+        auditor, fingerprint = _auditor(spec, session["knowledge"])
+        if fingerprint != session["fingerprint"]:
+            raise StateError(f"the secret table {spec.dataset.input} changed since it was registered; "
+                             "the auditor's knowledge no longer describes it")
+        try:
+            ids = select_ids(auditor.population, where, spec.dataset.person_id)
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
+        decision = auditor.ask(ids)
+        resolved = auditor.take_resolved()
+        session["knowledge"] = auditor.to_state()
+        session["log"] = [_log_entry(decision, where, actor)] + [_log_entry(d, "(earlier query)", actor)
+                                                                   for d in resolved]
+    out = response_json(decision)
+    if resolved:
+        out["resolved_earlier"] = [response_json(d) for d in resolved]
+    return out
+
+
+@task(name="audit-decide", cache_policy=NO_CACHE, persist_result=False)
+def decide_batch_task(state: str, queries: list[dict], actor: str, table: str | None,
+                      flow_run_id: str | None) -> list[dict]:
+    store = Store(state)
+    name = _pick_table(store, table)
+    with store.audit_session(name) as session:
+        spec = _spec_of(session)
+        auditor, fingerprint = _auditor(spec, session["knowledge"])
+        if fingerprint != session["fingerprint"]:
+            raise StateError("the secret table changed since it was registered")
+        batch = [(q.get("id") or f"b{i + 1}", select_ids(auditor.population, q["where"], spec.dataset.person_id))
+                 for i, q in enumerate(queries)]
+        decisions = ask_batch(auditor, batch)
+        session["knowledge"] = auditor.to_state()
+        session["log"] = [_log_entry(d, q["where"], q.get("as") or actor, flow_run_id)
+                          for d, q in zip(decisions, queries)]
+    return [response_json(d) for d in decisions]
+
+
+@flow(name="audit", persist_result=False, validate_parameters=True)
+def audit_flow(state: str, queries: list[dict], actor: str = "batch", table: str | None = None) -> list[dict]:
+    """Decide a batch of concurrent queries ({"where": predicate, "as": requester, "id": name})."""
+    from flows.publish import _flow_run_id
+
+    return decide_batch_task(state, queries, actor, table, _flow_run_id())

@@ -1,0 +1,76 @@
+"""Budget, persistence, the SQL selection helper and the secret-reading discipline."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from tasks.audit import Auditor, select_ids
+from tests.audit.test_golden import Q1, Q2, T12, Spy, population, table12_auditor
+
+
+def test_budget_denies_without_reading_the_secret_and_says_so():
+    spy = Spy(T12)
+    auditor = Auditor(population(T12), list(T12.values()), 2, spy, budget=5)
+    decision = auditor.ask(Q2)  # needs far more than 5 integer programs
+    assert decision.response == "negative-denial" and decision.budget_hit
+    assert "budget" in decision.reason and spy.reads == []
+    assert auditor.knowledge.branches == [()]  # nothing learnt, nothing changed
+
+
+def test_generous_budget_changes_nothing():
+    auditor, _ = table12_auditor()
+    budgeted = Auditor(population(T12), list(T12.values()), 2, Spy(T12), budget=10_000)
+    for q in (Q1, Q2, Q1):
+        assert auditor.ask(q).response == budgeted.ask(q).response
+
+
+def test_state_round_trip_through_json_keeps_the_knowledge():
+    auditor, _ = table12_auditor()
+    auditor.ask(Q2)
+    state = json.loads(json.dumps(auditor.to_state()))
+    restored = Auditor.from_state(state, population(T12), list(T12.values()), Spy(T12))
+    assert restored.possible_values() == auditor.possible_values()
+    assert restored.to_state() == auditor.to_state()
+    assert restored.ask(Q1).response == "answer"  # the restored knowledge makes q1 safe
+    fresh, _ = table12_auditor()
+    assert fresh.ask(Q1).response == "negative-denial"
+
+
+def test_state_refuses_a_different_population():
+    auditor, _ = table12_auditor()
+    state = auditor.to_state()
+    other = population(T12)
+    other.loc[0, "name"] = "Zoe"
+    with pytest.raises(ValueError, match="differ"):
+        Auditor.from_state(state, other, list(T12.values()))
+
+
+def test_select_ids_runs_a_predicate_over_the_public_table():
+    pop = population(T12)
+    assert select_ids(pop, "age BETWEEN 32 AND 60", "name") == ["Alice", "Bob", "Clark", "Diana",
+                                                                  "Ellen", "Fen"]
+    assert select_ids(pop, "age < 30", "name") == []
+
+
+@pytest.mark.parametrize("predicate", ["age > 1; DROP TABLE population",
+                                       "age IN (SELECT 1 FROM read_csv('/etc/hostname'))",
+                                       "no_such_column = 1"])
+def test_select_ids_rejects_what_is_not_a_predicate_over_the_public_table(predicate):
+    with pytest.raises(ValueError):
+        select_ids(population(T12), predicate, "name")
+
+
+def test_secret_is_read_only_for_the_selected_people_after_the_check():
+    auditor, spy = table12_auditor()
+    auditor.ask(Q1)
+    assert spy.reads == []
+    auditor.ask(Q2)
+    assert spy.reads == [sorted(Q2)]
+
+
+def test_decision_is_json_serialisable():
+    auditor, _ = table12_auditor()
+    d = auditor.ask(Q2).to_dict()
+    assert json.loads(json.dumps(d))["values"] == ["cancer", "cancer", "flu"]

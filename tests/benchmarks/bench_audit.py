@@ -1,0 +1,82 @@
+"""Benchmark of the l-uncertainty auditor (not run by CI).
+
+1,000 people (age 18-90, a region code), 20 distinct sensitive values with uneven counts, 200
+random range queries over the public QIs. Prints decisions per second, the share answered /
+denied / budget-denied and latency percentiles.
+
+    .venv/bin/python -m tests.benchmarks.bench_audit [--budget N] [--l L] [--queries Q]
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import pandas as pd
+
+from tasks.audit import Auditor
+
+
+def make_population(rng: np.random.Generator, n: int, n_values: int):
+    people = pd.DataFrame({
+        "pid": [f"p{i:04d}" for i in range(n)],
+        "age": rng.integers(18, 91, n),
+        "region": rng.integers(0, 10, n),
+    })
+    weights = rng.dirichlet(np.full(n_values, 2.0))
+    secret = rng.choice([f"d{k:02d}" for k in range(n_values)], size=n, p=weights)
+    return people, dict(zip(people["pid"], secret))
+
+
+def make_queries(rng: np.random.Generator, k: int) -> list[str]:
+    out = []
+    for _ in range(k):
+        lo = int(rng.integers(18, 91))
+        hi = int(min(90, lo + rng.integers(0, 25)))
+        q = f"age BETWEEN {lo} AND {hi}"
+        if rng.random() < 0.3:
+            a = int(rng.integers(0, 10))
+            q += f" AND region BETWEEN {a} AND {int(min(9, a + rng.integers(0, 5)))}"
+        out.append(q)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--people", type=int, default=1000)
+    ap.add_argument("--values", type=int, default=20)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--l", type=int, default=2)
+    ap.add_argument("--budget", type=int, default=150)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--verbose", action="store_true")
+    args = ap.parse_args()
+
+    rng = np.random.default_rng(args.seed)
+    people, secret = make_population(rng, args.people, args.values)
+    auditor = Auditor(people, list(secret.values()), args.l, lambda ids: [secret[i] for i in ids],
+                      id_column="pid", budget=args.budget)
+    latencies, kinds = [], []
+    start = time.perf_counter()
+    for predicate in make_queries(rng, args.queries):
+        t0 = time.perf_counter()
+        d = auditor.ask_where(predicate)
+        latencies.append(time.perf_counter() - t0)
+        kinds.append("budget-denied" if d.budget_hit else d.response)
+        if args.verbose:
+            print(f"{len(kinds):4d} {latencies[-1]:7.3f}s {kinds[-1]:16s} solves={d.solves:5d} {predicate}",
+                  flush=True)
+    total = time.perf_counter() - start
+    lat = np.array(latencies)
+    print(f"people={args.people} values={args.values} queries={args.queries} l={args.l} "
+          f"budget={args.budget} integer programs/decision")
+    print(f"decisions/s={len(lat) / total:.2f}  p50={np.percentile(lat, 50):.3f}s  "
+          f"p95={np.percentile(lat, 95):.3f}s  max={lat.max():.3f}s")
+    for kind in ["answer", "negative-denial", "positive-denial", "budget-denied"]:
+        print(f"  {kind:16s} {kinds.count(kind) / len(kinds):6.1%}")
+    print(f"knowledge branches={len(auditor.knowledge.branches)} "
+          f"facts={sum(len(b) for b in auditor.knowledge.branches)}")
+
+
+if __name__ == "__main__":
+    main()

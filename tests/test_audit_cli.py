@@ -1,0 +1,92 @@
+"""`privpub audit ...` over the state database: decisions persist and are logged."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from tests.test_cli import run
+
+# ten patients, two of each value (the multiset is public; who holds which is the secret)
+AGES = {f"p{i}": 20 + 5 * i for i in range(10)}
+TABLE4 = dict(zip(AGES, ["asthma", "hiv", "cancer", "flu", "flu", "cold", "hiv", "asthma", "cancer", "cold"]))
+
+SPEC = """[dataset]
+name = "clinic"
+input = "clinic.csv"
+person_id = "name"
+sensitive = "disease"
+qi = [ { name = "age", kind = "numeric" } ]
+
+[audit]
+l = 2
+
+[output]
+state = "privpub.duckdb"
+"""
+
+
+@pytest.fixture
+def clinic(tmp_path):
+    pd.DataFrame({"name": list(AGES), "age": list(AGES.values()),
+                  "disease": [TABLE4[n] for n in AGES]}).to_csv(tmp_path / "clinic.csv", index=False)
+    (tmp_path / "clinic.toml").write_text(SPEC)
+    return tmp_path
+
+
+def ask(folder, where, api, who="analyst"):
+    res = run(["audit", "ask", "--where", where, "--as", who, "--state", str(folder / "privpub.duckdb")], api)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def test_init_ask_log_and_restart(prefect_server, clinic):
+    res = run(["audit", "init", str(clinic / "clinic.toml")], prefect_server)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["registered"] == "clinic"
+    # registering again would forget what was released: refused
+    again = run(["audit", "init", str(clinic / "clinic.toml")], prefect_server)
+    assert again.returncode == 1 and "already registered" in again.stderr
+
+    # each ask is a new process: the knowledge must come back from the state database and
+    # give exactly the decisions of one auditor kept in memory
+    from tasks.audit import Auditor, secret_from_mapping
+
+    people = pd.DataFrame({"name": list(AGES), "age": list(AGES.values())})
+    memory = Auditor(people, [TABLE4[n] for n in AGES], 2, secret_from_mapping(TABLE4), id_column="name")
+    queries = ["age BETWEEN 20 AND 40", "age BETWEEN 30 AND 50", "age = 30", "age BETWEEN 45 AND 65"]
+    got = [ask(clinic, q, prefect_server) for q in queries]
+    want = [memory.ask_where(q) for q in queries]
+    assert [g["response"] for g in got] == [w.response for w in want]
+    assert got[0]["response"] == "answer" and got[2]["response"].endswith("denial")
+    for g, w in zip(got, want):
+        if g["response"] == "answer":
+            assert g["ids"] == list(w.ids) and g["values"] == sorted(TABLE4[i] for i in g["ids"])
+        else:
+            assert "ids" not in g and "values" not in g
+
+    log = run(["audit", "log", "--state", str(clinic / "privpub.duckdb")], prefect_server)
+    lines = [json.loads(l) for l in log.stdout.splitlines()]
+    logged = [l for l in lines if l["action"] == "audit-query"]
+    assert [q["response"] for q in logged] == [g["response"] for g in got]
+    assert [q["query"] for q in logged] == queries and logged[0]["requester"] == "analyst"
+    assert all(q["why"] for q in logged)
+
+
+def test_batch_runs_as_a_flow(prefect_server, clinic):
+    assert run(["audit", "init", str(clinic / "clinic.toml")], prefect_server).returncode == 0
+    batch = clinic / "batch.txt"
+    batch.write_text("# two concurrent queries\nage BETWEEN 20 AND 40\n"
+                     '{"where": "age BETWEEN 30 AND 50", "as": "bob"}\n')
+    res = run(["audit", "batch", str(batch), "--state", str(clinic / "privpub.duckdb")], prefect_server)
+    assert res.returncode == 0, res.stderr
+    out = [json.loads(l) for l in res.stdout.splitlines()]
+    assert len(out) == 2 and out[0]["response"] in ("answer", "negative-denial", "positive-denial", "delayed")
+
+
+def test_bad_predicate_is_one_clear_error(prefect_server, clinic):
+    assert run(["audit", "init", str(clinic / "clinic.toml")], prefect_server).returncode == 0
+    res = run(["audit", "ask", "--where", "age BETWEEN", "--state", str(clinic / "privpub.duckdb")],
+              prefect_server)
+    assert res.returncode == 1 and "privpub: error: bad predicate" in res.stderr
