@@ -76,6 +76,17 @@ def _spec_of(session: dict) -> ReleaseSpec:
     return spec_from_dict({k: v for k, v in data.items() if k != "base_dir"}, base_dir=data.get("base_dir", "."))
 
 
+def _open(session: dict):
+    """The registered spec and its auditor, restored from the stored knowledge dictionary; a
+    secret table that changed since registration is refused (the knowledge would be wrong)."""
+    spec = _spec_of(session)
+    auditor, fingerprint = _auditor(spec, session["knowledge"])
+    if fingerprint != session["fingerprint"]:
+        raise StateError(f"the secret table {spec.dataset.input} changed since it was registered; "
+                         "the auditor's knowledge no longer describes it")
+    return spec, auditor
+
+
 def response_json(decision) -> dict[str, Any]:
     """The contract's JSON object: ids and values only for an answer."""
     out: dict[str, Any] = {"response": decision.response, "query_id": decision.query_id,
@@ -98,11 +109,7 @@ def ask(state, where: str, actor: str, table: str | None = None) -> dict[str, An
     store = Store(state)
     name = _pick_table(store, table)
     with store.audit_session(name) as session:
-        spec = _spec_of(session)
-        auditor, fingerprint = _auditor(spec, session["knowledge"])
-        if fingerprint != session["fingerprint"]:
-            raise StateError(f"the secret table {spec.dataset.input} changed since it was registered; "
-                             "the auditor's knowledge no longer describes it")
+        spec, auditor = _open(session)
         try:
             ids = select_ids(auditor.population, where, spec.dataset.person_id)
         except ValueError as exc:
@@ -124,10 +131,7 @@ def decide_batch_task(state: str, queries: list[dict], actor: str, table: str | 
     store = Store(state)
     name = _pick_table(store, table)
     with store.audit_session(name) as session:
-        spec = _spec_of(session)
-        auditor, fingerprint = _auditor(spec, session["knowledge"])
-        if fingerprint != session["fingerprint"]:
-            raise StateError("the secret table changed since it was registered")
+        spec, auditor = _open(session)
         batch = [(q.get("id") or f"b{i + 1}", select_ids(auditor.population, q["where"], spec.dataset.person_id))
                  for i, q in enumerate(queries)]
         decisions = ask_batch(auditor, batch)
