@@ -55,9 +55,11 @@ def test_migrations_are_versioned_and_idempotent(tmp_path):
     _commit(store, tmp_path / "out")
     with store.write():
         pass
-    assert store.schema_version() == 1
+    from state.migrations import MIGRATIONS
+
+    assert store.schema_version() == max(v for v, _, _ in MIGRATIONS)
     con = duckdb.connect(str(tmp_path / "state.duckdb"), read_only=True)
-    assert con.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == 1
+    assert con.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == len(MIGRATIONS)
     con.close()
 
 
