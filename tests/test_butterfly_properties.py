@@ -1,0 +1,213 @@
+"""Property tests of the butterfly technique on random tables: every release passes the
+multi-QID verifier (cross-checked by a plain pandas count), Theorem 2 (a table k-anonymous for
+S1 and S2 splits into k-butterflies: its classes on S1 ∩ S2), and Theorem 4 (the lower bound
+L(G) never exceeds the loss of the butterfly actually built)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tasks.anonymize.butterfly_core import Points
+from tasks.anonymize.butterfly_wings import segmented_mondrian
+from tasks.evaluate.metrics import uncertainty_penalty
+from tasks.partition.mondrian import mondrian_partition
+from tests.helpers import release_of, technique_and_data
+
+ATTRS = ["a", "b", "c", "d", "e"]
+QI = [{"name": "a", "kind": "numeric"}, {"name": "b", "kind": "categorical"},
+      {"name": "c", "kind": "ordinal", "order": [f"o{i}" for i in range(6)]},
+      {"name": "d", "kind": "numeric"}, {"name": "e", "kind": "categorical"}]
+
+
+@st.composite
+def cases(draw, two_level=st.booleans()):
+    n = draw(st.integers(12, 90))
+    seed = draw(st.integers(0, 2**31))
+    rng = np.random.default_rng(seed)
+    card = draw(st.lists(st.integers(1, 8), min_size=5, max_size=5))
+    frame = pd.DataFrame({
+        "pid": np.arange(n),
+        "a": rng.integers(0, card[0] * 5, n),
+        "b": [f"b{v}" for v in rng.integers(0, card[1], n)],
+        "c": [f"o{v}" for v in rng.integers(0, min(card[2], 6), n)],
+        "d": rng.integers(0, card[3], n) * 1.5,
+        "e": [f"e{v}" for v in rng.integers(0, card[4], n)],
+        "s": [f"s{v}" for v in rng.integers(0, 4, n)],
+    })
+    # QIDs: random non-empty subsets, at least two, not all equal to the union
+    m = draw(st.integers(2, 3))
+    qids = [draw(st.lists(st.sampled_from(ATTRS), min_size=1, max_size=4, unique=True)) for _ in range(m)]
+    k = draw(st.integers(2, max(2, min(8, n // 3))))
+    params = {"k": k, "qids": qids}
+    if draw(two_level) and k >= 3:
+        params["k_prime"] = draw(st.integers(2, k - 1))
+    return frame, params
+
+
+def pandas_min_class(table, qid):
+    cols = [c for q in qid for c in ((f"{q}_lo", f"{q}_hi") if f"{q}_lo" in table.column_names else (q,))]
+    df = table.select(cols).to_pandas()
+    for c in cols:
+        if df[c].dtype == object:
+            df[c] = df[c].map(lambda v: tuple(v))
+    return int(df.groupby(cols, dropna=False).size().min())
+
+
+@settings(max_examples=15, deadline=None)
+@given(cases())
+def test_every_release_passes_the_verifier(case):
+    frame, params = case
+    for name in ("butterfly", "union-qid"):
+        tech, data = technique_and_data(frame, QI, "s", name, **params)
+        part, release = release_of(tech, data)
+        table = release.tables["table"]
+        assert table.num_rows == len(frame)
+        results = tech.verify(release, {})
+        assert all(r.passed for r in results), [(r.model, r.value, r.threshold) for r in results]
+        for qid, res in zip(params["qids"], results):
+            assert res.value == pandas_min_class(table, qid) >= params["k"]
+        if "k_prime" in params:
+            assert results[-1].value == pandas_min_class(table, tech.union) >= params["k_prime"]
+        if name == "butterfly":
+            # the walk only replaces union classes by cheaper butterflies (Section 4.2.5)
+            assert part.info["loss"] <= part.info["union_loss"] + 1e-9
+            if "k_prime" not in params:  # one level, no hierarchies: the published penalty is it
+                penalty = uncertainty_penalty(table, data)["uncertainty_penalty"]  # all QIs
+                assert penalty == pytest.approx(part.info["loss"], abs=1e-6)
+
+
+def butterfly_split(df: pd.DataFrame, s1: list[str], s2: list[str], k: int) -> bool:
+    """Theorem 2's construction: the classes on S1 ∩ S2, each checked against Definition 2."""
+    common = [c for c in s1 if c in s2]
+    only1 = [c for c in s1 if c not in s2]
+    only2 = [c for c in s2 if c not in s1]
+    parts = df.groupby(common, dropna=False) if common else [((), df)]
+    for _, part in parts:
+        for wing in (only1, only2):
+            if wing and part.groupby(wing, dropna=False).size().min() < k:
+                return False
+            if len(part) < k:
+                return False
+    return True
+
+
+def k_anonymous(df: pd.DataFrame, qid: list[str], k: int) -> bool:
+    return int(df.groupby(qid, dropna=False).size().min()) >= k
+
+
+def cells(table) -> pd.DataFrame:
+    df = table.to_pandas()
+    for c in df.columns:
+        if df[c].dtype == object:
+            df[c] = df[c].map(lambda v: tuple(v) if not isinstance(v, str) else v)
+    return df
+
+
+@settings(max_examples=15, deadline=None)
+@given(cases(two_level=st.just(False)), st.integers(0, 3))
+def test_theorem2_k_anonymous_for_s1_and_s2_iff_split_into_k_butterflies(case, copies):
+    frame, params = case
+    s1, s2 = params["qids"][:2]
+    k = params["k"]
+    # a table that is k-anonymous for S1 and S2 (a release), and a raw one that may not be
+    tech, data = technique_and_data(frame, QI, "s", "butterfly", k=k, qids=[s1, s2])
+    published = cells(release_of(tech, data)[1].tables["table"])
+    raw = pd.concat([frame] * (copies + 1), ignore_index=True)
+    for df in (published, raw):
+        anon = k_anonymous(df, columns_of(df, s1), k) and k_anonymous(df, columns_of(df, s2), k)
+        assert anon == butterfly_split(df, columns_of(df, s1), columns_of(df, s2), k)
+    assert butterfly_split(published, columns_of(published, s1), columns_of(published, s2), k)
+
+
+def columns_of(df: pd.DataFrame, qid: list[str]) -> list[str]:
+    """A QID's columns in a raw table (its names) or a published one (<qi>_lo/_hi or <qi>)."""
+    return [c for a in qid for c in ((f"{a}_lo", f"{a}_hi") if f"{a}_lo" in df else (a,))]
+
+
+@settings(max_examples=15, deadline=None)
+@given(cases(two_level=st.just(False)))
+def test_theorem4_bound_never_exceeds_the_built_butterfly(case):
+    frame, params = case
+    tech, data = technique_and_data(frame, QI, "s", "butterfly", **params)
+    part, _ = release_of(tech, data)
+    for bound, real in part.info["assignment"].checks:
+        assert bound <= real + 1e-9
+
+
+def census_case(n=3000, k=10, **extra):
+    from tasks.demo_data import CENSUS_QI, census
+
+    qi = [q for q in CENSUS_QI if q["name"] != "salary"] + [{"name": "occupation", "kind": "categorical"}]
+    qids = [["age", "occupation", "country", "sex", "marital", "education"],
+            ["sex", "marital", "education", "workclass", "race"]]
+    return technique_and_data(census(n, seed=5), qi, "salary", "butterfly", k=k, qids=qids, **extra)
+
+
+def test_theorem4_on_census_data_where_the_bound_drives_the_builds():
+    tech, data = census_case()
+    part, release = release_of(tech, data)
+    checks = part.info["assignment"].checks
+    assert part.info["bound_hits"] > 0 and len(checks) >= part.info["bound_hits"]
+    assert all(bound <= real + 1e-9 for bound, real in checks)
+    assert part.info["loss"] < part.info["union_loss"]
+    assert all(r.passed for r in tech.verify(release, {}))
+
+
+def test_two_level_framework_on_census_data():
+    tech, data = census_case(k=10, k_prime=2)
+    part, release = release_of(tech, data)
+    results = {r.model: r for r in tech.verify(release, {})}
+    assert results["k'-anonymity union QID"].passed and results["k'-anonymity union QID"].value >= 2
+    assert results["k-anonymity QID1"].value >= 10 and results["k-anonymity QID2"].value >= 10
+    assert part.info["k_points"] == 5  # ceil(k / k') representatives per class
+
+
+@settings(max_examples=15, deadline=None)
+@given(cases(two_level=st.just(False)), st.lists(st.integers(0, 4), min_size=1, max_size=3, unique=True),
+       st.integers(1, 4))
+def test_segmented_wings_equal_mondrian_on_each_segment(case, columns, cuts):
+    """The batched wing partitioner follows the spine's Mondrian exactly, segment by segment."""
+    frame, params = case
+    k = params["k"]
+    _, data = technique_and_data(frame, QI, "s", "union-qid", **params)
+    n = data.n
+    n_seg = max(1, min(cuts, n // k))
+    sizes = np.full(n_seg, n // n_seg)
+    sizes[-1] += n - sizes.sum()
+    perm = np.random.default_rng(n).permutation(n)
+    group, n_groups = segmented_mondrian(data.codes[perm], data.domains, columns, sizes, k)
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    for j in range(n_seg):
+        rows = perm[offsets[j]:offsets[j + 1]]
+        ref = mondrian_partition(Points.of_rows(data.codes[rows], data.domains), k, columns=columns)
+        mine = group[offsets[j]:offsets[j + 1]]
+        assert n_groups[j] == ref.n_groups == len(set(zip(ref.group.tolist(), mine.tolist())))
+        assert mine.min() == 0 and mine.max() == n_groups[j] - 1
+
+
+def test_leaf_inn_matches_brute_force_on_small_and_huge_leaves():
+    from tasks.anonymize.butterfly_core import leaf_inn
+
+    rng = np.random.default_rng(3)
+    sizes = np.array([5, 7, 5, 1400])  # 1400^2 x 3 exceeds the batch budget: the blocked path
+    x = rng.integers(0, 20, (sizes.sum(), 3)) / 19
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    got = leaf_inn(x, starts, sizes, 5)
+    for g, (a, s) in enumerate(zip(starts, sizes)):
+        pts = x[a:a + s]
+        dist = np.sort(np.abs(pts[:, None, :] - pts[None, :, :]).sum(axis=2), axis=1)
+        assert np.allclose(got[g], dist[:, :5].min(axis=0))
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(2, 60), st.integers(1, 8), st.integers(0, 1000))
+def test_global_knn_counts_duplicates(n, k, seed):
+    from tasks.anonymize.butterfly_core import global_knn
+
+    k = min(k, n)
+    x = np.random.default_rng(seed).integers(0, 4, (n, 2)) / 3  # many repeated points
+    dist = np.sort(np.abs(x[:, None, :] - x[None, :, :]).sum(axis=2), axis=1)
+    assert np.allclose(global_knn(x, k), dist[:, k - 1])
