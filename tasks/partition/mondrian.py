@@ -111,38 +111,25 @@ def _distinct_per_side(seg: np.ndarray, side: np.ndarray, s: np.ndarray, n_seg: 
     return counts[0::2], counts[1::2]
 
 
-def mondrian_partition(data: Microdata, k: int, l: int | None = None,
-                       columns: list[int] | None = None) -> Partition:
-    """QI-groups of at least k rows (and l distinct sensitive values when l is given).
+def split_levels(xt: np.ndarray, doms: list, k: int, rows: np.ndarray, sizes: np.ndarray,
+                 labels: np.ndarray, *, l: int | None = None, s: np.ndarray | None = None,
+                 tree: _TreeBuilder | None = None, dim_names: np.ndarray | None = None):
+    """Split contiguous row segments level by level until no segment can be split.
 
-    columns: which QIs (indices into data.domains) to partition on; default all.
+    xt: (D, n) codes per dimension; rows/sizes: the starting segments (each contiguous in
+    `rows`); labels: one label per starting segment. With a tree, each split creates two child
+    nodes and the labels are node ids; without, children keep their segment's label (so a final
+    group says which starting segment it came from). Returns (rows, sizes, labels) of the final
+    groups, each group contiguous in rows.
     """
-    cols = list(range(len(data.domains))) if columns is None else list(columns)
-    n = data.n
-    if k < 1:
-        raise PartitionError("k must be at least 1")
-    if n < k:
-        raise PartitionError(f"k = {k} is larger than the table ({n} rows): no k-anonymous release exists")
-    s = data.sensitive_codes.astype(np.int64)
-    n_s = max(int(s.max()) + 1, 1) if n else 1
-    if l is not None and l > 1 and len(np.unique(s)) < l:
-        raise PartitionError(f"l = {l} but the table has only {len(np.unique(s))} distinct sensitive values")
-    use_l = l is not None and l > 1
-
-    xt = np.ascontiguousarray(data.codes[:, cols].T)  # (D, n): per-dimension rows are contiguous
-    doms = [data.domains[c] for c in cols]
     spans = np.array([d.span for d in doms], dtype=float)
-    D = len(cols)
+    D = len(doms)
     key_base = int(max(d.size for d in doms)) + 1
-
-    tree = _TreeBuilder(n)
-    rows = np.arange(n, dtype=np.int64)  # rows of the active partitions, each contiguous
-    sizes = np.array([n], dtype=np.int64)
-    nodes = np.array([0], dtype=np.int64)
+    use_l = l is not None and l > 1
+    n_s = max(int(s.max()) + 1, 1) if use_l and len(s) else 1
     leaf_rows: list[np.ndarray] = []
     leaf_sizes: list[np.ndarray] = []
-    leaf_nodes: list[np.ndarray] = []
-
+    leaf_labels: list[np.ndarray] = []
     while len(sizes):
         P = len(sizes)
         starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
@@ -192,32 +179,56 @@ def mondrian_partition(data: Microdata, k: int, l: int | None = None,
                 continue
             threshold = np.where(use_lt, med - 1, med)
             n_left = np.where(use_lt, n_lt, n_le)
-            keep = split[local]
-            child_rows.append(sub_rows[keep])  # sorted by key: left rows first in each segment
+            child_rows.append(sub_rows[split[local]])  # sorted by key: left rows first in each segment
             sp = np.flatnonzero(split)
-            lefts, rights = tree.split(nodes[c_idx[sp]], np.asarray(cols)[dims[c_idx[sp]]],
-                                       threshold[sp], n_left[sp], c_sizes[sp] - n_left[sp])
             pair = np.empty(2 * len(sp), dtype=np.int64)
             pair[0::2], pair[1::2] = n_left[sp], c_sizes[sp] - n_left[sp]
-            child_sizes.append(np.stack([pair, np.ravel(np.column_stack([lefts, rights]))]))
+            parents = labels[c_idx[sp]]
+            if tree is not None:
+                lefts, rights = tree.split(parents, dim_names[dims[c_idx[sp]]], threshold[sp],
+                                           n_left[sp], c_sizes[sp] - n_left[sp])
+                kids = np.ravel(np.column_stack([lefts, rights]))
+            else:
+                kids = np.repeat(parents, 2)
+            child_sizes.append(np.stack([pair, kids]))
             open_[c_idx[sp]] = False
 
-        if open_.any():  # no dimension can split these: final QI-groups
+        if open_.any():  # no dimension can split these: final groups
             leaf_rows.append(rows[open_[seg]])
             leaf_sizes.append(sizes[open_])
-            leaf_nodes.append(nodes[open_])
+            leaf_labels.append(labels[open_])
         if child_rows:
             rows = np.concatenate(child_rows)
             cs = np.concatenate(child_sizes, axis=1)
-            sizes, nodes = cs[0], cs[1]
+            sizes, labels = cs[0], cs[1]
         else:
-            rows = rows[:0]
             sizes = sizes[:0]
+    return np.concatenate(leaf_rows), np.concatenate(leaf_sizes), np.concatenate(leaf_labels)
 
-    all_leaf_nodes = np.concatenate(leaf_nodes)
-    all_sizes = np.concatenate(leaf_sizes)
+
+def mondrian_partition(data: Microdata, k: int, l: int | None = None,
+                       columns: list[int] | None = None) -> Partition:
+    """QI-groups of at least k rows (and l distinct sensitive values when l is given).
+
+    columns: which QIs (indices into data.domains) to partition on; default all.
+    """
+    cols = list(range(len(data.domains))) if columns is None else list(columns)
+    n = data.n
+    if k < 1:
+        raise PartitionError("k must be at least 1")
+    if n < k:
+        raise PartitionError(f"k = {k} is larger than the table ({n} rows): no k-anonymous release exists")
+    s = data.sensitive_codes.astype(np.int64)
+    if l is not None and l > 1 and len(np.unique(s)) < l:
+        raise PartitionError(f"l = {l} but the table has only {len(np.unique(s))} distinct sensitive values")
+
+    xt = np.ascontiguousarray(data.codes[:, cols].T)  # (D, n): per-dimension rows are contiguous
+    tree = _TreeBuilder(n)
+    leaf_rows, leaf_sizes, leaf_nodes = split_levels(
+        xt, [data.domains[c] for c in cols], k, np.arange(n, dtype=np.int64),
+        np.array([n], dtype=np.int64), np.array([0], dtype=np.int64), l=l, s=s, tree=tree,
+        dim_names=np.asarray(cols))
     group = np.empty(n, dtype=np.int64)
-    group[np.concatenate(leaf_rows)] = np.repeat(np.arange(len(all_sizes)), all_sizes)
-    split_tree = tree.build(all_leaf_nodes)
-    return Partition(group=group, n_groups=len(all_sizes), tree=split_tree,
+    group[leaf_rows] = np.repeat(np.arange(len(leaf_sizes)), leaf_sizes)
+    return Partition(group=group, n_groups=len(leaf_sizes), tree=tree.build(leaf_nodes),
                      info={"partitioner": "mondrian", "k": k, "l": l})
