@@ -23,8 +23,21 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-bench: $(STAMP)
-	$(BIN)/python -m tests.benchmarks.bench_spine
+# The benchmark's reference libraries (pycanon, anonypyx) pin numpy / pandas / scipy versions of
+# their own: they live in a separate environment, never in $(VENV) or the runtime dependencies.
+BENCH_ENV := bench-env
+BENCH_REQ := tests/benchmarks/requirements-bench.txt
+BENCH_STAMP := $(BENCH_ENV)/.installed
+BENCH_ARGS ?=
+
+$(BENCH_STAMP): $(BENCH_REQ)
+	$(PY) -m venv $(BENCH_ENV)
+	$(BENCH_ENV)/bin/pip install --quiet --upgrade pip
+	$(BENCH_ENV)/bin/pip install --quiet -r $(BENCH_REQ)
+	touch $(BENCH_STAMP)
+
+bench: $(STAMP) $(BENCH_STAMP)
+	$(BIN)/python -m tests.benchmarks.bench_spine --bench-python $(BENCH_ENV)/bin/python $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) demo-output

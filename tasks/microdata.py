@@ -74,8 +74,11 @@ def build_domain(q: QISpec, column: pd.Series) -> QIDomain:
 def encode(domain: QIDomain, column: pd.Series) -> np.ndarray:
     if domain.kind == "numeric":
         return np.searchsorted(domain.values, column.to_numpy(dtype=float)).astype(np.int32)
-    codes = pd.Categorical(column.astype(str), categories=list(domain.values)).codes
-    return codes.astype(np.int32)
+    # factorize once, then map the few distinct values onto the domain (no per-row str())
+    codes, uniques = pd.factorize(column)
+    lookup = pd.Index(np.asarray(domain.values, dtype=object).astype(str)).get_indexer(
+        pd.Index(uniques).astype(str))
+    return np.where(codes >= 0, lookup[codes], -1).astype(np.int32)
 
 
 @dataclass

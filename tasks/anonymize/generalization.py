@@ -14,7 +14,7 @@ from tasks.evaluate.estimate_generalized import estimate_from_generalized
 from tasks.evaluate.metrics import uncertainty_penalty
 from tasks.microdata import Microdata
 from tasks.partition.mondrian import mondrian_partition
-from tasks.verify.k_anonymity import k_anonymity, l_diversity
+from tasks.verify.k_anonymity import k_and_l, k_anonymity
 from tasks.verify.published import qi_columns
 
 
@@ -44,10 +44,9 @@ class Generalization(Technique):
         table = release.tables["table"]
         ds = self.spec.dataset
         cols = qi_columns(table, ds.qi_names)
-        results = [k_anonymity(table, cols, self.k)]
         if self.l:
-            results.append(l_diversity(table, cols, ds.sensitive, self.l))
-        return results
+            return k_and_l(table, cols, ds.sensitive, self.k, self.l)
+        return [k_anonymity(table, cols, self.k)]
 
     def estimate_counts(self, release: Release, workload) -> np.ndarray:
         ds = self.spec.dataset
@@ -55,11 +54,10 @@ class Generalization(Technique):
 
     def group_sizes(self, release: Release) -> np.ndarray:
         """Equivalence-class sizes as the published table shows them."""
-        from tasks.verify.published import equivalence_classes
+        from tasks.verify.published import class_profile
 
         table = release.tables["table"]
-        cols = qi_columns(table, self.spec.dataset.qi_names)
-        return equivalence_classes(table, cols).column("size").to_numpy()
+        return class_profile(table, qi_columns(table, self.spec.dataset.qi_names))["size"]
 
     def utility(self, release: Release, data: Microdata) -> dict[str, float]:
         return uncertainty_penalty(release.tables["table"], data)
