@@ -5,8 +5,6 @@ counted (row 1 is line 2 of a CSV file).
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import pandera.pandas as pa
 from pandera.errors import SchemaErrors

@@ -14,7 +14,6 @@ from tasks.anonymize.muco import (MuCo, exact_sums, iloss, random_sum_queries,
 from tasks.anonymize.muco_tables import MuCoError
 from tasks.evaluate.workload import CountQuery, RangeCond, SetCond
 from tasks.microdata import Microdata
-from tasks.verify import delta_probability as dp
 
 JOBS = {"any": ["health", "other"], "health": ["nurse", "doctor"], "other": ["teacher", "clerk"]}
 QI = [

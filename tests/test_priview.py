@@ -89,8 +89,6 @@ def test_census_split_choice_and_utility_against_ambiguity():
 
 
 def test_estimates_follow_fig5_over_two_tables():
-    import pyarrow as pa
-
     # Fig. 9 tables, Q2 (age >= 50, zip 23000, diabetes): group 1 has no (23000, diabetes) unit;
     # group 2 has c = 1 and 3 of its 4 AT rows have age >= 50, so 3/4
     at, st_t = fig9_tables()

@@ -1,7 +1,6 @@
 """Bad input ends with one clear message naming the problem (row and column where there is one)."""
 from __future__ import annotations
 
-import pandas as pd
 import pytest
 
 from schemas.input import InputError, validate_input

@@ -2,7 +2,6 @@
 and with pycanon, on published tables of random data."""
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -95,7 +95,6 @@ def lca_leaf_ranges(dom: QIDomain, lo: np.ndarray, hi: np.ndarray) -> tuple[np.n
     # the first ancestor of lo (deepest first) whose range reaches hi is the LCA
     reach = lasts[lo] >= hi[:, None]
     j = reach.argmax(axis=1)
-    rows = np.arange(len(lo))
     return firsts[lo, j], lasts[lo, j]
 
 

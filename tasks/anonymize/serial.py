@@ -17,7 +17,6 @@ What the release carries privately: serial_stats (this release's history rows), 
 """
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Any
 
 import numpy as np

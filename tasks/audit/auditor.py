@@ -9,7 +9,7 @@ therefore never touch it, which tests check by instrumenting the callable.
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable, Hashable, Iterable, Mapping, Sequence
 
 import pandas as pd
@@ -159,7 +159,6 @@ class Auditor:
                 "every possible answer is unsafe (" + report.shortcut + "); knowledge unchanged"),
                 joint=joint, **stats)
         answer = self._read_secret(sets)
-        work = Work()
         if report.answers is not None and answer not in report.answers:
             raise ValueError("the secret table contradicts the public knowledge")
         if answer in report.unsafe:

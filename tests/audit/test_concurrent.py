@@ -1,7 +1,6 @@
 """Algorithm 5, the delay strategy (Definition 5) and the joint strategy (Definition 6)."""
 from __future__ import annotations
 
-import itertools
 
 import pandas as pd
 from hypothesis import HealthCheck, assume, given, settings
@@ -9,7 +8,7 @@ from hypothesis import strategies as st
 
 from tasks.audit import Auditor, ask_batch
 from tests.audit import brute
-from tests.audit.test_golden import Q1, Q2, T12, table12_auditor
+from tests.audit.test_golden import Q1, Q2, table12_auditor
 
 
 def test_delay_strategy_answers_the_delayed_q1_once_q2_empties_its_delta():

@@ -8,7 +8,6 @@ its numbers hold, and where the two disagree both are tested.
 from __future__ import annotations
 
 import pandas as pd
-import pytest
 
 from tasks.audit import Auditor, ask_batch, secret_from_mapping
 from tasks.audit.decide import compute_delta, possible_answers, restricted

@@ -5,7 +5,7 @@ import pandas as pd
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tasks.audit import Auditor, secret_from_mapping
+from tasks.audit import Auditor
 from tests.audit import brute
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
