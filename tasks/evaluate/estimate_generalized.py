@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import duckdb
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -43,22 +44,21 @@ def estimate_from_generalized(table: pa.Table, qi_names: list[str], sensitive: s
     con.register("published", table)
     keys = ", ".join(_quote(c) for c in cols + [sensitive])
     cells = con.sql(f"SELECT {keys}, count(*) AS n FROM published GROUP BY {keys}").to_arrow_table()
-    s_vals = cells.column(sensitive).to_numpy(zero_copy_only=False)
+    s_vals = pd.Series(cells.column(sensitive).to_numpy(zero_copy_only=False))
     counts = cells.column("n").to_numpy().astype(float)
+    # only the cells holding the query's sensitive value can contribute: index them once
+    cells_of = {v: np.flatnonzero(m) for v, m in ((v, (s_vals == v).to_numpy()) for v in s_vals.dropna().unique())}
     out = np.zeros(len(workload))
-    cache: dict = {}
     for i, q in enumerate(workload):
-        weight = counts * (s_vals == q.sensitive_value)
+        idx = cells_of.get(q.sensitive_value)
+        if idx is None or not len(idx):
+            continue
+        weight = counts[idx]
         for col, cond in q.conditions:
             if isinstance(cond, RangeCond):
-                key = (col, cond)
-                if key not in cache:
-                    cache[key] = range_fraction(cells.column(f"{col}_lo").to_numpy(),
-                                                cells.column(f"{col}_hi").to_numpy(), cond)
+                weight = weight * range_fraction(cells.column(f"{col}_lo").to_numpy()[idx],
+                                                 cells.column(f"{col}_hi").to_numpy()[idx], cond)
             else:
-                key = (col, cond)
-                if key not in cache:
-                    cache[key] = set_fraction(cells.column(col), cond.values)
-            weight = weight * cache[key]
+                weight = weight * set_fraction(cells.column(col).take(pa.array(idx)), cond.values)
         out[i] = weight.sum()
     return out

@@ -1,0 +1,1 @@
+"""Experiment scripts whose output tables are written into the docs (not run by CI)."""
