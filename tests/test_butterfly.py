@@ -165,3 +165,25 @@ def test_two_level_refuses_when_too_few_union_classes():
                                     qids=[["A", "B"], ["B", "C"]])
     with pytest.raises(PartitionError, match="fewer than ceil"):
         release_of(tech, data)
+
+
+def test_group_sizes_are_the_union_classes_of_the_published_table():
+    from tasks.demo_data import CENSUS_QI, census
+    from tasks.verify.published import class_ids, qi_columns
+    from tests.helpers import release_of, technique_and_data
+
+    frame = census(400, seed=2)
+    qids = [["age", "sex", "education"], ["education", "marital", "race"]]
+    tech, data = technique_and_data(frame, CENSUS_QI, "occupation", "butterfly", k=5, qids=qids)
+    _, release = release_of(tech, data)
+    table = release.tables["table"]
+    sizes = tech.group_sizes(release)
+    assert sizes.sum() == len(frame)
+    union_class, n_union = class_ids(table, qi_columns(table, tech.union))
+    assert len(sizes) == n_union
+    # union-QID classes refine every QID's classes: each union class lies inside one QID class
+    for qid in qids:
+        qid_class, n_qid = class_ids(table, qi_columns(table, qid))
+        assert n_qid <= n_union
+        pairs = {(u, q) for u, q in zip(union_class.tolist(), qid_class.tolist())}
+        assert len(pairs) == n_union

@@ -75,6 +75,13 @@ class _MultiQID(Technique):
         out["uncertainty_penalty_distinct"] = out["uncertainty_penalty"] - out["uncertainty_penalty_common"]
         return out
 
+    def group_sizes(self, release: Release) -> np.ndarray:
+        """Equivalence classes over the union QID, as the published table shows them."""
+        from tasks.verify.published import class_profile, qi_columns
+
+        table = release.tables["table"]
+        return class_profile(table, qi_columns(table, self.union))["size"]
+
     def table_schemas(self, spec) -> dict[str, Any]:
         return {"table": generalized_table_schema(spec.dataset)}
 
