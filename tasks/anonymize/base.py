@@ -169,4 +169,8 @@ def _load_plugins() -> None:
 
     for mod in pkgutil.iter_modules(pkg.__path__):
         if mod.name != "base":
-            importlib.import_module(f"tasks.anonymize.{mod.name}")
+            try:
+                importlib.import_module(f"tasks.anonymize.{mod.name}")
+            except ImportError as exc:  # name the broken plug-in rather than fail anonymously
+                raise ImportError(f"technique module tasks/anonymize/{mod.name}.py cannot be "
+                                  f"imported: {exc}") from exc
