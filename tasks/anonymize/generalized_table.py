@@ -31,11 +31,6 @@ class GroupIndex:
         return np.minimum.reduceat(vals, self.starts), np.maximum.reduceat(vals, self.starts)
 
 
-def group_code_bounds(group: np.ndarray, n_groups: int, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-group min and max of one code column."""
-    return GroupIndex(group, n_groups).bounds(codes)
-
-
 def _list_array(offsets: np.ndarray, child_codes: np.ndarray, dom: QIDomain) -> pa.ListArray:
     labels = pa.array(np.asarray(dom.values, dtype=object).astype(str))
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), labels.take(pa.array(child_codes)))

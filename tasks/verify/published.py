@@ -8,7 +8,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from schemas.spec import DatasetSpec
 
 
 def qi_columns(table: pa.Table, qi_names: list[str]) -> list[str]:
@@ -38,22 +37,6 @@ def equivalence_classes(table: pa.Table, columns: list[str], sensitive: str | No
     sql = (f"SELECT {keys}, count(*) AS size, {distinct} AS distinct_sensitive "
            f"FROM published GROUP BY {keys} ORDER BY size, distinct_sensitive")
     return con.sql(sql).to_arrow_table()
-
-
-def describe_class(row: dict, columns: list[str]) -> dict:
-    """A JSON-friendly description of one equivalence class for the report."""
-    out = {}
-    for c in columns:
-        v = row[c]
-        out[c] = list(v) if isinstance(v, (list, tuple)) else v
-    out["size"] = row["size"]
-    if row.get("distinct_sensitive") is not None:
-        out["distinct_sensitive"] = row["distinct_sensitive"]
-    return out
-
-
-def dataset_qi_columns(table: pa.Table, ds: DatasetSpec) -> list[str]:
-    return qi_columns(table, ds.qi_names)
 
 
 # A separator no published value contains (checked), to read a list cell as one string.
