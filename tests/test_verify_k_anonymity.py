@@ -61,3 +61,36 @@ def test_a_tampered_table_fails_k():
     cols = qi_columns(tampered, ["age", "sex", "edu"])
     res = k_anonymity(tampered, cols, 3)
     assert res.value == 1 and not res.passed and res.worst["class"]["age_lo"] == -1
+
+
+# Cells an adversary's table may hold: empty lists and items, nulls, order differences.
+list_cells = st.one_of(st.none(), st.lists(st.sampled_from(["", "a", "b", "ab", "a b"]), max_size=3))
+
+
+@settings(max_examples=150)
+@given(st.lists(st.tuples(list_cells, st.one_of(st.none(), st.integers(0, 3))), min_size=1, max_size=30))
+def test_class_ids_equal_sql_grouping_on_awkward_cells(cells):
+    """Equal cells share a class and different cells never do, exactly as SQL GROUP BY sees them."""
+    import pyarrow as pa
+
+    from tasks.verify.published import class_ids
+
+    table = pa.table({"c": pa.array([c for c, _ in cells], pa.list_(pa.string())),
+                      "n": pa.array([n for _, n in cells], pa.int64())})
+    ids, n = class_ids(table, ["c", "n"])
+    assert n == equivalence_classes(table, ["c", "n"]).num_rows
+    keys = [(None if c is None else tuple(c), v) for c, v in cells]
+    for i in range(len(cells)):
+        for j in range(len(cells)):
+            assert (ids[i] == ids[j]) == (keys[i] == keys[j])
+
+
+def test_a_list_item_holding_the_separator_is_refused():
+    import pyarrow as pa
+    import pytest
+
+    from tasks.verify.published import class_ids
+
+    table = pa.table({"c": pa.array([["a\x1fb"], ["a", "b"]], pa.list_(pa.string()))})
+    with pytest.raises(ValueError, match="U\\+001F"):
+        class_ids(table, ["c"])

@@ -62,36 +62,31 @@ class SplitTree:
 
 
 class _TreeBuilder:
+    """Collects the splits of each level as arrays; node ids are handed out in split order."""
+
     def __init__(self, n: int):
-        self.parent, self.left, self.right = [-1], [-1], [-1]
-        self.dim, self.value, self.size, self.group = [-1], [-1], [n], [-1]
+        self.n_nodes, self.root_size = 1, n
+        self.splits: list[tuple[np.ndarray, ...]] = []  # (node, dim, value, left size, right size)
 
     def split(self, nodes, dims, values, left_sizes, right_sizes) -> tuple[np.ndarray, np.ndarray]:
-        start = len(self.parent)
-        m = len(nodes)
-        lefts = np.arange(start, start + 2 * m, 2)
-        rights = lefts + 1
-        for node, d, v, lc, rc in zip(nodes.tolist(), dims.tolist(), values.tolist(), lefts.tolist(),
-                                      rights.tolist()):
-            self.left[node], self.right[node] = lc, rc
-            self.dim[node], self.value[node] = d, v
-        inter_sizes = np.empty(2 * m, dtype=np.int64)
-        inter_sizes[0::2], inter_sizes[1::2] = left_sizes, right_sizes
-        self.parent.extend(np.repeat(nodes, 2).tolist())
-        self.left.extend([-1] * 2 * m)
-        self.right.extend([-1] * 2 * m)
-        self.dim.extend([-1] * 2 * m)
-        self.value.extend([-1] * 2 * m)
-        self.size.extend(inter_sizes.tolist())
-        self.group.extend([-1] * 2 * m)
-        return lefts, rights
+        lefts = np.arange(self.n_nodes, self.n_nodes + 2 * len(nodes), 2)
+        self.n_nodes += 2 * len(nodes)
+        self.splits.append((nodes, dims, values, left_sizes, right_sizes))
+        return lefts, lefts + 1
 
     def build(self, leaf_nodes: np.ndarray) -> SplitTree:
-        group = np.asarray(self.group, dtype=np.int64)
+        n = self.n_nodes
+        parent, left, right, dim, value, group = (np.full(n, -1, dtype=np.int64) for _ in range(6))
+        size = np.empty(n, dtype=np.int64)
+        size[0] = self.root_size
+        if self.splits:
+            node, d, v, ls, rs = (np.concatenate(x).astype(np.int64) for x in zip(*self.splits))
+            lefts = np.arange(1, n, 2)
+            left[node], right[node], dim[node], value[node] = lefts, lefts + 1, d, v
+            parent[lefts], parent[lefts + 1] = node, node
+            size[lefts], size[lefts + 1] = ls, rs
         group[leaf_nodes] = np.arange(len(leaf_nodes))
-        arr = lambda xs: np.asarray(xs, dtype=np.int64)  # noqa: E731
-        return SplitTree(arr(self.parent), arr(self.left), arr(self.right), arr(self.dim),
-                         arr(self.value), arr(self.size), group)
+        return SplitTree(parent, left, right, dim, value, size, group)
 
 
 def _segment_ids(sizes: np.ndarray) -> np.ndarray:
@@ -111,6 +106,46 @@ def _distinct_per_side(seg: np.ndarray, side: np.ndarray, s: np.ndarray, n_seg: 
     return counts[0::2], counts[1::2]
 
 
+def _median_counts(key: np.ndarray, local: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                   starts: np.ndarray, sizes: np.ndarray):
+    """Per segment: the lower median of `key` and how many keys are <= / < it.
+
+    A histogram per segment over its own [lo, hi] range replaces a sort: one bincount and one
+    cumulative sum, linear in rows plus bins. Returns None when the ranges would need far more
+    bins than there are rows (sparse numeric codes); the caller then sorts."""
+    bins = hi - lo + 1
+    total = int(bins.sum())
+    if total > 4 * len(key) + (1 << 16):
+        return None
+    offset = np.concatenate(([0], np.cumsum(bins)[:-1]))
+    hist = np.bincount(offset[local] + (key - lo[local]), minlength=total)
+    cum = np.cumsum(hist)
+    # keys of a segment fill cum from starts + 1 to starts + size: the median bin is the first
+    # whose running count passes rank (size - 1) // 2
+    at = np.searchsorted(cum, starts + (sizes - 1) // 2 + 1, side="left")
+    n_le = cum[at] - starts
+    return lo + (at - offset), n_le, n_le - hist[at]
+
+
+def _median_counts_sorted(key: np.ndarray, local: np.ndarray, starts: np.ndarray, sizes: np.ndarray):
+    """The same figures by sorting each segment's keys (wide, sparse code ranges)."""
+    ordered = key[np.argsort(local * (int(key.max()) + 1) + key, kind="stable")]
+    med = ordered[starts + (sizes - 1) // 2]
+    med_row = med[local]
+    n_le = np.add.reduceat((key <= med_row).astype(np.int64), starts)
+    n_lt = np.add.reduceat((key < med_row).astype(np.int64), starts)
+    return med, n_le, n_lt
+
+
+def _left_first(left: np.ndarray, local: np.ndarray, starts: np.ndarray, n_left: np.ndarray) -> np.ndarray:
+    """Destination of each row when every segment is stably reordered left rows first."""
+    left_i = left.astype(np.int64)
+    before = np.cumsum(left_i) - left_i  # left rows before this one, over all segments
+    rank_left = before - before[starts][local]
+    rank_right = (np.arange(len(left)) - starts[local]) - rank_left
+    return starts[local] + np.where(left, rank_left, n_left[local] + rank_right)
+
+
 def split_levels(xt: np.ndarray, doms: list, k: int, rows: np.ndarray, sizes: np.ndarray,
                  labels: np.ndarray, *, l: int | None = None, s: np.ndarray | None = None,
                  tree: _TreeBuilder | None = None, dim_names: np.ndarray | None = None):
@@ -121,12 +156,16 @@ def split_levels(xt: np.ndarray, doms: list, k: int, rows: np.ndarray, sizes: np
     nodes and the labels are node ids; without, children keep their segment's label (so a final
     group says which starting segment it came from). Returns (rows, sizes, labels) of the final
     groups, each group contiguous in rows.
+
+    The codes (and sensitive codes) travel with the rows, reordered with them at every split,
+    so every read is sequential instead of a random gather into the whole table.
     """
     spans = np.array([d.span for d in doms], dtype=float)
     D = len(doms)
-    key_base = int(max(d.size for d in doms)) + 1
     use_l = l is not None and l > 1
     n_s = max(int(s.max()) + 1, 1) if use_l and len(s) else 1
+    xs = xt[:, rows]
+    ss = s[rows] if use_l else None
     leaf_rows: list[np.ndarray] = []
     leaf_sizes: list[np.ndarray] = []
     leaf_labels: list[np.ndarray] = []
@@ -134,40 +173,37 @@ def split_levels(xt: np.ndarray, doms: list, k: int, rows: np.ndarray, sizes: np
         P = len(sizes)
         starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
         seg = _segment_ids(sizes)
+        lo_all = np.minimum.reduceat(xs, starts, axis=1)
+        hi_all = np.maximum.reduceat(xs, starts, axis=1)
         widths = np.zeros((P, D))
         for d in range(D):
-            vals = xt[d, rows]
-            lo = np.minimum.reduceat(vals, starts)
-            hi = np.maximum.reduceat(vals, starts)
             if spans[d] > 0:
-                widths[:, d] = doms[d].width(lo, hi) / spans[d]
+                widths[:, d] = doms[d].width(lo_all[d], hi_all[d]) / spans[d]
         dim_order = np.argsort(-widths, axis=1, kind="stable")
         open_ = np.ones(P, dtype=bool)
-        child_rows: list[np.ndarray] = []
-        child_sizes: list[np.ndarray] = []
+        child: list[tuple] = []
 
         for attempt in range(D):
             dims = dim_order[:, attempt]
             cand = open_ & (widths[np.arange(P), dims] > 0)
             if not cand.any():
                 break
-            pos = cand[seg]
-            sub_rows, sub_seg = rows[pos], seg[pos]
-            key = xt[dims[sub_seg], sub_rows].astype(np.int64)
-            perm = np.argsort(sub_seg * key_base + key, kind="stable")
-            sub_rows, sub_seg, key = sub_rows[perm], sub_seg[perm], key[perm]
+            pos = np.flatnonzero(cand[seg])
             c_idx = np.flatnonzero(cand)
+            c_dims = dims[c_idx]
             c_sizes = sizes[c_idx]
             c_starts = np.concatenate(([0], np.cumsum(c_sizes)[:-1]))
             local = np.repeat(np.arange(len(c_idx)), c_sizes)
-            med = key[c_starts + (c_sizes - 1) // 2]
-            med_row = med[local]
-            n_le = np.add.reduceat((key <= med_row).astype(np.int64), c_starts)
-            n_lt = np.add.reduceat((key < med_row).astype(np.int64), c_starts)
+            key = xs[c_dims[local], pos].astype(np.int64)
+            lo = lo_all[c_dims, c_idx].astype(np.int64)
+            hi = hi_all[c_dims, c_idx].astype(np.int64)
+            counted = _median_counts(key, local, lo, hi, c_starts, c_sizes)
+            med, n_le, n_lt = counted if counted is not None else _median_counts_sorted(key, local, c_starts, c_sizes)
             ok_le = (n_le >= k) & (c_sizes - n_le >= k)
             ok_lt = (n_lt >= k) & (c_sizes - n_lt >= k)
             if use_l:
-                s_sub = s[sub_rows]
+                s_sub = ss[pos]
+                med_row = med[local]
                 a, b = _distinct_per_side(local, (key > med_row).astype(np.int64), s_sub, len(c_idx), n_s)
                 ok_le &= (a >= l) & (b >= l)
                 a, b = _distinct_per_side(local, (key >= med_row).astype(np.int64), s_sub, len(c_idx), n_s)
@@ -179,28 +215,39 @@ def split_levels(xt: np.ndarray, doms: list, k: int, rows: np.ndarray, sizes: np
                 continue
             threshold = np.where(use_lt, med - 1, med)
             n_left = np.where(use_lt, n_lt, n_le)
-            child_rows.append(sub_rows[split[local]])  # sorted by key: left rows first in each segment
             sp = np.flatnonzero(split)
+            # the rows of the splitting segments, each segment reordered left rows first
+            take = split[local]
+            s_rows, s_local, s_key = pos[take], local[take], key[take]
+            remap = np.cumsum(split) - 1  # candidate index -> index among splitting segments
+            s_local = remap[s_local]
+            s_starts = np.concatenate(([0], np.cumsum(c_sizes[sp])[:-1]))
+            dest = _left_first(s_key <= threshold[sp][s_local], s_local, s_starts, n_left[sp])
+            order = np.empty_like(s_rows)
+            order[dest] = s_rows
             pair = np.empty(2 * len(sp), dtype=np.int64)
             pair[0::2], pair[1::2] = n_left[sp], c_sizes[sp] - n_left[sp]
             parents = labels[c_idx[sp]]
             if tree is not None:
-                lefts, rights = tree.split(parents, dim_names[dims[c_idx[sp]]], threshold[sp],
+                lefts, rights = tree.split(parents, dim_names[c_dims[sp]], threshold[sp],
                                            n_left[sp], c_sizes[sp] - n_left[sp])
                 kids = np.ravel(np.column_stack([lefts, rights]))
             else:
                 kids = np.repeat(parents, 2)
-            child_sizes.append(np.stack([pair, kids]))
+            child.append((order, pair, kids))
             open_[c_idx[sp]] = False
 
         if open_.any():  # no dimension can split these: final groups
             leaf_rows.append(rows[open_[seg]])
             leaf_sizes.append(sizes[open_])
             leaf_labels.append(labels[open_])
-        if child_rows:
-            rows = np.concatenate(child_rows)
-            cs = np.concatenate(child_sizes, axis=1)
-            sizes, labels = cs[0], cs[1]
+        if child:
+            # positions (into the current arrays) of the next level's rows, segment by segment
+            order = np.concatenate([c[0] for c in child])
+            rows, xs = rows[order], xs[:, order]
+            ss = ss[order] if use_l else None
+            sizes = np.concatenate([c[1] for c in child])
+            labels = np.concatenate([c[2] for c in child])
         else:
             sizes = sizes[:0]
     return np.concatenate(leaf_rows), np.concatenate(leaf_sizes), np.concatenate(leaf_labels)

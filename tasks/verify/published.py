@@ -2,6 +2,9 @@
 equivalence classes (rows with identical published QI values)."""
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import duckdb
 import numpy as np
 import pandas as pd
@@ -39,21 +42,42 @@ def equivalence_classes(table: pa.Table, columns: list[str], sensitive: str | No
     return con.sql(sql).to_arrow_table()
 
 
-# A separator no published value contains (checked), to read a list cell as one string.
+# Lists are read as one string each, joined by a control character no published value holds.
 _SEP = "\x1f"
+
+
+def _codes(array: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """Dictionary codes of a flat column (nulls get a code of their own) and the dictionary."""
+    enc = pc.dictionary_encode(array, null_encoding="encode")
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary
 
 
 def _cell_codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """Integer codes of a published column: equal cells get equal codes (lists compared whole,
     in their published order)."""
     col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
-        items = pc.cast(pc.list_flatten(col), pa.string())
-        if pc.any(pc.match_substring(items, _SEP)).as_py():
-            raise ValueError("a published list value contains the control character U+001F")
-        col = pc.binary_join(pc.cast(col, pa.list_(pa.string())), _SEP)
-    codes, _ = pd.factorize(col.to_pandas(), use_na_sentinel=False)
-    return codes.astype(np.int64)
+    if not (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)):
+        return _codes(col)[0]
+    col = pc.cast(col, pa.list_(pa.string()))
+    items = col.flatten()
+    if items.null_count:
+        raise ValueError("a published list holds a null item")
+    codes, dictionary = _codes(pc.binary_join(col, _SEP))
+    # A joined string stands for one list only if no item holds the separator. Each row's string
+    # has at least len - 1 separators, exactly that many iff none is inside an item, so one sum
+    # over the distinct strings checks every row.
+    lengths = pc.fill_null(pc.list_value_length(col), 0).to_numpy(zero_copy_only=False)
+    per_code = pc.fill_null(pc.count_substring(dictionary, _SEP), 0).to_numpy(zero_copy_only=False)
+    separators = int(np.bincount(codes, minlength=len(dictionary)) @ per_code)
+    if separators != int(np.maximum(lengths - 1, 0).sum()):
+        raise ValueError("a published list value contains the control character U+001F")
+    # [] and [""] both join to "": only with an empty item can lengths tell lists apart.
+    if len(items) and pc.min(pc.binary_length(items)).as_py() == 0:
+        first = np.zeros(len(dictionary), dtype=np.int64)
+        first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
+        if (lengths != lengths[first][codes]).any():
+            codes = pd.factorize(codes * (int(lengths.max()) + 1) + lengths)[0].astype(np.int64)
+    return codes
 
 
 def class_ids(table: pa.Table, columns: list[str]) -> tuple[np.ndarray, int]:
@@ -66,8 +90,10 @@ def class_ids(table: pa.Table, columns: list[str]) -> tuple[np.ndarray, int]:
         return np.zeros(0, dtype=np.int64), 0
     key = np.zeros(table.num_rows, dtype=np.int64)
     bound = 1
-    for c in columns:
-        codes = _cell_codes(table.column(c))
+    # Arrow's kernels release the GIL: the columns are coded on all cores.
+    with ThreadPoolExecutor(max_workers=min(len(columns), os.cpu_count() or 1)) as pool:
+        all_codes = list(pool.map(lambda c: _cell_codes(table.column(c)), columns))
+    for codes in all_codes:
         width = int(codes.max()) + 1
         if bound * width >= 2**62:
             key, uniq = pd.factorize(key)
@@ -87,10 +113,12 @@ def class_profile(table: pa.Table, columns: list[str], sensitive: str | None = N
     first_row[ids[::-1]] = np.arange(len(ids))[::-1]
     out = {"class": ids, "size": sizes, "first_row": first_row, "distinct": None}
     if sensitive is not None:
-        s_codes, s_uniq = pd.factorize(table.column(sensitive).to_pandas())
-        ok = s_codes >= 0
-        pairs = pd.unique(ids[ok] * max(len(s_uniq), 1) + s_codes[ok])
-        out["distinct"] = np.bincount(pairs // max(len(s_uniq), 1), minlength=n)
+        col = table.column(sensitive)
+        s_codes, s_dict = _codes(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
+        ok = ~np.asarray(pc.is_null(s_dict).to_numpy(zero_copy_only=False))[s_codes]
+        width = max(len(s_dict), 1)
+        pairs = pd.unique(ids[ok] * width + s_codes[ok])
+        out["distinct"] = np.bincount(pairs // width, minlength=n)
     return out
 
 
