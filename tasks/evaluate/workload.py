@@ -49,9 +49,9 @@ class CountQuery:
 SELECTIVITIES = (0.01, 0.05, 0.10)
 
 
-def _condition(dom, codes: np.ndarray, coverage: float, rng: np.random.Generator):
-    """A condition on one QI that selects about `coverage` of the rows, and its row mask."""
-    freq = np.bincount(codes, minlength=dom.size) / len(codes)
+def _condition(dom, codes: np.ndarray, freq: np.ndarray, coverage: float, rng: np.random.Generator):
+    """A condition on one QI that selects about `coverage` of the rows, and its row mask
+    (`freq`: the share of rows holding each code)."""
     if dom.kind == "categorical" and not dom.hierarchy:
         chosen, mass = [], 0.0
         for c in rng.permutation(dom.size):
@@ -85,6 +85,9 @@ def make_workload(data, rng: np.random.Generator, per_band: int = 100,
     """
     queries: list[CountQuery] = []
     n_qi = len(data.domains)
+    # contiguous code columns and each code's share of rows, once rather than per attempt
+    columns = [np.ascontiguousarray(data.codes[:, j]) for j in range(n_qi)]
+    freqs = [np.bincount(c, minlength=d.size) / max(data.n, 1) for c, d in zip(columns, data.domains)]
     for sel in selectivities:
         made, tries = 0, 0
         while made < per_band and tries < per_band * 50:
@@ -94,7 +97,7 @@ def make_workload(data, rng: np.random.Generator, per_band: int = 100,
             mask = np.ones(data.n, dtype=bool)
             conds = []
             for j in sorted(attrs):
-                cond, cmask = _condition(data.domains[j], data.codes[:, j], sel ** (1 / m), rng)
+                cond, cmask = _condition(data.domains[j], columns[j], freqs[j], sel ** (1 / m), rng)
                 conds.append((data.domains[j].name, cond))
                 mask &= cmask
             actual = mask.mean()
