@@ -437,7 +437,7 @@ def part_pycanon(args, ours: dict, qi: list[str], workdir: Path) -> dict:
 
 def report_pycanon(res: dict, args) -> None:
     o = res["ours"]["best"]
-    rows = [["ours (tech.verify, DuckDB)", "-", "-", fmt_s(o["verify_s"]), fmt_s(o["verify_cpu_s"]),
+    rows = [["ours (tech.verify)", "-", "-", fmt_s(o["verify_s"]), fmt_s(o["verify_cpu_s"]),
              o["figures"].get("k-anonymity"), o["figures"].get("l-diversity", "-"), f"{res['classes']:,}"]]
     if "pycanon" in res:
         p = res["pycanon"]["best"]
