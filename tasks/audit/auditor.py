@@ -65,12 +65,13 @@ class Auditor:
     secret: reads the real values of the given ids; consulted only after the simulatable check.
     budget: maximal number of integer programs one decision may solve; beyond it the query is
         denied without reading the secret (a simulatable denial is always safe).
+    time_budget: maximal wall-clock seconds of one decision's simulatable stage, same denial.
     """
 
     def __init__(self, population: pd.DataFrame, sensitive_values: Sequence[Hashable], l: int,
                  secret: SecretReader | None = None, *, id_column: str | None = None,
                  budget: int | None = None, strategy: str = "simulatable", open_world: bool = False,
-                 max_joint: int = 3):
+                 max_joint: int = 3, time_budget: float | None = None):
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}")
         if l < 1:
@@ -84,6 +85,9 @@ class Auditor:
         self.universe = Universe.open(people, values) if open_world else Universe.closed(people, values)
         self.l = l
         self.budget = budget
+        if time_budget is not None and not time_budget > 0:
+            raise ValueError("time_budget must be a positive number of seconds")
+        self.time_budget = time_budget
         self.strategy = strategy
         self.max_joint = max_joint
         self.knowledge = Knowledge(self.universe)
@@ -91,6 +95,10 @@ class Auditor:
         self.resolved: list[Decision] = []  # decisions on pooled queries, oldest first
         self._secret = secret
         self._counter = 0
+
+    def new_work(self) -> Work:
+        """The solve and time budgets of one simulatable check."""
+        return Work(self.budget, self.time_budget)
 
     # -- asking ----------------------------------------------------------------------------------
     def ask(self, ids: Iterable[Hashable], query_id: str | None = None) -> Decision:
@@ -130,7 +138,7 @@ class Auditor:
     # -- Algorithm 2 -----------------------------------------------------------------------------
     def _decide_new(self, query_id: str, ids: tuple) -> Decision:
         sets = [self.universe.members(ids)]
-        work = Work(self.budget)
+        work = self.new_work()
         try:
             report = compute_delta(self.knowledge, sets, self.l, work, need=self.l)
         except BudgetExceeded as err:
@@ -201,7 +209,7 @@ class Auditor:
         """Definition 5: answer a delayed query iff Delta(q_v, G, l) is empty."""
         for pending in list(self.pool):
             sets = [self.universe.members(pending.ids)]
-            work = Work(self.budget)
+            work = self.new_work()
             try:
                 report = compute_delta(self.knowledge, sets, self.l, work, need=self.l)
             except BudgetExceeded:
@@ -225,7 +233,7 @@ class Auditor:
             return False
         floors = {}
         for pending in self.pool:
-            work = Work(self.budget)
+            work = self.new_work()
             try:
                 rep = compute_delta(self.knowledge, [self.universe.members(pending.ids)], self.l, work)
             except BudgetExceeded:
@@ -238,7 +246,7 @@ class Auditor:
                 if sum(floors[p.query_id] for p in group) < self.l:
                     continue
                 sets = [self.universe.members(p.ids) for p in group]
-                work = Work(self.budget)
+                work = self.new_work()
                 try:
                     report = compute_delta(self.knowledge, sets, self.l, work, need=self.l)
                 except BudgetExceeded:
@@ -278,6 +286,7 @@ class Auditor:
             "format": STATE_FORMAT,
             "l": self.l,
             "budget": self.budget,
+            "time_budget": self.time_budget,
             "strategy": self.strategy,
             "max_joint": self.max_joint,
             "universe": self.universe.fingerprint(),
@@ -295,7 +304,7 @@ class Auditor:
         open_world = state["universe"]["totals"] is None
         auditor = cls(population, sensitive_values, state["l"], secret, id_column=id_column,
                       budget=state["budget"], strategy=state["strategy"], open_world=open_world,
-                      max_joint=state["max_joint"])
+                      max_joint=state["max_joint"], time_budget=state.get("time_budget"))
         if auditor.universe.fingerprint() != state["universe"]:
             raise ValueError("the population or the sensitive values differ from the saved state")
         auditor.knowledge = Knowledge.from_state(auditor.universe, state["knowledge"])

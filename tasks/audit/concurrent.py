@@ -23,7 +23,7 @@ from typing import Hashable, Iterable, Sequence
 from tasks.audit.auditor import Auditor, Decision
 from tasks.audit.decide import compute_delta
 from tasks.audit.knowledge import plain, sort_values
-from tasks.audit.program import BudgetExceeded, Work
+from tasks.audit.program import BudgetExceeded
 
 Query = tuple[str, Iterable[Hashable]]  # (query id, selected ids)
 
@@ -49,7 +49,7 @@ def _rounds(auditor: Auditor, batch) -> dict[str, Decision]:
         progress = False
         for qid, ids in list(pending):
             sets = [auditor.universe.members(ids)]
-            work = Work(auditor.budget)
+            work = auditor.new_work()
             try:
                 report = compute_delta(auditor.knowledge, sets, auditor.l, work, need=auditor.l)
             except BudgetExceeded as err:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
@@ -76,25 +77,35 @@ def compute_delta(g: Knowledge, sets: list[frozenset[int]], l: int, work: Work,
     """Delta(q, G, l) as the unsafe answers, plus the coverage of every person across it.
 
     `need` bounds the coverage sets (each exact below `need`); None gives the exact floor(Delta).
-    Three exact routes, cheapest first:
+    Four exact routes, cheapest first:
     1. a group of < l people determined by any answer: Delta = G;
     2. no group can be narrowed to < l values by any answer (checked by one integer program per
        group): the unsafe answers are exactly those with < l distinct values, listed directly;
-    3. otherwise list every possible answer and test each (always, with `list_answers`).
+    3. every group that can hold < l values in some instance is *derived* (its multiset is a
+       linear function of the answer): the unsafe answers are the low-diversity ones of the
+       query and of those groups, each found by one integer program per value choice;
+    4. otherwise list every possible answer and test each (always, with `list_answers`).
     """
     if list_answers:
-        answers = possible_answers(g, sets, work)
-        report = classify(g, sets, l, work, need, answers, assume_pins=True)
-        report.answers = answers
-        return report
+        return listed_delta(g, sets, l, work, need)
     if all_answers_unsafe(g, sets, l, work):
         return DeltaReport(None, {}, g.possible_values(work, need=need), everything=True,
                            shortcut="a group of fewer than l people is determined by any answer")
-    if l >= 2 and not any_group_narrowable(g, sets, l, work):
-        candidates = low_diversity_answers(g, sets, l, work)
-        report = classify(g, sets, l, work, need, candidates, assume_pins=False)
-        report.shortcut = "only answers with fewer than l distinct values are unsafe"
-        return report
+    if l >= 2:
+        narrow = narrowable_groups(g, sets, l, work)
+        if narrow is not None:
+            candidates = low_diversity_answers(g, sets, l, work)
+            for cell in narrow:
+                for a in derived_low_diversity_answers(g, sets, l, work, cell):
+                    candidates.setdefault(a, [0])
+            report = classify(g, sets, l, work, need, candidates, assume_pins=False)
+            report.shortcut = ("only answers with fewer than l distinct values are unsafe" if not narrow else
+                               "only answers giving the query or a derived group fewer than l values are unsafe")
+            return report
+    return listed_delta(g, sets, l, work, need)
+
+
+def listed_delta(g, sets, l, work, need) -> DeltaReport:
     answers = possible_answers(g, sets, work)
     report = classify(g, sets, l, work, need, answers, assume_pins=True)
     report.answers = answers
@@ -102,15 +113,15 @@ def compute_delta(g: Knowledge, sets: list[frozenset[int]], l: int, work: Work,
 
 
 def classify(g, sets, l, work, need, candidates: dict[Answer, list[int]], assume_pins: bool) -> DeltaReport:
-    """Sort candidate answers into unsafe ones and accumulate the coverage across them."""
+    """Sort candidate answers into unsafe ones and accumulate the coverage across them.
+
+    With assume_pins=False every candidate is already known to be unsafe."""
     unsafe: dict[Answer, list[int]] = {}
     coverage = [set() for _ in range(g.universe.n)]
     check = l if need is None else max(l, need)
     for answer, branches in candidates.items():
         after = restricted(g, sets, answer, branches)
-        if not any(distinct_values(m) < l for m in answer):
-            if not assume_pins:
-                continue
+        if assume_pins and not any(distinct_values(m) < l for m in answer):
             values_after = after.possible_values(work, need=check)
             if min(len(s) for s in values_after) >= l:
                 continue
@@ -124,35 +135,129 @@ def classify(g, sets, l, work, need, candidates: dict[Answer, list[int]], assume
     return DeltaReport(None, unsafe, coverage)
 
 
-def any_group_narrowable(g: Knowledge, sets: list[frozenset[int]], l: int, work: Work) -> bool:
-    """Could some answer leave a group of interchangeable people with < l possible values?
+def row_space_projector(rows: np.ndarray) -> np.ndarray:
+    """The orthogonal projector onto the span of `rows` (a cell's unit vector lies in the span
+    exactly when its diagonal entry is 1)."""
+    if rows.size == 0:
+        return np.zeros((rows.shape[1], rows.shape[1]))
+    _, sing, vt = np.linalg.svd(rows, full_matrices=False)
+    basis = vt[sing > sing.max() * max(rows.shape) * 1e-12]
+    return basis.T @ basis
 
-    Only if some instance gives that group's people < l distinct values, which one integer
-    program per group decides. A group that is a whole query set is skipped: its possible
-    values are exactly its answer's values, so that case is the low-diversity one.
+
+SPAN_TOL = 1e-7
+
+
+def spanning_rows(g: Knowledge, branch, prog, sets) -> tuple[np.ndarray, np.ndarray]:
+    """Indicator rows over the cells: (population if closed, released facts) and the query sets."""
+    cell_ids = np.array([int(cell[0]) for cell in prog.cells], dtype=np.int64)
+    fixed = [np.ones(len(prog.cells))] if g.universe.totals is not None else []
+    fixed += [np.isin(cell_ids, list(c.members)).astype(float) for c in branch]
+    query = [np.isin(cell_ids, list(s)).astype(float) for s in sets]
+    shape = (0, len(prog.cells))
+    return (np.array(fixed).reshape(-1, len(prog.cells)) if fixed else np.zeros(shape),
+            np.array(query).reshape(-1, len(prog.cells)) if query else np.zeros(shape))
+
+
+def exact_combination(rows: np.ndarray, cell: int) -> bool:
+    """Is the unit vector of `cell` a rational combination of `rows` with a nonzero share of the
+    last row (the query)? Checked exactly, with the least-squares coefficients rounded to
+    fractions, so a float near-miss can only make the answer False (a slower exact route)."""
+    target = np.zeros(rows.shape[1])
+    target[cell] = 1.0
+    coef, *_ = np.linalg.lstsq(rows.T, target, rcond=None)
+    fracs = [Fraction(float(c)).limit_denominator(10**6) for c in coef]
+    if fracs[-1] == 0:
+        return False
+    total = [Fraction(0)] * rows.shape[1]
+    for f, row in zip(fracs, rows):
+        if f:
+            for j in np.flatnonzero(row):
+                total[j] += f
+    return all(t == (1 if j == cell else 0) for j, t in enumerate(total))
+
+
+def narrowable_groups(g: Knowledge, sets: list[frozenset[int]], l: int, work: Work) -> list[int] | None:
+    """The groups (cells) an answer could narrow, when routes 2 and 3 apply; None otherwise.
+
+    Returns [] when no group can hold < l distinct values in any instance (route 2): a group
+    pinned by some answer holds < l values in every instance of that answer. Otherwise, with one
+    branch and one query set, returns the narrowable cells when each is *derived from the query*:
+    its indicator is a combination of the population, the facts and q with a nonzero share of q,
+    so its multiset is a one-to-one function of the answer and its people hold exactly the
+    multiset's values. Such a group is pinned exactly by the answers giving it < l values.
+    A narrowable group that is not derived (or is derived without q) gives None: only listing
+    every answer is exact then.
+    A group that is a whole query set is skipped: its possible values are exactly its answer's
+    values, so that case is the low-diversity one.
     """
+    single = len(g.branches) == 1 and len(sets) == 1
+    found: list[int] = []
     for branch in g.branches:
         prog = g.program(branch, sets)
         if prog.solve(work) is None:
             continue
         known = [k.members for k in branch]
-        for c, cell in enumerate(prog.cells):
+        derived = np.zeros(len(prog.cells), dtype=bool)
+        if single:
+            fixed_rows, query_rows = spanning_rows(g, branch, prog, sets)
+            with_q = np.diag(row_space_projector(np.vstack([fixed_rows, query_rows])))
+            without_q = np.diag(row_space_projector(fixed_rows))
+            derived = (with_q > 1 - SPAN_TOL) & (without_q < 1 - SPAN_TOL)
+            rows = np.vstack([fixed_rows, query_rows])
+            for c in np.flatnonzero(derived):  # the float test is confirmed by exact arithmetic
+                derived[c] = exact_combination(rows, c)
+        # non-derived groups first: one narrowable among them ends the search
+        for c in sorted(range(len(prog.cells)), key=lambda c: derived[c]):
+            cell = prog.cells[c]
             if any(len(s) == len(cell) and int(cell[0]) in s for s in sets):
                 continue
             if g.universe.totals is None and not any(int(cell[0]) in s for s in known + list(sets)):
                 continue  # open world, in no set: every value stays possible whatever the answer
             if prog.can_be_narrow(work, c, l - 1):
-                return True
-    return False
+                if not derived[c]:
+                    return None
+                found.append(c)
+    return found
+
+
+def derived_low_diversity_answers(g: Knowledge, sets: list[frozenset[int]], l: int, work: Work,
+                                  cell: int) -> list[Answer]:
+    """The answers giving a derived cell (see narrowable_groups) fewer than l distinct values.
+
+    The cell's multiset determines the answer, so each choice of at most l - 1 values for the
+    cell needs one solve (l = 2: the cell all one value) or a short listing (l > 2)."""
+    prog = g.program(g.branches[0], sets)
+    size = int(prog.sizes[cell])
+    usable = [v for v in range(len(g.universe.values)) if prog.var_index[cell, v] >= 0]
+    out: list[Answer] = []
+    if l == 2:
+        for v in usable:
+            if prog.ub[cell, v] < size:
+                continue
+            x = prog.solve(work, at_least={(cell, v): size})
+            if x is not None:
+                out.append(prog.answer_of(x))
+        return out
+    for chosen in itertools.combinations(usable, min(l - 1, len(usable))):
+        out.extend(prog.limited(np.array([cell]), list(chosen)).answers(work))
+    return out
 
 
 def low_diversity_answers(g: Knowledge, sets: list[frozenset[int]], l: int, work: Work) -> dict[Answer, list[int]]:
     """Every possible answer in which some query set holds fewer than l distinct values,
-    listed by restricting that set to each choice of l - 1 values."""
+    listed by restricting that set to each choice of l - 1 values (l = 2 and one set: the set
+    all one value, one solve per value)."""
     out: dict[Answer, list[int]] = {}
     n_values = len(g.universe.values)
     for b, branch in enumerate(g.branches):
         prog = g.program(branch, sets)
+        if l == 2 and len(sets) == 1:
+            size = len(sets[0])
+            for v in range(n_values):
+                if prog.solve(work, fixed={(0, v): size}) is not None:
+                    out.setdefault((tuple(size if w == v else 0 for w in range(n_values)),), []).append(b)
+            continue
         for i in range(len(sets)):
             inside = np.flatnonzero(prog.cell_inside_open[i])
             usable = [v for v in range(n_values) if len(prog.answer_vars[i][v])]
@@ -181,17 +286,6 @@ def all_answers_unsafe(g: Knowledge, sets: list[frozenset[int]], l: int, work: W
     prog = g.program(g.branches[0], sets)
     if len(prog.cells) == 0:
         return False
-    all_sets = [c.members for c in g.branches[0]] + list(sets)
-    rows = [np.ones(len(prog.cells))] if g.universe.totals is not None else []
-    for s in all_sets:
-        rows.append(np.array([1.0 if int(cell[0]) in s else 0.0 for cell in prog.cells]))
-    basis = np.array(rows)
-    rank = np.linalg.matrix_rank(basis)
-    for c, size in enumerate(prog.sizes):
-        if size >= l:
-            continue
-        unit = np.zeros(len(prog.cells))
-        unit[c] = 1.0
-        if np.linalg.matrix_rank(np.vstack([basis, unit])) == rank:
-            return True
-    return False
+    fixed_rows, query_rows = spanning_rows(g, g.branches[0], prog, sets)
+    in_span = np.diag(row_space_projector(np.vstack([fixed_rows, query_rows]))) > 1 - SPAN_TOL
+    return bool((in_span & (prog.sizes < l)).any())

@@ -18,6 +18,7 @@ enumerates instances.
 from __future__ import annotations
 
 import copy
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,20 +27,61 @@ from scipy.sparse import csr_array
 
 
 class BudgetExceeded(Exception):
-    """Raised when a decision needs more integer-program solves than the configured budget."""
+    """Raised when a decision needs more integer-program solves or more time than configured."""
 
 
 class Work:
-    """Counts integer-program solves for one decision and enforces the budget."""
+    """Counts integer-program solves for one decision and enforces the solve and time budgets.
 
-    def __init__(self, budget: int | None = None):
+    The time budget is wall-clock seconds from the creation of this object. Running out of it
+    depends on (G, q) and on the machine, never on the secret table, so a denial it causes is
+    simulatable like any other budget denial.
+    """
+
+    def __init__(self, budget: int | None = None, time_budget: float | None = None):
         self.budget = budget
+        self.time_budget = time_budget
+        self.deadline = None if time_budget is None else time.monotonic() + time_budget
         self.solves = 0
+        self.solve_seconds = 0.0
+
+    def expect(self, solves: int) -> None:
+        """Deny now when `solves` more integer programs, at the mean time of those solved so far,
+        cannot fit in the time left (saves running into the time budget the slow way)."""
+        if self.deadline is None or not self.solves:
+            return
+        if solves * self.solve_seconds / self.solves > self.remaining():
+            raise BudgetExceeded(f"about {solves} more integer programs needed, more than "
+                                 f"{self.time_budget:g} s allows")
+
+    def remaining(self) -> float | None:
+        """Seconds left (raises BudgetExceeded when none are)."""
+        if self.deadline is None:
+            return None
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise BudgetExceeded(f"more than {self.time_budget:g} s needed")
+        return left
 
     def charge(self) -> None:
         self.solves += 1
         if self.budget is not None and self.solves > self.budget:
             raise BudgetExceeded(f"more than {self.budget} integer programs needed")
+        self.remaining()
+
+    def run(self, c, **kw):
+        """One MILP under the remaining time. A solver stopped by its time limit proves nothing,
+        so it is a budget denial, never read as 'infeasible'."""
+        self.charge()
+        left = self.remaining()
+        if left is not None:
+            kw["options"] = {"time_limit": left}
+        t0 = time.monotonic()
+        res = milp(c, **kw)
+        self.solve_seconds += time.monotonic() - t0
+        if res.status in (1, 4):  # time/iteration limit or solver trouble: undecided
+            raise BudgetExceeded(f"the integer-program solver stopped early ({res.message})")
+        return res
 
 
 def partition_cells(n_people: int, sets: list[frozenset[int]]) -> tuple[list[np.ndarray], np.ndarray]:
@@ -183,10 +225,9 @@ class CellProgram:
                 constraints.append(LinearConstraint(a, np.array(rhs, float), np.array(rhs, float)))
         if self.n_vars == 0:
             return np.zeros((len(self.cells), self.n_values), dtype=np.int64) if not len(self.cells) else None
-        work.charge()
-        res = milp(np.zeros(self.n_vars) if objective is None else objective,
-                   integrality=np.ones(self.n_vars), bounds=Bounds(lower, upper),
-                   constraints=constraints)
+        res = work.run(np.zeros(self.n_vars) if objective is None else objective,
+                       integrality=np.ones(self.n_vars), bounds=Bounds(lower, upper),
+                       constraints=constraints)
         if res.status != 0 or res.x is None:
             return None
         x = np.zeros((len(self.cells), self.n_values), dtype=np.int64)
@@ -211,6 +252,11 @@ class CellProgram:
         size = int(self.sizes[cell])
         if size <= k:
             return self.solve(work) is not None
+        upper_row = self.ub[cell].astype(float)
+        if self.cap is not None:
+            upper_row = np.minimum(upper_row, self.cap[cell])
+        if np.sort(upper_row)[::-1][:k].sum() < size:
+            return False  # no k values can fill the cell even one at a time: no solve needed
         vals = np.flatnonzero(self.var_index[cell] >= 0)
         nz = len(vals)
         n = self.n_vars + nz
@@ -229,10 +275,9 @@ class CellProgram:
         upper = self.ub[self.var_cell, self.var_value].astype(float)
         if self.cap is not None:
             upper = np.minimum(upper, self.cap[self.var_cell, self.var_value])
-        work.charge()
-        res = milp(np.zeros(n), integrality=np.ones(n),
-                   bounds=Bounds(np.zeros(n), np.r_[upper, np.ones(nz)]),
-                   constraints=[LinearConstraint(wide, self.base.lb, self.base.ub), link])
+        res = work.run(np.zeros(n), integrality=np.ones(n),
+                       bounds=Bounds(np.zeros(n), np.r_[upper, np.ones(nz)]),
+                       constraints=[LinearConstraint(wide, self.base.lb, self.base.ub), link])
         return res.status == 0
 
     def answer_of(self, x: np.ndarray) -> tuple[tuple[int, ...], ...]:
@@ -281,8 +326,12 @@ class CellProgram:
         Depth-first over (open set, value) pairs; at each node the exact integer minimum and
         maximum of the next count given the counts fixed so far bound the branching.
         """
+        upper = self.ub[self.var_cell, self.var_value].astype(float)
+        if self.cap is not None:
+            upper = np.minimum(upper, self.cap[self.var_cell, self.var_value])
+        # pairs that `limited` capped to zero always count 0: no solves spent on them
         pairs = [(i, v) for i in range(len(self.open_sets)) for v in range(self.n_values)
-                 if len(self.answer_vars[i][v])]
+                 if upper[self.answer_vars[i][v]].sum() > 0]
         out: list[tuple[tuple[int, ...], ...]] = []
         if self.solve(work) is None:
             return out
@@ -314,6 +363,7 @@ class CellProgram:
             bounds = extremes(fixed, i, v)
             if bounds is None:
                 return
+            work.expect(bounds[1] - bounds[0] + 1)  # each count branches into >= 1 solve
             for t in range(bounds[0], bounds[1] + 1):
                 dfs(depth + 1, {**fixed, (i, v): t})
 

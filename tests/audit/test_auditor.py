@@ -73,3 +73,17 @@ def test_decision_is_json_serialisable():
     auditor, _ = table12_auditor()
     d = auditor.ask(Q2).to_dict()
     assert json.loads(json.dumps(d))["values"] == ["cancer", "cancer", "flu"]
+
+
+def test_time_budget_denies_without_reading_the_secret_and_is_kept_in_the_state():
+    spy = Spy(T12)
+    auditor = Auditor(population(T12), list(T12.values()), 2, spy, time_budget=1e-9)
+    decision = auditor.ask(Q2)  # no integer program fits in a nanosecond
+    assert decision.response == "negative-denial" and decision.budget_hit
+    assert "budget" in decision.reason and spy.reads == []
+    assert auditor.knowledge.branches == [()]
+    state = json.loads(json.dumps(auditor.to_state()))
+    assert state["time_budget"] == 1e-9
+    assert Auditor.from_state(state, population(T12), list(T12.values())).time_budget == 1e-9
+    with pytest.raises(ValueError, match="time_budget"):
+        Auditor(population(T12), list(T12.values()), 2, time_budget=0)

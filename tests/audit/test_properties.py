@@ -6,6 +6,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tasks.audit import Auditor
+from tasks.audit.decide import compute_delta, narrowable_groups, restricted
+from tasks.audit.program import Work
 from tests.audit import brute
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -89,3 +91,79 @@ def test_adversary_simulating_the_strategy_never_narrows_anyone_below_l(sc):
         auditor.ask([people[p] for p in q])
     mine = brute.instances_of(auditor.knowledge, world)
     assert any(mine == group for group in groups.values() if tuple(secret) in group)
+
+
+@st.composite
+def knowledge_and_query(draw, open_world=False):
+    """Random released facts (true multisets of a random secret) and one query set."""
+    people, public, secret, sets, l = draw(scenarios(max_people=6, open_world=open_world))
+    return people, public, secret, sets[:-1], sets[-1], l
+
+
+def check_routes(people, public, secret, facts, query, l, open_world):
+    n = len(people)
+    auditor, _ = make_auditor(people, public, secret, l, open_world)
+    world = brute.all_instances(n, public, closed=not open_world)
+    g = world
+    for f in facts:  # released facts, whatever their safety: the routes must hold for any G
+        auditor.add_public_fact([people[p] for p in f], [secret[p] for p in f])
+        g = frozenset(i for i in g if brute.answer(i, [f]) == brute.answer(tuple(secret), [f]))
+    sets = [auditor.universe.members([people[p] for p in query])]
+    fast = compute_delta(auditor.knowledge, sets, l, Work())
+    listed = compute_delta(auditor.knowledge, sets, l, Work(), list_answers=True)
+    truth = brute.delta(g, [query], n, l)
+    # Delta of the fast routes, as an instance set, is brute force's Delta
+    if fast.everything:
+        assert truth == g
+    else:
+        mine = frozenset().union(*[brute.instances_of(restricted(auditor.knowledge, sets, a, b), world)
+                                   for a, b in fast.unsafe.items()])
+        assert mine == truth
+        assert set(fast.unsafe) == set(listed.unsafe)
+    assert fast.floor() == brute.floor(truth, n)
+    return fast.shortcut
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(knowledge_and_query())
+def test_every_route_of_delta_equals_brute_force_after_arbitrary_facts(sc):
+    check_routes(*sc, open_world=False)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(knowledge_and_query(open_world=True))
+def test_every_route_of_delta_equals_brute_force_in_the_open_world(sc):
+    check_routes(*sc, open_world=True)
+
+
+def test_derived_group_route_decides_without_listing_answers():
+    # F = people 0-4 released; q = 0-2 makes {3, 4} = F - q a derived group that can be all a or
+    # all b: exactly those two answers are unsafe, found without listing q's answers
+    people = [f"p{i}" for i in range(7)]
+    secret = ["a", "b", "c", "a", "b", "c", "d"]
+    route = check_routes(people, sorted(secret), secret, [frozenset(range(5))], frozenset(range(3)), 2,
+                         open_world=False)
+    assert "derived" in route
+    auditor, calls = make_auditor(people, sorted(secret), secret, 2)
+    auditor.add_public_fact(people[:5], secret[:5])
+    decision = auditor.ask(people[:3])
+    assert decision.response == "answer" and decision.unsafe_answers == 2 and decision.possible_answers is None
+
+
+def test_a_group_outside_the_span_can_be_pinned_so_route_3_does_not_apply():
+    # F = people 0-4 released, q = 3-6: the cell q - F = {5, 6} is no combination of the sets
+    # (values can cycle A -> B -> D -> C), yet the answer (b, b, d, d) pins it: A = q ∩ F can only
+    # hold supp(F) ∩ supp(answer) = {b}, so B holds the d's. The derived-group route must refuse.
+    people = [f"p{i}" for i in range(8)]
+    secret = ["a", "a", "b", "b", "c", "c", "d", "d"]
+    f, q = frozenset(range(5)), frozenset({3, 4, 5, 6})
+    world = brute.all_instances(8, sorted(secret), closed=True)
+    g = frozenset(i for i in world if brute.answer(i, [f]) == brute.answer(tuple(secret), [f]))
+    pinned_by = {a: [p for p, vals in enumerate(brute.possible_values(s, 8)) if len(vals) < 2]
+                 for a, s in brute.unsafe_answers(g, [q], 8, 2).items()}
+    assert {5, 6} <= set(pinned_by[(("b", "b", "d", "d"),)])
+    auditor, _ = make_auditor(people, sorted(secret), secret, 2)
+    auditor.add_public_fact(people[:5], secret[:5])
+    sets = [auditor.universe.members([people[p] for p in q])]
+    assert narrowable_groups(auditor.knowledge, sets, 2, Work()) is None
+    assert check_routes(people, sorted(secret), secret, [f], q, 2, open_world=False) == ""

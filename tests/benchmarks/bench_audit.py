@@ -4,7 +4,8 @@
 random range queries over the public QIs. Prints decisions per second, the share answered /
 denied / budget-denied and latency percentiles.
 
-    .venv/bin/python -m tests.benchmarks.bench_audit [--budget N] [--l L] [--queries Q]
+    flock /tmp/privpub-bench.lock .venv/bin/python -m tests.benchmarks.bench_audit \
+        [--budget N] [--time-budget SECONDS] [--l L] [--queries Q]
 """
 from __future__ import annotations
 
@@ -48,6 +49,8 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--l", type=int, default=2)
     ap.add_argument("--budget", type=int, default=150)
+    ap.add_argument("--time-budget", type=float, default=0.8,
+                    help="seconds per decision's simulatable stage (<= 0: none)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
@@ -55,21 +58,23 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     people, secret = make_population(rng, args.people, args.values)
     auditor = Auditor(people, list(secret.values()), args.l, lambda ids: [secret[i] for i in ids],
-                      id_column="pid", budget=args.budget)
+                      id_column="pid", budget=args.budget,
+                      time_budget=args.time_budget if args.time_budget > 0 else None)
     latencies, kinds = [], []
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for predicate in make_queries(rng, args.queries):
         t0 = time.perf_counter()
         d = auditor.ask_where(predicate)
         latencies.append(time.perf_counter() - t0)
         kinds.append("budget-denied" if d.budget_hit else d.response)
         if args.verbose:
-            print(f"{len(kinds):4d} {latencies[-1]:7.3f}s {kinds[-1]:16s} solves={d.solves:5d} {predicate}",
-                  flush=True)
-    total = time.perf_counter() - start
+            print(f"{len(kinds):4d} {latencies[-1]:7.3f}s {kinds[-1]:16s} solves={d.solves:5d} {predicate}"
+                  f"  [{d.reason[:60]}]", flush=True)
+    total, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     lat = np.array(latencies)
     print(f"people={args.people} values={args.values} queries={args.queries} l={args.l} "
-          f"budget={args.budget} integer programs/decision")
+          f"budget={args.budget} integer programs/decision time_budget={args.time_budget}s")
+    print(f"wall={total:.1f}s cpu={cpu:.1f}s")
     print(f"decisions/s={len(lat) / total:.2f}  p50={np.percentile(lat, 50):.3f}s  "
           f"p95={np.percentile(lat, 95):.3f}s  max={lat.max():.3f}s")
     for kind in ["answer", "negative-denial", "positive-denial", "budget-denied"]:
