@@ -90,11 +90,18 @@ def print_summary(state: Path, release_id: str) -> None:
 
 
 def cmd_publish(args) -> int:
-    overrides = {"output": {"seed": args.seed}} if args.seed is not None else None
+    overrides: dict = {}
+    if args.seed is not None:
+        overrides["output"] = {"seed": args.seed}
+    run = {k: v for k, v in (("task_runner", getattr(args, "task_runner", None)),
+                             ("workers", getattr(args, "workers", None))) if v is not None}
+    if run:
+        overrides["run"] = run
+    overrides = overrides or None
     spec = preflight(args.spec, overrides)
-    from flows.publish import publish_flow
+    from flows.publish import publish
 
-    release_id = publish_flow(spec_path=str(Path(args.spec).resolve()), overrides=overrides, actor=args.actor)
+    release_id = publish(str(Path(args.spec).resolve()), overrides=overrides, actor=args.actor)
     print(release_id)
     if not args.quiet:
         print_summary(spec.state_path, release_id)
@@ -228,6 +235,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--seed", type=int, help="override the spec's seed")
     sp.add_argument("--as", dest="actor", help="who runs this (audit log); default: the OS user")
     sp.add_argument("--quiet", action="store_true", help="print only the release id")
+    sp.add_argument("--task-runner", choices=["inprocess", "dask"],
+                    help="where a technique's chunk tasks run (overrides [run] task_runner; "
+                         "default in-process); the release is the same either way")
+    sp.add_argument("--workers", type=int, help="threads (inprocess) or Dask worker processes "
+                                                "(overrides [run] workers; Dask default 2)")
     sp.set_defaults(func=cmd_publish)
 
     sp = sub.add_parser("serial", help="publish the next release of a serial series (global guarantee)")

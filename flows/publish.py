@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from prefect import flow, task
+from prefect import flow, task, unmapped
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from flows.errors import PrivacyRefused
 from schemas.published import check_published
-from schemas.spec import ReleaseSpec, load_spec, spec_from_dict
+from schemas.spec import ReleaseSpec, RunSpec, load_spec, spec_from_dict
 from state.store import Store, stage_tables
 from tasks import report as report_mod
 from tasks.anonymize.base import get_technique
@@ -78,6 +78,36 @@ def partition_task(technique, data, rng):
 def anonymize_task(technique, data, part, rng):
     failpoint("anonymize")
     return _timed("anonymize", technique.anonymize, data, part, rng)
+
+
+@task(name="anonymize-plan", **SECRET)
+def plan_chunks_task(technique, data, part, rng):
+    failpoint("anonymize")
+    return technique.plan_chunks(data, part, rng)
+
+
+# mapped over the flow's task runner: may run in a Dask worker process, which must write nothing
+@task(name="anonymize-chunk", **SECRET)
+def anonymize_chunk_task(technique, chunk):
+    return technique.anonymize_chunk(chunk)
+
+
+@task(name="anonymize-combine", **SECRET)
+def combine_chunks_task(technique, data, part, plan, results, rng):
+    return technique.combine_chunks(data, part, plan, results, rng)
+
+
+def anonymize_step(technique, data, part, rng):
+    """One anonymize task, or, for a technique that splits its work (Technique.plan_chunks), a
+    task per chunk mapped over the flow's task runner and a combine step in the flow process."""
+    t0 = time.perf_counter()
+    plan = plan_chunks_task(technique, data, part, rng)
+    if plan is None:
+        return anonymize_task(technique, data, part, rng)
+    results = anonymize_chunk_task.map(unmapped(technique), plan.chunks).result()
+    release = combine_chunks_task(technique, data, part, plan, results, rng)
+    progress(f"anonymize done in {time.perf_counter() - t0:.2f} s ({len(plan.chunks)} chunks)")
+    return release
 
 
 @task(name="verify", **SECRET)
@@ -150,6 +180,21 @@ def resolve_spec(spec_path: str | None, spec: dict | None, overrides: dict | Non
     return spec_from_dict(data, base_dir=base_dir)
 
 
+def _note_task_runner(spec: ReleaseSpec) -> None:
+    """[run] is applied by publish() / `privpub publish`; a flow started otherwise (a deployment,
+    a direct call) keeps its own runner, which changes the speed, not the release."""
+    try:
+        from prefect.context import FlowRunContext
+
+        ctx = FlowRunContext.get()
+        runner = type(ctx.task_runner).__name__ if ctx and ctx.task_runner else None
+    except Exception:
+        runner = None
+    if runner and spec.run.task_runner == "dask" and runner != "DaskTaskRunner":
+        progress(f"[run] task_runner = dask is applied by privpub publish; this run maps its "
+                 f"chunks on {runner}")
+
+
 def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | None = None,
                 store: Store | None = None) -> dict[str, Any]:
     """The pipeline itself; returns a summary dict (release id, figures, where things are)."""
@@ -159,6 +204,7 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     store = store or Store(spec.state_path)
     store.watch_output_dir(spec.output_dir)
     progress(f"series '{spec.dataset.name}', technique '{technique.name}', seed {seed}")
+    _note_task_runner(spec)
 
     frame, fp = load_input_task(spec)
     data = validate_task(frame, spec, technique)
@@ -175,7 +221,7 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     history = technique.prior_context(store, spec)
     data.extra.update(history)
     part = partition_task(technique, data, rng)
-    release = anonymize_task(technique, data, part, rng)
+    release = anonymize_step(technique, data, part, rng)
     privacy = verify_task(technique, release, spec, {**(context or {}), **history, "data": data})
     failed = [r for r in privacy if not r.passed]
     if failed:
@@ -230,3 +276,33 @@ def publish_flow(spec_path: str = "", overrides: dict | None = None, actor: str 
     """
     spec = resolve_spec(spec_path, None, overrides)
     return run_release(spec, actor=actor)["release_id"]
+
+
+def make_task_runner(run: RunSpec):
+    """The task runner [run] asks for. Only mapped tasks (a technique's chunks) use it; every
+    other step, and every store write, stays in the flow process."""
+    if run.task_runner == "dask":
+        from prefect_dask import DaskTaskRunner
+
+        # processes, one thread each: the chunks are CPU-bound numpy / HiGHS work. No memory
+        # limit, hence no spilling of (secret) chunk data to the workers' scratch folders. No
+        # dashboard; the scheduler's health endpoint still listens, so it gets a free loopback
+        # port rather than the shared default 8787
+        return DaskTaskRunner(cluster_class="distributed.LocalCluster",
+                              cluster_kwargs={"n_workers": run.workers or 2, "threads_per_worker": 1,
+                                              "processes": True, "memory_limit": 0,
+                                              "dashboard_address": None,
+                                              "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0"}})
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    return ThreadPoolTaskRunner(max_workers=run.workers)
+
+
+def publish(spec_path: str, overrides: dict | None = None, actor: str | None = None) -> str:
+    """Run `publish_flow` on the task runner of the spec's [run] section (overrides included).
+
+    A flow's task runner is fixed before the flow reads its spec, so the choice is made here;
+    the release is the same whichever runner and however many workers run it."""
+    spec = resolve_spec(spec_path, None, overrides)
+    flow_ = publish_flow.with_options(task_runner=make_task_runner(spec.run))
+    return flow_(spec_path=spec_path, overrides=overrides, actor=actor)

@@ -103,12 +103,25 @@ class OutputSpec(BaseModel):
     seed: int | None = Field(default=None, ge=0)
 
 
+class RunSpec(BaseModel):
+    """How the flow runs, never what it publishes: a release is the same on every task runner.
+
+    task_runner: "inprocess" (threads of the flow process, the default) or "dask" (a local Dask
+    cluster of `workers` processes, default 2) for the tasks a technique maps over its chunks."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_runner: Literal["inprocess", "dask"] = "inprocess"
+    workers: int | None = Field(default=None, ge=1)
+
+
 class ReleaseSpec(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     dataset: DatasetSpec
     technique: TechniqueSpec = TechniqueSpec()
     output: OutputSpec = OutputSpec()
+    run: RunSpec = RunSpec()
     base_dir: str = "."
 
     def path(self, relative: str) -> Path:

@@ -51,6 +51,19 @@ class Release:
 
 
 @dataclass
+class ChunkPlan:
+    """A technique's anonymize step split into independent pieces (see Technique.plan_chunks).
+
+    chunks: one picklable input per piece; a flow maps a task over them, so a piece may run in
+            another process (a Dask worker) and must not need anything outside its chunk
+    state:  whatever combine_chunks needs besides the results; it stays in the flow process
+    """
+
+    chunks: list[Any]
+    state: Any = None
+
+
+@dataclass
 class PrivacyResult:
     """One privacy figure computed from the published tables, and whether it meets its threshold.
 
@@ -101,6 +114,31 @@ class Technique:
 
     def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
         raise NotImplementedError
+
+    # --- optional: anonymize as independent chunks (e.g. chunks of QI-groups) ---------------
+    # A technique whose anonymize work splits into independent pieces returns a ChunkPlan from
+    # plan_chunks; the flow then maps a task over plan.chunks on its task runner (threads in the
+    # flow process, or Dask workers) and calls combine_chunks with the results in chunk order.
+    # The release must not depend on where or in which order the chunks ran: a chunk that draws
+    # random numbers takes a generator spawned for it in plan_chunks, never a shared one.
+    def plan_chunks(self, data: Microdata, part: Partition, rng: np.random.Generator) -> ChunkPlan | None:
+        """None (the default): anonymize runs as one step."""
+        return None
+
+    def anonymize_chunk(self, chunk: Any) -> Any:
+        raise NotImplementedError
+
+    def combine_chunks(self, data: Microdata, part: Partition, plan: ChunkPlan, results: list[Any],
+                       rng: np.random.Generator) -> Release:
+        raise NotImplementedError
+
+    def anonymize_in_chunks(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
+        """The chunked anonymize run one chunk after the other, in this process: what `anonymize`
+        of a chunked technique calls, so a direct call and a flow run publish the same release."""
+        plan = self.plan_chunks(data, part, rng)
+        if plan is None:
+            raise NotImplementedError(f"technique '{self.name}' does not split its anonymize step")
+        return self.combine_chunks(data, part, plan, [self.anonymize_chunk(c) for c in plan.chunks], rng)
 
     def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
         """Privacy of the release as an adversary sees it (published tables + public knowledge).

@@ -11,6 +11,11 @@
    value on any QI cannot change and is reported.
 5. Publish `table`: one row per input row in a random order, QIs perturbed, sensitive unchanged.
    The output tables and the row mapping are private metadata for the verifier.
+
+Steps 2-4 are independent per group: they run per chunk of consecutive groups (Technique's
+plan_chunks / anonymize_chunk / combine_chunks), each chunk with its own generator spawned from
+the release's seed sequence, so the flow can map them over a Dask task runner and the release is
+the same on every runner. Step 5 (the shuffle and the tables) combines them in the flow process.
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ import pandas as pd
 import pyarrow as pa
 
 from schemas.spec import ReleaseSpec, SpecError
-from tasks.anonymize.base import Partition, PrivacyResult, Release, Technique, register
+from tasks.anonymize.base import ChunkPlan, Partition, PrivacyResult, Release, Technique, register
 from tasks.anonymize.muco_tables import (ClassTables, Distance, MuCoError, concat_ranges, min_group_size,
                                          output_tables)
 from tasks.evaluate.workload import RangeCond, SetCond
@@ -85,9 +90,11 @@ def group_dis_max(t: ClassTables, dist: Distance) -> np.ndarray:
     return pts[t.ptr[1:] - 1] - pts[t.ptr[:-1]]
 
 
-def randomize_unchanged(data: Microdata, part: Partition, tables: list[ClassTables],
-                        dists: list[Distance], out_cls: np.ndarray, rng: np.random.Generator):
-    """Algorithm 2, vectorised. out_cls (n x d) is updated in place.
+def randomize_unchanged(group: np.ndarray, tables: list[ClassTables], dists: list[Distance],
+                        totals: np.ndarray, out_cls: np.ndarray, rng: np.random.Generator):
+    """Algorithm 2, vectorised, over the rows of `tables` (group: their group ids, numbered as in
+    the tables; totals: dis_max(attr, T) per QI over the whole table). out_cls (n x d) is updated
+    in place.
 
     The paper loops "pick a QI by weight, replace its value" until the tuple differs; we pick
     among the QIs that can change (weight > 0 and another positive-mass value in the group) and
@@ -100,13 +107,12 @@ def randomize_unchanged(data: Microdata, part: Partition, tables: list[ClassTabl
     unchanged = np.flatnonzero((out_cls == orig_cls).all(axis=1))
     if not len(unchanged):
         return unchanged, unchanged
-    g = part.group[unchanged]
+    g = group[unchanged]
     weights = np.zeros((len(unchanged), d))
     positive = []
-    for a, (t, dist) in enumerate(zip(tables, dists)):
+    for a, (t, dist, total) in enumerate(zip(tables, dists, totals)):
         pos = column_mass(t) > 0
         positive.append(pos)
-        total = dist.max_over(data.codes[:, a])
         n_pos = np.add.reduceat(pos.astype(np.int64), t.ptr[:-1]) if len(t.code) else np.zeros(0)
         n_pos = np.where(np.diff(t.ptr) > 0, n_pos, 0)
         others = n_pos[g] - pos[orig_cls[unchanged, a]]  # other values with mass in the group
@@ -126,7 +132,7 @@ def randomize_unchanged(data: Microdata, part: Partition, tables: list[ClassTabl
             continue
         t, pos = tables[a], positive[a]
         rows = movers[sel]
-        gg = part.group[rows]
+        gg = group[rows]
         # the positive classes of each group, listed group by group
         pos_cls = np.flatnonzero(pos)
         first = np.searchsorted(pos_cls, t.ptr[gg])
@@ -140,6 +146,75 @@ def randomize_unchanged(data: Microdata, part: Partition, tables: list[ClassTabl
     return movers, unchanged[stuck]
 
 
+# --- chunks of groups: the per-group work, independent of every other chunk -----------------
+
+# Rows per chunk of whole groups. The chunk layout (and so each chunk's random stream) follows
+# from the data and this number only, never from the task runner or its workers.
+CHUNK_ROWS = 50_000
+
+
+@dataclass
+class MuCoChunk:
+    """Everything one chunk of consecutive groups needs (it may run in a Dask worker)."""
+
+    index: int
+    rows: np.ndarray  # input rows of the chunk, grouped by group
+    group: np.ndarray  # group of each row, renumbered 0..n_groups-1 inside the chunk
+    n_groups: int
+    codes: np.ndarray  # (len(rows), d) QI codes
+    seed: np.random.SeedSequence  # spawned from the release's stream for this chunk index
+    dists: list[Distance]
+    totals: np.ndarray  # dis_max(attr, T) per QI over the whole table (Algorithm 2's weights)
+    delta: Fraction
+
+
+@dataclass
+class MuCoChunkResult:
+    out_codes: np.ndarray  # (len(rows), d) published codes
+    moved: np.ndarray  # chunk rows changed by Algorithm 2
+    stuck: np.ndarray  # chunk rows Algorithm 2 cannot change
+    entries: list[tuple[np.ndarray, np.ndarray, np.ndarray]]  # per QI: (chunk row, code, p) with p > 0
+    lp_cost: np.ndarray  # per QI
+    seconds: dict[str, float]
+
+
+def chunk_bounds(sizes: np.ndarray, chunk_rows: int) -> np.ndarray:
+    """First group of every chunk, and n_groups at the end: consecutive groups are cut where their
+    first row crosses a multiple of chunk_rows (a group larger than that is a chunk of its own)."""
+    start = np.cumsum(sizes) - sizes
+    cut = np.flatnonzero(np.diff(start // chunk_rows) > 0) + 1
+    return np.concatenate([[0], cut, [len(sizes)]]).astype(np.int64)
+
+
+def run_chunk(chunk: MuCoChunk) -> MuCoChunkResult:
+    """Steps 2-4 for one chunk: output tables, draws, Algorithm 2, the stored-table entries."""
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(chunk.seed)
+    tables = [output_tables(chunk.group, chunk.n_groups, chunk.codes[:, a], dist, chunk.delta)
+              for a, dist in enumerate(chunk.dists)]
+    t1 = time.perf_counter()
+    out_cls = np.column_stack([draw_outputs(t, rng) for t in tables])
+    moved, stuck = randomize_unchanged(chunk.group, tables, chunk.dists, chunk.totals, out_cls, rng)
+    out_codes = np.column_stack([t.code[out_cls[:, a]] for a, t in enumerate(tables)])
+    return MuCoChunkResult(out_codes, moved, stuck, [table_entries(t) for t in tables],
+                           np.array([t.cost.sum() for t in tables]),
+                           {"output_tables": t1 - t0, "draw": time.perf_counter() - t1})
+
+
+def table_entries(t: ClassTables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The non-zero entries of every tuple's row of P: (row, output code, probability)."""
+    g_of = t.group_of_class()
+    row_len = np.diff(t.ptr)[g_of]
+    row_cls = np.repeat(np.arange(len(t.code)), row_len)
+    col_cls = t.ptr[g_of[row_cls]] + (np.arange(len(t.q)) - np.repeat(t.qptr, row_len))
+    nz = np.flatnonzero(t.q > 0)  # non-zero entries, grouped by row class
+    nz_ptr = np.searchsorted(row_cls[nz], np.arange(len(t.code) + 1))
+    order = np.argsort(t.tuple_class, kind="stable")  # rows grouped by class
+    k = np.diff(nz_ptr)[t.tuple_class[order]]
+    entry = nz[concat_ranges(nz_ptr[t.tuple_class[order]], k)]
+    return np.repeat(order, k), t.code[col_cls[entry]], t.q[entry]
+
+
 # --- the technique ---------------------------------------------------------------------------
 
 @register("muco")
@@ -149,6 +224,8 @@ class MuCo(Technique):
     def check_params(self) -> None:
         self.delta = parse_delta(self.spec)
         self.l = self.int_param("l", None)
+        # part of the result (each chunk draws from its own stream), hence a technique parameter
+        self.chunk_rows = self.int_param("chunk_rows", CHUNK_ROWS)
 
     def check_data(self, data: Microdata) -> None:
         need = min_group_size(self.delta)
@@ -167,18 +244,41 @@ class MuCo(Technique):
         return part
 
     def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
+        return self.anonymize_in_chunks(data, part, rng)
+
+    def plan_chunks(self, data: Microdata, part: Partition, rng: np.random.Generator) -> ChunkPlan:
         need = min_group_size(self.delta)
-        if (part.sizes < need).any():
-            raise MuCoError(f"a QI-group has {part.sizes.min()} tuples; delta = {self.delta} needs "
+        sizes = part.sizes
+        if (sizes < need).any():
+            raise MuCoError(f"a QI-group has {sizes.min()} tuples; delta = {self.delta} needs "
                             f"{need} (Property 1)")
-        t0 = time.perf_counter()
+        bounds = chunk_bounds(sizes, self.chunk_rows)
+        order = np.argsort(part.group, kind="stable")  # rows grouped by group
+        first_row = np.concatenate([[0], np.cumsum(sizes)])
         dists = [Distance(dom) for dom in data.domains]
-        tables = [output_tables(part.group, part.n_groups, data.codes[:, a], dists[a], self.delta)
-                  for a in range(len(dists))]
-        t1 = time.perf_counter()
-        out_cls = np.column_stack([draw_outputs(t, rng) for t in tables])
-        moved, stuck = randomize_unchanged(data, part, tables, dists, out_cls, rng)
-        out_codes = np.column_stack([t.code[out_cls[:, a]] for a, t in enumerate(tables)])
+        totals = np.array([dist.max_over(data.codes[:, a]) for a, dist in enumerate(dists)])
+        # one stream per chunk index, spawned from the release's seed sequence: the draws do not
+        # depend on which worker runs a chunk, or when
+        seeds = rng.bit_generator.seed_seq.spawn(len(bounds) - 1)
+        chunks = []
+        for i, (g_lo, g_hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+            rows = order[first_row[g_lo]:first_row[g_hi]]
+            chunks.append(MuCoChunk(i, rows, part.group[rows] - g_lo, int(g_hi - g_lo),
+                                    data.codes[rows], seeds[i], dists, totals, self.delta))
+        return ChunkPlan(chunks)
+
+    def anonymize_chunk(self, chunk: MuCoChunk) -> MuCoChunkResult:
+        return run_chunk(chunk)
+
+    def combine_chunks(self, data: Microdata, part: Partition, plan: ChunkPlan,
+                       results: list[MuCoChunkResult], rng: np.random.Generator) -> Release:
+        t0 = time.perf_counter()
+        chunks: list[MuCoChunk] = plan.chunks
+        out_codes = np.empty(data.codes.shape, dtype=np.int64)
+        for c, r in zip(chunks, results):
+            out_codes[c.rows] = r.out_codes
+        moved = np.concatenate([c.rows[r.moved] for c, r in zip(chunks, results)])
+        stuck = np.concatenate([c.rows[r.stuck] for c, r in zip(chunks, results)])
 
         perm = rng.permutation(data.n)  # published row i is input row perm[i]
         pub_row = np.empty(data.n, dtype=np.int64)
@@ -186,18 +286,21 @@ class MuCo(Technique):
         table = publish_table(data, out_codes[perm], perm)
         private = {
             "delta": str(self.delta),
-            "output_tables": stored_tables(data, part, tables, pub_row),
+            "output_tables": stored_tables(data, part, chunks, results, pub_row),
             "value_codes": value_codes(data),
             "source_row": pa.table({"source_row": perm}),
             "unchangeable_rows": np.sort(pub_row[stuck]).tolist(),
         }
+        cost = np.sum([r.lp_cost for r in results], axis=0)
         info = {
             "groups": int(part.n_groups), "min_group": int(part.sizes.min()),
             "max_group": int(part.sizes.max()), "randomized_unchanged": int(len(moved)),
-            "unchangeable": int(len(stuck)),
-            "lp_cost": {d.name: float(t.cost.sum()) for d, t in zip(data.domains, tables)},
-            "seconds": {"output_tables": round(t1 - t0, 3),
-                        "draw_and_publish": round(time.perf_counter() - t1, 3)},
+            "unchangeable": int(len(stuck)), "chunks": len(chunks),
+            "lp_cost": {d.name: float(c) for d, c in zip(data.domains, cost)},
+            # summed over chunks (CPU-like when chunks ran in parallel)
+            "seconds": {"output_tables": round(sum(r.seconds["output_tables"] for r in results), 3),
+                        "draw": round(sum(r.seconds["draw"] for r in results), 3),
+                        "combine": round(time.perf_counter() - t0, 3)},
         }
         return Release({"table": table}, private, info)
 
@@ -242,29 +345,18 @@ def publish_table(data: Microdata, codes: np.ndarray, perm: np.ndarray) -> pa.Ta
     return pa.table(cols)
 
 
-def stored_tables(data: Microdata, part: Partition, tables: list[ClassTables],
-                  pub_row: np.ndarray) -> pa.Table:
+def stored_tables(data: Microdata, part: Partition, chunks: list[MuCoChunk],
+                  results: list[MuCoChunkResult], pub_row: np.ndarray) -> pa.Table:
     """Long form of every table P: one row per (QI, tuple, output value) with p > 0."""
     parts = []
-    for dom, t in zip(data.domains, tables):
-        g_of = t.group_of_class()
-        row_len = np.diff(t.ptr)[g_of]
-        row_cls = np.repeat(np.arange(len(t.code)), row_len)
-        col_cls = t.ptr[g_of[row_cls]] + (np.arange(len(t.q)) - np.repeat(t.qptr, row_len))
-        nz = np.flatnonzero(t.q > 0)  # non-zero entries, grouped by row class
-        nz_cls = row_cls[nz]
-        nz_ptr = np.searchsorted(nz_cls, np.arange(len(t.code) + 1))
-        order = np.argsort(t.tuple_class, kind="stable")  # input rows grouped by class
-        cls = t.tuple_class[order]
-        k = np.diff(nz_ptr)[cls]
-        entry = nz[concat_ranges(nz_ptr[cls], k)]
-        rows = np.repeat(order, k)
+    for a, dom in enumerate(data.domains):
+        rows = np.concatenate([c.rows[r.entries[a][0]] for c, r in zip(chunks, results)])
         parts.append(pa.table({
             "attribute": pa.array(np.full(len(rows), dom.name)),
             "gid": pa.array(part.group[rows].astype(np.int32)),
             "row": pa.array(pub_row[rows]),
-            "code": pa.array(t.code[col_cls[entry]].astype(np.int32)),
-            "prob": pa.array(t.q[entry]),
+            "code": pa.array(np.concatenate([r.entries[a][1] for r in results]).astype(np.int32)),
+            "prob": pa.array(np.concatenate([r.entries[a][2] for r in results])),
         }))
     return pa.concat_tables(parts)
 

@@ -3,6 +3,13 @@
     .venv/bin/python -m tests.benchmarks.bench_muco                    # 40,152 rows, delta 1/6, l 10
     .venv/bin/python -m tests.benchmarks.bench_muco --rows 1000000     # time and memory at scale
     .venv/bin/python -m tests.benchmarks.bench_muco --experiment       # ILoss, disclosure, SUM error
+    .venv/bin/python -m tests.benchmarks.bench_muco --rows 1000000 --task-runner dask --workers 2
+                                 # the whole publish flow (validate ... commit, report) on a runner
+
+--task-runner runs the Prefect publish flow end to end (a temporary Prefect server, a temporary
+state database) with MuCo's chunks mapped on that runner, and reports wall time, CPU of the flow
+process and of every child process (Dask workers, the Prefect server, sampled with psutil), and
+peak memory. Without it the technique's steps are timed in this process, without Prefect.
 
 Data: tasks.demo_data.census with 7 QIs (age, sex, education, marital, race, workclass, country)
 and a numeric sensitive `income` derived from its salary class (the paper's SUM(salary)).
@@ -222,6 +229,143 @@ def experiment(rows: int, l: int, deltas: list[str], n_queries: int) -> None:
     print("\n".join(lines))
 
 
+# --- the publish flow end to end, on a task runner --------------------------------------------
+
+def _toml(value) -> str:
+    """Just enough TOML for a spec: strings, numbers, lists, inline tables."""
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+
+
+def write_flow_spec(folder, technique: dict, run: dict) -> str:
+    spec = make_spec(technique)
+    sections = {"dataset": {"name": "census", "input": "census.parquet", "person_id": "pid",
+                            "sensitive": "income", "qi": [q.model_dump(exclude_none=True) for q in spec.dataset.qi]},
+                "technique": technique, "output": {"dir": "releases", "state": "privpub.duckdb", "seed": 2024},
+                "run": run}
+    text = "\n".join(f"[{name}]\n" + "\n".join(f"{k} = {_toml(v)}" for k, v in body.items()) + "\n"
+                     for name, body in sections.items())
+    path = folder / "spec.toml"
+    path.write_text(text)
+    return str(path)
+
+
+class ProcessTreeMeter:
+    """CPU seconds and peak RSS of this process's children, sampled in a thread (a Dask worker
+    exits with its cluster, so its last sample stands for its total)."""
+
+    def __init__(self, every: float = 0.25):
+        import threading
+
+        import psutil
+
+        self.me = psutil.Process()
+        self.every = every
+        self.cpu: dict[int, tuple[str, float]] = {}
+        self.peak_rss: dict[str, int] = {}  # peak of the summed RSS of each kind of child
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _kind(self, proc) -> str:
+        try:
+            cmd = " ".join(proc.cmdline())
+        except Exception:
+            return "other"
+        if "spawn_main" in cmd:  # multiprocessing's spawn: the Dask worker processes
+            return "dask worker"
+        return "prefect server" if "prefect" in cmd or "uvicorn" in cmd else "other"
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.every)
+
+    def sample(self):
+        rss: dict[str, int] = {}
+        for proc in self.me.children(recursive=True):
+            try:
+                t = proc.cpu_times()
+                kind = self.cpu.get(proc.pid, (None, 0))[0] or self._kind(proc)
+                rss[kind] = rss.get(kind, 0) + proc.memory_info().rss
+                self.cpu[proc.pid] = (kind, t.user + t.system)
+            except Exception:  # the process ended between listing and reading
+                pass
+        for kind, value in rss.items():
+            self.peak_rss[kind] = max(self.peak_rss.get(kind, 0), value)
+
+    def __enter__(self):
+        self.start_cpu = dict(self.cpu_now())
+        self._thread.start()
+        return self
+
+    def cpu_now(self):
+        for proc in self.me.children(recursive=True):
+            try:
+                t = proc.cpu_times()
+                yield proc.pid, t.user + t.system
+            except Exception:
+                pass
+
+    def __exit__(self, *exc):
+        self.sample()
+        self._stop.set()
+        self._thread.join()
+
+    def by_kind(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for pid, (kind, cpu) in self.cpu.items():
+            out[kind] = out.get(kind, 0.0) + cpu - self.start_cpu.get(pid, 0.0)
+        return out
+
+
+def flow_bench(rows: int, delta: str, l: int, task_runner: str, workers: int | None,
+               chunk_rows: int | None) -> None:
+    import os
+    import tempfile
+    from pathlib import Path
+
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PY_KEY_VALUE_DISABLE_BEARTYPE", "true")
+    os.environ.setdefault("PREFECT_RESULTS_PERSIST_BY_DEFAULT", "false")
+    from prefect.testing.utilities import prefect_test_harness
+
+    from flows.publish import publish
+    from state.store import Store
+
+    folder = Path(tempfile.mkdtemp(prefix="privpub-bench-flow-"))
+    census_income(rows).to_parquet(folder / "census.parquet", index=False)
+    technique = {"name": "muco", "delta": delta, "l": l}
+    if chunk_rows:
+        technique["chunk_rows"] = chunk_rows
+    run = {"task_runner": task_runner, **({"workers": workers} if workers else {})}
+    spec = write_flow_spec(folder, technique, run)
+    with prefect_test_harness(server_startup_timeout=120):
+        with ProcessTreeMeter() as meter:
+            w, c = time.perf_counter(), time.process_time()
+            release_id = publish(spec)
+            wall, cpu = time.perf_counter() - w, time.process_time() - c
+    info = Store(folder / "privpub.duckdb").release(release_id)
+    kinds = meter.by_kind()
+    print(f"MuCo publish flow, {rows:,} rows, {len(QI_NAMES)} QIs, delta = {delta}, l = {l}, "
+          f"task runner {task_runner} (workers {workers or ('2' if task_runner == 'dask' else 'default')})")
+    print(f"  release {release_id} ({info['status']}); published sha256 "
+          + ", ".join(f"{t.table_name} {t.sha256[:16]}" for t in info["tables"].itertuples()))
+    print(f"  wall {wall:7.2f} s   cpu flow process {cpu:7.2f} s   " +
+          "   ".join(f"cpu {k} {v:.2f} s" for k, v in sorted(kinds.items())))
+    print(f"  cpu flow + workers {cpu + kinds.get('dask worker', 0.0):.2f} s")
+    print(f"  peak RSS flow process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB; "
+          "children (sampled, summed per kind): " +
+          ", ".join(f"{k} {v / 2**20:.0f} MB" for k, v in sorted(meter.peak_rss.items())))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=40_152)
@@ -230,8 +374,14 @@ def main() -> None:
     ap.add_argument("--no-disclosure", action="store_true")
     ap.add_argument("--experiment", action="store_true")
     ap.add_argument("--queries", type=int, default=1000)
+    ap.add_argument("--task-runner", choices=["inprocess", "dask"],
+                    help="run the whole publish flow, mapping MuCo's chunks on this task runner")
+    ap.add_argument("--workers", type=int, help="Dask worker processes / threads of the runner")
+    ap.add_argument("--chunk-rows", type=int, help="[technique] chunk_rows (default: MuCo's)")
     args = ap.parse_args()
-    if args.experiment:
+    if args.task_runner:
+        flow_bench(args.rows, args.delta, args.l, args.task_runner, args.workers, args.chunk_rows)
+    elif args.experiment:
         experiment(args.rows, args.l, ["1/5", "1/6", "1/7", "1/8", "1/10"], args.queries)
     else:
         Fraction(args.delta)
