@@ -2,7 +2,9 @@
 running `prefect server start`). serve() registers the deployments and executes their runs itself,
 so no work pool or worker is needed. Parameters are editable per run in the UI ("Custom run").
 
-    PRIVPUB_SPEC   the spec file the monthly publish uses (default: demo/census.toml, made if absent)
+    PRIVPUB_SPEC   the spec file the monthly publish uses (default: demo/census.toml, made if absent);
+                   its [run] task_runner = "dask" sends a technique's chunk tasks to a local Dask
+                   cluster (the flow reads it at run time; see flows/publish.py::_map_chunks)
     PRIVPUB_CRON   its schedule (default: 02:00 on the 1st of every month)
     PRIVPUB_SERIAL_SPEC  the serial series' spec (default: demo/serial.toml, made if absent)
 """

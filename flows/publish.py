@@ -97,17 +97,34 @@ def combine_chunks_task(technique, data, part, plan, results, rng):
     return technique.combine_chunks(data, part, plan, results, rng)
 
 
-def anonymize_step(technique, data, part, rng):
+def anonymize_step(technique, data, part, rng, run: RunSpec):
     """One anonymize task, or, for a technique that splits its work (Technique.plan_chunks), a
-    task per chunk mapped over the flow's task runner and a combine step in the flow process."""
+    task per chunk mapped over the task runner and a combine step in the flow process."""
     t0 = time.perf_counter()
     plan = plan_chunks_task(technique, data, part, rng)
     if plan is None:
         return anonymize_task(technique, data, part, rng)
-    results = anonymize_chunk_task.map(unmapped(technique), plan.chunks).result()
+    results = _map_chunks(technique, plan.chunks, run)
     release = combine_chunks_task(technique, data, part, plan, results, rng)
     progress(f"anonymize done in {time.perf_counter() - t0:.2f} s ({len(plan.chunks)} chunks)")
     return release
+
+
+def _map_chunks(technique, chunks: list, run: RunSpec) -> list:
+    """The chunk results, on the flow's task runner when it is the one [run] asks for. A flow
+    started from a deployment or called directly has its default runner (Prefect fixes it before
+    the flow reads its spec): for [run] task_runner = "dask" the chunks then get a Dask runner of
+    their own, so the spec is honoured however the flow was started."""
+    from prefect.context import FlowRunContext
+
+    ctx = FlowRunContext.get()
+    current = type(ctx.task_runner).__name__ if ctx and ctx.task_runner else ""
+    if run.task_runner == "dask" and current != "DaskTaskRunner":
+        progress(f"chunks go to a Dask cluster of {run.workers or 2} workers")
+        with make_task_runner(run) as runner:
+            futures = runner.map(anonymize_chunk_task, {"technique": unmapped(technique), "chunk": chunks})
+            return [f.result() for f in futures]
+    return anonymize_chunk_task.map(unmapped(technique), chunks).result()
 
 
 @task(name="verify", **SECRET)
@@ -180,21 +197,6 @@ def resolve_spec(spec_path: str | None, spec: dict | None, overrides: dict | Non
     return spec_from_dict(data, base_dir=base_dir)
 
 
-def _note_task_runner(spec: ReleaseSpec) -> None:
-    """[run] is applied by publish() / `privpub publish`; a flow started otherwise (a deployment,
-    a direct call) keeps its own runner, which changes the speed, not the release."""
-    try:
-        from prefect.context import FlowRunContext
-
-        ctx = FlowRunContext.get()
-        runner = type(ctx.task_runner).__name__ if ctx and ctx.task_runner else None
-    except Exception:
-        runner = None
-    if runner and spec.run.task_runner == "dask" and runner != "DaskTaskRunner":
-        progress(f"[run] task_runner = dask is applied by privpub publish; this run maps its "
-                 f"chunks on {runner}")
-
-
 def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | None = None,
                 store: Store | None = None) -> dict[str, Any]:
     """The pipeline itself; returns a summary dict (release id, figures, where things are)."""
@@ -204,7 +206,6 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     store = store or Store(spec.state_path)
     store.watch_output_dir(spec.output_dir)
     progress(f"series '{spec.dataset.name}', technique '{technique.name}', seed {seed}")
-    _note_task_runner(spec)
 
     frame, fp = load_input_task(spec)
     data = validate_task(frame, spec, technique)
@@ -221,7 +222,7 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     history = technique.prior_context(store, spec)
     data.extra.update(history)
     part = partition_task(technique, data, rng)
-    release = anonymize_step(technique, data, part, rng)
+    release = anonymize_step(technique, data, part, rng, spec.run)
     privacy = verify_task(technique, release, spec, {**(context or {}), **history, "data": data})
     failed = [r for r in privacy if not r.passed]
     if failed:

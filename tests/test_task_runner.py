@@ -148,3 +148,19 @@ def test_dask_release_equals_in_process_and_leaks_nothing(prefect_server, prefec
             scanned += 1
             assert not [n for n in needles if n in blob], f"{path} contains person ids"
     assert scanned >= 2
+
+
+def test_a_flow_started_without_publish_honours_run_dask(prefect_server, tmp_path, frame, monkeypatch):
+    """A deployment runs publish_flow itself, with the flow's default runner: the chunks still go
+    to the Dask cluster [run] asks for, and the release is the in-process one."""
+    inproc = _folder(tmp_path, "inprocess", frame, seed=9)
+    dask = _folder(tmp_path, "dask", frame, seed=9)
+    spec = dask / "spec.toml"
+    spec.write_text(spec.read_text() + '\n[run]\ntask_runner = "dask"\nworkers = 2\n')
+    made = []
+    real = publish_mod.make_task_runner
+    monkeypatch.setattr(publish_mod, "make_task_runner", lambda run: made.append(run) or real(run))
+    rel_dask = publish_flow(spec_path=str(spec))
+    assert [type(real(r)).__name__ for r in made] == ["DaskTaskRunner"]
+    rel_in = publish(str(inproc / "spec.toml"))
+    pd.testing.assert_frame_equal(_published(inproc, rel_in)[0], _published(dask, rel_dask)[0])
