@@ -112,7 +112,7 @@ def make_workload(data, rng: np.random.Generator, per_band: int = 100,
 
 
 def exact_answers(frame, workload: list[CountQuery], sensitive: str) -> np.ndarray:
-    """True answers on the original table: one DuckDB scan with a FILTER per query."""
+    """True answers on the original table: one DuckDB scan, one conditional sum per query."""
     if not workload:
         return np.zeros(0)
     import duckdb
@@ -120,7 +120,8 @@ def exact_answers(frame, workload: list[CountQuery], sensitive: str) -> np.ndarr
     con = duckdb.connect()
     con.register("frame", frame)
     con.execute("CREATE TABLE original AS SELECT * FROM frame")  # scanning a table beats a pandas scan
-    aggs = ", ".join(f"count(*) FILTER (WHERE {q.sql_where(sensitive)}) AS q{i}"
+    # CASE inside one aggregate per query: DuckDB evaluates hundreds of FILTER clauses ~8x slower
+    aggs = ", ".join(f"coalesce(sum(CASE WHEN {q.sql_where(sensitive)} THEN 1 ELSE 0 END), 0) AS q{i}"
                      for i, q in enumerate(workload))
     row = con.execute(f"SELECT {aggs} FROM original").fetchone()
     return np.asarray(row, dtype=float)
