@@ -7,6 +7,7 @@ from fractions import Fraction
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -229,6 +230,38 @@ def test_virtual_members_count_toward_group_size():
     tech = SerialTechnique(spec)
     claims = {r.model: r for r in tech.verify(release, {})}
     assert not claims["serial-virtual-members"].passed
+    assert results["serial-virtual-members"].worst["checked"] == "per group region"
+
+
+def test_virtual_members_are_checked_region_by_region():
+    """Enough absent registered people in total is not enough: each group's virtual members must
+    be absent registered people inside that group's published region."""
+    frame = pd.DataFrame({"pid": range(8), "age": [30, 31, 32, 33, 60, 61, 62, 63], "sex": ["M"] * 8,
+                          "dis": ["a", "b", "b", "b", "a", "b", "b", "b"]})
+    registration = pd.DataFrame({"pid": range(20), "age": list(range(30, 34)) + list(range(60, 64))
+                                 + [34, 35, 36, 37, 64, 65, 66, 67, 90, 91, 92, 93], "sex": ["M"] * 20})
+    spec = make_spec(strategy="geometric", factor=2, transient=["a"], max_group_size=8)  # ratio 4
+    (release, results), = publish_series(spec, [frame], registration)[0]
+    assert results["serial-virtual-members"].passed
+    tech = SerialTechnique(spec)
+    witness = release.private["virtual_members"].to_pandas()
+    assert len(witness) == release.info["virtual_members"] > 0
+
+    def check(forged: pd.DataFrame):
+        private = {**release.private, "virtual_members": pa.Table.from_pandas(forged, preserve_index=False)}
+        forged_release = type(release)(release.tables, private, release.info)
+        return {r.model: r for r in tech.verify(forged_release, {"registration": registration})}["serial-virtual-members"]
+
+    assert check(witness).passed
+    # the same number of virtual members, but people far outside the group's region (ages 90-93)
+    far = witness.assign(person=np.arange(16, 16 + len(witness)) % 20)
+    far = far[far.person >= 16]
+    assert not check(pd.concat([far, witness.iloc[len(far):]], ignore_index=True)).passed
+    # a person present in the release cannot be a virtual member
+    assert not check(witness.assign(person=[0] + list(witness.person[1:]))).passed
+    # one person counted twice
+    if len(witness) > 1:
+        assert not check(witness.assign(person=[witness.person.iat[0]] * len(witness))).passed
 
 
 def test_published_columns():

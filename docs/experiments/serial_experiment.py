@@ -10,13 +10,16 @@ least frequent occupations of release 1 (transient = 0.1, computed once and then
 so that the protected set does not drift between releases, as docs/serial.md advises).
 
 For each configuration it publishes the whole series in-process (no Prefect, no store): the
-aggregate of release j (Release.private["serial_aggregate"]) and its number are fed to release
-j + 1 as data.extra["serial_aggregate"] / ["serial_release"], and every release is verified with
-technique.verify (global p(o, s, k) over the whole series, exact). Per release it records average
+aggregate and summary of release j (Release.private["serial_aggregate"], ["serial_summary"]) and
+its number are fed to release j + 1 as data.extra, as the store would, and every release is
+verified with technique.verify (global p(o, s, k) over the whole series, exact: the pairs of the
+release's people recomputed, the others from the summary). Per release it records average
 and maximum group size, suppressed values, the worst global breach probability and how many
 (person, value) pairs exceed 1/l, the mean relative error of a random count-query workload
 (make_workload: queries over 1-3 QI ranges/sets at 1 %, 5 %, 10 % selectivity and one occupation
-value), and seconds (release = grouping + tables + verification + aggregate; evaluation apart).
+value; answered by tasks/evaluate: exact_answers on the snapshot and the technique's
+estimate_counts on the published table), and seconds (release = grouping + tables + verification
++ aggregate; evaluation apart).
 
     # one configuration, appended as JSON lines to the results file
     .venv/bin/python -m docs.experiments.serial_experiment run --strategy constant-ratio --l 4
@@ -48,20 +51,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from schemas.spec import spec_from_dict  # noqa: E402
 from tasks.anonymize.serial import SerialTechnique  # noqa: E402
 from tasks.demo_data import CENSUS_QI, census  # noqa: E402
-import duckdb  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import pyarrow.compute as pc  # noqa: E402
 import pickle  # noqa: E402
 
-from tasks.evaluate.estimate_generalized import range_fraction  # noqa: E402
 from tasks.evaluate.metrics import error_by_selectivity, relative_errors  # noqa: E402
-from tasks.evaluate.workload import RangeCond, exact_answers, make_workload  # noqa: E402
-from tasks.verify.published import _quote  # noqa: E402
+from tasks.evaluate.workload import exact_answers, make_workload  # noqa: E402
 from tasks.microdata import Microdata  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "serial_results.jsonl"
-CHECKED = 50  # queries per release also answered by tech.estimate_counts, as a check
 STRATEGIES = ("constant-ratio", "geometric", "localized")
 LS = (2, 4, 6, 8, 10)
 
@@ -90,97 +87,6 @@ def snapshots(n0: int, releases: int, seed: int):
         yield snap
 
 
-def _by_value(workload) -> dict:
-    out: dict = {}
-    for i, q in enumerate(workload):
-        out.setdefault(q.sensitive_value, []).append(i)
-    return out
-
-
-def _answer(columns: dict, weights: np.ndarray, workload, idx, fraction) -> np.ndarray:
-    """sum(weights * prod over conditions of fraction(column, condition)) for the queries idx."""
-    out = np.zeros(len(idx))
-    cache: dict = {}
-    for k, i in enumerate(idx):
-        w = weights
-        for col, cond in workload[i].conditions:
-            if (col, cond) not in cache:
-                cache[(col, cond)] = fraction(columns[col], cond)
-            w = w * cache[(col, cond)]
-        out[k] = w.sum()
-    return out
-
-
-def _fraction(column, cond) -> np.ndarray:
-    if isinstance(cond, RangeCond):
-        lo, hi = column
-        return range_fraction(lo, hi, cond)
-    labels, matrix = column  # matrix[cell, label] = share of the cell's set that is this label
-    hit = np.isin(labels, list(cond.values))
-    return matrix[:, hit].sum(axis=1)
-
-
-def fast_estimate(table: pa.Table, qi_names: list[str], sensitive: str, workload) -> np.ndarray:
-    """The same estimate as tasks/evaluate/estimate_generalized.estimate_from_generalized (the
-    serial technique's estimate_counts), computed per sensitive value over only the cells that
-    hold it, with set-valued cells as a dense (cell x label) share matrix. The upstream loop
-    multiplies every cell by 0 for the other values and flattens the list columns per condition;
-    5,000 queries per release would take minutes with it. The script checks equality with the
-    technique's estimator on a sample of every release's workload."""
-    cols = [c for q in qi_names for c in ((f"{q}_lo", f"{q}_hi") if f"{q}_lo" in table.column_names else (q,))]
-    con = duckdb.connect()
-    con.register("published", table)
-    keys = ", ".join(_quote(c) for c in cols + [sensitive])
-    cells = con.sql(f"SELECT {keys}, count(*) AS n FROM published GROUP BY {keys}").to_arrow_table()
-    s_vals = cells.column(sensitive).to_numpy(zero_copy_only=False)
-    out = np.zeros(len(workload))
-    for v, idx in _by_value(workload).items():
-        sub = cells.filter(pa.array(s_vals == v))
-        if sub.num_rows == 0:
-            continue
-        columns = {}
-        for q in qi_names:
-            if f"{q}_lo" in sub.column_names:
-                columns[q] = (sub.column(f"{q}_lo").to_numpy(), sub.column(f"{q}_hi").to_numpy())
-            else:
-                lists = sub.column(q).combine_chunks()
-                flat = lists.flatten().to_numpy(zero_copy_only=False).astype(str)
-                parent = pc.list_parent_indices(lists).to_numpy()
-                length = pc.list_value_length(lists).to_numpy(zero_copy_only=False).astype(float)
-                labels, code = np.unique(flat, return_inverse=True)
-                matrix = np.zeros((sub.num_rows, len(labels)))
-                np.add.at(matrix, (parent, code), 1.0 / length[parent])
-                columns[q] = (labels, matrix)
-        out[idx] = _answer(columns, sub.column("n").to_numpy().astype(float), workload, idx, _fraction)
-    return out
-
-
-def fast_exact(frame: pd.DataFrame, qi_kinds: dict, sensitive: str, workload) -> np.ndarray:
-    """True answers (as tasks/evaluate/workload.exact_answers), per sensitive value over only the
-    rows that hold it; checked against exact_answers on a sample of every workload."""
-    s_vals = frame[sensitive].to_numpy(dtype=object)
-    out = np.zeros(len(workload))
-    for v, idx in _by_value(workload).items():
-        sub = frame[s_vals == v]
-        if sub.empty:
-            continue
-        columns = {}
-        for q, kind in qi_kinds.items():
-            x = sub[q].to_numpy()
-            if kind == "numeric":
-                columns[q] = x.astype(float)
-            else:
-                columns[q] = np.unique(x.astype(str), return_inverse=True)  # (labels, code per row)
-
-        def hit(column, cond):
-            if isinstance(cond, RangeCond):
-                return ((column >= cond.lo) & (column <= cond.hi)).astype(float)
-            labels, code = column
-            return np.isin(labels, list(cond.values)).astype(float)[code]
-
-        out[idx] = _answer(columns, np.ones(len(sub)), workload, idx, hit)
-    return out
-
 def shared_workload(first: Microdata, queries: int, workload_seed: int, n0: int, seed: int) -> list:
     """One workload for the whole series and every configuration: make_workload on release 1
     (1 %, 5 %, 10 % bands, queries / 3 each), cached in /tmp because drawing it takes a minute.
@@ -203,7 +109,7 @@ def run(strategy: str, l: int, n0: int, releases: int, queries: int, seed: int, 
         results: Path) -> None:
     spec, probe = serial_technique(l, strategy, 0.1)
     transient = None
-    aggregate, number = None, None
+    carried: dict = {}
     t_config = time.perf_counter()
     for r, snap in enumerate(snapshots(n0, releases, seed), start=1):
         if transient is None:
@@ -213,26 +119,21 @@ def run(strategy: str, l: int, n0: int, releases: int, queries: int, seed: int, 
             workload = shared_workload(first, queries, workload_seed, n0, seed)
         t0 = time.perf_counter()
         data = Microdata.from_frame(spec, snap.reset_index(drop=True))
-        extra = {"serial_aggregate": aggregate, "serial_release": number}
-        data.extra = dict(extra)
+        data.extra = dict(carried)
         gen = np.random.default_rng([seed, r])
         part = tech.partition(data, gen)
         release = tech.anonymize(data, part, gen)
         t1 = time.perf_counter()
-        checks = {x.model: x for x in tech.verify(release, dict(extra))}
+        checks = {x.model: x for x in tech.verify(release, dict(carried))}
         t2 = time.perf_counter()
-        aggregate = release.private["serial_aggregate"]
-        number = int(release.private["release"]) + 1
+        # what the store hands the next release (Release.private of this one)
+        carried = {"serial_aggregate": release.private["serial_aggregate"],
+                   "serial_summary": release.private["serial_summary"],
+                   "serial_release": int(release.private["release"]) + 1}
 
-        kinds = {q["name"]: q["kind"] for q in CENSUS_QI}
-        actual = fast_exact(data.frame, kinds, "occupation", workload)
-        estimate = fast_estimate(release.tables["table"], spec.dataset.qi_names, "occupation", workload)
-        step = max(1, len(workload) // CHECKED)
-        sample = workload[::step]
-        if not (np.allclose(exact_answers(data.frame, sample, "occupation"), actual[::step])
-                and np.allclose(np.asarray(tech.estimate_counts(release, sample), dtype=float),
-                                estimate[::step], rtol=1e-9, atol=1e-9)):
-            raise AssertionError("fast_exact / fast_estimate differ from exact_answers / estimate_counts")
+        # the project's workload answers: exact on the snapshot, estimated by the technique
+        actual = exact_answers(data.frame, workload, "occupation")
+        estimate = np.asarray(tech.estimate_counts(release, workload), dtype=float)
         t3 = time.perf_counter()
         glob, loc = checks["serial-global"], checks["serial-localized"]
         row = {

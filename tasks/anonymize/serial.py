@@ -10,10 +10,17 @@ tuple no group within max_group_size can hold; false: refuse the release instead
 What the flow puts in `data.extra` (and passes again in the verify context):
   serial_stats      history rows of the committed releases (statistics.HISTORY_COLUMNS), or None
   serial_aggregate  optional: the per-pair aggregate of those rows (saves rebuilding it)
+  serial_summary    optional: pairs, breaching pairs and worst pair of the committed series
   serial_release    optional: this release's number in the series (default: last + 1)
   registration      optional: the registration list (person id + QI columns) as a DataFrame
-What the release carries privately: serial_stats (this release's history rows), membership
-(person, gid), transient (the protected values), release (its number).
+What the release carries privately: serial_stats (this release's history rows), serial_aggregate
+(the per-pair aggregate after it), serial_summary (after it), membership (person, gid), transient
+(the protected values), release (its number).
+
+Verification has two modes, with the same figures (tests/test_serial_incremental.py). Given the
+history rows (`serial_stats`, what `privpub verify` loads) it rebuilds the aggregate and rechecks
+every pair of the series. Given only the carried aggregate and summary (publishing), it rechecks
+the pairs of the people in the release and takes the rest from the summary: O(size of the release).
 """
 from __future__ import annotations
 
@@ -22,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from schemas.spec import SpecError
 from tasks.anonymize.base import Partition, PrivacyRefused, PrivacyResult, Release, Technique, register
@@ -32,13 +40,14 @@ from tasks.serial.publish import generalize, published_tables
 from tasks.verify import serial_guarantee as sg
 
 
-def prior_aggregate(source: dict[str, Any]) -> pd.DataFrame | None:
-    """The committed series' per-pair aggregate from a data.extra / verify context dict."""
+def stored_aggregate(source: dict[str, Any]) -> pa.Table | None:
+    """The committed series' per-pair aggregate in its stored (Arrow) form, from a data.extra /
+    verify context dict: carried (`serial_aggregate`) or, failing that, rebuilt from the history
+    rows (`serial_stats`)."""
     if source.get("serial_aggregate") is not None:
-        agg = source["serial_aggregate"]
-        return st.aggregate_from_arrow(agg) if isinstance(agg, pa.Table) else agg
+        return st.as_stored(source["serial_aggregate"])
     if source.get("serial_stats") is not None:
-        return st.aggregate(source["serial_stats"])
+        return st.aggregate_to_arrow(st.aggregate(source["serial_stats"]))
     return None
 
 
@@ -91,7 +100,15 @@ class SerialTechnique(Technique):
         if latest is not None:
             private = store.private(latest)
             ctx["serial_aggregate"] = private["serial_aggregate"]
+            ctx["serial_summary"] = private.get("serial_summary")
             ctx["serial_release"] = int(private["release"]) + 1
+        if before_sequence is not None:
+            # re-verifying a committed release: the whole history, so that every pair is
+            # rechecked from the rows rather than trusted from the carried aggregate
+            hist = store.history(spec.dataset.name)
+            hist = hist[(hist.technique == self.name) & (hist.sequence < before_sequence)]
+            rows = [store.private(rid)["serial_stats"] for rid in hist.release_id]
+            ctx["serial_stats"] = st.concat_history(rows)
         if spec.dataset.registration:
             from schemas.input import InputError
 
@@ -127,26 +144,26 @@ class SerialTechnique(Technique):
         code = np.where((data.sensitive_codes >= 0) & is_protected[np.maximum(data.sensitive_codes, 0)],
                         data.sensitive_codes, -1).astype(np.int64)
 
-        # required ratios: `first` for pairs without history, a lookup for the others
-        prior = prior_aggregate(data.extra or {})
-        if prior is None:
-            prior = st.as_frame(None, st.AGGREGATE_COLUMNS)
-        pairs = st.lookup(prior, persons, pd.Index(data.sensitive_values))
-        keep = is_protected[pairs["code"]] if len(pairs["code"]) else np.zeros(0, dtype=bool)
-        pairs = {k: v[keep] for k, v in pairs.items()}
-        num, den = self.strategy.required_many(pairs["q"], pairs["d"])
-        ratio_hi = sg.ratio_upper_bound(num, den)
-        first_hi = float(sg.ratio_upper_bound(np.array([self.strategy.first.numerator], dtype=object),
-                                              np.array([self.strategy.first.denominator], dtype=object))[0])
+        # required ratios: `first` for pairs without history, a lookup for the others. Float
+        # bounds from p_hi size the groups; only pairs near a bound are turned into exact ratios
+        # here, and _check_requirements checks every member exactly afterwards.
+        view = st.requirement_view(stored_aggregate(data.extra or {}), persons,
+                                   pd.Index(data.sensitive_values), protected)
+        ratio_hi, need_exact = self.strategy.ratio_bound(view["p_hi"])
+        first_hi = self.strategy.first_hi
+        own = view["code"] == code[view["row"]]
+        need_exact |= own & (np.ceil(ratio_hi) > self.max_size)  # suppression decided exactly
+        idx = np.flatnonzero(need_exact)
+        if len(idx):
+            ratio_hi[idx] = sg.ratio_upper_bound(*self.strategy.required_many(*st.exact(view, idx)))
 
         # a holder whose own pair needs a group above the cap cannot be published with its value
         suppressed = np.zeros(data.n, dtype=bool)
-        own = pairs["code"] == code[pairs["row"]]
-        hopeless = pairs["row"][own & (np.ceil(ratio_hi) > self.max_size)]
+        hopeless = view["row"][own & (np.ceil(ratio_hi) > self.max_size)]
         suppressed[hopeless] = True
         code[hopeless] = -1
 
-        coords, virtual_cols = self._points(data, persons)
+        coords, virtual_cols, virtual_ids = self._points(data, persons)
         n_points = len(coords)
         order = zorder(coords)
         where = np.empty(n_points, dtype=np.int64)
@@ -154,10 +171,10 @@ class SerialTechnique(Technique):
         value = np.concatenate([code, np.full(n_points - data.n, -1, dtype=np.int64)])
         real = np.arange(n_points) < data.n
         special = ratio_hi > first_hi
-        pos = where[pairs["row"][special]]
+        pos = where[view["row"][special]]
         by_pos = np.argsort(pos, kind="stable")
         req = Requirements(value=value[order], real=real[order], first=first_hi, pos=pos[by_pos],
-                           code=pairs["code"][special][by_pos], ratio=ratio_hi[special][by_pos],
+                           code=view["code"][special][by_pos], ratio=ratio_hi[special][by_pos],
                            min_size=self.min_size, cap=self.max_size)
         grown = grow_groups(req)
         group = grown.group[where]
@@ -168,18 +185,19 @@ class SerialTechnique(Technique):
                              "without suppressing their sensitive value (suppress = false)")
 
         info = {"suppressed": suppressed, "sizes": sizes, "virtual_group": group[data.n:],
-                "virtual_columns": virtual_cols, "protected": protected,
+                "virtual_columns": virtual_cols, "virtual_ids": virtual_ids, "protected": protected,
                 "release": next_release_number(data.extra or {})}
         part = Partition(group=group[: data.n].astype(np.int64), n_groups=grown.n_groups, info=info)
-        self._check_requirements(data, part, np.where(suppressed, -1, code), pairs, num, den)
+        self._check_requirements(data, part, np.where(suppressed, -1, code), view)
         return part
 
-    def _points(self, data: Microdata, persons: pd.Index) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Coordinates of real tuples then virtual members, and the virtual members' QI columns."""
+    def _points(self, data: Microdata, persons: pd.Index) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+        """Coordinates of real tuples then virtual members, the virtual members' QI columns and ids."""
         real_cols = [data.frame[d.name].to_numpy(dtype=float) if d.kind == "numeric" else data.codes[:, j]
                      for j, d in enumerate(data.domains)]
         reg = (data.extra or {}).get("registration")
         virtual_cols = [np.zeros(0, dtype=c.dtype) for c in real_cols]
+        virtual_ids = np.zeros(0, dtype=object)
         if reg is not None and len(reg):
             reg = reg[~pd.Index(reg[self.spec.dataset.person_id].to_numpy()).isin(persons)]
             reg = reg.drop_duplicates(self.spec.dataset.person_id)
@@ -193,10 +211,11 @@ class SerialTechnique(Technique):
                     ok &= c >= 0
                 cols.append(c)
             virtual_cols = [c[ok] for c in cols]
+            virtual_ids = reg[self.spec.dataset.person_id].to_numpy()[ok]
         columns = [np.concatenate([r, v]).astype(float) for r, v in zip(real_cols, virtual_cols)]
-        return np.column_stack(columns), virtual_cols
+        return np.column_stack(columns), virtual_cols, virtual_ids
 
-    def _check_requirements(self, data, part, code, pairs, num, den) -> None:
+    def _check_requirements(self, data, part, code, view) -> None:
         """Exact: |G| * den >= n(s) * num for every member and protected value of its group."""
         nv = len(data.sensitive_values)
         rows = st.release_rows(np.arange(data.n), part.group, part.info["sizes"], code,
@@ -204,11 +223,11 @@ class SerialTechnique(Technique):
         req_num = np.full(len(rows), self.strategy.first.numerator, dtype=object)
         req_den = np.full(len(rows), self.strategy.first.denominator, dtype=object)
         key = rows["person"].to_numpy(dtype=np.int64) * nv + rows["value"].to_numpy(dtype=np.int64)
-        hist_key = pairs["row"] * nv + pairs["code"]
-        at = pd.Index(hist_key).get_indexer(key)
+        at = pd.Index(view["row"] * nv + view["code"]).get_indexer(key)
         known = at >= 0
-        req_num[known] = num[at[known]]
-        req_den[known] = den[at[known]]
+        num, den = self.strategy.required_many(*st.exact(view, at[known]))
+        req_num[known] = num
+        req_den[known] = den
         size = rows["size"].to_numpy(dtype=np.int64).astype(object)
         count = rows["count"].to_numpy(dtype=np.int64).astype(object)
         ok = np.asarray(size * req_den >= count * req_num, dtype=bool) & np.asarray(req_den > 0, dtype=bool)
@@ -233,14 +252,26 @@ class SerialTechnique(Technique):
         code[~np.isin(code, pd.Index(data.sensitive_values).get_indexer(info["protected"]))] = -1
         rows = st.release_rows(person, part.group, info["sizes"], code,
                                np.asarray(data.sensitive_values, dtype=object), info["release"])
+        extra = data.extra or {}
+        prior = stored_aggregate(extra)
+        aggregate, before, after = st.advance(prior, rows)
+        prior_summary = extra.get("serial_summary")
+        if prior_summary is None and prior is not None and prior.num_rows:
+            prior_summary = sg.summarize(st.aggregate_from_arrow(prior), self.l)  # stored before summaries
+        summary = sg.advance_summary(prior_summary, before, after, self.l)
         sizes = info["sizes"]
         n_virtual = int(sizes.sum() - data.n)
         return Release(
             tables=tables,
             private={
                 "serial_stats": st.history_to_arrow(rows),
-                "serial_aggregate": st.aggregate_to_arrow(st.update(prior_aggregate(data.extra or {}), rows)),
+                "serial_aggregate": aggregate,
+                "serial_summary": summary,
                 "membership": pa.table({"person": pa.array(person), "gid": pa.array(part.group)}),
+                # which registered absentee each virtual member is: the witness the per-region
+                # check of the virtual members verifies
+                "virtual_members": pa.table({"person": pa.array(info["virtual_ids"][info["virtual_group"] >= 0]),
+                                             "gid": pa.array(info["virtual_group"][info["virtual_group"] >= 0])}),
                 "transient": list(info["protected"]),
                 "release": info["release"],
             },
@@ -258,25 +289,83 @@ class SerialTechnique(Technique):
     # --- verify: from the published tables, membership and the committed history -------------
     def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
         ctx = context or {}
-        check = sg.check_release(
-            release.tables["table"], release.tables["groups"], release.private["membership"],
-            prior_aggregate(ctx), l=self.l, sensitive=self.spec.dataset.sensitive,
-            transient=release.private.get("transient"), release=release.private.get("release", 0))
-        results = list(check.results)
+        args = dict(l=self.l, sensitive=self.spec.dataset.sensitive, transient=release.private.get("transient"),
+                    release=release.private.get("release", 0))
+        published = (release.tables["table"], release.tables["groups"], release.private["membership"])
+        extra: list[PrivacyResult] = []
+        if ctx.get("serial_stats") is not None:  # the history rows: recheck every pair
+            rebuilt = st.aggregate(ctx["serial_stats"])
+            check = sg.check_release(*published, rebuilt, **args)
+            if ctx.get("serial_aggregate") is not None:
+                # the carried statistics the next release will trust, against the history rows
+                same = st.same_aggregate(st.as_stored(ctx["serial_aggregate"]), rebuilt)
+                extra.append(PrivacyResult("serial-statistics", "carried aggregate = history" if same
+                                           else "carried aggregate differs from the history rows",
+                                           None, same, {"pairs": len(rebuilt)}))
+        else:
+            check = sg.check_release_incremental(*published, stored_aggregate(ctx), ctx.get("serial_summary"),
+                                                 **args)
+        results = list(check.results) + extra
         results.append(self._virtual_check(release, ctx))
         return results
 
     def _virtual_check(self, release: Release, ctx: dict[str, Any]) -> PrivacyResult:
-        """Virtual members claimed in total <= registered people absent from the release."""
-        groups = release.tables["groups"]
-        claimed = int(np.sum(groups.column("size").to_numpy())) - release.tables["table"].num_rows
+        """Every group's virtual members are distinct registered people absent from the release
+        whose QIs lie inside that group's published region (the witness is the release's private
+        `virtual_members`). Without a witness (releases published before it was kept) only the
+        total is checked: virtual members claimed <= registered people absent."""
+        table, groups = release.tables["table"], release.tables["groups"]
+        gid = np.asarray(table.column("gid").to_numpy(), dtype=np.int64)
+        g_ids = np.asarray(groups.column("gid").to_numpy(), dtype=np.int64)
+        n_gid = int(g_ids.max()) + 1 if len(g_ids) else 0
+        claimed = np.asarray(groups.column("size").to_numpy(), dtype=np.int64) - np.bincount(
+            gid, minlength=n_gid)[g_ids]
         reg = ctx.get("registration")
-        absent = 0
-        if reg is not None and len(reg):
-            present = pd.Index(release.private["membership"].column("person").to_pandas())
-            ids = pd.Index(reg[self.spec.dataset.person_id].drop_duplicates())
-            absent = int((~ids.isin(present)).sum())
-        return PrivacyResult("serial-virtual-members", claimed, absent, claimed <= absent)
+        pid = self.spec.dataset.person_id
+        reg = reg.drop_duplicates(pid) if reg is not None and len(reg) else None
+        present = pd.Index(release.private["membership"].column("person").to_pandas())
+        absent = 0 if reg is None else int((~pd.Index(reg[pid]).isin(present)).sum())
+        witness = release.private.get("virtual_members")
+        if witness is None:
+            return PrivacyResult("serial-virtual-members", int(claimed.sum()), absent, int(claimed.sum()) <= absent,
+                                 {"checked": "total only (no witness)"})
+        wit = witness.to_pandas()
+        bad = np.zeros(len(wit), dtype=bool)
+        if reg is None:
+            bad[:] = True
+        else:
+            at = pd.Index(reg[pid]).get_indexer(wit["person"].to_numpy())
+            bad |= (at < 0) | pd.Index(wit["person"]).isin(present) | wit["person"].duplicated().to_numpy()
+            bad |= ~self._inside(table, wit["gid"].to_numpy(dtype=np.int64), reg.iloc[np.maximum(at, 0)])
+        per_group = np.bincount(wit["gid"].to_numpy(dtype=np.int64)[~bad], minlength=n_gid)
+        uncovered = claimed > per_group[g_ids]
+        return PrivacyResult("serial-virtual-members", int(claimed.sum()), absent, not uncovered.any(),
+                             {"groups_not_covered": int(uncovered.sum()), "witnesses_rejected": int(bad.sum()),
+                              "checked": "per group region"})
+
+    def _inside(self, table: pa.Table, gid: np.ndarray, people: pd.DataFrame) -> np.ndarray:
+        """Whether each person lies inside the published region of the given group."""
+        ok = np.ones(len(gid), dtype=bool)
+        if not len(gid):
+            return ok
+        t_gid = np.asarray(table.column("gid").to_numpy(), dtype=np.int64)
+        g, first = np.unique(t_gid, return_index=True)
+        row = first[np.clip(np.searchsorted(g, gid), 0, len(g) - 1)]
+        ok &= g[np.clip(np.searchsorted(g, gid), 0, len(g) - 1)] == gid
+        for q in self.spec.dataset.qi:
+            if f"{q.name}_lo" in table.column_names:
+                x = pd.to_numeric(people[q.name], errors="coerce").to_numpy(dtype=float)
+                lo = table.column(f"{q.name}_lo").to_numpy(zero_copy_only=False)[row].astype(float)
+                hi = table.column(f"{q.name}_hi").to_numpy(zero_copy_only=False)[row].astype(float)
+                ok &= (lo <= x) & (x <= hi)
+            else:  # a list cell: the person's value must be one of the group's listed values
+                cells = table.column(q.name).take(pa.array(row)).combine_chunks()
+                parent = pc.list_parent_indices(cells).to_numpy()
+                flat = cells.flatten().to_numpy(zero_copy_only=False).astype(str)
+                listed = pd.MultiIndex.from_arrays([parent, flat])
+                mine = pd.MultiIndex.from_arrays([np.arange(len(row)), people[q.name].astype(str).to_numpy()])
+                ok &= mine.isin(listed)
+        return ok
 
     # --- utility: the shared count-query workload ----------------------------------------------
     def estimate_counts(self, release: Release, workload: Any) -> np.ndarray:

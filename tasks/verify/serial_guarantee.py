@@ -26,6 +26,7 @@ from fractions import Fraction
 from typing import Iterable
 
 import numpy as np
+import pandas as pd
 
 # ------------------------------------------------------------------------------------------------
 # scalar, exact
@@ -129,6 +130,26 @@ class Strategy:
         assert r is not None
         return r
 
+    @property
+    def first_hi(self) -> float:
+        """The float the grouping uses for `first` (an upper bound, as `ratio_upper_bound`)."""
+        f = self.first
+        return float(ratio_upper_bound(np.array([f.numerator], dtype=object), np.array([f.denominator], dtype=object))[0])
+
+    def ratio_bound(self, p_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Float upper bounds of the required ratio from upper bounds of p, for sizing groups,
+        and where they are not good enough (the caller computes those exactly). Exactly
+        `first_hi` where the exact ratio is `first`. Default: compute everything exactly."""
+        return np.full(len(p_hi), np.inf), np.ones(len(p_hi), dtype=bool)
+
+    def _m_upper(self, p_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Upper bounds of m = l(1 - P)/(1 - lP), which grows with P; unusable (near) where
+        1 - lP is small, because the float error is then amplified."""
+        slack = 1.0 - self.l * p_hi
+        near = slack < 1e-4
+        m = self.l * (1.0 - p_hi) / np.where(near, 1.0, slack) * (1 + 1e-6)
+        return m, near
+
 
 def _min_ratio_many(q: np.ndarray, d: np.ndarray, l: int) -> tuple[np.ndarray, np.ndarray]:
     lq = l * q
@@ -160,6 +181,11 @@ class ConstantRatio(Strategy):
             return None
         return self.ratio if self.ratio > m else FALLBACK_FACTOR * m
 
+    def ratio_bound(self, p_hi):
+        m, near = self._m_upper(p_hi)
+        below = m < float(self.ratio) * (1 - 1e-12)  # m < r_c for sure: the ratio is r_c itself
+        return np.where(below, self.first_hi, np.maximum(self.first_hi, float(FALLBACK_FACTOR) * m)), near
+
     def required_many(self, q, d):
         num, den = _min_ratio_many(q, d, self.l)
         a, b = self.ratio.numerator, self.ratio.denominator
@@ -183,6 +209,10 @@ class Geometric(Strategy):
         m = min_ratio(q, d, self.l)
         return None if m is None else self.factor * m
 
+    def ratio_bound(self, p_hi):
+        m, near = self._m_upper(p_hi)
+        return float(self.factor) * (1 + 1e-12) * m, near
+
     def required_many(self, q, d):
         num, den = _min_ratio_many(q, d, self.l)
         return num * self.factor.numerator, den * self.factor.denominator
@@ -194,6 +224,9 @@ class LocalizedOnly(Strategy):
 
     def required(self, q: int, d: int) -> Fraction | None:
         return Fraction(self.l)
+
+    def ratio_bound(self, p_hi):
+        return np.full(len(p_hi), self.first_hi), np.zeros(len(p_hi), dtype=bool)
 
     def required_many(self, q, d):
         n = len(q)
@@ -246,11 +279,66 @@ def worst_pair(q: np.ndarray, d: np.ndarray) -> tuple[int, Fraction]:
     """Index and exact value of the largest p = 1 - Q/D (floats pick candidates, Fractions decide)."""
     if len(q) == 0:
         return -1, Fraction(0)
-    approx = np.frompyfunc(lambda a, b: a / b, 2, 1)(q, d).astype(np.float64)
+    try:
+        with np.errstate(invalid="ignore"):
+            approx = q.astype(np.float64) / d.astype(np.float64)
+        if not np.isfinite(approx).all():
+            raise OverflowError
+    except OverflowError:  # products beyond 1e308: exact division, correctly rounded
+        approx = np.frompyfunc(lambda a, b: a / b, 2, 1)(q, d).astype(np.float64)
     low = approx.min()
     cand = np.flatnonzero(approx <= low * (1 + 1e-9) + 1e-300)
     best = min(cand, key=lambda i: Fraction(q[i], d[i]))
     return int(best), 1 - Fraction(q[best], d[best])
+
+
+# ------------------------------------------------------------------------------------------------
+# the series summary: what the untouched pairs contribute to a check
+
+
+def summarize(aggregate, l: int) -> dict:
+    """Pairs, pairs above 1/l and the worst pair of a whole aggregate (q, d as exact strings).
+
+    It is the part of a release's check that the pairs of absent people contribute: their p does
+    not change, so the next release's check combines this with its own pairs only."""
+    q = aggregate["q"].to_numpy(dtype=object)
+    d = aggregate["d"].to_numpy(dtype=object)
+    i, _ = worst_pair(q, d)
+    return {"l": l, "pairs": len(q), "breaching": int((~within_guarantee_many(q, d, l)).sum()) if len(q) else 0,
+            "worst": None if i < 0 else _pair_record(aggregate, i)}
+
+
+def advance_summary(prior: dict | None, before, after, l: int) -> dict:
+    """The summary after a release, from the prior summary and the pairs of the people in it.
+
+    Exact because p never falls: a release multiplies Q/D by (|G| - n(s))/|G| <= 1, so a pair's
+    new p is at least its old one, and the worst of the series is max(prior worst, worst of
+    `after`). A pair of `after` breaches anew if it breaches now and did not before."""
+    prior = prior or {"l": l, "pairs": 0, "breaching": 0, "worst": None}
+    if prior.get("l") != l:
+        raise ValueError(f"series summary kept for l = {prior.get('l')}, checked with l = {l}")
+    key = ["person", "value"]
+    old_at = pd.MultiIndex.from_frame(before[key]).get_indexer(pd.MultiIndex.from_frame(after[key])) \
+        if len(before) and len(after) else np.full(len(after), -1)
+    q, d = after["q"].to_numpy(dtype=object), after["d"].to_numpy(dtype=object)
+    new_ok = within_guarantee_many(q, d, l) if len(q) else np.zeros(0, dtype=bool)
+    old_ok = np.ones(len(after), dtype=bool)
+    known = old_at >= 0
+    if known.any():
+        old_ok[known] = within_guarantee_many(before["q"].to_numpy(dtype=object)[old_at[known]],
+                                              before["d"].to_numpy(dtype=object)[old_at[known]], l)
+    worst = prior["worst"]
+    i, p = worst_pair(q, d)
+    if i >= 0 and (worst is None or p >= 1 - Fraction(int(worst["q"]), int(worst["d"]))):
+        worst = _pair_record(after, i)
+    return {"l": l, "pairs": int(prior["pairs"]) + int((~known).sum()),
+            "breaching": int(prior["breaching"]) + int((~new_ok & old_ok).sum()), "worst": worst}
+
+
+def _pair_record(aggregate, i: int) -> dict:
+    return {"person": _plain(aggregate["person"].iat[i]), "value": _plain(aggregate["value"].iat[i]),
+            "links": int(aggregate["links"].iat[i]), "q": str(aggregate["q"].iat[i]),
+            "d": str(aggregate["d"].iat[i])}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -259,23 +347,17 @@ def worst_pair(q: np.ndarray, d: np.ndarray) -> tuple[int, Fraction]:
 
 @dataclass
 class SeriesCheck:
-    """Result of `check_release`: the privacy figures plus the rows the release adds."""
+    """Result of a release check: the privacy figures plus what the release adds."""
 
     results: list
     rows: "object"  # pandas DataFrame of history rows recomputed from the published tables
-    aggregate: "object"  # the per-pair aggregate over the series including this release
+    aggregate: "object"  # full check: every pair of the series; incremental: the pairs of this release's people
+    summary: dict | None = None  # pairs, breaching, worst pair of the series after this release
 
 
-def check_release(table, groups, membership, prior_aggregate, *, l: int, sensitive: str,
-                  transient=None, release: int = 0) -> SeriesCheck:
-    """Global and localized guarantees of a candidate release over the whole series.
-
-    table, groups: the published pyarrow tables; membership: (person, gid) of every real tuple
-    (the adversary is assumed to know o's group); prior_aggregate: per-pair aggregate of the
-    committed releases (tasks.serial.statistics); transient: the protected values (None = all).
-    """
-    import pandas as pd
-
+def _published_rows(table, groups, membership, *, l: int, sensitive: str, transient, release: int):
+    """This release's history rows recomputed from the published tables and the membership, and
+    the localized guarantee."""
     from tasks.anonymize.base import PrivacyResult
     from tasks.serial import statistics as st
 
@@ -319,18 +401,56 @@ def check_release(table, groups, membership, prior_aggregate, *, l: int, sensiti
     member_gid = mem["gid"].to_numpy(dtype=np.int64)
     if len(member_gid) != len(gid) or not np.array_equal(np.bincount(member_gid, minlength=len(real)), real):
         raise ValueError("group membership does not match the published table")
-    rows = st.pair_rows(person, member_gid, size_of, gv, values, release)
+    return st.pair_rows(person, member_gid, size_of, gv, values, release), localized
+
+
+def _global_result(summary: dict, l: int):
+    from tasks.anonymize.base import PrivacyResult
+
+    w = summary["worst"]
+    p = Fraction(0) if w is None else 1 - Fraction(int(w["q"]), int(w["d"]))
+    where = {} if w is None else {"person": w["person"], "value": w["value"], "links": w["links"], "p": str(p)}
+    return PrivacyResult("serial-global", str(p), f"1/{l}", summary["breaching"] == 0,
+                         {**where, "breaching_pairs": summary["breaching"], "pairs": summary["pairs"]})
+
+
+def check_release(table, groups, membership, prior_aggregate, *, l: int, sensitive: str,
+                  transient=None, release: int = 0) -> SeriesCheck:
+    """Global and localized guarantees of a candidate release over the whole series: every pair
+    of the series is rechecked (what `privpub verify` does).
+
+    table, groups: the published pyarrow tables; membership: (person, gid) of every real tuple
+    (the adversary is assumed to know o's group); prior_aggregate: per-pair aggregate of the
+    committed releases (tasks.serial.statistics, pandas with int q, d, e.g. rebuilt from the
+    history rows); transient: the protected values (None = all).
+    """
+    from tasks.serial import statistics as st
+
+    rows, localized = _published_rows(table, groups, membership, l=l, sensitive=sensitive,
+                                      transient=transient, release=release)
     agg = st.combine(([st.as_frame(prior_aggregate, st.AGGREGATE_COLUMNS)]
                       if prior_aggregate is not None else []) + [st._terms(rows)])
-    q = agg["q"].to_numpy(dtype=object)
-    d = agg["d"].to_numpy(dtype=object)
-    ok = within_guarantee_many(q, d, l)
-    i, p = worst_pair(q, d)
-    where = {} if i < 0 else {"person": _plain(agg["person"].iat[i]), "value": _plain(agg["value"].iat[i]),
-                              "links": int(agg["links"].iat[i]), "p": str(p)}
-    globl = PrivacyResult("serial-global", str(p), f"1/{l}", bool(ok.all()),
-                          {**where, "breaching_pairs": int((~ok).sum()), "pairs": len(agg)})
-    return SeriesCheck([globl, localized], rows, agg)
+    summary = summarize(agg, l)
+    return SeriesCheck([_global_result(summary, l), localized], rows, agg, summary)
+
+
+def check_release_incremental(table, groups, membership, stored_aggregate, prior_summary, *, l: int,
+                              sensitive: str, transient=None, release: int = 0) -> SeriesCheck:
+    """`check_release` in O(size of the release): only the pairs of the people in this release's
+    history rows are recomputed exactly (from the stored aggregate); every other pair keeps its
+    p, and `prior_summary` (pairs, breaching, worst pair of the committed series) stands for
+    them. Gives the same figures as the full check (tested)."""
+    from tasks.serial import statistics as st
+
+    rows, localized = _published_rows(table, groups, membership, l=l, sensitive=sensitive,
+                                      transient=transient, release=release)
+    stored = st.as_stored(stored_aggregate)
+    if prior_summary is None and stored is not None and stored.num_rows:
+        prior_summary = summarize(st.aggregate_from_arrow(stored), l)  # series stored before summaries
+    before = st.pairs_matching(stored, rows)
+    after = st.combine([before, st._terms(rows)])
+    summary = advance_summary(prior_summary, before, after, l)
+    return SeriesCheck([_global_result(summary, l), localized], rows, after, summary)
 
 
 def _plain(x):
