@@ -183,7 +183,11 @@ def test_segmented_wings_equal_mondrian_on_each_segment(case, columns, cuts):
     sizes = np.full(n_seg, n // n_seg)
     sizes[-1] += n - sizes.sum()
     perm = np.random.default_rng(n).permutation(n)
-    group, n_groups = segmented_mondrian(data.codes[perm], data.domains, columns, sizes, k)
+    ids = np.unique(data.codes[perm][:, columns], axis=0, return_inverse=True)[1].reshape(-1)
+    wg = segmented_mondrian(data.codes[perm], data.domains, columns, sizes, k)
+    counted = segmented_mondrian(data.codes[perm], data.domains, columns, sizes, k, (ids, int(ids.max()) + 1))
+    assert np.array_equal(wg.group, counted.group)  # points found by counting or by sorting
+    group, n_groups, order = wg.group, wg.n_groups, wg.rows_by_group()
     offsets = np.concatenate(([0], np.cumsum(sizes)))
     for j in range(n_seg):
         rows = perm[offsets[j]:offsets[j + 1]]
@@ -191,6 +195,34 @@ def test_segmented_wings_equal_mondrian_on_each_segment(case, columns, cuts):
         mine = group[offsets[j]:offsets[j + 1]]
         assert n_groups[j] == ref.n_groups == len(set(zip(ref.group.tolist(), mine.tolist())))
         assert mine.min() == 0 and mine.max() == n_groups[j] - 1
+    # `order` lists every row once, group after group, segments in order
+    seg_first = np.concatenate(([0], np.cumsum(n_groups)[:-1]))
+    numbered = group + np.repeat(seg_first, sizes)
+    assert sorted(order.tolist()) == list(range(n))
+    assert np.all(np.diff(numbered[order]) >= 0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 9), st.integers(1, 5)), min_size=1, max_size=8),
+                min_size=1, max_size=5))
+def test_weighted_median_paths_agree_with_the_expanded_rows(segments):
+    """Both median paths (histogram, sort) give each segment's lower median row and the rows <= and
+    < it, as a sort of the rows themselves (each point repeated by its weight) does."""
+    from tasks.anonymize.butterfly_wings import median_by_histogram, median_by_sort
+
+    key = np.array([v for pts in segments for v, _ in pts])
+    w = np.array([c for pts in segments for _, c in pts])
+    local = np.repeat(np.arange(len(segments)), [len(pts) for pts in segments])
+    lo = np.array([min(v for v, _ in pts) for pts in segments])
+    hi = np.array([max(v for v, _ in pts) for pts in segments])
+    total = np.bincount(local, weights=w).astype(np.int64)
+    expect = []
+    for j in range(len(segments)):
+        rows = np.sort(np.repeat(key[local == j], w[local == j]))
+        med = rows[(len(rows) - 1) // 2]
+        expect.append((med, int((rows <= med).sum()), int((rows < med).sum())))
+    for path in (median_by_histogram(key, w, local, lo, hi, total), median_by_sort(key, w, local, total)):
+        assert [tuple(int(v[j]) for v in path) for j in range(len(segments))] == expect
 
 
 def test_leaf_inn_matches_brute_force_on_small_and_huge_leaves():
@@ -204,15 +236,55 @@ def test_leaf_inn_matches_brute_force_on_small_and_huge_leaves():
     for g, (a, s) in enumerate(zip(starts, sizes)):
         pts = x[a:a + s]
         dist = np.sort(np.abs(pts[:, None, :] - pts[None, :, :]).sum(axis=2), axis=1)
-        assert np.allclose(got[g], dist[:, :5].min(axis=0))
+        exact = dist[:, :5].min(axis=0)
+        assert np.all(got[g] <= exact) and np.all(exact - got[g] <= 1e-5)
+        assert np.array_equal(got[g] == 0, exact == 0)
 
 
 @settings(max_examples=15, deadline=None)
 @given(st.integers(2, 60), st.integers(1, 8), st.integers(0, 1000))
 def test_global_knn_counts_duplicates(n, k, seed):
-    from tasks.anonymize.butterfly_core import global_knn
+    """Leaves of one tuple each: every tuple's own (k-1)-NN distance in the table, repeated
+    tuples counted once each."""
+    from tasks.anonymize.butterfly_core import leaf_global_knn
 
     k = min(k, n)
     x = np.random.default_rng(seed).integers(0, 4, (n, 2)) / 3  # many repeated points
     dist = np.sort(np.abs(x[:, None, :] - x[None, :, :]).sum(axis=2), axis=1)
-    assert np.allclose(global_knn(x, k), dist[:, k - 1])
+    assert np.allclose(leaf_global_knn(x, np.arange(n), k), dist[:, k - 1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 120), st.integers(1, 12), st.integers(1, 8), st.sampled_from([2, 30]), st.integers(0, 1000))
+def test_leaf_global_knn_is_the_smallest_per_leaf(n, k, leaves, top, seed):
+    """The per-leaf minimum (k-d tree skipped for leaves that hold a k-times repeated point,
+    other points searched within their leaf's first distance) equals the brute-force minimum of
+    every tuple's (k-1)-NN distance in the table."""
+    from tasks.anonymize.butterfly_core import leaf_global_knn
+
+    k = min(k, n)
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, top + 1, (n, 2)) / top
+    cuts = np.unique(np.concatenate(([0], rng.integers(1, n, leaves - 1)))) if leaves > 1 else np.array([0])
+    dist = np.sort(np.abs(x[:, None, :] - x[None, :, :]).sum(axis=2), axis=1)[:, k - 1]
+    assert np.allclose(leaf_global_knn(x, cuts, k), np.minimum.reduceat(dist, cuts))
+    # one-level points: the distinct points found from the integer codes instead
+    codes = np.rint(x * top).astype(np.int64)
+    assert np.allclose(leaf_global_knn(x, cuts, k, codes=codes), np.minimum.reduceat(dist, cuts))
+
+
+@pytest.mark.parametrize("extra", [{}, {"k_prime": 2}])
+def test_every_unit_wing_is_mondrian_on_its_points(extra):
+    """Wings reused from the children (a node split on one of the wing's own attributes) are still
+    exactly the wing's Mondrian on the unit's points, as Section 4.2.5 builds them."""
+    tech, data = census_case(k=10, **extra)
+    part, _ = release_of(tech, data)
+    assert part.info["wings_inherited"] > 0
+    points, _, k = tech._points(data)
+    assign = part.info["assignment"]
+    for u in range(assign.n_units):
+        mine = np.flatnonzero(assign.unit == u)
+        for attrs, wing in zip(tech.layout.wings, assign.wing):
+            ref = mondrian_partition(points.take(mine), k, columns=attrs)
+            pairs = set(zip(ref.group.tolist(), wing[mine].tolist()))
+            assert len(pairs) == ref.n_groups == len(set(wing[mine].tolist()))

@@ -108,7 +108,8 @@ class Butterfly(_MultiQID):
         assign = butterflies(points, self.layout, k)
         unit = assign.unit[row_point]
         return Partition(unit, assign.n_units, info={"assignment": assign, "row_point": row_point,
-                                                    "k_points": k, **assign.stats})
+                                                    "k_points": k, **assign.stats,
+                                                    "rows_in_butterflies": int(assign.in_butterfly[row_point].sum())})
 
     def _points(self, data: Microdata) -> tuple[Points, np.ndarray, int]:
         """One-level: every row is a point, k as given. Two-level (k_prime): Mondrian k'-classes on
