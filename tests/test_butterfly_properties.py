@@ -208,7 +208,7 @@ def test_segmented_wings_equal_mondrian_on_each_segment(case, columns, cuts):
 def test_weighted_median_paths_agree_with_the_expanded_rows(segments):
     """Both median paths (histogram, sort) give each segment's lower median row and the rows <= and
     < it, as a sort of the rows themselves (each point repeated by its weight) does."""
-    from tasks.anonymize.butterfly_wings import median_by_histogram, median_by_sort
+    from tasks.partition.mondrian import median_by_histogram, median_by_sort
 
     key = np.array([v for pts in segments for v, _ in pts])
     w = np.array([c for pts in segments for _, c in pts])
@@ -222,6 +222,10 @@ def test_weighted_median_paths_agree_with_the_expanded_rows(segments):
         med = rows[(len(rows) - 1) // 2]
         expect.append((med, int((rows <= med).sum()), int((rows < med).sum())))
     for path in (median_by_histogram(key, w, local, lo, hi, total), median_by_sort(key, w, local, total)):
+        assert [tuple(int(v[j]) for v in path) for j in range(len(segments))] == expect
+    # unweighted (the spine's Mondrian): the rows themselves, one item each
+    key_r, local_r = np.repeat(key, w), np.repeat(local, w)
+    for path in (median_by_histogram(key_r, None, local_r, lo, hi, total), median_by_sort(key_r, None, local_r, total)):
         assert [tuple(int(v[j]) for v in path) for j in range(len(segments))] == expect
 
 

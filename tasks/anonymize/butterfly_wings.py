@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tasks.microdata import QIDomain
+from tasks.partition.mondrian import split_levels
 
 
 @dataclass
@@ -111,106 +112,7 @@ def distinct_points(x: np.ndarray, seg_of_row: np.ndarray, doms: list[QIDomain],
 
 def weighted_levels(xt: np.ndarray, weight: np.ndarray, doms: list[QIDomain], k: int, sizes: np.ndarray,
                     labels: np.ndarray):
-    """Mondrian's level loop over weighted points: widest normalised dimension first, lower median
-    of the rows, split allowed when both sides keep >= k rows, the more balanced of "<= median"
-    and "< median", next dimension when the widest cannot split.
-
-    xt: (D, P) codes; weight: rows per point; sizes: points per starting segment (contiguous);
-    labels: one per starting segment, inherited by its final groups. Returns (points, sizes,
-    labels) of the final groups, each group contiguous in points."""
-    spans = np.array([d.span for d in doms], dtype=float)
-    D = len(doms)
-    pts = np.arange(xt.shape[1])
-    xs, ws = xt, weight
-    out_pts, out_sizes, out_labels = [], [], []
-    while len(sizes):
-        S = len(sizes)
-        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-        seg = np.repeat(np.arange(S), sizes)
-        lo = np.minimum.reduceat(xs, starts, axis=1)
-        hi = np.maximum.reduceat(xs, starts, axis=1)
-        rows = np.add.reduceat(ws, starts)
-        widths = np.zeros((S, D))
-        for d in range(D):
-            if spans[d] > 0:
-                widths[:, d] = doms[d].width(lo[d], hi[d]) / spans[d]
-        dim_order = np.argsort(-widths, axis=1, kind="stable")
-        open_ = np.ones(S, dtype=bool)
-        children = []
-        for attempt in range(D):
-            dims = dim_order[:, attempt]
-            cand = open_ & (widths[np.arange(S), dims] > 0)
-            if not cand.any():
-                break
-            c_idx = np.flatnonzero(cand)
-            pos = np.flatnonzero(cand[seg])
-            local = (np.cumsum(cand) - 1)[seg[pos]]
-            c_dims = dims[c_idx]
-            key = xs[c_dims[local], pos]
-            total = rows[c_idx]
-            med, n_le, n_lt = _weighted_median(key, ws[pos], local, lo[c_dims, c_idx], hi[c_dims, c_idx], total)
-            ok_le = (n_le >= k) & (total - n_le >= k)
-            ok_lt = (n_lt >= k) & (total - n_lt >= k)
-            use_lt = ok_lt & (~ok_le | (np.abs(total - 2 * n_lt) < np.abs(total - 2 * n_le)))
-            split = ok_le | ok_lt
-            if not split.any():
-                continue
-            threshold = np.where(use_lt, med - 1, med)
-            take = split[local]
-            moved, m_local = pos[take], local[take]
-            # child index: 2 x (index among splitting segments) + (1 if right of the threshold)
-            child = 2 * (np.cumsum(split) - 1)[m_local] + (key[take] > threshold[m_local])
-            n_split = int(split.sum())
-            children.append((moved[np.argsort(child, kind="stable")],
-                             np.bincount(child, minlength=2 * n_split),
-                             np.repeat(labels[c_idx[split]], 2)))
-            open_[c_idx[split]] = False
-        if open_.any():  # no dimension can split these: final groups
-            out_pts.append(pts[open_[seg]])
-            out_sizes.append(sizes[open_])
-            out_labels.append(labels[open_])
-        if not children:
-            break
-        order = np.concatenate([c[0] for c in children])
-        pts, xs, ws = pts[order], xs[:, order], ws[order]
-        sizes = np.concatenate([c[1] for c in children])
-        labels = np.concatenate([c[2] for c in children])
-    return np.concatenate(out_pts), np.concatenate(out_sizes), np.concatenate(out_labels)
-
-
-def _weighted_median(key: np.ndarray, w: np.ndarray, local: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                     total: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per segment: the lower median row's key, and the rows with key <= it and < it.
-
-    A weighted histogram over each segment's own [lo, hi] code range (one bincount, one cumsum)
-    when the ranges are small, else a sort of the points."""
-    if int((hi - lo + 1).sum()) <= 4 * len(key) + (1 << 16):
-        return median_by_histogram(key, w, local, lo, hi, total)
-    return median_by_sort(key, w, local, total)
-
-
-def _targets(total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of the earlier segments, and the running row count that reaches each lower median."""
-    before = np.concatenate(([0], np.cumsum(total)[:-1]))
-    return before, before + (total - 1) // 2 + 1
-
-
-def median_by_histogram(key, w, local, lo, hi, total):
-    before, target = _targets(total)
-    bins = hi - lo + 1
-    offset = np.concatenate(([0], np.cumsum(bins)[:-1]))
-    hist = np.bincount(offset[local] + key - lo[local], weights=w, minlength=int(bins.sum())).astype(np.int64)
-    cum = np.cumsum(hist)
-    at = np.searchsorted(cum, target, side="left")  # first bin reaching the target: never empty
-    n_le = cum[at] - before
-    return lo + (at - offset), n_le, n_le - hist[at]
-
-
-def median_by_sort(key, w, local, total):
-    _, target = _targets(total)
-    order = np.lexsort((key, local))
-    cum = np.cumsum(w[order])
-    med = key[order][np.searchsorted(cum, target, side="left")]
-    n_le = np.bincount(local, weights=w * (key <= med[local]), minlength=len(total)).astype(np.int64)
-    n_lt = np.bincount(local, weights=w * (key < med[local]), minlength=len(total)).astype(np.int64)
-    return med, n_le, n_lt
+    """The spine's Mondrian level loop over weighted points (rows per point): returns (points,
+    points per group, segment label per group), each group contiguous in points."""
+    return split_levels(xt, doms, k, np.arange(xt.shape[1], dtype=np.int64), np.asarray(sizes, dtype=np.int64),
+                        np.asarray(labels, dtype=np.int64), weights=weight)

@@ -106,34 +106,42 @@ def _distinct_per_side(seg: np.ndarray, side: np.ndarray, s: np.ndarray, n_seg: 
     return counts[0::2], counts[1::2]
 
 
-def _median_counts(key: np.ndarray, local: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                   starts: np.ndarray, sizes: np.ndarray):
-    """Per segment: the lower median of `key` and how many keys are <= / < it.
+def _median_counts(key: np.ndarray, w: np.ndarray | None, local: np.ndarray, lo: np.ndarray,
+                   hi: np.ndarray, total: np.ndarray):
+    """Per segment: the lower median row's key and how many rows have keys <= / < it.
 
-    A histogram per segment over its own [lo, hi] range replaces a sort: one bincount and one
-    cumulative sum, linear in rows plus bins. Returns None when the ranges would need far more
-    bins than there are rows (sparse numeric codes); the caller then sorts."""
+    w: rows per item (None: one each); total: rows per segment. A histogram per segment over its
+    own [lo, hi] code range replaces a sort (one bincount, one cumulative sum) unless the ranges
+    would need far more bins than there are items (sparse numeric codes)."""
+    if int((hi - lo + 1).sum()) > 4 * len(key) + (1 << 16):
+        return median_by_sort(key, w, local, total)
+    return median_by_histogram(key, w, local, lo, hi, total)
+
+
+def _median_targets(total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of the earlier segments, and the running row count that reaches each lower median."""
+    before = np.concatenate(([0], np.cumsum(total)[:-1]))
+    return before, before + (total - 1) // 2 + 1
+
+
+def median_by_histogram(key, w, local, lo, hi, total):
+    before, target = _median_targets(total)
     bins = hi - lo + 1
-    total = int(bins.sum())
-    if total > 4 * len(key) + (1 << 16):
-        return None
     offset = np.concatenate(([0], np.cumsum(bins)[:-1]))
-    hist = np.bincount(offset[local] + (key - lo[local]), minlength=total)
+    hist = np.bincount(offset[local] + (key - lo[local]), weights=w, minlength=int(bins.sum())).astype(np.int64)
     cum = np.cumsum(hist)
-    # keys of a segment fill cum from starts + 1 to starts + size: the median bin is the first
-    # whose running count passes rank (size - 1) // 2
-    at = np.searchsorted(cum, starts + (sizes - 1) // 2 + 1, side="left")
-    n_le = cum[at] - starts
+    at = np.searchsorted(cum, target, side="left")  # first bin reaching the target: never empty
+    n_le = cum[at] - before
     return lo + (at - offset), n_le, n_le - hist[at]
 
 
-def _median_counts_sorted(key: np.ndarray, local: np.ndarray, starts: np.ndarray, sizes: np.ndarray):
-    """The same figures by sorting each segment's keys (wide, sparse code ranges)."""
-    ordered = key[np.argsort(local * (int(key.max()) + 1) + key, kind="stable")]
-    med = ordered[starts + (sizes - 1) // 2]
-    med_row = med[local]
-    n_le = np.add.reduceat((key <= med_row).astype(np.int64), starts)
-    n_lt = np.add.reduceat((key < med_row).astype(np.int64), starts)
+def median_by_sort(key, w, local, total):
+    _, target = _median_targets(total)
+    w = np.ones(len(key), dtype=np.int64) if w is None else w
+    order = np.lexsort((key, local))
+    med = key[order][np.searchsorted(np.cumsum(w[order]), target, side="left")]
+    n_le = np.bincount(local, weights=w * (key <= med[local]), minlength=len(total)).astype(np.int64)
+    n_lt = np.bincount(local, weights=w * (key < med[local]), minlength=len(total)).astype(np.int64)
     return med, n_le, n_lt
 
 
@@ -148,7 +156,8 @@ def _left_first(left: np.ndarray, local: np.ndarray, starts: np.ndarray, n_left:
 
 def split_levels(xt: np.ndarray, doms: list, k: int, rows: np.ndarray, sizes: np.ndarray,
                  labels: np.ndarray, *, l: int | None = None, s: np.ndarray | None = None,
-                 tree: _TreeBuilder | None = None, dim_names: np.ndarray | None = None):
+                 tree: _TreeBuilder | None = None, dim_names: np.ndarray | None = None,
+                 weights: np.ndarray | None = None):
     """Split contiguous row segments level by level until no segment can be split.
 
     xt: (D, n) codes per dimension; rows/sizes: the starting segments (each contiguous in
@@ -159,13 +168,20 @@ def split_levels(xt: np.ndarray, doms: list, k: int, rows: np.ndarray, sizes: np
 
     The codes (and sensitive codes) travel with the rows, reordered with them at every split,
     so every read is sequential instead of a random gather into the whole table.
+
+    weights: optionally, how many table rows each item stands for (Butterfly's wings run on
+    distinct points: rows equal on every split column are never separated). Medians and the
+    >= k tests then count rows through the weights; returned sizes count items.
     """
     spans = np.array([d.span for d in doms], dtype=float)
     D = len(doms)
     use_l = l is not None and l > 1
+    if use_l and weights is not None:
+        raise ValueError("l-diversity needs one item per row: no weights")
     n_s = max(int(s.max()) + 1, 1) if use_l and len(s) else 1
     xs = xt[:, rows]
     ss = s[rows] if use_l else None
+    ws = None if weights is None else np.asarray(weights, dtype=np.int64)[rows]
     leaf_rows: list[np.ndarray] = []
     leaf_sizes: list[np.ndarray] = []
     leaf_labels: list[np.ndarray] = []
@@ -175,6 +191,7 @@ def split_levels(xt: np.ndarray, doms: list, k: int, rows: np.ndarray, sizes: np
         seg = _segment_ids(sizes)
         lo_all = np.minimum.reduceat(xs, starts, axis=1)
         hi_all = np.maximum.reduceat(xs, starts, axis=1)
+        seg_rows = sizes if ws is None else np.add.reduceat(ws, starts)
         widths = np.zeros((P, D))
         for d in range(D):
             if spans[d] > 0:
@@ -192,15 +209,14 @@ def split_levels(xt: np.ndarray, doms: list, k: int, rows: np.ndarray, sizes: np
             c_idx = np.flatnonzero(cand)
             c_dims = dims[c_idx]
             c_sizes = sizes[c_idx]
-            c_starts = np.concatenate(([0], np.cumsum(c_sizes)[:-1]))
             local = np.repeat(np.arange(len(c_idx)), c_sizes)
             key = xs[c_dims[local], pos].astype(np.int64)
             lo = lo_all[c_dims, c_idx].astype(np.int64)
             hi = hi_all[c_dims, c_idx].astype(np.int64)
-            counted = _median_counts(key, local, lo, hi, c_starts, c_sizes)
-            med, n_le, n_lt = counted if counted is not None else _median_counts_sorted(key, local, c_starts, c_sizes)
-            ok_le = (n_le >= k) & (c_sizes - n_le >= k)
-            ok_lt = (n_lt >= k) & (c_sizes - n_lt >= k)
+            total = seg_rows[c_idx]
+            med, n_le, n_lt = _median_counts(key, None if ws is None else ws[pos], local, lo, hi, total)
+            ok_le = (n_le >= k) & (total - n_le >= k)
+            ok_lt = (n_lt >= k) & (total - n_lt >= k)
             if use_l:
                 s_sub = ss[pos]
                 med_row = med[local]
@@ -209,7 +225,7 @@ def split_levels(xt: np.ndarray, doms: list, k: int, rows: np.ndarray, sizes: np
                 a, b = _distinct_per_side(local, (key >= med_row).astype(np.int64), s_sub, len(c_idx), n_s)
                 ok_lt &= (a >= l) & (b >= l)
             # prefer the more balanced of "<= median" and "< median"
-            use_lt = ok_lt & (~ok_le | (np.abs(c_sizes - 2 * n_lt) < np.abs(c_sizes - 2 * n_le)))
+            use_lt = ok_lt & (~ok_le | (np.abs(total - 2 * n_lt) < np.abs(total - 2 * n_le)))
             split = ok_le | ok_lt
             if not split.any():
                 continue
@@ -222,15 +238,18 @@ def split_levels(xt: np.ndarray, doms: list, k: int, rows: np.ndarray, sizes: np
             remap = np.cumsum(split) - 1  # candidate index -> index among splitting segments
             s_local = remap[s_local]
             s_starts = np.concatenate(([0], np.cumsum(c_sizes[sp])[:-1]))
-            dest = _left_first(s_key <= threshold[sp][s_local], s_local, s_starts, n_left[sp])
+            goes_left = s_key <= threshold[sp][s_local]
+            # items (not rows) on the left of each splitting segment
+            items_left = n_left[sp] if ws is None else np.bincount(s_local, weights=goes_left, minlength=len(sp)).astype(np.int64)
+            dest = _left_first(goes_left, s_local, s_starts, items_left)
             order = np.empty_like(s_rows)
             order[dest] = s_rows
             pair = np.empty(2 * len(sp), dtype=np.int64)
-            pair[0::2], pair[1::2] = n_left[sp], c_sizes[sp] - n_left[sp]
+            pair[0::2], pair[1::2] = items_left, c_sizes[sp] - items_left
             parents = labels[c_idx[sp]]
             if tree is not None:
                 lefts, rights = tree.split(parents, dim_names[c_dims[sp]], threshold[sp],
-                                           n_left[sp], c_sizes[sp] - n_left[sp])
+                                           n_left[sp], total[sp] - n_left[sp])
                 kids = np.ravel(np.column_stack([lefts, rights]))
             else:
                 kids = np.repeat(parents, 2)
@@ -246,6 +265,7 @@ def split_levels(xt: np.ndarray, doms: list, k: int, rows: np.ndarray, sizes: np
             order = np.concatenate([c[0] for c in child])
             rows, xs = rows[order], xs[:, order]
             ss = ss[order] if use_l else None
+            ws = None if ws is None else ws[order]
             sizes = np.concatenate([c[1] for c in child])
             labels = np.concatenate([c[2] for c in child])
         else:
