@@ -233,6 +233,8 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     utility = evaluate_task(technique, release, data, int(spec.section("evaluate").get("workload_seed", 0)))
 
     staged = stage_task(spec.output_dir, release.tables)
+    # before the commit reads release.private: a hook may move state out of it into its own tables
+    on_commit = technique.commit_hook(release)
     try:
         release_id, created = commit_task(store, dict(
             staged=staged, series=spec.dataset.name, technique=technique.name,
@@ -240,7 +242,7 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
             input_fingerprint=fp, release_key=key, rows_in=data.n, privacy=privacy,
             utility=utility, private=release.private, info=release.info,
             actor=current_actor(actor), flow_run_id=_flow_run_id(), started_at=started,
-            based_on_sequence=based_on))
+            based_on_sequence=based_on, on_commit=on_commit))
     finally:
         staged.release_owner()
     out_dir = spec.output_dir.resolve() / release_id

@@ -76,4 +76,29 @@ CREATE TABLE audit_tables (
     updated_at    TIMESTAMP NOT NULL
 );
 """),
+    (3, "serial statistics: the per-(person, value) aggregate and summary of each series", """
+-- the Section 7 aggregate of a serial series, one row per (person, sensitive value) ever linked;
+-- a release replaces only the pairs it names (delete + insert), in its commit transaction. No
+-- PRIMARY KEY: maintaining its index made each upsert and checkpoint grow with the table
+-- (1-6 s at 0.2-0.9 M pairs); uniqueness is kept by that delete + insert. person and value as
+-- text (their types vary per series); q and d exact decimal integers (they outgrow HUGEINT);
+-- p_hi a float upper bound of p = 1 - q/d; release_id the last release that changed the pair
+CREATE TABLE serial_pairs (
+    series     VARCHAR NOT NULL,
+    person     VARCHAR NOT NULL,
+    value      VARCHAR NOT NULL,
+    links      BIGINT NOT NULL,
+    q          VARCHAR NOT NULL,
+    d          VARCHAR NOT NULL,
+    p_hi       DOUBLE NOT NULL,
+    release_id VARCHAR NOT NULL
+);
+-- pairs, pairs above 1/l and the worst pair of the series after its latest release
+CREATE TABLE serial_summary (
+    series     VARCHAR PRIMARY KEY,
+    release_id VARCHAR NOT NULL,
+    release    INTEGER NOT NULL,     -- that release's number in the series
+    summary    JSON NOT NULL
+);
+"""),
 ]

@@ -1,4 +1,6 @@
-"""The DuckDB store: the only code that speaks SQL to the state database.
+"""The DuckDB store: it opens every connection to the state database. A technique's own SQL runs
+only on connections lent by it: `query(fn)` (read-only) and `commit_release(on_commit=...)`
+(inside the commit transaction).
 
 Commit protocol of one release (a crash at any point leaves either no release or a whole one):
 1. the published tables are written as Parquet under <dir>/.staging/<token>/ while the writing
@@ -24,7 +26,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import duckdb
 import pyarrow as pa
@@ -244,13 +246,17 @@ class Store:
                        parameters: dict, spec: dict, seed: int, input_fingerprint: str,
                        release_key: str, rows_in: int, privacy: list, utility: dict,
                        private: dict, info: dict, actor: str, flow_run_id: str | None,
-                       started_at: datetime, based_on_sequence: int | None = None) -> tuple[str, bool]:
+                       started_at: datetime, based_on_sequence: int | None = None,
+                       on_commit: Callable[[duckdb.DuckDBPyConnection, str, int], None] | None = None
+                       ) -> tuple[str, bool]:
         """Commit a staged release; returns (release_id, created). A release with the same key
         (same series, input, parameters and seed) is recognised and not duplicated.
 
         based_on_sequence: for techniques whose release depends on the series' history, the
         last sequence they read; if another release of the series committed since, the commit
-        is refused (its statistics would be stale) and nothing is written."""
+        is refused (its statistics would be stale) and nothing is written.
+        on_commit(con, release_id, sequence): the technique's own writes (e.g. the serial
+        statistics), run inside the commit transaction so they exist exactly when the release does."""
         self.watch_output_dir(staged.output_dir)
         with self.write() as con:
             existing = con.execute("SELECT release_id FROM release_rows WHERE release_key = ?",
@@ -292,6 +298,8 @@ class Store:
                     else:
                         con.execute("INSERT INTO release_private VALUES (?, ?, 'json', ?)",
                                     [release_id, name, json.dumps(obj, default=str).encode()])
+                if on_commit is not None:
+                    on_commit(con, release_id, seq)
                 self._log(con, actor, "publish", release_id, "committed", flow_run_id,
                           {"rows_in": rows_in, "info": info})
                 failpoint("commit")
@@ -352,6 +360,11 @@ class Store:
                     [_now(), actor, action, target, outcome, flow_run_id, json.dumps(detail, default=str)])
 
     # --- reading ---------------------------------------------------------------------------
+    def query(self, fn: Callable[[duckdb.DuckDBPyConnection], Any]) -> Any:
+        """fn(con) on a read-only connection under the shared lock (a technique's own lookups)."""
+        with self.read() as con:
+            return fn(con)
+
     def history(self, series: str | None = None):
         with self.read() as con:
             sql = "SELECT release_id, series, sequence, technique, status, seed, created_at FROM releases"

@@ -92,3 +92,37 @@ def test_reading_a_missing_state_file_is_a_clear_error(tmp_path):
         store = Store(tmp_path / "state.duckdb")
         _commit(store, tmp_path / "out")
         store.release("x")
+
+
+def test_on_commit_runs_inside_the_commit_transaction(tmp_path):
+    store = Store(tmp_path / "state.duckdb")
+    calls = []
+
+    def hook(con, release_id, seq):
+        calls.append((release_id, seq))
+        con.execute("INSERT INTO audit_log (logged_at, action, outcome) VALUES (now(), 'hook', ?)", [release_id])
+
+    def failing(con, release_id, seq):
+        hook(con, release_id, seq)
+        raise RuntimeError("hook failed")
+
+    staged = stage_tables(tmp_path / "out", {"table": pa.table({"x": [1]})})
+    kwargs = dict(series="s", technique="serial", parameters={}, spec={}, seed=1, input_fingerprint="f",
+                  rows_in=1, privacy=[], utility={}, private={}, info={}, actor="t", flow_run_id=None,
+                  started_at=datetime(2026, 1, 1))
+    with pytest.raises(RuntimeError, match="hook failed"):
+        store.commit_release(staged=staged, release_key="a", on_commit=failing, **kwargs)
+    staged.discard()
+    log = store.audit_log()
+    assert store.history().empty and "hook" not in set(log.action)  # rolled back together
+    staged = stage_tables(tmp_path / "out", {"table": pa.table({"x": [1]})})
+    rid, _ = store.commit_release(staged=staged, release_key="a", on_commit=hook, based_on_sequence=0, **kwargs)
+    assert calls[-1] == (rid, 1)
+    assert store.query(lambda con: con.execute("SELECT outcome FROM audit_log WHERE action = 'hook'").fetchall()) \
+        == [(rid,)]
+    # a stale commit is refused before the hook runs
+    staged = stage_tables(tmp_path / "out", {"table": pa.table({"x": [2]})})
+    from state.store import StaleHistory
+    with pytest.raises(StaleHistory):
+        store.commit_release(staged=staged, release_key="b", on_commit=hook, based_on_sequence=0, **kwargs)
+    assert len(calls) == 2 and len(store.history()) == 1

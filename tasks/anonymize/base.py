@@ -7,7 +7,7 @@ No flow branches on a technique's name.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -157,6 +157,11 @@ class Technique:
         loaded from the store before partitioning; it is put in `data.extra` and passed to
         `verify`. before_sequence: only releases before this one (re-verification)."""
         return {}
+
+    def commit_hook(self, release: Release) -> Callable[[Any, str, int], None] | None:
+        """Writes of this technique's own state for `release`, run by the store as
+        hook(con, release_id, sequence) inside the release's commit transaction (None: none)."""
+        return None
 
     def utility(self, release: Release, data: Microdata) -> dict[str, float]:
         """Technique-specific utility figures (penalties, ILoss), beside the shared workload."""

@@ -8,14 +8,16 @@ least frequent first, in the current snapshot), min_group_size (default l), max_
 tuple no group within max_group_size can hold; false: refuse the release instead).
 
 What the flow puts in `data.extra` (and passes again in the verify context):
+  serial_lookup     from the store (tasks/serial/state.PairLookup): persons -> their stored pairs
   serial_stats      history rows of the committed releases (statistics.HISTORY_COLUMNS), or None
-  serial_aggregate  optional: the per-pair aggregate of those rows (saves rebuilding it)
+  serial_aggregate  optional, in memory: the per-pair aggregate of those rows (saves rebuilding it)
   serial_summary    optional: pairs, breaching pairs and worst pair of the committed series
   serial_release    optional: this release's number in the series (default: last + 1)
   registration      optional: the registration list (person id + QI columns) as a DataFrame
-What the release carries privately: serial_stats (this release's history rows), serial_aggregate
-(the per-pair aggregate after it), serial_summary (after it), membership (person, gid), transient
-(the protected values), release (its number).
+What the release carries privately: serial_stats (this release's history rows), serial_pairs (with
+a lookup: the new state of the pairs it names) or serial_aggregate (without: the whole aggregate
+after it) -- commit_hook moves either into the serial_pairs table --, serial_summary (after it),
+membership (person, gid), transient (the protected values), release (its number).
 
 Verification has two modes, with the same figures (tests/test_serial_incremental.py). Given the
 history rows (`serial_stats`, what `privpub verify` loads) it rebuilds the aggregate and rechecks
@@ -32,18 +34,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from schemas.spec import SpecError
+from state.store import StateError
 from tasks.anonymize.base import Partition, PrivacyRefused, PrivacyResult, Release, Technique, register
 from tasks.microdata import Microdata
+from tasks.serial import state as ss
 from tasks.serial import statistics as st
 from tasks.serial.grouping import Requirements, grow_groups, zorder
 from tasks.serial.publish import generalize, published_tables
 from tasks.verify import serial_guarantee as sg
 
 
-def stored_aggregate(source: dict[str, Any]) -> pa.Table | None:
+def stored_aggregate(source: dict[str, Any], persons: Any = None, values: Any = None) -> pa.Table | None:
     """The committed series' per-pair aggregate in its stored (Arrow) form, from a data.extra /
-    verify context dict: carried (`serial_aggregate`) or, failing that, rebuilt from the history
-    rows (`serial_stats`)."""
+    verify context dict: the pairs of `persons` read from the state database (`serial_lookup`,
+    values among `values`), or the whole aggregate carried (`serial_aggregate`) or rebuilt from
+    the history rows (`serial_stats`)."""
+    if source.get("serial_lookup") is not None:
+        return ss.as_native(source["serial_lookup"](persons), persons, values)
     if source.get("serial_aggregate") is not None:
         return st.as_stored(source["serial_aggregate"])
     if source.get("serial_stats") is not None:
@@ -92,17 +99,33 @@ class SerialTechnique(Technique):
 
     # --- history from the store ---------------------------------------------------------------
     def prior_context(self, store, spec, before_sequence: int | None = None) -> dict[str, Any]:
-        """The per-pair aggregate after the latest earlier serial release of the series (kept in
-        that release's private metadata, written in its commit transaction), the next release
-        number, and the registration list when the spec names one."""
+        """What the next release needs: a lookup of its people's pairs in serial_pairs and the
+        series summary (both written in the previous commit transaction), the next release
+        number, and the registration list when the spec names one. Re-verifying (before_sequence)
+        loads every earlier release's history rows and the stored pairs to compare them with."""
         ctx: dict[str, Any] = {}
-        latest = store.latest_release(spec.dataset.name, technique=self.name, before_sequence=before_sequence)
-        if latest is not None:
+        series = spec.dataset.name
+        latest = store.latest_release(series, technique=self.name, before_sequence=before_sequence)
+        top = ss.head(store, series) if before_sequence is None else None
+        if before_sequence is None and (latest is None or (top is not None and top[0] == latest)):
+            # the statistics tables: the pairs of this release's people are read when known
+            ctx["serial_lookup"] = ss.PairLookup(store, series)
+            if top is not None:
+                ctx["serial_summary"], ctx["serial_release"] = top[2], top[1] + 1
+        elif latest is not None:
+            # re-verification, or a state whose latest release was committed before migration 3:
+            # the aggregate that release carried (the next commit moves it into serial_pairs)
             private = store.private(latest)
-            ctx["serial_aggregate"] = private["serial_aggregate"]
+            if before_sequence is None and private.get("serial_aggregate") is None:
+                raise StateError(f"release {latest} of series '{series}' is the latest but the serial "
+                                 "statistics hold neither it nor its carried aggregate; the state is damaged")
+            if private.get("serial_aggregate") is not None:
+                ctx["serial_aggregate"] = private["serial_aggregate"]
             ctx["serial_summary"] = private.get("serial_summary")
             ctx["serial_release"] = int(private["release"]) + 1
         if before_sequence is not None:
+            ctx["serial_pairs_asof"] = ss.pairs_as_of(store, series)
+            ctx["serial_sequence"] = before_sequence
             # re-verifying a committed release: the whole history, so that every pair is
             # rechecked from the rows rather than trusted from the carried aggregate
             hist = store.history(spec.dataset.name)
@@ -117,6 +140,21 @@ class SerialTechnique(Technique):
                 raise InputError(f"registration list not found: {path}")
             ctx["registration"] = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
         return ctx
+
+    def commit_hook(self, release: Release):
+        """Moves the statistics out of the private metadata into serial_pairs / serial_summary,
+        inside the commit transaction: the pairs this release names (upsert) or, after an
+        old-format release, the whole aggregate (replace). Called before the commit reads
+        `release.private`, so the statistics are not also stored as a per-release blob."""
+        private = release.private
+        replace = "serial_pairs" not in private
+        pairs = private.pop("serial_pairs", None)
+        if pairs is None:
+            pairs = private.pop("serial_aggregate", None)
+        if pairs is None:
+            return None
+        return ss.writer(self.spec.dataset.name, st.as_stored(pairs), private["serial_summary"],
+                         int(private["release"]), replace)
 
     # --- which values are protected --------------------------------------------------------
     def protected_values(self, data: Microdata) -> np.ndarray:
@@ -147,7 +185,7 @@ class SerialTechnique(Technique):
         # required ratios: `first` for pairs without history, a lookup for the others. Float
         # bounds from p_hi size the groups; only pairs near a bound are turned into exact ratios
         # here, and _check_requirements checks every member exactly afterwards.
-        view = st.requirement_view(stored_aggregate(data.extra or {}), persons,
+        view = st.requirement_view(stored_aggregate(data.extra or {}, persons, data.sensitive_values), persons,
                                    pd.Index(data.sensitive_values), protected)
         ratio_hi, need_exact = self.strategy.ratio_bound(view["p_hi"])
         first_hi = self.strategy.first_hi
@@ -253,10 +291,15 @@ class SerialTechnique(Technique):
         rows = st.release_rows(person, part.group, info["sizes"], code,
                                np.asarray(data.sensitive_values, dtype=object), info["release"])
         extra = data.extra or {}
-        prior = stored_aggregate(extra)
-        aggregate, before, after = st.advance(prior, rows)
+        lookup = extra.get("serial_lookup") is not None
+        prior = stored_aggregate(extra, person, data.sensitive_values)
+        if lookup:  # only the named pairs are needed: the store keeps the others
+            before = st.pairs_matching(prior, rows)
+            aggregate, after = None, st.combine([before, st._terms(rows)])
+        else:
+            aggregate, before, after = st.advance(prior, rows)
         prior_summary = extra.get("serial_summary")
-        if prior_summary is None and prior is not None and prior.num_rows:
+        if prior_summary is None and prior is not None and prior.num_rows and not lookup:
             prior_summary = sg.summarize(st.aggregate_from_arrow(prior), self.l)  # stored before summaries
         summary = sg.advance_summary(prior_summary, before, after, self.l)
         sizes = info["sizes"]
@@ -265,7 +308,9 @@ class SerialTechnique(Technique):
             tables=tables,
             private={
                 "serial_stats": st.history_to_arrow(rows),
-                "serial_aggregate": aggregate,
+                # from the store: only the pairs this release names, upserted by commit_hook;
+                # otherwise (in memory, or an old-format state) the whole new aggregate
+                **({"serial_pairs": st.aggregate_to_arrow(after)} if lookup else {"serial_aggregate": aggregate}),
                 "serial_summary": summary,
                 "membership": pa.table({"person": pa.array(person), "gid": pa.array(part.group)}),
                 # which registered absentee each virtual member is: the witness the per-region
@@ -293,18 +338,33 @@ class SerialTechnique(Technique):
                     release=release.private.get("release", 0))
         published = (release.tables["table"], release.tables["groups"], release.private["membership"])
         extra: list[PrivacyResult] = []
+        stored, seq = ctx.get("serial_pairs_asof"), ctx.get("serial_sequence")
+        # the state database's statistics hold a pair last changed at or before this release
+        compare_stored = stored is not None and seq is not None and bool(
+            stored.num_rows and pc.any(pc.less_equal(stored.column("sequence"), seq)).as_py())
+        rebuilt = None
         if ctx.get("serial_stats") is not None:  # the history rows: recheck every pair
             rebuilt = st.aggregate(ctx["serial_stats"])
             check = sg.check_release(*published, rebuilt, **args)
-            if ctx.get("serial_aggregate") is not None:
+            if ctx.get("serial_aggregate") is not None and not compare_stored:
                 # the carried statistics the next release will trust, against the history rows
                 same = st.same_aggregate(st.as_stored(ctx["serial_aggregate"]), rebuilt)
                 extra.append(PrivacyResult("serial-statistics", "carried aggregate = history" if same
                                            else "carried aggregate differs from the history rows",
                                            None, same, {"pairs": len(rebuilt)}))
         else:
-            check = sg.check_release_incremental(*published, stored_aggregate(ctx), ctx.get("serial_summary"),
+            persons = release.private["membership"].column("person").to_numpy(zero_copy_only=False)
+            values = pc.unique(release.tables["table"].column(self.spec.dataset.sensitive).drop_null())
+            prior = stored_aggregate(ctx, persons, values.to_numpy(zero_copy_only=False))
+            check = sg.check_release_incremental(*published, prior, ctx.get("serial_summary"),
                                                  **args)
+        if compare_stored:
+            # serial_pairs against the history rows up to and including this release
+            own = st._terms(st.as_frame(release.private["serial_stats"], st.HISTORY_COLUMNS))
+            after = st.combine([rebuilt, own] if rebuilt is not None else [own])
+            same, detail = ss.compare(stored, after, int(seq))
+            extra.append(PrivacyResult("serial-statistics", "stored statistics = history" if same
+                                       else "stored statistics differ from the history rows", None, same, detail))
         results = list(check.results) + extra
         results.append(self._virtual_check(release, ctx))
         return results

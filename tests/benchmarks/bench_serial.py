@@ -8,10 +8,12 @@ values: the 10% least frequent, as in the paper.
 
 Per release it times everything a serial release does: validation into Microdata, the requirement
 lookup and grouping (partition), the published tables and the statistics update (anonymize: the
-new stored aggregate and series summary), the global and localized checks over the whole series
-(verify: incremental, the pairs of the release's people plus the carried summary), and writing the
-private statistics as the commit does (Parquet bytes). Each release is fed what the store would
-give the next one: the previous release's `serial_aggregate` and `serial_summary`.
+pairs the release names and the series summary), the global and localized checks over the whole
+series (verify: incremental, the pairs of the release's people plus the stored summary), and the
+commit into a real state database (t_store: staging the published Parquet files, then one
+transaction with the release, its private metadata and the upsert of its pairs into serial_pairs).
+Each release reads its history as `privpub serial` does: `prior_context` on that store (the
+summary row, then the pairs of the present people through a join in DuckDB).
 
     flock /tmp/privpub-bench.lock .venv/bin/python -m tests.benchmarks.bench_serial
         [--strategy geometric] [--registration] [--full | --rebuild] [--releases 20]
@@ -20,7 +22,8 @@ give the next one: the previous release's `serial_aggregate` and `serial_summary
 --full    verify each release as `privpub verify` does: rebuild the aggregate from every history
           row and recheck every pair (publishing still uses the carried aggregate).
 --rebuild pass only the raw history rows, so partition, anonymize and verify all rebuild the
-          aggregate from the whole history (what a store keeping only history rows would cost).
+          aggregate from the whole history (what a store keeping only history rows would cost);
+          the commit then stores no statistics.
 rows is the release's own history rows (members x protected values of their groups: the work a
 release must do), pairs the distinct (person, value) pairs of the whole series.
 The last lines give seconds per release r1 -> rN, the max, the least-squares slope of seconds per
@@ -29,20 +32,21 @@ release over releases 2..N, rN/r2, and total wall and CPU seconds.
 from __future__ import annotations
 
 import argparse
-import io
+import shutil
 import sys
+import tempfile
 import time
+from datetime import datetime
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from schemas.spec import spec_from_dict  # noqa: E402
+from state.store import Store, stage_tables  # noqa: E402
 from tasks.anonymize.serial import SerialTechnique  # noqa: E402
 from tasks.microdata import Microdata  # noqa: E402
 from tasks.serial import statistics as stats  # noqa: E402
@@ -103,7 +107,8 @@ def main() -> None:
 
     snapshot = pool.iloc[rng.choice(args.people, args.tuples, replace=False)].copy()
     snapshot["dis"] = rng.choice(values, len(snapshot), p=weights)
-    carried: dict = {}
+    workdir = Path(tempfile.mkdtemp(prefix="bench-serial-"))
+    store = Store(workdir / "state.duckdb")
     history = None
     header = ("rel", "tuples", "groups", "avg", "max", "supp", "virtual", "rows", "pairs", "hist_rows",
               "t_data", "t_part", "t_anon", "t_verify", "t_store", "total", "cpu", "worst_p")
@@ -112,11 +117,11 @@ def main() -> None:
     for r in range(1, args.releases + 1):
         if r > 1:
             snapshot = next_snapshot(rng, snapshot, pool, values, weights)
-        source = {"serial_stats": history} if args.rebuild else dict(carried)
-        check_source = {"serial_stats": history} if (args.rebuild or args.full) else dict(carried)
         c0, t0 = time.process_time(), time.perf_counter()
         data = Microdata.from_frame(spec, snapshot.reset_index(drop=True))
-        data.extra = {**source, "serial_release": r, "registration": registration}
+        ctx = {"serial_stats": history, "serial_release": r} if args.rebuild else tech.prior_context(store, spec)
+        check_source = {"serial_stats": history} if (args.rebuild or args.full) else ctx
+        data.extra = {**ctx, "registration": registration}
         t1 = time.perf_counter()
         part = tech.partition(data, rng)
         t2 = time.perf_counter()
@@ -124,11 +129,17 @@ def main() -> None:
         t3 = time.perf_counter()
         results = {x.model: x for x in tech.verify(release, {**check_source, "registration": registration})}
         t4 = time.perf_counter()
-        stored = store_bytes(release.private)  # what the commit writes into release_private
-        t5, c5 = time.perf_counter(), time.process_time()
         assert all(x.passed for x in results.values()), results
-        carried = {"serial_aggregate": release.private["serial_aggregate"],
-                   "serial_summary": release.private["serial_summary"]}
+        if args.rebuild:
+            release.private.pop("serial_aggregate")
+        hook = tech.commit_hook(release)
+        staged = stage_tables(workdir / "out", release.tables)
+        store.commit_release(staged=staged, series="bench", technique="serial", parameters={}, spec={},
+                             seed=args.seed, input_fingerprint=str(r), release_key=str(r), rows_in=data.n,
+                             privacy=list(results.values()), utility={}, private=release.private,
+                             info=release.info, actor="bench", flow_run_id=None, started_at=datetime.now(),
+                             based_on_sequence=r - 1, on_commit=hook)
+        t5, c5 = time.perf_counter(), time.process_time()
         if args.rebuild or args.full:
             history = stats.concat_history([history, release.private["serial_stats"]])
         n_hist = 0 if history is None else history.num_rows
@@ -143,7 +154,8 @@ def main() -> None:
                pairs, n_hist,
                f"{t1 - t0:.2f}", f"{t2 - t1:.2f}", f"{t3 - t2:.2f}", f"{t4 - t3:.2f}", f"{t5 - t4:.2f}",
                f"{t5 - t0:.2f}", f"{c5 - c0:.2f}", f"{worst:.4f}")
-        print(" ".join(f"{x!s:>9}" for x in row), f"{stored / 1e6:.1f}MB", flush=True)
+        size = (workdir / "state.duckdb").stat().st_size
+        print(" ".join(f"{x!s:>9}" for x in row), f"state {size / 1e6:.0f}MB", flush=True)
     for name, t in (("wall", np.asarray(totals)), ("CPU", np.asarray(cpus)),
                     ("wall without t_store", np.asarray(totals) - np.asarray(stores))):
         rel = np.arange(1, len(t) + 1)
@@ -151,17 +163,7 @@ def main() -> None:
         print(f"{name}: s/release r1 -> r{len(t)}: {t[0]:.2f} -> {t[-1]:.2f}; max {t.max():.2f}; "
               f"slope over r2..r{len(t)}: {slope * 1000:+.0f} ms/release; r{len(t)}/r2: "
               f"{t[-1] / t[min(1, len(t) - 1)]:.2f}; total {t.sum():.1f} s")
-
-
-def store_bytes(private: dict) -> int:
-    """Serialise the private metadata as Store.commit_release does (Arrow tables as Parquet)."""
-    n = 0
-    for obj in private.values():
-        if isinstance(obj, pa.Table):
-            buf = io.BytesIO()
-            pq.write_table(obj, buf)
-            n += buf.tell()
-    return n
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,138 @@
+"""The serial statistics in the state database (serial_pairs, serial_summary; migration 3):
+written in the commit transaction, read per present person, checked by `privpub verify`, and
+moved there from the per-release blob of a state written before migration 3."""
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import time
+
+import duckdb
+import pyarrow.parquet as pq
+
+from flows.reverify import reverify
+from flows.serial import serial_flow
+from state.store import Store
+from tasks.serial import statistics as st
+from tests.helpers import write_spec
+from tests.test_cli import PRIVPUB, ROOT, _env, run
+from tests.test_serial_pipeline import SERIAL, evolve, snapshot
+from tasks.demo_data import census
+
+
+def _spec(folder):
+    spec = write_spec(folder, technique="serial", k=2, l=2, seed=1, extra=SERIAL)
+    spec.write_text(spec.read_text().replace("k = 2\n", ""))
+    return spec
+
+
+def _stored_pairs(state):
+    with duckdb.connect(str(state), read_only=True) as con:
+        return con.execute("SELECT person, value, links, q, d, release_id FROM serial_pairs "
+                           "ORDER BY person, value").df()
+
+
+def _rebuilt(store, release_ids):
+    """The aggregate rebuilt from the history rows of these releases, in the stored text form."""
+    rows = st.concat_history([store.private(r)["serial_stats"] for r in release_ids])
+    agg = st.aggregate_to_arrow(st.aggregate(rows)).to_pandas()
+    agg["person"] = agg["person"].astype(str)
+    agg["value"] = agg["value"].astype(str)
+    return agg.sort_values(["person", "value"]).reset_index(drop=True)[["person", "value", "links", "q", "d"]]
+
+
+def _summary(state):
+    with duckdb.connect(str(state), read_only=True) as con:
+        return con.execute("SELECT series, release_id, release FROM serial_summary").fetchall()
+
+
+def test_statistics_tables_follow_the_series_and_verify_checks_them(prefect_server, tmp_path):
+    frame = census(400, seed=4)
+    spec = _spec(tmp_path)
+    ids = []
+    for r in range(3):
+        snapshot(tmp_path, frame)
+        ids.append(serial_flow(spec_path=str(spec)))
+        frame = evolve(frame, 10 + r)
+    state = tmp_path / "privpub.duckdb"
+    store = Store(state)
+    stored = _stored_pairs(state)
+    assert stored[["person", "value", "links", "q", "d"]].equals(_rebuilt(store, ids))
+    assert set(stored.release_id) <= set(ids) and ids[-1] in set(stored.release_id)
+    assert [row[1:] for row in _summary(state)] == [(ids[-1], 3)]
+    for rid in ids:  # the cumulative aggregate is no longer a per-release blob
+        assert not {"serial_aggregate", "serial_pairs"} & set(store.private(rid))
+        ok, lines = reverify(state, rid)
+        assert ok, lines
+        assert any(line.startswith("PASS serial-statistics") for line in lines), lines
+
+    # a pair changed by the latest release, altered: verifying that release finds it, verifying
+    # the first one (whose state of that pair is no longer stored) does not compare it
+    changed = stored[stored.release_id == ids[-1]].iloc[0]
+    with duckdb.connect(str(state)) as con:
+        con.execute("UPDATE serial_pairs SET q = CAST(CAST(q AS HUGEINT) + 1 AS VARCHAR) "
+                    "WHERE person = ? AND value = ?", [changed.person, changed.value])
+    ok, lines = reverify(state, ids[-1])
+    assert not ok and any(line.startswith("FAIL serial-statistics") for line in lines), lines
+    if changed.person not in set(stored[stored.release_id == ids[0]].person):
+        ok, lines = reverify(state, ids[0])
+        assert ok, lines
+
+
+def test_a_state_from_before_migration_3_publishes_the_next_release(prefect_server, tmp_path):
+    frame = census(400, seed=8)
+    spec = _spec(tmp_path)
+    snapshot(tmp_path, frame)
+    first = serial_flow(spec_path=str(spec))
+    state = tmp_path / "privpub.duckdb"
+    store = Store(state)
+    # turn the state into what the previous version wrote: no statistics tables, the aggregate
+    # as a blob in the release's private metadata
+    agg = st.aggregate_to_arrow(st.aggregate(store.private(first)["serial_stats"]))
+    buf = io.BytesIO()
+    pq.write_table(agg, buf)
+    with duckdb.connect(str(state)) as con:
+        con.execute("DROP TABLE serial_pairs; DROP TABLE serial_summary; "
+                    "DELETE FROM schema_migrations WHERE version = 3")
+        con.execute("INSERT INTO release_private VALUES (?, 'serial_aggregate', 'parquet', ?)",
+                    [first, buf.getvalue()])
+    snapshot(tmp_path, evolve(frame, 9))
+    second = serial_flow(spec_path=str(spec))
+    assert store.schema_version() == 3
+    stored = _stored_pairs(state)
+    assert stored[["person", "value", "links", "q", "d"]].equals(_rebuilt(store, [first, second]))
+    assert [row[1:] for row in _summary(state)] == [(second, 2)]
+    assert "serial_aggregate" not in store.private(second)
+    for rid in (first, second):
+        ok, lines = reverify(state, rid)
+        assert ok, lines
+
+
+def test_sigkill_inside_the_serial_commit_leaves_the_statistics_unchanged(prefect_server, tmp_path):
+    frame = census(300, seed=2)
+    spec = _spec(tmp_path)
+    snapshot(tmp_path, frame)
+    assert run(["serial", str(spec)], prefect_server).returncode == 0
+    state = tmp_path / "privpub.duckdb"
+    pairs, summary = _stored_pairs(state), _summary(state)
+    snapshot(tmp_path, evolve(frame, 3))
+    flag = tmp_path / "paused"
+    proc = subprocess.Popen(PRIVPUB + ["serial", str(spec)], cwd=ROOT, start_new_session=True,
+                            env=_env(prefect_server, PRIVPUB_PAUSE_AT="commit", PRIVPUB_PAUSE_FLAG=str(flag)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while not flag.exists():  # paused after the statistics were written, before COMMIT
+        assert proc.poll() is None, "serial ended before reaching the pause point"
+        assert time.time() < deadline
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert _stored_pairs(state).equals(pairs) and _summary(state) == summary
+    res = run(["serial", str(spec)], prefect_server)
+    assert res.returncode == 0, res.stderr
+    store = Store(state)
+    ids = store.history().release_id.tolist()
+    assert len(ids) == 2 and _summary(state)[0][1:] == (ids[-1], 2)
+    assert _stored_pairs(state)[["person", "value", "links", "q", "d"]].equals(_rebuilt(store, ids))
