@@ -6,8 +6,9 @@ values). When the widest dimension cannot be split, the next widest is tried; a 
 dimension can split is a final QI-group.
 
 Instead of recursing node by node (one Python call per partition: ~10^5 calls for a million rows),
-all partitions of one depth are split together with a handful of numpy passes over their rows, so
-the cost is O(depth x n log n) array work with no per-row Python. The binary split tree is kept:
+all partitions of one depth are split together with a handful of numpy passes over their rows
+(medians from per-segment histograms, no sort), so the cost is O(depth x n) array work with no
+per-row Python. The binary split tree is kept:
 the Butterfly technique walks it bottom-up.
 """
 from __future__ import annotations
