@@ -101,4 +101,72 @@ CREATE TABLE serial_summary (
     summary    JSON NOT NULL
 );
 """),
+    (4, "serial statistics keyed by integers: serial_people, serial_values, serial_pairs (pkey, vkey)", """
+-- dense integer keys per series for persons and values: every per-release join on serial_pairs
+-- (the present people's pairs, the pairs a release names, the delete of their old state)
+-- compares integers instead of text. Written only by the serial commit hook (one writer under
+-- the state lock), which adds the keys of new persons and values; no PRIMARY KEY, as for
+-- serial_pairs (index maintenance at every checkpoint would grow with the series)
+CREATE TABLE serial_people (
+    series VARCHAR NOT NULL,
+    person VARCHAR NOT NULL,   -- the person id as text (CAST ... AS VARCHAR)
+    pkey   BIGINT NOT NULL
+);
+CREATE TABLE serial_values (
+    series VARCHAR NOT NULL,
+    value  VARCHAR NOT NULL,   -- the sensitive value as text
+    vkey   BIGINT NOT NULL
+);
+INSERT INTO serial_people
+    SELECT series, person, row_number() OVER (PARTITION BY series ORDER BY person) - 1
+    FROM (SELECT DISTINCT series, person FROM serial_pairs);
+INSERT INTO serial_values
+    SELECT series, value, row_number() OVER (PARTITION BY series ORDER BY value) - 1
+    FROM (SELECT DISTINCT series, value FROM serial_pairs);
+CREATE TABLE serial_pairs_keyed (
+    series     VARCHAR NOT NULL,
+    pkey       BIGINT NOT NULL,
+    vkey       BIGINT NOT NULL,
+    links      BIGINT NOT NULL,
+    q          VARCHAR NOT NULL,
+    d          VARCHAR NOT NULL,
+    p_hi       DOUBLE NOT NULL,
+    release_id VARCHAR NOT NULL
+);
+INSERT INTO serial_pairs_keyed
+    SELECT p.series, k.pkey, v.vkey, p.links, p.q, p.d, p.p_hi, p.release_id
+    FROM serial_pairs p JOIN serial_people k USING (series, person) JOIN serial_values v USING (series, value);
+DROP TABLE serial_pairs;
+ALTER TABLE serial_pairs_keyed RENAME TO serial_pairs;
+"""),
+    (5, "serial history rows and group membership as rows, not per-release blobs", """
+-- the Section 7 statistics file itself: one row per (person, value, release) where the person's
+-- group held the value, and the group of every real tuple and virtual member of each release.
+-- Rows rather than Parquet blobs in release_private: DuckDB rewrites a table's last row group
+-- at every checkpoint, and release_private keeps all its blobs in one row group, so each commit
+-- rewrote every earlier release's blobs and took longer as the series grew. These tables fill
+-- row groups and leave them alone. Releases committed earlier keep their blobs.
+CREATE TABLE serial_history (
+    series     VARCHAR NOT NULL,
+    release_id VARCHAR NOT NULL,
+    release    INTEGER NOT NULL,     -- the release's number in the series
+    pkey       BIGINT NOT NULL,
+    vkey       BIGINT NOT NULL,
+    size       BIGINT NOT NULL,      -- |G| counting virtual members
+    count      BIGINT NOT NULL       -- n(s)
+);
+CREATE TABLE serial_membership (
+    series     VARCHAR NOT NULL,
+    release_id VARCHAR NOT NULL,
+    pkey       BIGINT NOT NULL,
+    gid        BIGINT NOT NULL,
+    virtual    BOOLEAN NOT NULL      -- a registered absentee counted in the group (the witness)
+);
+-- the DuckDB types of the person ids and values, to give readers their own values back
+CREATE TABLE serial_types (
+    series      VARCHAR PRIMARY KEY,
+    person_type VARCHAR NOT NULL,
+    value_type  VARCHAR NOT NULL
+);
+"""),
 ]

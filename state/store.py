@@ -191,6 +191,13 @@ class Store:
         with self.read() as con:
             return con.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
 
+    def upgrade(self) -> None:
+        """Apply pending migrations now, so that readers (read-only connections, which never
+        migrate) see the current schema of a state file written by an earlier version."""
+        if self.path.exists() and self.schema_version() < MIGRATIONS[-1][0]:
+            with self.write():
+                pass
+
     # --- recovery -------------------------------------------------------------------------
     def _recover(self, con: duckdb.DuckDBPyConnection, extra_dirs: list[Path] | None = None) -> None:
         dirs = {Path(r[0]) for r in con.execute("SELECT DISTINCT output_dir FROM release_rows").fetchall()}

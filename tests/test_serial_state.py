@@ -1,6 +1,7 @@
-"""The serial statistics in the state database (serial_pairs, serial_summary; migration 3):
-written in the commit transaction, read per present person, checked by `privpub verify`, and
-moved there from the per-release blob of a state written before migration 3."""
+"""The serial statistics in the state database (serial_pairs, serial_people, serial_values,
+serial_summary; migrations 3 and 4): written in the commit transaction, read per release, checked
+by `privpub verify`, moved there from the per-release blob of a state written before migration 3,
+and keyed by integers in a state written before migration 4."""
 from __future__ import annotations
 
 import io
@@ -15,6 +16,7 @@ import pyarrow.parquet as pq
 from flows.reverify import reverify
 from flows.serial import serial_flow
 from state.store import Store
+from tasks.serial import state as ss
 from tasks.serial import statistics as st
 from tests.helpers import write_spec
 from tests.test_cli import PRIVPUB, ROOT, _env, run
@@ -28,19 +30,42 @@ def _spec(folder):
     return spec
 
 
+_PAIRS = ("SELECT k.person, v.value, p.links, p.q, p.d, p.release_id FROM serial_pairs p "
+          "JOIN serial_people k USING (series, pkey) JOIN serial_values v USING (series, vkey)")
+
+
 def _stored_pairs(state):
     with duckdb.connect(str(state), read_only=True) as con:
-        return con.execute("SELECT person, value, links, q, d, release_id FROM serial_pairs "
-                           "ORDER BY person, value").df()
+        return con.execute(_PAIRS + " ORDER BY person, value").df()
+
+
+def _own(store, release_id):
+    """A committed release's history rows, membership and virtual members (tables or blobs)."""
+    series = store.release(release_id)["series"]
+    return ss.release_private(store, series, release_id) or store.private(release_id)
 
 
 def _rebuilt(store, release_ids):
     """The aggregate rebuilt from the history rows of these releases, in the stored text form."""
-    rows = st.concat_history([store.private(r)["serial_stats"] for r in release_ids])
+    rows = st.concat_history([_own(store, r)["serial_stats"] for r in release_ids])
     agg = st.aggregate_to_arrow(st.aggregate(rows)).to_pandas()
     agg["person"] = agg["person"].astype(str)
     agg["value"] = agg["value"].astype(str)
     return agg.sort_values(["person", "value"]).reset_index(drop=True)[["person", "value", "links", "q", "d"]]
+
+
+def _back_to_blobs(store, release_ids):
+    """Put these releases' rows back where versions before migration 5 kept them: Parquet blobs
+    in release_private."""
+    own = {rid: _own(store, rid) for rid in release_ids}
+    with duckdb.connect(str(store.path)) as con:
+        for rid, tables in own.items():
+            for name, table in tables.items():
+                buf = io.BytesIO()
+                pq.write_table(table, buf)
+                con.execute("INSERT INTO release_private VALUES (?, ?, 'parquet', ?)", [rid, name, buf.getvalue()])
+        con.execute("DROP TABLE serial_history; DROP TABLE serial_membership; DROP TABLE serial_types; "
+                    "DELETE FROM schema_migrations WHERE version = 5")
 
 
 def _summary(state):
@@ -48,14 +73,20 @@ def _summary(state):
         return con.execute("SELECT series, release_id, release FROM serial_summary").fetchall()
 
 
-def test_statistics_tables_follow_the_series_and_verify_checks_them(prefect_server, tmp_path):
-    frame = census(400, seed=4)
+def _series(tmp_path, seed, releases, evolve_seed):
+    """Publish `releases` releases of a census series; returns (spec, ids, next snapshot)."""
+    frame = census(400, seed=seed)
     spec = _spec(tmp_path)
     ids = []
-    for r in range(3):
+    for r in range(releases):
         snapshot(tmp_path, frame)
         ids.append(serial_flow(spec_path=str(spec)))
-        frame = evolve(frame, 10 + r)
+        frame = evolve(frame, evolve_seed + r)
+    return spec, ids, frame
+
+
+def test_statistics_tables_follow_the_series_and_verify_checks_them(prefect_server, tmp_path):
+    spec, ids, _ = _series(tmp_path, 4, 3, 10)
     state = tmp_path / "privpub.duckdb"
     store = Store(state)
     stored = _stored_pairs(state)
@@ -63,7 +94,7 @@ def test_statistics_tables_follow_the_series_and_verify_checks_them(prefect_serv
     assert set(stored.release_id) <= set(ids) and ids[-1] in set(stored.release_id)
     assert [row[1:] for row in _summary(state)] == [(ids[-1], 3)]
     for rid in ids:  # the cumulative aggregate is no longer a per-release blob
-        assert not {"serial_aggregate", "serial_pairs"} & set(store.private(rid))
+        assert not {"serial_aggregate", "serial_pairs", "serial_stats", "membership"} & set(store.private(rid))
         ok, lines = reverify(state, rid)
         assert ok, lines
         assert any(line.startswith("PASS serial-statistics") for line in lines), lines
@@ -72,8 +103,9 @@ def test_statistics_tables_follow_the_series_and_verify_checks_them(prefect_serv
     # the first one (whose state of that pair is no longer stored) does not compare it
     changed = stored[stored.release_id == ids[-1]].iloc[0]
     with duckdb.connect(str(state)) as con:
-        con.execute("UPDATE serial_pairs SET q = CAST(CAST(q AS HUGEINT) + 1 AS VARCHAR) "
-                    "WHERE person = ? AND value = ?", [changed.person, changed.value])
+        con.execute("UPDATE serial_pairs p SET q = CAST(CAST(q AS HUGEINT) + 1 AS VARCHAR) FROM serial_people k, "
+                    "serial_values v WHERE k.pkey = p.pkey AND v.vkey = p.vkey AND k.person = ? AND v.value = ?",
+                    [changed.person, changed.value])
     ok, lines = reverify(state, ids[-1])
     assert not ok and any(line.startswith("FAIL serial-statistics") for line in lines), lines
     if changed.person not in set(stored[stored.release_id == ids[0]].person):
@@ -90,22 +122,51 @@ def test_a_state_from_before_migration_3_publishes_the_next_release(prefect_serv
     store = Store(state)
     # turn the state into what the previous version wrote: no statistics tables, the aggregate
     # as a blob in the release's private metadata
-    agg = st.aggregate_to_arrow(st.aggregate(store.private(first)["serial_stats"]))
+    agg = st.aggregate_to_arrow(st.aggregate(_own(store, first)["serial_stats"]))
     buf = io.BytesIO()
     pq.write_table(agg, buf)
+    _back_to_blobs(store, [first])
     with duckdb.connect(str(state)) as con:
-        con.execute("DROP TABLE serial_pairs; DROP TABLE serial_summary; "
-                    "DELETE FROM schema_migrations WHERE version = 3")
+        con.execute("DROP TABLE serial_pairs; DROP TABLE serial_summary; DROP TABLE serial_people; "
+                    "DROP TABLE serial_values; DELETE FROM schema_migrations WHERE version >= 3")
         con.execute("INSERT INTO release_private VALUES (?, 'serial_aggregate', 'parquet', ?)",
                     [first, buf.getvalue()])
     snapshot(tmp_path, evolve(frame, 9))
     second = serial_flow(spec_path=str(spec))
-    assert store.schema_version() == 3
+    assert store.schema_version() == 5
     stored = _stored_pairs(state)
     assert stored[["person", "value", "links", "q", "d"]].equals(_rebuilt(store, [first, second]))
     assert [row[1:] for row in _summary(state)] == [(second, 2)]
     assert "serial_aggregate" not in store.private(second)
     for rid in (first, second):
+        ok, lines = reverify(state, rid)
+        assert ok, lines
+
+
+def test_a_state_from_before_migration_4_is_keyed_and_publishes_on(prefect_server, tmp_path):
+    spec, ids, frame = _series(tmp_path, 6, 2, 20)
+    state = tmp_path / "privpub.duckdb"
+    before = _stored_pairs(state)
+    # what migration 3 left: serial_pairs with person and value as text, no key tables, the
+    # history rows and membership as blobs
+    store = Store(state)
+    _back_to_blobs(store, ids)
+    with duckdb.connect(str(state)) as con:
+        con.execute("CREATE TABLE old_pairs AS SELECT p.series, k.person, v.value, p.links, p.q, p.d, p.p_hi, "
+                    "p.release_id FROM serial_pairs p JOIN serial_people k USING (series, pkey) "
+                    "JOIN serial_values v USING (series, vkey)")
+        con.execute("DROP TABLE serial_pairs; DROP TABLE serial_people; DROP TABLE serial_values; "
+                    "ALTER TABLE old_pairs RENAME TO serial_pairs; DELETE FROM schema_migrations WHERE version = 4")
+    assert store.schema_version() == 3
+    snapshot(tmp_path, frame)
+    ids.append(serial_flow(spec_path=str(spec)))  # reads after upgrading the state to migrations 4, 5
+    assert store.schema_version() == 5
+    after = _stored_pairs(state)
+    assert after[["person", "value", "links", "q", "d"]].equals(_rebuilt(store, ids))
+    unchanged = after[after.release_id != ids[-1]].reset_index(drop=True)
+    kept = before.merge(unchanged[["person", "value"]], on=["person", "value"]).reset_index(drop=True)
+    assert unchanged.equals(kept)  # pairs the third release did not name came through the migration as they were
+    for rid in ids:
         ok, lines = reverify(state, rid)
         assert ok, lines
 

@@ -6,9 +6,14 @@ from fractions import Fraction
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from state.store import Store
+from tasks.serial import pairs
+from tasks.serial import state as ss
 from tasks.serial import statistics as stats
 from tasks.verify import serial_guarantee as sg
 
@@ -88,21 +93,76 @@ def test_big_products_stay_exact():
     assert back["d"].iat[0] == 1_000_003**30
 
 
-def test_requirement_view_keeps_present_persons_and_protected_values():
-    history = pd.DataFrame({"person": [1, 1, 2, 3], "value": ["a", "z", "a", "b"], "release": 1,
-                            "size": [4, 4, 5, 6], "count": [1, 2, 1, 3]})
+def _sources(tmp_path, history):
+    """The same committed pairs as both PairSources: in memory, and in a state database (written
+    by the commit hook's writer, read back by SQL)."""
     stored = stats.aggregate_to_arrow(stats.aggregate(history))
-    view = stats.requirement_view(stored, pd.Index([3, 1]), pd.Index(["a", "b", "z"]), np.array(["a", "b"]))
-    q, d = stats.exact(view, np.arange(len(view["row"])))
+    store = Store(tmp_path / "state.duckdb")
+    with store.write() as con:
+        _write(con, "r1", stored, history)
+    return {"memory": pairs.MemoryPairs(stored), "state": ss.StoredPairs(store, "s")}
+
+
+def _write(con, release_id, stored, history):
+    """The commit hook's writer, for a release whose members are the people in its history rows."""
+    people = pd.unique(history["person"])
+    members = pa.table({"person": people, "gid": np.zeros(len(people), dtype=np.int64),
+                        "virtual": np.zeros(len(people), dtype=bool)})
+    ss.writer("s", pairs=stored, history=stats.history_to_arrow(history), members=members, summary={},
+              release=int(history["release"].max()), replace=False)(con, release_id, 1)
+
+
+HISTORY = pd.DataFrame({"person": [1, 1, 2, 3], "value": ["a", "z", "a", "b"], "release": 1,
+                        "size": [4, 4, 5, 6], "count": [1, 2, 1, 3]})
+
+
+@pytest.mark.parametrize("where", ["memory", "state"])
+def test_special_pairs_are_the_present_persons_protected_values_above_the_floor(tmp_path, where):
+    source = _sources(tmp_path, HISTORY)[where]
+    values = np.array(["a", "b", "z"], dtype=object)
+    view = pairs.requirement_view(source, np.array([3, 1, 9]), values, np.array([0, 1]), -1.0)
+    _, _, q, d = source.state(np.array([3, 1, 9])[view["row"]], values[view["code"]])
     got = sorted(zip(view["row"], view["code"], q, d))
-    assert got == [(0, 1, 3, 6), (1, 0, 3, 4)]
+    assert got == [(0, 1, 3, 6), (1, 0, 3, 4)]  # person 1's "z" is not protected, 9 has no pairs
     assert all(p >= 1 - Fraction(a, b) for p, a, b in zip(view["p_hi"], q, d))
+    # p(3, b) = 1/2 and p(1, a) = 1/4: a floor between them keeps only the first
+    view = pairs.requirement_view(source, np.array([3, 1, 9]), values, np.array([0, 1]), 0.3)
+    assert list(zip(view["row"], view["code"])) == [(0, 1)]
 
 
-def test_pairs_matching_reads_only_the_named_pairs():
-    history = pd.DataFrame({"person": [1, 1, 2, 3], "value": ["a", "z", "a", "b"], "release": 1,
-                            "size": [4, 4, 5, 6], "count": [1, 2, 1, 3]})
-    stored = stats.aggregate_to_arrow(stats.aggregate(history))
+@pytest.mark.parametrize("where", ["memory", "state"])
+def test_matching_reads_only_the_named_pairs(tmp_path, where):
+    source = _sources(tmp_path, HISTORY)[where]
     rows = pd.DataFrame({"person": [1, 3, 4], "value": ["z", "a", "a"], "release": 2, "size": 9, "count": 1})
-    got = stats.pairs_matching(stored, rows)
-    assert list(zip(got["person"], got["value"], got["q"], got["d"])) == [(1, "z", 2, 4)]
+    got = pairs.matching(source, rows)
+    assert list(zip(got["person"], got["value"], got["links"], got["q"], got["d"])) == [(1, "z", 1, 2, 4)]
+
+
+def test_the_writer_keys_new_persons_and_values_and_replaces_named_pairs(tmp_path):
+    store = Store(tmp_path / "state.duckdb")
+    first = stats.aggregate(HISTORY)
+    with store.write() as con:
+        _write(con, "r1", stats.aggregate_to_arrow(first), HISTORY)
+    rows = pd.DataFrame({"person": [1, 7], "value": ["a", "y"], "release": 2, "size": 5, "count": 1})
+    source = ss.StoredPairs(store, "s")
+    after = stats.combine([pairs.matching(source, rows), stats._terms(rows)])
+    with store.write() as con:
+        _write(con, "r2", stats.aggregate_to_arrow(after), rows)
+        people = con.execute("SELECT person, pkey FROM serial_people ORDER BY pkey").fetchall()
+        values = con.execute("SELECT value, vkey FROM serial_values ORDER BY vkey").fetchall()
+        n = con.execute("SELECT count(*) FROM serial_pairs").fetchone()[0]
+    assert people == [("1", 0), ("2", 1), ("3", 2), ("7", 3)]  # dense, new people appended
+    assert values == [("a", 0), ("b", 1), ("z", 2), ("y", 3)]
+    assert n == 5  # (1, a) replaced, (7, y) added
+    whole = stats.combine([first, stats._terms(rows)])
+    fresh = ss.StoredPairs(store, "s")
+    found, links, q, d = fresh.state(whole["person"].to_numpy(), whole["value"].to_numpy(dtype=object))
+    assert found.all()
+    assert list(links) == list(whole["links"]) and list(q) == list(whole["q"]) and list(d) == list(whole["d"])
+    # the release's own rows come back in the snapshot's types (person ids were integers)
+    own = ss.release_private(store, "s", "r2")
+    got = own["serial_stats"].to_pandas().sort_values("person").reset_index(drop=True)
+    assert got.to_dict("list") == {"person": [1, 7], "value": ["a", "y"], "release": [2, 2], "size": [5, 5],
+                                   "count": [1, 1]}
+    assert sorted(own["membership"].column("person").to_pylist()) == [1, 7]
+    assert own["virtual_members"].num_rows == 0

@@ -8,7 +8,7 @@ least frequent first, in the current snapshot), min_group_size (default l), max_
 tuple no group within max_group_size can hold; false: refuse the release instead).
 
 What the flow puts in `data.extra` (and passes again in the verify context):
-  serial_lookup     from the store (tasks/serial/state.PairLookup): persons -> their stored pairs
+  serial_lookup     from the store (tasks/serial/state.StoredPairs): reads the pairs a release needs
   serial_stats      history rows of the committed releases (statistics.HISTORY_COLUMNS), or None
   serial_aggregate  optional, in memory: the per-pair aggregate of those rows (saves rebuilding it)
   serial_summary    optional: pairs, breaching pairs and worst pair of the committed series
@@ -37,6 +37,7 @@ from schemas.spec import SpecError
 from state.store import StateError
 from tasks.anonymize.base import Partition, PrivacyRefused, PrivacyResult, Release, Technique, register
 from tasks.microdata import Microdata
+from tasks.serial import pairs
 from tasks.serial import state as ss
 from tasks.serial import statistics as st
 from tasks.serial.grouping import Requirements, grow_groups, zorder
@@ -44,17 +45,16 @@ from tasks.serial.publish import generalize, published_tables
 from tasks.verify import serial_guarantee as sg
 
 
-def stored_aggregate(source: dict[str, Any], persons: Any = None, values: Any = None) -> pa.Table | None:
-    """The committed series' per-pair aggregate in its stored (Arrow) form, from a data.extra /
-    verify context dict: the pairs of `persons` read from the state database (`serial_lookup`,
-    values among `values`), or the whole aggregate carried (`serial_aggregate`) or rebuilt from
-    the history rows (`serial_stats`)."""
+def pair_source(source: dict[str, Any]) -> pairs.PairSource | None:
+    """Where the committed series' pairs are read from, given a data.extra / verify context dict:
+    the state database (`serial_lookup`), or in memory the aggregate carried
+    (`serial_aggregate`) or rebuilt from the history rows (`serial_stats`)."""
     if source.get("serial_lookup") is not None:
-        return ss.as_native(source["serial_lookup"](persons), persons, values)
+        return source["serial_lookup"]
     if source.get("serial_aggregate") is not None:
-        return st.as_stored(source["serial_aggregate"])
+        return pairs.MemoryPairs(source["serial_aggregate"])
     if source.get("serial_stats") is not None:
-        return st.aggregate_to_arrow(st.aggregate(source["serial_stats"]))
+        return pairs.MemoryPairs(st.aggregate(source["serial_stats"]))
     return None
 
 
@@ -66,6 +66,20 @@ def next_release_number(source: dict[str, Any]) -> int:
         return 1
     col = hist.column("release").to_numpy() if isinstance(hist, pa.Table) else hist["release"].to_numpy()
     return int(np.max(col)) + 1
+
+
+def _members(membership: pa.Table, virtual: pa.Table | None) -> pa.Table:
+    """Real tuples and virtual members of a release as one (person, gid, virtual) table."""
+    parts = [membership.select(["person", "gid"])]
+    if virtual is not None and virtual.num_rows:
+        parts.append(virtual.select(["person", "gid"]))
+    try:
+        parts = [t.cast(parts[0].schema) for t in parts]
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # ids of other types: compare as text
+        parts = [t.cast(pa.schema([("person", pa.string()), ("gid", t.schema.field("gid").type)])) for t in parts]
+    flags = [np.zeros(t.num_rows, dtype=bool) if i == 0 else np.ones(t.num_rows, dtype=bool) for i, t in enumerate(parts)]
+    table = pa.concat_tables([t.cast(parts[0].schema) for t in parts])
+    return table.append_column("virtual", pa.array(np.concatenate(flags)))
 
 
 @register("serial")
@@ -105,11 +119,12 @@ class SerialTechnique(Technique):
         loads every earlier release's history rows and the stored pairs to compare them with."""
         ctx: dict[str, Any] = {}
         series = spec.dataset.name
+        store.upgrade()  # a state file of an earlier version: its statistics in today's tables
         latest = store.latest_release(series, technique=self.name, before_sequence=before_sequence)
         top = ss.head(store, series) if before_sequence is None else None
         if before_sequence is None and (latest is None or (top is not None and top[0] == latest)):
             # the statistics tables: the pairs of this release's people are read when known
-            ctx["serial_lookup"] = ss.PairLookup(store, series)
+            ctx["serial_lookup"] = ss.StoredPairs(store, series)
             if top is not None:
                 ctx["serial_summary"], ctx["serial_release"] = top[2], top[1] + 1
         elif latest is not None:
@@ -127,11 +142,13 @@ class SerialTechnique(Technique):
             ctx["serial_pairs_asof"] = ss.pairs_as_of(store, series)
             ctx["serial_sequence"] = before_sequence
             # re-verifying a committed release: the whole history, so that every pair is
-            # rechecked from the rows rather than trusted from the carried aggregate
-            hist = store.history(spec.dataset.name)
-            hist = hist[(hist.technique == self.name) & (hist.sequence < before_sequence)]
-            rows = [store.private(rid)["serial_stats"] for rid in hist.release_id]
-            ctx["serial_stats"] = st.concat_history(rows)
+            # rechecked from the rows rather than trusted from the carried aggregate, and the
+            # release's own rows and membership, which its commit moved into the tables
+            ctx["serial_stats"] = ss.history_rows(store, series, before_sequence)
+            hist = store.history(series)
+            own = hist[hist.sequence == before_sequence].release_id
+            if len(own):
+                ctx["serial_own"] = ss.release_private(store, series, own.iloc[0])
         if spec.dataset.registration:
             from schemas.input import InputError
 
@@ -142,19 +159,23 @@ class SerialTechnique(Technique):
         return ctx
 
     def commit_hook(self, release: Release):
-        """Moves the statistics out of the private metadata into serial_pairs / serial_summary,
-        inside the commit transaction: the pairs this release names (upsert) or, after an
-        old-format release, the whole aggregate (replace). Called before the commit reads
-        `release.private`, so the statistics are not also stored as a per-release blob."""
+        """Moves the statistics out of the private metadata into the serial tables, inside the
+        commit transaction: the history rows and membership (appended), the pairs this release
+        names (upsert) or, after an old-format release, the whole aggregate (replace), and the
+        summary. Called before the commit reads `release.private`, so none of them is also stored
+        as a per-release blob."""
         private = release.private
-        replace = "serial_pairs" not in private
-        pairs = private.pop("serial_pairs", None)
-        if pairs is None:
-            pairs = private.pop("serial_aggregate", None)
-        if pairs is None:
+        if "serial_stats" not in private:
             return None
-        return ss.writer(self.spec.dataset.name, st.as_stored(pairs), private["serial_summary"],
-                         int(private["release"]), replace)
+        replace = "serial_pairs" not in private
+        stored = private.pop("serial_pairs", None)
+        if stored is None:
+            stored = private.pop("serial_aggregate", None)
+        stored = st.as_stored(stored) if stored is not None else st.aggregate_to_arrow(st.aggregate(None))
+        members = _members(private.pop("membership"), private.pop("virtual_members", None))
+        return ss.writer(self.spec.dataset.name, pairs=stored, history=private.pop("serial_stats"),
+                         members=members, summary=private["serial_summary"],
+                         release=int(private["release"]), replace=replace)
 
     # --- which values are protected --------------------------------------------------------
     def protected_values(self, data: Microdata) -> np.ndarray:
@@ -182,18 +203,23 @@ class SerialTechnique(Technique):
         code = np.where((data.sensitive_codes >= 0) & is_protected[np.maximum(data.sensitive_codes, 0)],
                         data.sensitive_codes, -1).astype(np.int64)
 
-        # required ratios: `first` for pairs without history, a lookup for the others. Float
-        # bounds from p_hi size the groups; only pairs near a bound are turned into exact ratios
-        # here, and _check_requirements checks every member exactly afterwards.
-        view = st.requirement_view(stored_aggregate(data.extra or {}, persons, data.sensitive_values), persons,
-                                   pd.Index(data.sensitive_values), protected)
+        # required ratios: `first` for pairs without history and for every pair at or below the
+        # strategy's p_floor, so only the other (special) pairs are read. Float bounds from p_hi
+        # size the groups; only pairs near a bound are turned into exact ratios here, and
+        # _check_requirements checks every member exactly afterwards.
+        source = pair_source(data.extra or {})
+        values = np.asarray(data.sensitive_values, dtype=object)
+        person_ids = persons.to_numpy()
+        view = pairs.requirement_view(source, person_ids, values, pd.Index(values).get_indexer(protected),
+                                      self.strategy.p_floor)
         ratio_hi, need_exact = self.strategy.ratio_bound(view["p_hi"])
         first_hi = self.strategy.first_hi
         own = view["code"] == code[view["row"]]
         need_exact |= own & (np.ceil(ratio_hi) > self.max_size)  # suppression decided exactly
         idx = np.flatnonzero(need_exact)
         if len(idx):
-            ratio_hi[idx] = sg.ratio_upper_bound(*self.strategy.required_many(*st.exact(view, idx)))
+            _, _, q, d = source.state(person_ids[view["row"][idx]], values[view["code"][idx]])
+            ratio_hi[idx] = sg.ratio_upper_bound(*self.strategy.required_many(q, d))
 
         # a holder whose own pair needs a group above the cap cannot be published with its value
         suppressed = np.zeros(data.n, dtype=bool)
@@ -226,7 +252,7 @@ class SerialTechnique(Technique):
                 "virtual_columns": virtual_cols, "virtual_ids": virtual_ids, "protected": protected,
                 "release": next_release_number(data.extra or {})}
         part = Partition(group=group[: data.n].astype(np.int64), n_groups=grown.n_groups, info=info)
-        self._check_requirements(data, part, np.where(suppressed, -1, code), view)
+        self._check_requirements(data, part, np.where(suppressed, -1, code), source)
         return part
 
     def _points(self, data: Microdata, persons: pd.Index) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
@@ -253,19 +279,19 @@ class SerialTechnique(Technique):
         columns = [np.concatenate([r, v]).astype(float) for r, v in zip(real_cols, virtual_cols)]
         return np.column_stack(columns), virtual_cols, virtual_ids
 
-    def _check_requirements(self, data, part, code, view) -> None:
-        """Exact: |G| * den >= n(s) * num for every member and protected value of its group."""
-        nv = len(data.sensitive_values)
-        rows = st.release_rows(np.arange(data.n), part.group, part.info["sizes"], code,
-                               np.arange(nv), 0)
+    def _check_requirements(self, data, part, code, source) -> None:
+        """Exact: |G| * den >= n(s) * num for every member and protected value of its group, with
+        the required ratio of every stored pair computed from its exact q and d (so the float
+        bounds and p_floor that sized the groups are checked too)."""
+        rows = st.release_rows(data.frame[self.spec.dataset.person_id].to_numpy(), part.group,
+                               part.info["sizes"], code, np.asarray(data.sensitive_values, dtype=object), 0)
         req_num = np.full(len(rows), self.strategy.first.numerator, dtype=object)
         req_den = np.full(len(rows), self.strategy.first.denominator, dtype=object)
-        key = rows["person"].to_numpy(dtype=np.int64) * nv + rows["value"].to_numpy(dtype=np.int64)
-        at = pd.Index(view["row"] * nv + view["code"]).get_indexer(key)
-        known = at >= 0
-        num, den = self.strategy.required_many(*st.exact(view, at[known]))
-        req_num[known] = num
-        req_den[known] = den
+        if source is not None and len(rows):
+            known, _, q, d = source.state(rows["person"].to_numpy(), rows["value"].to_numpy(dtype=object))
+            num, den = self.strategy.required_many(q[known], d[known])
+            req_num[known] = num
+            req_den[known] = den
         size = rows["size"].to_numpy(dtype=np.int64).astype(object)
         count = rows["count"].to_numpy(dtype=np.int64).astype(object)
         ok = np.asarray(size * req_den >= count * req_num, dtype=bool) & np.asarray(req_den > 0, dtype=bool)
@@ -291,16 +317,16 @@ class SerialTechnique(Technique):
         rows = st.release_rows(person, part.group, info["sizes"], code,
                                np.asarray(data.sensitive_values, dtype=object), info["release"])
         extra = data.extra or {}
+        source = pair_source(extra)
         lookup = extra.get("serial_lookup") is not None
-        prior = stored_aggregate(extra, person, data.sensitive_values)
         if lookup:  # only the named pairs are needed: the store keeps the others
-            before = st.pairs_matching(prior, rows)
+            before = pairs.matching(source, rows)
             aggregate, after = None, st.combine([before, st._terms(rows)])
         else:
-            aggregate, before, after = st.advance(prior, rows)
+            aggregate, before, after = st.advance(None if source is None else source.table, rows)
         prior_summary = extra.get("serial_summary")
-        if prior_summary is None and prior is not None and prior.num_rows and not lookup:
-            prior_summary = sg.summarize(st.aggregate_from_arrow(prior), self.l)  # stored before summaries
+        if prior_summary is None and not lookup and source is not None:
+            prior_summary = source.summary(self.l)  # a series stored before summaries
         summary = sg.advance_summary(prior_summary, before, after, self.l)
         sizes = info["sizes"]
         n_virtual = int(sizes.sum() - data.n)
@@ -334,6 +360,9 @@ class SerialTechnique(Technique):
     # --- verify: from the published tables, membership and the committed history -------------
     def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
         ctx = context or {}
+        if "membership" not in release.private and ctx.get("serial_own"):
+            # a committed release re-verified: its rows and membership live in the serial tables
+            release = Release(release.tables, {**release.private, **ctx["serial_own"]}, release.info)
         args = dict(l=self.l, sensitive=self.spec.dataset.sensitive, transient=release.private.get("transient"),
                     release=release.private.get("release", 0))
         published = (release.tables["table"], release.tables["groups"], release.private["membership"])
@@ -353,10 +382,7 @@ class SerialTechnique(Technique):
                                            else "carried aggregate differs from the history rows",
                                            None, same, {"pairs": len(rebuilt)}))
         else:
-            persons = release.private["membership"].column("person").to_numpy(zero_copy_only=False)
-            values = pc.unique(release.tables["table"].column(self.spec.dataset.sensitive).drop_null())
-            prior = stored_aggregate(ctx, persons, values.to_numpy(zero_copy_only=False))
-            check = sg.check_release_incremental(*published, prior, ctx.get("serial_summary"),
+            check = sg.check_release_incremental(*published, pair_source(ctx), ctx.get("serial_summary"),
                                                  **args)
         if compare_stored:
             # serial_pairs against the history rows up to and including this release

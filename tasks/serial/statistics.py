@@ -8,9 +8,10 @@ aggregate one row per (person, value): links (releases that linked them), q = pr
          ratio are lookups in it. It can be rebuilt from the history at any time (`aggregate`).
 stored   the aggregate as the store keeps it (`aggregate_to_arrow`: Arrow, q and d as decimal
          strings because they outgrow 64 bits, plus p_hi, a float upper bound of p).
-         `advance`, `pairs_matching` and `requirement_view` work on it in O(size of a release):
-         Arrow hash probes select the pairs a release names, and only those become Python ints.
-         Every other pair is copied as it is (its p cannot change, docs/serial.md).
+         `advance` and `requirement_view` work on it in memory in O(size of a release): Arrow
+         hash probes select the pairs a release names, and only those become Python ints.
+         Every other pair is copied as it is (its p cannot change, docs/serial.md). The state
+         database keeps it in table serial_pairs (tasks/serial/state.py).
 Never published.
 """
 from __future__ import annotations
@@ -141,7 +142,7 @@ def aggregate(history: Any) -> pd.DataFrame:
 
 
 _to_str = np.frompyfunc(str, 1, 1)
-_to_int = np.frompyfunc(int, 1, 1)
+to_int = np.frompyfunc(int, 1, 1)  # decimal text -> exact Python int
 
 
 def p_upper(q: np.ndarray, d: np.ndarray) -> np.ndarray:
@@ -173,8 +174,8 @@ def aggregate_to_arrow(aggregate_: pd.DataFrame) -> pa.Table:
 
 def aggregate_from_arrow(table: Any) -> pd.DataFrame:
     frame = as_frame(table, AGGREGATE_COLUMNS)
-    frame["q"] = pd.Series(_to_int(frame["q"].to_numpy(dtype=object)), dtype=object) if len(frame) else frame["q"]
-    frame["d"] = pd.Series(_to_int(frame["d"].to_numpy(dtype=object)), dtype=object) if len(frame) else frame["d"]
+    frame["q"] = pd.Series(to_int(frame["q"].to_numpy(dtype=object)), dtype=object) if len(frame) else frame["q"]
+    frame["d"] = pd.Series(to_int(frame["d"].to_numpy(dtype=object)), dtype=object) if len(frame) else frame["d"]
     frame["links"] = frame["links"].astype(np.int64)
     return frame
 
@@ -225,15 +226,6 @@ def _pair_mask(stored: pa.Table, person: np.ndarray, value: np.ndarray) -> np.nd
     return mask
 
 
-def pairs_matching(stored: pa.Table | None, rows: pd.DataFrame) -> pd.DataFrame:
-    """The stored pairs that these history rows extend, with q and d as Python ints."""
-    rows = as_frame(rows, HISTORY_COLUMNS)
-    if stored is None or stored.num_rows == 0 or not len(rows):
-        return as_frame(None, AGGREGATE_COLUMNS)
-    mask = _pair_mask(stored, rows["person"].to_numpy(), rows["value"].to_numpy(dtype=object))
-    return aggregate_from_arrow(stored.filter(pa.array(mask)))
-
-
 def advance(stored: pa.Table | None, rows: pd.DataFrame) -> tuple[pa.Table, pd.DataFrame, pd.DataFrame]:
     """The stored aggregate after one more release's history rows.
 
@@ -257,8 +249,7 @@ def advance(stored: pa.Table | None, rows: pd.DataFrame) -> tuple[pa.Table, pd.D
 def requirement_view(stored: pa.Table | None, persons: pd.Index, values: pd.Index,
                      protected: np.ndarray) -> dict[str, Any]:
     """The stored pairs of the present persons and protected values, for the requirement lookup:
-    positions in `persons` / `values`, p_hi, and q, d still as text (turn the few that need exact
-    values into ints with `exact`)."""
+    positions in `persons` / `values`, p_hi, and the rows themselves (q, d still as text)."""
     empty = np.zeros(0, dtype=np.int64)
     view: dict[str, Any] = {"row": empty, "code": empty, "p_hi": np.zeros(0), "table": None}
     stored = as_stored(stored)
@@ -273,14 +264,6 @@ def requirement_view(stored: pa.Table | None, persons: pd.Index, values: pd.Inde
     return {"row": _codes_in(sub.column("person"), persons.to_numpy()),
             "code": _codes_in(sub.column("value"), np.asarray(values, dtype=object)),
             "p_hi": sub.column("p_hi").to_numpy(zero_copy_only=False), "table": sub}
-
-
-def exact(view: dict[str, Any], idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """q and d as Python ints for the view's rows idx."""
-    if not len(idx):
-        return np.zeros(0, dtype=object), np.zeros(0, dtype=object)
-    sub = view["table"].select(["q", "d"]).take(pa.array(np.asarray(idx, dtype=np.int64)))
-    return (_to_int(_column(sub, "q")).astype(object), _to_int(_column(sub, "d")).astype(object))
 
 
 def same_aggregate(stored: pa.Table | None, rebuilt: pd.DataFrame) -> bool:

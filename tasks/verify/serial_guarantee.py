@@ -136,6 +136,12 @@ class Strategy:
         f = self.first
         return float(ratio_upper_bound(np.array([f.numerator], dtype=object), np.array([f.denominator], dtype=object))[0])
 
+    @property
+    def p_floor(self) -> float:
+        """Every pair with p_hi <= p_floor has the required ratio `first`, exactly, so a release
+        need not read those pairs to size its groups (tasks/serial/pairs.py). Default: none."""
+        return -1.0
+
     def ratio_bound(self, p_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Float upper bounds of the required ratio from upper bounds of p, for sizing groups,
         and where they are not good enough (the caller computes those exactly). Exactly
@@ -181,6 +187,14 @@ class ConstantRatio(Strategy):
             return None
         return self.ratio if self.ratio > m else FALLBACK_FACTOR * m
 
+    @property
+    def p_floor(self) -> float:
+        # m(P) = l(1 - P)/(1 - lP) grows with P and equals r_c at P* = (r_c - l)/(l(r_c - 1)), so
+        # p <= p_hi <= p_floor < P* gives m < r_c: the ratio is r_c. float(P*) is within half an
+        # ulp of P*, and the factor puts p_floor below it by far more than that.
+        r, l = self.ratio, self.l
+        return float((r - l) / (l * (r - 1))) * (1 - 1e-9)
+
     def ratio_bound(self, p_hi):
         m, near = self._m_upper(p_hi)
         below = m < float(self.ratio) * (1 - 1e-12)  # m < r_c for sure: the ratio is r_c itself
@@ -209,6 +223,10 @@ class Geometric(Strategy):
         m = min_ratio(q, d, self.l)
         return None if m is None else self.factor * m
 
+    @property
+    def p_floor(self) -> float:
+        return 0.0  # only a pair never linked (p = 0) keeps factor * l; every stored pair has p > 0
+
     def ratio_bound(self, p_hi):
         m, near = self._m_upper(p_hi)
         return float(self.factor) * (1 + 1e-12) * m, near
@@ -224,6 +242,10 @@ class LocalizedOnly(Strategy):
 
     def required(self, q: int, d: int) -> Fraction | None:
         return Fraction(self.l)
+
+    @property
+    def p_floor(self) -> float:
+        return np.inf  # the history never matters
 
     def ratio_bound(self, p_hi):
         return np.full(len(p_hi), self.first_hi), np.zeros(len(p_hi), dtype=bool)
@@ -434,20 +456,21 @@ def check_release(table, groups, membership, prior_aggregate, *, l: int, sensiti
     return SeriesCheck([_global_result(summary, l), localized], rows, agg, summary)
 
 
-def check_release_incremental(table, groups, membership, stored_aggregate, prior_summary, *, l: int,
+def check_release_incremental(table, groups, membership, prior_pairs, prior_summary, *, l: int,
                               sensitive: str, transient=None, release: int = 0) -> SeriesCheck:
-    """`check_release` in O(size of the release): only the pairs of the people in this release's
-    history rows are recomputed exactly (from the stored aggregate); every other pair keeps its
-    p, and `prior_summary` (pairs, breaching, worst pair of the committed series) stands for
-    them. Gives the same figures as the full check (tested)."""
+    """`check_release` in O(size of the release): only the pairs named by this release's history
+    rows are recomputed exactly (their stored state read from `prior_pairs`, a PairSource or an
+    aggregate); every other pair keeps its p, and `prior_summary` (pairs, breaching, worst pair of
+    the committed series) stands for them. Gives the same figures as the full check (tested)."""
+    from tasks.serial import pairs
     from tasks.serial import statistics as st
 
     rows, localized = _published_rows(table, groups, membership, l=l, sensitive=sensitive,
                                       transient=transient, release=release)
-    stored = st.as_stored(stored_aggregate)
-    if prior_summary is None and stored is not None and stored.num_rows:
-        prior_summary = summarize(st.aggregate_from_arrow(stored), l)  # series stored before summaries
-    before = st.pairs_matching(stored, rows)
+    source = pairs.as_source(prior_pairs)
+    if prior_summary is None and isinstance(source, pairs.MemoryPairs):
+        prior_summary = source.summary(l)  # series stored before summaries
+    before = pairs.matching(source, rows)
     after = st.combine([before, st._terms(rows)])
     summary = advance_summary(prior_summary, before, after, l)
     return SeriesCheck([_global_result(summary, l), localized], rows, after, summary)

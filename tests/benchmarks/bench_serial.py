@@ -24,6 +24,9 @@ summary row, then the pairs of the present people through a join in DuckDB).
 --rebuild pass only the raw history rows, so partition, anonymize and verify all rebuild the
           aggregate from the whole history (what a store keeping only history rows would cost);
           the commit then stores no statistics.
+t_store includes t_pairs (the commit hook: keys for new people and values, delete + insert of the
+named pairs in serial_pairs, the summary row) and t_close (from after the hook: COMMIT, the audit
+row, closing the connection, which checkpoints, and renaming the staged folder).
 rows is the release's own history rows (members x protected values of their groups: the work a
 release must do), pairs the distinct (person, value) pairs of the whole series.
 The last lines give seconds per release r1 -> rN, the max, the least-squares slope of seconds per
@@ -111,9 +114,9 @@ def main() -> None:
     store = Store(workdir / "state.duckdb")
     history = None
     header = ("rel", "tuples", "groups", "avg", "max", "supp", "virtual", "rows", "pairs", "hist_rows",
-              "t_data", "t_part", "t_anon", "t_verify", "t_store", "total", "cpu", "worst_p")
+              "t_data", "t_part", "t_anon", "t_verify", "t_store", "t_pairs", "t_close", "total", "cpu", "worst_p")
     print(" ".join(f"{h:>9}" for h in header))
-    totals, cpus, stores = [], [], []
+    totals, cpus, stores, parts = [], [], [], {}
     for r in range(1, args.releases + 1):
         if r > 1:
             snapshot = next_snapshot(rng, snapshot, pool, values, weights)
@@ -132,16 +135,23 @@ def main() -> None:
         assert all(x.passed for x in results.values()), results
         if args.rebuild:
             release.private.pop("serial_aggregate")
-        hook = tech.commit_hook(release)
+        own_rows = release.private["serial_stats"]
+        if args.rebuild or args.full:
+            history = stats.concat_history([history, own_rows])
+        hook, marks = tech.commit_hook(release), {}
+
+        def timed_hook(con, release_id, sequence, hook=hook, marks=marks):
+            marks["hook"] = time.perf_counter()
+            if hook is not None:
+                hook(con, release_id, sequence)
+            marks["after"] = time.perf_counter()
         staged = stage_tables(workdir / "out", release.tables)
         store.commit_release(staged=staged, series="bench", technique="serial", parameters={}, spec={},
                              seed=args.seed, input_fingerprint=str(r), release_key=str(r), rows_in=data.n,
                              privacy=list(results.values()), utility={}, private=release.private,
                              info=release.info, actor="bench", flow_run_id=None, started_at=datetime.now(),
-                             based_on_sequence=r - 1, on_commit=hook)
+                             based_on_sequence=r - 1, on_commit=timed_hook)
         t5, c5 = time.perf_counter(), time.process_time()
-        if args.rebuild or args.full:
-            history = stats.concat_history([history, release.private["serial_stats"]])
         n_hist = 0 if history is None else history.num_rows
         pairs = results["serial-global"].worst.get("pairs", 0)
         worst = float(Fraction(results["serial-global"].value))
@@ -149,10 +159,14 @@ def main() -> None:
         totals.append(t5 - t0)
         cpus.append(c5 - c0)
         stores.append(t5 - t4)
+        for name, t in (("t_part", t2 - t1), ("t_anon", t3 - t2), ("t_verify", t4 - t3),
+                        ("t_pairs", marks["after"] - marks["hook"]), ("t_close", t5 - marks["after"])):
+            parts.setdefault(name, []).append(t)
         row = (r, len(snapshot), info["groups"], f"{info['avg_group_size']:.1f}", info["max_group_size"],
-               info["suppressed"], info["virtual_members"], release.private["serial_stats"].num_rows,
+               info["suppressed"], info["virtual_members"], own_rows.num_rows,
                pairs, n_hist,
                f"{t1 - t0:.2f}", f"{t2 - t1:.2f}", f"{t3 - t2:.2f}", f"{t4 - t3:.2f}", f"{t5 - t4:.2f}",
+               f"{marks['after'] - marks['hook']:.2f}", f"{t5 - marks['after']:.2f}",
                f"{t5 - t0:.2f}", f"{c5 - c0:.2f}", f"{worst:.4f}")
         size = (workdir / "state.duckdb").stat().st_size
         print(" ".join(f"{x!s:>9}" for x in row), f"state {size / 1e6:.0f}MB", flush=True)
@@ -163,6 +177,10 @@ def main() -> None:
         print(f"{name}: s/release r1 -> r{len(t)}: {t[0]:.2f} -> {t[-1]:.2f}; max {t.max():.2f}; "
               f"slope over r2..r{len(t)}: {slope * 1000:+.0f} ms/release; r{len(t)}/r2: "
               f"{t[-1] / t[min(1, len(t) - 1)]:.2f}; total {t.sum():.1f} s")
+    if len(totals) > 2:
+        rel = np.arange(2, len(totals) + 1)
+        print("slope over r2..rN per part (ms/release): " + ", ".join(
+            f"{name} {float(np.polyfit(rel, np.asarray(t[1:]), 1)[0]) * 1000:+.0f}" for name, t in parts.items()))
     shutil.rmtree(workdir, ignore_errors=True)
 
 
