@@ -6,7 +6,10 @@ the release. `privpub verify` rebuilds the aggregate from the history rows and r
 """
 from __future__ import annotations
 
+import tempfile
+from datetime import datetime
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,6 +17,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from state.store import Store, stage_tables
 from tasks.anonymize.serial import SerialTechnique
 from tasks.microdata import Microdata
 from tasks.serial import statistics as stats
@@ -161,3 +165,66 @@ def test_full_check_compares_the_carried_aggregate_with_the_history():
     frame.loc[0, "q"] = frame.loc[0, "q"] + 1
     bad = {**ctx, "serial_aggregate": stats.aggregate_to_arrow(frame)}
     assert not {r.model: r for r in tech.verify(release, bad)}["serial-statistics"].passed
+
+
+def stored_series(spec, snapshots, registration, folder: Path, seed=0):
+    """Publish as `privpub serial` does, against a real state database: prior_context on the
+    store (StoredPairs), the commit hook's writer inside the commit. Per release: (tables, results)."""
+    tech = SerialTechnique(spec)
+    rng = np.random.default_rng(seed)
+    store = Store(folder / "state.duckdb")
+    out = []
+    for r, frame in enumerate(snapshots, 1):
+        data = Microdata.from_frame(spec, frame.reset_index(drop=True))
+        ctx = {**tech.prior_context(store, spec), "registration": registration}
+        data.extra = ctx
+        release = tech.anonymize(data, tech.partition(data, rng), rng)
+        results = {x.model: x for x in tech.verify(release, ctx)}
+        tables = dict(release.tables)
+        hook = tech.commit_hook(release)
+        store.commit_release(staged=stage_tables(folder / "out", release.tables), series=spec.dataset.name,
+                             technique="serial", parameters={}, spec={}, seed=seed, input_fingerprint=str(r),
+                             release_key=str(r), rows_in=data.n, privacy=list(results.values()), utility={},
+                             private=release.private, info=release.info, actor="test", flow_run_id=None,
+                             started_at=datetime.now(), based_on_sequence=r - 1, on_commit=hook)
+        out.append((tables, results))
+    return out
+
+
+@settings(deadline=None, max_examples=25)
+@given(tiny_series(), st.sampled_from([{"strategy": "constant-ratio", "releases": 2},
+                                       {"strategy": "geometric", "factor": 2}, {"strategy": "localized"}]))
+def test_the_state_database_publishes_what_memory_publishes(case, strategy):
+    """The store's reads (only the pairs above p_floor, then the named pairs, by SQL) give the
+    same releases and figures as the whole aggregate carried in memory. A horizon of 2 pushes
+    pairs past constant-ratio's p_floor, so both sides of it are exercised."""
+    snapshots, registration, technique = case
+    spec = make_spec(min_group_size=2, max_group_size=6, **{**technique, **strategy})
+    memory = carried_series(spec, snapshots, registration)
+    with tempfile.TemporaryDirectory() as folder:
+        stored = stored_series(spec, snapshots, registration, Path(folder))
+    for (release, mine, _, _), (tables, theirs) in zip(memory, stored):
+        for name in ("table", "groups"):
+            assert release.tables[name].equals(tables[name])
+        for model in ("serial-global", "serial-localized"):
+            a, b = mine[model], theirs[model]
+            assert (a.value, a.passed, a.worst) == (b.value, b.passed, b.worst)
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.lists(st.tuples(st.integers(2, 400), st.integers(1, 3)), min_size=1, max_size=30),
+       st.sampled_from([("constant-ratio", 2, 2), ("constant-ratio", 4, 20), ("constant-ratio", 3, 5),
+                        ("geometric", 2, 0), ("geometric", 6, 0), ("localized", 3, 0)]))
+def test_pairs_at_or_below_p_floor_need_exactly_the_first_ratio(terms, case):
+    """What lets a release skip reading them: p_hi <= p_floor implies required ratio == first."""
+    name, l, k = case
+    strategy = sg.make_strategy(name, l, k or 20, Fraction(2))
+    q, d = sg.not_linked((size, min(count, size - 1)) for size, count in terms)
+    p_hi = stats.p_upper(np.array([q], dtype=object), np.array([d], dtype=object))[0]
+    if p_hi <= strategy.p_floor:
+        assert strategy.required(q, d) == strategy.first
+    if name == "constant-ratio":  # the floor is tight: just above P*, the ratio is no longer r_c
+        r = strategy.ratio
+        p_star = (r - l) / (l * (r - 1))
+        assert strategy.p_floor < p_star and p_star - Fraction(strategy.p_floor) < Fraction(1, 10**8)
+        assert strategy.required(p_star.denominator - p_star.numerator, p_star.denominator) != strategy.first
