@@ -75,11 +75,11 @@ def _members(membership: pa.Table, virtual: pa.Table | None) -> pa.Table:
         parts.append(virtual.select(["person", "gid"]))
     try:
         parts = [t.cast(parts[0].schema) for t in parts]
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # ids of other types: compare as text
-        parts = [t.cast(pa.schema([("person", pa.string()), ("gid", t.schema.field("gid").type)])) for t in parts]
-    flags = [np.zeros(t.num_rows, dtype=bool) if i == 0 else np.ones(t.num_rows, dtype=bool) for i, t in enumerate(parts)]
-    table = pa.concat_tables([t.cast(parts[0].schema) for t in parts])
-    return table.append_column("virtual", pa.array(np.concatenate(flags)))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # ids of other types: keep them as text
+        text = pa.schema([("person", pa.string()), ("gid", pa.int64())])
+        parts = [t.cast(text) for t in parts]
+    virtual_flag = np.repeat([False, True][: len(parts)], [t.num_rows for t in parts])
+    return pa.concat_tables(parts).append_column("virtual", pa.array(virtual_flag))
 
 
 @register("serial")
