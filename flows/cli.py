@@ -26,20 +26,29 @@ os.environ.setdefault("PREFECT_RESULTS_PERSIST_BY_DEFAULT", "false")
 
 DEFAULT_STATE = "privpub.duckdb"
 
-
-class CliError(Exception):
-    pass
+from flows.errors import CliError  # noqa: E402  (light: no Prefect, no pandas)
 
 
-def _expected_errors() -> tuple[type[BaseException], ...]:
-    from flows.errors import PrivacyRefused, PublishedTableError
-    from schemas.input import InputError
-    from schemas.spec import SpecError
-    from state.store import StaleHistory, StateBusy, StateError
-    from tasks.partition.mondrian import PartitionError
+def warn(message: str) -> None:
+    print(f"privpub: warning: {message}", file=sys.stderr, flush=True)
 
-    return (CliError, SpecError, InputError, PrivacyRefused, PublishedTableError, StateBusy,
-            StateError, StaleHistory, PartitionError)
+
+def _quiet_tracebacks() -> None:
+    """Prefect's console log prints a task's traceback when it fails; at the terminal the one
+    `privpub: error:` line says what happened (PRIVPUB_DEBUG=1 keeps the tracebacks)."""
+    import logging
+
+    if os.environ.get("PRIVPUB_DEBUG"):
+        return
+
+    def strip(record: logging.LogRecord) -> bool:
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+    for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+        for handler in getattr(logger, "handlers", []):
+            if type(handler).__name__ == "PrefectConsoleHandler" and strip not in handler.filters:
+                handler.addFilter(strip)
 
 
 def _state_path(args) -> Path:
@@ -50,17 +59,60 @@ def _state_path(args) -> Path:
     return Path(args.state or os.environ.get("PRIVPUB_STATE", DEFAULT_STATE))
 
 
-def preflight(spec_path: str, overrides: dict | None = None):
-    """Check spec and input before starting Prefect: bad input fails fast with one message."""
+def check_spec(spec_path: str, overrides: dict | None = None):
+    """The cheap checks, before anything starts: the spec, its technique's parameters, and that
+    the output folder and the state file can be used."""
     from flows.publish import resolve_spec
+    from state.store import Store, check_output_dir
+    from tasks.anonymize.base import get_technique
+
+    spec = resolve_spec(spec_path, None, overrides)
+    get_technique(spec)
+    check_output_dir(spec.output_dir)
+    Store(spec.state_path).check_usable()
+    return spec
+
+
+def check_input(spec) -> None:
+    """The input read and validated as the flow will (it validates again: UI-started runs have
+    no CLI in front of them); bad input fails here, with one message and nothing written."""
     from tasks.anonymize.base import get_technique
     from tasks.validate import load_input, validate
 
-    spec = resolve_spec(spec_path, None, overrides)
-    technique = get_technique(spec)
     frame, _ = load_input(spec)
-    validate(frame, spec, technique)
-    return spec
+    validate(frame, spec, get_technique(spec))
+
+
+def _run_flow(args, spec_path: str, overrides: dict | None, start) -> int:
+    """Preflight while the Prefect API comes up, run the flow, print the id and the summary.
+    Once a release is committed the command succeeds: whatever fails afterwards is a warning."""
+    from flows.server import prefect_api
+
+    spec = check_spec(spec_path, overrides)
+    with prefect_api() as ready:  # the server starts while the input is checked
+        check_input(spec)
+        ready()
+        from flows import publish as pub
+
+        _quiet_tracebacks()
+        try:
+            release_id = start(spec)
+        except BaseException as exc:
+            if not pub.COMMITTED or isinstance(exc, CliError):
+                raise
+            release_id = pub.COMMITTED[-1]
+            print(release_id, flush=True)
+            warn(f"release {release_id} is committed, but the run failed after the commit "
+                 f"({type(exc).__name__}); `privpub report {release_id}` rewrites its report")
+            return 0
+        print(release_id, flush=True)
+        if not args.quiet:
+            try:
+                print_summary(spec.state_path, release_id)
+            except Exception as exc:
+                warn(f"release {release_id} is committed; its summary could not be printed "
+                     f"({type(exc).__name__})")
+    return 0
 
 
 def print_summary(state: Path, release_id: str) -> None:
@@ -98,14 +150,13 @@ def cmd_publish(args) -> int:
     if run:
         overrides["run"] = run
     overrides = overrides or None
-    spec = preflight(args.spec, overrides)
-    from flows.publish import publish
 
-    release_id = publish(str(Path(args.spec).resolve()), overrides=overrides, actor=args.actor)
-    print(release_id)
-    if not args.quiet:
-        print_summary(spec.state_path, release_id)
-    return 0
+    def start(spec):
+        from flows.publish import publish
+
+        return publish(str(Path(args.spec).resolve()), overrides=overrides, actor=args.actor)
+
+    return _run_flow(args, args.spec, overrides, start)
 
 
 def cmd_serial(args) -> int:
@@ -116,14 +167,14 @@ def cmd_serial(args) -> int:
     if not get_technique(resolve_spec(args.spec, None, None)).uses_history:
         raise CliError("privpub serial needs a technique that publishes series "
                        "([technique] name = \"serial\"); use privpub publish for one-off releases")
-    spec = preflight(args.spec)
-    from flows.serial import serial_flow
 
-    release_id = serial_flow(spec_path=str(Path(args.spec).resolve()), actor=args.actor)
-    print(release_id)
-    if not args.quiet:
-        print_summary(spec.state_path, release_id)
-    return 0
+    def start(spec):
+        from flows.publish import call_flow
+        from flows.serial import serial_flow
+
+        return call_flow(serial_flow, spec_path=str(Path(args.spec).resolve()), actor=args.actor)
+
+    return _run_flow(args, args.spec, None, start)
 
 
 def cmd_history(args) -> int:
@@ -289,14 +340,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from state.permissions import private_umask
+
+    private_umask()  # secret-bearing files owner-only; published ones follow the operator's umask
     try:
         return args.func(args)
-    except _expected_errors() as exc:
-        print(f"privpub: error: {exc}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print("privpub: interrupted; nothing was published by this run", file=sys.stderr)
         return 130
+    except Exception as exc:
+        from flows.errors import public_message
+
+        if os.environ.get("PRIVPUB_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        print(f"privpub: error: {public_message(exc)}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -22,12 +22,12 @@ from prefect import flow, task, unmapped
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from flows.errors import PrivacyRefused
+from flows.errors import expected_errors, public_message
 from schemas.published import check_published
 from schemas.spec import ReleaseSpec, RunSpec, load_spec, spec_from_dict
-from state.store import Store, stage_tables
+from state.store import Store, check_output_dir, lock_wait_seconds, stage_tables
 from tasks import report as report_mod
-from tasks.anonymize.base import get_technique
+from tasks.anonymize.base import PrivacyRefused, get_technique
 from tasks.evaluate import evaluate
 from tasks.failpoints import failpoint
 from tasks.validate import load_input, validate
@@ -35,6 +35,11 @@ from tasks.validate import load_input, validate
 # No caching, no persisted results: inputs and outputs of these tasks hold secret rows.
 SECRET = dict(cache_policy=NO_CACHE, persist_result=False)
 IO_RETRIES = dict(retries=2, retry_delay_seconds=[1, 5])
+# ids of the releases this process committed: whatever fails afterwards (artifacts, the summary,
+# Prefect's own bookkeeping) must not turn a committed release into a failed command
+COMMITTED: list[str] = []
+# errors that ended this process's flow runs (the CLI runs flows in-process and re-raises them)
+FAILURES: list[BaseException] = []
 
 
 def progress(message: str) -> None:
@@ -204,6 +209,8 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     technique = get_technique(spec)
     seed = spec.output.seed if spec.output.seed is not None else draw_seed()
     store = store or Store(spec.state_path)
+    check_output_dir(spec.output_dir)  # before any work: a run must not fail only at the end
+    store.check_usable()
     store.watch_output_dir(spec.output_dir)
     progress(f"series '{spec.dataset.name}', technique '{technique.name}', seed {seed}")
 
@@ -235,6 +242,17 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     staged = stage_task(spec.output_dir, release.tables)
     # before the commit reads release.private: a hook may move state out of it into its own tables
     on_commit = technique.commit_hook(release)
+    sizes = technique.group_sizes(release)
+    meta = {"series": spec.dataset.name, "technique": technique.name,
+            "parameters": spec.technique.params, "seed": seed, "rows_in": data.n}
+
+    def write_report(release_id: str, sequence: int, folder: Path) -> None:
+        # inside the commit, once the id is known: a committed release always has its report
+        final = spec.output_dir.resolve() / release_id
+        meta.update(release_id=release_id, sequence=sequence, created_at=datetime.now(timezone.utc),
+                    files=[str(final / f"{n}.parquet") for n in release.tables])
+        report_mod.write_html_report(folder / "report.html", meta, privacy, utility, sizes)
+
     try:
         release_id, created = commit_task(store, dict(
             staged=staged, series=spec.dataset.name, technique=technique.name,
@@ -242,19 +260,18 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
             input_fingerprint=fp, release_key=key, rows_in=data.n, privacy=privacy,
             utility=utility, private=release.private, info=release.info,
             actor=current_actor(actor), flow_run_id=_flow_run_id(), started_at=started,
-            based_on_sequence=based_on, on_commit=on_commit))
+            based_on_sequence=based_on, on_commit=on_commit, before_commit=write_report))
     finally:
         staged.release_owner()
+    COMMITTED.append(release_id)
+    meta.setdefault("release_id", release_id)  # a recognised re-run wrote no report
+    meta.setdefault("sequence", int(release_id.split("-")[-2]))
     out_dir = spec.output_dir.resolve() / release_id
-    meta = {"release_id": release_id, "series": spec.dataset.name, "technique": technique.name,
-            "parameters": spec.technique.params, "seed": seed, "rows_in": data.n,
-            "sequence": int(release_id.split("-")[-2]), "created_at": datetime.now(timezone.utc),
-            "files": [str(out_dir / f"{n}.parquet") for n in release.tables]}
-    sizes = technique.group_sizes(release)
-    report_path = report_mod.write_html_report(out_dir / "report.html", meta, privacy, utility, sizes)
-    _artifacts(meta, privacy, utility)
-    return {**meta, "created": created, "privacy": privacy, "utility": utility,
-            "report": str(report_path), "state": str(store.path), "output_dir": str(out_dir)}
+    progress(f"committed release {release_id}: {out_dir}")
+    _artifacts(meta, privacy, utility)  # after the commit: a failure here is a warning only
+    return {**meta, "release_id": release_id, "created": created, "privacy": privacy,
+            "utility": utility, "report": str(out_dir / "report.html"), "state": str(store.path),
+            "output_dir": str(out_dir)}
 
 
 def _artifacts(meta, privacy, utility) -> None:
@@ -267,18 +284,68 @@ def _artifacts(meta, privacy, utility) -> None:
                  for k, v in utility.items()]
         create_table_artifact(table=rows, key="release-figures", description="privacy and utility")
     except Exception as exc:  # artifacts are a convenience; the release is already committed
-        progress(f"could not create Prefect artifacts: {exc}")
+        progress(f"warning: could not create Prefect artifacts: {type(exc).__name__}: {exc}")
 
 
 @flow(name="publish", persist_result=False, validate_parameters=True)
-def publish_flow(spec_path: str = "", overrides: dict | None = None, actor: str | None = None) -> str:
+def publish_flow(spec_path: str = "", overrides: dict | None = None, actor: str | None = None):
     """Publish the next release of the series described by the spec file.
 
     spec_path: a TOML spec (see README); overrides: e.g. {"technique": {"k": 20}} merged over it.
     Returns the release id.
     """
-    spec = resolve_spec(spec_path, None, overrides)
-    return run_release(spec, actor=actor)["release_id"]
+    return run_attempt(spec_path, overrides, actor)
+
+
+def run_attempt(spec_path: str, overrides: dict | None, actor: str | None):
+    """The body of the publish and serial flows: the release id, or a Failed state whose message
+    is the error's one line. Returning the state (not raising) keeps Prefect from pickling the
+    exception into its result storage; the attempt gets its audit-log row either way."""
+    try:
+        return run_release(resolve_spec(spec_path, None, overrides), actor=actor)["release_id"]
+    except Exception as exc:
+        from prefect.states import Failed
+
+        FAILURES.append(exc)
+        message = public_message(exc)
+        if not isinstance(exc, expected_errors()):
+            import traceback
+
+            # frames only: the exception's own text may quote data
+            progress("internal error; traceback (frames only):\n" + "".join(traceback.format_tb(exc.__traceback__)))
+        if not isinstance(exc, PrivacyRefused):  # a refusal was logged with its figures
+            record_failure(spec_path, overrides, actor, exc, message)
+        return Failed(message=message)
+
+
+def record_failure(spec_path: str, overrides: dict | None, actor: str | None, exc: BaseException,
+                   message: str) -> None:
+    """An audit-log row for a failed attempt, in the state file the spec names (or would name:
+    a spec that cannot be read still has a folder). A state file that cannot be written gets it
+    in its journal, folded into audit_log by the next writer."""
+    import tomllib
+
+    series, state = None, None
+    try:
+        data = tomllib.loads(Path(spec_path).read_text()) if spec_path else {}
+        for section, values in (overrides or {}).items():
+            if isinstance(values, dict) and isinstance(data.get(section, {}), dict):
+                data[section] = {**data.get(section, {}), **values}
+        series = (data.get("dataset") or {}).get("name")
+        state = (data.get("output") or {}).get("state", "privpub.duckdb")
+    except Exception:
+        state = "privpub.duckdb"
+    base = Path(spec_path).resolve().parent if spec_path else Path.cwd()
+    path = Path(str(state)).expanduser()
+    path = path if path.is_absolute() else base / path
+    if not path.parent.is_dir():
+        progress(f"warning: this failed attempt could not be logged (no folder {path.parent})")
+        return
+    where = Store(path, lock_timeout=min(lock_wait_seconds(), 30)).log_attempt(
+        current_actor(actor), "publish", series, "failed", _flow_run_id(),
+        {"error": type(exc).__name__, "message": message, "spec": spec_path})
+    if where != "audit_log":
+        progress(f"warning: the state file could not be written; this failed attempt went to {where}")
 
 
 def make_task_runner(run: RunSpec):
@@ -308,4 +375,16 @@ def publish(spec_path: str, overrides: dict | None = None, actor: str | None = N
     the release is the same whichever runner and however many workers run it."""
     spec = resolve_spec(spec_path, None, overrides)
     flow_ = publish_flow.with_options(task_runner=make_task_runner(spec.run))
-    return flow_(spec_path=spec_path, overrides=overrides, actor=actor)
+    return call_flow(flow_, spec_path=spec_path, overrides=overrides, actor=actor)
+
+
+def call_flow(flow_, **parameters) -> str:
+    """Run a publish-like flow in this process: its result, or the error that failed it, raised
+    again here (the flow ends Failed with the error's one line rather than raising it)."""
+    seen = len(FAILURES)
+    state = flow_(**parameters, return_state=True)
+    if state.is_completed():
+        return state.result()
+    if len(FAILURES) > seen:
+        raise FAILURES[-1]
+    raise RuntimeError(f"the {flow_.name} flow ended {state.type.value}: {state.message}")

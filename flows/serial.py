@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.publish import resolve_spec, run_release
+from flows.publish import run_attempt
 
 
 @flow(name="serial", persist_result=False, validate_parameters=True)
-def serial_flow(spec_path: str = "", overrides: dict | None = None, actor: str | None = None) -> str:
+def serial_flow(spec_path: str = "", overrides: dict | None = None, actor: str | None = None):
     """Publish the next release of the serial series described by the spec (current snapshot)."""
-    spec = resolve_spec(spec_path, None, overrides)
-    return run_release(spec, actor=actor)["release_id"]
+    return run_attempt(spec_path, overrides, actor)

@@ -5,6 +5,7 @@ counted (row 1 is line 2 of a CSV file).
 """
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pandera.pandas as pa
 from pandera.errors import SchemaErrors
@@ -13,7 +14,39 @@ from schemas.spec import ReleaseSpec
 
 
 class InputError(ValueError):
-    """The input cannot be published as it is; the message says where and why."""
+    """The input cannot be published as it is; the message says where and why. It names rows by
+    position and columns by name, never a person id or a cell's value (both are secret)."""
+
+
+# The longest text cell accepted (characters). Text columns become fixed-width arrays in places
+# (numpy's str dtype is as wide as the longest item), so one huge cell would cost its width in
+# every row; the limit keeps that bounded. Documented in the README.
+MAX_CELL_CHARS = 256
+
+
+def _existing_file(path, what: str):
+    if path.is_dir():
+        raise InputError(f"{what} {path} is a directory, not a file")
+    if not path.is_file():
+        raise InputError(f"{what} not found: {path}")
+
+
+def _first_bad_utf8(path, header: list[str] | None) -> str:
+    """Where a CSV stops being UTF-8: 'row R, column 'c'' (found line by line, error path only)."""
+    import csv
+
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                fields = next(csv.reader([raw.decode("utf-8", errors="replace")]), [])
+                col = next((i for i, v in enumerate(fields) if "\ufffd" in v), None)
+                where = f"row {line_no}" if line_no else "the header"
+                if header and col is not None and col < len(header) and line_no:
+                    return f"{where}, column '{header[col]}'"
+                return where
+    return "somewhere"
 
 
 def read_input(spec: ReleaseSpec) -> pd.DataFrame:
@@ -25,22 +58,33 @@ def read_input(spec: ReleaseSpec) -> pd.DataFrame:
         if not db:
             raise InputError("[dataset] table must look like 'file.duckdb:table_name'")
         path = spec.path(db)
-        if not path.is_file():
-            raise InputError(f"DuckDB file not found: {path}")
-        with duckdb.connect(str(path), read_only=True) as con:
-            return con.sql(f'SELECT * FROM "{table}"').df()
+        _existing_file(path, "DuckDB file")
+        try:
+            with duckdb.connect(str(path), read_only=True) as con:
+                return con.sql(f'SELECT * FROM "{table.replace(chr(34), chr(34) * 2)}"').df()
+        except duckdb.Error as exc:
+            raise InputError(f"cannot read table '{table}' from {path}: {type(exc).__name__}") from None
     path = spec.path(ds.input)
-    if not path.is_file():
-        raise InputError(f"input file not found: {path}")
+    _existing_file(path, "input file")
     suffix = path.suffix.lower()
+    if suffix not in (".parquet", ".pq", ".csv", ".txt", ".gz"):
+        raise InputError(f"{path}: unknown input format '{suffix}' (use .csv or .parquet)")
     try:
         if suffix in (".parquet", ".pq"):
             return pd.read_parquet(path)
-        if suffix in (".csv", ".txt", ".gz"):
-            return pd.read_csv(path, skipinitialspace=True)
-    except Exception as exc:  # a malformed file: say which file and what the reader said
-        raise InputError(f"cannot read {path}: {exc}") from None
-    raise InputError(f"{path}: unknown input format '{suffix}' (use .csv or .parquet)")
+        return pd.read_csv(path, skipinitialspace=True, encoding="utf-8")
+    except UnicodeDecodeError:
+        try:
+            header = pd.read_csv(path, nrows=0, encoding="latin-1").columns.tolist()
+        except Exception:
+            header = None
+        raise InputError(f"input rejected: {_first_bad_utf8(path, header)}: not UTF-8 text") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        # the parser's messages name lines and field counts, never cell values
+        raise InputError(f"cannot read {path}: {str(exc).strip().splitlines()[-1]}") from None
+    except Exception as exc:  # any other reader failure: its class only (a message may quote data)
+        raise InputError(f"cannot read {path}: {type(exc).__name__} (is it a valid "
+                         f"{'Parquet' if suffix in ('.parquet', '.pq') else 'CSV'} file?)") from None
 
 
 def _in_set(values: list[str], what: str) -> pa.Check:
@@ -48,46 +92,88 @@ def _in_set(values: list[str], what: str) -> pa.Check:
     return pa.Check(lambda s: s.astype(str).isin(allowed), error=f"value not in the {what}")
 
 
+def _finite(s: pd.Series):
+    """Numbers must be finite; text and other cells pass (their own checks apply)."""
+    if pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype):
+        return pd.Series(np.isfinite(s.to_numpy(dtype=float, na_value=0.0)), index=s.index)
+    return True
+
+
+def _short_text(s: pd.Series):
+    if pd.api.types.is_numeric_dtype(s.dtype):
+        return True
+    text = s if isinstance(s.dtype, pd.StringDtype) else s.astype("string")
+    return text.str.len().fillna(0).le(MAX_CELL_CHARS)
+
+
+FINITE = pa.Check(_finite, error="finite")
+SHORT = pa.Check(_short_text, error="cell_length")
+
+
 def input_schema(spec: ReleaseSpec) -> pa.DataFrameSchema:
     ds = spec.dataset
     cols: dict[str, pa.Column] = {
-        ds.person_id: pa.Column(nullable=False, unique=True, title="person id"),
-        ds.sensitive: pa.Column(nullable=False, title="sensitive attribute"),
+        ds.person_id: pa.Column(nullable=False, checks=[FINITE, SHORT], title="person id"),
+        ds.sensitive: pa.Column(nullable=False, checks=[FINITE, SHORT], title="sensitive attribute"),
     }
     for q in ds.qi:
         if q.kind == "numeric":
-            cols[q.name] = pa.Column(float, coerce=True, nullable=False)
+            cols[q.name] = pa.Column(float, coerce=True, nullable=False, checks=FINITE)
         elif q.hierarchy:
             leaves = {c for kids in q.hierarchy.values() for c in kids if c not in q.hierarchy}
-            cols[q.name] = pa.Column(nullable=False, checks=_in_set(sorted(leaves), "hierarchy's leaves"))
+            cols[q.name] = pa.Column(nullable=False, checks=[SHORT, _in_set(sorted(leaves), "hierarchy's leaves")])
         elif q.order:
-            cols[q.name] = pa.Column(nullable=False, checks=_in_set(q.order, "declared order"))
+            cols[q.name] = pa.Column(nullable=False, checks=[SHORT, _in_set(q.order, "declared order")])
         else:
-            cols[q.name] = pa.Column(nullable=False)
+            cols[q.name] = pa.Column(nullable=False, checks=[FINITE, SHORT])
     return pa.DataFrameSchema(cols, strict=False)
 
 
-def _describe(cases: pd.DataFrame, frame: pd.DataFrame, spec: ReleaseSpec, limit: int = 5) -> str:
-    pid = spec.dataset.person_id
-    lines = []
-    positions = {idx: i + 1 for i, idx in enumerate(frame.index)}
-    cases = cases.drop_duplicates(subset=[c for c in ("column", "index", "check") if c in cases])
-    for _, c in cases.head(limit).iterrows():
-        col, check, value, idx = c.get("column"), str(c.get("check")), c.get("failure_case"), c.get("index")
-        where = f"row {positions[idx]}, " if idx in positions else ""
-        if check == "not_nullable":
-            what = "is empty (null)"
-        elif check == "field_uniqueness" or "unique" in check:
-            what = f"repeats {pid} {value!r} (person ids must be unique)"
-        elif check.startswith("coerce_dtype") or "dtype" in check:
-            what = f"value {value!r} is not a number"
-        else:
-            what = f"value {value!r} fails '{check}'"
-        line = f"{where}column '{col}': {what}"
-        if line not in lines:
-            lines.append(line)
-    more = len(cases) - limit
-    return "; ".join(lines) + (f"; and {more} more problem(s)" if more > 0 else "")
+def _problem(check: str) -> str:
+    if check == "not_nullable":
+        return "is empty (null)"
+    if check.startswith("coerce_dtype") or "dtype" in check:
+        return "not a number"
+    if check == "finite":
+        return "not a finite number (inf or nan)"
+    if check == "cell_length":
+        return f"text longer than {MAX_CELL_CHARS} characters"
+    if check.startswith("value not in the"):
+        return check
+    return f"fails '{check}'"
+
+
+def _describe(cases: pd.DataFrame, frame: pd.DataFrame, limit: int = 3) -> str:
+    """One line: per (column, problem) its first row and how many more rows share it. No cell
+    value is quoted: values are secret, rows are named by position."""
+    position = pd.Series(np.arange(1, len(frame) + 1), index=frame.index)
+    cases = cases.assign(check=cases["check"].astype(str).map(_problem),
+                         row=cases["index"].map(position) if "index" in cases else np.nan)
+    cases = cases.drop_duplicates(subset=["column", "check", "row"])
+    groups = []
+    for (col, check), g in cases.groupby(["column", "check"], sort=False, dropna=False):
+        rows = g["row"].dropna()
+        first = int(rows.min()) if len(rows) else None
+        groups.append((first if first is not None else 0, col, check, len(g)))
+    groups.sort(key=lambda t: t[0])
+    parts = []
+    for first, col, check, count in groups[:limit]:
+        where = f"row {first}, " if first else ""
+        more = f" (and {count - 1:,} more row(s) with this problem)" if count > 1 else ""
+        parts.append(f"{where}column '{col}': {check}{more}")
+    rest = len(groups) - limit
+    return "; ".join(parts) + (f"; and {rest} more kind(s) of problem" if rest > 0 else "")
+
+
+def _duplicate_ids(frame: pd.DataFrame, pid: str) -> str | None:
+    repeated = frame[pid].duplicated(keep="first").to_numpy()
+    if not repeated.any():
+        return None
+    second = int(np.argmax(repeated))
+    first = int(np.argmax((frame[pid] == frame[pid].iloc[second]).to_numpy()))
+    more = int(repeated.sum()) - 1
+    return (f"row {second + 1}, column '{pid}': repeats the person id of row {first + 1} (person ids "
+            f"must be unique)" + (f"; and {more:,} more repeated id(s)" if more else ""))
 
 
 def validate_input(frame: pd.DataFrame, spec: ReleaseSpec) -> pd.DataFrame:
@@ -104,10 +190,10 @@ def validate_input(frame: pd.DataFrame, spec: ReleaseSpec) -> pd.DataFrame:
     try:
         out = input_schema(spec).validate(frame, lazy=True)
     except SchemaErrors as err:
-        cases = err.failure_cases
-        if "index" in cases.columns:
-            cases = cases.sort_values("index", na_position="first", kind="stable")
-        raise InputError("input rejected: " + _describe(cases, frame, spec)) from None
+        raise InputError("input rejected: " + _describe(err.failure_cases, frame)) from None
+    dup = _duplicate_ids(frame, ds.person_id)
+    if dup:
+        raise InputError("input rejected: " + dup)
     for q in ds.qi:
         if q.kind != "numeric":
             out[q.name] = out[q.name].astype(str).astype(object)

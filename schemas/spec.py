@@ -5,6 +5,8 @@ works the same whichever directory the command is started from.
 """
 from __future__ import annotations
 
+import difflib
+import math
 import tomllib
 from fractions import Fraction
 from pathlib import Path
@@ -15,6 +17,38 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 class SpecError(ValueError):
     """A spec that cannot be used; the message says which key and why."""
+
+
+# Optional sections beside the modelled ones, with the keys each accepts (read by spec.section()).
+EXTRA_SECTIONS: dict[str, tuple[str, ...]] = {
+    "evaluate": ("workload_seed",),
+    "audit": ("l", "budget", "time_budget", "strategy"),
+}
+
+
+def unknown_key(where: str, key: str, valid: list[str] | tuple[str, ...]) -> SpecError:
+    """The one message for a key nobody reads: '[technique] kk: unknown key; did you mean k?'."""
+    near = difflib.get_close_matches(str(key), [str(v) for v in valid], n=1, cutoff=0.5)
+    hint = f"did you mean {near[0]}?" if near else f"valid keys: {', '.join(map(str, valid)) or 'none'}"
+    return SpecError(f"{where} {key}: unknown key; {hint}")
+
+
+def check_known_keys(where: str, given: dict[str, Any], valid: list[str] | tuple[str, ...]) -> None:
+    for key in given:
+        if key not in valid:
+            raise unknown_key(where, key, valid)
+
+
+def _check_finite(value: Any, path: tuple = ()) -> None:
+    """TOML and JSON overrides can carry inf and nan: no parameter accepts them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SpecError(f"{_where(path)} = {value}: not a finite number")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_finite(v, (*path, k))
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_finite(v, (*path, i))
 
 
 class QISpec(BaseModel):
@@ -116,6 +150,7 @@ class RunSpec(BaseModel):
 
 
 class ReleaseSpec(BaseModel):
+    # extra sections are allowed only when listed in EXTRA_SECTIONS (checked in spec_from_dict)
     model_config = ConfigDict(extra="allow")
 
     dataset: DatasetSpec
@@ -141,22 +176,64 @@ class ReleaseSpec(BaseModel):
         return dict((self.model_extra or {}).get(name) or {})
 
 
+def _where(loc: tuple) -> str:
+    """A pydantic error location as the user wrote it: ('dataset', 'qi', 0, 'ordr') ->
+    '[dataset] qi[1] ordr'."""
+    parts = [f"[{loc[0]}]"] if loc else []
+    for p in loc[1:]:
+        if isinstance(p, int):
+            parts[-1] += f"[{p + 1}]"
+        else:
+            parts.append(str(p))
+    return " ".join(parts)
+
+
+def _valid_keys(loc: tuple) -> list[str]:
+    """The keys allowed where an unknown key was found (for the 'did you mean' hint)."""
+    models = {"dataset": DatasetSpec, "output": OutputSpec, "run": RunSpec}
+    model = models.get(loc[0]) if loc else None
+    if model is DatasetSpec and len(loc) >= 3 and loc[1] == "qi":
+        model = QISpec
+    return list(model.model_fields) if model else []
+
+
 def spec_from_dict(data: dict[str, Any], base_dir: str | Path = ".") -> ReleaseSpec:
+    """Validate a spec. Strict: an unknown section or key, or a non-finite number, is refused
+    with one message naming it (technique parameters are checked by the technique itself)."""
+    if not isinstance(data, dict):
+        raise SpecError("a spec must be a table of sections ([dataset], [technique], ...)")
+    _check_finite(data)
+    known = [*ReleaseSpec.model_fields, *EXTRA_SECTIONS]
+    for section, body in data.items():
+        if section == "base_dir":
+            continue
+        if section not in known:
+            near = difflib.get_close_matches(section, known, n=1, cutoff=0.5)
+            raise SpecError(f"[{section}]: unknown section; "
+                            + (f"did you mean [{near[0]}]?" if near else f"valid: {', '.join(known)}"))
+        if section in EXTRA_SECTIONS:
+            if not isinstance(body, dict):
+                raise SpecError(f"[{section}] must be a table of keys")
+            check_known_keys(f"[{section}]", body, EXTRA_SECTIONS[section])
     try:
         return ReleaseSpec.model_validate({**data, "base_dir": str(base_dir)})
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        )
+        for err in exc.errors():
+            if err["type"] == "extra_forbidden":
+                loc = tuple(err["loc"])
+                raise unknown_key(_where(loc[:-1]), loc[-1], _valid_keys(loc)) from None
+        problems = "; ".join(f"{_where(tuple(err['loc']))}: {err['msg']}" for err in exc.errors())
         raise SpecError(f"invalid spec: {problems}") from None
 
 
 def load_spec(path: str | Path) -> ReleaseSpec:
     path = Path(path)
+    if path.is_dir():
+        raise SpecError(f"spec {path} is a directory, not a TOML file")
     if not path.is_file():
         raise SpecError(f"spec file not found: {path}")
     try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SpecError(f"{path} is not valid TOML: {exc}") from None
     return spec_from_dict(data, base_dir=path.resolve().parent)

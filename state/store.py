@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from state.migrations import MIGRATIONS
+from state.permissions import as_published, make_public_dir, owner_only, private_umask
 from tasks.failpoints import failpoint
 
 STAGING = ".staging"
@@ -48,6 +49,30 @@ class StaleHistory(RuntimeError):
 
 class StateError(RuntimeError):
     """The state database does not hold what was asked for."""
+
+
+def lock_wait_seconds() -> float:
+    """How long a command waits for a state file another process holds (the one lock-wait
+    policy: privpub's own writers and an analyst's open DuckDB session alike). Setting:
+    PRIVPUB_LOCK_WAIT, seconds, default 300."""
+    try:
+        return max(0.0, float(os.environ.get("PRIVPUB_LOCK_WAIT", "300")))
+    except ValueError:
+        return 300.0
+
+
+def _notice(message: str) -> None:
+    """A line for the operator (the wait for a lock); the run logger when inside a flow."""
+    import logging
+    import sys
+
+    try:
+        from prefect.logging import get_run_logger
+
+        get_run_logger().warning(message)
+    except Exception:
+        print(f"[privpub] {message}", file=sys.stderr, flush=True)
+        logging.getLogger("privpub").debug(message)
 
 
 def _now() -> datetime:
@@ -68,6 +93,14 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _fsync_files(folder: Path) -> None:
+    for path in folder.iterdir():
+        if path.is_file() and not path.name.startswith("."):
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())
+    _fsync_dir(folder)
 
 
 @dataclass
@@ -96,8 +129,10 @@ class StagedFiles:
 
 
 def stage_tables(output_dir: Path, tables: dict[str, pa.Table]) -> StagedFiles:
+    private_umask()  # staged files are secret until the commit publishes them
     token = uuid.uuid4().hex[:12]
     staged = StagedFiles(token, Path(output_dir).resolve())
+    make_public_dir(staged.output_dir)
     staged.path.mkdir(parents=True, exist_ok=False)
     owner = open(staged.path / ".owner", "w")
     fcntl.flock(owner, fcntl.LOCK_EX)
@@ -123,38 +158,94 @@ def _table_to_parquet_bytes(table: pa.Table) -> bytes:
     return buf.getvalue()
 
 
+def check_output_dir(folder: Path, what: str = "output folder") -> None:
+    """Before any work: the folder exists or can be created, and can be written."""
+    folder = Path(folder).resolve()
+    p = folder
+    while not p.exists():
+        p = p.parent
+    if not p.is_dir():
+        raise StateError(f"the {what} {folder} cannot be created: {p} is a file, not a folder")
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise StateError(f"the {what} {folder} is not writable ({p} does not allow it)")
+
+
 class Store:
-    def __init__(self, path: str | Path, lock_timeout: float = 300.0):
+    def __init__(self, path: str | Path, lock_timeout: float | None = None):
         self.path = Path(path).resolve()
-        self.lock_timeout = lock_timeout
+        self.lock_timeout = lock_wait_seconds() if lock_timeout is None else lock_timeout
 
     # --- locking and connections ----------------------------------------------------------
+    def _wait(self, attempt: int, deadline: float, holder: str) -> None:
+        """Bounded backoff (0.1 s doubling to 2 s); the first wait is announced, the end says who."""
+        if time.monotonic() > deadline:
+            raise StateBusy(f"the state file {self.path} is busy ({holder}); waited "
+                            f"{self.lock_timeout:.0f} s (PRIVPUB_LOCK_WAIT)") from None
+        if attempt == 0:
+            _notice(f"the state file {self.path} is busy ({holder}); waiting up to "
+                    f"{self.lock_timeout:.0f} s")
+        time.sleep(min(2.0, 0.1 * 2 ** min(attempt, 5)))
+
     @contextlib.contextmanager
     def _flock(self, mode: int) -> Iterator[None]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(str(self.path) + ".lock", "a") as lock:
+        private_umask()
+        if self.path.is_dir():
+            raise StateError(f"the state file {self.path} is a directory")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            lock = open(str(self.path) + ".lock", "a")
+        except OSError as exc:
+            raise StateError(f"cannot use the state file {self.path}: {exc.strerror}") from None
+        with lock:
             deadline = time.monotonic() + self.lock_timeout
+            attempt = 0
             while True:
                 try:
                     fcntl.flock(lock, mode | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise StateBusy(f"the state file {self.path} is busy (another privpub process "
-                                        f"holds it); waited {self.lock_timeout:.0f} s") from None
-                    time.sleep(0.1)
+                    self._wait(attempt, deadline, "another privpub process is writing it")
+                    attempt += 1
             try:
                 yield
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
+    def _connect(self, read_only: bool) -> duckdb.DuckDBPyConnection:
+        """DuckDB's own file lock (an analyst's `duckdb privpub.duckdb` holds it for writing) is
+        waited for under the same policy; a file that is not a DuckDB database is named."""
+        deadline = time.monotonic() + self.lock_timeout
+        attempt = 0
+        while True:
+            try:
+                con = duckdb.connect(str(self.path), read_only=read_only)
+                break
+            except duckdb.IOException as exc:
+                text = str(exc)
+                if "not a valid DuckDB database" in text:
+                    raise StateError(f"{self.path} is not a privpub state file (not a DuckDB "
+                                     "database)") from None
+                if "lock" not in text:
+                    raise StateError(f"cannot open the state file {self.path}: "
+                                     f"{text.splitlines()[0]}") from None
+                holder = text.split("Conflicting lock is held in", 1)[-1].split(".")[0].strip()
+                self._wait(attempt, deadline, f"held open by {holder}" if holder != text else "locked")
+                attempt += 1
+            except duckdb.Error as exc:
+                raise StateError(f"cannot open the state file {self.path}: "
+                                 f"{str(exc).splitlines()[0]}") from None
+        if not read_only:
+            owner_only(self.path)  # also tightens a state file created by an older version
+        return con
+
     @contextlib.contextmanager
     def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
         with self._flock(fcntl.LOCK_EX):
-            con = duckdb.connect(str(self.path))
+            con = self._connect(read_only=False)
             try:
                 self._migrate(con)
                 self._recover(con)
+                self._fold_journal(con)
                 yield con
             finally:
                 con.close()
@@ -164,11 +255,62 @@ class Store:
         if not self.path.exists():
             raise StateError(f"no state file at {self.path} (nothing has been published there yet)")
         with self._flock(fcntl.LOCK_SH):
-            con = duckdb.connect(str(self.path), read_only=True)
+            con = self._connect(read_only=True)
             try:
                 yield con
             finally:
                 con.close()
+
+    def check_usable(self) -> None:
+        """Before any work: the state file's folder is writable and an existing state file is a
+        DuckDB database (waiting, under the lock-wait policy, if another process holds it)."""
+        check_output_dir(self.path.parent, "state file's folder")
+        if self.path.exists():
+            with self.read():
+                pass
+
+    # --- attempts that could not be logged ----------------------------------------------------
+    @property
+    def journal_path(self) -> Path:
+        return Path(str(self.path) + ".journal")
+
+    def log_attempt(self, actor: str, action: str, target: str | None, outcome: str,
+                    flow_run_id: str | None = None, detail: dict | None = None) -> str:
+        """Log an attempt; when the state file cannot be written (locked, corrupt, unwritable
+        folder), append it to the journal beside it, which the next writer folds into audit_log.
+        Returns where it went ("audit_log", "journal" or "nowhere")."""
+        try:
+            self.log(actor, action, target, outcome, flow_run_id, detail)
+            return "audit_log"
+        except Exception:
+            entry = {"logged_at": _now().isoformat(), "actor": actor, "action": action, "target": target,
+                     "outcome": outcome, "flow_run_id": flow_run_id, "detail": detail or {}}
+            try:
+                private_umask()
+                with open(self.journal_path, "a") as f:
+                    f.write(json.dumps(entry, default=str) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+                return "journal"
+            except OSError:
+                return "nowhere"
+
+    def _fold_journal(self, con: duckdb.DuckDBPyConnection) -> None:
+        if not self.journal_path.is_file():
+            return
+        lines = self.journal_path.read_text().splitlines()
+        con.execute("BEGIN TRANSACTION")
+        for line in lines:
+            try:
+                e = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut short by a crash
+            con.execute("INSERT INTO audit_log (logged_at, actor, action, target, outcome, flow_run_id, "
+                        "detail) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [e["logged_at"], e["actor"], e["action"], e["target"], e["outcome"],
+                         e["flow_run_id"], json.dumps({**e["detail"], "journaled": True}, default=str)])
+        con.execute("COMMIT")
+        self.journal_path.unlink()
 
     # --- schema ---------------------------------------------------------------------------
     def _migrate(self, con: duckdb.DuckDBPyConnection) -> None:
@@ -213,6 +355,7 @@ class Store:
                 release_id = committed.get(staged.name)
                 if release_id and not (out / release_id).exists():
                     (staged / ".owner").unlink(missing_ok=True)
+                    as_published(staged)
                     os.rename(staged, out / release_id)  # roll forward a committed release
                 else:
                     shutil.rmtree(staged, ignore_errors=True)  # roll back an abandoned one
@@ -254,7 +397,8 @@ class Store:
                        release_key: str, rows_in: int, privacy: list, utility: dict,
                        private: dict, info: dict, actor: str, flow_run_id: str | None,
                        started_at: datetime, based_on_sequence: int | None = None,
-                       on_commit: Callable[[duckdb.DuckDBPyConnection, str, int], None] | None = None
+                       on_commit: Callable[[duckdb.DuckDBPyConnection, str, int], None] | None = None,
+                       before_commit: Callable[[str, int, Path], None] | None = None,
                        ) -> tuple[str, bool]:
         """Commit a staged release; returns (release_id, created). A release with the same key
         (same series, input, parameters and seed) is recognised and not duplicated.
@@ -263,7 +407,10 @@ class Store:
         last sequence they read; if another release of the series committed since, the commit
         is refused (its statistics would be stale) and nothing is written.
         on_commit(con, release_id, sequence): the technique's own writes (e.g. the serial
-        statistics), run inside the commit transaction so they exist exactly when the release does."""
+        statistics), run inside the commit transaction so they exist exactly when the release does.
+        before_commit(release_id, sequence, folder): writes further files of the release (the
+        report) into its staging folder once its id is known, before the COMMIT, so a committed
+        release always has them."""
         self.watch_output_dir(staged.output_dir)
         with self.write() as con:
             existing = con.execute("SELECT release_id FROM release_rows WHERE release_key = ?",
@@ -307,6 +454,9 @@ class Store:
                                     [release_id, name, json.dumps(obj, default=str).encode()])
                 if on_commit is not None:
                     on_commit(con, release_id, seq)
+                if before_commit is not None:
+                    before_commit(release_id, seq, staged.path)
+                    _fsync_files(staged.path)
                 self._log(con, actor, "publish", release_id, "committed", flow_run_id,
                           {"rows_in": rows_in, "info": info})
                 failpoint("commit")
@@ -321,6 +471,7 @@ class Store:
             # the release exists: make its files visible under their final name
             staged.release_owner()
             (staged.path / ".owner").unlink(missing_ok=True)
+            as_published(staged.path)
             os.rename(staged.path, staged.output_dir / release_id)
             with contextlib.suppress(OSError):
                 (staged.output_dir / STAGING).rmdir()

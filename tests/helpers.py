@@ -10,7 +10,7 @@ from tasks.demo_data import CENSUS_QI
 from tasks.microdata import Microdata
 
 
-def census_spec_toml(input_name: str = "census.csv", k: int = 5, l: int | None = 3, seed: int | None = 11,
+def census_spec_toml(input_name: str = "census.csv", k: int | None = 5, l: int | None = 3, seed: int | None = 11,
                      technique: str = "generalization", extra: str = "") -> str:
     qi = []
     for q in CENSUS_QI:
@@ -20,7 +20,7 @@ def census_spec_toml(input_name: str = "census.csv", k: int = 5, l: int | None =
         qi.append("{ " + ", ".join(parts) + " }")
     lines = ["[dataset]", 'name = "census"', f'input = "{input_name}"', 'person_id = "pid"',
              'sensitive = "occupation"', "qi = [" + ", ".join(qi) + "]", "", "[technique]",
-             f'name = "{technique}"', f"k = {k}"]
+             f'name = "{technique}"'] + ([f"k = {k}"] if k is not None else [])
     if l is not None:
         lines.append(f"l = {l}")
     lines += [extra, "", "[output]", 'dir = "releases"', 'state = "privpub.duckdb"']

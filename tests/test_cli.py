@@ -70,8 +70,8 @@ def test_publish_history_verify(prefect_server, census_dir):
     (lambda f: f.drop(columns=["race"]), "missing column(s) 'race'"),
     (lambda f: f.assign(sex=f.sex.where(f.index != 4, None)), "row 5, column 'sex': is empty"),
     (lambda f: f.astype({"age": object}).assign(age=lambda d: d.age.where(d.index != 2, "old")),
-     "row 3, column 'age': value 'old' is not a number"),
-    (lambda f: f.assign(pid=f.pid.where(f.index != 8, 1)), "repeats pid 1"),
+     "row 3, column 'age': not a number"),
+    (lambda f: f.assign(pid=f.pid.where(f.index != 8, 1)), "row 9, column 'pid': repeats the person id of row 1"),
     (None, "k = 5000 is larger than the table"),
 ])
 def test_bad_input_one_message_nothing_written(prefect_server, census_dir, mutate, message):

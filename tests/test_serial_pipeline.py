@@ -35,7 +35,7 @@ def evolve(frame, seed):
 def test_two_serial_releases_keep_the_global_guarantee(prefect_server, tmp_path):
     frame = census(500, seed=4)
     snapshot(tmp_path, frame)
-    spec = write_spec(tmp_path, technique="serial", k=2, l=2, seed=1, extra=SERIAL)
+    spec = write_spec(tmp_path, technique="serial", k=None, l=2, seed=1, extra=SERIAL)
     spec.write_text(spec.read_text().replace("k = 2\n", ""))
     first = serial_flow(spec_path=str(spec))
     snapshot(tmp_path, evolve(frame, 5))
@@ -69,7 +69,7 @@ def test_commit_refuses_a_release_computed_from_stale_history(tmp_path):
 def test_cli_serial_refuses_without_publishing(prefect_server, tmp_path):
     snapshot(tmp_path, census(300, seed=6))
     extra = 'strategy = "constant-ratio"\nreleases = 20\nsuppress = false\nmax_group_size = 10'
-    spec = write_spec(tmp_path, technique="serial", l=4, seed=1, extra=extra)
+    spec = write_spec(tmp_path, technique="serial", k=None, l=4, seed=1, extra=extra)
     res = run(["serial", str(spec)], prefect_server)
     assert res.returncode == 1
     assert "privpub: error: the global guarantee cannot be met" in res.stderr

@@ -25,7 +25,7 @@ from tasks.demo_data import census
 
 
 def _spec(folder):
-    spec = write_spec(folder, technique="serial", k=2, l=2, seed=1, extra=SERIAL)
+    spec = write_spec(folder, technique="serial", k=None, l=2, seed=1, extra=SERIAL)
     spec.write_text(spec.read_text().replace("k = 2\n", ""))
     return spec
 

@@ -32,7 +32,7 @@ def _folder(root: Path, name: str, frame: pd.DataFrame, seed: int = 21) -> Path:
     folder = root / name
     folder.mkdir()
     frame.to_csv(folder / "census.csv", index=False)
-    write_spec(folder, technique="muco", k=4, l=3, seed=seed, extra=CHUNKED)
+    write_spec(folder, technique="muco", k=None, l=3, seed=seed, extra=CHUNKED)
     return folder
 
 

@@ -10,12 +10,13 @@ from state.store import Store
 from tasks.anonymize.base import technique_names
 from tests.helpers import write_spec
 
+# each technique gets exactly its own parameters: an unknown key would be refused
 PARAMS = {
-    "generalization": "",
-    "ambiguity": "alpha = 0.25\nbeta = 0.1",
-    "priview": "alpha = 0.25\nbeta = 0.1",
-    "muco": 'delta = "1/6"',
-    "anatomy": "",
+    "generalization": dict(k=5, l=3, extra=""),
+    "ambiguity": dict(k=None, l=None, extra="alpha = 0.25\nbeta = 0.1"),
+    "priview": dict(k=None, l=None, extra="alpha = 0.25\nbeta = 0.1"),
+    "muco": dict(k=None, l=3, extra='delta = "1/6"'),
+    "anatomy": dict(k=None, l=3, extra=""),
 }
 TABLES = {"generalization": {"table"}, "priview": {"AT", "ST"}, "muco": {"table"},
           "anatomy": {"QIT", "ST"}}
@@ -24,7 +25,7 @@ TABLES = {"generalization": {"table"}, "priview": {"AT", "ST"}, "muco": {"table"
 @pytest.mark.parametrize("name", sorted(PARAMS))
 def test_technique_publishes_and_reverifies(prefect_server, census_dir, name):
     assert name in technique_names()
-    spec = write_spec(census_dir, technique=name, k=5, l=3, seed=8, extra=PARAMS[name])
+    spec = write_spec(census_dir, technique=name, seed=8, **PARAMS[name])
     release_id = publish_flow(spec_path=str(spec))
     store = Store(census_dir / "privpub.duckdb")
     rel = store.release(release_id)

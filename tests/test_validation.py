@@ -31,24 +31,26 @@ def test_null_in_a_qi_names_row_and_column():
         validate_input(f, SPEC)
 
 
-def test_non_numeric_age_names_row_and_value():
+def test_non_numeric_age_names_row_not_value():
     f = frame().astype({"age": object})
     f.loc[2, "age"] = "forty"
-    with pytest.raises(InputError, match=r"row 3, column 'age': value 'forty' is not a number"):
+    with pytest.raises(InputError, match=r"row 3, column 'age': not a number$") as err:
         validate_input(f, SPEC)
+    assert "forty" not in str(err.value)
 
 
 def test_duplicated_person_id():
     f = frame()
-    f.loc[9, "pid"] = f.loc[4, "pid"]
-    with pytest.raises(InputError, match=r"row 5, column 'pid': repeats pid 5.*row 10"):
+    f.loc[[4, 9], "pid"] = 987654
+    with pytest.raises(InputError, match=r"row 10, column 'pid': repeats the person id of row 5") as err:
         validate_input(f, SPEC)
+    assert "987654" not in str(err.value)  # the id itself is never shown
 
 
 def test_value_outside_declared_order():
     f = frame()
     f.loc[0, "education"] = "phd"
-    with pytest.raises(InputError, match=r"row 1, column 'education': value 'phd'"):
+    with pytest.raises(InputError, match=r"row 1, column 'education': value not in the declared order"):
         validate_input(f, SPEC)
 
 

@@ -317,6 +317,7 @@ def ambiguity_estimates(tables: dict[str, pa.Table], sensitive: str,
 
 @register("ambiguity")
 class Ambiguity(Technique):
+    parameters = ("alpha", "beta", "window")
     table_names: tuple[str, ...] = ("ST",)  # plus AT_<qi> per QI, see published_names
 
     def check_params(self) -> None:

@@ -63,6 +63,7 @@ def anatomy_groups(sensitive_codes: np.ndarray, l: int, rng: np.random.Generator
 
 @register("anatomy")
 class Anatomy(Technique):
+    parameters = ("l",)
     table_names = ("QIT", "ST")
 
     def check_params(self) -> None:

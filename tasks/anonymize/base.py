@@ -12,7 +12,7 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 import pyarrow as pa
 
-from schemas.spec import ReleaseSpec, SpecError
+from schemas.spec import ReleaseSpec, SpecError, check_known_keys
 from tasks.microdata import Microdata
 
 
@@ -87,10 +87,13 @@ class Technique:
     # True when a release depends on earlier releases of its series (its commit then checks
     # that no other release of the series was committed meanwhile)
     uses_history: ClassVar[bool] = False
+    # every key [technique] may hold besides `name`; any other key is refused ("did you mean")
+    parameters: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, spec: ReleaseSpec):
         self.spec = spec
         self.params = spec.technique.params
+        check_known_keys("[technique]", self.params, self.parameters)
         self.check_params()
 
     # --- parameters -------------------------------------------------------------------------
@@ -107,6 +110,13 @@ class Technique:
 
     def check_data(self, data: Microdata) -> None:
         """Raise a ValueError when the data cannot meet the parameters (e.g. k > rows)."""
+
+    @staticmethod
+    def check_diversity(data: Microdata, l: int | None) -> None:
+        """l-diversity needs at least l distinct sensitive values in the whole table."""
+        if l is not None and len(data.sensitive_values) < l:
+            raise ValueError(f"l = {l} is larger than the number of distinct sensitive values "
+                             f"({len(data.sensitive_values)})")
 
     # --- the pipeline steps ----------------------------------------------------------------
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:

@@ -30,6 +30,7 @@ from tasks.verify.multi_qid import multi_qid_anonymity
 
 class _MultiQID(Technique):
     """Parameters, verification and utility shared by butterfly and union-qid."""
+    parameters = ("k", "k_prime", "qids")
 
     def check_params(self) -> None:
         self.k = self.int_param("k", minimum=1)

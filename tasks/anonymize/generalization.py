@@ -20,6 +20,7 @@ from tasks.verify.published import qi_columns
 
 @register("generalization")
 class Generalization(Technique):
+    parameters = ("k", "l")
     table_names = ("table",)
 
     def check_params(self) -> None:
@@ -31,6 +32,7 @@ class Generalization(Technique):
     def check_data(self, data: Microdata) -> None:
         if data.n < self.k:
             raise ValueError(f"k = {self.k} is larger than the table ({data.n} rows)")
+        self.check_diversity(data, self.l)
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
         return mondrian_partition(data, self.k, self.l)

@@ -219,6 +219,7 @@ def table_entries(t: ClassTables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 @register("muco")
 class MuCo(Technique):
+    parameters = ("delta", "l", "chunk_rows")
     table_names = ("table",)
 
     def check_params(self) -> None:
@@ -232,6 +233,7 @@ class MuCo(Technique):
         if data.n < need:
             raise MuCoError(f"{data.n} rows: delta = {self.delta} needs groups of at least "
                             f"ceil(1/delta) = {need} tuples (Property 1)")
+        self.check_diversity(data, self.l)
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
         from tasks.partition.mondrian import PartitionError, mondrian_partition

@@ -252,6 +252,7 @@ def priview_estimates(tables: dict[str, pa.Table], sensitive: str,
 
 @register("priview")
 class PriView(Technique):
+    parameters = ("alpha", "beta", "window", "probe_queries", "st_qi")
     table_names = ("AT", "ST")
 
     def check_params(self) -> None:

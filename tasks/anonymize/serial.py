@@ -84,6 +84,7 @@ def _members(membership: pa.Table, virtual: pa.Table | None) -> pa.Table:
 
 @register("serial")
 class SerialTechnique(Technique):
+    parameters = ("l", "strategy", "releases", "factor", "transient", "suppress", "min_group_size", "max_group_size")
     table_names = ("table", "groups")
     uses_history = True
 
