@@ -113,21 +113,31 @@ def _log_entry(decision, predicate: str, actor: str, flow_run_id: str | None = N
                        "joint": list(decision.joint), "integer_programs": decision.solves}}
 
 
+def _refused_entry(predicate: str, actor: str, why: str, flow_run_id: str | None = None) -> dict:
+    return {"actor": actor, "response": "refused", "flow_run_id": flow_run_id,
+            "detail": {"query": predicate, "why": why}}
+
+
 def ask(state, where: str, actor: str, table: str | None = None) -> dict[str, Any]:
     """Decide one query and remember it; returns the response object."""
     store = Store(state)
     name = _pick_table(store, table)
+    refused = None
     with store.audit_session(name) as session:
         spec, auditor = _open(session)
         try:
             ids = select_ids(auditor.population, where, spec.dataset.person_id)
-        except ValueError as exc:
-            raise SpecError(str(exc)) from None
-        decision = auditor.ask(ids)
-        resolved = auditor.take_resolved()
-        session["knowledge"] = auditor.to_state()
-        session["log"] = [_log_entry(decision, where, actor)] + [_log_entry(d, "(earlier query)", actor)
-                                                                   for d in resolved]
+        except ValueError as exc:  # logged, the knowledge unchanged; raised once committed
+            refused = str(exc)
+            session["log"] = [_refused_entry(where, actor, refused)]
+        else:
+            decision = auditor.ask(ids)
+            resolved = auditor.take_resolved()
+            session["knowledge"] = auditor.to_state()
+            session["log"] = [_log_entry(decision, where, actor)] + [_log_entry(d, "(earlier query)", actor)
+                                                                       for d in resolved]
+    if refused:
+        raise SpecError(refused)
     out = response_json(decision)
     if resolved:
         out["resolved_earlier"] = [response_json(d) for d in resolved]
@@ -139,20 +149,33 @@ def decide_batch_task(state: str, queries: list[dict], actor: str, table: str | 
                       flow_run_id: str | None) -> list[dict]:
     store = Store(state)
     name = _pick_table(store, table)
+    refused: list[str] = []
     with store.audit_session(name) as session:
         spec, auditor = _open(session)
-        batch = [(q.get("id") or f"b{i + 1}", select_ids(auditor.population, q["where"], spec.dataset.person_id))
-                 for i, q in enumerate(queries)]
-        decisions = ask_batch(auditor, batch)
-        session["knowledge"] = auditor.to_state()
-        session["log"] = [_log_entry(d, q["where"], q.get("as") or actor, flow_run_id)
-                          for d, q in zip(decisions, queries)]
+        batch = []
+        for i, q in enumerate(queries):
+            try:
+                batch.append((q.get("id") or f"b{i + 1}",
+                              select_ids(auditor.population, q["where"], spec.dataset.person_id)))
+            except ValueError as exc:
+                refused.append(f"query {i + 1}: {exc}")
+                session["log"].append(_refused_entry(q["where"], q.get("as") or actor, str(exc), flow_run_id))
+        if not refused:  # a batch with a refused query is refused whole (it is decided as one)
+            decisions = ask_batch(auditor, batch)
+            session["knowledge"] = auditor.to_state()
+            session["log"] = [_log_entry(d, q["where"], q.get("as") or actor, flow_run_id)
+                              for d, q in zip(decisions, queries)]
+    if refused:
+        raise SpecError("batch refused, nothing decided: " + "; ".join(refused))
     return [response_json(d) for d in decisions]
 
 
 @flow(name="audit", persist_result=False, validate_parameters=True)
 def audit_flow(state: str, queries: list[dict], actor: str = "batch", table: str | None = None) -> list[dict]:
     """Decide a batch of concurrent queries ({"where": predicate, "as": requester, "id": name})."""
-    from flows.publish import _flow_run_id
+    from flows.publish import _flow_run_id, failed_state
 
-    return decide_batch_task(state, queries, actor, table, _flow_run_id())
+    try:
+        return decide_batch_task(state, queries, actor, table, _flow_run_id())
+    except Exception as exc:  # the run ends Failed with one line; nothing pickled (see run_attempt)
+        return failed_state(exc)

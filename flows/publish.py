@@ -248,6 +248,7 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
 
     def write_report(release_id: str, sequence: int, folder: Path) -> None:
         # inside the commit, once the id is known: a committed release always has its report
+        failpoint("report")
         final = spec.output_dir.resolve() / release_id
         meta.update(release_id=release_id, sequence=sequence, created_at=datetime.now(timezone.utc),
                     files=[str(final / f"{n}.parquet") for n in release.tables])
@@ -264,6 +265,7 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     finally:
         staged.release_owner()
     COMMITTED.append(release_id)
+    failpoint("published")
     meta.setdefault("release_id", release_id)  # a recognised re-run wrote no report
     meta.setdefault("sequence", int(release_id.split("-")[-2]))
     out_dir = spec.output_dir.resolve() / release_id
@@ -304,18 +306,23 @@ def run_attempt(spec_path: str, overrides: dict | None, actor: str | None):
     try:
         return run_release(resolve_spec(spec_path, None, overrides), actor=actor)["release_id"]
     except Exception as exc:
-        from prefect.states import Failed
-
-        FAILURES.append(exc)
-        message = public_message(exc)
-        if not isinstance(exc, expected_errors()):
-            import traceback
-
-            # frames only: the exception's own text may quote data
-            progress("internal error; traceback (frames only):\n" + "".join(traceback.format_tb(exc.__traceback__)))
         if not isinstance(exc, PrivacyRefused):  # a refusal was logged with its figures
-            record_failure(spec_path, overrides, actor, exc, message)
-        return Failed(message=message)
+            record_failure(spec_path, overrides, actor, exc, public_message(exc))
+        return failed_state(exc)
+
+
+def failed_state(exc: Exception):
+    """The Failed state a flow returns for `exc`: its one-line public message as the state
+    message. Remembered in FAILURES for an in-process caller (call_flow raises it again)."""
+    from prefect.states import Failed
+
+    FAILURES.append(exc)
+    if not isinstance(exc, expected_errors()):
+        import traceback
+
+        # frames only: the exception's own text may quote data
+        progress("internal error; traceback (frames only):\n" + "".join(traceback.format_tb(exc.__traceback__)))
+    return Failed(message=public_message(exc))
 
 
 def record_failure(spec_path: str, overrides: dict | None, actor: str | None, exc: BaseException,

@@ -469,6 +469,7 @@ class Store:
                 con.execute("ROLLBACK")
                 raise
             # the release exists: make its files visible under their final name
+            failpoint("after-commit")
             staged.release_owner()
             (staged.path / ".owner").unlink(missing_ok=True)
             as_published(staged.path)

@@ -90,3 +90,28 @@ def test_bad_predicate_is_one_clear_error(prefect_server, clinic):
     res = run(["audit", "ask", "--where", "age BETWEEN", "--state", str(clinic / "privpub.duckdb")],
               prefect_server)
     assert res.returncode == 1 and "privpub: error: bad predicate" in res.stderr
+
+
+HOSTILE = ["age BETWEEN", "diagnosis IS NOT NULL", "name IN (SELECT name FROM read_csv('clinic.csv'))",
+           "disease = 'hiv'", "age = 1; DROP TABLE population", "name = 'p1' AND age = 'p3'"]
+
+
+def test_refused_predicates_are_logged_with_one_line(prefect_server, clinic):
+    """Every request leaves its audit row, refused ones included; each refusal is one line that
+    quotes no cell of the table."""
+    assert run(["audit", "init", str(clinic / "clinic.toml")], prefect_server).returncode == 0
+    state = str(clinic / "privpub.duckdb")
+    for where in HOSTILE:
+        res = run(["audit", "ask", "--where", where, "--as", "mallory", "--state", state], prefect_server)
+        errors = [l for l in res.stderr.splitlines() if l.startswith("privpub: error:")]
+        assert res.returncode == 1 and len(errors) == 1 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert not any(v in res.stderr for v in TABLE4.values()) or "disease" in where
+    log = [json.loads(l) for l in run(["audit", "log", "--state", state], prefect_server).stdout.splitlines()]
+    refused = [e for e in log if e["response"] == "refused"]
+    assert [e["query"] for e in refused] == HOSTILE and all(e["requester"] == "mallory" for e in refused)
+    batch = clinic / "batch.txt"
+    batch.write_text("age > 30\nage BETWEEN\n")
+    res = run(["audit", "batch", str(batch), "--state", state], prefect_server)
+    assert res.returncode == 1 and "batch refused, nothing decided: query 2: bad predicate" in res.stderr
+    log = [json.loads(l) for l in run(["audit", "log", "--state", state], prefect_server).stdout.splitlines()]
+    assert [e["response"] for e in log][-1] == "refused" and len(log) == len(HOSTILE) + 1 + 1

@@ -6,6 +6,8 @@ predicate cannot read files or other tables.
 """
 from __future__ import annotations
 
+import re
+
 import duckdb
 import pandas as pd
 
@@ -23,7 +25,14 @@ def select_ids(population: pd.DataFrame, predicate: str, id_column: str) -> list
         rows = con.execute(
             f'SELECT "{id_column}" FROM population WHERE ({predicate})').fetchall()
     except duckdb.Error as err:
-        raise ValueError(f"bad predicate {predicate!r}: {err}") from None
+        raise ValueError(f"bad predicate: {one_line(err)}") from None
     finally:
         con.close()
     return [plain(r[0]) for r in rows]
+
+
+def one_line(err: Exception) -> str:
+    """DuckDB's first line only (the rest repeats the SQL with a caret), with quoted literals
+    masked: a conversion error quotes the cell it could not convert, which may be a person id."""
+    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", first)[:300]

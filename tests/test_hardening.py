@@ -1,0 +1,271 @@
+"""The failure contract, driven through `privpub` as a hostile but ordinary user would.
+
+Bad input: exit 1, exactly one `privpub: error:` line naming the problem (rows by position,
+columns and keys by name), no traceback, no person id or secret value in it, nothing written
+(no release row, no release folder, no staging leftover), and the next good publish works.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from tasks.demo_data import census
+from tests.helpers import census_spec_toml
+
+ROOT = Path(__file__).resolve().parents[1]
+PRIVPUB = [sys.executable, "-m", "flows.cli"]
+SECRET = "SECRETVALUE"  # a sensitive value and cell content that must never be echoed
+
+
+def good_frame(rows: int = 400) -> pd.DataFrame:
+    frame = census(rows, seed=4)
+    frame["pid"] = [f"person-{uuid.uuid4().hex[:12]}" for _ in range(rows)]
+    frame.loc[frame.index % 7 == 0, "occupation"] = SECRET
+    return frame
+
+
+def run(args, env_extra=None, timeout=240, cwd=ROOT):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_extra or {})}
+    return subprocess.run(PRIVPUB + args, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+
+
+def _write(folder: Path, frame: pd.DataFrame | None = None, spec: str | None = None) -> Path:
+    if frame is not None:
+        frame.to_csv(folder / "census.csv", index=False)
+    (folder / "spec.toml").write_text(spec if spec is not None else census_spec_toml(seed=None))
+    return folder / "spec.toml"
+
+
+def _with_cell(column: str, row: int, value):
+    def mutate(folder: Path, frame: pd.DataFrame):
+        f = frame.astype({column: object})
+        f.loc[row - 1, column] = value
+        return _write(folder, f)
+    return mutate
+
+
+def _frame(fn):
+    return lambda folder, frame: _write(folder, fn(frame))
+
+
+def _spec(fn):
+    return lambda folder, frame: _write(folder, frame, fn(census_spec_toml(seed=None)))
+
+
+def _non_utf8(folder: Path, frame: pd.DataFrame):
+    _write(folder, frame)
+    lines = (folder / "census.csv").read_bytes().split(b"\n")
+    header = lines[0].split(b",")
+    col = header.index(b"sex")
+    cells = lines[30].split(b",")  # data row 30
+    cells[col] = b"F\xe9\xff"
+    lines[30] = b",".join(cells)
+    (folder / "census.csv").write_bytes(b"\n".join(lines))
+    return folder / "spec.toml"
+
+
+def _garbage_state(folder: Path, frame: pd.DataFrame):
+    (folder / "privpub.duckdb").write_bytes(os.urandom(4096))
+    return _write(folder, frame)
+
+
+def _output_under_file(folder: Path, frame: pd.DataFrame):
+    (folder / "blocker").write_text("a regular file")
+    return _write(folder, frame, census_spec_toml(seed=None).replace('dir = "releases"', 'dir = "blocker/releases"'))
+
+
+def _spec_is_dir(folder: Path, frame: pd.DataFrame):
+    _write(folder, frame)
+    (folder / "specdir.toml").mkdir()
+    return folder / "specdir.toml"
+
+
+def _input_is_dir(folder: Path, frame: pd.DataFrame):
+    (folder / "census.csv").mkdir()
+    return _write(folder, None)
+
+
+def _missing_input(folder: Path, frame: pd.DataFrame):
+    return _write(folder, None)
+
+
+# (case, how to break a valid folder, the fragment the one error line must hold)
+CASES = [
+    ("inf in a numeric QI", _with_cell("age", 40, np.inf), "row 40, column 'age': not a finite number"),
+    ("-inf in a numeric QI", _with_cell("age", 3, -np.inf), "row 3, column 'age': not a finite number"),
+    ("nan text in a numeric QI", _with_cell("age", 5, "nan"), "row 5, column 'age': is empty"),
+    ("inf in a numeric sensitive column",
+     _frame(lambda f: f.assign(occupation=np.where(f.index == 11, np.inf, f.index % 9 + 0.5))),
+     "row 12, column 'occupation': not a finite number"),
+    ("empty QI cell", _with_cell("sex", 7, None), "row 7, column 'sex': is empty"),
+    ("text in a numeric column", _frame(lambda f: f.assign(age="old")),
+     "row 1, column 'age': not a number (and 399 more row(s) with this problem)"),
+    ("a repeated person id", _frame(lambda f: f.assign(pid=f.pid.where(f.index != 20, f.pid[3]))),
+     "row 21, column 'pid': repeats the person id of row 4"),
+    ("a missing column", _frame(lambda f: f.drop(columns=["race"])), "missing column(s) 'race'"),
+    ("a value outside the declared order", _with_cell("education", 9, SECRET),
+     "row 9, column 'education': value not in the declared order"),
+    ("a 1 MB text cell", _with_cell("occupation", 12, SECRET * 100_000),
+     "row 12, column 'occupation': text longer than 256 characters"),
+    ("a cell that is not UTF-8", _non_utf8, "row 30, column 'sex': not UTF-8 text"),
+    ("no rows", _frame(lambda f: f.head(0)), "input has no rows"),
+    ("k larger than the table", _spec(lambda s: s.replace("k = 5", "k = 100000")),
+     "k = 100000 is larger than the table (400 rows)"),
+    ("l above the distinct sensitive values", _spec(lambda s: s.replace("l = 3", "l = 50")),
+     "l = 50 is larger than the number of distinct sensitive values"),
+    ("a misspelled technique key", _spec(lambda s: s.replace("k = 5", "kk = 5")),
+     "[technique] kk: unknown key; did you mean k?"),
+    ("a misspelled section", _spec(lambda s: s.replace("[technique]", "[techniqe]")),
+     "[techniqe]: unknown section; did you mean [technique]?"),
+    ("a misspelled output key", _spec(lambda s: s.replace("seed", "sed") + "sed = 3\n"),
+     "[output] sed: unknown key; did you mean seed?"),
+    ("k = inf", _spec(lambda s: s.replace("k = 5", "k = inf")), "[technique] k = inf: not a finite number"),
+    ("l = 0", _spec(lambda s: s.replace("l = 3", "l = 0")), "[technique] l must be an integer >= 1"),
+    ("an unknown technique", _spec(lambda s: s.replace('"generalization"', '"mondrianx"')),
+     "[technique] name = 'mondrianx' is unknown"),
+    ("a spec that is not TOML", _spec(lambda s: s.replace("[dataset]", "[dataset")), "is not valid TOML"),
+    ("a spec path that is a folder", _spec_is_dir, "is a directory, not a TOML file"),
+    ("an input path that is a folder", _input_is_dir, "is a directory, not a file"),
+    ("a missing input file", _missing_input, "input file not found"),
+    ("a state file that is not DuckDB", _garbage_state, "is not a privpub state file (not a DuckDB database)"),
+    ("an output folder under a regular file", _output_under_file, "is a file, not a folder"),
+]
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file below the folder with its bytes (what 'nothing written' is checked against).
+    The empty `<state>.lock` beside an existing state file is a mutex, not content: reading the
+    state file takes it."""
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        if p.is_file() and not (p.name.endswith(".duckdb.lock") and not p.read_bytes()):
+            out[str(p.relative_to(folder))] = p.read_bytes()
+    return out
+
+
+@pytest.mark.parametrize("case, mutate, fragment", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_contract(tmp_path, case, mutate, fragment):
+    frame = good_frame()
+    spec = mutate(tmp_path, frame)
+    before = _snapshot(tmp_path)
+    res = run(["publish", str(spec)], {"PREFECT_API_URL": "http://127.0.0.1:9/api"})  # never reached
+    assert res.returncode == 1, (case, res.stdout, res.stderr)
+    errors = [l for l in res.stderr.splitlines() if l.startswith("privpub: error:")]
+    assert len(errors) == 1 and fragment in errors[0], (case, res.stderr)
+    assert "Traceback" not in res.stderr and res.stdout == ""
+    leaked = [p for p in frame.pid if p in res.stderr] + ([SECRET] if SECRET in res.stderr else [])
+    assert not leaked, (case, errors[0])
+    assert _snapshot(tmp_path) == before, f"{case}: something was written"
+    assert not (tmp_path / "releases").exists()
+
+
+def test_next_good_publish_after_refusals(prefect_server, tmp_path):
+    """Refusals leave nothing in the way: the first good run publishes release #1."""
+    frame = good_frame()
+    for _, mutate, _ in CASES[:3] + CASES[12:16]:
+        res = run(["publish", str(mutate(tmp_path, frame))], {"PREFECT_API_URL": prefect_server})
+        assert res.returncode == 1
+    res = run(["publish", str(_write(tmp_path, frame)), "--quiet"], {"PREFECT_API_URL": prefect_server})
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip().startswith("census-0001-")
+
+
+def test_state_file_held_open_waits_then_names_it(tmp_path):
+    """An analyst's read-write DuckDB session: the command waits (bounded, announced), then
+    says which file is busy; nothing is written."""
+    spec = _write(tmp_path, good_frame())
+    duckdb.connect(str(tmp_path / "privpub.duckdb")).close()
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+                               "print('held', flush=True); time.sleep(60)", str(tmp_path / "privpub.duckdb")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = _snapshot(tmp_path)
+        res = run(["publish", str(spec)], {"PRIVPUB_LOCK_WAIT": "1.5", "PREFECT_API_URL": "http://127.0.0.1:9/api"})
+    finally:
+        holder.kill()
+        holder.wait()
+    errors = [l for l in res.stderr.splitlines() if l.startswith("privpub: error:")]
+    assert res.returncode == 1 and len(errors) == 1, res.stderr
+    assert "is busy (held open by" in errors[0] and "waited 2 s (PRIVPUB_LOCK_WAIT)" in errors[0]
+    assert "waiting up to 2 s" in res.stderr  # the wait was announced
+    assert _snapshot(tmp_path) == before
+
+
+def test_a_reader_does_not_stop_a_release(prefect_server, tmp_path):
+    """A read-only session (what the README tells analysts to use) never blocks a publish."""
+    spec = _write(tmp_path, good_frame())
+    assert run(["publish", str(spec), "--quiet"], {"PREFECT_API_URL": prefect_server}).returncode == 0
+    with duckdb.connect(str(tmp_path / "privpub.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM releases").fetchone()[0] == 1
+        hist = run(["history", "--state", str(tmp_path / "privpub.duckdb")])
+        assert hist.returncode == 0 and "census-0001-" in hist.stdout
+
+
+def test_permissions_follow_secrecy_not_umask(prefect_server, tmp_path):
+    """State file owner-only whatever the umask; published files as the operator's umask says."""
+    spec = _write(tmp_path, good_frame())
+    for umask, published_file, published_dir in ((0o022, 0o644, 0o755), (0o000, 0o666, 0o777)):
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "PREFECT_API_URL": prefect_server}
+        res = subprocess.run(PRIVPUB + ["publish", str(spec), "--quiet"], capture_output=True, text=True,
+                             env=env, cwd=ROOT, timeout=240, preexec_fn=lambda m=umask: os.umask(m))
+        assert res.returncode == 0, res.stderr
+        release = tmp_path / "releases" / res.stdout.strip()
+        assert (tmp_path / "privpub.duckdb").stat().st_mode & 0o777 == 0o600
+        assert release.stat().st_mode & 0o777 == published_dir
+        for f in release.iterdir():
+            assert f.stat().st_mode & 0o777 == published_file, f
+
+
+def test_failed_attempts_are_in_the_audit_log(prefect_server, tmp_path):
+    """A run that fails inside the flow (a UI run has no CLI in front of it) ends Failed with the
+    one-line message, leaves its audit row, and nothing in Prefect's result storage."""
+    from flows.publish import publish_flow
+
+    frame = good_frame()
+    spec = _write(tmp_path, frame)
+    assert run(["publish", str(spec), "--quiet"], {"PREFECT_API_URL": prefect_server}).returncode == 0
+    _with_cell("age", 40, np.inf)(tmp_path, frame)
+    state = publish_flow(spec_path=str(spec), actor="ui-user", return_state=True)
+    assert state.is_failed() and state.message == (
+        "input rejected: row 40, column 'age': not a finite number (inf or nan)")
+    _spec(lambda s: s.replace("k = 5", "kk = 5"))(tmp_path, frame)
+    state = publish_flow(spec_path=str(spec), actor="ui-user", return_state=True)
+    assert state.is_failed() and state.message == "[technique] kk: unknown key; did you mean k?"
+    with duckdb.connect(str(tmp_path / "privpub.duckdb"), read_only=True) as con:
+        rows = con.execute("SELECT actor, outcome, detail FROM audit_log ORDER BY id").fetchall()
+    assert [r[1] for r in rows] == ["committed", "failed", "failed"]
+    assert all(r[0] == "ui-user" for r in rows[1:])
+    assert '"error": "InputError"' in rows[1][2] and '"error": "SpecError"' in rows[2][2]
+    assert not any(p in r[2] for r in rows for p in frame.pid)
+
+
+def test_an_attempt_that_cannot_reach_the_state_file_is_journaled(tmp_path):
+    """The state file is garbage: the attempt goes to the journal beside it; once the file is
+    usable again, the next writer folds the journal into audit_log."""
+    from flows.publish import record_failure
+    from schemas.spec import SpecError
+    from state.store import Store
+
+    spec = _write(tmp_path, good_frame())
+    (tmp_path / "privpub.duckdb").write_bytes(b"not duckdb" * 100)
+    os.environ["PRIVPUB_LOCK_WAIT"] = "0"
+    try:
+        record_failure(str(spec), None, "cron", SpecError("x"), "x")
+    finally:
+        os.environ.pop("PRIVPUB_LOCK_WAIT")
+    journal = tmp_path / "privpub.duckdb.journal"
+    assert journal.is_file() and journal.stat().st_mode & 0o777 == 0o600
+    (tmp_path / "privpub.duckdb").unlink()
+    Store(tmp_path / "privpub.duckdb").log("next", "publish", "census", "committed")
+    log = Store(tmp_path / "privpub.duckdb").audit_log()
+    assert log.outcome.tolist() == ["failed", "committed"] and log.actor.tolist() == ["cron", "next"]
+    assert '"journaled": true' in log.detail[0] and not journal.exists()
