@@ -269,3 +269,105 @@ def test_an_attempt_that_cannot_reach_the_state_file_is_journaled(tmp_path):
     log = Store(tmp_path / "privpub.duckdb").audit_log()
     assert log.outcome.tolist() == ["failed", "committed"] and log.actor.tolist() == ["cron", "next"]
     assert '"journaled": true' in log.detail[0] and not journal.exists()
+
+
+# --- kills at any moment ------------------------------------------------------------------------
+
+def _processes_with(mark: str) -> list[int]:
+    """Live (non-zombie) processes whose environment carries the run's mark."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if mark.encode() not in Path(f"/proc/{pid}/environ").read_bytes():
+                continue
+            if "\nState:\tZ" in Path(f"/proc/{pid}/status").read_text():
+                continue
+        except OSError:
+            continue
+        found.append(int(pid))
+    return found
+
+
+def _committed(folder: Path) -> list[str]:
+    state = folder / "privpub.duckdb"
+    if not state.exists():
+        return []
+    with duckdb.connect(str(state), read_only=True) as con:
+        if not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'release_rows'"
+                           ).fetchone()[0]:
+            return []
+        return [r[0] for r in con.execute("SELECT release_id FROM release_rows ORDER BY sequence").fetchall()]
+
+
+def _check_no_half_release(folder: Path) -> None:
+    """Every visible release folder is a committed release with its tables and report; a
+    committed release not yet visible waits in staging, to be rolled forward."""
+    committed = set(_committed(folder))
+    out = folder / "releases"
+    visible = {p.name for p in out.iterdir() if not p.name.startswith(".")} if out.exists() else set()
+    assert visible <= committed, visible - committed
+    for rid in visible:
+        assert {"table.parquet", "report.html"} <= {p.name for p in (out / rid).iterdir()}, rid
+    staged = {p.name for p in (out / ".staging").iterdir()} if (out / ".staging").exists() else set()
+    if committed - visible:
+        with duckdb.connect(str(folder / "privpub.duckdb"), read_only=True) as con:
+            tokens = dict(con.execute("SELECT release_id, staging_dir FROM release_rows").fetchall())
+        assert all(tokens[r] in staged for r in committed - visible)
+
+
+STOPS = ["partition", "anonymize", "stage", "report", "commit", "after-commit", "published"]
+
+
+def test_sigkill_anywhere_leaves_no_half_release_and_no_process(tmp_path, prefect_results_dir):
+    """SIGKILL of `privpub publish` (the process only, as `kill -9 PID` does) at every failpoint
+    and at random moments, each run with its own temporary Prefect server: afterwards no
+    process of the run is alive, no half release is visible, every committed release has its
+    report and verifies, the next publish succeeds, and no secret reached Prefect's storage."""
+    import signal
+    import time
+
+    from flows.reverify import reverify
+
+    frame = good_frame(600)
+    spec = _write(tmp_path, frame)
+    rng = np.random.default_rng(20261123)
+    plan = [(s, None) for s in STOPS] + [(None, float(d)) for d in rng.uniform(0.3, 9.0, size=4)]
+    base_env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    for stage, delay in plan:
+        mark = f"privpub-crash-{uuid.uuid4().hex}"
+        flag = tmp_path / f"{mark}.flag"
+        env = {**base_env, "PYTHONPATH": str(ROOT), "PRIVPUB_TEST_MARK": mark}
+        if stage:
+            env.update(PRIVPUB_PAUSE_AT=stage, PRIVPUB_PAUSE_FLAG=str(flag))
+        proc = subprocess.Popen(PRIVPUB + ["publish", str(spec), "--quiet"], env=env, cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        started = time.monotonic()
+        while proc.poll() is None and not flag.exists() and time.monotonic() - started < (delay or 240):
+            time.sleep(0.05)
+        if stage:
+            assert flag.exists(), f"publish ended before reaching {stage}"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while _processes_with(mark) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _processes_with(mark), f"processes left alive after a kill at {stage or delay}"
+        _check_no_half_release(tmp_path)
+    res = subprocess.run(PRIVPUB + ["publish", str(spec), "--quiet"], env={**base_env, "PYTHONPATH": str(ROOT)},
+                         cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stderr
+    committed = _committed(tmp_path)
+    # kills at after-commit and published leave committed releases; the final run adds one
+    assert res.stdout.strip() == committed[-1] and len(committed) >= 3
+    assert not (tmp_path / "releases" / ".staging").exists()
+    for rid in committed:
+        assert (tmp_path / "releases" / rid / "report.html").is_file()
+        ok, lines = reverify(tmp_path / "privpub.duckdb", rid)
+        assert ok, lines
+    home = Path(os.environ.get("PREFECT_HOME", Path.home() / ".prefect"))
+    needles = [p.encode() for p in frame.pid]
+    for root in (prefect_results_dir, home / "storage"):
+        for path in (root.rglob("*") if root.exists() else []):
+            if path.is_file():
+                blob = path.read_bytes()
+                assert not any(n in blob for n in needles), path
