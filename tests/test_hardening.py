@@ -371,3 +371,70 @@ def test_sigkill_anywhere_leaves_no_half_release_and_no_process(tmp_path, prefec
             if path.is_file():
                 blob = path.read_bytes()
                 assert not any(n in blob for n in needles), path
+
+
+# --- random corruptions -------------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+COLUMNS = ["pid", "age", "sex", "education", "occupation"]
+KINDS = ["empty", "nan", "inf", "text", "number", "huge", "nonutf8"]
+
+
+def _is_bad(column: str, kind: str) -> bool:
+    """The contract, column by column: what must be refused (an oracle written from the README,
+    not from the validator)."""
+    if kind in ("empty", "nan", "huge", "nonutf8"):
+        return True  # null, over 256 characters, not UTF-8: refused everywhere
+    if column == "age":  # numeric QI: finite numbers only
+        return kind in ("inf", "text")
+    if column == "education":  # ordinal: only the declared order
+        return True
+    return False  # text columns: "inf", "abc" or "1003" are labels like any other
+
+
+def _cell(kind: str, i: int) -> bytes:
+    return {"empty": b"", "nan": b"nan", "inf": b"inf", "text": b"abc", "number": str(1000 + i).encode(),
+            "huge": b"y" * 300, "nonutf8": b"ab\xff\xfe"}[kind]
+
+
+@settings(max_examples=40)
+@given(st.lists(st.tuples(st.integers(0, 59), st.sampled_from(COLUMNS), st.sampled_from(KINDS)),
+                min_size=1, max_size=4))
+def test_random_corruptions_are_refused_with_row_and_column(tmp_path_factory, corruptions):
+    import contextlib
+    import io
+
+    from flows.cli import check_input, check_spec, main
+
+    folder = tmp_path_factory.mktemp("corrupt")
+    frame = good_frame(60)
+    cells = {(r, c): _cell(k, i) for i, (r, c, k) in enumerate(corruptions)}
+    kinds = {(r, c): k for r, c, k in corruptions}  # the last corruption of a cell wins
+    header = list(frame.columns)
+    lines = [",".join(header).encode()]
+    for r, row in enumerate(frame.astype(str).itertuples(index=False)):
+        lines.append(b",".join(cells.get((r, c), str(v).encode()) for c, v in zip(header, row)))
+    (folder / "census.csv").write_bytes(b"\n".join(lines) + b"\n")
+    spec = _write(folder, None)
+    bad = sorted((r + 1, c) for (r, c), k in kinds.items() if _is_bad(c, k))
+    if not bad:
+        check_input(check_spec(str(spec)))  # accepted as it is
+        return
+    unreadable = sorted((r + 1, c) for (r, c), k in kinds.items() if k == "nonutf8")
+    first_row = (unreadable or bad)[0][0]
+    first_cols = {c for r, c in (unreadable or bad) if r == first_row}
+    err = io.StringIO()
+    old = os.environ.get("PREFECT_API_URL")
+    os.environ["PREFECT_API_URL"] = "http://127.0.0.1:9/api"  # refused before Prefect is needed
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = main(["publish", str(spec)])
+    finally:
+        os.environ.pop("PREFECT_API_URL") if old is None else os.environ.update(PREFECT_API_URL=old)
+    text = err.getvalue()
+    assert code == 1 and text.count("\n") == 1 and text.startswith("privpub: error: "), text
+    assert any(f"row {first_row}, column '{c}'" in text for c in first_cols), (text, bad, unreadable)
+    assert not any(p in text for p in frame.pid) and "yyyy" not in text and SECRET not in text
+    assert sorted(p.name for p in folder.iterdir()) == ["census.csv", "spec.toml"]
