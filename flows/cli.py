@@ -83,14 +83,30 @@ def check_input(spec) -> None:
     validate(frame, spec, get_technique(spec))
 
 
+def _record_refusal(args, spec_path: str, overrides: dict | None, exc: Exception) -> None:
+    """A run refused before Prefect started still leaves its audit row (nothing else)."""
+    from flows.attempts import record_failure
+    from flows.errors import public_message
+
+    record_failure(spec_path, overrides, args.actor, exc, public_message(exc))
+
+
 def _run_flow(args, spec_path: str, overrides: dict | None, start) -> int:
     """Preflight while the Prefect API comes up, run the flow, print the id and the summary.
     Once a release is committed the command succeeds: whatever fails afterwards is a warning."""
     from flows.server import prefect_api
 
-    spec = check_spec(spec_path, overrides)
+    try:
+        spec = check_spec(spec_path, overrides)
+    except Exception as exc:
+        _record_refusal(args, spec_path, overrides, exc)
+        raise
     with prefect_api() as ready:  # the server starts while the input is checked
-        check_input(spec)
+        try:
+            check_input(spec)
+        except Exception as exc:
+            _record_refusal(args, spec_path, overrides, exc)
+            raise
         ready()
         from flows import publish as pub
 
@@ -209,7 +225,7 @@ def cmd_audit(args) -> int:
     import json
 
     from flows import audit
-    from flows.publish import current_actor
+    from flows.attempts import current_actor
 
     actor = current_actor(args.actor)
     if args.audit_command == "init":

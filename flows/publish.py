@@ -22,10 +22,11 @@ from prefect import flow, task, unmapped
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
+from flows.attempts import current_actor, flow_run_id as _flow_run_id, record_failure
 from flows.errors import expected_errors, public_message
 from schemas.published import check_published
-from schemas.spec import ReleaseSpec, RunSpec, load_spec, spec_from_dict
-from state.store import Store, check_output_dir, lock_wait_seconds, stage_tables
+from schemas.spec import ReleaseSpec, RunSpec, SpecError, load_spec, spec_from_dict
+from state.store import Store, check_output_dir, stage_tables
 from tasks import report as report_mod
 from tasks.anonymize.base import PrivacyRefused, get_technique
 from tasks.evaluate import evaluate
@@ -165,31 +166,6 @@ def release_key(spec: ReleaseSpec, fingerprint: str, seed: int) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
 
-def current_actor(actor: str | None) -> str:
-    if actor:
-        return actor
-    try:
-        from prefect.runtime import deployment
-
-        if deployment.name:
-            return f"deployment:{deployment.name}"
-    except Exception:
-        pass
-    try:
-        return getpass.getuser()
-    except Exception:
-        return os.environ.get("USER", "unknown")
-
-
-def _flow_run_id() -> str | None:
-    try:
-        from prefect.runtime import flow_run
-
-        return str(flow_run.id) if flow_run.id else None
-    except Exception:
-        return None
-
-
 def resolve_spec(spec_path: str | None, spec: dict | None, overrides: dict | None) -> ReleaseSpec:
     if spec_path:
         base = load_spec(spec_path)
@@ -198,6 +174,9 @@ def resolve_spec(spec_path: str | None, spec: dict | None, overrides: dict | Non
     else:
         data, base_dir = dict(spec or {}), os.getcwd()
     for section, values in (overrides or {}).items():
+        if not isinstance(values, dict) or not isinstance(data.get(section, {}), dict):
+            raise SpecError(f"overrides: [{section}] must be a table of keys, e.g. "
+                            '{"technique": {"k": 20}}')
         data[section] = {**data.get(section, {}), **values}
     return spec_from_dict(data, base_dir=base_dir)
 
@@ -323,36 +302,6 @@ def failed_state(exc: Exception):
         # frames only: the exception's own text may quote data
         progress("internal error; traceback (frames only):\n" + "".join(traceback.format_tb(exc.__traceback__)))
     return Failed(message=public_message(exc))
-
-
-def record_failure(spec_path: str, overrides: dict | None, actor: str | None, exc: BaseException,
-                   message: str) -> None:
-    """An audit-log row for a failed attempt, in the state file the spec names (or would name:
-    a spec that cannot be read still has a folder). A state file that cannot be written gets it
-    in its journal, folded into audit_log by the next writer."""
-    import tomllib
-
-    series, state = None, None
-    try:
-        data = tomllib.loads(Path(spec_path).read_text()) if spec_path else {}
-        for section, values in (overrides or {}).items():
-            if isinstance(values, dict) and isinstance(data.get(section, {}), dict):
-                data[section] = {**data.get(section, {}), **values}
-        series = (data.get("dataset") or {}).get("name")
-        state = (data.get("output") or {}).get("state", "privpub.duckdb")
-    except Exception:
-        state = "privpub.duckdb"
-    base = Path(spec_path).resolve().parent if spec_path else Path.cwd()
-    path = Path(str(state)).expanduser()
-    path = path if path.is_absolute() else base / path
-    if not path.parent.is_dir():
-        progress(f"warning: this failed attempt could not be logged (no folder {path.parent})")
-        return
-    where = Store(path, lock_timeout=min(lock_wait_seconds(), 30)).log_attempt(
-        current_actor(actor), "publish", series, "failed", _flow_run_id(),
-        {"error": type(exc).__name__, "message": message, "spec": spec_path})
-    if where != "audit_log":
-        progress(f"warning: the state file could not be written; this failed attempt went to {where}")
 
 
 def make_task_runner(run: RunSpec):

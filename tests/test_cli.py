@@ -86,7 +86,9 @@ def test_bad_input_one_message_nothing_written(prefect_server, census_dir, mutat
     errors = [l for l in res.stderr.splitlines() if l.startswith("privpub: error:")]
     assert len(errors) == 1 and message in errors[0], res.stderr
     assert not (census_dir / "releases").exists()
-    assert not (census_dir / "privpub.duckdb").exists()
+    with duckdb.connect(str(census_dir / "privpub.duckdb"), read_only=True) as con:  # the attempt only
+        assert con.execute("SELECT count(*) FROM release_rows").fetchone()[0] == 0
+        assert con.execute("SELECT outcome FROM audit_log").fetchall() == [("failed",)]
 
 
 @pytest.mark.parametrize("stage", ["anonymize", "commit"])

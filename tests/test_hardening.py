@@ -6,6 +6,7 @@ columns and keys by name), no traceback, no person id or secret value in it, not
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -163,8 +164,25 @@ def test_bad_input_contract(tmp_path, case, mutate, fragment):
     assert "Traceback" not in res.stderr and res.stdout == ""
     leaked = [p for p in frame.pid if p in res.stderr] + ([SECRET] if SECRET in res.stderr else [])
     assert not leaked, (case, errors[0])
-    assert _snapshot(tmp_path) == before, f"{case}: something was written"
-    assert not (tmp_path / "releases").exists()
+    _only_the_attempt_was_written(tmp_path, before, errors[0].removeprefix("privpub: error: "))
+
+
+def _only_the_attempt_was_written(folder: Path, before: dict[str, bytes], message: str) -> None:
+    """Nothing but the attempt's audit row: in the state file, or in the journal beside a state
+    file that cannot be written. No release row, no release folder, no staging."""
+    after = _snapshot(folder)
+    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+    assert changed <= {"privpub.duckdb", "privpub.duckdb.journal"}, changed
+    assert not (folder / "releases").exists()
+    if "privpub.duckdb.journal" in changed:
+        rows = [json.loads(l) for l in (folder / "privpub.duckdb.journal").read_text().splitlines()]
+        assert [(r["outcome"], r["detail"]["message"]) for r in rows] == [("failed", message)]
+    else:
+        assert "privpub.duckdb" in changed
+        with duckdb.connect(str(folder / "privpub.duckdb"), read_only=True) as con:
+            assert con.execute("SELECT count(*) FROM release_rows").fetchone()[0] == 0
+            rows = con.execute("SELECT outcome, detail FROM audit_log").fetchall()
+        assert [(o, json.loads(d)["message"]) for o, d in rows] == [("failed", message)]
 
 
 def test_next_good_publish_after_refusals(prefect_server, tmp_path):
@@ -197,7 +215,7 @@ def test_state_file_held_open_waits_then_names_it(tmp_path):
     assert res.returncode == 1 and len(errors) == 1, res.stderr
     assert "is busy (held open by" in errors[0] and "waited 2 s (PRIVPUB_LOCK_WAIT)" in errors[0]
     assert "waiting up to 2 s" in res.stderr  # the wait was announced
-    assert _snapshot(tmp_path) == before
+    _only_the_attempt_was_written(tmp_path, before, errors[0].removeprefix("privpub: error: "))
 
 
 def test_a_reader_does_not_stop_a_release(prefect_server, tmp_path):
@@ -437,4 +455,5 @@ def test_random_corruptions_are_refused_with_row_and_column(tmp_path_factory, co
     assert code == 1 and text.count("\n") == 1 and text.startswith("privpub: error: "), text
     assert any(f"row {first_row}, column '{c}'" in text for c in first_cols), (text, bad, unreadable)
     assert not any(p in text for p in frame.pid) and "yyyy" not in text and SECRET not in text
-    assert sorted(p.name for p in folder.iterdir()) == ["census.csv", "spec.toml"]
+    assert sorted(p.name for p in folder.iterdir()) == ["census.csv", "privpub.duckdb", "privpub.duckdb.lock",
+                                                         "spec.toml"]  # the attempt's audit row only

@@ -1,0 +1,83 @@
+"""Who started a run and what became of an attempt: the audit trail's side of a run.
+
+Light on purpose (no Prefect import at module level): the CLI records attempts refused before
+Prefect starts.
+"""
+from __future__ import annotations
+
+import getpass
+import os
+import sys
+from pathlib import Path
+
+from state.store import Store, lock_wait_seconds
+
+
+def _say(message: str) -> None:
+    try:
+        from prefect.logging import get_run_logger
+
+        get_run_logger().warning(message)
+    except Exception:
+        print(f"[privpub] {message}", file=sys.stderr, flush=True)
+
+
+def current_actor(actor: str | None) -> str:
+    """The `actor` given (the CLI's --as, a deployment's parameter), else the deployment, else
+    the OS user."""
+    if actor:
+        return actor
+    try:
+        if "prefect" not in sys.modules:
+            raise ImportError  # a CLI run before Prefect started: not a deployment
+        from prefect.runtime import deployment
+
+        if deployment.name:
+            return f"deployment:{deployment.name}"
+    except Exception:
+        pass
+    try:
+        return getpass.getuser()
+    except Exception:
+        return os.environ.get("USER", "unknown")
+
+
+def flow_run_id() -> str | None:
+    if "prefect" not in sys.modules:
+        return None
+    try:
+        from prefect.runtime import flow_run
+
+        return str(flow_run.id) if flow_run.id else None
+    except Exception:
+        return None
+
+
+def record_failure(spec_path: str, overrides: dict | None, actor: str | None, exc: BaseException,
+                   message: str) -> None:
+    """An audit-log row for a failed attempt, in the state file the spec names (or would name:
+    a spec that cannot be read still has a folder). A state file that cannot be written gets it
+    in its journal, folded into audit_log by the next writer."""
+    import tomllib
+
+    series, state = None, None
+    try:
+        data = tomllib.loads(Path(spec_path).read_text()) if spec_path else {}
+        for section, values in (overrides or {}).items():
+            if isinstance(values, dict) and isinstance(data.get(section, {}), dict):
+                data[section] = {**data.get(section, {}), **values}
+        series = (data.get("dataset") or {}).get("name")
+        state = (data.get("output") or {}).get("state", "privpub.duckdb")
+    except Exception:
+        state = "privpub.duckdb"
+    base = Path(spec_path).resolve().parent if spec_path else Path.cwd()
+    path = Path(str(state)).expanduser()
+    path = path if path.is_absolute() else base / path
+    if not path.parent.is_dir():
+        _say(f"warning: this failed attempt could not be logged (no folder {path.parent})")
+        return
+    where = Store(path, lock_timeout=min(lock_wait_seconds(), 30)).log_attempt(
+        current_actor(actor), "publish", series, "failed", flow_run_id(),
+        {"error": type(exc).__name__, "message": message, "spec": spec_path})
+    if where != "audit_log":
+        _say(f"warning: the state file could not be written; this failed attempt went to {where}")
