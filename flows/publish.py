@@ -35,7 +35,18 @@ from tasks.validate import load_input, validate
 
 # No caching, no persisted results: inputs and outputs of these tasks hold secret rows.
 SECRET = dict(cache_policy=NO_CACHE, persist_result=False)
-IO_RETRIES = dict(retries=2, retry_delay_seconds=[1, 5])
+def transient(task, task_run, state) -> bool:
+    """Retry only what may succeed on a second try (a disk or network hiccup); a missing file,
+    bad input, a bad spec, a refusal or a busy state file (already waited for) fails at once."""
+    try:
+        exc = state.result(raise_on_failure=False)
+    except Exception:
+        return False
+    return isinstance(exc, OSError) and not isinstance(exc, (FileNotFoundError, IsADirectoryError,
+                                                             NotADirectoryError, PermissionError))
+
+
+IO_RETRIES = dict(retries=2, retry_delay_seconds=[1, 5], retry_condition_fn=transient)
 # ids of the releases this process committed: whatever fails afterwards (artifacts, the summary,
 # Prefect's own bookkeeping) must not turn a committed release into a failed command
 COMMITTED: list[str] = []
@@ -149,7 +160,7 @@ def stage_task(output_dir: Path, tables):
     return _timed("write files", stage_tables, output_dir, tables)
 
 
-@task(name="commit", **SECRET, retries=2, retry_delay_seconds=[2, 10])
+@task(name="commit", **SECRET, retries=2, retry_delay_seconds=[2, 10], retry_condition_fn=transient)
 def commit_task(store: Store, kwargs: dict):
     return store.commit_release(**kwargs)
 

@@ -457,3 +457,20 @@ def test_random_corruptions_are_refused_with_row_and_column(tmp_path_factory, co
     assert not any(p in text for p in frame.pid) and "yyyy" not in text and SECRET not in text
     assert sorted(p.name for p in folder.iterdir()) == ["census.csv", "privpub.duckdb", "privpub.duckdb.lock",
                                                          "spec.toml"]  # the attempt's audit row only
+
+
+def test_only_transient_failures_are_retried():
+    from prefect.states import Failed
+
+    from flows.publish import transient
+    from schemas.input import InputError
+    from schemas.spec import SpecError
+    from state.store import StateBusy
+
+    def retried(exc):
+        return transient(None, None, Failed(data=exc))
+
+    assert retried(OSError(5, "Input/output error")) and retried(TimeoutError())
+    for exc in (FileNotFoundError(2, "gone"), IsADirectoryError(21, "dir"), PermissionError(13, "no"),
+                InputError("bad"), SpecError("bad"), StateBusy("busy"), ValueError("x")):
+        assert not retried(exc), exc
