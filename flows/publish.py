@@ -293,9 +293,14 @@ def run_attempt(spec_path: str, overrides: dict | None, actor: str | None):
     """The body of the publish and serial flows: the release id, or a Failed state whose message
     is the error's one line. Returning the state (not raising) keeps Prefect from pickling the
     exception into its result storage; the attempt gets its audit-log row either way."""
+    committed = len(COMMITTED)
     try:
         return run_release(resolve_spec(spec_path, None, overrides), actor=actor)["release_id"]
     except Exception as exc:
+        if len(COMMITTED) > committed:  # the release exists: what failed after it is a warning
+            progress(f"warning: release {COMMITTED[-1]} is committed, but a step after the commit "
+                     f"failed ({type(exc).__name__})")
+            return COMMITTED[-1]
         if not isinstance(exc, PrivacyRefused):  # a refusal was logged with its figures
             record_failure(spec_path, overrides, actor, exc, public_message(exc))
         return failed_state(exc)

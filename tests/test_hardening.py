@@ -243,7 +243,7 @@ def test_permissions_follow_secrecy_not_umask(prefect_server, tmp_path):
             assert f.stat().st_mode & 0o777 == published_file, f
 
 
-def test_failed_attempts_are_in_the_audit_log(prefect_server, tmp_path):
+def test_failed_attempts_are_in_the_audit_log(prefect_server, tmp_path, prefect_results_dir):
     """A run that fails inside the flow (a UI run has no CLI in front of it) ends Failed with the
     one-line message, leaves its audit row, and nothing in Prefect's result storage."""
     from flows.publish import publish_flow
@@ -264,6 +264,12 @@ def test_failed_attempts_are_in_the_audit_log(prefect_server, tmp_path):
     assert all(r[0] == "ui-user" for r in rows[1:])
     assert '"error": "InputError"' in rows[1][2] and '"error": "SpecError"' in rows[2][2]
     assert not any(p in r[2] for r in rows for p in frame.pid)
+    home = Path(os.environ.get("PREFECT_HOME", Path.home() / ".prefect"))
+    for root in (prefect_results_dir, home / "storage"):  # failed runs persisted nothing either
+        for path in (root.rglob("*") if root.exists() else []):
+            if path.is_file():
+                blob = path.read_bytes()
+                assert b"InputError" not in blob and not any(p.encode() in blob for p in frame.pid), path
 
 
 def test_an_attempt_that_cannot_reach_the_state_file_is_journaled(tmp_path):
@@ -364,6 +370,10 @@ def test_sigkill_anywhere_leaves_no_half_release_and_no_process(tmp_path, prefec
             time.sleep(0.05)
         if stage:
             assert flag.exists(), f"publish ended before reaching {stage}"
+        if stage == "report":  # staged files are secret until the commit publishes them
+            for staged in (tmp_path / "releases" / ".staging").iterdir():
+                assert staged.stat().st_mode & 0o777 == 0o700
+                assert all(f.stat().st_mode & 0o777 == 0o600 for f in staged.iterdir())
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
         deadline = time.monotonic() + 10
@@ -474,3 +484,22 @@ def test_only_transient_failures_are_retried():
     for exc in (FileNotFoundError(2, "gone"), IsADirectoryError(21, "dir"), PermissionError(13, "no"),
                 InputError("bad"), SpecError("bad"), StateBusy("busy"), ValueError("x")):
         assert not retried(exc), exc
+
+
+def test_a_failure_after_the_commit_is_a_warning(prefect_server, tmp_path):
+    """Something fails after the commit (here: an injected error where the artifacts are made):
+    the command prints the release id, one warning line, exits 0; the release is whole, and the
+    flow run ends Completed (the release exists)."""
+    spec = _write(tmp_path, good_frame())
+    res = run(["publish", str(spec)], {"PREFECT_API_URL": prefect_server, "PRIVPUB_FAIL_AT": "published"})
+    assert res.returncode == 0, res.stderr
+    release_id = res.stdout.splitlines()[0].strip()
+    assert release_id.startswith("census-0001-") and "privpub: error" not in res.stderr
+    assert f"release {release_id} is committed, but a step after the commit failed" in res.stderr
+    assert (tmp_path / "releases" / release_id / "report.html").is_file()
+    with duckdb.connect(str(tmp_path / "privpub.duckdb"), read_only=True) as con:
+        assert [r[0] for r in con.execute("SELECT outcome FROM audit_log").fetchall()] == ["committed"]
+    from flows.reverify import reverify
+
+    ok, lines = reverify(tmp_path / "privpub.duckdb", release_id)
+    assert ok, lines
