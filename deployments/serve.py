@@ -25,14 +25,15 @@ def deployments():
     cron = os.environ.get("PRIVPUB_CRON", "0 2 1 * *")
     return [publish_flow.to_deployment(
         name="monthly-census", cron=cron,
-        parameters={"spec_path": str(Path(spec).resolve()), "overrides": {}, "actor": None},
+        parameters={"spec_path": str(Path(spec).resolve()), "overrides": {}, "actor": None,
+                    "new_release": False},
         description="Publish the next release of the series in spec_path (monthly).",
         tags=["privpub", "release"]),
         serial_flow.to_deployment(
             name="monthly-serial", cron=cron,
             parameters={"spec_path": str(Path(os.environ.get("PRIVPUB_SERIAL_SPEC")
                                               or prepare_serial_demo(Path("demo"))).resolve()),
-                        "overrides": {}, "actor": None},
+                        "overrides": {}, "actor": None, "new_release": False},
             description="Publish the next release of a serial series under the global guarantee.",
             tags=["privpub", "serial"])]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import getpass
 import os
 import sys
+from datetime import timezone
 from pathlib import Path
 
 from state.store import Store, lock_wait_seconds
@@ -40,6 +41,43 @@ def current_actor(actor: str | None) -> str:
         return getpass.getuser()
     except Exception:
         return os.environ.get("USER", "unknown")
+
+
+# set by the CLI before it runs a flow in its own process
+STARTED_BY_CLI = False
+
+
+def attribution() -> dict:
+    """What started this run: trigger (cli, schedule, manual for a UI/API run of a deployment,
+    retry, direct for a Python call), the deployment and, for a scheduled run, its slot."""
+    out: dict = {"trigger": "cli" if STARTED_BY_CLI else "direct", "deployment": None,
+                 "scheduled_for": None}
+    run_id = flow_run_id()
+    if run_id is None:
+        return out
+    try:
+        from uuid import UUID
+
+        from prefect.client.orchestration import get_client
+        from prefect.runtime import deployment
+
+        with get_client(sync_client=True) as client:
+            run = client.read_flow_run(UUID(run_id))
+        if run.deployment_id is None:
+            return out
+        out["deployment"] = deployment.name or str(run.deployment_id)
+        if run.run_count > 1:
+            out["trigger"] = "retry"
+        elif run.auto_scheduled:
+            out["trigger"] = "schedule"
+        else:
+            out["trigger"] = "manual"
+        if run.auto_scheduled and run.expected_start_time:  # the slot, in UTC like every timestamp
+            slot = run.expected_start_time
+            out["scheduled_for"] = slot.astimezone(timezone.utc).replace(tzinfo=None) if slot.tzinfo else slot
+    except Exception as exc:  # attribution must not stop a release
+        _say(f"warning: could not read the flow run's trigger ({type(exc).__name__})")
+    return out
 
 
 def flow_run_id() -> str | None:
@@ -78,6 +116,6 @@ def record_failure(spec_path: str, overrides: dict | None, actor: str | None, ex
         return
     where = Store(path, lock_timeout=min(lock_wait_seconds(), 30)).log_attempt(
         current_actor(actor), "publish", series, "failed", flow_run_id(),
-        {"error": type(exc).__name__, "message": message, "spec": spec_path})
+        {"error": type(exc).__name__, "message": message, "spec": spec_path, **attribution()})
     if where != "audit_log":
         _say(f"warning: the state file could not be written; this failed attempt went to {where}")

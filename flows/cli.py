@@ -108,8 +108,10 @@ def _run_flow(args, spec_path: str, overrides: dict | None, start) -> int:
             _record_refusal(args, spec_path, overrides, exc)
             raise
         ready()
+        from flows import attempts
         from flows import publish as pub
 
+        attempts.STARTED_BY_CLI = True
         _quiet_tracebacks()
         try:
             release_id = start(spec)

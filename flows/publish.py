@@ -22,7 +22,7 @@ from prefect import flow, task, unmapped
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from flows.attempts import current_actor, flow_run_id as _flow_run_id, record_failure
+from flows.attempts import attribution, current_actor, flow_run_id as _flow_run_id, record_failure
 from flows.errors import expected_errors, public_message
 from schemas.published import check_published
 from schemas.spec import ReleaseSpec, RunSpec, SpecError, load_spec, spec_from_dict
@@ -193,8 +193,11 @@ def resolve_spec(spec_path: str | None, spec: dict | None, overrides: dict | Non
 
 
 def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | None = None,
-                store: Store | None = None) -> dict[str, Any]:
-    """The pipeline itself; returns a summary dict (release id, figures, where things are)."""
+                store: Store | None = None, new_release: bool = False) -> dict[str, Any]:
+    """The pipeline itself; returns a summary dict (release id, figures, where things are).
+
+    new_release: publish even if this flow run (a retry) or this deployment's scheduled slot
+    already published a release of the series (without it, that release is returned)."""
     started = datetime.now(timezone.utc).replace(tzinfo=None)
     technique = get_technique(spec)
     seed = spec.output.seed if spec.output.seed is not None else draw_seed()
@@ -202,7 +205,17 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     check_output_dir(spec.output_dir)  # before any work: a run must not fail only at the end
     store.check_usable()
     store.watch_output_dir(spec.output_dir)
-    progress(f"series '{spec.dataset.name}', technique '{technique.name}', seed {seed}")
+    who, run_id, origin = current_actor(actor), _flow_run_id(), attribution()
+    done = store.published_for(spec.dataset.name, run_id, origin["deployment"], origin["scheduled_for"])
+    if done and not new_release:
+        progress(f"already published as {done} by this run or for this scheduled slot: nothing to do "
+                 "(new_release=true publishes another)")
+        store.log(who, "publish", done, "already-published", run_id, origin)
+        return {"release_id": done, "created": False, "state": str(store.path)}
+    if done:
+        progress(f"a release ({done}) exists for this run or slot; new_release=true asks for another")
+    progress(f"series '{spec.dataset.name}', technique '{technique.name}', seed {seed}, "
+             f"started by {who} ({origin['trigger']})")
 
     frame, fp = load_input_task(spec)
     data = validate_task(frame, spec, technique)
@@ -210,6 +223,8 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     existing = store.find_by_key(key)
     if existing:
         progress(f"already published as {existing} (same input, parameters and seed): nothing to do")
+        store.log(who, "publish", existing, "recognised", run_id,
+                  {"reason": "same series, input, parameters and seed as an existing release", **origin})
         return {"release_id": existing, "created": False, "state": str(store.path)}
 
     # independent streams: the release's draws do not depend on how the workload is drawn
@@ -224,7 +239,7 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     failed = [r for r in privacy if not r.passed]
     if failed:
         detail = {r.model: {"value": str(r.value), "threshold": str(r.threshold), "worst": r.worst} for r in failed}
-        store.log(current_actor(actor), "publish", spec.dataset.name, "refused", _flow_run_id(), detail)
+        store.log(who, "publish", spec.dataset.name, "refused", run_id, {**detail, **origin})
         raise PrivacyRefused("release refused, privacy check failed: " + "; ".join(
             f"{r.model} reached {r.value}, required {r.threshold}" for r in failed))
     utility = evaluate_task(technique, release, data, int(spec.section("evaluate").get("workload_seed", 0)))
@@ -234,7 +249,8 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     on_commit = technique.commit_hook(release)
     sizes = technique.group_sizes(release)
     meta = {"series": spec.dataset.name, "technique": technique.name,
-            "parameters": spec.technique.params, "seed": seed, "rows_in": data.n}
+            "parameters": spec.technique.params, "seed": seed, "rows_in": data.n, "actor": who,
+            "flow_run_id": run_id, "input_fingerprint": fp, **origin}
 
     def write_report(release_id: str, sequence: int, folder: Path) -> None:
         # inside the commit, once the id is known: a committed release always has its report
@@ -250,7 +266,7 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
             parameters=spec.technique.params, spec=spec.model_dump(), seed=seed,
             input_fingerprint=fp, release_key=key, rows_in=data.n, privacy=privacy,
             utility=utility, private=release.private, info=release.info,
-            actor=current_actor(actor), flow_run_id=_flow_run_id(), started_at=started,
+            actor=who, flow_run_id=run_id, started_at=started, attribution={**origin, "new_release": new_release},
             based_on_sequence=based_on, on_commit=on_commit, before_commit=write_report))
     finally:
         staged.release_owner()
@@ -260,10 +276,26 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     meta.setdefault("sequence", int(release_id.split("-")[-2]))
     out_dir = spec.output_dir.resolve() / release_id
     progress(f"committed release {release_id}: {out_dir}")
+    _name_flow_run(run_id, release_id)
     _artifacts(meta, privacy, utility)  # after the commit: a failure here is a warning only
     return {**meta, "release_id": release_id, "created": created, "privacy": privacy,
             "utility": utility, "report": str(out_dir / "report.html"), "state": str(store.path),
             "output_dir": str(out_dir)}
+
+
+def _name_flow_run(run_id: str | None, release_id: str) -> None:
+    """The flow run is renamed after its release, so the UI's run list links to it."""
+    if run_id is None:
+        return
+    try:
+        from uuid import UUID
+
+        from prefect.client.orchestration import get_client
+
+        with get_client(sync_client=True) as client:
+            client.update_flow_run(UUID(run_id), name=f"{release_id}")
+    except Exception as exc:
+        progress(f"warning: could not rename the flow run ({type(exc).__name__})")
 
 
 def _artifacts(meta, privacy, utility) -> None:
@@ -280,22 +312,25 @@ def _artifacts(meta, privacy, utility) -> None:
 
 
 @flow(name="publish", persist_result=False, validate_parameters=True)
-def publish_flow(spec_path: str = "", overrides: dict | None = None, actor: str | None = None):
+def publish_flow(spec_path: str = "", overrides: dict | None = None, actor: str | None = None,
+                 new_release: bool = False):
     """Publish the next release of the series described by the spec file.
 
-    spec_path: a TOML spec (see README); overrides: e.g. {"technique": {"k": 20}} merged over it.
-    Returns the release id.
+    spec_path: a TOML spec (see README); overrides: e.g. {"technique": {"k": 20}} merged over it;
+    actor: who asks (the audit log); new_release: publish again although this run (a retry) or
+    this scheduled slot already published one. Returns the release id.
     """
-    return run_attempt(spec_path, overrides, actor)
+    return run_attempt(spec_path, overrides, actor, new_release)
 
 
-def run_attempt(spec_path: str, overrides: dict | None, actor: str | None):
+def run_attempt(spec_path: str, overrides: dict | None, actor: str | None, new_release: bool = False):
     """The body of the publish and serial flows: the release id, or a Failed state whose message
     is the error's one line. Returning the state (not raising) keeps Prefect from pickling the
     exception into its result storage; the attempt gets its audit-log row either way."""
     committed = len(COMMITTED)
     try:
-        return run_release(resolve_spec(spec_path, None, overrides), actor=actor)["release_id"]
+        return run_release(resolve_spec(spec_path, None, overrides), actor=actor,
+                           new_release=new_release)["release_id"]
     except Exception as exc:
         if len(COMMITTED) > committed:  # the release exists: what failed after it is a warning
             progress(f"warning: release {COMMITTED[-1]} is committed, but a step after the commit "

@@ -169,4 +169,14 @@ CREATE TABLE serial_types (
     value_type  VARCHAR NOT NULL
 );
 """),
+    (6, "attribution: what started each release (trigger, deployment, scheduled slot)", """
+ALTER TABLE release_rows ADD COLUMN IF NOT EXISTS trigger VARCHAR;        -- cli | schedule | manual | retry | direct
+ALTER TABLE release_rows ADD COLUMN IF NOT EXISTS deployment VARCHAR;
+ALTER TABLE release_rows ADD COLUMN IF NOT EXISTS scheduled_for TIMESTAMP; -- the schedule's slot (scheduled runs)
+CREATE OR REPLACE VIEW releases AS
+    SELECT release_id, series, sequence, technique, status, seed, created_at, started_at,
+           parameters, input_fingerprint, rows_in, output_dir, flow_run_id, actor,
+           trigger, deployment, scheduled_for
+    FROM release_rows ORDER BY series, sequence;
+"""),
 ]

@@ -399,6 +399,7 @@ class Store:
                        started_at: datetime, based_on_sequence: int | None = None,
                        on_commit: Callable[[duckdb.DuckDBPyConnection, str, int], None] | None = None,
                        before_commit: Callable[[str, int, Path], None] | None = None,
+                       attribution: dict | None = None,
                        ) -> tuple[str, bool]:
         """Commit a staged release; returns (release_id, created). A release with the same key
         (same series, input, parameters and seed) is recognised and not duplicated.
@@ -418,7 +419,8 @@ class Store:
             if existing:
                 staged.discard()
                 self._log(con, actor, "publish", existing[0], "recognised", flow_run_id,
-                          {"reason": "same series, input, parameters and seed as an existing release"})
+                          {"reason": "same series, input, parameters and seed as an existing release",
+                           **(attribution or {})})
                 return existing[0], False
             con.execute("BEGIN TRANSACTION")
             try:
@@ -429,11 +431,15 @@ class Store:
                                        f"one was computed from the history up to #{based_on_sequence}; "
                                        "run it again")
                 release_id = f"{series}-{seq:04d}-{staged.token[:6]}"
-                con.execute(
-                    "INSERT INTO release_rows VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'committed', ?, ?, ?, ?, ?, ?, ?)",
-                    [release_id, series, seq, technique, json.dumps(parameters, default=str),
-                     json.dumps(spec, default=str), seed, input_fingerprint, release_key, rows_in,
-                     str(staged.output_dir), staged.token, flow_run_id, actor, started_at, _now()])
+                row = {"release_id": release_id, "series": series, "sequence": seq, "technique": technique,
+                       "parameters": json.dumps(parameters, default=str), "spec": json.dumps(spec, default=str),
+                       "seed": seed, "input_fingerprint": input_fingerprint, "release_key": release_key,
+                       "status": "committed", "rows_in": rows_in, "output_dir": str(staged.output_dir),
+                       "staging_dir": staged.token, "flow_run_id": flow_run_id, "actor": actor,
+                       "started_at": started_at, "created_at": _now(),
+                       **{k: (attribution or {}).get(k) for k in ("trigger", "deployment", "scheduled_for")}}
+                con.execute(f"INSERT INTO release_rows ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                            list(row.values()))
                 for name, meta in staged.files.items():
                     con.execute("INSERT INTO release_tables VALUES (?, ?, ?, ?, ?)",
                                 [release_id, name, meta["file"], meta["n_rows"], meta["sha256"]])
@@ -458,7 +464,7 @@ class Store:
                     before_commit(release_id, seq, staged.path)
                     _fsync_files(staged.path)
                 self._log(con, actor, "publish", release_id, "committed", flow_run_id,
-                          {"rows_in": rows_in, "info": info})
+                          {"rows_in": rows_in, "info": info, **(attribution or {})})
                 failpoint("commit")
                 con.execute("COMMIT")
             except StaleHistory:
@@ -498,6 +504,24 @@ class Store:
             row = con.execute(sql + " ORDER BY sequence DESC LIMIT 1", args).fetchone()
         return row[0] if row else None
 
+    def published_for(self, series: str, flow_run_id: str | None, deployment: str | None,
+                      scheduled_for: datetime | None) -> str | None:
+        """The release this flow run (a retry or re-run of it), or another run of the same
+        deployment for the same scheduled slot, already published for the series."""
+        if not self.path.exists() or not (flow_run_id or scheduled_for):
+            return None
+        with self.read() as con:
+            if not _has_table(con, "release_rows"):
+                return None
+            cols = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
+                                              "WHERE table_name = 'release_rows'").fetchall()}
+            slot = ("OR (deployment = ? AND scheduled_for = ? AND trigger IN ('schedule', 'retry'))"
+                    if "scheduled_for" in cols and scheduled_for and deployment else "")
+            args = [series, flow_run_id] + ([deployment, scheduled_for] if slot else [])
+            row = con.execute(f"SELECT release_id FROM release_rows WHERE series = ? AND "
+                              f"(flow_run_id = ? {slot}) ORDER BY sequence DESC LIMIT 1", args).fetchone()
+        return row[0] if row else None
+
     def last_sequence(self, series: str) -> int:
         if not self.path.exists():
             return 0
@@ -526,7 +550,10 @@ class Store:
 
     def history(self, series: str | None = None):
         with self.read() as con:
-            sql = "SELECT release_id, series, sequence, technique, status, seed, created_at FROM releases"
+            cols = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
+                                              "WHERE table_name = 'releases'").fetchall()}
+            extra = ", trigger, actor, flow_run_id" if "trigger" in cols else ", actor, flow_run_id"
+            sql = f"SELECT release_id, series, sequence, technique, status, seed, created_at{extra} FROM releases"
             if series:
                 return con.execute(sql + " WHERE series = ? ORDER BY sequence", [series]).df()
             return con.execute(sql + " ORDER BY series, sequence").df()

@@ -31,7 +31,8 @@ def test_commit_makes_files_visible_and_history_lists_it(tmp_path):
     assert created and (tmp_path / "out" / rid / "table.parquet").is_file()
     assert not (tmp_path / "out" / ".staging").exists()
     hist = store.history()
-    assert list(hist.columns) == ["release_id", "series", "sequence", "technique", "status", "seed", "created_at"]
+    assert list(hist.columns) == ["release_id", "series", "sequence", "technique", "status", "seed", "created_at",
+                                  "trigger", "actor", "flow_run_id"]
     assert hist.sequence.tolist() == [1] and hist.status.tolist() == ["committed"]
     assert store.private(rid)["note"] == {"a": 1}
     assert store.private(rid)["tbl"].column("p").to_pylist() == [0.5]
