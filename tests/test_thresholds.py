@@ -95,6 +95,25 @@ def test_cover_exactly_ceil_one_over_delta_and_one_short(delta, short):
         assert res.worst == {"attribute": "job", "row": 0, "gid": 0}
 
 
+
+@pytest.mark.parametrize("off, passes", [(0.0, True), (2.0**-20, True), (2.0**-19, False), (-(2.0**-19), False)],
+                         ids=["sums-to-1", "off-by-9.5e-7", "off-by-1.9e-6", "short-by-1.9e-6"])
+def test_definition_1_row_sums_within_1e6_and_just_beyond(off, passes):
+    # two tuples, one exact row and one whose entries sum to 1 + off
+    tables = stored_tables([("age", 0, 0, 0, 0.5), ("age", 0, 0, 1, 0.5), ("age", 0, 1, 0, 0.25),
+                            ("age", 0, 1, 1, 0.75 + off)])
+    res = dp.check_distributions(tables)
+    assert (res.value, res.passed) == (abs(off), passes)
+    if off:
+        assert res.worst == {"attribute": "age", "row": "1"}
+
+
+def test_definition_1_refuses_a_negative_entry():
+    tables = stored_tables([("age", 0, 0, 0, 1.25), ("age", 0, 0, 1, -0.25)])
+    res = dp.check_distributions(tables)
+    assert res.value == 0.0 and not res.passed
+
+
 # --- k-anonymity and distinct l-diversity (generalization) ---------------------------------------
 
 
