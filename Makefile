@@ -7,7 +7,7 @@ export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PY_KEY_VALUE_DISABLE_BEARTYPE := true
 
-.PHONY: setup run test bench bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit clean
+.PHONY: setup run test mutants bench bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit clean
 
 setup: $(STAMP)
 
@@ -22,6 +22,11 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# On demand, not in CI: loosen each privacy check in a copy of the tree and show the tests fail
+# (docs/testing.md).
+mutants: $(STAMP)
+	$(BIN)/python tests/mutation/run_mutants.py
 
 # The benchmark's reference libraries (pycanon, anonypyx) pin numpy / pandas / scipy versions of
 # their own: they live in a separate environment, never in $(VENV) or the runtime dependencies.

@@ -247,3 +247,15 @@ def test_draws_follow_the_output_tables():
         expect = Q[t.tuple_class[r]]
         assert np.abs(freq - expect).max() < 0.035
         assert (freq[expect == 0] == 0).all()  # a zero-probability value is never drawn
+
+
+def test_a_tuple_missing_from_one_table_fails_definition_1(released):
+    # its entries on "age" removed, the tuple has no distribution there (a sum of 0, not 1)
+    _, tech, _, rel = released
+    df = rel.private["output_tables"].to_pandas()
+    bad = df[~((df["attribute"] == "age") & (df["row"] == 7))]
+    tampered = Release(rel.tables, {**rel.private, "output_tables": pa.Table.from_pandas(
+        bad, schema=rel.private["output_tables"].schema, preserve_index=False)})
+    res = {r.model: r for r in tech.verify(tampered, {})}["random output tables are distributions"]
+    assert not res.passed and res.value == 1.0
+    assert res.worst == {"attribute": "age", "row": "7"}

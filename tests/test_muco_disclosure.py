@@ -1,4 +1,6 @@
-"""Disclosure figures against exact enumeration: Example 1's formula and Section 5.1's measures."""
+"""Disclosure figures against exact enumeration: Example 1's formula and Section 5.1's measures.
+The references are tests/muco_oracle.py and the enumeration below; none shares code with
+tasks/verify/delta_probability.py."""
 import itertools
 
 import numpy as np
@@ -7,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import muco_oracle as oracle
 from tasks.verify import delta_probability as dp
 from test_muco import make_data, run
 
@@ -61,7 +64,8 @@ def test_example1_on_a_released_table():
     src = rel.private["source_row"].column("source_row").to_numpy()
     target = data.codes[src, 0]  # each published row's tuple matched on its true age
     p = dp.example1_identity(rel.private["output_tables"], "age", target)
-    assert ((p >= 0) & (p <= 1)).all()
+    expect = oracle.example1(rel.private["output_tables"], "age", target.tolist())
+    assert p == pytest.approx(expect, abs=1e-12)
     assert p.max() > 0
 
 
@@ -80,18 +84,20 @@ def matching_case(draw):
 
 @settings(deadline=None, max_examples=60)
 @given(matching_case(), st.sampled_from(dp.P_MATCH))
-def test_section51_disclosure_equals_bruteforce(case, p):
+def test_section51_disclosure_equals_enumeration(case, p):
     orig, pub, own, s_orig, s_pub = case
     fast = dp.disclosure(orig, pub, own, s_orig, s_pub, p_matches=(p,))[p]
-    slow = dp.disclosure_bruteforce(orig, pub, own, s_orig, s_pub, p)
+    slow = oracle.disclosure(orig.tolist(), pub.tolist(), own.tolist(), s_orig.tolist(), s_pub.tolist(), p)
     assert fast == pytest.approx(slow, abs=1e-12)
 
 
-def test_subset_weights_are_a_distribution():
-    from math import comb
+@pytest.mark.parametrize("d", [1, 2, 5, 7])
+def test_subset_weights_equal_the_enumerated_draws(d):
+    # P(S) of every subset, from keep/drop patterns; subset_weights gives it per size
     for p in dp.P_MATCH:
-        w = dp.subset_weights(p, 7)
-        assert sum(w[s] * comb(7, s) for s in w) == pytest.approx(1.0)
+        w = dp.subset_weights(p, d)
+        for subset, prob in oracle.subset_probabilities(p, d).items():
+            assert w[len(subset)] == pytest.approx(prob, rel=1e-12)
 
 
 def test_release_full_match_discloses_only_unchangeable_tuples():
@@ -108,20 +114,18 @@ def test_release_full_match_discloses_only_unchangeable_tuples():
         matches = (pub[data.qi_names].astype(str) == target[data.qi_names].astype(str)).all(axis=1).sum()
         expect += 1 / matches
     assert res["identity disclosure (P_match=1.0)"] == pytest.approx(expect / data.n)
-    for p in dp.P_MATCH:
-        assert 0 <= res[f"identity disclosure (P_match={p})"] <= 1
-        assert 0 <= res[f"attribute disclosure (P_match={p})"] <= 1
     assert res["identity disclosure (P_match=0.7)"] > 0
+    for p in dp.P_MATCH:  # and every figure, exactly, by enumeration
+        ident, attr = oracle.release_disclosure(data, rel, p)
+        assert res[f"identity disclosure (P_match={p})"] == pytest.approx(ident, abs=1e-12)
+        assert res[f"attribute disclosure (P_match={p})"] == pytest.approx(attr, abs=1e-12)
 
 
-def test_release_disclosure_agrees_with_bruteforce():
+def test_release_disclosure_agrees_with_enumeration():
     data = make_data(n=48, delta="1/4", l=2)
     tech, _, rel = run(data)
-    pub = dp.published_codes(rel.tables["table"], rel.private["value_codes"], data.qi_names)
-    src = rel.private["source_row"].column("source_row").to_numpy()
-    own = np.argsort(src)
     res = {r.model: r.value for r in tech.verify(rel, {"data": data})}
-    ident, attr = dp.disclosure_bruteforce(data.codes, pub, own, data.sensitive_codes,
-                                           data.sensitive_codes[src], 0.5)
-    assert res["identity disclosure (P_match=0.5)"] == pytest.approx(ident)
-    assert res["attribute disclosure (P_match=0.5)"] == pytest.approx(attr)
+    for p in dp.P_MATCH:
+        ident, attr = oracle.release_disclosure(data, rel, p)
+        assert res[f"identity disclosure (P_match={p})"] == pytest.approx(ident, abs=1e-12)
+        assert res[f"attribute disclosure (P_match={p})"] == pytest.approx(attr, abs=1e-12)

@@ -98,4 +98,4 @@ def test_estimates_follow_fig5_over_two_tables():
     q_and = CountQuery((("age", RangeCond(60, 60)), ("gender", SetCond(frozenset({"F"})))), "leukemia")
     est = priview_estimates({"AT": at, "ST": st_t}, "disease", [q2, q_and, CountQuery((), "leukemia")])
     # q_and: both AT conditions judged together on AT rows: 2 of 4 rows in group 2, c = 2
-    assert np.allclose(est, [3 / 4, 2 * 2 / 4, 2])
+    assert [Fraction(e) for e in est] == [Fraction(3, 4), Fraction(2 * 2, 4), Fraction(2)]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from itertools import combinations
 
 import numpy as np
 import pandas as pd
@@ -48,6 +47,12 @@ def check_distributions(tables: pa.Table) -> PrivacyResult:
     err = float(np.abs(sums.to_numpy() - 1).max()) if len(sums) else 0.0
     neg = bool((df["prob"] < 0).any())
     worst = {} if not len(sums) else dict(zip(("attribute", "row"), sums.index[np.argmax(np.abs(sums - 1))]))
+    # a tuple with entries on some QIs and none on another has no distribution there (sum 0)
+    rows = df["row"].unique()
+    for name, per_attr in sums.groupby(level="attribute", sort=False):
+        if len(per_attr) < len(rows):
+            missing = np.setdiff1d(rows, per_attr.index.get_level_values("row"))[0]
+            err, worst = 1.0, {"attribute": name, "row": missing}
     return PrivacyResult("random output tables are distributions", err, TOL,
                          passed=(err <= 1e-6) and not neg, worst={k: str(v) for k, v in worst.items()})
 
@@ -201,21 +206,3 @@ def disclosure(orig: np.ndarray, pub: np.ndarray, own_row: np.ndarray, s_orig: n
         out[p] = (sum(w[s] * mean_id[s] for s in w), sum(w[s] * mean_at[s] for s in w))
     return out
 
-
-def disclosure_bruteforce(orig, pub, own_row, s_orig, s_pub, p_match: float) -> tuple[float, float]:
-    """The same figures by looping over every target and every subset (for tests)."""
-    n, d = orig.shape
-    w = subset_weights(p_match, d)
-    ident = attr = 0.0
-    for t in range(n):
-        for size in range(1, d + 1):
-            for sub in combinations(range(d), size):
-                sub = list(sub)
-                m = (pub[:, sub] == orig[t, sub]).all(axis=1)
-                cnt = int(m.sum())
-                if cnt == 0:
-                    continue
-                if m[own_row[t]]:
-                    ident += w[size] / cnt
-                attr += w[size] * float((s_pub[m] == s_orig[t]).sum()) / cnt
-    return ident / n, attr / n

@@ -1,0 +1,76 @@
+"""The MuCo verifier's verdicts and figures equal the definitions (tests/muco_oracle.py) on random
+small releases, as generated and after tampering with the stored tables or the published table."""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import muco_oracle as oracle
+from tasks.anonymize.base import Release
+from test_muco import make_data, run
+
+TAMPERING = ("none", "concentrate", "shift", "drop", "scale", "cell")
+
+
+def tamper(rel: Release, data, how: str, pick: int) -> Release:
+    """One change an operator (or a bug) could make after generation; `pick` chooses where."""
+    tables = rel.private["output_tables"].to_pandas()
+    table = rel.tables["table"]
+    i = pick % len(tables)
+    same_row = ((tables["attribute"] == tables.at[i, "attribute"]) & (tables["row"] == tables.at[i, "row"])
+                & (tables.index != i))
+    if how == "concentrate":  # the row keeps summing to 1, all of it on one value
+        tables.loc[i, "prob"] = 1.0
+        tables = tables[~same_row]
+    elif how == "shift" and same_row.any():
+        j = int(np.flatnonzero(same_row)[pick % int(same_row.sum())])
+        moved = tables.at[j, "prob"] / 2
+        tables.loc[j, "prob"] -= moved
+        tables.loc[i, "prob"] += moved
+    elif how == "drop":
+        tables = tables.drop(index=i)
+    elif how == "scale":
+        tables.loc[i, "prob"] *= 1.5
+    elif how == "cell":
+        name = data.qi_names[pick % len(data.qi_names)]
+        values = table.column(name).to_pylist()
+        dom = list(data.domain(name).values) + ([999] if name == "age" else ["pilot"])
+        values[pick % len(values)] = type(values[0])(dom[pick % len(dom)])
+        table = table.set_column(table.schema.get_field_index(name), name,
+                                 pa.array(values, table.schema.field(name).type))
+    stored = pa.Table.from_pandas(tables.reset_index(drop=True), schema=rel.private["output_tables"].schema,
+                                  preserve_index=False)
+    return Release({"table": table}, {**rel.private, "output_tables": stored}, rel.info)
+
+
+@settings(deadline=None, max_examples=30)
+@given(n=st.integers(6, 18), seed=st.integers(0, 10**6), delta=st.sampled_from(["1/2", "1/3", "2/7", "1/4"]),
+       how=st.sampled_from(TAMPERING), pick=st.integers(0, 10**6))
+def test_verdicts_and_figures_equal_the_definitions(n, seed, delta, how, pick):
+    data = make_data(n=n, seed=seed, delta=delta, l=None, sensitive_values=3)
+    tech, _, generated = run(data, seed=seed)
+    rel = tamper(generated, data, how, pick)
+    got = {r.model: r for r in tech.verify(rel, {"data": data})}
+    stored, pub = rel.private["output_tables"], rel.tables["table"]
+
+    err, ok = oracle.distributions(stored, pub.num_rows, data.qi_names)
+    assert got["random output tables are distributions"].passed == ok
+    assert got["random output tables are distributions"].value == pytest.approx(err, abs=1e-12)
+    ratio, ok = oracle.delta_probability(stored, Fraction(delta))
+    assert got["delta-probability"].passed == ok
+    assert got["delta-probability"].value == pytest.approx(ratio, rel=1e-12)
+    carried, ok = oracle.cover(stored, pub, rel.private["value_codes"], Fraction(delta), data.qi_names)
+    assert got["mutual cover (Corollary 3.2)"].passed == ok
+    assert got["mutual cover (Corollary 3.2)"].value == carried
+    if how == "none":  # a generated release meets both
+        assert got["delta-probability"].passed and got["mutual cover (Corollary 3.2)"].passed
+
+    for p in (0.3, 1.0):
+        ident, attr = oracle.release_disclosure(data, rel, p)
+        assert got[f"identity disclosure (P_match={p})"].value == pytest.approx(ident, abs=1e-12)
+        assert got[f"attribute disclosure (P_match={p})"].value == pytest.approx(attr, abs=1e-12)
