@@ -94,8 +94,10 @@ def _record_refusal(args, spec_path: str, overrides: dict | None, exc: Exception
 def _run_flow(args, spec_path: str, overrides: dict | None, start) -> int:
     """Preflight while the Prefect API comes up, run the flow, print the id and the summary.
     Once a release is committed the command succeeds: whatever fails afterwards is a warning."""
+    from flows import attempts
     from flows.server import prefect_api
 
+    attempts.STARTED_BY_CLI = True
     try:
         spec = check_spec(spec_path, overrides)
     except Exception as exc:
@@ -108,10 +110,8 @@ def _run_flow(args, spec_path: str, overrides: dict | None, start) -> int:
             _record_refusal(args, spec_path, overrides, exc)
             raise
         ready()
-        from flows import attempts
         from flows import publish as pub
 
-        attempts.STARTED_BY_CLI = True
         _quiet_tracebacks()
         try:
             release_id = start(spec)
@@ -204,6 +204,28 @@ def cmd_history(args) -> int:
         return 0
     with_cols = frame.assign(created_at=frame.created_at.astype(str).str.slice(0, 19))
     print(with_cols.to_string(index=False))
+    return 0
+
+
+def cmd_trail(args) -> int:
+    """The audit trail for a compliance officer: every attempt, its outcome, release and trigger."""
+    from datetime import datetime
+
+    from state.store import Store
+
+    since = None
+    if args.since:
+        try:
+            since = datetime.fromisoformat(args.since)
+        except ValueError:
+            raise CliError(f"--since {args.since!r} is not a date (YYYY-MM-DD or an ISO timestamp)") from None
+    frame = Store(_state_path(args)).trail(args.series, since)
+    if args.format == "json":
+        for line in frame.to_json(orient="records", lines=True, date_format="iso").splitlines():
+            if line.strip():
+                print(line)
+    else:
+        sys.stdout.write(frame.to_csv(index=False))
     return 0
 
 
@@ -336,6 +358,14 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--series", help="only this series")
         sp.add_argument("--as", dest="actor", help="who runs this (audit log)")
         sp.set_defaults(func=func)
+
+    sp = sub.add_parser("trail", help="export the audit trail (every attempt and its outcome)")
+    sp.add_argument("--state", help=f"the state file (default ${'{'}PRIVPUB_STATE{'}'} or ./{DEFAULT_STATE})")
+    sp.add_argument("--spec", help="take the state file from this spec")
+    sp.add_argument("--series", help="only this series")
+    sp.add_argument("--since", help="only attempts from this date on (YYYY-MM-DD, UTC)")
+    sp.add_argument("--format", choices=["csv", "json"], default="csv", help="csv (default) or JSON lines")
+    sp.set_defaults(func=cmd_trail)
 
     sp = sub.add_parser("audit", help="answer online microdata queries under l-uncertainty")
     audit_sub = sp.add_subparsers(dest="audit_command", required=True)

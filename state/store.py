@@ -628,6 +628,25 @@ class Store:
                 con.execute("ROLLBACK")
                 raise
 
+    def trail(self, series: str | None = None, since: datetime | None = None):
+        """Every attempt with what it touched, for an auditor: the audit log joined with the
+        releases (series, sequence, technique), the trigger and the error of failed attempts."""
+        with self.read() as con:
+            cols = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
+                                              "WHERE table_name = 'release_rows'").fetchall()}
+            trig = "coalesce(r.trigger, a.detail->>'trigger')" if "trigger" in cols else "a.detail->>'trigger'"
+            sql = f"""
+                SELECT a.logged_at, a.actor, a.action, a.outcome,
+                       coalesce(r.series, CASE WHEN a.action = 'publish' THEN a.target END) AS series,
+                       r.release_id, r.sequence, r.technique, {trig} AS trigger,
+                       a.detail->>'deployment' AS deployment, a.detail->>'scheduled_for' AS scheduled_for,
+                       a.flow_run_id, a.detail->>'error' AS error,
+                       coalesce(a.detail->>'message', a.detail->>'why') AS message
+                FROM audit_log a LEFT JOIN release_rows r ON r.release_id = a.target
+                WHERE (? IS NULL OR coalesce(r.series, a.target) = ?) AND (? IS NULL OR a.logged_at >= ?)
+                ORDER BY a.id"""
+            return con.execute(sql, [series, series, since, since]).df()
+
     def audit_log(self):
         with self.read() as con:
             return con.execute("SELECT * FROM audit_log ORDER BY id").df()

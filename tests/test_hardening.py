@@ -503,3 +503,23 @@ def test_a_failure_after_the_commit_is_a_warning(prefect_server, tmp_path):
 
     ok, lines = reverify(tmp_path / "privpub.duckdb", release_id)
     assert ok, lines
+
+
+def test_trail_exports_every_attempt(prefect_server, tmp_path):
+    """`privpub trail`: the compliance export, committed and failed attempts with their trigger."""
+    frame = good_frame()
+    spec = _write(tmp_path, frame)
+    env = {"PREFECT_API_URL": prefect_server}
+    release = run(["publish", str(spec), "--quiet", "--as", "steward"], env).stdout.strip()
+    _spec(lambda s: s.replace("k = 5", "kk = 5"))(tmp_path, frame)
+    assert run(["publish", str(spec), "--as", "steward"], env).returncode == 1
+    state = str(tmp_path / "privpub.duckdb")
+    csv = run(["trail", "--state", state, "--series", "census"])
+    assert csv.returncode == 0, csv.stderr
+    rows = pd.read_csv(__import__("io").StringIO(csv.stdout))
+    assert rows.outcome.tolist() == ["committed", "failed"] and set(rows.trigger) == {"cli"}
+    assert rows.release_id[0] == release and rows.actor.tolist() == ["steward", "steward"]
+    assert rows.message[1] == "[technique] kk: unknown key; did you mean k?"
+    js = run(["trail", "--state", state, "--format", "json", "--since", "2999-01-01"])
+    assert js.returncode == 0 and js.stdout == ""
+    assert "not a date" in run(["trail", "--state", state, "--since", "yesterday"]).stderr
