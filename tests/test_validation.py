@@ -97,3 +97,16 @@ def test_published_table_passes_its_schema_and_holds_no_person_id():
     allowed = {"occupation"} | {c for q in spec.dataset.qi for c in
                                 ((f"{q.name}_lo", f"{q.name}_hi") if q.kind == "numeric" else (q.name,))}
     assert cols == allowed
+
+
+def test_plugin_map_names_the_module_of_every_technique():
+    """tasks.anonymize.MODULES lets a run import only its technique: it must be complete and true."""
+    import sys
+
+    from tasks.anonymize import MODULES
+    from tasks.anonymize.base import _REGISTRY, technique_names
+
+    assert set(MODULES) == set(technique_names())
+    for name, module in MODULES.items():
+        assert _REGISTRY[name].__module__ == f"tasks.anonymize.{module}", name
+    assert "tasks.anonymize.muco" in sys.modules  # technique_names() loaded every plug-in

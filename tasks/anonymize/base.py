@@ -206,11 +206,23 @@ def technique_names() -> list[str]:
 
 
 def get_technique(spec: ReleaseSpec) -> Technique:
-    _load_plugins()
     name = spec.technique.name
+    _load_plugin(name)
     if name not in _REGISTRY:
         raise SpecError(f"[technique] name = '{name}' is unknown; known: {', '.join(sorted(_REGISTRY))}")
     return _REGISTRY[name](spec)
+
+
+def _load_plugin(name: str) -> None:
+    """Import the module that registers `name` (tasks.anonymize.MODULES), else every module."""
+    import importlib
+
+    from tasks.anonymize import MODULES
+
+    if name not in _REGISTRY and name in MODULES:
+        importlib.import_module(f"tasks.anonymize.{MODULES[name]}")
+    if name not in _REGISTRY:
+        _load_plugins()
 
 
 def _load_plugins() -> None:
