@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from prefect import flow, task, unmapped
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
@@ -192,8 +193,13 @@ def resolve_spec(spec_path: str | None, spec: dict | None, overrides: dict | Non
     return spec_from_dict(data, base_dir=base_dir)
 
 
+# the figures the report follows over a series (beside the privacy figures)
+SERIES_FIGURES = ["query_error_1pct", "uncertainty_penalty_normalized", "suppressed_rows"]
+
+
 def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | None = None,
-                store: Store | None = None, new_release: bool = False) -> dict[str, Any]:
+                store: Store | None = None, new_release: bool = False,
+                spec_path: str | None = None) -> dict[str, Any]:
     """The pipeline itself; returns a summary dict (release id, figures, where things are).
 
     new_release: publish even if this flow run (a retry) or this deployment's scheduled slot
@@ -250,7 +256,10 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     sizes = technique.group_sizes(release)
     meta = {"series": spec.dataset.name, "technique": technique.name,
             "parameters": spec.technique.params, "seed": seed, "rows_in": data.n, "actor": who,
-            "flow_run_id": run_id, "input_fingerprint": fp, **origin}
+            "flow_run_id": run_id, "input_fingerprint": fp, "spec_path": spec_path, **origin,
+            "hashes": {meta_["file"]: meta_["sha256"] for meta_ in staged.files.values()}}
+    series_names = [r.model for r in privacy] + SERIES_FIGURES
+    earlier = store.series_figures(spec.dataset.name, series_names)
 
     def write_report(release_id: str, sequence: int, folder: Path) -> None:
         # inside the commit, once the id is known: a committed release always has its report
@@ -258,6 +267,12 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
         final = spec.output_dir.resolve() / release_id
         meta.update(release_id=release_id, sequence=sequence, created_at=datetime.now(timezone.utc),
                     files=[str(final / f"{n}.parquet") for n in release.tables])
+        this = [{"sequence": sequence, "release_id": release_id, "name": r.model, "value": str(r.value)}
+                for r in privacy]
+        this += [{"sequence": sequence, "release_id": release_id, "name": n, "value": str(utility[n])}
+                 for n in SERIES_FIGURES if n in utility]
+        meta["series_figures"] = pd.concat([earlier, pd.DataFrame(this)], ignore_index=True) \
+            if earlier is not None and len(earlier) else pd.DataFrame(this)
         report_mod.write_html_report(folder / "report.html", meta, privacy, utility, sizes)
 
     try:
@@ -277,6 +292,7 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     out_dir = spec.output_dir.resolve() / release_id
     progress(f"committed release {release_id}: {out_dir}")
     _name_flow_run(run_id, release_id)
+    meta["report"] = str(out_dir / "report.html")
     _artifacts(meta, privacy, utility)  # after the commit: a failure here is a warning only
     return {**meta, "release_id": release_id, "created": created, "privacy": privacy,
             "utility": utility, "report": str(out_dir / "report.html"), "state": str(store.path),
@@ -302,6 +318,11 @@ def _artifacts(meta, privacy, utility) -> None:
     try:
         create_markdown_artifact(markdown=report_mod.markdown_summary(meta, privacy, utility),
                                  key="release-summary", description=f"release {meta['release_id']}")
+        if meta.get("report"):  # the artifacts link to the report; the report names this run
+            from prefect.artifacts import create_link_artifact
+
+            create_link_artifact(link=Path(meta["report"]).as_uri(), link_text=f"report of {meta['release_id']}",
+                                 key="release-report", description=str(Path(meta["report"]).parent))
         rows = [{"kind": "privacy", "figure": r.model, "value": str(r.value), "required": str(r.threshold),
                  "result": "pass" if r.passed else "FAIL"} for r in privacy]
         rows += [{"kind": "utility", "figure": k, "value": report_mod.fmt(v), "required": "", "result": ""}
@@ -330,7 +351,7 @@ def run_attempt(spec_path: str, overrides: dict | None, actor: str | None, new_r
     committed = len(COMMITTED)
     try:
         return run_release(resolve_spec(spec_path, None, overrides), actor=actor,
-                           new_release=new_release)["release_id"]
+                           new_release=new_release, spec_path=spec_path)["release_id"]
     except Exception as exc:
         if len(COMMITTED) > committed:  # the release exists: what failed after it is a warning
             progress(f"warning: release {COMMITTED[-1]} is committed, but a step after the commit "

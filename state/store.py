@@ -628,6 +628,20 @@ class Store:
                 con.execute("ROLLBACK")
                 raise
 
+    def series_figures(self, series: str, names: list[str]):
+        """The given figures of every committed release of a series, one row per release (the
+        report's 'place in its series' table)."""
+        if not self.path.exists():
+            return None
+        with self.read() as con:
+            if not _has_table(con, "release_rows"):
+                return None
+            return con.execute(
+                "SELECT r.sequence, r.release_id, r.created_at, m.name, coalesce(m.text_value, "
+                "CAST(m.value AS VARCHAR)) AS value FROM release_rows r JOIN release_metrics m "
+                "USING (release_id) WHERE r.series = ? AND list_contains(?, m.name) ORDER BY r.sequence",
+                [series, names]).df()
+
     def trail(self, series: str | None = None, since: datetime | None = None):
         """Every attempt with what it touched, for an auditor: the audit log joined with the
         releases (series, sequence, technique), the trigger and the error of failed attempts."""

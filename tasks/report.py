@@ -81,23 +81,76 @@ def summary_lines(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) 
     return lines
 
 
+_PROVENANCE = (("actor", "started by"), ("trigger", "trigger"), ("deployment", "deployment"),
+               ("scheduled_for", "scheduled slot"), ("flow_run_id", "Prefect flow run"),
+               ("spec_path", "spec"), ("input_fingerprint", "input sha256"))
+
+
+def _provenance(meta: dict[str, Any]) -> list[tuple[str, str]]:
+    """Who and what made the release, and the hashes that tie the report to its files."""
+    rows = [(label, str(meta[key])) for key, label in _PROVENANCE if meta.get(key)]
+    rows += [(f"sha256 of {name}", digest) for name, digest in sorted((meta.get("hashes") or {}).items())]
+    return rows
+
+
+def _series_rows(meta: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The same figures over the series' releases (this one last): header and rows."""
+    frame = meta.get("series_figures")
+    if frame is None or len(frame) == 0:
+        return [], []
+    wide = frame.pivot_table(index=["sequence", "release_id"], columns="name", values="value",
+                             aggfunc="first").reset_index()
+    names = [c for c in wide.columns if c not in ("sequence", "release_id")]
+    rows = [[str(r["sequence"]), str(r["release_id"]), *[_short(r[n]) for n in names]] for _, r in wide.iterrows()]
+    return ["#", "release", *names], rows
+
+
+def _short(value: Any) -> str:
+    try:
+        return fmt(float(value)) if "/" not in str(value) else str(value)
+    except (TypeError, ValueError):
+        return "" if value is None else str(value)
+
+
 def markdown_summary(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) -> str:
+    from tasks.figures import describe, poor_figures
+
     rows = "\n".join(f"| {r.model} | {r.value} | {r.threshold} | {'pass' if r.passed else 'FAIL'} |"
                      for r in privacy)
-    util = "\n".join(f"| {k} | {fmt(v)} |" for k, v in utility.items())
+    util = "\n".join(f"| {k} | {fmt(v)} | {describe(k)[0]} ({describe(k)[1]}) |" for k, v in utility.items())
+    warnings = "".join(f"\n> **Warning:** {w}\n" for w in poor_figures(utility, meta.get("rows_in")))
+    prov = "\n".join(f"| {k} | {v} |" for k, v in _provenance(meta))
+    head, series = _series_rows(meta)
+    series_md = ("\n## In its series\n\n| " + " | ".join(head) + " |\n|" + "---|" * len(head) + "\n"
+                 + "\n".join("| " + " | ".join(r) + " |" for r in series) + "\n") if series else ""
     return (f"# Release {meta['release_id']}\n\n" + "\n".join(f"- {l}" for l in summary_lines(meta, privacy, utility))
-            + f"\n\n## Privacy\n\n| model | reached | required | result |\n|---|---|---|---|\n{rows}\n"
-            + f"\n## Utility\n\n| figure | value |\n|---|---|\n{util}\n")
+            + f"\n{warnings}\n## Privacy\n\n| model | reached | required | result |\n|---|---|---|---|\n{rows}\n"
+            + f"\n## Utility\n\n| figure | value | what it measures |\n|---|---|---|\n{util}\n" + series_md
+            + (f"\n## Provenance\n\n| | |\n|---|---|\n{prov}\n" if prov else ""))
 
 
 def write_html_report(path: Path, meta: dict[str, Any], privacy: list, utility: dict[str, Any],
                       sizes: np.ndarray | None) -> Path:
+    from tasks.figures import describe, poor_figures, worst_rows
+
     esc = html.escape
+
+    def worst(r) -> str:
+        rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v[:300])}</td></tr>" for k, v in worst_rows(r.worst))
+        return f"<table class=worst>{rows}</table>" if rows else ""
+
     priv_rows = "".join(
         f"<tr><td>{esc(r.model)}</td><td>{esc(str(r.value))}</td><td>{esc(str(r.threshold))}</td>"
-        f"<td class={'ok' if r.passed else 'bad'}>{'pass' if r.passed else 'FAIL'}</td>"
-        f"<td><code>{esc(json.dumps(r.worst, default=str)[:600])}</code></td></tr>" for r in privacy)
-    util_rows = "".join(f"<tr><td>{esc(k)}</td><td>{esc(fmt(v))}</td></tr>" for k, v in utility.items())
+        f"<td class={'ok' if r.passed else 'bad'}>{'&#10004; pass' if r.passed else '&#10008; FAIL'}</td>"
+        f"<td>{worst(r)}</td></tr>" for r in privacy)
+    util_rows = "".join(f"<tr><td>{esc(k)}</td><td>{esc(fmt(v))}</td><td>{esc(describe(k)[0])}</td>"
+                        f"<td>{esc(describe(k)[1])}</td></tr>" for k, v in utility.items())
+    warnings = "".join(f"<p class=warn>Warning: {esc(w)}</p>" for w in poor_figures(utility, meta.get("rows_in")))
+    prov = "".join(f"<tr><th>{esc(k)}</th><td><code>{esc(v)}</code></td></tr>" for k, v in _provenance(meta))
+    head, series = _series_rows(meta)
+    series_html = ("<h2>In its series</h2><table class=series><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head)
+                   + "</tr>" + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in series)
+                   + "</table>") if series else ""
     files = "".join(f"<li><code>{esc(f)}</code></li>" for f in meta.get("files", []))
     plots = "".join(f"<figure><img alt='{esc(t)}' src='data:image/png;base64,{b}'><figcaption>{esc(t)}"
                     f"</figcaption></figure>" for t, b in _plots(sizes, utility))
@@ -105,17 +158,21 @@ def write_html_report(path: Path, meta: dict[str, Any], privacy: list, utility: 
 <title>privpub release {esc(meta['release_id'])}</title>
 <style>body{{font-family:sans-serif;max-width:60em;margin:2em auto;color:#222}}
 table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}
-.ok{{color:#080;font-weight:bold}}.bad{{color:#b00;font-weight:bold}}figure{{display:inline-block}}</style>
+.ok{{color:#080;font-weight:bold}}.bad{{color:#b00;font-weight:bold}}figure{{display:inline-block}}
+.warn{{background:#fff3cd;border:1px solid #e0c060;padding:6px}}table.worst td,table.worst th{{border:0;padding:1px 6px;font-size:90%}}</style>
 </head><body>
 <h1>Release {esc(meta['release_id'])}</h1>
 <p>Series <b>{esc(meta['series'])}</b>, release #{meta['sequence']}, technique <b>{esc(meta['technique'])}</b>,
 parameters <code>{esc(json.dumps(meta.get('parameters', {}), default=str))}</code>, seed {meta['seed']},
 {meta['rows_in']} input rows, committed {esc(str(meta.get('created_at', '')))}.</p>
+{warnings}
 <h2>Privacy (computed from the published tables only)</h2>
 <table><tr><th>model</th><th>reached</th><th>required</th><th>result</th><th>worst case</th></tr>{priv_rows}</table>
-<h2>Utility</h2><table><tr><th>figure</th><th>value</th></tr>{util_rows}</table>
+<h2>Utility</h2><table><tr><th>figure</th><th>value</th><th>what it measures</th><th>better</th></tr>{util_rows}</table>
+{series_html}
 {plots}
 <h2>Published files</h2><ul>{files}</ul>
+<h2>Provenance</h2><table>{prov}</table>
 </body></html>"""
     path.write_text(page)
     return path

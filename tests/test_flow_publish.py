@@ -68,3 +68,22 @@ def test_secret_rows_never_reach_prefect_storage_or_the_output(prefect_server, s
     assert scanned >= 2  # at least the published table and the report were scanned
     published = pd.read_parquet(folder / "releases" / release / "table.parquet")
     assert "pid" not in published.columns
+
+
+def test_report_shows_provenance_series_and_what_figures_mean(prefect_server, secret_census):
+    """report.html links back to its run (flow run id, trigger, actor, spec, input and file
+    hashes), explains each figure and shows the release's place in its series."""
+    folder, frame = secret_census
+    spec = write_spec(folder, seed=None)
+    first = publish_flow(spec_path=str(spec), actor="steward")
+    second = publish_flow(spec_path=str(spec), actor="steward")
+    store = Store(folder / "privpub.duckdb")
+    rel = store.release(second)
+    page = (folder / "releases" / second / "report.html").read_text()
+    for text in ("Provenance", "started by", "steward", "Prefect flow run", rel["flow_run_id"],
+                 rel["input_fingerprint"], str(spec), "what it measures", "lower is better",
+                 "In its series", first, second):
+        assert text in page, text
+    for t in rel["tables"].itertuples():
+        assert f"sha256 of {t.file}" in page and t.sha256 in page
+    assert not any(pid in page for pid in frame.pid)

@@ -523,3 +523,15 @@ def test_trail_exports_every_attempt(prefect_server, tmp_path):
     js = run(["trail", "--state", state, "--format", "json", "--since", "2999-01-01"])
     assert js.returncode == 0 and js.stdout == ""
     assert "not a date" in run(["trail", "--state", state, "--since", "yesterday"]).stderr
+
+
+def test_figures_are_explained_and_poor_ones_flagged():
+    from tasks.figures import LOWER, describe, poor_figures, worst_rows
+
+    assert describe("query_error_1pct")[1] == LOWER and "1% of the rows" in describe("query_error_1pct")[0]
+    assert describe("uncertainty_penalty_normalized")[1] == LOWER
+    warn = poor_figures({"query_error_1pct": 1.2, "query_error_5pct": 1.0, "suppressed_rows": 60}, rows_in=1000)
+    assert len(warn) == 2 and "1% selectivity" in warn[0] and "60 of 1,000" in warn[1]
+    assert poor_figures({"query_error_1pct": 0.99, "suppressed_rows": 50}, rows_in=1000) == []
+    assert worst_rows({"group": 3, "values": ["a", "b"], "box": {"age": "20-30"}}) == [
+        ("group", "3"), ("values", "a, b"), ("box", "age = 20-30")]
