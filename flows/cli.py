@@ -113,17 +113,28 @@ def _run_flow(args, spec_path: str, overrides: dict | None, start) -> int:
         from flows import publish as pub
 
         _quiet_tracebacks()
+        printed: list[str] = []
+
+        def announce(release_id: str) -> None:
+            print(release_id, flush=True)
+            printed.append(release_id)
+
+        pub.ON_COMMIT.append(announce)
         try:
             release_id = start(spec)
         except BaseException as exc:
             if not pub.COMMITTED or isinstance(exc, CliError):
                 raise
             release_id = pub.COMMITTED[-1]
-            print(release_id, flush=True)
+            if release_id not in printed:
+                print(release_id, flush=True)
             warn(f"release {release_id} is committed, but the run failed after the commit "
                  f"({type(exc).__name__}); `privpub report {release_id}` rewrites its report")
             return 0
-        print(release_id, flush=True)
+        finally:
+            pub.ON_COMMIT.remove(announce)
+        if release_id not in printed:  # a recognised re-run: nothing was committed
+            print(release_id, flush=True)
         if not args.quiet:
             try:
                 print_summary(spec.state_path, release_id)

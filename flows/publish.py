@@ -51,6 +51,8 @@ IO_RETRIES = dict(retries=2, retry_delay_seconds=[1, 5], retry_condition_fn=tran
 # ids of the releases this process committed: whatever fails afterwards (artifacts, the summary,
 # Prefect's own bookkeeping) must not turn a committed release into a failed command
 COMMITTED: list[str] = []
+# called with the release id right after the commit (the CLI prints it there)
+ON_COMMIT: list = []
 # errors that ended this process's flow runs (the CLI runs flows in-process and re-raises them)
 FAILURES: list[BaseException] = []
 
@@ -286,6 +288,8 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     finally:
         staged.release_owner()
     COMMITTED.append(release_id)
+    for announce in ON_COMMIT:  # the CLI prints the id now, before the run's bookkeeping
+        announce(release_id)
     failpoint("published")
     meta.setdefault("release_id", release_id)  # a recognised re-run wrote no report
     meta.setdefault("sequence", int(release_id.split("-")[-2]))
