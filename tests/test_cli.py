@@ -134,3 +134,19 @@ def test_two_publishes_at_once_both_end_cleanly(prefect_server, census_dir):
         seqs = [r[0] for r in con.execute("SELECT sequence FROM releases ORDER BY sequence").fetchall()]
     assert seqs == list(range(1, codes.count(0) + 1))
     assert len(release_dirs(census_dir)) == codes.count(0)
+
+
+def test_help_and_history_do_not_import_prefect(tmp_path):
+    """Start-up cost: commands that run no flow import no Prefect (nor scipy, matplotlib, dask)."""
+    code = ("import sys, contextlib, io\n"
+            "from flows.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+            "    try:\n"
+            "        main(sys.argv[1:])\n"
+            "    except SystemExit:\n"
+            "        pass\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'prefect', 'scipy', 'matplotlib', 'dask', 'distributed'}))")
+    for args in (["--help"], ["history", "--state", str(tmp_path / "none.duckdb")]):
+        res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+        assert res.stdout.strip().splitlines()[-1] == "[]", (args, res.stdout, res.stderr)
