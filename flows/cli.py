@@ -62,7 +62,7 @@ def _state_path(args) -> Path:
 def check_spec(spec_path: str, overrides: dict | None = None):
     """The cheap checks, before anything starts: the spec, its technique's parameters, and that
     the output folder and the state file can be used."""
-    from flows.publish import resolve_spec
+    from schemas.spec import resolve_spec
     from state.store import Store, check_output_dir
     from tasks.anonymize.base import get_technique
 
@@ -191,7 +191,7 @@ def cmd_publish(args) -> int:
 def cmd_serial(args) -> int:
     """The next release of a serial series: refuses a spec whose technique keeps no history."""
     from tasks.anonymize.base import get_technique
-    from flows.publish import resolve_spec
+    from schemas.spec import resolve_spec
 
     if not get_technique(resolve_spec(args.spec, None, None)).uses_history:
         raise CliError("privpub serial needs a technique that publishes series "

@@ -6,10 +6,8 @@ which must never land in Prefect's result storage.
 """
 from __future__ import annotations
 
-import getpass
 import hashlib
 import json
-import os
 import secrets
 import sys
 import time
@@ -26,7 +24,7 @@ from prefect.cache_policies import NO_CACHE
 from flows.attempts import attribution, current_actor, flow_run_id as _flow_run_id, record_failure
 from flows.errors import expected_errors, public_message
 from schemas.published import check_published
-from schemas.spec import ReleaseSpec, RunSpec, SpecError, load_spec, spec_from_dict
+from schemas.spec import ReleaseSpec, RunSpec, resolve_spec
 from state.store import Store, check_output_dir, stage_tables
 from tasks import report as report_mod
 from tasks.anonymize.base import PrivacyRefused, get_technique
@@ -178,21 +176,6 @@ def release_key(spec: ReleaseSpec, fingerprint: str, seed: int) -> str:
                        "dataset": spec.dataset.model_dump(exclude={"input", "table"})},
                       sort_keys=True, default=str)
     return hashlib.sha256(body.encode()).hexdigest()
-
-
-def resolve_spec(spec_path: str | None, spec: dict | None, overrides: dict | None) -> ReleaseSpec:
-    if spec_path:
-        base = load_spec(spec_path)
-        data = base.model_dump(exclude={"base_dir"})
-        base_dir = base.base_dir
-    else:
-        data, base_dir = dict(spec or {}), os.getcwd()
-    for section, values in (overrides or {}).items():
-        if not isinstance(values, dict) or not isinstance(data.get(section, {}), dict):
-            raise SpecError(f"overrides: [{section}] must be a table of keys, e.g. "
-                            '{"technique": {"k": 20}}')
-        data[section] = {**data.get(section, {}), **values}
-    return spec_from_dict(data, base_dir=base_dir)
 
 
 # the figures the report follows over a series (beside the privacy figures)

@@ -44,7 +44,11 @@ class TemporaryServer:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}/api"
         self._log = tempfile.NamedTemporaryFile(prefix="privpub-prefect-", suffix=".log", delete=False)
-        import prefect
+        # where Prefect is installed, without importing it: the server starts before this
+        # process pays for its own imports
+        from importlib.util import find_spec
+
+        prefect_dir = Path(find_spec("prefect").origin).parent
 
         env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
                "PREFECT__SERVER_FINAL": "1"}
@@ -54,7 +58,7 @@ class TemporaryServer:
             os.chmod(home, 0o700)  # its database records flow runs: owner-only
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _LAUNCH, str(os.getpid()), "-m", "uvicorn", "--app-dir",
-             str(Path(prefect.__file__).parent.parent), "--factory", "prefect.server.api.server:create_app",
+             str(prefect_dir.parent), "--factory", "prefect.server.api.server:create_app",
              "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "error", "--lifespan", "on"],
             env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log)
 

@@ -237,3 +237,20 @@ def load_spec(path: str | Path) -> ReleaseSpec:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SpecError(f"{path} is not valid TOML: {exc}") from None
     return spec_from_dict(data, base_dir=path.resolve().parent)
+
+
+def resolve_spec(spec_path: str | None, spec: dict | None, overrides: dict | None) -> ReleaseSpec:
+    """The spec file (or a spec dict) with a run's overrides merged over it, section by section
+    (e.g. a deployment's {"technique": {"k": 20}}), then checked as strictly as a file."""
+    if spec_path:
+        base = load_spec(spec_path)
+        data = base.model_dump(exclude={"base_dir"})
+        base_dir = base.base_dir
+    else:
+        data, base_dir = dict(spec or {}), str(Path.cwd())
+    for section, values in (overrides or {}).items():
+        if not isinstance(values, dict) or not isinstance(data.get(section, {}), dict):
+            raise SpecError(f"overrides: [{section}] must be a table of keys, e.g. "
+                            '{"technique": {"k": 20}}')
+        data[section] = {**data.get(section, {}), **values}
+    return spec_from_dict(data, base_dir=base_dir)
