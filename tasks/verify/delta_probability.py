@@ -145,12 +145,12 @@ def example1_identity(tables: pa.Table, attribute: str, target_code: np.ndarray)
 
 def _compress(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Dense ids 0..U-1 of the pairs (a, b) of non-negative ints (a join key without sorting
-    when the pair space is small, np.unique otherwise)."""
+    when the pair space is small, a hash factorization otherwise: no sort either)."""
     base = int(b.max()) + 1
     key = a.astype(np.int64) * base + b
     size = (int(a.max()) + 1) * base
     if size > 8 * len(key) + 1_000_000:
-        return np.unique(key, return_inverse=True)[1].ravel()
+        return pd.factorize(key)[0]
     present = np.zeros(size, dtype=bool)
     present[key] = True
     return (np.cumsum(present) - 1)[key]
