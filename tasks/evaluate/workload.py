@@ -116,6 +116,8 @@ class _Selections:
             codes = np.flatnonzero(picked)
             if len(codes) == codes[-1] - codes[0] + 1:  # a contiguous range: two comparisons
                 mask &= (col >= codes[0]) & (col <= codes[-1])
+            elif len(codes) <= 3:  # a few codes: comparisons beat a gather
+                mask &= np.logical_or.reduce([col == c for c in codes])
             else:
                 mask &= picked[col]
         return mask
