@@ -290,6 +290,7 @@ def main() -> None:
     ap.add_argument("--rows-muco", type=int, default=40_152)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    args.bench_python = args.bench_python.absolute()  # the runs start in their own folders
     cases = [c for c in args.cases.split(",") if c]
     unknown = set(cases) - set(CASES)
     if unknown:
