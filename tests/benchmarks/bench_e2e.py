@@ -25,8 +25,10 @@ Cases (synthetic census from tasks.demo_data, input as CSV, fixed seed):
 
 Measures: wall time of the process (best of --repeat), the peak RSS of the process tree (the sum
 over privpub and its children, e.g. a temporary Prefect server, sampled every 50 ms with psutil)
-and the peak RSS of the largest single process of the tree (GNU time's %M: ru_maxrss). One table
-is printed at the end.
+the peak RSS of the largest single process of the tree and the CPU time (user + system) of the
+process and the children it waited for (GNU time's %M, %U, %S). The table shows the run with the
+best wall time and that run's CPU time; the machine is shared, so CPU time is the steadier
+figure. One table is printed at the end, with the load average.
 """
 from __future__ import annotations
 
@@ -68,7 +70,7 @@ def measured(cmd: list[str], env: dict, cwd: Path) -> dict:
     out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
     rss_file = Path(tempfile.mkstemp(prefix="maxrss-", dir=cwd)[1])
     if Path(GNU_TIME).is_file():
-        cmd = [GNU_TIME, "-f", "%M", "-o", str(rss_file), *cmd]
+        cmd = [GNU_TIME, "-f", "%M %U %S", "-o", str(rss_file), *cmd]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=err)
     peak = [0]
@@ -101,9 +103,10 @@ def measured(cmd: list[str], env: dict, cwd: Path) -> dict:
     proc.returncode = os.waitstatus_to_exitcode(status)
     out.seek(0)
     err.seek(0)
-    own = rss_file.read_text().strip().splitlines() if rss_file.is_file() else []
+    own = (rss_file.read_text().strip().splitlines() or [""])[-1].split() if rss_file.is_file() else []
     rss_file.unlink(missing_ok=True)
-    res = {"wall_s": wall, "tree_rss": peak[0], "max_rss": int(own[-1]) * 1024 if own and own[-1].isdigit() else 0,
+    res = {"wall_s": wall, "tree_rss": peak[0], "max_rss": int(own[0]) * 1024 if len(own) == 3 else 0,
+           "cpu_s": float(own[1]) + float(own[2]) if len(own) == 3 else float("nan"),
            "returncode": proc.returncode, "stdout": out.read().decode(errors="replace"),
            "stderr": err.read().decode(errors="replace")}
     if proc.returncode != 0:
@@ -278,15 +281,15 @@ def report(results: dict, cases: list[str]) -> None:
                 continue
             target, verdict = target_text(case, server, results)
             rows.append([LABELS[case], f"privpub publish, server {server}", f"{r['wall_s']:.1f}",
-                         " / ".join(f"{w:.1f}" for w in r["walls"]), f"{r['tree_rss'] / GiB:.2f}",
+                         f"{r['cpu_s']:.1f}", " / ".join(f"{w:.1f}" for w in r["walls"]), f"{r['tree_rss'] / GiB:.2f}",
                          f"{r['max_rss'] / GiB:.2f}", target, verdict])
         if case == "gen-250k" and ("anonypyx", "-") in results:
             r = results[("anonypyx", "-")]
             rows.append([LABELS[case], "anonypyx Mondrian, whole process", f"{r['wall_s']:.1f}",
-                         " / ".join(f"{w:.1f}" for w in r["walls"]), f"{r['tree_rss'] / GiB:.2f}",
+                         f"{r['cpu_s']:.1f}", " / ".join(f"{w:.1f}" for w in r["walls"]), f"{r['tree_rss'] / GiB:.2f}",
                          f"{r['max_rss'] / GiB:.2f}", "(reference)", ""])
     print_table("End to end: a fresh process per run, wall time from start to exit",
-                ["case", "run", "wall s", "runs s", "tree peak GiB", "max proc GiB", "target", "result"],
+                ["case", "run", "wall s", "CPU s", "runs s", "tree peak GiB", "max proc GiB", "target", "result"],
                 rows)
 
 
@@ -294,7 +297,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--bench-python", type=Path, default=ROOT / "bench-env" / "bin" / "python")
-    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each privpub case (best wall time shown)")
+    ap.add_argument("--external-repeat", type=int, default=1, help="runs of anonypyx")
     ap.add_argument("--skip-external", action="store_true", help="no anonypyx run")
     ap.add_argument("--rows-1m", type=int, default=1_000_000)
     ap.add_argument("--rows-250k", type=int, default=250_000)
@@ -307,6 +311,7 @@ def main() -> None:
     if unknown:
         ap.error(f"unknown cases {sorted(unknown)}; choose from {', '.join(CASES)}")
 
+    load0 = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     work = Path(tempfile.mkdtemp(prefix="privpub-bench-e2e-"))
     results: dict = {}
     try:
@@ -316,7 +321,7 @@ def main() -> None:
             preps[case] = prepare(case, work, args)
         if "gen-250k" in cases and not args.skip_external:
             print("anonypyx (whole process) ...", flush=True)
-            results[("anonypyx", "-")] = best_of(args.repeat, lambda: anonypyx_once(preps["gen-250k"],
+            results[("anonypyx", "-")] = best_of(args.external_repeat, lambda: anonypyx_once(preps["gen-250k"],
                                                                                     args.bench_python, work))
         for server in ("none", "running"):
             home = Path(tempfile.mkdtemp(prefix=f"prefect-{server}-", dir=work))
@@ -333,6 +338,7 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report(results, cases)
+    print(f"load average at the end: {' / '.join(f'{x:.1f}' for x in os.getloadavg())} (at the start: {load0})")
     if args.json:
         args.json.write_text(json.dumps({f"{c}|{s}": {k: v for k, v in r.items() if k not in ("stdout", "stderr")}
                                          for (c, s), r in results.items()}, indent=1))
