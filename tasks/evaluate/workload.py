@@ -81,7 +81,7 @@ class _Selections:
 
     Counts come from the joint histogram of the QIs involved (built once per set of QIs), so a
     rejected draw costs no pass over the rows; only an accepted query's drawn row is looked for,
-    block by block."""
+    block by block from the nearer end (a quarter of the rows on average)."""
 
     BLOCK = 1 << 16
 
@@ -122,14 +122,17 @@ class _Selections:
                 mask &= picked[col]
         return mask
 
-    def nth_row(self, attrs: list[int], picks: list[np.ndarray], nth: int) -> int:
-        """The row number of the nth selected row (0-based, in row order), reading blocks of
-        rows only until it is found."""
-        for start in range(0, self.n, self.BLOCK):
+    def nth_row(self, attrs: list[int], picks: list[np.ndarray], nth: int, count: int) -> int:
+        """The row number of the nth of the `count` selected rows (0-based, in row order),
+        reading blocks of rows from the nearer end only until it is found."""
+        from_end = nth >= count - nth  # then find the (count - 1 - nth)th from the last row
+        left = count - 1 - nth if from_end else nth
+        starts = range(0, self.n, self.BLOCK)
+        for start in (reversed(starts) if from_end else starts):
             hits = np.flatnonzero(self._mask(attrs, picks, slice(start, min(start + self.BLOCK, self.n))))
-            if nth < len(hits):
-                return start + int(hits[nth])
-            nth -= len(hits)
+            if left < len(hits):
+                return start + int(hits[len(hits) - 1 - left] if from_end else hits[left])
+            left -= len(hits)
         raise IndexError("fewer selected rows than counted")
 
 
@@ -161,7 +164,7 @@ def make_workload(data, rng: np.random.Generator, per_band: int = 100,
             actual = count / data.n  # the selected share of rows
             if not (sel / 2 <= actual <= sel * 2):
                 continue
-            row = select.nth_row(attrs, picks, int(rng.integers(count)))
+            row = select.nth_row(attrs, picks, int(rng.integers(count)), count)
             v = data.sensitive_values[data.sensitive_codes[row]]
             v = v.item() if hasattr(v, "item") else v
             queries.append(CountQuery(tuple(conds), v, sel))
