@@ -7,7 +7,7 @@ export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PY_KEY_VALUE_DISABLE_BEARTYPE := true
 
-.PHONY: setup run test mutants bench bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit clean
+.PHONY: setup run test mutants bench bench-e2e bench-evaluate bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit clean
 
 setup: $(STAMP)
 
@@ -44,8 +44,13 @@ $(BENCH_STAMP): $(BENCH_REQ)
 bench: $(STAMP) $(BENCH_STAMP)
 	$(BIN)/python -m tests.benchmarks.bench_spine --bench-python $(BENCH_ENV)/bin/python $(BENCH_ARGS)
 
+# What a user waits for: `privpub publish` as a fresh process, with and without a Prefect server,
+# beside anonypyx as a whole process (docs/benchmarks.md, "End to end").
+bench-e2e: $(STAMP) $(BENCH_STAMP)
+	$(BIN)/python -m tests.benchmarks.bench_e2e --bench-python $(BENCH_ENV)/bin/python $(BENCH_ARGS)
+
 # One benchmark per technique (each prints its table; see docs/benchmarks.md and the technique docs).
-bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit: bench-%: $(STAMP)
+bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-evaluate: bench-%: $(STAMP)
 	$(BIN)/python -m tests.benchmarks.bench_$*
 
 clean:

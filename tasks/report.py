@@ -1,54 +1,73 @@
 """Step 7: a report a person can read: an HTML page with the privacy checks, the utility figures
-and two plots (group sizes, query error by selectivity), plus a markdown summary for Prefect."""
+and two plots (group sizes, query error by selectivity), plus a markdown summary for Prefect.
+
+The plots are small inline SVG bar charts written directly: no plotting library is imported, so
+a report costs milliseconds at any table size (it reads only the group sizes and a few figures).
+"""
 from __future__ import annotations
 
-import base64
 import html
-import io
 import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+_W, _H, _LEFT, _BOTTOM, _TOP, _RIGHT = 440, 230, 56, 44, 26, 12
 
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    return base64.b64encode(buf.getvalue()).decode()
+
+def _svg_bars(title: str, labels: list[str], values: list[float], xlabel: str, ylabel: str,
+              color: str, tick_every: int = 1) -> str:
+    """A bar chart as an SVG element: one bar per value, each with a tooltip (label: value)."""
+    esc = html.escape
+    width, height = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
+    top = max(max(values, default=0.0), 0.0) or 1.0
+    step = width / max(len(values), 1)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" role="img" '
+             f'aria-label="{esc(title)}" font-family="sans-serif" font-size="11">',
+             f'<text x="{_W / 2:.0f}" y="16" text-anchor="middle" font-size="13">{esc(title)}</text>']
+    for i, (label, value) in enumerate(zip(labels, values)):
+        h = height * max(value, 0.0) / top
+        x = _LEFT + i * step
+        parts.append(f'<rect x="{x + 0.5:.1f}" y="{_TOP + height - h:.1f}" width="{max(step - 1, 1):.1f}" '
+                     f'height="{h:.1f}" fill="{color}"><title>{esc(label)}: {esc(fmt(value))}</title></rect>')
+        if i % tick_every == 0 or i == len(values) - 1:
+            parts.append(f'<text x="{x + step / 2:.1f}" y="{_TOP + height + 14}" text-anchor="middle">'
+                         f'{esc(label)}</text>')
+    axis_y = _TOP + height
+    parts += [f'<line x1="{_LEFT}" y1="{axis_y}" x2="{_LEFT + width}" y2="{axis_y}" stroke="#444"/>',
+              f'<line x1="{_LEFT}" y1="{_TOP}" x2="{_LEFT}" y2="{axis_y}" stroke="#444"/>',
+              f'<text x="{_LEFT - 4}" y="{_TOP + 4}" text-anchor="end">{esc(fmt(top))}</text>',
+              f'<text x="{_LEFT - 4}" y="{axis_y}" text-anchor="end">0</text>',
+              f'<text x="{_LEFT + width / 2:.0f}" y="{_H - 6}" text-anchor="middle">{esc(xlabel)}</text>',
+              f'<text transform="translate(14 {_TOP + height / 2:.0f}) rotate(-90)" text-anchor="middle">'
+              f'{esc(ylabel)}</text>', "</svg>"]
+    return "".join(parts)
 
 
 def _plots(sizes: np.ndarray | None, utility: dict[str, Any]) -> list[tuple[str, str]]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """(caption, inline SVG) per plot: the group-size histogram and the query error by band."""
     out = []
     if sizes is not None and len(sizes):
-        fig, ax = plt.subplots(figsize=(5.5, 3))
-        ax.hist(sizes, bins=min(40, max(5, len(np.unique(sizes)))), color="#4472c4")
-        ax.set_xlabel("QI-group size (rows)")
-        ax.set_ylabel("groups")
-        ax.set_title("Group sizes")
-        out.append(("Group sizes", _png(fig)))
-        plt.close(fig)
+        sizes = np.asarray(sizes)
+        bins = min(40, max(5, len(np.unique(sizes))))
+        counts, edges = np.histogram(sizes, bins=bins)
+        labels = [f"{edges[i]:.4g}" for i in range(len(counts))]
+        out.append(("Group sizes", _svg_bars("Group sizes", labels, counts.astype(float).tolist(),
+                                             "QI-group size (rows, bin start)", "groups", "#4472c4",
+                                             tick_every=max(1, len(counts) // 6))))
     errs = dict(sorted(_query_errors(utility).items(), key=lambda kv: _pct(kv[0])))
     if errs:
-        fig, ax = plt.subplots(figsize=(5.5, 3))
         labels = [k.removeprefix("query_error_").replace("pct", "%") for k in errs]
-        ax.bar(labels, list(errs.values()), color="#ed7d31")
-        ax.set_xlabel("query selectivity")
-        ax.set_ylabel("mean relative error")
-        ax.set_title("Count-query error")
-        out.append(("Query error", _png(fig)))
-        plt.close(fig)
+        out.append(("Query error", _svg_bars("Count-query error", labels, [float(v) for v in errs.values()],
+                                             "query selectivity", "mean relative error", "#ed7d31")))
     return out
 
 
-def fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
+def fmt(value: Any, digits: int = 4) -> str:
+    """A figure with `digits` significant digits (3.75e-05, not 0.0000); integers as they are."""
+    if isinstance(value, (float, np.floating)):
+        return f"{float(value):.{digits}g}"
     return str(value)
 
 
@@ -70,12 +89,12 @@ def summary_lines(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) 
     for r in privacy:
         need = f" (required {r.threshold})" if r.threshold is not None else ""
         lines.append(f"{r.model}: {r.value}{need} {'PASS' if r.passed else 'FAIL'}")
-    errs = [f"{k.removeprefix('query_error_').replace('pct', '%')}: {v:.3f}"
+    errs = [f"{k.removeprefix('query_error_').replace('pct', '%')}: {fmt(v, 3)}"
             for k, v in sorted(_query_errors(utility).items(), key=lambda kv: _pct(kv[0]))]
     if errs:
         lines.append("mean relative query error by selectivity: " + ", ".join(errs))
     if "uncertainty_penalty_normalized" in utility:
-        lines.append(f"uncertainty penalty (per tuple per QI): {utility['uncertainty_penalty_normalized']:.4f}")
+        lines.append(f"uncertainty penalty (per tuple per QI): {fmt(utility['uncertainty_penalty_normalized'])}")
     if utility.get("suppressed_rows"):
         lines.append(f"suppressed rows: {utility['suppressed_rows']}")
     return lines
@@ -152,8 +171,7 @@ def write_html_report(path: Path, meta: dict[str, Any], privacy: list, utility: 
                    + "</tr>" + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in series)
                    + "</table>") if series else ""
     files = "".join(f"<li><code>{esc(f)}</code></li>" for f in meta.get("files", []))
-    plots = "".join(f"<figure><img alt='{esc(t)}' src='data:image/png;base64,{b}'><figcaption>{esc(t)}"
-                    f"</figcaption></figure>" for t, b in _plots(sizes, utility))
+    plots = "".join(f"<figure>{svg}<figcaption>{esc(t)}</figcaption></figure>" for t, svg in _plots(sizes, utility))
     page = f"""<!doctype html><html><head><meta charset="utf-8">
 <title>privpub release {esc(meta['release_id'])}</title>
 <style>body{{font-family:sans-serif;max-width:60em;margin:2em auto;color:#222}}

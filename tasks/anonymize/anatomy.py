@@ -107,16 +107,24 @@ class Anatomy(Technique):
         return qit, st, size
 
     def estimate_counts(self, release: Release, workload: Any) -> np.ndarray:
-        """Each matching QIT row holds value v with probability count(gid, v) / |gid|."""
-        qit, st, size = self._bucket_stats(release)
-        sens = self.spec.dataset.sensitive
-        out, index, gid = [], ColumnIndex(qit), qit["gid"].to_numpy()
-        for q in workload:
-            matched = pd.Series(gid[index.mask(q.conditions)]).value_counts()
-            sv = st[st[sens].astype(str) == str(q.sensitive_value)].set_index("gid")["count"]
-            m = matched.reindex(sv.index).fillna(0)
-            out.append(float((m * sv / size.reindex(sv.index)).sum()))
-        return np.array(out)
+        """Each matching QIT row holds value v with probability count(gid, v) / |gid|: one
+        weighted copy of a QIT row per value its group holds, grouped by value once."""
+        from tasks.evaluate.counting import QueryAnswers, arrow_codes, arrow_plain_column
+
+        qit, st = release.tables["QIT"], release.tables["ST"]
+        gid = qit.column("gid").to_numpy()
+        order = np.argsort(gid, kind="stable")
+        st_gid = st.column("gid").to_numpy()
+        first = np.searchsorted(gid[order], st_gid, side="left")
+        size = np.searchsorted(gid[order], st_gid, side="right") - first  # |gid| of each ST row
+        entry = np.repeat(np.arange(st.num_rows), size)  # one copy per (ST row, member of its group)
+        offset = np.arange(len(entry)) - np.repeat(np.cumsum(size) - size, size)
+        rows = order[first[entry] + offset]
+        weights = (st.column("count").to_numpy() / np.where(size > 0, size, 1))[entry]
+        s_codes, s_values = arrow_codes(st.column(self.spec.dataset.sensitive))
+        used = {name for q in workload for name, _ in q.conditions}
+        columns = {name: arrow_plain_column(qit.column(name)) for name in used}
+        return QueryAnswers(columns, s_codes[entry], s_values.tolist(), rows, weights).answers(workload)
 
     def estimate_sums(self, release: Release, queries) -> np.ndarray:
         """Each matching QIT row contributes its bucket's average sensitive value."""

@@ -6,14 +6,15 @@ from typing import Any
 import numpy as np
 
 from tasks.evaluate.metrics import error_by_selectivity, group_size_stats
-from tasks.evaluate.workload import exact_answers, make_workload
+from tasks.evaluate.counting import count_in_microdata
+from tasks.evaluate.workload import make_workload
 
 
 def evaluate(technique, release, data, workload_seed: int = 0, per_band: int = 100) -> dict[str, Any]:
     """Every technique on the same data gets the same queries (the workload's seed is fixed)."""
     rng = np.random.default_rng(workload_seed)
     workload = make_workload(data, rng, per_band=per_band)
-    actual = exact_answers(data.frame, workload, data.spec.dataset.sensitive)
+    actual = count_in_microdata(data, workload)
     estimate = technique.estimate_counts(release, workload)
     out: dict[str, Any] = {"queries": len(workload)}
     out.update(error_by_selectivity(workload, actual, estimate))

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+import pandas as pd
 
+from tasks.evaluate.counting import DistinctLists
 from tasks.evaluate.workload import CountQuery
 from tasks.microdata import Microdata
 
@@ -34,22 +35,19 @@ def group_size_stats(sizes: np.ndarray) -> dict[str, float]:
             "discernibility": int((sizes.astype(np.int64) ** 2).sum())}
 
 
-def _list_code_span(col: pa.ChunkedArray | pa.Array, dom) -> np.ndarray:
-    """Per row: max - min domain code among the values of a list cell."""
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks()
-    labels = np.asarray(dom.values, dtype=object).astype(str)
-    lookup = {v: i for i, v in enumerate(labels)}
-    flat = col.flatten().to_numpy(zero_copy_only=False)
-    uniq, inv = np.unique(flat.astype(str), return_inverse=True)
-    codes = np.array([lookup[u] for u in uniq], dtype=np.int64)[inv]
-    parent = pc.list_parent_indices(col).to_numpy()
-    n = len(col)
-    mx = np.full(n, -1, dtype=np.int64)
-    mn = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-    np.maximum.at(mx, parent, codes)
-    np.minimum.at(mn, parent, codes)
-    return np.where(mx >= 0, mx - mn, 0)
+def _list_code_span(table: pa.Table, name: str, dom) -> np.ndarray:
+    """Per row: max - min domain code among the values of its list cell (computed once per
+    distinct list)."""
+    lists = DistinctLists.of(table, name)
+    codes = pd.Index(np.asarray(dom.values, dtype=object).astype(str)).get_indexer(lists.items)
+    if (codes < 0).any():
+        raise KeyError(f"published '{name}' holds values outside its domain: "
+                       f"{sorted(set(lists.items[codes < 0].tolist()))[:5]}")
+    mx = np.full(len(lists.lengths), -1, dtype=np.int64)
+    mn = np.full(len(lists.lengths), np.iinfo(np.int64).max, dtype=np.int64)
+    np.maximum.at(mx, lists.parent, codes)
+    np.minimum.at(mn, lists.parent, codes)
+    return np.where(mx >= 0, mx - mn, 0)[lists.codes]
 
 
 def uncertainty_penalty(table: pa.Table, data: Microdata, qi_names: list[str] | None = None) -> dict[str, float]:
@@ -70,7 +68,7 @@ def uncertainty_penalty(table: pa.Table, data: Microdata, qi_names: list[str] | 
             hi = table.column(f"{name}_hi").to_numpy().astype(float)
             loss = (hi - lo) / dom.span
         else:
-            loss = _list_code_span(table.column(name), dom) / dom.span
+            loss = _list_code_span(table, name, dom) / dom.span
         per_attr[name] = float(loss.sum())
         total += per_attr[name]
     n = max(table.num_rows, 1)

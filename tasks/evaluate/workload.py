@@ -49,9 +49,10 @@ class CountQuery:
 SELECTIVITIES = (0.01, 0.05, 0.10)
 
 
-def _condition(dom, codes: np.ndarray, freq: np.ndarray, coverage: float, rng: np.random.Generator):
-    """A condition on one QI that selects about `coverage` of the rows, and its row mask
-    (`freq`: the share of rows holding each code)."""
+def _condition(dom, freq: np.ndarray, coverage: float, rng: np.random.Generator):
+    """A condition on one QI that selects about `coverage` of the rows (`freq`: the share of rows
+    holding each code), and the codes it selects: a boolean array over the domain."""
+    picked = np.zeros(dom.size, dtype=bool)
     if dom.kind == "categorical" and not dom.hierarchy:
         chosen, mass = [], 0.0
         for c in rng.permutation(dom.size):
@@ -61,19 +62,78 @@ def _condition(dom, codes: np.ndarray, freq: np.ndarray, coverage: float, rng: n
             mass += freq[c]
             if mass >= coverage:
                 break
-        picked = np.zeros(dom.size, dtype=bool)
         picked[chosen] = True
-        return SetCond(frozenset(str(v) for v in dom.values[picked])), picked[codes]
+        return SetCond(frozenset(str(v) for v in dom.values[picked])), picked
     # ordered domain: a contiguous code range holding about `coverage` of the mass
     cdf = np.cumsum(freq)
     start_q = rng.uniform(0, max(1e-9, 1 - coverage))
     lo = int(np.searchsorted(cdf, start_q, side="right"))
     hi = int(np.searchsorted(cdf, min(1.0, start_q + coverage) - 1e-12))
     lo, hi = min(lo, dom.size - 1), min(max(hi, lo), dom.size - 1)
-    mask = (codes >= lo) & (codes <= hi)
+    picked[lo:hi + 1] = True
     if dom.kind == "numeric":
-        return RangeCond(float(dom.values[lo]), float(dom.values[hi])), mask
-    return SetCond(frozenset(str(v) for v in dom.values[lo:hi + 1])), mask
+        return RangeCond(float(dom.values[lo]), float(dom.values[hi])), picked
+    return SetCond(frozenset(str(v) for v in dom.values[lo:hi + 1])), picked
+
+
+class _Selections:
+    """How many rows a conjunction of per-QI code sets selects, and which rows.
+
+    Counts come from the joint histogram of the QIs involved (built once per set of QIs), so a
+    rejected draw costs no pass over the rows; only an accepted query's drawn row is looked for,
+    block by block from the nearer end (a quarter of the rows on average)."""
+
+    BLOCK = 1 << 16
+
+    def __init__(self, data):
+        self.n = data.n
+        self.sizes = [d.size for d in data.domains]
+        # the smallest integer type that holds the codes: cheaper comparisons and gathers
+        self.columns = [np.ascontiguousarray(data.codes[:, j]).astype(np.uint8 if d.size <= 256 else np.int32)
+                        for j, d in enumerate(data.domains)]
+        self.counts = [np.bincount(c, minlength=s) for c, s in zip(self.columns, self.sizes)]
+        self._joint: dict[tuple[int, ...], np.ndarray] = {}
+
+    def count(self, attrs: list[int], picks: list[np.ndarray]) -> int:
+        if len(attrs) == 1:
+            return int(self.counts[attrs[0]][picks[0]].sum())
+        key = tuple(attrs)
+        if np.prod([float(self.sizes[j]) for j in attrs]) > max(4 * self.n, 1 << 16):
+            return int(np.count_nonzero(self._mask(attrs, picks, slice(0, self.n))))  # histogram too large
+        if key not in self._joint:
+            dims = [self.sizes[j] for j in attrs]
+            flat = self.columns[attrs[0]].astype(np.int32 if np.prod(dims, dtype=float) < 2**31 else np.int64)
+            for j in attrs[1:]:
+                flat *= self.sizes[j]
+                flat += self.columns[j]
+            self._joint[key] = np.bincount(flat, minlength=int(np.prod(dims))).reshape(dims)
+        return int(self._joint[key][np.ix_(*picks)].sum())
+
+    def _mask(self, attrs: list[int], picks: list[np.ndarray], rows: slice) -> np.ndarray:
+        mask = np.ones(rows.stop - rows.start, dtype=bool)
+        for j, picked in zip(attrs, picks):
+            col = self.columns[j][rows]
+            codes = np.flatnonzero(picked)
+            if len(codes) == codes[-1] - codes[0] + 1:  # a contiguous range: two comparisons
+                mask &= (col >= codes[0]) & (col <= codes[-1])
+            elif len(codes) <= 3:  # a few codes: comparisons beat a gather
+                mask &= np.logical_or.reduce([col == c for c in codes])
+            else:
+                mask &= picked[col]
+        return mask
+
+    def nth_row(self, attrs: list[int], picks: list[np.ndarray], nth: int, count: int) -> int:
+        """The row number of the nth of the `count` selected rows (0-based, in row order),
+        reading blocks of rows from the nearer end only until it is found."""
+        from_end = nth >= count - nth  # then find the (count - 1 - nth)th from the last row
+        left = count - 1 - nth if from_end else nth
+        starts = range(0, self.n, self.BLOCK)
+        for start in (reversed(starts) if from_end else starts):
+            hits = np.flatnonzero(self._mask(attrs, picks, slice(start, min(start + self.BLOCK, self.n))))
+            if left < len(hits):
+                return start + int(hits[len(hits) - 1 - left] if from_end else hits[left])
+            left -= len(hits)
+        raise IndexError("fewer selected rows than counted")
 
 
 def make_workload(data, rng: np.random.Generator, per_band: int = 100,
@@ -85,26 +145,27 @@ def make_workload(data, rng: np.random.Generator, per_band: int = 100,
     """
     queries: list[CountQuery] = []
     n_qi = len(data.domains)
-    # contiguous code columns and each code's share of rows, once rather than per attempt
-    columns = [np.ascontiguousarray(data.codes[:, j]) for j in range(n_qi)]
-    freqs = [np.bincount(c, minlength=d.size) / max(data.n, 1) for c, d in zip(columns, data.domains)]
+    if data.n == 0:
+        return queries
+    select = _Selections(data)
+    freqs = [c / max(data.n, 1) for c in select.counts]
     for sel in selectivities:
         made, tries = 0, 0
         while made < per_band and tries < per_band * 50:
             tries += 1
             m = int(rng.integers(1, min(max_attrs, n_qi) + 1))
-            attrs = rng.choice(n_qi, size=m, replace=False)
-            mask = np.ones(data.n, dtype=bool)
-            conds = []
-            for j in sorted(attrs):
-                cond, cmask = _condition(data.domains[j], columns[j], freqs[j], sel ** (1 / m), rng)
+            attrs = sorted(rng.choice(n_qi, size=m, replace=False).tolist())
+            conds, picks = [], []
+            for j in attrs:
+                cond, picked = _condition(data.domains[j], freqs[j], sel ** (1 / m), rng)
                 conds.append((data.domains[j].name, cond))
-                mask &= cmask
-            actual = mask.mean()
+                picks.append(picked)
+            count = select.count(attrs, picks)
+            actual = count / data.n  # the selected share of rows
             if not (sel / 2 <= actual <= sel * 2):
                 continue
-            s_codes = data.sensitive_codes[mask]
-            v = data.sensitive_values[s_codes[int(rng.integers(len(s_codes)))]]
+            row = select.nth_row(attrs, picks, int(rng.integers(count)), count)
+            v = data.sensitive_values[data.sensitive_codes[row]]
             v = v.item() if hasattr(v, "item") else v
             queries.append(CountQuery(tuple(conds), v, sel))
             made += 1
@@ -112,7 +173,9 @@ def make_workload(data, rng: np.random.Generator, per_band: int = 100,
 
 
 def exact_answers(frame, workload: list[CountQuery], sensitive: str) -> np.ndarray:
-    """True answers on the original table: one DuckDB scan, one conditional sum per query."""
+    """True answers on the original table: one DuckDB scan, one conditional sum per query. The
+    SQL reference of counting.count_in_microdata (what evaluate uses), kept for tests and
+    experiments that start from a frame."""
     if not workload:
         return np.zeros(0)
     import duckdb

@@ -3,6 +3,8 @@ equivalence classes (rows with identical published QI values)."""
 from __future__ import annotations
 
 import os
+import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import duckdb
@@ -80,6 +82,34 @@ def _cell_codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return codes
 
 
+# The verifier, the group sizes and the utility estimates of one release code the same columns of
+# the same table: each column is coded once per table (read-only codes), and forgotten with it.
+_CODES: dict[tuple[int, str], np.ndarray] = {}
+_CODES_LOCK = threading.Lock()
+
+
+def column_codes(table: pa.Table, name: str) -> np.ndarray:
+    """_cell_codes of a table's column, computed once per table."""
+    key = (id(table), name)
+    codes = _CODES.get(key)
+    if codes is None:
+        codes = _cell_codes(table.column(name))
+        if len(codes) and codes.max() < 2**31:
+            codes = codes.astype(np.int32)
+        codes.setflags(write=False)
+        with _CODES_LOCK:
+            if not any(k[0] == key[0] for k in _CODES):
+                weakref.finalize(table, _forget_codes, key[0])
+            _CODES[key] = codes
+    return codes
+
+
+def _forget_codes(table_id: int) -> None:
+    with _CODES_LOCK:
+        for key in [k for k in _CODES if k[0] == table_id]:
+            del _CODES[key]
+
+
 def class_ids(table: pa.Table, columns: list[str]) -> tuple[np.ndarray, int]:
     """The equivalence class of every row over `columns`: (class id per row, number of classes).
 
@@ -92,7 +122,7 @@ def class_ids(table: pa.Table, columns: list[str]) -> tuple[np.ndarray, int]:
     bound = 1
     # Arrow's kernels release the GIL: the columns are coded on all cores.
     with ThreadPoolExecutor(max_workers=min(len(columns), os.cpu_count() or 1)) as pool:
-        all_codes = list(pool.map(lambda c: _cell_codes(table.column(c)), columns))
+        all_codes = list(pool.map(lambda c: column_codes(table, c), columns))
     for codes in all_codes:
         width = int(codes.max()) + 1
         if bound * width >= 2**62:
