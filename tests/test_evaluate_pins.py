@@ -27,8 +27,8 @@ MULTI_QI = [q for q in CENSUS_QI if q["name"] != "salary"] + [{"name": "occupati
 
 CASES = {
     "generalization": (CENSUS_QI, "occupation", {"k": 5, "l": 3}),
-    "muco": (CENSUS_QI, "occupation", {"k": 5, "l": 3, "delta": "1/6"}),
-    "anatomy": (CENSUS_QI, "occupation", {"k": 5, "l": 3}),
+    "muco": (CENSUS_QI, "occupation", {"l": 3, "delta": "1/6"}),
+    "anatomy": (CENSUS_QI, "occupation", {"l": 3}),
     "ambiguity": (CENSUS_QI, "occupation", {"alpha": 0.25, "beta": 0.1}),
     "priview": (CENSUS_QI, "occupation", {"alpha": 0.25, "beta": 0.1}),
     "butterfly": (MULTI_QI, "salary", {"k": 6, "k_prime": 2, "qids": [S1, S2]}),

@@ -42,11 +42,10 @@ def publish(folder, name: str) -> dict[str, str]:
         spec.write_text(multi_qid_spec(name, 6, "k_prime = 2" if name == "butterfly" else ""))
         release_id = publish_flow(spec_path=str(spec))
     elif name == "serial":
-        release_id = serial_flow(spec_path=str(write_spec(folder, technique="serial", k=2, l=2, seed=1,
+        release_id = serial_flow(spec_path=str(write_spec(folder, technique="serial", k=None, l=2, seed=1,
                                                           extra=SERIAL)))
     else:
-        release_id = publish_flow(spec_path=str(write_spec(folder, technique=name, k=5, l=3, seed=8,
-                                                           extra=PARAMS[name])))
+        release_id = publish_flow(spec_path=str(write_spec(folder, technique=name, seed=8, **PARAMS[name])))
     files = Store(folder / "privpub.duckdb").release(release_id)["tables"].file
     return {f.removesuffix(".parquet"): content_sha256(folder / "releases" / release_id / f) for f in files}
 
