@@ -74,13 +74,13 @@ def check_spec(spec_path: str, overrides: dict | None = None):
 
 
 def check_input(spec) -> None:
-    """The input read and validated as the flow will (it validates again: UI-started runs have
-    no CLI in front of them); bad input fails here, with one message and nothing written."""
+    """The input read and validated as the flow would; bad input fails here, with one message and
+    nothing written. The flow, run next in this process, takes the result instead of reading the
+    file again (UI-started runs, with no CLI in front of them, read and validate it themselves)."""
     from tasks.anonymize.base import get_technique
-    from tasks.validate import load_input, validate
+    from tasks.validate import check_input as check
 
-    frame, _ = load_input(spec)
-    validate(frame, spec, get_technique(spec))
+    check(spec, get_technique(spec))  # kept for the flow this process runs next
 
 
 def _record_refusal(args, spec_path: str, overrides: dict | None, exc: Exception) -> None:

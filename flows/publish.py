@@ -30,7 +30,7 @@ from tasks import report as report_mod
 from tasks.anonymize.base import PrivacyRefused, get_technique
 from tasks.evaluate import evaluate
 from tasks.failpoints import failpoint
-from tasks.validate import load_input, validate
+from tasks.validate import checked_input, load_input, validate
 
 # No caching, no persisted results: inputs and outputs of these tasks hold secret rows.
 SECRET = dict(cache_policy=NO_CACHE, persist_result=False)
@@ -208,8 +208,13 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     progress(f"series '{spec.dataset.name}', technique '{technique.name}', seed {seed}, "
              f"started by {who} ({origin['trigger']})")
 
-    frame, fp = load_input_task(spec)
-    data = validate_task(frame, spec, technique)
+    checked = checked_input(spec)  # the CLI read and validated it a moment ago, in this process
+    if checked is not None:
+        frame, fp, data = checked
+        progress(f"{data.n} valid rows (read and validated before the run started)")
+    else:
+        frame, fp = load_input_task(spec)
+        data = validate_task(frame, spec, technique)
     key = release_key(spec, fp, seed)
     existing = store.find_by_key(key)
     if existing:

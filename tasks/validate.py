@@ -33,3 +33,36 @@ def validate(frame: pd.DataFrame, spec: ReleaseSpec, technique) -> Microdata:
     except ValueError as exc:
         raise InputError(str(exc)) from None
     return data
+
+
+# Input the CLI already read and validated in this process, for the flow it then runs (a 1M-row
+# CSV costs seconds to read and validate). Keyed by the spec and the file's identity, so a file
+# changed in between, or another spec, is read again.
+_CHECKED: dict[tuple, tuple[pd.DataFrame, str, Microdata]] = {}
+
+
+def _input_key(spec: ReleaseSpec) -> tuple | None:
+    if not spec.dataset.input:
+        return None
+    st = spec.path(spec.dataset.input).stat()
+    return (spec.model_dump_json(), st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def check_input(spec: ReleaseSpec, technique) -> Microdata:
+    """Read and validate now, and keep the result for this process's next run of the same spec."""
+    frame, fp = load_input(spec)
+    data = validate(frame, spec, technique)
+    key = _input_key(spec)
+    if key is not None:
+        _CHECKED.clear()
+        _CHECKED[key] = (frame, fp, data)
+    return data
+
+
+def checked_input(spec: ReleaseSpec) -> tuple[pd.DataFrame, str, Microdata] | None:
+    """The input check_input kept for this spec, if the file is unchanged (used once)."""
+    try:
+        key = _input_key(spec)
+    except OSError:
+        return None
+    return _CHECKED.pop(key, None) if key is not None else None

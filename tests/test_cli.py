@@ -150,3 +150,12 @@ def test_help_and_history_do_not_import_prefect(tmp_path):
         res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT,
                              env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
         assert res.stdout.strip().splitlines()[-1] == "[]", (args, res.stdout, res.stderr)
+
+
+def test_the_flow_reuses_the_input_the_cli_checked(prefect_server, census_dir):
+    """One read and one validation per CLI publish: the flow takes what the CLI checked."""
+    spec = write_spec(census_dir, seed=4)
+    res = run(["publish", str(spec)], prefect_server)
+    assert res.returncode == 0, res.stderr
+    assert "600 valid rows (read and validated before the run started)" in res.stderr
+    assert "load input done" not in res.stderr
