@@ -14,8 +14,9 @@ from typing import Callable, Hashable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from tasks.audit.decide import Answer, DeltaReport, answer_facts, compute_delta, restricted
-from tasks.audit.knowledge import Knowledge, Universe, plain, sort_values
+from tasks.audit.decide import (Answer, DeltaReport, answer_facts, answer_is_unsafe, compute_delta,
+                                materialize, restricted)
+from tasks.audit.knowledge import Denial, Knowledge, Universe, plain, sort_values
 from tasks.audit.program import BudgetExceeded, Constraint, Work
 
 STATE_FORMAT = "privpub.audit/1"
@@ -123,7 +124,7 @@ class Auditor:
 
     def possible_values(self) -> dict[Hashable, list]:
         """Every person's values across the knowledge dictionary (what the adversary knows)."""
-        sets = self.knowledge.possible_values(Work())
+        sets = materialize(self.knowledge, Work()).possible_values(Work())
         return {p: sort_values(s) for p, s in zip(self.universe.people, sets)}
 
     def add_public_fact(self, ids: Iterable[Hashable], values: Sequence[Hashable]) -> None:
@@ -131,7 +132,7 @@ class Auditor:
         the thesis's F1). It narrows the knowledge without any check."""
         fact = Constraint(self.universe.members([plain(i) for i in ids]),
                           self.universe.counts_of([plain(v) for v in values]))
-        self.knowledge = self.knowledge.restrict([fact])
+        self.knowledge = materialize(self.knowledge, Work()).restrict([fact])
         if not self.knowledge.branches:
             raise ValueError("the fact contradicts what is already known")
 
@@ -147,7 +148,7 @@ class Auditor:
                 budget_hit=True, solves=work.solves)
         stats = dict(floor_delta=report.floor(), solves=work.solves,
                      possible_answers=None if report.answers is None else len(report.answers),
-                     unsafe_answers=None if report.everything else len(report.unsafe))
+                     unsafe_answers=None if report.everything or report.implicit else len(report.unsafe))
         if not report.is_safe_query(self.l):
             why = (f"denying could narrow a person to {report.floor()} value(s) < l={self.l} "
                    f"across the {len(report.unsafe)} unsafe answer(s); decided without the secret")
@@ -169,6 +170,11 @@ class Auditor:
         answer = self._read_secret(sets)
         if report.answers is not None and answer not in report.answers:
             raise ValueError("the secret table contradicts the public knowledge")
+        if report.implicit and answer_is_unsafe(self.knowledge, sets, answer, self.l):
+            self.knowledge = Knowledge(self.universe, denial=Denial(self.knowledge, tuple(sets), self.l))
+            return Decision(query_id, "positive-denial", reason=(
+                "the real answer is unsafe; the adversary learns the table is among the unsafe "
+                f"answers, where everyone keeps >= {self.l} values"), joint=joint, **stats)
         if answer in report.unsafe:
             self.knowledge = Knowledge.union(self.universe, [
                 restricted(self.knowledge, sets, a, b) for a, b in report.unsafe.items()])
@@ -263,7 +269,7 @@ class Auditor:
         names = tuple(p.query_id for p in group)
         stats = dict(floor_delta=report.floor(), solves=solves,
                      possible_answers=None if report.answers is None else len(report.answers),
-                     unsafe_answers=None if report.everything else len(report.unsafe))
+                     unsafe_answers=None if report.everything or report.implicit else len(report.unsafe))
         answer = None if report.everything else self._read_secret(sets)
         if answer is None or answer in report.unsafe:
             if answer is not None:

@@ -58,7 +58,7 @@ def _rounds(auditor: Auditor, batch) -> dict[str, Decision]:
                 continue
             stats = dict(floor_delta=report.floor(), solves=work.solves,
                          possible_answers=None if report.answers is None else len(report.answers),
-                         unsafe_answers=None if report.everything else len(report.unsafe))
+                         unsafe_answers=None if report.everything or report.implicit else len(report.unsafe))
             if not report.is_safe_query(auditor.l):
                 last_reason[qid] = Decision(qid, "negative-denial", **stats, reason=(
                     f"denying could narrow a person to {report.floor()} value(s) < l={auditor.l}, "

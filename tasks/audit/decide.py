@@ -14,6 +14,7 @@ first stage simulatable.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -21,6 +22,7 @@ import numpy as np
 
 from tasks.audit.knowledge import Knowledge
 from tasks.audit.program import Constraint, Work
+from tasks.audit.witness import witness_coverage
 
 Answer = tuple[tuple[int, ...], ...]  # per query set, count per value index
 
@@ -34,10 +36,11 @@ class DeltaReport:
     coverage: list[set] = field(default_factory=list)  # per person: values held across Delta
     everything: bool = False  # Delta = G: every answer is unsafe
     shortcut: str = ""  # how the result was obtained when not by listing answers
+    implicit: bool = False  # Delta is not empty but its answers were not listed (route 4)
 
     @property
     def empty(self) -> bool:
-        return not self.everything and not self.unsafe
+        return not self.everything and not self.unsafe and not self.implicit
 
     def floor(self) -> int | None:
         """The thesis's floor(Delta): least number of values a person holds across Delta
@@ -73,24 +76,36 @@ def possible_answers(g: Knowledge, sets: list[frozenset[int]], work: Work) -> di
 
 
 def compute_delta(g: Knowledge, sets: list[frozenset[int]], l: int, work: Work,
-                  need: int | None = None, list_answers: bool = False) -> DeltaReport:
+                  need: int | None = None, list_answers: bool = False, witness: bool = True) -> DeltaReport:
     """Delta(q, G, l) as the unsafe answers, plus the coverage of every person across it.
 
     `need` bounds the coverage sets (each exact below `need`); None gives the exact floor(Delta).
-    Four exact routes, cheapest first:
+    Five exact routes, cheapest first:
     1. a group of < l people determined by any answer: Delta = G;
     2. no group can be narrowed to < l values by any answer (checked by one integer program per
        group): the unsafe answers are exactly those with < l distinct values, listed directly;
     3. every group that can hold < l values in some instance is *derived* (its multiset is a
        linear function of the answer): the unsafe answers are the low-diversity ones of the
        query and of those groups, each found by one integer program per value choice;
-    4. otherwise list every possible answer and test each (always, with `list_answers`).
+    4. (with `need`, Algorithm 2's question) instances of Delta show everyone keeping `need`
+       values: l-safe, the unsafe answers left unlisted (`implicit`; witness.py). Tried before
+       routes 2-3 when their low-diversity listings outnumber the values;
+    5. otherwise list every possible answer and test each (always, with `list_answers`).
     """
+    materialize(g, work)
     if list_answers:
         return listed_delta(g, sets, l, work, need)
     if all_answers_unsafe(g, sets, l, work):
         return DeltaReport(None, {}, g.possible_values(work, need=need), everything=True,
                            shortcut="a group of fewer than l people is determined by any answer")
+    # Routes 2 and 3 list the low-diversity answers: one restricted listing per choice of l - 1
+    # values, C(values, l - 1) of them (1,225 for 50 values and l = 3). When that is more than one
+    # per value, route 4 goes first: it needs a few of those regions, not all of them.
+    witness_first = math.comb(len(g.universe.values), max(l - 1, 0)) > len(g.universe.values)
+    if need is not None and witness and witness_first:
+        report = witness_report(g, sets, l, work, need)
+        if report is not None:
+            return report
     if l >= 2:
         narrow = narrowable_groups(g, sets, l, work)
         if narrow is not None:
@@ -102,7 +117,48 @@ def compute_delta(g: Knowledge, sets: list[frozenset[int]], l: int, work: Work,
             report.shortcut = ("only answers with fewer than l distinct values are unsafe" if not narrow else
                                "only answers giving the query or a derived group fewer than l values are unsafe")
             return report
+    if need is not None and witness and not witness_first:
+        report = witness_report(g, sets, l, work, need)
+        if report is not None:
+            return report
     return listed_delta(g, sets, l, work, need)
+
+
+def witness_report(g, sets, l, work, need) -> DeltaReport | None:
+    """Route 4: Delta is not empty and everyone keeps >= l values across it (unsafe answers not
+    listed), or None when its regions do not show that."""
+    coverage = witness_coverage(g, sets, l, work, need)
+    if coverage is None:
+        return None
+    return DeltaReport(None, {}, coverage, implicit=True,
+                       shortcut="instances of Delta show everyone keeping at least l values")
+
+
+def materialize(g: Knowledge, work: Work) -> Knowledge:
+    """List the branches of an implicit G (a positive denial decided by route 4) under `work`:
+    Delta(sets, base, l) by routes 1-3 or by listing. G stays implicit when the budget runs out
+    (BudgetExceeded propagates: the decision is denied, simulatably, as G is the adversary's)."""
+    if g.denial is None:
+        return g
+    d = g.denial
+    report = compute_delta(d.base, list(d.sets), d.l, work, need=d.l, witness=False)
+    if report.everything:
+        g.set_branches(d.base.branches)
+    else:
+        g.set_branches([b for a, bs in report.unsafe.items()
+                        for b in restricted(d.base, list(d.sets), a, bs).branches])
+    return g
+
+
+def answer_is_unsafe(g: Knowledge, sets: list[frozenset[int]], answer: Answer, l: int) -> bool:
+    """Definition 2 for one answer, exactly (no budget: it runs after the secret was read, when
+    the outcome may not depend on the auditor's limits)."""
+    after = g.restrict(answer_facts(sets, answer))
+    if not after.branches:
+        raise ValueError("the secret table contradicts the public knowledge")
+    if any(distinct_values(m) < l for m in answer):
+        return True
+    return min(len(s) for s in after.possible_values(Work(), need=l)) < l
 
 
 def listed_delta(g, sets, l, work, need) -> DeltaReport:
@@ -240,7 +296,8 @@ def derived_low_diversity_answers(g: Knowledge, sets: list[frozenset[int]], l: i
                 out.append(prog.answer_of(x))
         return out
     for chosen in itertools.combinations(usable, min(l - 1, len(usable))):
-        out.extend(prog.limited(np.array([cell]), list(chosen)).answers(work))
+        if can_fill(prog, np.array([cell]), list(chosen)):
+            out.extend(prog.limited(np.array([cell]), list(chosen)).answers(work))
     return out
 
 
@@ -254,7 +311,10 @@ def low_diversity_answers(g: Knowledge, sets: list[frozenset[int]], l: int, work
         prog = g.program(branch, sets)
         if l == 2 and len(sets) == 1:
             size = len(sets[0])
+            inside = np.flatnonzero(prog.cell_inside_open[0])
             for v in range(n_values):
+                if not can_fill(prog, inside, [v]):
+                    continue
                 if prog.solve(work, fixed={(0, v): size}) is not None:
                     out.setdefault((tuple(size if w == v else 0 for w in range(n_values)),), []).append(b)
             continue
@@ -262,10 +322,26 @@ def low_diversity_answers(g: Knowledge, sets: list[frozenset[int]], l: int, work
             inside = np.flatnonzero(prog.cell_inside_open[i])
             usable = [v for v in range(n_values) if len(prog.answer_vars[i][v])]
             for chosen in itertools.combinations(usable, min(l - 1, len(usable))):
+                if not can_fill(prog, inside, list(chosen)):
+                    continue
                 for a in prog.limited(inside, list(chosen)).answers(work):
                     if b not in out.setdefault(a, []):
                         out[a].append(b)
     return out
+
+
+def can_fill(prog, cells: np.ndarray, values: list[int]) -> bool:
+    """Can these cells be filled with these values at all? Each cell needs enough room among
+    them (upper bounds of x[c, v]) and, in the closed world, the cells together at most the
+    public count of each value. False proves the restricted program infeasible without a solve
+    (with 50 values and l = 3, 1,225 value pairs per query are mostly settled here)."""
+    room = prog.ub[np.ix_(cells, values)]
+    if (room.sum(axis=1) < prog.sizes[cells]).any():
+        return False
+    per_value = room.sum(axis=0)
+    if prog.totals is not None:
+        per_value = np.minimum(per_value, np.asarray(prog.totals)[values])
+    return bool(per_value.sum() >= prog.sizes[cells].sum())
 
 
 def merge(coverage: list[set], values: list[set]) -> None:

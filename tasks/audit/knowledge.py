@@ -89,12 +89,39 @@ def plain(v):
     return v.item() if isinstance(v, np.generic) else v
 
 
-class Knowledge:
-    """G as a union of branches over one universe (immutable: updates return a new object)."""
+@dataclass(frozen=True)
+class Denial:
+    """G = Delta(sets, base, l): the knowledge after a positive denial whose unsafe answers were
+    not listed (decide.py, route 4). `decide.materialize` lists them when a later decision can."""
 
-    def __init__(self, universe: Universe, branches: list[Branch] | None = None):
+    base: "Knowledge"
+    sets: tuple[frozenset[int], ...]
+    l: int
+
+
+class Knowledge:
+    """G as a union of branches over one universe (immutable: updates return a new object).
+
+    An implicit G (`denial`) has no branches until `decide.materialize` lists them; the set of
+    instances it describes never changes, only its representation."""
+
+    def __init__(self, universe: Universe, branches: list[Branch] | None = None,
+                 denial: Denial | None = None):
         self.universe = universe
-        self.branches: list[Branch] = [()] if branches is None else list(branches)
+        self.denial = denial
+        self._branches: list[Branch] | None = None
+        if denial is None:
+            self._branches = [()] if branches is None else list(branches)
+
+    @property
+    def branches(self) -> list[Branch]:
+        if self._branches is None:
+            raise RuntimeError("the knowledge is implicit (a positive denial): materialize it first")
+        return self._branches
+
+    def set_branches(self, branches: list[Branch]) -> None:
+        """The listed form of an implicit G (the same instances)."""
+        self._branches, self.denial = list(branches), None
 
     # -- programs ------------------------------------------------------------------------------
     def program(self, branch: Branch, open_sets: list[frozenset[int]] = (),
@@ -197,13 +224,21 @@ class Knowledge:
         return out
 
     # -- persistence ---------------------------------------------------------------------------
-    def to_state(self) -> list[list[dict]]:
+    def to_state(self) -> list[list[dict]] | dict:
+        """The branches as lists of facts; an implicit G as {"denied": base, query sets, l}."""
         u = self.universe
+        if self.denial is not None:
+            return {"denied": {"base": self.denial.base.to_state(), "l": self.denial.l,
+                               "sets": [[plain(u.people[p]) for p in sorted(s)] for s in self.denial.sets]}}
         return [[{"ids": [plain(u.people[p]) for p in sorted(c.members)],
                   "values": [plain(v) for v in u.multiset(c.counts)]} for c in b]
                 for b in self.branches]
 
     @classmethod
-    def from_state(cls, universe: Universe, branches: list[list[dict]]) -> "Knowledge":
+    def from_state(cls, universe: Universe, branches: list[list[dict]] | dict) -> "Knowledge":
+        if isinstance(branches, dict):
+            d = branches["denied"]
+            return cls(universe, denial=Denial(cls.from_state(universe, d["base"]),
+                                               tuple(universe.members(s) for s in d["sets"]), d["l"]))
         return cls(universe, [tuple(Constraint(universe.members(f["ids"]), universe.counts_of(f["values"]))
                                     for f in b) for b in branches])

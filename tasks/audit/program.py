@@ -83,6 +83,38 @@ class Work:
             raise BudgetExceeded(f"the integer-program solver stopped early ({res.message})")
         return res
 
+    def integer_point(self, c: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+                      constraints: list[LinearConstraint]) -> np.ndarray | None:
+        """An integer point of {lower <= x <= upper, constraints} minimising c, or None if none.
+
+        The LP relaxation is solved first, and it decides exactly in two cases: an infeasible
+        relaxation has no integer point, and an LP optimum that rounds to a point satisfying every
+        constraint exactly is an integer point (with an integer objective within 1/2 of the LP
+        optimum, an optimal one: the integer optimum lies between the two and is an integer).
+        Otherwise the integer program is solved. `c` must be integer-valued.
+        """
+        relaxed = self.run(c, bounds=Bounds(lower, upper), constraints=constraints)
+        if relaxed.status == 2:  # the relaxation is infeasible, so is the integer program
+            return None
+        if relaxed.status == 0 and relaxed.x is not None:
+            x = np.rint(relaxed.x)
+            if satisfied(x, lower, upper, constraints) and c @ x <= relaxed.fun + 0.5:
+                return x.astype(np.int64)
+        res = self.run(c, integrality=np.ones(len(c)), bounds=Bounds(lower, upper),
+                       constraints=constraints)
+        if res.status != 0 or res.x is None:
+            return None
+        return np.rint(res.x).astype(np.int64)
+
+
+def satisfied(x: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+              constraints: list[LinearConstraint]) -> bool:
+    """Does the integer vector x satisfy the bounds and constraints exactly? (small integer matrices,
+    integer right-hand sides: every product is an exact small integer in floating point)."""
+    if (x < lower).any() or (x > upper).any():
+        return False
+    return all(((con.A @ x) >= con.lb).all() and ((con.A @ x) <= con.ub).all() for con in constraints)
+
 
 def partition_cells(n_people: int, sets: list[frozenset[int]]) -> tuple[list[np.ndarray], np.ndarray]:
     """Group people by which of `sets` they belong to.
@@ -186,6 +218,7 @@ class CellProgram:
             self.answer_vars.append([block[:, v][block[:, v] >= 0] for v in range(n_values)])
         self.open_sizes = [len(s) for s in self.open_sets]
         self.cap: np.ndarray | None = None  # optional extra upper bounds (see `limited`)
+        self._plain_point: np.ndarray | bool | None = None  # solve() without options, once solved
         self.cell_inside_open = inside[len(known):]
 
     # -- solving ---------------------------------------------------------------------------------
@@ -199,6 +232,15 @@ class CellProgram:
         """
         if self.trivially_infeasible:
             return None
+        plain = not fixed and not at_least and objective is None and self.cap is None
+        if plain and self._plain_point is not None:  # the program's own feasibility, asked again
+            return None if self._plain_point is False else self._plain_point.copy()
+        x = self._solve(work, fixed, at_least, objective)
+        if plain:
+            self._plain_point = False if x is None else x.copy()
+        return x
+
+    def _solve(self, work, fixed, at_least, objective) -> np.ndarray | None:
         lower = np.zeros(self.n_vars)
         upper = self.ub[self.var_cell, self.var_value].astype(float)
         if self.cap is not None:
@@ -225,13 +267,12 @@ class CellProgram:
                 constraints.append(LinearConstraint(a, np.array(rhs, float), np.array(rhs, float)))
         if self.n_vars == 0:
             return np.zeros((len(self.cells), self.n_values), dtype=np.int64) if not len(self.cells) else None
-        res = work.run(np.zeros(self.n_vars) if objective is None else objective,
-                       integrality=np.ones(self.n_vars), bounds=Bounds(lower, upper),
-                       constraints=constraints)
-        if res.status != 0 or res.x is None:
+        point = work.integer_point(np.zeros(self.n_vars) if objective is None else objective,
+                                   lower, upper, constraints)
+        if point is None:
             return None
         x = np.zeros((len(self.cells), self.n_values), dtype=np.int64)
-        x[self.var_cell, self.var_value] = np.rint(res.x).astype(np.int64)
+        x[self.var_cell, self.var_value] = point
         return x
 
     def limited(self, cells: np.ndarray, values: list[int]) -> "CellProgram":
@@ -275,10 +316,8 @@ class CellProgram:
         upper = self.ub[self.var_cell, self.var_value].astype(float)
         if self.cap is not None:
             upper = np.minimum(upper, self.cap[self.var_cell, self.var_value])
-        res = work.run(np.zeros(n), integrality=np.ones(n),
-                       bounds=Bounds(np.zeros(n), np.r_[upper, np.ones(nz)]),
-                       constraints=[LinearConstraint(wide, self.base.lb, self.base.ub), link])
-        return res.status == 0
+        return work.integer_point(np.zeros(n), np.zeros(n), np.r_[upper, np.ones(nz)],
+                                  [LinearConstraint(wide, self.base.lb, self.base.ub), link]) is not None
 
     def answer_of(self, x: np.ndarray) -> tuple[tuple[int, ...], ...]:
         """The counts per value that each open set holds in the integer point x."""

@@ -85,7 +85,13 @@ def satisfies(inst: Instance, facts: list[tuple[frozenset[int], Counter]]) -> bo
 
 
 def instances_of(knowledge, universe_instances) -> frozenset:
-    """The instances described by an auditor's knowledge dictionary (its branches)."""
+    """The instances described by an auditor's knowledge dictionary (its branches). An implicit
+    knowledge (a positive denial whose unsafe answers were not listed) is Delta of its base,
+    computed here by brute force."""
     u = knowledge.universe
+    if knowledge.denial is not None:
+        d = knowledge.denial
+        base = instances_of(d.base, universe_instances)
+        return delta(base, list(d.sets), u.n, d.l)
     branches = [[(c.members, Counter(u.multiset(c.counts))) for c in b] for b in knowledge.branches]
     return frozenset(i for i in universe_instances if any(satisfies(i, b) for b in branches))

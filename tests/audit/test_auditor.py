@@ -8,11 +8,13 @@ import pytest
 from tasks.audit import Auditor, select_ids
 from tests.audit.test_golden import Q1, Q2, T12, Spy, population, table12_auditor
 
+FIVE = ["Alice", "Bob", "Clark", "Diana", "Ellen"]
+
 
 def test_budget_denies_without_reading_the_secret_and_says_so():
     spy = Spy(T12)
     auditor = Auditor(population(T12), list(T12.values()), 2, spy, budget=5)
-    decision = auditor.ask(Q2)  # needs far more than 5 integer programs
+    decision = auditor.ask(FIVE)  # needs 9 solves
     assert decision.response == "negative-denial" and decision.budget_hit
     assert "budget" in decision.reason and spy.reads == []
     assert auditor.knowledge.branches == [()]  # nothing learnt, nothing changed
@@ -21,7 +23,7 @@ def test_budget_denies_without_reading_the_secret_and_says_so():
 def test_generous_budget_changes_nothing():
     auditor, _ = table12_auditor()
     budgeted = Auditor(population(T12), list(T12.values()), 2, Spy(T12), budget=10_000)
-    for q in (Q1, Q2, Q1):
+    for q in (Q1, Q2, FIVE, Q1):
         assert auditor.ask(q).response == budgeted.ask(q).response
 
 

@@ -121,6 +121,13 @@ def check_routes(people, public, secret, facts, query, l, open_world):
         assert mine == truth
         assert set(fast.unsafe) == set(listed.unsafe)
     assert fast.floor() == brute.floor(truth, n)
+    # with need = l (what Algorithm 2 asks), route 4 may prove l-safety from instances of Delta:
+    # then Delta is not empty and every value it shows a person holding is one brute force shows
+    bounded = compute_delta(auditor.knowledge, sets, l, Work(), need=l)
+    assert bounded.is_safe_query(l) == (not truth or brute.floor(truth, n) >= l)
+    if bounded.implicit:
+        assert truth and all(len(mine) >= l and mine <= real for mine, real
+                             in zip(bounded.coverage, brute.possible_values(truth, n)))
     return fast.shortcut
 
 

@@ -1,11 +1,13 @@
 """Benchmark of the l-uncertainty auditor (not run by CI).
 
-1,000 people (age 18-90, a region code), 20 distinct sensitive values with uneven counts, 200
-random range queries over the public QIs. Prints decisions per second, the share answered /
-denied / budget-denied and latency percentiles.
+Workload "narrow" (default): 1,000 people (age 18-90, a region code 0-9), 20 distinct sensitive
+values with uneven counts, 200 random range queries over age (30% also over region), l = 2.
+Workload "wide": 5,000 people, 50 values, every query a box over both QIs, l = 3.
+Prints decisions per second, the share answered / denied / budget-denied and latency
+percentiles.
 
     flock /tmp/privpub-bench.lock .venv/bin/python -m tests.benchmarks.bench_audit \
-        [--budget N] [--time-budget SECONDS] [--l L] [--queries Q]
+        [--workload narrow|wide] [--budget N] [--time-budget SECONDS] [--l L] [--queries Q]
 """
 from __future__ import annotations
 
@@ -29,13 +31,19 @@ def make_population(rng: np.random.Generator, n: int, n_values: int):
     return people, dict(zip(people["pid"], secret))
 
 
-def make_queries(rng: np.random.Generator, k: int) -> list[str]:
+WORKLOADS = {  # people, values, l, share of queries that also select a region range
+    "narrow": (1000, 20, 2, 0.3),
+    "wide": (5000, 50, 3, 1.0),
+}
+
+
+def make_queries(rng: np.random.Generator, k: int, with_region: float = 0.3) -> list[str]:
     out = []
     for _ in range(k):
         lo = int(rng.integers(18, 91))
         hi = int(min(90, lo + rng.integers(0, 25)))
         q = f"age BETWEEN {lo} AND {hi}"
-        if rng.random() < 0.3:
+        if rng.random() < with_region:
             a = int(rng.integers(0, 10))
             q += f" AND region BETWEEN {a} AND {int(min(9, a + rng.integers(0, 5)))}"
         out.append(q)
@@ -44,16 +52,21 @@ def make_queries(rng: np.random.Generator, k: int) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--people", type=int, default=1000)
-    ap.add_argument("--values", type=int, default=20)
+    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="narrow")
+    ap.add_argument("--people", type=int, help="default: the workload's")
+    ap.add_argument("--values", type=int, help="default: the workload's")
     ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--l", type=int, default=2)
+    ap.add_argument("--l", type=int, help="default: the workload's")
     ap.add_argument("--budget", type=int, default=150)
     ap.add_argument("--time-budget", type=float, default=0.8,
                     help="seconds per decision's simulatable stage (<= 0: none)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
+    people_n, values_n, l, with_region = WORKLOADS[args.workload]
+    args.people = args.people or people_n
+    args.values = args.values or values_n
+    args.l = args.l or l
 
     rng = np.random.default_rng(args.seed)
     people, secret = make_population(rng, args.people, args.values)
@@ -62,7 +75,7 @@ def main() -> None:
                       time_budget=args.time_budget if args.time_budget > 0 else None)
     latencies, kinds = [], []
     start, cpu_start = time.perf_counter(), time.process_time()
-    for predicate in make_queries(rng, args.queries):
+    for predicate in make_queries(rng, args.queries, with_region):
         t0 = time.perf_counter()
         d = auditor.ask_where(predicate)
         latencies.append(time.perf_counter() - t0)
@@ -72,7 +85,7 @@ def main() -> None:
                   f"  [{d.reason[:60]}]", flush=True)
     total, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     lat = np.array(latencies)
-    print(f"people={args.people} values={args.values} queries={args.queries} l={args.l} "
+    print(f"workload={args.workload} people={args.people} values={args.values} queries={args.queries} l={args.l} "
           f"budget={args.budget} integer programs/decision time_budget={args.time_budget}s")
     print(f"wall={total:.1f}s cpu={cpu:.1f}s")
     print(f"decisions/s={len(lat) / total:.2f}  p50={np.percentile(lat, 50):.3f}s  "
