@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from flows.service import service_home
 
@@ -33,7 +34,7 @@ SETTINGS = {"spec": "PRIVPUB_SPEC", "serial_spec": "PRIVPUB_SERIAL_SPEC", "cron"
 def service_settings(home: Path | None = None) -> dict:
     """service.toml's keys, each overridden by its environment variable; unknown keys refused
     (a misspelled `timezon` must not silently schedule in UTC)."""
-    from schemas.spec import check_known_keys
+    from schemas.spec import SpecError, check_known_keys
 
     home = home or service_home()
     path = home / "service.toml"
@@ -42,6 +43,11 @@ def service_settings(home: Path | None = None) -> dict:
     settings = {key: os.environ.get(env) or data.get(key) for key, env in SETTINGS.items()}
     settings["cron"] = settings["cron"] or DEFAULT_CRON
     settings["timezone"] = settings["timezone"] or "UTC"
+    try:
+        ZoneInfo(settings["timezone"])
+    except (ValueError, ZoneInfoNotFoundError):
+        raise SpecError(f"{path}: timezone {settings['timezone']!r} is not a time zone name "
+                        "(an IANA name such as \"Europe/Vienna\")") from None
     for key in ("spec", "serial_spec"):
         if settings[key]:
             settings[key] = str((home / Path(settings[key]).expanduser()).resolve())

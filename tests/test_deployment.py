@@ -60,6 +60,9 @@ def test_a_misspelled_service_setting_is_refused(tmp_path):
     (tmp_path / "service.toml").write_text('timezon = "Europe/Vienna"\n')
     with pytest.raises(SpecError, match="timezon: unknown key; did you mean timezone"):
         service_settings(tmp_path)
+    (tmp_path / "service.toml").write_text('timezone = "Europe/Vienn"\n')
+    with pytest.raises(SpecError, match="'Europe/Vienn' is not a time zone name"):
+        service_settings(tmp_path)
 
 
 def test_the_schedule_runs_in_the_configured_timezone(tmp_path, monkeypatch):
