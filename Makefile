@@ -7,7 +7,7 @@ export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PY_KEY_VALUE_DISABLE_BEARTYPE := true
 
-.PHONY: setup run test mutants bench bench-e2e bench-evaluate bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit clean
+.PHONY: setup run test e2e-browser mutants bench bench-e2e bench-evaluate bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit clean
 
 setup: $(STAMP)
 
@@ -22,6 +22,13 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The browser test (tests/test_browser.py; `make test` runs it when /usr/bin/chromium is present):
+# installs Debian's chromium when missing, then runs it. Screenshots: artifacts/browser/.
+e2e-browser: $(STAMP)
+	@test -x /usr/bin/chromium || { SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends chromium; }
+	$(BIN)/python -m pytest tests/test_browser.py
 
 # On demand, not in CI: loosen each privacy check in a copy of the tree and show the tests fail
 # (docs/testing.md).

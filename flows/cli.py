@@ -7,6 +7,7 @@
     privpub report RELEASE_ID          (re)write and show the HTML report of a release
     privpub demo                       publish a release of the embedded sample data
     privpub audit init|ask|batch|log   the online auditor (l-uncertainty)
+    privpub server start|stop|status   the release service (Prefect server, UI, deployments)
 
 Exit status 0 on success; on failure one line `privpub: error: ...` and status 1.
 """
@@ -335,6 +336,12 @@ def cmd_demo(args) -> int:
     return cmd_publish(args)
 
 
+def cmd_server(args) -> int:
+    from flows.service import command
+
+    return command(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="privpub", description="privacy-preserving microdata publishing")
     sub = p.add_subparsers(dest="command", required=True)
@@ -401,6 +408,16 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--rows", type=int, default=5000)
     sp.add_argument("--as", dest="actor")
     sp.set_defaults(func=cmd_demo)
+
+    sp = sub.add_parser("server", help="the release service: Prefect server, UI and served deployments")
+    server_sub = sp.add_subparsers(dest="server_command", required=True)
+    for name, hlp in (("start", "start it, detached (state and releases in the home folder)"),
+                      ("stop", "stop it (serve first, then the server)"), ("status", "running or not, and where")):
+        a = server_sub.add_parser(name, help=hlp)
+        if name == "start":
+            a.add_argument("--port", type=int, default=4200, help="the UI's and API's port (default 4200)")
+        a.add_argument("--home", help="the service's folder (default $PRIVPUB_HOME or ~/.privpub)")
+    sp.set_defaults(func=cmd_server)
     return p
 
 

@@ -1,7 +1,9 @@
 """Which Prefect API a privpub command talks to (the one server story).
 
 1. PREFECT_API_URL is set: that server (e.g. `prefect server start`, or the service's).
-2. Otherwise a temporary server of the command's own: uvicorn serving Prefect's API on a free
+2. Otherwise the privpub service (`privpub server start`) when its home folder's server.json
+   names a server that answers its health check: every CLI run then shows in its UI.
+3. Otherwise a temporary server of the command's own: uvicorn serving Prefect's API on a free
    loopback port, started as early as possible (its start-up overlaps reading and validating
    the input) and bound to the command's life by the kernel: the child asks for SIGKILL when its
    parent dies (PR_SET_PDEATHSIG), so no kill of privpub, not even SIGKILL, leaves it running.
@@ -100,6 +102,16 @@ def prefect_api() -> Iterator[Callable[[], str]]:
     if url:
         yield lambda: url
         return
+    from flows.service import running_service
+
+    service = running_service()
+    if service:
+        with _api_settings(service):
+            try:
+                yield lambda: service
+            finally:
+                _drain_prefect_logs()
+        return
     server = TemporaryServer()
     state: dict = {}
 
@@ -119,6 +131,14 @@ def prefect_api() -> Iterator[Callable[[], str]]:
             _drain_prefect_logs()
             state["settings"].__exit__(None, None, None)
         server.stop()
+
+
+@contextlib.contextmanager
+def _api_settings(url: str) -> Iterator[None]:
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings(updates={PREFECT_API_URL: url}):
+        yield
 
 
 def _drain_prefect_logs() -> None:

@@ -10,12 +10,16 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PY_KEY_VALUE_DISABLE_BEARTYPE", "true")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+# a running `privpub server start` on this machine must not serve the tests' CLI runs
+os.environ["PRIVPUB_HOME"] = tempfile.mkdtemp(prefix="privpub-home-")
 _RESULTS = Path(tempfile.mkdtemp(prefix="privpub-prefect-results-"))
 os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(_RESULTS)
 os.environ["PREFECT_LOCAL_STORAGE_PATH"] = str(_RESULTS)
 
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
+
+from tests.service_scenario import privpub_service  # noqa: E402,F401  (e2e and browser tests)
 
 settings.register_profile("privpub", deadline=None, max_examples=60,
                           suppress_health_check=[HealthCheck.too_slow])

@@ -32,3 +32,46 @@ def test_serial_demo_spec_is_a_serial_series(tmp_path):
     spec = load_spec(prepare_serial_demo(tmp_path, rows=200))
     assert spec.technique.name == "serial" and spec.dataset.name == "census-serial"
     assert spec.technique.params["l"] == 4 and spec.output.state == "privpub.duckdb"
+
+
+def test_service_settings_come_from_service_toml_with_env_overrides(tmp_path, monkeypatch):
+    from deployments.serve import service_settings
+
+    for env in ("PRIVPUB_SPEC", "PRIVPUB_SERIAL_SPEC", "PRIVPUB_CRON", "PRIVPUB_TIMEZONE"):
+        monkeypatch.delenv(env, raising=False)
+    assert service_settings(tmp_path) == {"spec": None, "serial_spec": None, "cron": "0 2 1 * *",
+                                          "timezone": "UTC"}
+    (tmp_path / "service.toml").write_text('spec = "specs/a.toml"\ncron = "0 3 * * *"\ntimezone = "Europe/Vienna"\n')
+    got = service_settings(tmp_path)
+    assert got["spec"] == str(tmp_path.resolve() / "specs" / "a.toml")  # relative to the home folder
+    assert (got["cron"], got["timezone"]) == ("0 3 * * *", "Europe/Vienna")
+    monkeypatch.setenv("PRIVPUB_CRON", "0 4 1 * *")
+    monkeypatch.setenv("PRIVPUB_TIMEZONE", "America/New_York")
+    assert service_settings(tmp_path)["cron"] == "0 4 1 * *"
+    assert service_settings(tmp_path)["timezone"] == "America/New_York"
+
+
+def test_a_misspelled_service_setting_is_refused(tmp_path):
+    import pytest
+
+    from deployments.serve import service_settings
+    from schemas.spec import SpecError
+
+    (tmp_path / "service.toml").write_text('timezon = "Europe/Vienna"\n')
+    with pytest.raises(SpecError, match="timezon: unknown key; did you mean timezone"):
+        service_settings(tmp_path)
+    (tmp_path / "service.toml").write_text('timezone = "Europe/Vienn"\n')
+    with pytest.raises(SpecError, match="'Europe/Vienn' is not a time zone name"):
+        service_settings(tmp_path)
+
+
+def test_the_schedule_runs_in_the_configured_timezone(tmp_path, monkeypatch):
+    spec = tmp_path / "spec.toml"
+    spec.write_text("")
+    monkeypatch.setenv("PRIVPUB_SPEC", str(spec))
+    monkeypatch.setenv("PRIVPUB_SERIAL_SPEC", str(spec))
+    monkeypatch.setenv("PRIVPUB_TIMEZONE", "Europe/Vienna")
+    for dep in deployments(tmp_path):
+        assert [s.schedule.timezone for s in dep.schedules] == ["Europe/Vienna"]
+    monkeypatch.delenv("PRIVPUB_TIMEZONE")
+    assert [s.schedule.timezone for s in deployments(tmp_path)[0].schedules] == ["UTC"]

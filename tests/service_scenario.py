@@ -1,0 +1,198 @@
+"""The release service driven as an operator drives it (tests/test_service_e2e.py and
+tests/test_browser.py share one run of it): `privpub server start` on a free loopback port with
+its own home folder, then runs of `publish/monthly-census` created through the Prefect client the
+way the UI's "Custom run" and "Retry" buttons create them."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+
+DEPLOYMENT = "publish/monthly-census"
+FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def privpub(*args: str, timeout: float = 200) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_RUNNER_POLL_FREQUENCY"] = "1"  # serve picks a new run up within 1 s, not 10 s
+    return subprocess.run([sys.executable, "-m", "flows.cli", *args], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def processes_with_home(home: Path) -> list[int]:
+    """Every live process whose environment names this home folder: all the service started."""
+    from flows.service import carries_home
+
+    return [int(e.name) for e in Path("/proc").iterdir()
+            if e.name.isdigit() and carries_home(int(e.name), home) and not _zombie(int(e.name))]
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+@dataclass
+class Service:
+    home: Path
+    record: dict
+    state: Path
+    runs: dict = field(default_factory=dict)  # name -> final FlowRun
+    notes: dict = field(default_factory=dict)
+
+    @property
+    def api(self) -> str:
+        return self.record["api_url"]
+
+    def client(self):
+        from prefect.client.orchestration import get_client
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        with temporary_settings(updates={PREFECT_API_URL: self.api}):
+            return get_client(sync_client=True)
+
+    def custom_run(self, overrides: dict, wait: bool = True):
+        """What the UI's "Custom run" form sends: POST /deployments/{id}/create_flow_run with the
+        edited parameters (merged over the deployment's defaults by the server)."""
+        with self.client() as client:
+            deployment = client.read_deployment_by_name(DEPLOYMENT)
+            run = client.create_flow_run_from_deployment(deployment.id, parameters={"overrides": overrides})
+        return self.wait(run.id) if wait else run
+
+    def retry(self, run_id: UUID):
+        """The UI's "Retry": the finished run set back to Scheduled / AwaitingRetry, forced."""
+        from prefect.states import AwaitingRetry
+
+        with self.client() as client:
+            client.set_flow_run_state(run_id, state=AwaitingRetry(scheduled_time=datetime.now(timezone.utc)),
+                                      force=True)
+        time.sleep(0.5)
+        return self.wait(run_id, after_count=1)
+
+    def wait(self, run_id: UUID, timeout: float = 150, after_count: int = 0):
+        deadline = time.monotonic() + timeout
+        with self.client() as client:
+            while time.monotonic() < deadline:
+                run = client.read_flow_run(run_id)
+                if run.state_type.value in FINAL and run.run_count > after_count:
+                    return run
+                time.sleep(0.5)
+        raise AssertionError(f"flow run {run_id} did not finish within {timeout} s "
+                             f"(serve log: {_tail(self.home / 'logs' / 'serve.log')})")
+
+    def logs(self, run_id: UUID) -> list[str]:
+        from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+        with self.client() as client:
+            return [log.message for log in
+                    client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id])), limit=200)]
+
+    def query(self, sql: str, params: list | None = None) -> list[tuple]:
+        import duckdb
+
+        with duckdb.connect(str(self.state), read_only=True) as con:
+            return con.execute(sql, params or []).fetchall()
+
+
+def _tail(path: Path, n: int = 5) -> str:
+    try:
+        return " | ".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "no log"
+
+
+def _hold_read_only(state: Path) -> subprocess.Popen:
+    """An analyst's read-only DuckDB session in another process, closed on a line on stdin."""
+    code = ("import duckdb, sys\n"
+            f"con = duckdb.connect({str(state)!r}, read_only=True)\n"
+            "con.execute('SELECT count(*) FROM releases').fetchall()\n"
+            "print('open', flush=True)\n"
+            "sys.stdin.readline()\n"
+            "con.close()\n"
+            "print('closed', flush=True)\n")
+    reader = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    assert reader.stdout.readline().strip() == "open"
+    return reader
+
+
+def _run_while_reader_holds(service: Service):
+    """A run created while the reader holds the file: it must wait (the wait is in its log),
+    then commit once the reader lets go."""
+    reader = _hold_read_only(service.state)
+    try:
+        run = service.custom_run({"technique": {"k": 8}}, wait=False)
+        deadline, waited = time.monotonic() + 120, []
+        while time.monotonic() < deadline and not waited:
+            waited = [m for m in service.logs(run.id) if "busy" in m and "waiting" in m]
+            time.sleep(0.5)
+        service.notes["reader_wait_log"] = waited
+        service.notes["reader_open_while_waiting"] = reader.poll() is None
+    finally:
+        reader.stdin.write("\n")
+        reader.stdin.flush()
+        reader.wait(timeout=30)
+    return service.wait(run.id)
+
+
+def run_scenario(home: Path) -> Service:
+    from flows.demo import prepare_demo, prepare_serial_demo
+
+    prepare_demo(home / "data", rows=400)
+    prepare_serial_demo(home / "data", rows=400)
+    (home / "service.toml").write_text('spec = "data/census.toml"\nserial_spec = "data/serial.toml"\n'
+                                       'cron = "0 2 1 * *"\ntimezone = "Europe/Vienna"\n')
+    port, began = free_port(), time.monotonic()
+    started = privpub("server", "start", "--port", str(port), "--home", str(home))
+    assert started.returncode == 0, started.stdout + started.stderr
+    record = json.loads((home / "server.json").read_text())
+    service = Service(home=home, record=record, state=home / "data" / "privpub.duckdb")
+    service.notes["start_output"] = started.stdout
+    service.notes["start_seconds"] = round(time.monotonic() - began, 1)
+    service.runs["override"] = service.custom_run({"technique": {"k": 7}})
+    service.runs["misspelled"] = service.custom_run({"technique": {"kk": 7}})
+    service.runs["retry"] = service.retry(service.runs["override"].id)
+    service.runs["reader"] = _run_while_reader_holds(service)
+    service.notes["scenario_seconds"] = round(time.monotonic() - began, 1)
+    print(f"service scenario: start {service.notes['start_seconds']} s, "
+          f"all {service.notes['scenario_seconds']} s")
+    return service
+
+
+def stop_service(home: Path) -> subprocess.CompletedProcess:
+    return privpub("server", "stop", "--home", str(home), timeout=90)
+
+
+def group_alive(pgid: int) -> bool:
+    from flows.service import group_members
+
+    return bool(group_members(pgid))
+
+
+@pytest.fixture(scope="session")
+def privpub_service(tmp_path_factory):
+    home = tmp_path_factory.mktemp("service-home")
+    try:
+        yield run_scenario(home)
+    finally:
+        stop_service(home)
+        for pid in processes_with_home(home):  # a failed stop must not leave them to later tests
+            os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,70 @@
+"""What a person sees, in a real browser: headless Chromium (Debian's package, /usr/bin/chromium,
+driven by playwright without a browser download) opens the Prefect UI's page of the UI-triggered
+run of tests/service_scenario.py and the report.html of its release. Screenshots go to
+artifacts/browser/ (git-ignored). `make e2e-browser` installs Chromium when it is missing; without
+it this test is skipped, and the skip says why."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "browser"
+# no sandbox as root; no background connections (the machine's network is closed to them)
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _chromium_or_skip():
+    if not CHROMIUM.exists():
+        pytest.skip(f"browser test skipped: {CHROMIUM} is not installed "
+                    "(`make e2e-browser` installs Debian's chromium and runs it)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("browser test skipped: the Python package playwright is not installed (`make setup`)")
+    return sync_playwright
+
+
+@pytest.fixture
+def browser_page():
+    sync_playwright = _chromium_or_skip()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
+        try:
+            yield browser.new_page(viewport={"width": 1400, "height": 1000})
+        finally:
+            browser.close()
+
+
+def test_ui_run_page_and_release_report(browser_page, request):
+    service = request.getfixturevalue("privpub_service")
+    run = service.runs["override"]
+    release_id = run.name  # the run is renamed after its release
+    page = browser_page
+
+    page.goto(f"{service.record['url']}/runs/flow-run/{run.id}")
+    # the log names the release and its folder; the header shows the run's name and its state
+    page.get_by_text(f"committed release {release_id}").first.wait_for(timeout=60_000)
+    page.screenshot(path=str(ARTIFACTS / "flow-run.png"), full_page=True)
+    header = page.locator("h1, .page-heading, header").first.inner_text()
+    body = page.inner_text("body")
+    assert release_id in header or release_id in body.split("Logs")[0]
+    assert "Completed" in body.split("Logs")[0]
+    assert "monthly-census" in body
+
+    report = service.home / "data" / "releases" / release_id / "report.html"
+    page.goto(report.as_uri())
+    page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
+    assert release_id in page.title() and page.get_by_text(release_id).first.is_visible()
+    privacy = page.locator("xpath=//h2[contains(., 'Privacy')]/following::table[1]")
+    assert privacy.is_visible()
+    headers = [h.strip().lower() for h in privacy.locator("th").all_inner_texts()]
+    result = headers.index("result")
+    rows = privacy.locator("tr").filter(has=page.locator("td"))
+    marks = [rows.nth(i).locator("td").nth(result).inner_text().strip() for i in range(rows.count())]
+    models = [rows.nth(i).locator("td").first.inner_text().strip() for i in range(rows.count())]
+    assert models == ["k-anonymity", "l-diversity"]  # the demo spec's k and l, as the person reads them
+    assert marks == ["pass", "pass"]

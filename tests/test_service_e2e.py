@@ -1,0 +1,134 @@
+"""End to end: `privpub server start`, runs of the served deployment created as the UI creates
+them, and `privpub server stop` (tests/service_scenario.py drives the service once per session)."""
+from __future__ import annotations
+
+import json
+
+from tests.service_scenario import free_port, group_alive, privpub, processes_with_home, stop_service
+
+
+def test_start_refuses_a_busy_port_and_a_misspelled_setting(tmp_path):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = privpub("server", "start", "--port", str(port), "--home", str(tmp_path / "a"))
+    assert done.returncode == 1
+    assert done.stderr.strip() == f"privpub: error: port {port} on 127.0.0.1 is in use; choose another with --port"
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "service.toml").write_text('cron = "0 2 1 * *"\ntimezon = "UTC"\n')
+    done = privpub("server", "start", "--port", str(free_port()), "--home", str(tmp_path / "b"))
+    assert done.returncode == 1 and "timezon: unknown key; did you mean timezone?" in done.stderr
+    assert not (tmp_path / "b" / "server.json").exists() and not processes_with_home(tmp_path / "b")
+
+
+def test_stop_clears_a_stale_record_without_signalling_anyone(tmp_path):
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(gone.stdout)
+    (tmp_path / "server.json").write_text(json.dumps({"api_url": "http://127.0.0.1:1/api", "url": "x",
+                                                      "server_pid": pid, "server_started": "1"}))
+    status = privpub("server", "status", "--home", str(tmp_path))
+    assert status.returncode == 1 and "not answering" in status.stdout
+    stopped = privpub("server", "stop", "--home", str(tmp_path))
+    assert stopped.returncode == 0 and not (tmp_path / "server.json").exists()
+
+
+def test_start_serves_the_ui_on_its_own_port_and_home(privpub_service):
+    import urllib.request
+
+    s = privpub_service
+    assert f"UI {s.record['url']}" in s.notes["start_output"]
+    with urllib.request.urlopen(f"{s.record['url']}/ui-settings", timeout=5) as response:
+        assert json.loads(response.read())["api_url"] == s.api  # the UI calls this port, not 4200
+    status = privpub("server", "status", "--home", str(s.home))
+    assert status.returncode == 0 and "running" in status.stdout and "deployments served" in status.stdout
+    # the settings of service.toml reached the schedule
+    with s.client() as client:
+        deployment = client.read_deployment_by_name("publish/monthly-census")
+    assert [(d.schedule.cron, d.schedule.timezone) for d in deployment.schedules] == [("0 2 1 * *", "Europe/Vienna")]
+    assert deployment.parameters["spec_path"] == str(s.home / "data" / "census.toml")
+
+
+def test_custom_run_with_an_override_commits_one_release(privpub_service):
+    s = privpub_service
+    run = s.runs["override"]
+    assert run.state_type.value == "COMPLETED"
+    rows = s.query("SELECT release_id, parameters, trigger, deployment, flow_run_id FROM release_rows "
+                   "WHERE flow_run_id = ?", [str(run.id)])
+    assert len(rows) == 1
+    release_id, parameters, trigger, deployment, _ = rows[0]
+    assert json.loads(parameters)["k"] == 7
+    assert (trigger, deployment) == ("manual", "monthly-census")
+    assert run.name == release_id  # the run is named after its release in the UI
+    assert (s.home / "data" / "releases" / release_id / "report.html").is_file()
+
+
+def test_misspelled_override_fails_with_did_you_mean_and_an_audit_row(privpub_service):
+    s = privpub_service
+    run = s.runs["misspelled"]
+    assert run.state_type.value == "FAILED"
+    assert run.state.message == "[technique] kk: unknown key; did you mean k?"
+    rows = s.query("SELECT outcome, detail FROM audit_log WHERE flow_run_id = ?", [str(run.id)])
+    assert len(rows) == 1 and rows[0][0] == "failed"
+    detail = json.loads(rows[0][1])
+    assert "kk: unknown key; did you mean k?" in json.dumps(detail)
+    assert detail.get("trigger") == "manual"
+    assert not s.query("SELECT 1 FROM release_rows WHERE flow_run_id = ?", [str(run.id)])
+
+
+def test_retry_of_a_completed_run_publishes_nothing_new(privpub_service):
+    s = privpub_service
+    first, retried = s.runs["override"], s.runs["retry"]
+    assert retried.id == first.id and retried.run_count == 2
+    assert retried.state_type.value == "COMPLETED"
+    assert s.query("SELECT count(*) FROM release_rows WHERE flow_run_id = ?", [str(first.id)]) == [(1,)]
+    outcomes = [r[0] for r in s.query("SELECT outcome FROM audit_log WHERE flow_run_id = ? ORDER BY id",
+                                      [str(first.id)])]
+    assert outcomes == ["committed", "already-published"]
+
+
+def test_run_waits_for_a_read_only_session_then_commits(privpub_service):
+    s = privpub_service
+    run = s.runs["reader"]
+    assert s.notes["reader_open_while_waiting"] and s.notes["reader_wait_log"], \
+        "the run should have announced its wait while the reader held the file"
+    assert run.state_type.value == "COMPLETED"
+    rows = s.query("SELECT parameters, trigger FROM release_rows WHERE flow_run_id = ?", [str(run.id)])
+    assert len(rows) == 1 and json.loads(rows[0][0])["k"] == 8 and rows[0][1] == "manual"
+    assert s.query("SELECT count(*) FROM release_rows") == [(2,)]  # the override's and this one
+
+
+def test_cli_uses_the_running_service(privpub_service):
+    """No PREFECT_API_URL: the CLI finds the service through its home folder's server.json, so
+    its run is recorded by the service's server (and shows in its UI)."""
+    import os
+    import subprocess
+    import sys
+
+    s = privpub_service
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PRIVPUB_HOME"] = str(s.home)
+    done = subprocess.run([sys.executable, "-m", "flows.cli", "publish", str(s.home / "data" / "census.toml"),
+                           "--quiet", "--as", "analyst"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    release_id = done.stdout.split()[0]
+    [(run_id, trigger)] = s.query("SELECT flow_run_id, trigger FROM release_rows WHERE release_id = ?", [release_id])
+    assert trigger == "cli"
+    with s.client() as client:
+        assert client.read_flow_run(run_id).name == release_id
+
+
+def test_stop_leaves_no_process(privpub_service):
+    s = privpub_service
+    stopped = stop_service(s.home)
+    assert stopped.returncode == 0 and "stopped" in stopped.stdout
+    assert not processes_with_home(s.home)
+    assert not group_alive(s.record["server_pid"]) and not group_alive(s.record["serve_pid"])
+    assert not (s.home / "server.json").exists()
+    status = privpub("server", "status", "--home", str(s.home))
+    assert status.returncode == 1 and "not running" in status.stdout
