@@ -21,6 +21,7 @@ qi = [ { name = "age", kind = "numeric" } ]
 
 [audit]
 l = 2
+time_budget = 60  # a loaded CI machine must not turn a decision into a budget denial here
 
 [output]
 state = "privpub.duckdb"
