@@ -11,16 +11,7 @@ import sys
 from datetime import timezone
 from pathlib import Path
 
-from state.store import Store, lock_wait_seconds
-
-
-def _say(message: str) -> None:
-    try:
-        from prefect.logging import get_run_logger
-
-        get_run_logger().warning(message)
-    except Exception:
-        print(f"[privpub] {message}", file=sys.stderr, flush=True)
+from state.store import Store, lock_wait_seconds, notice
 
 
 def current_actor(actor: str | None) -> str:
@@ -76,7 +67,7 @@ def attribution() -> dict:
             slot = run.expected_start_time
             out["scheduled_for"] = slot.astimezone(timezone.utc).replace(tzinfo=None) if slot.tzinfo else slot
     except Exception as exc:  # attribution must not stop a release
-        _say(f"warning: could not read the flow run's trigger ({type(exc).__name__})")
+        notice(f"warning: could not read the flow run's trigger ({type(exc).__name__})")
     return out
 
 
@@ -112,10 +103,10 @@ def record_failure(spec_path: str, overrides: dict | None, actor: str | None, ex
     path = Path(str(state)).expanduser()
     path = path if path.is_absolute() else base / path
     if not path.parent.is_dir():
-        _say(f"warning: this failed attempt could not be logged (no folder {path.parent})")
+        notice(f"warning: this failed attempt could not be logged (no folder {path.parent})")
         return
     where = Store(path, lock_timeout=min(lock_wait_seconds(), 30)).log_attempt(
         current_actor(actor), "publish", series, "failed", flow_run_id(),
         {"error": type(exc).__name__, "message": message, "spec": spec_path, **attribution()})
     if where != "audit_log":
-        _say(f"warning: the state file could not be written; this failed attempt went to {where}")
+        notice(f"warning: the state file could not be written; this failed attempt went to {where}")

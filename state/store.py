@@ -61,18 +61,19 @@ def lock_wait_seconds() -> float:
         return 300.0
 
 
-def _notice(message: str) -> None:
-    """A line for the operator (the wait for a lock); the run logger when inside a flow."""
-    import logging
+def notice(message: str) -> None:
+    """A warning line for the operator: the run logger inside a flow, else stderr (a command that
+    runs no flow never imports Prefect for it)."""
     import sys
 
     try:
+        if "prefect" not in sys.modules:
+            raise LookupError
         from prefect.logging import get_run_logger
 
         get_run_logger().warning(message)
     except Exception:
         print(f"[privpub] {message}", file=sys.stderr, flush=True)
-        logging.getLogger("privpub").debug(message)
 
 
 def _now() -> datetime:
@@ -182,7 +183,7 @@ class Store:
             raise StateBusy(f"the state file {self.path} is busy ({holder}); waited "
                             f"{self.lock_timeout:.0f} s (PRIVPUB_LOCK_WAIT)") from None
         if attempt == 0:
-            _notice(f"the state file {self.path} is busy ({holder}); waiting up to "
+            notice(f"the state file {self.path} is busy ({holder}); waiting up to "
                     f"{self.lock_timeout:.0f} s")
         time.sleep(min(2.0, 0.1 * 2 ** min(attempt, 5)))
 
