@@ -7,7 +7,7 @@ export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PY_KEY_VALUE_DISABLE_BEARTYPE := true
 
-.PHONY: setup run test e2e-browser mutants bench bench-e2e bench-evaluate bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit clean
+.PHONY: setup run test e2e-browser mutants bench bench-e2e bench-evaluate bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-compose clean
 
 setup: $(STAMP)
 
@@ -57,8 +57,8 @@ bench-e2e: $(STAMP) $(BENCH_STAMP)
 	$(BIN)/python -m tests.benchmarks.bench_e2e --bench-python $(BENCH_ENV)/bin/python $(BENCH_ARGS)
 
 # One benchmark per technique (each prints its table; see docs/benchmarks.md and the technique docs).
-bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-evaluate: bench-%: $(STAMP)
-	$(BIN)/python -m tests.benchmarks.bench_$*
+bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-evaluate bench-compose: bench-%: $(STAMP)
+	$(BIN)/python -m tests.benchmarks.bench_$* $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(BENCH_ENV) demo

@@ -67,8 +67,10 @@ def check_spec(spec_path: str, overrides: dict | None = None):
     from state.store import Store, check_output_dir
     from tasks.anonymize.base import get_technique
 
+    from tasks.compose.check import series_settings
+
     spec = resolve_spec(spec_path, None, overrides)
-    get_technique(spec)
+    series_settings(spec, get_technique(spec))
     check_output_dir(spec.output_dir)
     Store(spec.state_path).check_usable()
     return spec

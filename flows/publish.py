@@ -28,6 +28,7 @@ from schemas.spec import ReleaseSpec, RunSpec, resolve_spec
 from state.store import Store, check_output_dir, stage_tables
 from tasks import report as report_mod
 from tasks.anonymize.base import PrivacyRefused, get_technique
+from tasks.compose.check import SeriesCheck
 from tasks.evaluate import evaluate
 from tasks.failpoints import failpoint
 from tasks.validate import checked_input, load_input, validate
@@ -151,6 +152,11 @@ def verify_task(technique, release, spec: ReleaseSpec, context: dict):
     return _timed("verify", technique.verify, release, context)
 
 
+@task(name="series-composition", **SECRET)
+def composition_task(check: SeriesCheck, data, part):
+    return _timed("series composition", check.check, data, part.group, part.n_groups)
+
+
 @task(name="evaluate", **SECRET)
 def evaluate_task(technique, release, data, workload_seed: int):
     return _timed("evaluate", evaluate, technique, release, data, workload_seed)
@@ -171,10 +177,12 @@ def draw_seed() -> int:
 
 
 def release_key(spec: ReleaseSpec, fingerprint: str, seed: int) -> str:
-    body = json.dumps({"series": spec.dataset.name, "input": fingerprint, "seed": seed,
-                       "technique": spec.technique.model_dump(),
-                       "dataset": spec.dataset.model_dump(exclude={"input", "table"})},
-                      sort_keys=True, default=str)
+    body = {"series": spec.dataset.name, "input": fingerprint, "seed": seed,
+            "technique": spec.technique.model_dump(),
+            "dataset": spec.dataset.model_dump(exclude={"input", "table"})}
+    if spec.section("series"):  # keep_groups changes the release (absent: keys as before)
+        body["series_options"] = spec.section("series")
+    body = json.dumps(body, sort_keys=True, default=str)
     return hashlib.sha256(body.encode()).hexdigest()
 
 
@@ -191,6 +199,7 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     already published a release of the series (without it, that release is returned)."""
     started = datetime.now(timezone.utc).replace(tzinfo=None)
     technique = get_technique(spec)
+    series_check = SeriesCheck(spec, technique)
     seed = spec.output.seed if spec.output.seed is not None else draw_seed()
     store = store or Store(spec.state_path)
     check_output_dir(spec.output_dir)  # before any work: a run must not fail only at the end
@@ -226,13 +235,24 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     # independent streams: the release's draws do not depend on how the workload is drawn
     release_seq, _ = np.random.SeedSequence(seed).spawn(2)
     rng = np.random.default_rng(release_seq)
-    based_on = store.last_sequence(spec.dataset.name) if technique.uses_history else None
+    # the composition check reads the summaries it combines: another release of the series
+    # committed meanwhile would make them stale, so the commit checks the sequence
+    based_on = store.last_sequence(spec.dataset.name)
+    series_check.prepare(store, data)
     history = technique.prior_context(store, spec)
     data.extra.update(history)
     part = partition_task(technique, data, rng)
+    if series_check.settings.keep_groups:
+        part = series_check.keep_groups(data, part)
+        progress(f"{part.n_groups} groups kept from earlier releases ({part.info['merge_rounds']} merge rounds)")
     release = anonymize_step(technique, data, part, rng, spec.run)
     privacy = verify_task(technique, release, spec, {**(context or {}), **history, "data": data})
-    failed = [r for r in privacy if not r.passed]
+    privacy = privacy + composition_task(series_check, data, part)
+    failed = [r for r in privacy if not r.passed and not series_check.tolerated(r)]
+    for r in privacy:
+        if not r.passed and series_check.tolerated(r):
+            progress(f"warning: {r.model}: {r.worst['below']} people below {r.threshold} when all releases "
+                     "of the series are combined; published because [series] composition = \"warn\"")
     if failed:
         detail = {r.model: {"value": str(r.value), "threshold": str(r.threshold), "worst": r.worst} for r in failed}
         store.log(who, "publish", spec.dataset.name, "refused", run_id, {**detail, **origin})
@@ -242,7 +262,7 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
 
     staged = stage_task(spec.output_dir, release.tables)
     # before the commit reads release.private: a hook may move state out of it into its own tables
-    on_commit = technique.commit_hook(release)
+    on_commit = chain_hooks(technique.commit_hook(release), series_check.commit_hook())
     sizes = technique.group_sizes(release)
     meta = {"series": spec.dataset.name, "technique": technique.name,
             "parameters": spec.technique.params, "seed": seed, "rows_in": data.n, "actor": who,
@@ -289,6 +309,16 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     return {**meta, "release_id": release_id, "created": created, "privacy": privacy,
             "utility": utility, "report": str(out_dir / "report.html"), "state": str(store.path),
             "output_dir": str(out_dir)}
+
+
+def chain_hooks(*hooks):
+    """One commit hook running the given ones (None skipped) in order, in the same transaction."""
+    hooks = [h for h in hooks if h is not None]
+
+    def run(con, release_id: str, sequence: int) -> None:
+        for hook in hooks:
+            hook(con, release_id, sequence)
+    return run
 
 
 def _name_flow_run(run_id: str | None, release_id: str) -> None:

@@ -23,6 +23,7 @@ class SpecError(ValueError):
 EXTRA_SECTIONS: dict[str, tuple[str, ...]] = {
     "evaluate": ("workload_seed",),
     "audit": ("l", "budget", "time_budget", "strategy"),
+    "series": ("composition", "transient", "l", "keep_groups"),  # tasks/compose/check.py
 }
 
 

@@ -179,4 +179,48 @@ CREATE OR REPLACE VIEW releases AS
            trigger, deployment, scheduled_for
     FROM release_rows ORDER BY series, sequence;
 """),
+    (7, "the series composition check: per-person summaries of what all releases say", """
+-- What the adversary who holds every release knows about each person, kept so that a release
+-- reads summaries instead of earlier inputs (tasks/compose/state.py). Owner-only like the file.
+-- Series and values are small integers (sid, vkey) so the large tables hold integers only.
+CREATE TABLE compose_head (
+    series      VARCHAR PRIMARY KEY,
+    sid         INTEGER NOT NULL,   -- the series' key in the tables below
+    release_id  VARCHAR NOT NULL,   -- the latest release the summaries include
+    release     INTEGER NOT NULL,
+    next_pkey   BIGINT NOT NULL,
+    next_set    BIGINT NOT NULL,
+    next_cohort BIGINT NOT NULL,
+    transient   VARCHAR NOT NULL    -- JSON: the transient values the summaries assume
+);
+CREATE TABLE compose_values (sid INTEGER NOT NULL, vkey INTEGER NOT NULL, value VARCHAR NOT NULL);
+CREATE TABLE compose_people (
+    sid     INTEGER NOT NULL,
+    person  VARCHAR NOT NULL,   -- the person id as text
+    pkey    BIGINT NOT NULL,    -- dense per series, for the membership rows
+    set_id  BIGINT NOT NULL,    -- the person's summary in compose_sets / compose_set_info
+    vkey    INTEGER NOT NULL,   -- the sensitive value in the person's latest release
+    cohort  BIGINT NOT NULL,    -- the group the person keeps under [series] keep_groups
+    release INTEGER NOT NULL    -- the person's latest release (its number in the series)
+);
+CREATE TABLE compose_sets (       -- the permanent values a summary still allows
+    sid     INTEGER NOT NULL,
+    set_id  BIGINT NOT NULL,
+    vkey    INTEGER NOT NULL,
+    minc    INTEGER NOT NULL      -- the fewest records holding it in one of the person's groups
+);
+CREATE TABLE compose_set_info (
+    sid     INTEGER NOT NULL,
+    set_id  BIGINT NOT NULL,
+    min_t   INTEGER NOT NULL,     -- the fewest distinct transient values in one group (0: one held none)
+    min_tc  INTEGER NOT NULL      -- the fewest records holding a transient value in one group
+);
+CREATE TABLE compose_membership ( -- each release's groups (never published)
+    sid     INTEGER NOT NULL,
+    release INTEGER NOT NULL,
+    pkey    BIGINT NOT NULL,
+    gid     BIGINT NOT NULL,
+    vkey    INTEGER NOT NULL    -- the person's value in that release: the summaries can be rebuilt
+);
+"""),
 ]

@@ -89,6 +89,12 @@ class Technique:
     uses_history: ClassVar[bool] = False
     # every key [technique] may hold besides `name`; any other key is refused ("did you mean")
     parameters: ClassVar[tuple[str, ...]] = ()
+    # the series composition check (tasks/compose): `guards_series` when the technique's own
+    # verifier already plays the adversary holding every release under its own model (serial:
+    # values change, absent people are counted as virtual members, so presence is not known);
+    # `accepts_kept_groups` when `anonymize` takes any grouping from `[series] keep_groups`
+    guards_series: ClassVar[bool] = False
+    accepts_kept_groups: ClassVar[bool] = False
 
     def __init__(self, spec: ReleaseSpec):
         self.spec = spec

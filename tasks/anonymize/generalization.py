@@ -22,6 +22,7 @@ from tasks.verify.published import qi_columns
 class Generalization(Technique):
     parameters = ("k", "l")
     table_names = ("table",)
+    accepts_kept_groups = True  # anonymize builds each group's box from whatever rows it holds
 
     def check_params(self) -> None:
         self.k = self.int_param("k", minimum=1)

@@ -87,6 +87,7 @@ class SerialTechnique(Technique):
     parameters = ("l", "strategy", "releases", "factor", "transient", "suppress", "min_group_size", "max_group_size")
     table_names = ("table", "groups")
     uses_history = True
+    guards_series = True  # the global guarantee is its series check (docs/series.md)
 
     def check_params(self) -> None:
         self.l = self.int_param("l", minimum=2)

@@ -32,6 +32,7 @@ BUTTERFLY = ["tests/test_butterfly.py", "tests/test_butterfly_properties.py", "t
 SERIAL = ["tests/test_serial_guarantee.py", "tests/test_serial_technique.py", "tests/test_thresholds.py"]
 AUDIT = ["tests/audit/test_golden.py", "tests/audit/test_properties.py", "tests/test_thresholds.py"]
 ANATOMY = ["tests/test_anatomy.py", "tests/test_thresholds.py"]
+SERIES = ["tests/test_series_composition.py"]
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,15 @@ MUTANTS = [
            "prog.can_be_narrow(work, c, l - 1)", "prog.can_be_narrow(work, c, l - 2)", AUDIT),
     Mutant("auditor's Delta = G shortcut needs groups of l - 1", "tasks/audit/decide.py",
            "(prog.sizes < l)", "(prog.sizes < l - 1)", AUDIT),
+    # the series composition check (issue 17)
+    Mutant("composition accepts l - 1 candidate values", "tasks/compose/check.py",
+           "(fig < self.threshold)", "(fig < self.threshold - 1)", SERIES),
+    Mutant("composition forgets earlier transient groups", "tasks/compose/algebra.py",
+           "np.minimum(prior.min_t[prev], t_here)", "t_here", SERIES),
+    Mutant("composition keeps a value the new group lacks", "tasks/compose/algebra.py",
+           "held = here > 0", "held = here >= 0", SERIES),
+    Mutant("composition counts records of the newest group only", "tasks/compose/algebra.py",
+           "np.minimum(prior.minc[p2], here)", "here", SERIES),
 ]
 
 

@@ -1,0 +1,174 @@
+"""The series composition check: the verifier also plays the adversary who holds every committed
+release of the series (tasks/compose/algebra.py says what that adversary learns).
+
+`SeriesCheck` is used by the publish flow for every technique:
+  prepare(store, data)   reads the summaries of this input's people (before any work) and refuses
+                         an input that breaks the model (a value changed but is not transient)
+  keep_groups(data, part) the safe option: returning people stay in their earlier groups
+  check(data, group)     the figures of the people of the new release -> [PrivacyResult]
+  commit_hook()          the new summaries, written inside the release's commit
+Settings come from `[series]`: composition = "refuse" (default) | "warn", transient = [values],
+l (default: the technique's l), keep_groups = false.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from schemas.input import InputError
+from schemas.spec import ReleaseSpec, SpecError
+from tasks.anonymize.base import Partition, PrivacyResult, Technique
+from tasks.compose import state
+from tasks.compose.algebra import GroupCounts, Sets, compose, shared
+from tasks.microdata import Microdata
+
+MODES = ("refuse", "warn")
+
+
+@dataclass(frozen=True)
+class SeriesSettings:
+    mode: str
+    transient: tuple[str, ...]
+    l: int | None  # the fewest candidate values allowed (None: check k instead)
+    k: int | None  # the fewest records that can be a person's, when there is no l
+    keep_groups: bool
+
+
+def series_settings(spec: ReleaseSpec, technique: Technique) -> SeriesSettings:
+    """[series] read strictly (unknown keys were refused by the spec check)."""
+    sec = spec.section("series")
+    mode = sec.get("composition", "refuse")
+    if mode not in MODES:
+        raise SpecError(f'[series] composition must be "refuse" or "warn", got {mode!r}')
+    transient = sec.get("transient", [])
+    if not isinstance(transient, list) or any(isinstance(v, (bool, list, dict)) for v in transient):
+        raise SpecError("[series] transient must be a list of sensitive values")
+    keep = sec.get("keep_groups", False)
+    if not isinstance(keep, bool):
+        raise SpecError(f"[series] keep_groups must be true or false, got {keep!r}")
+    if keep and not technique.accepts_kept_groups:
+        raise SpecError(f"[series] keep_groups: technique '{technique.name}' builds groups it cannot "
+                        "hand over; keep_groups works with generalization")
+    l = sec.get("l", technique.params.get("l"))
+    if l is not None and (isinstance(l, bool) or not isinstance(l, int) or l < 1):
+        raise SpecError(f"[series] l must be an integer >= 1, got {l!r}")
+    k = technique.params.get("k")
+    if l is None and not isinstance(k, int):
+        l = 2  # a technique with neither l nor k: nobody's value may be pinned
+    return SeriesSettings(mode, tuple(str(v) for v in transient), l, k if l is None else None, keep)
+
+
+class SeriesCheck:
+    def __init__(self, spec: ReleaseSpec, technique: Technique):
+        self.spec, self.technique = spec, technique
+        self.settings = series_settings(spec, technique)
+        self.prior: state.Prior | None = None
+        self._composed = None
+        self.cohort: np.ndarray | None = None  # per row, set by keep_groups
+
+    @property
+    def model(self) -> str:
+        return "series-composition-l" if self.settings.l else "series-composition-k"
+
+    @property
+    def threshold(self) -> int:
+        return self.settings.l or self.settings.k
+
+    # --- before any work ------------------------------------------------------------------
+    def prepare(self, store, data: Microdata) -> None:
+        ds = self.spec.dataset
+        self.persons = data.frame[ds.person_id].astype(str).to_numpy(object)
+        self.values = np.asarray(data.sensitive_values).astype(str).astype(object)
+        self.codes = data.sensitive_codes
+        self.transient = np.isin(self.values, list(self.settings.transient))
+        if self.technique.guards_series:  # its own verifier is the series check
+            return
+        self.prior = state.load(store, ds.name, self.persons, self.values)
+        if self.prior is None:
+            return
+        if sorted(self.prior.transient) != sorted(self.settings.transient):
+            raise SpecError(f"[series] transient differs from the list release #{self.prior.release} of "
+                            f"series '{ds.name}' was checked with; a series keeps one list")
+        prior = self.prior
+        back = prior.stored_vkey >= 0
+        changed = back & (prior.stored_vkey != prior.code_to_vkey[data.sensitive_codes])
+        was_transient = prior.vkey_transient[np.clip(prior.stored_vkey, 0, None)] if len(prior.vkey_transient) \
+            else np.zeros(len(back), bool)
+        broken = changed & ~(self.transient[data.sensitive_codes] & was_transient)
+        if broken.any():
+            rows = np.flatnonzero(broken)
+            raise InputError(f"row {rows[0] + 1}, column '{ds.sensitive}': the value differs from this "
+                             f"person's value in an earlier release of the series ({len(rows)} rows); "
+                             "a value that changes must be named in [series] transient")
+
+    # --- the safe option ----------------------------------------------------------------------
+    def keep_groups(self, data: Microdata, part: Partition) -> Partition:
+        from tasks.compose.keep_groups import kept_partition
+
+        return kept_partition(self, data, part)
+
+    # --- the check ------------------------------------------------------------------------------
+    def compose(self, data: Microdata, group: np.ndarray, n_groups: int):
+        prior = self.prior
+        counts = GroupCounts.of(group, data.sensitive_codes, n_groups, self.transient)
+        sets, row_set = compose(prior.sets if prior else Sets.empty(),
+                                prior.set_of_row if prior else np.full(len(group), -1, np.int64),
+                                group, counts, ~self.transient)
+        return counts, sets, row_set
+
+    def figures(self, sets: Sets, row_set: np.ndarray) -> np.ndarray:
+        """Per row: fewest candidate values (or records, for k); a large number when unpublished."""
+        per_set = sets.candidates() if self.settings.l else sets.identity()
+        return np.where(row_set >= 0, per_set[np.clip(row_set, 0, None)], np.iinfo(np.int64).max)
+
+    def check(self, data: Microdata, group: np.ndarray, n_groups: int) -> list[PrivacyResult]:
+        if self.technique.guards_series:
+            return []
+        counts, sets, row_set = self.compose(data, group, n_groups)
+        if self.settings.l:  # the record counts serve only the k figure: without them most
+            sets.minc[:] = 0  # people share a handful of summaries (a k check would read 0: refuse)
+        sets, index = shared(sets)
+        row_set = np.where(row_set >= 0, index[np.clip(row_set, 0, None)], -1)
+        self._composed = (group, sets, row_set)
+        if self.prior is None:  # the first release with summaries: nothing to combine yet
+            return []
+        fig = self.figures(sets, row_set)
+        published = row_set >= 0
+        below = published & (fig < self.threshold)
+        worst = int(np.argmin(fig))
+        what = "candidate values" if self.settings.l else "records that can be the person's"
+        return [PrivacyResult(self.model, int(fig[worst]), self.threshold, not below.any(), {
+            "row": worst + 1, "below": int(below.sum()), "people": int(published.sum()),
+            "returning": int((published & (self.prior.set_of_row >= 0)).sum()),
+            "releases": self.prior.release + 1, "measures": what, "mode": self.settings.mode,
+            "adversary": "holds every release of the series"})]
+
+    def tolerated(self, result: PrivacyResult) -> bool:
+        """A failed composition figure under composition = "warn": published and recorded."""
+        return result.model == self.model and self.settings.mode == "warn"
+
+    # --- the commit ------------------------------------------------------------------------------
+    def commit_hook(self):
+        if self._composed is None:  # nothing composed (a technique that guards its own series)
+            return None
+        group, sets, row_set = self._composed
+        cohort = self.cohort
+        prior = self.prior
+        rows = np.flatnonzero(row_set >= 0)
+        pkey = prior.pkey[rows].copy() if prior else np.full(len(rows), -1, np.int64)
+        fresh = pkey < 0
+        next_pkey = prior.next_pkey if prior else 0
+        pkey[fresh] = next_pkey + np.arange(int(fresh.sum()))
+        set_base = prior.next_set if prior else 0
+        next_cohort = prior.next_cohort if prior else 0
+        if cohort is None:  # without keep_groups every release starts new cohorts
+            cohort = next_cohort + group
+        kept = cohort[rows]
+        next_ids = (next_pkey + int(fresh.sum()), set_base + sets.size,
+                    max(next_cohort, int(kept.max()) + 1 if len(kept) else 0))
+        return state.writer(self.spec.dataset.name, prior, persons=self.persons[rows], pkey=pkey,
+                            set_id=row_set[rows] + set_base,
+                            code=self.codes[rows], cohort=kept, gid=group[rows],
+                            sets=sets, set_base=set_base, values=self.values, next_ids=next_ids,
+                            transient=list(self.settings.transient))

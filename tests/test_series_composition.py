@@ -1,0 +1,223 @@
+"""The series composition check (issue 17): the verifier plays the adversary who holds every
+release of a series. Its figures are compared with a brute-force linker (tests/series_linker.py)
+on small series, through the state database as a publish uses it."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from schemas.input import InputError
+from schemas.spec import SpecError, spec_from_dict
+from state.store import Store
+from tasks.anonymize.base import PrivacyRefused, get_technique
+from tasks.anonymize.generalized_table import generalized_table
+from tasks.compose.check import SeriesCheck
+from tasks.microdata import Microdata
+from tests import series_linker as linker
+
+PERMANENT = ["a", "b", "c", "d"]
+TRANSIENT = ["x", "y"]
+
+
+def spec_of(series: dict, technique: dict | None = None):
+    return spec_from_dict({"dataset": {"name": "s", "input": "x.csv", "person_id": "pid", "sensitive": "v",
+                                       "qi": [{"name": "age", "kind": "numeric"}]},
+                           "technique": technique or {"name": "generalization", "k": 1}, "series": series})
+
+
+def publish_groups(store: Store, spec, frame: pd.DataFrame, group: np.ndarray, number: int):
+    """One release of the series as the flow does it: prepare, check, commit the summaries.
+    Returns (the check's results, its per-row figures, the published records)."""
+    technique = get_technique(spec)
+    data = Microdata.from_frame(spec, frame)
+    check = SeriesCheck(spec, technique)
+    check.prepare(store, data)
+    n_groups = int(group.max()) + 1
+    results = check.check(data, group, n_groups)
+    _, sets, row_set = check._composed
+    figures = check.figures(sets, row_set)
+    table = generalized_table(data, group, n_groups, np.arange(data.n))
+    hook = check.commit_hook()
+    with store.write() as con:
+        con.execute("BEGIN TRANSACTION")
+        hook(con, f"s-{number:04d}", number)
+        con.execute("COMMIT")
+    return results, figures, table.to_pylist()
+
+
+@st.composite
+def series_cases(draw):
+    n = draw(st.integers(2, 7))
+    kinds = draw(st.lists(st.sampled_from(["p", "t"]), min_size=n, max_size=n))
+    fixed = draw(st.lists(st.sampled_from(PERMANENT), min_size=n, max_size=n))
+    releases = []
+    for _ in range(draw(st.integers(2, 4))):
+        present = draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=n, unique=True))
+        ages = draw(st.permutations(range(20, 20 + 3 * n)))[:len(present)]  # distinct: boxes never touch
+        values = [fixed[p] if kinds[p] == "p" else draw(st.sampled_from(TRANSIENT)) for p in present]
+        cuts = draw(st.lists(st.booleans(), min_size=len(present) - 1, max_size=len(present) - 1))
+        releases.append((present, ages, values, cuts))
+    return releases
+
+
+def frame_and_groups(present, ages, values, cuts):
+    frame = pd.DataFrame({"pid": [f"p{p}" for p in present], "age": ages, "v": values})
+    order = np.argsort(ages, kind="stable")
+    seg = np.concatenate([[0], np.cumsum(cuts)]) if len(cuts) else np.zeros(1, int)
+    group = np.empty(len(present), np.int64)
+    group[order] = seg  # consecutive ages, cut where drawn
+    return frame, group
+
+
+@pytest.mark.parametrize("model", ["l", "k"])
+@given(case=series_cases(), threshold=st.integers(1, 3))
+def test_composed_figures_equal_the_brute_force_linker(tmp_path_factory, model, case, threshold):
+    store = Store(tmp_path_factory.mktemp("series") / "state.duckdb")
+    series = {"transient": TRANSIENT, **({"l": threshold} if model == "l" else {})}
+    technique = {"name": "generalization", "k": threshold}
+    seen: dict[int, dict] = {}  # person -> release -> QI values
+    published: dict[int, list[dict]] = {}
+    for number, (present, ages, values, cuts) in enumerate(case, start=1):
+        frame, group = frame_and_groups(present, ages, values, cuts)
+        results, figures, records = publish_groups(store, spec_of(series, technique), frame, group, number)
+        published[number] = records
+        expected = []
+        for row, p in enumerate(present):
+            seen.setdefault(p, {})[number] = {"age": ages[row]}
+            values_left, records_left = linker.worst(linker.link(seen[p], published, "v", set(TRANSIENT)))
+            if model == "l":
+                assert figures[row] == values_left, (row, case)
+                expected.append(values_left)
+            else:  # a lower bound over earlier releases, exact for a newcomer
+                assert figures[row] <= records_left
+                if len(seen[p]) == 1:
+                    assert figures[row] == records_left
+                expected.append(records_left)
+        if number == 1:
+            assert results == []  # nothing to combine yet
+            continue
+        (result,) = results
+        assert result.value == int(min(figures))
+        if model == "l":  # refused exactly when the adversary narrows somebody below l
+            assert result.passed == (min(expected) >= threshold)
+            assert result.worst["below"] == sum(e < threshold for e in expected)
+        elif result.passed:
+            assert min(expected) >= threshold
+
+
+def test_a_series_built_to_breach_is_refused_with_its_count(tmp_path):
+    """Release 1: {p0..p3} with a,b,c,a. Release 2 regroups p0, p1 with a newcomer holding b:
+    p0 and p1 keep {a, b} (2 < l = 3); p2 and p3 do not return."""
+    store = Store(tmp_path / "state.duckdb")
+    spec = spec_of({"l": 3})
+    one = pd.DataFrame({"pid": ["p0", "p1", "p2", "p3"], "age": [30, 31, 32, 33], "v": ["a", "b", "c", "a"]})
+    assert publish_groups(store, spec, one, np.zeros(4, np.int64), 1)[0] == []
+    two = pd.DataFrame({"pid": ["p0", "p1", "p4", "p5"], "age": [30, 31, 40, 41], "v": ["a", "b", "b", "d"]})
+    (result,), figures, _ = publish_groups(store, spec, two, np.zeros(4, np.int64), 2)
+    assert not result.passed and result.value == 2 and result.worst["below"] == 2
+    assert figures.tolist() == [2, 2, 3, 3]
+    assert result.worst["row"] == 1 and result.worst["returning"] == 2
+    assert "p0" not in json.dumps(result.worst)
+
+
+def test_a_permanent_value_that_changes_is_refused_naming_row_and_column(tmp_path):
+    store = Store(tmp_path / "state.duckdb")
+    spec = spec_of({"transient": ["x", "y"]})
+    frame = pd.DataFrame({"pid": ["p0", "p1"], "age": [1, 2], "v": ["a", "x"]})
+    publish_groups(store, spec, frame, np.zeros(2, np.int64), 1)
+    ok = pd.DataFrame({"pid": ["p0", "p1"], "age": [1, 2], "v": ["a", "y"]})  # transient may change
+    publish_groups(store, spec, ok, np.zeros(2, np.int64), 2)
+    changed = pd.DataFrame({"pid": ["p1", "p0"], "age": [1, 2], "v": ["y", "b"]})
+    with pytest.raises(InputError, match=r"^row 2, column 'v': the value differs") as err:
+        publish_groups(store, spec, changed, np.zeros(2, np.int64), 3)
+    assert "p0" not in str(err.value) and "'b'" not in str(err.value)
+    with pytest.raises(SpecError, match="transient differs"):
+        publish_groups(store, spec_of({"transient": ["x"]}), ok, np.zeros(2, np.int64), 3)
+
+
+@pytest.mark.parametrize("series, message", [
+    ({"compositon": "warn"}, "did you mean composition"),
+    ({"composition": "maybe"}, 'must be "refuse" or "warn"'),
+    ({"keep_groups": "yes"}, "true or false"),
+    ({"l": 0}, "integer >= 1"),
+    ({"transient": "x"}, "list of sensitive values"),
+])
+def test_series_section_is_strict(series, message):
+    with pytest.raises(SpecError, match=message):
+        SeriesCheck(spec_of(series), get_technique(spec_of(series)))
+
+
+def test_keep_groups_is_refused_for_a_technique_that_builds_its_own_groups():
+    technique = {"name": "muco", "delta": "1/3", "l": 2}
+    with pytest.raises(SpecError, match="keep_groups: technique 'muco'"):
+        spec = spec_of({"keep_groups": True}, technique)
+        SeriesCheck(spec, get_technique(spec))
+
+
+# --- through the publish flow -------------------------------------------------------------------
+
+def monthly(pool: pd.DataFrame, month: int, stay: float = 0.9) -> pd.DataFrame:
+    """The month's table: a share of the pool, drawn afresh each month (people leave and return)."""
+    return pool.sample(frac=stay, random_state=month).reset_index(drop=True)
+
+
+def publish_month(folder, frame: pd.DataFrame, extra: str = "") -> dict:
+    from flows.publish import run_release
+    from schemas.spec import resolve_spec
+    from tests.helpers import census_spec_toml
+
+    frame.to_csv(folder / "census.csv", index=False)
+    (folder / "spec.toml").write_text(census_spec_toml(k=10, l=3, seed=7, extra=extra))
+    return run_release(resolve_spec(str(folder / "spec.toml"), None, None))
+
+
+def test_two_monthly_releases_that_narrow_people_are_refused_and_logged(prefect_server, tmp_path):
+    from tasks.demo_data import census
+
+    pool = census(1500, seed=1)
+    first = publish_month(tmp_path, monthly(pool, 0))
+    assert [r.model for r in first["privacy"]] == ["k-anonymity", "l-diversity"]
+    with pytest.raises(PrivacyRefused, match=r"series-composition-l reached [12], required 3"):
+        publish_month(tmp_path, monthly(pool, 1))
+    store = Store(tmp_path / "privpub.duckdb")
+    row = store.audit_log().iloc[-1]
+    detail = json.loads(row.detail)["series-composition-l"]["worst"]
+    assert row.outcome == "refused" and detail["below"] > 0 and detail["releases"] == 2
+    assert len(store.history()) == 1
+
+    warned = publish_month(tmp_path, monthly(pool, 1), extra='[series]\ncomposition = "warn"')
+    (comp,) = [r for r in warned["privacy"] if r.model == "series-composition-l"]
+    assert not comp.passed and comp.worst["below"] == detail["below"]  # the same breach, recorded
+    metrics = store.query(lambda con: con.execute(
+        "SELECT passed, value FROM release_metrics WHERE release_id = ? AND name = 'series-composition-l'",
+        [warned["release_id"]]).fetchall())
+    assert metrics == [(False, float(comp.value))] and comp.value < 3
+    report = (tmp_path / "releases" / warned["release_id"] / "report.html").read_text()
+    assert "people fall below it when every release of the series is combined" in report
+
+
+def test_keep_groups_passes_twelve_releases_with_people_arriving_and_leaving(prefect_server, tmp_path):
+    from tasks.demo_data import census
+
+    pool = census(900, seed=2)
+    option = "[series]\nkeep_groups = true"
+    releases = [publish_month(tmp_path, monthly(pool, m, stay=0.8), option) for m in range(12)]
+    store = Store(tmp_path / "privpub.duckdb")
+    assert store.history().sequence.tolist() == list(range(1, 13))
+    for out in releases[1:]:
+        figures = {r.model: r for r in out["privacy"]}
+        assert all(r.passed for r in out["privacy"])
+        assert figures["series-composition-l"].value >= 3 and figures["k-anonymity"].value >= 10
+        assert figures["series-composition-l"].worst["returning"] > 0
+    # what the summaries keep: every published person of the series once, no orphan set
+    people, orphans, members = store.query(lambda con: con.execute(
+        "SELECT (SELECT count(*) FROM compose_people), "
+        "(SELECT count(*) FROM compose_set_info WHERE set_id NOT IN (SELECT set_id FROM compose_people)), "
+        "(SELECT count(*) FROM compose_membership)").fetchone())
+    assert orphans == 0 and members == 12 * int(0.8 * 900)
+    assert people == len(set().union(*(set(monthly(pool, m, 0.8).pid) for m in range(12))))
