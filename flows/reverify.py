@@ -42,8 +42,33 @@ def reverify(state: Path, release_id: str, actor: str | None = None) -> tuple[bo
             need = f" (required {r.threshold})" if r.threshold is not None else ""
             lines.append(f"{'PASS' if r.passed else 'FAIL'} {r.model}: {r.value}{need}")
             ok &= r.passed
+        ok &= _composition(store, rel, lines)
     store.log(actor or "cli", "verify", release_id, "pass" if ok else "fail", None, {"lines": lines})
     return ok, lines
+
+
+def _composition(store: Store, rel: dict, lines: list[str]) -> bool:
+    """The series composition figure replayed from every release's stored groups (docs/series.md)
+    and compared with the figure stored at publish; True when there is none to check."""
+    from tasks.compose.rebuild import replay
+
+    m = rel["metrics"]
+    stored = m[(m.kind == "privacy") & m.name.str.startswith("series-composition")]
+    if not len(stored):
+        return True
+    row = stored.iloc[0]
+    threshold = int(row.threshold)
+    got = replay(store, rel["series"], int(rel["sequence"]), row["name"].endswith("-l"), threshold)
+    if got is None:
+        lines.append(f"FAIL {row['name']}: the series' stored groups are missing")
+        return False
+    fig, below, releases = got
+    same = str(fig) == str(row.text_value)
+    passed = fig >= threshold and same
+    lines.append(f"{'PASS' if passed else 'FAIL'} {row['name']}: {fig} (required {threshold}), "
+                 f"{below} people below, replayed over {releases} releases"
+                 + ("" if same else f"; the publish stored {row.text_value}"))
+    return passed
 
 
 def rewrite_report(state: Path, release_id: str) -> str:

@@ -52,7 +52,7 @@ def publish_groups(store: Store, spec, frame: pd.DataFrame, group: np.ndarray, n
 
 @st.composite
 def series_cases(draw):
-    n = draw(st.integers(2, 7))
+    n = draw(st.integers(2, 8))
     kinds = draw(st.lists(st.sampled_from(["p", "t"]), min_size=n, max_size=n))
     fixed = draw(st.lists(st.sampled_from(PERMANENT), min_size=n, max_size=n))
     releases = []
@@ -221,3 +221,51 @@ def test_keep_groups_passes_twelve_releases_with_people_arriving_and_leaving(pre
         "(SELECT count(*) FROM compose_membership)").fetchone())
     assert orphans == 0 and members == 12 * int(0.8 * 900)
     assert people == len(set().union(*(set(monthly(pool, m, 0.8).pid) for m in range(12))))
+
+
+def test_verify_replays_the_composition_from_the_stored_groups(prefect_server, tmp_path):
+    from flows.reverify import reverify
+    from tasks.demo_data import census
+
+    pool = census(1200, seed=3)
+    warn = '[series]\ncomposition = "warn"'
+    ids = [publish_month(tmp_path, monthly(pool, m), warn)["release_id"] for m in range(3)]
+    for rid in ids[1:]:
+        ok, lines = reverify(tmp_path / "privpub.duckdb", rid)
+        (line,) = [x for x in lines if "series-composition-l" in x]
+        stored = Store(tmp_path / "privpub.duckdb").release(rid)["metrics"]
+        value = stored[stored.name == "series-composition-l"].text_value.iloc[0]
+        assert line.startswith(f"FAIL series-composition-l: {value} (required 3)") == (int(value) < 3)
+        assert "replayed over" in line and "the publish stored" not in line
+        assert ok == (int(value) >= 3)
+
+
+@pytest.mark.parametrize("name, params", [
+    ("anatomy", dict(k=None, l=3, extra="")),
+    ("muco", dict(k=None, l=3, extra='delta = "1/6"')),
+    ("ambiguity", dict(k=None, l=None, extra="alpha = 0.25\nbeta = 0.1")),
+    ("butterfly", dict(k=5, l=None, extra='qids = [["age", "sex", "education"], ["age", "marital", "race"]]')),
+])
+def test_every_technique_is_composed_over_its_series(prefect_server, tmp_path, name, params):
+    from flows.publish import publish_flow
+    from flows.reverify import reverify
+    from tasks.demo_data import census
+    from tests.helpers import census_spec_toml
+
+    pool = census(800, seed=5)
+    text = census_spec_toml(technique=name, seed=4, **params) + '\n[series]\ncomposition = "warn"\n'
+    (tmp_path / "spec.toml").write_text(text)
+    ids = []
+    for month in range(2):
+        monthly(pool, month).to_csv(tmp_path / "census.csv", index=False)
+        ids.append(publish_flow(spec_path=str(tmp_path / "spec.toml")))
+    m = Store(tmp_path / "privpub.duckdb").release(ids[1])["metrics"]
+    (comp,) = m[m.name.str.startswith("series-composition")].itertuples()
+    # ambiguity has neither l nor k: l = 2; butterfly has k only: the records figure
+    assert comp.name == ("series-composition-k" if name == "butterfly" else "series-composition-l")
+    assert comp.threshold == str({"anatomy": 3, "muco": 3, "ambiguity": 2, "butterfly": 5}[name])
+    worst = json.loads(comp.detail)
+    assert comp.passed == (worst["below"] == 0) and worst["returning"] > 0
+    ok, lines = reverify(tmp_path / "privpub.duckdb", ids[1])
+    (line,) = [x for x in lines if comp.name in x]
+    assert line.split(": ")[1].startswith(f"{comp.text_value} (required {comp.threshold})")
