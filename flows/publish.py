@@ -239,6 +239,9 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     # committed meanwhile would make them stale, so the commit checks the sequence
     based_on = store.last_sequence(spec.dataset.name)
     series_check.prepare(store, data)
+    if based_on and series_check.prior is None and not technique.guards_series:
+        progress(f"series composition: the {based_on} earlier releases of the series have no stored groups "
+                 "(published before privpub kept them); the check starts with this release")
     history = technique.prior_context(store, spec)
     data.extra.update(history)
     part = partition_task(technique, data, rng)
