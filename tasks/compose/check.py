@@ -78,7 +78,7 @@ class SeriesCheck:
     # --- before any work ------------------------------------------------------------------
     def prepare(self, store, data: Microdata) -> None:
         ds = self.spec.dataset
-        self.persons = data.frame[ds.person_id].astype(str).to_numpy(object)
+        self.persons = state.person_text(data.frame[ds.person_id])
         self.values = np.asarray(data.sensitive_values).astype(str).astype(object)
         self.codes = data.sensitive_codes
         self.transient = np.isin(self.values, list(self.settings.transient))
@@ -167,7 +167,7 @@ class SeriesCheck:
         kept = cohort[rows]
         next_ids = (next_pkey + int(fresh.sum()), set_base + sets.size,
                     max(next_cohort, int(kept.max()) + 1 if len(kept) else 0))
-        return state.writer(self.spec.dataset.name, prior, persons=self.persons[rows], pkey=pkey,
+        return state.writer(self.spec.dataset.name, prior, persons=self.persons.take(rows), pkey=pkey,
                             set_id=row_set[rows] + set_base,
                             code=self.codes[rows], cohort=kept, gid=group[rows],
                             sets=sets, set_base=set_base, values=self.values, next_ids=next_ids,

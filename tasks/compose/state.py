@@ -15,6 +15,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from tasks.compose.algebra import Sets
 
@@ -44,7 +45,16 @@ def _has_table(con, name: str) -> bool:
                             [name]).fetchone()[0])
 
 
-def load(store, series: str, persons: np.ndarray, values: np.ndarray) -> Prior | None:
+def person_text(column: pd.Series) -> pa.Array:
+    """The person ids as text, the key of compose_people (Arrow's cast: pandas' astype(str) costs
+    a second a million rows; both write integers and strings the same way)."""
+    try:
+        return pa.compute.cast(pa.array(column.to_numpy()), pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return pa.array(column.astype(str).to_numpy(object), pa.string())
+
+
+def load(store, series: str, persons: pa.Array, values: np.ndarray) -> Prior | None:
     """persons: this input's person ids as text, per row; values: its distinct sensitive values
     as text, in code order. None when the series has no summaries yet."""
     def fetch(con):
@@ -56,7 +66,7 @@ def load(store, series: str, persons: np.ndarray, values: np.ndarray) -> Prior |
             return None
         p = {"sid": head[0]}
         con.register("_compose_rows", pa.table({"i": np.arange(len(persons), dtype=np.int64),
-                                                "person": pa.array(persons, pa.string())}))
+                                                "person": persons}))
         try:
             stored = con.execute("SELECT vkey, value FROM compose_values WHERE sid = $sid ORDER BY vkey",
                                  p).fetchall()
@@ -109,7 +119,7 @@ def load(store, series: str, persons: np.ndarray, values: np.ndarray) -> Prior |
                  int(head[5]), transient)
 
 
-def writer(series: str, prior: Prior | None, *, persons: np.ndarray, pkey: np.ndarray, set_id: np.ndarray,
+def writer(series: str, prior: Prior | None, *, persons: pa.Array, pkey: np.ndarray, set_id: np.ndarray,
            code: np.ndarray, cohort: np.ndarray, gid: np.ndarray, sets: Sets, set_base: int,
            values: np.ndarray, next_ids: tuple[int, int, int], transient: list[str]) -> Callable:
     """The writes of one release (its published people only; `code` = their value codes): their
@@ -121,7 +131,7 @@ def writer(series: str, prior: Prior | None, *, persons: np.ndarray, pkey: np.nd
     code_to_vkey[fresh] = first_vkey + np.arange(len(fresh))
     new_values = pa.table({"vkey": code_to_vkey[fresh].astype(np.int32),
                            "value": pa.array(values[fresh], pa.string())})
-    people = pa.table({"person": pa.array(persons, pa.string()), "pkey": pkey, "set_id": set_id,
+    people = pa.table({"person": persons, "pkey": pkey, "set_id": set_id,
                        "vkey": code_to_vkey[code].astype(np.int32), "cohort": cohort, "gid": gid})
     set_rows = pa.table({"set_id": sets.owner() + set_base, "vkey": code_to_vkey[sets.value].astype(np.int32),
                          "minc": sets.minc.astype(np.int32)})
