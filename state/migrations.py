@@ -183,7 +183,8 @@ CREATE OR REPLACE VIEW releases AS
 -- What the adversary who holds every release knows about each person, kept so that a release
 -- reads summaries instead of earlier inputs (tasks/compose/state.py). Owner-only like the file.
 -- Series and values are small integers (sid, vkey) so the large tables hold integers only.
-CREATE TABLE compose_head (
+-- IF NOT EXISTS: re-applied safely to a state whose migration rows were rolled back by hand.
+CREATE TABLE IF NOT EXISTS compose_head (
     series      VARCHAR PRIMARY KEY,
     sid         INTEGER NOT NULL,   -- the series' key in the tables below
     release_id  VARCHAR NOT NULL,   -- the latest release the summaries include
@@ -193,8 +194,8 @@ CREATE TABLE compose_head (
     next_cohort BIGINT NOT NULL,
     transient   VARCHAR NOT NULL    -- JSON: the transient values the summaries assume
 );
-CREATE TABLE compose_values (sid INTEGER NOT NULL, vkey INTEGER NOT NULL, value VARCHAR NOT NULL);
-CREATE TABLE compose_people (
+CREATE TABLE IF NOT EXISTS compose_values (sid INTEGER NOT NULL, vkey INTEGER NOT NULL, value VARCHAR NOT NULL);
+CREATE TABLE IF NOT EXISTS compose_people (
     sid     INTEGER NOT NULL,
     person  VARCHAR NOT NULL,   -- the person id as text
     pkey    BIGINT NOT NULL,    -- dense per series, for the membership rows
@@ -203,19 +204,19 @@ CREATE TABLE compose_people (
     cohort  BIGINT NOT NULL,    -- the group the person keeps under [series] keep_groups
     release INTEGER NOT NULL    -- the person's latest release (its number in the series)
 );
-CREATE TABLE compose_sets (       -- the permanent values a summary still allows
+CREATE TABLE IF NOT EXISTS compose_sets (       -- the permanent values a summary still allows
     sid     INTEGER NOT NULL,
     set_id  BIGINT NOT NULL,
     vkey    INTEGER NOT NULL,
     minc    INTEGER NOT NULL      -- the fewest records holding it in one of the person's groups
 );
-CREATE TABLE compose_set_info (
+CREATE TABLE IF NOT EXISTS compose_set_info (
     sid     INTEGER NOT NULL,
     set_id  BIGINT NOT NULL,
     min_t   INTEGER NOT NULL,     -- the fewest distinct transient values in one group (0: one held none)
     min_tc  INTEGER NOT NULL      -- the fewest records holding a transient value in one group
 );
-CREATE TABLE compose_membership ( -- each release's groups (never published)
+CREATE TABLE IF NOT EXISTS compose_membership ( -- each release's groups (never published)
     sid     INTEGER NOT NULL,
     release INTEGER NOT NULL,
     pkey    BIGINT NOT NULL,

@@ -133,7 +133,7 @@ def test_a_state_from_before_migration_3_publishes_the_next_release(prefect_serv
                     [first, buf.getvalue()])
     snapshot(tmp_path, evolve(frame, 9))
     second = serial_flow(spec_path=str(spec))
-    assert store.schema_version() == 6
+    assert store.schema_version() == 7
     stored = _stored_pairs(state)
     assert stored[["person", "value", "links", "q", "d"]].equals(_rebuilt(store, [first, second]))
     assert [row[1:] for row in _summary(state)] == [(second, 2)]
@@ -160,7 +160,7 @@ def test_a_state_from_before_migration_4_is_keyed_and_publishes_on(prefect_serve
     assert store.schema_version() == 3
     snapshot(tmp_path, frame)
     ids.append(serial_flow(spec_path=str(spec)))  # reads after upgrading the state to migrations 4, 5
-    assert store.schema_version() == 6
+    assert store.schema_version() == 7
     after = _stored_pairs(state)
     assert after[["person", "value", "links", "q", "d"]].equals(_rebuilt(store, ids))
     unchanged = after[after.release_id != ids[-1]].reset_index(drop=True)
