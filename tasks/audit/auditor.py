@@ -170,11 +170,14 @@ class Auditor:
         answer = self._read_secret(sets)
         if report.answers is not None and answer not in report.answers:
             raise ValueError("the secret table contradicts the public knowledge")
-        if report.implicit and answer_is_unsafe(self.knowledge, sets, answer, self.l):
-            self.knowledge = Knowledge(self.universe, denial=Denial(self.knowledge, tuple(sets), self.l))
-            return Decision(query_id, "positive-denial", reason=(
-                "the real answer is unsafe; the adversary learns the table is among the unsafe "
-                f"answers, where everyone keeps >= {self.l} values"), joint=joint, **stats)
+        after = None
+        if report.implicit:
+            unsafe, after = answer_is_unsafe(self.knowledge, sets, answer, self.l)
+            if unsafe:
+                self.knowledge = Knowledge(self.universe, denial=Denial(self.knowledge, tuple(sets), self.l))
+                return Decision(query_id, "positive-denial", reason=(
+                    "the real answer is unsafe; the adversary learns the table is among the unsafe "
+                    f"answers, where everyone keeps >= {self.l} values"), joint=joint, **stats)
         if answer in report.unsafe:
             self.knowledge = Knowledge.union(self.universe, [
                 restricted(self.knowledge, sets, a, b) for a, b in report.unsafe.items()])
@@ -182,7 +185,7 @@ class Auditor:
                 f"the real answer is unsafe; the adversary learns the table is among the "
                 f"{len(report.unsafe)} unsafe answer(s), where everyone keeps >= {self.l} values"),
                 joint=joint, **stats)
-        self.knowledge = self._with_answer(sets, answer, report)
+        self.knowledge = after if after is not None else self._with_answer(sets, answer, report)
         return Decision(query_id, "answer", ids=ids, values=tuple(self.universe.multiset(answer[0])),
                         reason="safe to read the secret table and the real answer keeps l-uncertainty",
                         joint=joint, **stats)

@@ -150,15 +150,16 @@ def materialize(g: Knowledge, work: Work) -> Knowledge:
     return g
 
 
-def answer_is_unsafe(g: Knowledge, sets: list[frozenset[int]], answer: Answer, l: int) -> bool:
+def answer_is_unsafe(g: Knowledge, sets: list[frozenset[int]], answer: Answer, l: int) -> tuple[bool, Knowledge]:
     """Definition 2 for one answer, exactly (no budget: it runs after the secret was read, when
-    the outcome may not depend on the auditor's limits)."""
+    the outcome may not depend on the auditor's limits); with G and q = answer, which is the
+    new knowledge when the answer is safe."""
     after = g.restrict(answer_facts(sets, answer))
     if not after.branches:
         raise ValueError("the secret table contradicts the public knowledge")
     if any(distinct_values(m) < l for m in answer):
-        return True
-    return min(len(s) for s in after.possible_values(Work(), need=l)) < l
+        return True, after
+    return min(len(s) for s in after.possible_values(Work(), need=l)) < l, after
 
 
 def listed_delta(g, sets, l, work, need) -> DeltaReport:

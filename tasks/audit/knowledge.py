@@ -109,6 +109,9 @@ class Knowledge:
                  denial: Denial | None = None):
         self.universe = universe
         self.denial = denial
+        # one integer point per branch (cell of every person, cells x values), found when the
+        # branch was built: a function of G alone, so any program over G starts from it
+        self._points: dict[Branch, tuple[np.ndarray, np.ndarray]] = {}
         self._branches: list[Branch] | None = None
         if denial is None:
             self._branches = [()] if branches is None else list(branches)
@@ -127,7 +130,10 @@ class Knowledge:
     def program(self, branch: Branch, open_sets: list[frozenset[int]] = (),
                 extra: tuple[Constraint, ...] = ()) -> CellProgram:
         u = self.universe
-        return CellProgram(u.n, u.totals, len(u.values), list(branch) + list(extra), list(open_sets))
+        prog = CellProgram(u.n, u.totals, len(u.values), list(branch) + list(extra), list(open_sets))
+        if not extra and branch in self._points:
+            prog.seed(*self._points[branch])
+        return prog
 
     def is_empty(self, work: Work | None = None) -> bool:
         work = work or Work()
@@ -137,12 +143,17 @@ class Knowledge:
     def restrict(self, facts: list[Constraint], work: Work | None = None) -> "Knowledge":
         """G and these facts: add them to every branch, dropping branches that become empty."""
         work = work or Work()
-        kept = []
+        kept, points = [], {}
         for b in self.branches:
             nb = b + tuple(facts)
-            if self.program(nb).solve(work) is not None:
+            prog = self.program(nb)
+            x = prog.solve(work)
+            if x is not None:
                 kept.append(nb)
-        return Knowledge(self.universe, kept)
+                points[nb] = (prog.cell_of, x)
+        out = Knowledge(self.universe, kept)
+        out._points = points
+        return out
 
     @staticmethod
     def union(universe: Universe, parts: list["Knowledge"]) -> "Knowledge":

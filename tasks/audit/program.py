@@ -170,6 +170,9 @@ class CellProgram:
         self.cells, inside = partition_cells(n_people, all_sets)
         self.sizes = np.array([len(c) for c in self.cells], dtype=np.int64)
         n_cells = len(self.cells)
+        self.cell_of = np.zeros(n_people, dtype=np.int64)
+        for c, people in enumerate(self.cells):
+            self.cell_of[people] = c
 
         # Upper bound of every x[c, v]; zero means the pair is impossible outright.
         ub = np.repeat(self.sizes[:, None], n_values, axis=1)
@@ -220,6 +223,25 @@ class CellProgram:
         self.cap: np.ndarray | None = None  # optional extra upper bounds (see `limited`)
         self._plain_point: np.ndarray | bool | None = None  # solve() without options, once solved
         self.cell_inside_open = inside[len(known):]
+
+    def seed(self, cell_of: np.ndarray, x: np.ndarray) -> None:
+        """Take an integer point of a coarser program over the same facts (`cell_of`: its cell of
+        every person; `x`: its cells x values) as this program's own point. The open sets only
+        split cells, and any split of a cell's values among its parts satisfies every constraint
+        of the finer program (the open sets' answers are free); it is checked all the same."""
+        if self.trivially_infeasible or self.n_vars == 0:
+            return
+        left = x.copy()
+        point = np.zeros((len(self.cells), self.n_values), dtype=np.int64)
+        for c, people in enumerate(self.cells):
+            row, want = left[cell_of[people[0]]], int(self.sizes[c])
+            take = np.minimum(row, np.maximum(want - (np.cumsum(row) - row), 0))
+            point[c] = take
+            row -= take
+        flat = point[self.var_cell, self.var_value]
+        upper = self.ub[self.var_cell, self.var_value]
+        if point.sum() == flat.sum() and satisfied(flat, np.zeros(self.n_vars), upper, [self.base]):
+            self._plain_point = point
 
     # -- solving ---------------------------------------------------------------------------------
     def solve(self, work: Work, fixed: dict[tuple[int, int], int] | None = None,

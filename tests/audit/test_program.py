@@ -96,3 +96,29 @@ def test_can_fill_just_inside_and_just_outside():
     assert prog.limited(inside, [1]).solve(Work()) is None
     assert can_fill(prog, inside, [0, 1])
     assert prog.limited(inside, [0, 1]).solve(Work()) is not None
+
+
+@settings(max_examples=60, deadline=None)
+@given(programs(), st.data())
+def test_a_point_of_the_facts_seeds_every_finer_program_with_a_feasible_point(case, data):
+    # the knowledge keeps one point per branch; a query only splits cells, so the point, split,
+    # is a point of the program with the query open (and is taken only when it checks out)
+    prog, _, _, _, facts = case
+    n = int(prog.sizes.sum())
+    x = prog.solve(Work())
+    query = frozenset(data.draw(st.sets(st.integers(0, n - 1), min_size=1)))
+    finer = CellProgram(n, prog.totals, prog.n_values, facts, [query])
+    if x is None:
+        assert finer.solve(Work()) is None
+        return
+    finer.seed(prog.cell_of, x)
+    work = Work()
+    seeded = finer.solve(work)
+    assert work.solves == 0 and seeded is not None  # no solve needed
+    point = seeded[finer.var_cell, finer.var_value]
+    assert (finer.base.A @ point == finer.base.lb).all() and (point >= 0).all()
+    assert (seeded.sum(axis=1) == finer.sizes).all() and (seeded <= finer.ub).all()
+    # each coarse cell's values are shared out among its parts
+    coarse_of = prog.cell_of[[int(cell[0]) for cell in finer.cells]]
+    for c in range(len(prog.cells)):
+        assert (seeded[coarse_of == c].sum(axis=0) == x[c]).all()
