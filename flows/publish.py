@@ -22,6 +22,7 @@ import pandas as pd
 from prefect import flow, task, unmapped
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.utilities.annotations import quote
 
 from flows.attempts import attribution, current_actor, flow_run_id as _flow_run_id, record_failure
 from flows.errors import expected_errors, public_message
@@ -216,7 +217,12 @@ def evaluate_combine_task(technique, release, data, workload, plan, results):
 
 def verify_and_evaluate(technique, release, spec: ReleaseSpec, context: dict, data, workload_seed: int):
     """verify, then (when it passes) evaluate; each as one task or, when the technique splits it,
-    as chunks on the task runner. Returns (privacy results, utility figures or None if refused)."""
+    as chunks on the task runner. Returns (privacy results, utility figures or None if refused).
+
+    The release and the context are passed quoted: Prefect would otherwise walk every item of
+    every list they hold (a MuCo release lists its unchangeable rows) for each task, seconds at
+    a million rows."""
+    release, context = quote(release), quote(context)
     t0 = time.perf_counter()
     plan = verify_plan_task(technique, release, spec, context)
     if plan is None:
@@ -347,13 +353,13 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
         report_mod.write_html_report(folder / "report.html", meta, privacy, utility, sizes)
 
     try:
-        release_id, created = commit_task(store, dict(
+        release_id, created = commit_task(store, quote(dict(  # quoted: see verify_and_evaluate
             staged=staged, series=spec.dataset.name, technique=technique.name,
             parameters=spec.technique.params, spec=spec.model_dump(), seed=seed,
             input_fingerprint=fp, release_key=key, rows_in=data.n, privacy=privacy,
             utility=utility, private=release.private, info=release.info,
             actor=who, flow_run_id=run_id, started_at=started, attribution={**origin, "new_release": new_release},
-            based_on_sequence=based_on, on_commit=on_commit, before_commit=write_report))
+            based_on_sequence=based_on, on_commit=on_commit, before_commit=write_report)))
     finally:
         staged.release_owner()
     COMMITTED.append(release_id)

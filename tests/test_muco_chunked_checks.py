@@ -1,5 +1,5 @@
-"""MuCo's verify (the Section 5.1 disclosure figures) and evaluate (the workload's counts, ILoss)
-run as chunks through the technique's hooks: every figure is the one-step computation's, to the
+"""MuCo's verify (its verdicts, the Section 5.1 disclosure figures) and evaluate (the workload's
+counts, ILoss) run as chunks through the technique's hooks: every figure is the one-step computation's, to the
 last bit, whatever the chunk layout, the order the chunks ran in, or the runner (Prefect's
 threads in the flow process, a Dask LocalCluster of 2 worker processes)."""
 from __future__ import annotations
@@ -67,7 +67,7 @@ def test_any_layout_and_order_gives_the_one_step_figures(folder, reference, monk
     tech, data, release = _release(folder)
     context = {"data": data}
     plan = tech.plan_verify(release, context)
-    assert len(plan.chunks) == min(n_chunks, 2 ** len(data.qi_names) - 1)
+    assert len(plan.chunks) == 1 + min(n_chunks, 2 ** len(data.qi_names) - 1)  # verdicts, subsets
     results = [tech.verify_chunk(c) for c in reversed(plan.chunks)][::-1]  # run last to first
     privacy = tech.combine_verify(release, context, plan, results)
     assert {r.model: (r.value, r.passed) for r in privacy} == reference[0]
@@ -81,12 +81,23 @@ def test_any_layout_and_order_gives_the_one_step_figures(folder, reference, monk
     assert utility_summary(tech, release, data, workload, estimate, figures) == reference[1]
 
 
-def test_verify_without_the_data_gives_the_verdicts_in_one_step(folder, reference):
+def test_verify_without_the_data_gives_the_verdicts_only(folder, reference):
     tech, _, release = _release(folder)
-    assert tech.plan_verify(release, {}) is None
+    assert len(tech.plan_verify(release, {}).chunks) == 1
     verdicts = {r.model: (r.value, r.passed) for r in tech.verify(release, {})}
     assert verdicts == {k: v for k, v in reference[0].items() if "disclosure" not in k}
     assert all(passed for _, passed in verdicts.values())
+
+
+def test_a_release_of_at_most_chunk_rows_is_checked_and_evaluated_in_one_step(folder, reference):
+    from tasks.evaluate import evaluate
+
+    tech, data, release = _release(folder)
+    tech.chunk_rows = ROWS
+    assert tech.plan_verify(release, {"data": data}) is None
+    assert tech.plan_utility(release, data, evaluation_workload(data)) is None
+    assert {r.model: (r.value, r.passed) for r in tech.verify(release, {"data": data})} == reference[0]
+    assert evaluate(tech, release, data) == reference[1]
 
 
 def _stored_figures(folder, release_id) -> dict:

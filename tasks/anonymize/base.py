@@ -148,28 +148,23 @@ class Technique:
         plan = self.plan_chunks(data, part, rng)
         if plan is None:
             raise NotImplementedError(f"technique '{self.name}' does not split its anonymize step")
-        return self.combine_chunks(data, part, plan, _run_here(self.anonymize_chunk, plan), rng)
+        return self.combine_chunks(data, part, plan, [self.anonymize_chunk(c) for c in plan.chunks], rng)
 
     # --- optional: verify and evaluate with their per-row work in chunks -------------------
     # The pattern of the anonymize chunks: plan_verify / plan_utility return a ChunkPlan (None:
-    # the step runs as one), the flow maps verify_chunk / utility_chunk over plan.chunks on its
-    # task runner, and combine_verify / combine_utility build the figures in the flow process.
-    # The figures must not depend on the chunk layout, the runner or the order the chunks ran in.
+    # the step runs as one: verify, or estimate_counts + utility), the flow maps verify_chunk /
+    # utility_chunk over plan.chunks on its task runner, and combine_verify / combine_utility
+    # build the figures in the flow process. The figures must not depend on the chunk layout, the
+    # runner or the order the chunks ran in, and must be those of the one-step methods.
     def plan_verify(self, release: Release, context: dict[str, Any]) -> ChunkPlan | None:
         return None
 
     def verify_chunk(self, chunk: Any) -> Any:
         raise NotImplementedError
 
-    def combine_verify(self, release: Release, context: dict[str, Any], plan: ChunkPlan | None,
+    def combine_verify(self, release: Release, context: dict[str, Any], plan: ChunkPlan,
                        results: list[Any]) -> list[PrivacyResult]:
         raise NotImplementedError
-
-    def verify_in_chunks(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
-        """The chunked verify, one chunk after the other in this process (what `verify` of a
-        chunked technique calls, so a direct call and a flow run give the same figures)."""
-        plan = self.plan_verify(release, context)
-        return self.combine_verify(release, context, plan, _run_here(self.verify_chunk, plan))
 
     def plan_utility(self, release: Release, data: Microdata, workload: Any) -> ChunkPlan | None:
         return None
@@ -188,7 +183,7 @@ class Technique:
         plan = self.plan_utility(release, data, workload)
         if plan is None:
             return self.estimate_counts(release, workload), self.utility(release, data)
-        return self.combine_utility(release, data, workload, plan, _run_here(self.utility_chunk, plan))
+        return self.combine_utility(release, data, workload, plan, [self.utility_chunk(c) for c in plan.chunks])
 
     def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
         """Privacy of the release as an adversary sees it (published tables + public knowledge).
@@ -224,11 +219,6 @@ class Technique:
     def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
         """pandera schemas of the published tables, by table name."""
         return {}
-
-
-def _run_here(work: Callable[[Any], Any], plan: ChunkPlan | None) -> list[Any]:
-    """A plan's chunk results computed in this process, in chunk order (none without a plan)."""
-    return [] if plan is None else [work(chunk) for chunk in plan.chunks]
 
 
 _REGISTRY: dict[str, type[Technique]] = {}

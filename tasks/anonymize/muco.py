@@ -306,27 +306,43 @@ class MuCo(Technique):
         }
         return Release({"table": table}, private, info)
 
-    # verify and evaluate: the per-row work in chunks (Technique's verify / utility hooks)
+    # verify and evaluate: the per-row work in chunks (Technique's verify / utility hooks). A
+    # release of at most chunk_rows rows is checked and evaluated in one step each (what the chunks
+    # would save there is less than the flow's cost of a task a chunk); the figures are the same.
     def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
-        return self.verify_in_chunks(release, context)
+        """Every chunk of the verify plan, one after the other, in this process."""
+        plan = self.verify_plan(release, context)
+        return self.combine_verify(release, context, plan, [self.verify_chunk(c) for c in plan.chunks])
 
     def plan_verify(self, release: Release, context: dict[str, Any]) -> ChunkPlan | None:
-        """With the original data (context["data"]): the Section 5.1 figures in runs of QI
-        subsets. Without it there is nothing per row to split: the verdicts run as one step."""
-        data = (context or {}).get("data")
-        return None if data is None else disclosure_plan(release, data)
+        return None if self._small(release) else self.verify_plan(release, context)
 
-    def verify_chunk(self, chunk: DisclosureChunk) -> list[tuple[float, float]]:
+    def _small(self, release: Release) -> bool:
+        return release.tables["table"].num_rows <= self.chunk_rows
+
+    def verify_plan(self, release: Release, context: dict[str, Any]) -> ChunkPlan:
+        """The verdicts (one chunk), and with the original data (context["data"]) the Section 5.1
+        figures in runs of QI subsets."""
+        verdicts = verdict_chunk(release, self.spec)
+        data = (context or {}).get("data")
+        if data is None:
+            return ChunkPlan([verdicts])
+        figures, subsets = disclosure_chunks(release, data)
+        return ChunkPlan([verdicts, *figures], subsets)
+
+    def verify_chunk(self, chunk: VerdictChunk | DisclosureChunk) -> list:
+        if isinstance(chunk, VerdictChunk):
+            return chunk.run()
         return dp.subset_means(chunk.inputs, chunk.subsets)
 
-    def combine_verify(self, release: Release, context: dict[str, Any], plan: ChunkPlan | None,
-                       results: list[list[tuple[float, float]]]) -> list[PrivacyResult]:
-        out = verify_muco(release, self.spec)
-        if plan is not None:
-            subsets = plan.state  # every subset, the whole set of QIs among them
-            figures = dp.disclosure_figures(max(map(len, subsets)), subsets, [m for r in results for m in r])
-            out += disclosure_results(figures)
-        return out
+    def combine_verify(self, release: Release, context: dict[str, Any], plan: ChunkPlan,
+                       results: list) -> list[PrivacyResult]:
+        verdicts, *means = results
+        if plan.state is None:
+            return verdicts
+        subsets = plan.state  # every subset, the whole set of QIs among them
+        figures = dp.disclosure_figures(max(map(len, subsets)), subsets, [m for r in means for m in r])
+        return verdicts + disclosure_results(figures)
 
     def estimate_counts(self, release: Release, workload: Any) -> np.ndarray:
         """The published table holds plain (randomized) values: its own exact counts."""
@@ -346,10 +362,12 @@ class MuCo(Technique):
         """Figures the shared count workload does not cover (the flow may merge them)."""
         return {"iloss": iloss(release, data)}
 
-    def plan_utility(self, release: Release, data: Microdata, workload: Any) -> ChunkPlan:
+    def plan_utility(self, release: Release, data: Microdata, workload: Any) -> ChunkPlan | None:
         """The workload's counts over runs of published rows (integer counts: their sum is the
         whole table's), and ILoss per run of QIs (each QI's cells whole, so the mean is the same
-        sum in the same order)."""
+        sum in the same order). None (estimate_counts and utility in one step) for a small release."""
+        if self._small(release):
+            return None
         table = release.tables["table"]
         rows = max(1, -(-table.num_rows // UTILITY_CHUNKS))
         counts = [CountChunk(table.slice(lo, rows), *self._count_args(workload))
@@ -418,18 +436,32 @@ def value_codes(data: Microdata) -> pa.Table:
 
 # --- verification ----------------------------------------------------------------------------
 
-def verify_muco(release: Release, spec: ReleaseSpec) -> list[PrivacyResult]:
-    """The verdicts: distributions, delta-probability and mutual cover from the stored tables and
-    the published table (the Section 5.1 figures are measured, in chunks, by MuCo.plan_verify)."""
+@dataclass
+class VerdictChunk:
+    """The three verdicts: distributions, delta-probability and mutual cover, each a check of
+    delta_probability (a module function, so it pickles) with its arguments. They run one after
+    the other in one chunk: each reads the whole stored table (hundreds of MB as a pandas frame at
+    a million rows), so side by side they would multiply the peak memory."""
+
+    checks: list[tuple[Any, tuple]]
+
+    def run(self) -> list[PrivacyResult]:
+        return [check(*args) for check, args in self.checks]
+
+
+def verdict_chunk(release: Release, spec: ReleaseSpec) -> VerdictChunk:
+    """From the stored tables and the published table only."""
     delta = Fraction(release.private["delta"])
     tables = release.private["output_tables"]
-    published = release.tables["table"]
-    qi = spec.dataset.qi_names
-    return [
-        dp.check_distributions(tables),
-        dp.check_delta_probability(tables, delta),
-        dp.check_cover(tables, published, release.private["value_codes"], delta, qi),
-    ]
+    return VerdictChunk([(dp.check_distributions, (tables,)),
+                         (dp.check_delta_probability, (tables, delta)),
+                         (dp.check_cover, (tables, release.tables["table"], release.private["value_codes"],
+                                           delta, spec.dataset.qi_names))])
+
+
+def verify_muco(release: Release, spec: ReleaseSpec) -> list[PrivacyResult]:
+    """The verdicts, in this process."""
+    return verdict_chunk(release, spec).run()
 
 
 # Runs of QI subsets the Section 5.1 figures are split into. Each run reads every target and the
@@ -453,7 +485,7 @@ def own_rows(release: Release) -> tuple[np.ndarray, np.ndarray]:
     return src, own
 
 
-def disclosure_plan(release: Release, data: Microdata) -> ChunkPlan:
+def disclosure_chunks(release: Release, data: Microdata) -> tuple[list[DisclosureChunk], list[tuple[int, ...]]]:
     dp.check_qi_count(len(data.qi_names))
     pub = dp.published_codes(release.tables["table"], release.private["value_codes"], data.qi_names)
     src, own = own_rows(release)
@@ -462,7 +494,7 @@ def disclosure_plan(release: Release, data: Microdata) -> ChunkPlan:
                                 data.sensitive_codes.astype(small), data.sensitive_codes[src].astype(small))
     subsets = dp.qi_subsets(len(data.qi_names))
     runs = np.array_split(np.arange(len(subsets)), min(DISCLOSURE_CHUNKS, len(subsets)))
-    return ChunkPlan([DisclosureChunk(inputs, [subsets[i] for i in run]) for run in runs], subsets)
+    return [DisclosureChunk(inputs, [subsets[i] for i in run]) for run in runs], subsets
 
 
 def disclosure_results(figures: dict[float, tuple[float, float]]) -> list[PrivacyResult]:

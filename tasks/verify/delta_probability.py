@@ -216,8 +216,8 @@ def subset_means(inp: DisclosureInput, subsets: list[tuple[int, ...]]) -> list[t
         for a in sub[len(chain[-1][0]) if chain else 0:]:
             key = chain[-1][1] if chain else np.zeros(len(stacked), np.int64)
             own = chain[-1][2] if chain else np.ones(len(orig), dtype=bool)
-            chain.append((chain[-1][0] + (a,) if chain else (a,),
-                          _compress(key, stacked[:, a]), own & own_equal[:, a]))
+            dense = _compress(key, stacked[:, a]).astype(np.int32)  # ids < N + n; half the memory
+            chain.append((chain[-1][0] + (a,) if chain else (a,), dense, own & own_equal[:, a]))
         _, k, own = chain[-1]
         kp, ko = k[:n_pub], k[n_pub:]
         counts = np.bincount(kp, minlength=k.max() + 1)[ko]
