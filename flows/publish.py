@@ -30,7 +30,7 @@ from schemas.published import check_published
 from schemas.spec import ReleaseSpec, RunSpec, resolve_spec
 from state.store import Store, check_output_dir, stage_tables
 from tasks import report as report_mod
-from tasks.anonymize.base import PrivacyRefused, get_technique
+from tasks.anonymize.base import PrivacyRefused, Technique, get_technique
 from tasks.evaluate import evaluate, evaluation_workload, utility_summary
 from tasks.failpoints import failpoint
 from tasks.validate import checked_input, load_input, validate
@@ -224,7 +224,7 @@ def verify_and_evaluate(technique, release, spec: ReleaseSpec, context: dict, da
     a million rows."""
     release, context = quote(release), quote(context)
     t0 = time.perf_counter()
-    plan = verify_plan_task(technique, release, spec, context)
+    plan = verify_plan_task(technique, release, spec, context) if _splits(technique, "plan_verify") else None
     if plan is None:
         privacy = verify_task(technique, release, spec, context)
     else:
@@ -234,6 +234,8 @@ def verify_and_evaluate(technique, release, spec: ReleaseSpec, context: dict, da
     if any(not r.passed for r in privacy):
         return privacy, None
     t0 = time.perf_counter()
+    if not _splits(technique, "plan_utility"):
+        return privacy, evaluate_task(technique, release, data, workload_seed)
     workload, plan = evaluate_plan_task(technique, release, data, workload_seed)
     if plan is None:
         return privacy, evaluate_task(technique, release, data, workload_seed)
@@ -241,6 +243,11 @@ def verify_and_evaluate(technique, release, spec: ReleaseSpec, context: dict, da
     utility = evaluate_combine_task(technique, release, data, workload, plan, results)
     progress(f"evaluate done in {time.perf_counter() - t0:.2f} s ({len(plan.chunks)} chunks)")
     return privacy, utility
+
+
+def _splits(technique, hook: str) -> bool:
+    """Whether the technique has this chunk hook (else its step stays one task: no plan task)."""
+    return getattr(type(technique), hook) is not getattr(Technique, hook)
 
 
 @task(name="stage-files", **SECRET, **IO_RETRIES)
