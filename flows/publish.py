@@ -11,6 +11,8 @@ import json
 import secrets
 import sys
 import time
+from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ import pandas as pd
 from prefect import flow, task, unmapped
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.utilities.annotations import quote
 
 from flows.attempts import attribution, current_actor, flow_run_id as _flow_run_id, record_failure
 from flows.errors import expected_errors, public_message
@@ -27,9 +30,9 @@ from schemas.published import check_published
 from schemas.spec import ReleaseSpec, RunSpec, resolve_spec
 from state.store import Store, check_output_dir, stage_tables
 from tasks import report as report_mod
-from tasks.anonymize.base import PrivacyRefused, get_technique
+from tasks.anonymize.base import PrivacyRefused, Technique, get_technique
 from tasks.compose.check import SeriesCheck
-from tasks.evaluate import evaluate
+from tasks.evaluate import evaluate, evaluation_workload, utility_summary
 from tasks.failpoints import failpoint
 from tasks.validate import checked_input, load_input, validate
 
@@ -129,21 +132,40 @@ def anonymize_step(technique, data, part, rng, run: RunSpec):
     return release
 
 
-def _map_chunks(technique, chunks: list, run: RunSpec) -> list:
+def _map_chunks(technique, chunks: list, run: RunSpec, chunk_task=None) -> list:
     """The chunk results, on the flow's task runner when it is the one [run] asks for. A flow
     started from a deployment or called directly has its default runner (Prefect fixes it before
     the flow reads its spec): for [run] task_runner = "dask" the chunks then get a Dask runner of
     their own, so the spec is honoured however the flow was started."""
     from prefect.context import FlowRunContext
 
+    chunk_task = chunk_task or anonymize_chunk_task
     ctx = FlowRunContext.get()
     current = type(ctx.task_runner).__name__ if ctx and ctx.task_runner else ""
     if run.task_runner == "dask" and current != "DaskTaskRunner":
-        progress(f"chunks go to a Dask cluster of {run.workers or 2} workers")
-        with make_task_runner(run) as runner:
-            futures = runner.map(anonymize_chunk_task, {"technique": unmapped(technique), "chunk": chunks})
+        with ExitStack() as here:
+            runners = _OWN_RUNNERS.get() or {"stack": here}  # the run's scope, else this call's
+            if "runner" not in runners:
+                progress(f"chunks go to a Dask cluster of {run.workers or 2} workers")
+                runners["runner"] = runners["stack"].enter_context(make_task_runner(run))
+            futures = runners["runner"].map(chunk_task, {"technique": unmapped(technique), "chunk": chunks})
             return [f.result() for f in futures]
-    return anonymize_chunk_task.map(unmapped(technique), chunks).result()
+    return chunk_task.map(unmapped(technique), chunks).result()
+
+
+# The Dask runner _map_chunks opens for a flow run started without it: one for all of the run's
+# chunked steps (anonymize, verify, evaluate), closed when the run ends (own_runners).
+_OWN_RUNNERS: ContextVar[dict | None] = ContextVar("privpub_own_runners", default=None)
+
+
+@contextmanager
+def own_runners():
+    with ExitStack() as stack:
+        token = _OWN_RUNNERS.set({"stack": stack})
+        try:
+            yield
+        finally:
+            _OWN_RUNNERS.reset(token)
 
 
 @task(name="verify", **SECRET)
@@ -160,6 +182,78 @@ def composition_task(check: SeriesCheck, data, part):
 @task(name="evaluate", **SECRET)
 def evaluate_task(technique, release, data, workload_seed: int):
     return _timed("evaluate", evaluate, technique, release, data, workload_seed)
+
+
+# verify and evaluate of a technique that splits their per-row work (Technique.plan_verify,
+# plan_utility): a plan, chunks mapped over the task runner like anonymize's, a combine step
+@task(name="verify-plan", **SECRET)
+def verify_plan_task(technique, release, spec: ReleaseSpec, context: dict):
+    plan = technique.plan_verify(release, context)
+    if plan is not None:  # else verify_task checks the schema
+        check_published(release, spec, technique)
+    return plan
+
+
+@task(name="verify-chunk", **SECRET)
+def verify_chunk_task(technique, chunk):
+    return technique.verify_chunk(chunk)
+
+
+@task(name="verify-combine", **SECRET)
+def verify_combine_task(technique, release, context: dict, plan, results):
+    return technique.combine_verify(release, context, plan, results)
+
+
+@task(name="evaluate-plan", **SECRET)
+def evaluate_plan_task(technique, release, data, workload_seed: int):
+    workload = evaluation_workload(data, workload_seed)
+    return workload, technique.plan_utility(release, data, workload)
+
+
+@task(name="evaluate-chunk", **SECRET)
+def evaluate_chunk_task(technique, chunk):
+    return technique.utility_chunk(chunk)
+
+
+@task(name="evaluate-combine", **SECRET)
+def evaluate_combine_task(technique, release, data, workload, plan, results):
+    estimate, figures = technique.combine_utility(release, data, workload, plan, results)
+    return utility_summary(technique, release, data, workload, estimate, figures)
+
+
+def verify_and_evaluate(technique, release, spec: ReleaseSpec, context: dict, data, workload_seed: int):
+    """verify, then (when it passes) evaluate; each as one task or, when the technique splits it,
+    as chunks on the task runner. Returns (privacy results, utility figures or None if refused).
+
+    The release and the context are passed quoted: Prefect would otherwise walk every item of
+    every list they hold (a MuCo release lists its unchangeable rows) for each task, seconds at
+    a million rows."""
+    release, context = quote(release), quote(context)
+    t0 = time.perf_counter()
+    plan = verify_plan_task(technique, release, spec, context) if _splits(technique, "plan_verify") else None
+    if plan is None:
+        privacy = verify_task(technique, release, spec, context)
+    else:
+        results = _map_chunks(technique, plan.chunks, spec.run, verify_chunk_task)
+        privacy = verify_combine_task(technique, release, context, plan, results)
+        progress(f"verify done in {time.perf_counter() - t0:.2f} s ({len(plan.chunks)} chunks)")
+    if any(not r.passed for r in privacy):
+        return privacy, None
+    t0 = time.perf_counter()
+    if not _splits(technique, "plan_utility"):
+        return privacy, evaluate_task(technique, release, data, workload_seed)
+    workload, plan = evaluate_plan_task(technique, release, data, workload_seed)
+    if plan is None:
+        return privacy, evaluate_task(technique, release, data, workload_seed)
+    results = _map_chunks(technique, plan.chunks, spec.run, evaluate_chunk_task)
+    utility = evaluate_combine_task(technique, release, data, workload, plan, results)
+    progress(f"evaluate done in {time.perf_counter() - t0:.2f} s ({len(plan.chunks)} chunks)")
+    return privacy, utility
+
+
+def _splits(technique, hook: str) -> bool:
+    """Whether the technique has this chunk hook (else its step stays one task: no plan task)."""
+    return getattr(type(technique), hook) is not getattr(Technique, hook)
 
 
 @task(name="stage-files", **SECRET, **IO_RETRIES)
@@ -249,7 +343,8 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
         part = series_check.keep_groups(data, part)
         progress(f"{part.n_groups} groups kept from earlier releases ({part.info['merge_rounds']} merge rounds)")
     release = anonymize_step(technique, data, part, rng, spec.run)
-    privacy = verify_task(technique, release, spec, {**(context or {}), **history, "data": data})
+    privacy, utility = verify_and_evaluate(technique, release, spec, {**(context or {}), **history, "data": data},
+                                           data, int(spec.section("evaluate").get("workload_seed", 0)))
     privacy = privacy + composition_task(series_check, data, part)
     failed = [r for r in privacy if not r.passed and not series_check.tolerated(r)]
     for r in privacy:
@@ -261,7 +356,6 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
         store.log(who, "publish", spec.dataset.name, "refused", run_id, {**detail, **origin})
         raise PrivacyRefused("release refused, privacy check failed: " + "; ".join(
             f"{r.model} reached {r.value}, required {r.threshold}" for r in failed))
-    utility = evaluate_task(technique, release, data, int(spec.section("evaluate").get("workload_seed", 0)))
 
     staged = stage_task(spec.output_dir, release.tables)
     # before the commit reads release.private: a hook may move state out of it into its own tables
@@ -289,13 +383,13 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
         report_mod.write_html_report(folder / "report.html", meta, privacy, utility, sizes)
 
     try:
-        release_id, created = commit_task(store, dict(
+        release_id, created = commit_task(store, quote(dict(  # quoted: see verify_and_evaluate
             staged=staged, series=spec.dataset.name, technique=technique.name,
             parameters=spec.technique.params, spec=spec.model_dump(), seed=seed,
             input_fingerprint=fp, release_key=key, rows_in=data.n, privacy=privacy,
             utility=utility, private=release.private, info=release.info,
             actor=who, flow_run_id=run_id, started_at=started, attribution={**origin, "new_release": new_release},
-            based_on_sequence=based_on, on_commit=on_commit, before_commit=write_report))
+            based_on_sequence=based_on, on_commit=on_commit, before_commit=write_report)))
     finally:
         staged.release_owner()
     COMMITTED.append(release_id)
@@ -375,8 +469,9 @@ def run_attempt(spec_path: str, overrides: dict | None, actor: str | None, new_r
     exception into its result storage; the attempt gets its audit-log row either way."""
     committed = len(COMMITTED)
     try:
-        return run_release(resolve_spec(spec_path, None, overrides), actor=actor,
-                           new_release=new_release, spec_path=spec_path)["release_id"]
+        with own_runners():
+            return run_release(resolve_spec(spec_path, None, overrides), actor=actor,
+                               new_release=new_release, spec_path=spec_path)["release_id"]
     except Exception as exc:
         if len(COMMITTED) > committed:  # the release exists: what failed after it is a warning
             progress(f"warning: release {COMMITTED[-1]} is committed, but a step after the commit "

@@ -156,6 +156,41 @@ class Technique:
             raise NotImplementedError(f"technique '{self.name}' does not split its anonymize step")
         return self.combine_chunks(data, part, plan, [self.anonymize_chunk(c) for c in plan.chunks], rng)
 
+    # --- optional: verify and evaluate with their per-row work in chunks -------------------
+    # The pattern of the anonymize chunks: plan_verify / plan_utility return a ChunkPlan (None:
+    # the step runs as one: verify, or estimate_counts + utility), the flow maps verify_chunk /
+    # utility_chunk over plan.chunks on its task runner, and combine_verify / combine_utility
+    # build the figures in the flow process. The figures must not depend on the chunk layout, the
+    # runner or the order the chunks ran in, and must be those of the one-step methods.
+    def plan_verify(self, release: Release, context: dict[str, Any]) -> ChunkPlan | None:
+        return None
+
+    def verify_chunk(self, chunk: Any) -> Any:
+        raise NotImplementedError
+
+    def combine_verify(self, release: Release, context: dict[str, Any], plan: ChunkPlan,
+                       results: list[Any]) -> list[PrivacyResult]:
+        raise NotImplementedError
+
+    def plan_utility(self, release: Release, data: Microdata, workload: Any) -> ChunkPlan | None:
+        return None
+
+    def utility_chunk(self, chunk: Any) -> Any:
+        raise NotImplementedError
+
+    def combine_utility(self, release: Release, data: Microdata, workload: Any, plan: ChunkPlan,
+                        results: list[Any]) -> tuple[np.ndarray, dict[str, float]]:
+        """(estimate_counts of the workload, the utility() figures) from the chunks' results."""
+        raise NotImplementedError
+
+    def utility_in_chunks(self, release: Release, data: Microdata,
+                          workload: Any) -> tuple[np.ndarray, dict[str, float]]:
+        """estimate_counts and utility, through the chunk hooks when the technique has them."""
+        plan = self.plan_utility(release, data, workload)
+        if plan is None:
+            return self.estimate_counts(release, workload), self.utility(release, data)
+        return self.combine_utility(release, data, workload, plan, [self.utility_chunk(c) for c in plan.chunks])
+
     def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
         """Privacy of the release as an adversary sees it (published tables + public knowledge).
 

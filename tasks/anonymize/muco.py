@@ -306,15 +306,51 @@ class MuCo(Technique):
         }
         return Release({"table": table}, private, info)
 
+    # verify and evaluate: the per-row work in chunks (Technique's verify / utility hooks). A
+    # release of at most chunk_rows rows is checked and evaluated in one step each (what the chunks
+    # would save there is less than the flow's cost of a task a chunk); the figures are the same.
     def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
-        return verify_muco(release, self.spec, context)
+        """Every chunk of the verify plan, one after the other, in this process."""
+        plan = self.verify_plan(release, context)
+        return self.combine_verify(release, context, plan, [self.verify_chunk(c) for c in plan.chunks])
+
+    def plan_verify(self, release: Release, context: dict[str, Any]) -> ChunkPlan | None:
+        return None if self._small(release) else self.verify_plan(release, context)
+
+    def _small(self, release: Release) -> bool:
+        return release.tables["table"].num_rows <= self.chunk_rows
+
+    def verify_plan(self, release: Release, context: dict[str, Any]) -> ChunkPlan:
+        """The verdicts (one chunk), and with the original data (context["data"]) the Section 5.1
+        figures in runs of QI subsets."""
+        verdicts = verdict_chunk(release, self.spec)
+        data = (context or {}).get("data")
+        if data is None:
+            return ChunkPlan([verdicts])
+        figures, subsets = disclosure_chunks(release, data)
+        return ChunkPlan([verdicts, *figures], subsets)
+
+    def verify_chunk(self, chunk: VerdictChunk | DisclosureChunk) -> list:
+        if isinstance(chunk, VerdictChunk):
+            return chunk.run()
+        return dp.subset_means(chunk.inputs, chunk.subsets)
+
+    def combine_verify(self, release: Release, context: dict[str, Any], plan: ChunkPlan,
+                       results: list) -> list[PrivacyResult]:
+        verdicts, *means = results
+        if plan.state is None:
+            return verdicts
+        subsets = plan.state  # every subset, the whole set of QIs among them
+        figures = dp.disclosure_figures(max(map(len, subsets)), subsets, [m for r in means for m in r])
+        return verdicts + disclosure_results(figures)
 
     def estimate_counts(self, release: Release, workload: Any) -> np.ndarray:
         """The published table holds plain (randomized) values: its own exact counts."""
-        from tasks.evaluate.counting import count_in_table
+        return count_chunk(CountChunk(release.tables["table"], *self._count_args(workload)))
 
+    def _count_args(self, workload: Any) -> tuple[list[str], str, Any]:
         used = sorted({name for q in workload for name, _ in q.conditions})
-        return count_in_table(release.tables["table"], used, self.spec.dataset.sensitive, workload)
+        return used, self.spec.dataset.sensitive, workload
 
     def estimate_sums(self, release: Release, queries: list["SumQuery"]) -> np.ndarray:
         table = release.tables["table"].to_pandas()
@@ -325,6 +361,31 @@ class MuCo(Technique):
     def utility(self, release: Release, data: Microdata) -> dict[str, float]:
         """Figures the shared count workload does not cover (the flow may merge them)."""
         return {"iloss": iloss(release, data)}
+
+    def plan_utility(self, release: Release, data: Microdata, workload: Any) -> ChunkPlan | None:
+        """The workload's counts over runs of published rows (integer counts: their sum is the
+        whole table's), and ILoss per run of QIs (each QI's cells whole, so the mean is the same
+        sum in the same order). None (estimate_counts and utility in one step) for a small release."""
+        if self._small(release):
+            return None
+        table = release.tables["table"]
+        rows = max(1, -(-table.num_rows // UTILITY_CHUNKS))
+        counts = [CountChunk(table.slice(lo, rows), *self._count_args(workload))
+                  for lo in range(0, table.num_rows, rows)]
+        cells = iloss_inputs(release, data)
+        qis = np.array_split(np.arange(len(cells)), min(UTILITY_CHUNKS, len(cells)))
+        return ChunkPlan(counts + [ILossChunk([cells[a] for a in run]) for run in qis], len(counts))
+
+    def utility_chunk(self, chunk: CountChunk | ILossChunk) -> np.ndarray | list[np.ndarray]:
+        return count_chunk(chunk) if isinstance(chunk, CountChunk) else [iloss_cells(*c) for c in chunk.qis]
+
+    def combine_utility(self, release: Release, data: Microdata, workload: Any, plan: ChunkPlan,
+                        results: list) -> tuple[np.ndarray, dict[str, float]]:
+        estimate = np.zeros(len(workload))
+        for counts in results[:plan.state]:
+            estimate = estimate + counts
+        losses = [cells for r in results[plan.state:] for cells in r]
+        return estimate, {"iloss": float(np.mean(np.column_stack(losses)))}
 
     def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
         import pandera.pandas as pdr
@@ -375,31 +436,69 @@ def value_codes(data: Microdata) -> pa.Table:
 
 # --- verification ----------------------------------------------------------------------------
 
-def verify_muco(release: Release, spec: ReleaseSpec, context: dict[str, Any]) -> list[PrivacyResult]:
-    """delta-probability and mutual cover from the stored tables and the published table; with
-    the original data in context["data"], the Section 5.1 disclosure figures."""
+@dataclass
+class VerdictChunk:
+    """The three verdicts: distributions, delta-probability and mutual cover, each a check of
+    delta_probability (a module function, so it pickles) with its arguments. They run one after
+    the other in one chunk: each reads the whole stored table (hundreds of MB as a pandas frame at
+    a million rows), so side by side they would multiply the peak memory."""
+
+    checks: list[tuple[Any, tuple]]
+
+    def run(self) -> list[PrivacyResult]:
+        return [check(*args) for check, args in self.checks]
+
+
+def verdict_chunk(release: Release, spec: ReleaseSpec) -> VerdictChunk:
+    """From the stored tables and the published table only."""
     delta = Fraction(release.private["delta"])
     tables = release.private["output_tables"]
-    published = release.tables["table"]
-    qi = spec.dataset.qi_names
-    results = [
-        dp.check_distributions(tables),
-        dp.check_delta_probability(tables, delta),
-        dp.check_cover(tables, published, release.private["value_codes"], delta, qi),
-    ]
-    data = (context or {}).get("data")
-    if data is not None:
-        results += disclosure_results(release, data)
-    return results
+    return VerdictChunk([(dp.check_distributions, (tables,)),
+                         (dp.check_delta_probability, (tables, delta)),
+                         (dp.check_cover, (tables, release.tables["table"], release.private["value_codes"],
+                                           delta, spec.dataset.qi_names))])
 
 
-def disclosure_results(release: Release, data: Microdata) -> list[PrivacyResult]:
-    pub = dp.published_codes(release.tables["table"], release.private["value_codes"], data.qi_names)
+def verify_muco(release: Release, spec: ReleaseSpec) -> list[PrivacyResult]:
+    """The verdicts, in this process."""
+    return verdict_chunk(release, spec).run()
+
+
+# Runs of QI subsets the Section 5.1 figures are split into. Each run gets every target and the
+# whole published table (a copy per Dask task) and holds its own keys (about 250 MB at a million
+# rows), so a few runs beside the verdicts' chunk: the figures are the same for any number.
+DISCLOSURE_CHUNKS = 2
+# Pieces of the utility figures (runs of published rows for the counts, runs of QIs for ILoss).
+UTILITY_CHUNKS = 2
+
+
+@dataclass
+class DisclosureChunk:
+    inputs: dp.DisclosureInput  # the same object in every chunk of a plan
+    subsets: list[tuple[int, ...]]  # a run of dp.qi_subsets
+
+
+def own_rows(release: Release) -> tuple[np.ndarray, np.ndarray]:
+    """(input row of each published row, published row of each input row)."""
     src = release.private["source_row"].column("source_row").to_numpy()
     own = np.empty(len(src), dtype=np.int64)
     own[src] = np.arange(len(src))
-    s_pub = data.sensitive_codes[src]
-    figures = dp.disclosure(data.codes.astype(np.int64), pub, own, data.sensitive_codes, s_pub)
+    return src, own
+
+
+def disclosure_chunks(release: Release, data: Microdata) -> tuple[list[DisclosureChunk], list[tuple[int, ...]]]:
+    dp.check_qi_count(len(data.qi_names))
+    pub = dp.published_codes(release.tables["table"], release.private["value_codes"], data.qi_names)
+    src, own = own_rows(release)
+    small = np.int32  # codes and rows fit; halves what a Dask worker is sent
+    inputs = dp.DisclosureInput(data.codes.astype(small), pub.astype(small), own.astype(small),
+                                data.sensitive_codes.astype(small), data.sensitive_codes[src].astype(small))
+    subsets = dp.qi_subsets(len(data.qi_names))
+    runs = np.array_split(np.arange(len(subsets)), min(DISCLOSURE_CHUNKS, len(subsets)))
+    return [DisclosureChunk(inputs, [subsets[i] for i in run]) for run in runs], subsets
+
+
+def disclosure_results(figures: dict[float, tuple[float, float]]) -> list[PrivacyResult]:
     out = []
     for p, (ident, attr) in figures.items():
         out.append(PrivacyResult(f"identity disclosure (P_match={p})", ident, None, True))
@@ -409,17 +508,43 @@ def disclosure_results(release: Release, data: Microdata) -> list[PrivacyResult]
 
 # --- utility ---------------------------------------------------------------------------------
 
+@dataclass
+class CountChunk:
+    """The shared workload's exact counts over a run of published rows."""
+
+    table: pa.Table
+    columns: list[str]
+    sensitive: str
+    workload: Any
+
+
+def count_chunk(chunk: CountChunk) -> np.ndarray:
+    from tasks.evaluate.counting import count_in_table
+
+    return count_in_table(chunk.table, chunk.columns, chunk.sensitive, chunk.workload)
+
+
+@dataclass
+class ILossChunk:
+    qis: list[tuple[Distance, np.ndarray, np.ndarray]]  # per QI: (distance, original, published codes)
+
+
+def iloss_inputs(release: Release, data: Microdata) -> list[tuple[Distance, np.ndarray, np.ndarray]]:
+    pub = dp.published_codes(release.tables["table"], release.private["value_codes"], data.qi_names)
+    src, _ = own_rows(release)
+    return [(Distance(dom), data.codes[src, a], pub[:, a]) for a, dom in enumerate(data.domains)]
+
+
+def iloss_cells(dist: Distance, orig: np.ndarray, pub: np.ndarray) -> np.ndarray:
+    """dis(original, published) / largest distance of the QI, per published cell."""
+    span = dist.domain_max
+    d = dist(orig, pub)
+    return d / span if span > 0 else np.zeros(len(d))
+
+
 def iloss(release: Release, data: Microdata) -> float:
     """Average over published QI cells of dis(original, published) / largest distance of the QI."""
-    pub = dp.published_codes(release.tables["table"], release.private["value_codes"], data.qi_names)
-    src = release.private["source_row"].column("source_row").to_numpy()
-    losses = []
-    for a, dom in enumerate(data.domains):
-        dist = Distance(dom)
-        span = dist.domain_max
-        d = dist(data.codes[src, a], pub[:, a])
-        losses.append(d / span if span > 0 else np.zeros(len(d)))
-    return float(np.mean(np.column_stack(losses)))
+    return float(np.mean(np.column_stack([iloss_cells(*qi) for qi in iloss_inputs(release, data)])))
 
 
 class ColumnIndex:

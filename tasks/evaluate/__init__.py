@@ -12,15 +12,25 @@ from tasks.evaluate.workload import make_workload
 
 def evaluate(technique, release, data, workload_seed: int = 0, per_band: int = 100) -> dict[str, Any]:
     """Every technique on the same data gets the same queries (the workload's seed is fixed)."""
-    rng = np.random.default_rng(workload_seed)
-    workload = make_workload(data, rng, per_band=per_band)
+    workload = evaluation_workload(data, workload_seed, per_band)
+    estimate, figures = technique.utility_in_chunks(release, data, workload)
+    return utility_summary(technique, release, data, workload, estimate, figures)
+
+
+def evaluation_workload(data, workload_seed: int = 0, per_band: int = 100) -> list:
+    return make_workload(data, np.random.default_rng(workload_seed), per_band=per_band)
+
+
+def utility_summary(technique, release, data, workload: list, estimate: np.ndarray,
+                    figures: dict[str, float]) -> dict[str, Any]:
+    """The release's utility figures, given the technique's estimates of the workload and its
+    own figures (Technique.utility), however they were computed (in one step or in chunks)."""
     actual = count_in_microdata(data, workload)
-    estimate = technique.estimate_counts(release, workload)
     out: dict[str, Any] = {"queries": len(workload)}
     out.update(error_by_selectivity(workload, actual, estimate))
     sizes = technique.group_sizes(release)
     if sizes is not None:
         out.update(group_size_stats(sizes))
-    out.update(technique.utility(release, data))
+    out.update(figures)
     out["suppressed_rows"] = int(release.info.get("suppressed", 0))
     return out

@@ -15,6 +15,7 @@ and Release.private["value_codes"] (attribute, code, value) maps published value
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -76,16 +77,25 @@ def check_delta_probability(tables: pa.Table, delta: Fraction) -> PrivacyResult:
 
 
 def published_codes(published: pa.Table, value_codes: pa.Table, attributes: list[str]) -> np.ndarray:
-    """Codes (n x d) of the published QI cells; -1 for a value the stored tables do not know."""
+    """Codes (n x d) of the published QI cells; -1 for a value the stored tables do not know.
+
+    Each column's distinct cells are looked up once: the cells are coded by the shared
+    `column_codes` (once per table, reused by the verifier, the utility figures and the
+    disclosure), and only one cell per code is read back as a value."""
+    from tasks.verify.published import column_codes
+
     vc = _frame(value_codes)
     out = np.empty((published.num_rows, len(attributes)), dtype=np.int64)
     for a, name in enumerate(attributes):
         col = published.column(name)
         numeric = pa.types.is_integer(col.type) or pa.types.is_floating(col.type)
-        keys = canonical(col.to_numpy(zero_copy_only=False), numeric)
+        cells = column_codes(published, name)
+        first = np.zeros(int(cells.max()) + 1 if len(cells) else 0, dtype=np.int64)
+        first[cells[::-1]] = np.arange(len(cells) - 1, -1, -1)  # a row holding each code
+        keys = canonical(col.take(first).to_numpy(zero_copy_only=False), numeric)
         sub = vc[vc["attribute"] == name]
         lookup = pd.Series(sub["code"].to_numpy(), index=sub["value"].to_numpy())
-        out[:, a] = lookup.reindex(keys).fillna(-1).to_numpy(dtype=np.int64)
+        out[:, a] = lookup.reindex(keys).fillna(-1).to_numpy(dtype=np.int64)[cells]
     return out
 
 
@@ -163,6 +173,83 @@ def subset_weights(p_match: float, d: int) -> dict[int, float]:
     return {s: p_match ** s * (1 - p_match) ** (d - s) / nonempty for s in range(1, d + 1)}
 
 
+def qi_subsets(d: int) -> list[tuple[int, ...]]:
+    """Every non-empty subset of the d QIs, depth first ((0,), (0, 1), (0, 1, 2), ...): each
+    subset comes after its prefixes, so its match key extends the key of the one before."""
+    out: list[tuple[int, ...]] = []
+
+    def visit(start: int, subset: tuple[int, ...]) -> None:
+        for a in range(start, d):
+            out.append(subset + (a,))
+            visit(a + 1, subset + (a,))
+
+    visit(0, ())
+    return out
+
+
+@dataclass
+class DisclosureInput:
+    """What the Section 5.1 figures read (see `disclosure`); one object, shared by every chunk."""
+
+    orig: np.ndarray  # (n, d) the targets' true QI codes
+    pub: np.ndarray  # (N, d) published QI codes, -1 never matches
+    own_row: np.ndarray  # (n,) the published row that is each target's own record
+    s_orig: np.ndarray
+    s_pub: np.ndarray
+
+
+def subset_means(inp: DisclosureInput, subsets: list[tuple[int, ...]]) -> list[tuple[float, float]]:
+    """Mean identity and attribute disclosure over the targets for each subset (in the depth-first
+    order of qi_subsets, or a run of it). A subset's key is built from the longest prefix this
+    call already keyed, so a run of qi_subsets costs one compression per subset (plus the first
+    subset's prefix); the figures of a subset never depend on the run it is in."""
+    orig, pub = inp.orig, inp.pub
+    n_pub = len(pub)
+    stacked = np.vstack([pub, np.where(orig < 0, -2, orig)]) + 2  # >= 0; -1 and -2 never equal
+    s_all = np.concatenate([inp.s_pub, inp.s_orig]).astype(np.int64)
+    own_equal = inp.pub[inp.own_row] == orig  # (n, d): the own record agrees on that QI
+    chain: list[tuple[tuple[int, ...], np.ndarray, np.ndarray]] = []  # (prefix, key, own)
+    out = []
+    for sub in subsets:
+        while chain and chain[-1][0] != sub[:len(chain[-1][0])]:
+            chain.pop()
+        for a in sub[len(chain[-1][0]) if chain else 0:]:
+            key = chain[-1][1] if chain else np.zeros(len(stacked), np.int64)
+            own = chain[-1][2] if chain else np.ones(len(orig), dtype=bool)
+            dense = _compress(key, stacked[:, a]).astype(np.int32)  # ids < N + n; half the memory
+            chain.append((chain[-1][0] + (a,) if chain else (a,), dense, own & own_equal[:, a]))
+        _, k, own = chain[-1]
+        kp, ko = k[:n_pub], k[n_pub:]
+        counts = np.bincount(kp, minlength=k.max() + 1)[ko]
+        same = _compress(k, s_all)
+        same_counts = np.bincount(same[:n_pub], minlength=same.max() + 1)[same[n_pub:]]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ident = np.where(own, 1.0 / np.maximum(counts, 1), 0.0)
+            attr = np.where(counts > 0, same_counts / np.maximum(counts, 1), 0.0)
+        out.append((float(ident.mean()), float(attr.mean())))
+    return out
+
+
+def disclosure_figures(d: int, subsets: list[tuple[int, ...]], means: list[tuple[float, float]],
+                       p_matches=P_MATCH) -> dict[float, tuple[float, float]]:
+    """The per-subset means (in qi_subsets order) weighted by the adversary's subset law."""
+    mean_id = {s: 0.0 for s in range(1, d + 1)}
+    mean_at = {s: 0.0 for s in range(1, d + 1)}
+    for sub, (ident, attr) in zip(subsets, means):
+        mean_id[len(sub)] += ident
+        mean_at[len(sub)] += attr
+    out = {}
+    for p in p_matches:
+        w = subset_weights(p, d)
+        out[p] = (sum(w[s] * mean_id[s] for s in w), sum(w[s] * mean_at[s] for s in w))
+    return out
+
+
+def check_qi_count(d: int, max_qi: int = 12) -> None:
+    if d > max_qi:
+        raise ValueError(f"{d} QIs: exact disclosure enumerates 2^d subsets (limit {max_qi})")
+
+
 def disclosure(orig: np.ndarray, pub: np.ndarray, own_row: np.ndarray, s_orig: np.ndarray,
                s_pub: np.ndarray, p_matches=P_MATCH, max_qi: int = 12) -> dict[float, tuple[float, float]]:
     """Average identity and attribute disclosure per tuple, exact over the adversary's subsets.
@@ -171,38 +258,11 @@ def disclosure(orig: np.ndarray, pub: np.ndarray, own_row: np.ndarray, s_orig: n
     own_row[t]: the published row that is t's own record; s_orig/s_pub: sensitive codes.
     For a subset S of QIs, M = published rows equal to t on S. Identity disclosure is 1/|M| when t's
     own record is in M, else 0; attribute disclosure is the share of M with t's sensitive value
-    (0 when M is empty).
+    (0 when M is empty). The subsets are independent: `subset_means` over runs of qi_subsets
+    (chunks, e.g. on Dask workers) and `disclosure_figures` give the same figures.
     """
-    n, d = orig.shape
-    if d > max_qi:
-        raise ValueError(f"{d} QIs: exact disclosure enumerates 2^d subsets (limit {max_qi})")
-    n_pub = len(pub)
-    stacked = np.vstack([pub, np.where(orig < 0, -2, orig)]) + 2  # >= 0; -1 and -2 never equal
-    s_all = np.concatenate([s_pub, s_orig]).astype(np.int64)
-    mean_id = {s: 0.0 for s in range(1, d + 1)}
-    mean_at = {s: 0.0 for s in range(1, d + 1)}
-    own_pub = pub[own_row]
-
-    def visit(start: int, key: np.ndarray, subset: list[int]) -> None:
-        for a in range(start, d):
-            k = _compress(np.zeros(len(stacked), np.int64) if key is None else key, stacked[:, a])
-            sub = subset + [a]
-            kp, ko = k[:n_pub], k[n_pub:]
-            counts = np.bincount(kp, minlength=k.max() + 1)[ko]
-            same = _compress(k, s_all)
-            same_counts = np.bincount(same[:n_pub], minlength=same.max() + 1)[same[n_pub:]]
-            own = (own_pub[:, sub] == orig[:, sub]).all(axis=1)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ident = np.where(own, 1.0 / np.maximum(counts, 1), 0.0)
-                attr = np.where(counts > 0, same_counts / np.maximum(counts, 1), 0.0)
-            mean_id[len(sub)] += ident.mean()
-            mean_at[len(sub)] += attr.mean()
-            visit(a + 1, k, sub)
-
-    visit(0, None, [])
-    out = {}
-    for p in p_matches:
-        w = subset_weights(p, d)
-        out[p] = (sum(w[s] * mean_id[s] for s in w), sum(w[s] * mean_at[s] for s in w))
-    return out
-
+    d = orig.shape[1]
+    check_qi_count(d, max_qi)
+    subsets = qi_subsets(d)
+    means = subset_means(DisclosureInput(orig, pub, own_row, s_orig, s_pub), subsets)
+    return disclosure_figures(d, subsets, means, p_matches)
