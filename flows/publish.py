@@ -256,7 +256,7 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
         failpoint("report")
         final = spec.output_dir.resolve() / release_id
         meta.update(release_id=release_id, sequence=sequence, created_at=datetime.now(timezone.utc),
-                    files=[str(final / f"{n}.parquet") for n in release.tables])
+                    files=[str(final / m["file"]) for m in staged.files.values()])
         this = [{"sequence": sequence, "release_id": release_id, "name": r.model, "value": str(r.value)}
                 for r in privacy]
         this += [{"sequence": sequence, "release_id": release_id, "name": n, "value": str(utility[n])}
@@ -372,17 +372,9 @@ def make_task_runner(run: RunSpec):
     """The task runner [run] asks for. Only mapped tasks (a technique's chunks) use it; every
     other step, and every store write, stays in the flow process."""
     if run.task_runner == "dask":
-        from prefect_dask import DaskTaskRunner
+        from flows.cluster import dask_task_runner
 
-        # processes, one thread each: the chunks are CPU-bound numpy / HiGHS work. No memory
-        # limit, hence no spilling of (secret) chunk data to the workers' scratch folders. No
-        # dashboard; the scheduler's health endpoint still listens, so it gets a free loopback
-        # port rather than the shared default 8787
-        return DaskTaskRunner(cluster_class="distributed.LocalCluster",
-                              cluster_kwargs={"n_workers": run.workers or 2, "threads_per_worker": 1,
-                                              "processes": True, "memory_limit": 0,
-                                              "dashboard_address": None,
-                                              "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0"}})
+        return dask_task_runner(run)
     from prefect.task_runners import ThreadPoolTaskRunner
 
     return ThreadPoolTaskRunner(max_workers=run.workers)

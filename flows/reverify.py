@@ -3,10 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from schemas.spec import spec_from_dict
-from state.store import Store, sha256_file
+from state.store import Store, published_sha256
+from tasks.parted_table import read_published
 from tasks.anonymize.base import Release, get_technique
 
 
@@ -18,13 +17,13 @@ def load_release(store: Store, release_id: str):
     problems, tables = [], {}
     for t in rel["tables"].itertuples():
         path = folder / t.file
-        if not path.is_file():
+        if not path.exists():
             problems.append(f"missing published file {path}")
             continue
-        if sha256_file(path) != t.sha256:
+        if published_sha256(path) != t.sha256:
             problems.append(f"{path} differs from what was committed (sha256 mismatch)")
             continue
-        tables[t.table_name] = pq.read_table(path)
+        tables[t.table_name] = read_published(path)
     return rel, spec, Release(tables, private=store.private(release_id)), problems
 
 

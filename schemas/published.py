@@ -60,14 +60,16 @@ def check_published(release, spec, technique) -> None:
     schemas = technique.table_schemas(spec)
     pid = spec.dataset.person_id
     for name, table in release.tables.items():
-        if pid in table.column_names:
-            raise PublishedTableError(f"published table '{name}' contains the person id column '{pid}'")
         schema = schemas.get(name)
         if schema is None:
             raise PublishedTableError(f"technique '{technique.name}' has no schema for table '{name}'")
-        frame = table.to_pandas(types_mapper=pd.ArrowDtype)
-        try:
-            schema.validate(frame, lazy=True)
-        except SchemaErrors as err:
-            raise PublishedTableError(f"published table '{name}' fails its schema: "
-                                      f"{err.failure_cases.head(5).to_dict('records')}") from None
+        # a table written as a folder of parts is checked part by part (never whole in memory)
+        for piece in table.iter_tables() if hasattr(table, "iter_tables") else [table]:
+            if pid in piece.column_names:
+                raise PublishedTableError(f"published table '{name}' contains the person id column '{pid}'")
+            frame = piece.to_pandas(types_mapper=pd.ArrowDtype)
+            try:
+                schema.validate(frame, lazy=True)
+            except SchemaErrors as err:
+                raise PublishedTableError(f"published table '{name}' fails its schema: "
+                                          f"{err.failure_cases.head(5).to_dict('records')}") from None

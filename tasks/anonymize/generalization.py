@@ -13,6 +13,7 @@ from tasks.anonymize.generalized_table import generalized_table
 from tasks.evaluate.estimate_generalized import estimate_from_generalized
 from tasks.evaluate.metrics import uncertainty_penalty
 from tasks.microdata import Microdata
+from tasks.parted_table import as_table
 from tasks.partition.mondrian import mondrian_partition
 from tasks.verify.k_anonymity import k_and_l, k_anonymity
 from tasks.verify.published import qi_columns
@@ -43,7 +44,7 @@ class Generalization(Technique):
         return Release({"table": table}, info={"groups": part.n_groups})
 
     def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
-        table = release.tables["table"]
+        table = as_table(release.tables["table"])
         ds = self.spec.dataset
         cols = qi_columns(table, ds.qi_names)
         if self.l:
@@ -52,17 +53,17 @@ class Generalization(Technique):
 
     def estimate_counts(self, release: Release, workload) -> np.ndarray:
         ds = self.spec.dataset
-        return estimate_from_generalized(release.tables["table"], ds.qi_names, ds.sensitive, workload)
+        return estimate_from_generalized(as_table(release.tables["table"]), ds.qi_names, ds.sensitive, workload)
 
     def group_sizes(self, release: Release) -> np.ndarray:
         """Equivalence-class sizes as the published table shows them."""
         from tasks.verify.published import class_profile
 
-        table = release.tables["table"]
+        table = as_table(release.tables["table"])
         return class_profile(table, qi_columns(table, self.spec.dataset.qi_names))["size"]
 
     def utility(self, release: Release, data: Microdata) -> dict[str, float]:
-        return uncertainty_penalty(release.tables["table"], data)
+        return uncertainty_penalty(as_table(release.tables["table"]), data)
 
     def table_schemas(self, spec) -> dict[str, Any]:
         return {"table": generalized_table_schema(spec.dataset)}
