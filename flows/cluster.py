@@ -79,3 +79,37 @@ def dask_client(run: RunSpec) -> Iterator:
         return
     with LocalCluster(**local_cluster_kwargs(run)) as cluster, Client(cluster, set_as_default=False) as client:
         yield client
+
+
+# the clients (and local clusters) opened by releases of this process; run_attempt closes them
+_OPEN: list[contextlib.ExitStack] = []
+
+
+def uses_cluster(spec, technique) -> bool:
+    """Does this release read its input and partition on a Dask cluster? ([run] task_runner =
+    "dask", a technique that can (Technique.distributed), a file input rather than a DuckDB table.)"""
+    return (spec.run.task_runner == "dask" and bool(getattr(technique, "distributed", False))
+            and bool(spec.dataset.input))
+
+
+def cluster_input(spec, technique):
+    """Open the run's cluster, then read, validate and code the input on its workers. Returns the
+    input's fingerprint and the ClusterData (whose client stays open until close_clusters)."""
+    from schemas.input import InputError
+    from tasks.distributed_input import load_on_cluster
+    from tasks.validate import input_fingerprint
+
+    stack = contextlib.ExitStack()
+    _OPEN.append(stack)
+    client = stack.enter_context(dask_client(spec.run))
+    data = load_on_cluster(spec, client)
+    try:
+        technique.check_data(data)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    return input_fingerprint(spec), data
+
+
+def close_clusters() -> None:
+    while _OPEN:
+        _OPEN.pop().close()

@@ -21,6 +21,7 @@ from prefect import flow, task, unmapped
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
+from flows.cluster import close_clusters, cluster_input, uses_cluster
 from flows.attempts import attribution, current_actor, flow_run_id as _flow_run_id, record_failure
 from flows.errors import expected_errors, public_message
 from schemas.published import check_published
@@ -75,6 +76,13 @@ def _timed(label: str, fn, *args):
 @task(name="load-input", **SECRET, **IO_RETRIES)
 def load_input_task(spec: ReleaseSpec):
     return _timed("load input", load_input, spec)
+
+
+@task(name="load-input-on-cluster", **SECRET)
+def cluster_input_task(spec: ReleaseSpec, technique):
+    fp, data = _timed("load and validate input on the Dask cluster", cluster_input, spec, technique)
+    progress(f"{data.n} valid rows in {len(data.parts)} partitions, {len(data.domains)} quasi-identifiers")
+    return fp, data
 
 
 @task(name="validate", **SECRET)
@@ -208,8 +216,11 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     progress(f"series '{spec.dataset.name}', technique '{technique.name}', seed {seed}, "
              f"started by {who} ({origin['trigger']})")
 
-    checked = checked_input(spec)  # the CLI read and validated it a moment ago, in this process
-    if checked is not None:
+    on_cluster = uses_cluster(spec, technique)  # read, validated and partitioned by Dask workers
+    checked = None if on_cluster else checked_input(spec)  # the CLI read it a moment ago
+    if on_cluster:
+        fp, data = cluster_input_task(spec, technique)
+    elif checked is not None:
         frame, fp, data = checked
         progress(f"{data.n} valid rows (read and validated before the run started)")
     else:
@@ -342,9 +353,12 @@ def run_attempt(spec_path: str, overrides: dict | None, actor: str | None, new_r
     exception into its result storage; the attempt gets its audit-log row either way."""
     committed = len(COMMITTED)
     try:
-        return run_release(resolve_spec(spec_path, None, overrides), actor=actor,
-                           new_release=new_release, spec_path=spec_path)["release_id"]
+        release_id = run_release(resolve_spec(spec_path, None, overrides), actor=actor,
+                                 new_release=new_release, spec_path=spec_path)["release_id"]
+        close_clusters()
+        return release_id
     except Exception as exc:
+        close_clusters()
         if len(COMMITTED) > committed:  # the release exists: what failed after it is a warning
             progress(f"warning: release {COMMITTED[-1]} is committed, but a step after the commit "
                      f"failed ({type(exc).__name__})")

@@ -171,6 +171,8 @@ def stage_tables(output_dir: Path, tables: dict[str, Any]) -> StagedFiles:
                 path = staged.path / name
                 os.replace(table.folder, path)
                 table.folder = path
+                if getattr(table, "draft", None) is not None:  # the now empty folder it was written in
+                    table.draft.discard()
                 _fsync_files(path)
                 staged.files[name] = {"file": name, "n_rows": table.num_rows,
                                       "sha256": sha256_files(table.parts, path)}

@@ -59,3 +59,30 @@ def read_published(path: Path) -> pa.Table | PartedTable:
 
 def as_table(table: pa.Table | PartedTable) -> pa.Table:
     return table.read() if isinstance(table, PartedTable) else table
+
+
+def publish_parts(data, cpart, k: int, l: int | None, rng, output_dir: Path):
+    """The subtrees of a distributed Mondrian finished on the cluster, each node's rows written as
+    one part, in node order, into a private staging folder of their own (moved into the release's
+    staging folder by stage_tables; deleted if the release never gets there)."""
+    import weakref
+
+    from state.store import open_staging
+    from tasks.partition.distributed import finish_on_cluster
+
+    draft = open_staging(output_dir)
+    folder = draft.path / "table"
+    folder.mkdir()
+
+    def write_part(index: int, table: pa.Table) -> None:
+        pq.write_table(table, folder / part_name(index))
+
+    try:
+        sizes = finish_on_cluster(data, cpart, k, l, rng, write_part)
+    except BaseException:
+        draft.discard()
+        raise
+    parted = PartedTable(folder)
+    parted.draft = draft
+    weakref.finalize(parted, draft.discard)
+    return parted, sizes

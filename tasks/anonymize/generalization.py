@@ -12,7 +12,10 @@ from tasks.anonymize.base import Partition, PrivacyResult, Release, Technique, r
 from tasks.anonymize.generalized_table import generalized_table
 from tasks.evaluate.estimate_generalized import estimate_from_generalized
 from tasks.evaluate.metrics import uncertainty_penalty
+from tasks.distributed_input import ClusterData
 from tasks.microdata import Microdata
+from tasks.parted_table import publish_parts
+from tasks.partition.distributed import ClusterPartition, distributed_mondrian
 from tasks.parted_table import as_table
 from tasks.partition.mondrian import mondrian_partition
 from tasks.verify.k_anonymity import k_and_l, k_anonymity
@@ -22,6 +25,7 @@ from tasks.verify.published import qi_columns
 @register("generalization")
 class Generalization(Technique):
     parameters = ("k", "l")
+    distributed = True
     table_names = ("table",)
 
     def check_params(self) -> None:
@@ -36,9 +40,15 @@ class Generalization(Technique):
         self.check_diversity(data, self.l)
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
+        if isinstance(data, ClusterData):  # the top of the tree on the cluster (distributed.py)
+            return distributed_mondrian(data, self.k, self.l, self.spec.run.chunk_rows)
         return mondrian_partition(data, self.k, self.l)
 
     def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
+        if isinstance(part, ClusterPartition):
+            table, sizes = publish_parts(data, part, self.k, self.l, rng, self.spec.output_dir)
+            return Release({"table": table}, info={"groups": len(sizes), "chunks": len(part.ready),
+                                                   "distributed_levels": part.levels})
         order = rng.permutation(data.n)
         table = generalized_table(data, part.group, part.n_groups, order)
         return Release({"table": table}, info={"groups": part.n_groups})

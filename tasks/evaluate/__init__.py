@@ -12,6 +12,8 @@ from tasks.evaluate.workload import make_workload
 
 def evaluate(technique, release, data, workload_seed: int = 0, per_band: int = 100) -> dict[str, Any]:
     """Every technique on the same data gets the same queries (the workload's seed is fixed)."""
+    if hasattr(data, "collect"):  # read on a Dask cluster
+        data = data.collect()
     rng = np.random.default_rng(workload_seed)
     workload = make_workload(data, rng, per_band=per_band)
     actual = count_in_microdata(data, workload)
