@@ -1,11 +1,13 @@
 """Re-verify a committed release from what was published (`privpub verify RELEASE_ID`)."""
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from schemas.spec import spec_from_dict
 from state.store import Store, published_sha256
-from tasks.parted_table import read_published
+from flows.cluster import dask_client
+from tasks.parted_table import PartedTable, read_published
 from tasks.anonymize.base import Release, get_technique
 
 
@@ -27,9 +29,25 @@ def load_release(store: Store, release_id: str):
     return rel, spec, Release(tables, private=store.private(release_id)), problems
 
 
+def _on_cluster(stack: contextlib.ExitStack, spec, release) -> None:
+    """A table written as parts is read part by part: on the spec's Dask cluster when its [run]
+    names one (the same workers that built it, or a LocalCluster), else in this process."""
+    parted = [t for t in release.tables.values() if isinstance(t, PartedTable)]
+    if parted and spec.run.task_runner == "dask":
+        client = stack.enter_context(dask_client(spec.run))
+        for table in parted:
+            table.client = client
+
+
 def reverify(state: Path, release_id: str, actor: str | None = None) -> tuple[bool, list[str]]:
     store = Store(state)
     rel, spec, release, problems = load_release(store, release_id)
+    with contextlib.ExitStack() as stack:
+        _on_cluster(stack, spec, release)
+        return _reverify(store, release_id, actor, rel, spec, release, problems)
+
+
+def _reverify(store, release_id, actor, rel, spec, release, problems):
     lines = [f"release {release_id} (series {rel['series']}, #{rel['sequence']}, {rel['technique']})"]
     lines += [f"FAIL {p}" for p in problems]
     ok = not problems
@@ -52,11 +70,13 @@ def rewrite_report(state: Path, release_id: str) -> str:
     rel, spec, release, problems = load_release(store, release_id)
     technique = get_technique(spec)
     context = {**technique.prior_context(store, spec, before_sequence=rel["sequence"]), "release": rel}
-    privacy = technique.verify(release, context) if not problems else []
+    with contextlib.ExitStack() as stack:
+        _on_cluster(stack, spec, release)
+        privacy = technique.verify(release, context) if not problems else []
+        sizes = technique.group_sizes(release)
     m = rel["metrics"]
     utility = {r.name: (r.value if r.value == r.value else r.text_value)
                for r in m[m.kind == "utility"].itertuples()}
-    sizes = technique.group_sizes(release)
     folder = Path(rel["output_dir"]) / release_id
     meta = {**rel, "files": [str(folder / f) for f in rel["tables"].file]}
     return str(report.write_html_report(folder / "report.html", meta, privacy, utility, sizes))

@@ -23,8 +23,9 @@ def part_name(index: int) -> str:
 class PartedTable:
     """The parts of one published table in `folder`, in name order (the row order)."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, client=None):
         self.folder = Path(folder)
+        self.client = client  # a Dask client: part-wise work runs on its workers
 
     @property
     def parts(self) -> list[Path]:
@@ -57,10 +58,6 @@ def read_published(path: Path) -> pa.Table | PartedTable:
     return PartedTable(path) if path.is_dir() else pq.read_table(path)
 
 
-def as_table(table: pa.Table | PartedTable) -> pa.Table:
-    return table.read() if isinstance(table, PartedTable) else table
-
-
 def publish_parts(data, cpart, k: int, l: int | None, rng, output_dir: Path):
     """The subtrees of a distributed Mondrian finished on the cluster, each node's rows written as
     one part, in node order, into a private staging folder of their own (moved into the release's
@@ -84,5 +81,6 @@ def publish_parts(data, cpart, k: int, l: int | None, rng, output_dir: Path):
         raise
     parted = PartedTable(folder)
     parted.draft = draft
+    parted.client = data.client  # its verification and evaluation run on the same cluster
     weakref.finalize(parted, draft.discard)
     return parted, sizes

@@ -210,3 +210,37 @@ def test_privpub_starts_a_local_cluster_that_cannot_spill():
     with dask_client(run) as client:
         assert len(client.scheduler_info()["workers"]) == 1
         check_no_spill(client, run)
+
+
+@pytest.mark.parametrize("on_cluster", [False, True])
+def test_classes_spanning_parts_are_counted_whole(cluster, tmp_path, on_cluster):
+    """Rows of one class in several parts (shuffled before splitting): the part-wise figures
+    equal class_profile's on the whole table, just inside and just outside k and l."""
+    from tasks.verify.distributed import parted_class_sizes, parted_k_and_l
+    from tasks.verify.k_anonymity import k_and_l
+    from tasks.verify.published import class_profile, qi_columns
+
+    spec = spec_from_dict(census_spec("x.csv", k=4, l=2))
+    tech = get_technique(spec)
+    data = Microdata.from_frame(spec, census(900, seed=6))
+    rng = np.random.default_rng(2)
+    whole = tech.anonymize(data, tech.partition(data, rng), rng).tables["table"]
+    whole = whole.take(np.random.default_rng(3).permutation(whole.num_rows))
+    folder = tmp_path / "t"
+    folder.mkdir()
+    from tasks.parted_table import part_name
+    import pyarrow.parquet as pq
+
+    for i, piece in enumerate(np.array_split(np.arange(whole.num_rows), 4)):
+        pq.write_table(whole.take(piece), folder / part_name(i))
+    parted = PartedTable(folder, client=cluster[1] if on_cluster else None)
+    cols = qi_columns(whole, spec.dataset.qi_names)
+    prof = class_profile(whole, cols, "occupation")
+    k_min, l_min = int(prof["size"].min()), int(prof["distinct"].min())
+    for k, l in [(k_min, l_min), (k_min + 1, l_min + 1)]:
+        ours = parted_k_and_l(parted, cols, "occupation", k, l)
+        ref = k_and_l(whole, cols, "occupation", k, l)
+        assert [(r.value, r.passed) for r in ours] == [(r.value, r.passed) for r in ref]
+        assert ours[0].worst["classes"] == ref[0].worst["classes"]
+    assert ours[0].passed is False and ours[1].passed is False
+    assert sorted(parted_class_sizes(parted, cols)) == sorted(prof["size"])

@@ -16,7 +16,9 @@ from tasks.distributed_input import ClusterData
 from tasks.microdata import Microdata
 from tasks.parted_table import publish_parts
 from tasks.partition.distributed import ClusterPartition, distributed_mondrian
-from tasks.parted_table import as_table
+from tasks.evaluate.distributed import PartView, combine_penalties
+from tasks.parted_table import PartedTable
+from tasks.verify.distributed import map_parts, parted_class_sizes, parted_k_and_l
 from tasks.partition.mondrian import mondrian_partition
 from tasks.verify.k_anonymity import k_and_l, k_anonymity
 from tasks.verify.published import qi_columns
@@ -54,26 +56,39 @@ class Generalization(Technique):
         return Release({"table": table}, info={"groups": part.n_groups})
 
     def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
-        table = as_table(release.tables["table"])
+        table = release.tables["table"]
         ds = self.spec.dataset
         cols = qi_columns(table, ds.qi_names)
+        if isinstance(table, PartedTable):  # part by part, on its cluster if it has one
+            return parted_k_and_l(table, cols, ds.sensitive, self.k, self.l)
         if self.l:
             return k_and_l(table, cols, ds.sensitive, self.k, self.l)
         return [k_anonymity(table, cols, self.k)]
 
     def estimate_counts(self, release: Release, workload) -> np.ndarray:
         ds = self.spec.dataset
-        return estimate_from_generalized(as_table(release.tables["table"]), ds.qi_names, ds.sensitive, workload)
+        table = release.tables["table"]
+        if isinstance(table, PartedTable):
+            return np.sum(map_parts(table, estimate_from_generalized, ds.qi_names, ds.sensitive, workload), axis=0)
+        return estimate_from_generalized(table, ds.qi_names, ds.sensitive, workload)
 
     def group_sizes(self, release: Release) -> np.ndarray:
         """Equivalence-class sizes as the published table shows them."""
         from tasks.verify.published import class_profile
 
-        table = as_table(release.tables["table"])
-        return class_profile(table, qi_columns(table, self.spec.dataset.qi_names))["size"]
+        table = release.tables["table"]
+        cols = qi_columns(table, self.spec.dataset.qi_names)
+        if isinstance(table, PartedTable):
+            return parted_class_sizes(table, cols)
+        return class_profile(table, cols)["size"]
 
     def utility(self, release: Release, data: Microdata) -> dict[str, float]:
-        return uncertainty_penalty(as_table(release.tables["table"]), data)
+        table = release.tables["table"]
+        if isinstance(table, PartedTable):
+            view = PartView(data.domains, np.zeros((0, len(data.domains)), np.int32), data.sensitive_values,
+                            np.zeros(0, np.int32))
+            return combine_penalties(map_parts(table, uncertainty_penalty, view), table.num_rows, data.qi_names)
+        return uncertainty_penalty(table, data)
 
     def table_schemas(self, spec) -> dict[str, Any]:
         return {"table": generalized_table_schema(spec.dataset)}

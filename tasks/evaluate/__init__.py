@@ -12,11 +12,14 @@ from tasks.evaluate.workload import make_workload
 
 def evaluate(technique, release, data, workload_seed: int = 0, per_band: int = 100) -> dict[str, Any]:
     """Every technique on the same data gets the same queries (the workload's seed is fixed)."""
-    if hasattr(data, "collect"):  # read on a Dask cluster
-        data = data.collect()
     rng = np.random.default_rng(workload_seed)
-    workload = make_workload(data, rng, per_band=per_band)
-    actual = count_in_microdata(data, workload)
+    if hasattr(data, "parts"):  # read on a Dask cluster: the same queries, from its partitions
+        from tasks.evaluate.distributed import cluster_workload
+
+        workload, actual = cluster_workload(data, rng, per_band)
+    else:
+        workload = make_workload(data, rng, per_band=per_band)
+        actual = count_in_microdata(data, workload)
     estimate = technique.estimate_counts(release, workload)
     out: dict[str, Any] = {"queries": len(workload)}
     out.update(error_by_selectivity(workload, actual, estimate))
