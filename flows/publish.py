@@ -400,7 +400,9 @@ def publish(spec_path: str, overrides: dict | None = None, actor: str | None = N
     A flow's task runner is fixed before the flow reads its spec, so the choice is made here;
     the release is the same whichever runner and however many workers run it."""
     spec = resolve_spec(spec_path, None, overrides)
-    flow_ = publish_flow.with_options(task_runner=make_task_runner(spec.run))
+    # a technique working on the cluster itself (flows/cluster.py) maps no chunks: no second cluster
+    run = RunSpec() if uses_cluster(spec, get_technique(spec)) else spec.run
+    flow_ = publish_flow.with_options(task_runner=make_task_runner(run))
     return call_flow(flow_, spec_path=spec_path, overrides=overrides, actor=actor)
 
 

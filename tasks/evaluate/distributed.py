@@ -12,13 +12,16 @@ order than in memory: equal up to rounding).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import combinations
 
 import numpy as np
 
 from tasks.evaluate.counting import count_in_microdata
 from tasks.evaluate.workload import _Selections, make_workload
 from tasks.microdata import QIDomain
-from tasks.partition.distributed import _add, _reduce
+from tasks.partition.distributed import _reduce
+
+PRECOMPUTE_KEYS = 300  # joint histograms computed up front (C(8, 2) + C(8, 3) = 84 for 8 QIs)
 
 
 @dataclass
@@ -51,8 +54,13 @@ def part_counts(part, meta) -> list[np.ndarray]:
     return _selections(part, meta).counts
 
 
-def part_joint(part, meta, attrs: list[int]) -> np.ndarray:
-    return _selections(part, meta).joint(attrs)
+def part_joints(part, meta, keys: list[tuple[int, ...]]) -> dict:
+    select = _selections(part, meta)
+    return {key: select.joint(list(key)) for key in keys}
+
+
+def _add_joints(a: dict, b: dict) -> dict:
+    return {key: a[key] + b[key] for key in a}
 
 
 def part_count_rows(part, meta, attrs: list[int], picks: list[np.ndarray]) -> int:
@@ -78,13 +86,19 @@ def part_answers(part, meta, workload) -> np.ndarray:
 class ClusterSelections:
     """_Selections over a cluster's partitions (the same counts, the same drawn rows)."""
 
-    def __init__(self, data):
+    def __init__(self, data, max_attrs: int = 3):
         self.data, self.client, self.n = data, data.client, data.n
         self.meta = self.client.scatter((data.domains, data.sensitive_values), broadcast=True)
         self.sizes = [d.size for d in data.domains]
         per_part = self._each(part_counts)
         self.counts = [np.sum([c[j] for c in per_part], axis=0) for j in range(len(self.sizes))]
         self._joint: dict[tuple[int, ...], np.ndarray] = {}
+        # every joint histogram a draw may ask for, in one round (a round each costs ~100x more)
+        keys = [key for m in range(2, max_attrs + 1) for key in combinations(range(len(self.sizes)), m)
+                if not self.too_large(list(key))]
+        if 0 < len(keys) <= PRECOMPUTE_KEYS:
+            self._joint = _reduce(self.client, [self.client.submit(part_joints, p, self.meta, keys, pure=False)
+                                                for p in data.parts], _add_joints)
 
     def _each(self, fn, *args) -> list:
         return self.client.gather([self.client.submit(fn, p, self.meta, *args, pure=False) for p in self.data.parts])
@@ -98,8 +112,8 @@ class ClusterSelections:
             return int(sum(self._each(part_count_rows, attrs, picks)))
         key = tuple(attrs)
         if key not in self._joint:
-            self._joint[key] = _reduce(self.client, [self.client.submit(part_joint, p, self.meta, attrs, pure=False)
-                                                     for p in self.data.parts], _add)
+            self._joint[key] = _reduce(self.client, [self.client.submit(part_joints, p, self.meta, [key], pure=False)
+                                                     for p in self.data.parts], _add_joints)[key]
         return int(self._joint[key][np.ix_(*picks)].sum())
 
     def drawn_values(self, draws: list[tuple]) -> list:

@@ -3,8 +3,9 @@ workers when the table has a client (a release built on a cluster, or `privpub v
 whose [run] is Dask), else in this process one part at a time.
 
 Equivalence classes are rows with identical published QI cells, wherever they are: each part is
-reduced to (class cells, sensitive value, rows) by a DuckDB GROUP BY, the partial rows are
-bucketed by a hash of the class cells, and each bucket (on one worker) adds them up per class.
+reduced to (class key, sensitive value, rows) by a DuckDB GROUP BY (the key: the row's published
+cells as one string, `class_keys`), the partial rows are bucketed by a hash of the key, and each
+bucket (on one worker) adds them up per class.
 The figures are those of `class_profile` on the whole table: the smallest class, the fewest
 distinct sensitive values, every class's size. A worker reads a part from the shared file system
 when it can see the file, else the flow reads it and sends it (one part in the flow at a time).
@@ -17,10 +18,10 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tasks.anonymize.base import PrivacyResult
-from tasks.verify.published import _quote
 
 BUCKETS = 16
 
@@ -53,34 +54,69 @@ def _on_part(fn, source, *args):
     return fn(read_part(source), *args)
 
 
+# One string per row names its class: each published cell as text (a list's items joined by
+# U+001F), the cells joined by U+001E. class_keys refuses a table in which a value holds either.
+_ITEM, _CELL = "\x1f", "\x1e"
+
+
+def class_keys(table: pa.Table, columns: list[str]) -> pa.Array:
+    texts = []
+    for name in columns:
+        col = table.column(name)
+        if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+            items = pc.cast(col, pa.list_(pa.string()))
+            flat = pc.list_flatten(items)
+            text = pc.binary_join(items, _ITEM)
+        else:
+            flat = text = pc.cast(col, pa.string())
+        if pc.any(pc.or_(pc.match_substring(flat, _ITEM), pc.match_substring(flat, _CELL))).as_py():
+            raise ValueError(f"a published value of '{name}' contains the control character U+001E or U+001F")
+        texts.append(text)
+    return pc.binary_join_element_wise(*texts, _CELL)
+
+
+def cells_of(key: str, table_schema: pa.Schema, columns: list[str]) -> dict:
+    """The published cells a class key stands for (for the report's worst class)."""
+    out = {}
+    for name, text in zip(columns, key.split(_CELL)):
+        kind = table_schema.field(name).type
+        if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            out[name] = text.split(_ITEM)
+        elif pa.types.is_integer(kind):
+            out[name] = int(text)
+        elif pa.types.is_floating(kind):
+            out[name] = float(text)
+        else:
+            out[name] = text
+    return out
+
+
 def class_partials(table: pa.Table, columns: list[str], sensitive: str | None, buckets: int) -> list[pa.Table]:
-    """One part's rows per (class cells, sensitive value), split into hash buckets of the cells."""
+    """One part's rows per (class key, sensitive value), split into hash buckets of the key."""
+    rows = pa.table({"key": class_keys(table, columns),
+                     "s": table.column(sensitive) if sensitive else pa.nulls(table.num_rows, pa.string())})
     con = duckdb.connect(config={"threads": 1})
-    con.register("part", table)
-    keys = ", ".join(_quote(c) for c in columns)
-    s = f", {_quote(sensitive)} AS s" if sensitive else ", NULL AS s"
-    grouped = con.sql(f"SELECT {keys}{s}, count(*) AS n, hash({keys}) % {buckets} AS bucket "
-                      f"FROM part GROUP BY ALL").to_arrow_table()
+    con.register("part", rows)
+    grouped = con.sql(f"SELECT key, s, count(*) AS n, hash(key) % {buckets} AS bucket "
+                      "FROM part GROUP BY key, s").to_arrow_table()
     bucket = grouped.column("bucket").to_numpy()
     grouped = grouped.drop_columns(["bucket"])
     return [grouped.filter(pa.array(bucket == b)) for b in range(buckets)]
 
 
-def bucket_classes(columns: list[str], *partials: pa.Table) -> dict:
-    """The classes of one bucket: sizes, distinct sensitive values, and the worst classes' cells."""
+def bucket_classes(*partials: pa.Table) -> dict:
+    """The classes of one bucket: sizes, distinct sensitive values, the worst classes' keys."""
     con = duckdb.connect(config={"threads": 1})
-    con.register("partial", pa.concat_tables(partials))
-    keys = ", ".join(_quote(c) for c in columns)
-    classes = con.sql(f"SELECT {keys}, sum(n)::BIGINT AS size, count(DISTINCT s) AS distinct_s "
-                      f"FROM partial GROUP BY {keys}").to_arrow_table()
+    con.register("partial", pa.concat_tables(partials).combine_chunks())
+    classes = con.sql("SELECT key, sum(n)::BIGINT AS size, count(DISTINCT s) AS distinct_s "
+                      "FROM partial GROUP BY key").to_arrow_table()
     if classes.num_rows == 0:
         return {"size": np.zeros(0, np.int64), "distinct": np.zeros(0, np.int64), "smallest": None, "least": None}
     size = classes.column("size").to_numpy()
     distinct = classes.column("distinct_s").to_numpy()
-    cells = classes.select(columns)
-    return {"size": size, "distinct": distinct,
-            "smallest": cells.slice(int(size.argmin()), 1).to_pylist()[0],
-            "least": cells.slice(int(distinct.argmin()), 1).to_pylist()[0]}
+    keys = classes.column("key")
+    return {"size": size, "distinct": distinct, "smallest": keys[int(size.argmin())].as_py(),
+            "least": keys[int(distinct.argmin())].as_py()}
 
 
 @dataclass
@@ -97,13 +133,12 @@ def parted_classes(parted, columns: list[str], sensitive: str | None) -> Classes
     client = getattr(parted, "client", None)
     if client is None:
         partials = [class_partials(read_part(s), columns, sensitive, 1)[0] for s in part_sources(parted)]
-        results = [bucket_classes(columns, *partials)]
+        results = [bucket_classes(*partials)]
     else:
         per_part = [client.submit(_on_part, class_partials, s, columns, sensitive, BUCKETS, pure=False)
                     for s in part_sources(parted)]
         results = client.gather([
-            client.submit(bucket_classes, columns,
-                          *[client.submit(_item, f, b, pure=False) for f in per_part], pure=False)
+            client.submit(bucket_classes, *[client.submit(_item, f, b, pure=False) for f in per_part], pure=False)
             for b in range(BUCKETS)])
         del per_part
     results = [r for r in results if len(r["size"])]
@@ -111,7 +146,9 @@ def parted_classes(parted, columns: list[str], sensitive: str | None) -> Classes
     distinct = np.concatenate([r["distinct"] for r in results])
     worst_k = min(range(len(results)), key=lambda i: results[i]["size"].min())
     worst_l = min(range(len(results)), key=lambda i: results[i]["distinct"].min())
-    return Classes(size, distinct if sensitive else None, results[worst_k]["smallest"], results[worst_l]["least"])
+    schema = parted.schema
+    return Classes(size, distinct if sensitive else None, cells_of(results[worst_k]["smallest"], schema, columns),
+                   cells_of(results[worst_l]["least"], schema, columns))
 
 
 def _item(seq, index):
