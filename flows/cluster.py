@@ -87,9 +87,17 @@ _OPEN: list[contextlib.ExitStack] = []
 
 def uses_cluster(spec, technique) -> bool:
     """Does this release read its input and partition on a Dask cluster? ([run] task_runner =
-    "dask", a technique that can (Technique.distributed), a file input rather than a DuckDB table.)"""
-    return (spec.run.task_runner == "dask" and bool(getattr(technique, "distributed", False))
-            and bool(spec.dataset.input))
+    "dask", a technique that can (Technique.distributed), Parquet input: a file, folder or glob.
+    A CSV file or a DuckDB table is read in the flow process as before.)"""
+    from schemas.input import PARQUET_SUFFIXES, InputError, input_files
+
+    if spec.run.task_runner != "dask" or not getattr(technique, "distributed", False) or not spec.dataset.input:
+        return False
+    try:
+        files = input_files(spec)
+    except (InputError, OSError):
+        return False  # the in-memory path reports it
+    return all(f.suffix.lower() in PARQUET_SUFFIXES for f in files)
 
 
 def cluster_input(spec, technique):

@@ -161,8 +161,6 @@ def _duplicate_message(found: pd.DataFrame) -> str | None:
 def load_on_cluster(spec: ReleaseSpec, client) -> ClusterData:
     """Read, validate and code every file of `[dataset] input` on the cluster's workers."""
     files = [str(p) for p in input_files(spec)]
-    if any(Path(f).suffix.lower() not in (".parquet", ".pq") for f in files):
-        raise InputError("a release on a Dask cluster reads Parquet input (a file, a folder or a glob)")
     scanned = client.map(scan_part, files, spec=spec, pure=False)
     locals_ = [client.submit(operator.getitem, f, 0, pure=False) for f in scanned]
     summaries = client.gather([client.submit(operator.getitem, f, 1, pure=False) for f in scanned])

@@ -244,3 +244,17 @@ def test_classes_spanning_parts_are_counted_whole(cluster, tmp_path, on_cluster)
         assert ours[0].worst["classes"] == ref[0].worst["classes"]
     assert ours[0].passed is False and ours[1].passed is False
     assert sorted(parted_class_sizes(parted, cols)) == sorted(prof["size"])
+
+
+def test_the_cli_publishes_a_folder_input_on_a_cluster_it_starts(prefect_server, tmp_path, capsys):
+    from flows.cli import main as cli_main
+
+    frame = census(1200, seed=14)
+    _write_parts(tmp_path / "data", frame, 3)
+    spec_path = _write_spec(tmp_path, "chunk_rows = 500")
+    assert cli_main(["publish", str(spec_path), "--task-runner", "dask", "--workers", "2"]) == 0
+    release_id = Store(tmp_path / "privpub.duckdb").history().release_id.iloc[-1]
+    assert release_id in capsys.readouterr().out
+    table = read_published(tmp_path / "releases" / release_id / "table")
+    assert isinstance(table, PartedTable) and table.num_rows == 1200
+    assert cli_main(["verify", release_id, "--state", str(tmp_path / "privpub.duckdb")]) == 0

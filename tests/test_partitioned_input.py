@@ -135,3 +135,21 @@ def test_schema_check_reads_every_part_of_a_folder_table(tmp_path):
     pq.write_table(pa.Table.from_pandas(leaky, preserve_index=False), tmp_path / "t" / part_name(3))
     with pytest.raises(PublishedTableError, match="person id"):
         check_published(Release({"table": parted}), spec, tech)
+
+
+def test_only_parquet_input_of_a_distributed_technique_goes_to_the_cluster(tmp_path, frame):
+    from flows.cluster import uses_cluster
+
+    _write_parts(tmp_path / "data", frame, 2)
+    frame.to_csv(tmp_path / "census.csv", index=False)
+    dask = {"task_runner": "dask"}
+    for input_name, run, technique, expected in [("data", dask, "generalization", True),
+                                                 ("data/*.parquet", dask, "generalization", True),
+                                                 ("census.csv", dask, "generalization", False),
+                                                 ("data", None, "generalization", False),
+                                                 ("missing", dask, "generalization", False)]:
+        spec = _spec(tmp_path, input_name, run)
+        assert uses_cluster(spec, get_technique(spec)) is expected, input_name
+    muco = spec_from_dict({**census_spec("data", k=None, l=3, technique={"name": "muco", "l": 3, "delta": "1/4"}),
+                           "run": dask}, base_dir=tmp_path)
+    assert uses_cluster(muco, get_technique(muco)) is False

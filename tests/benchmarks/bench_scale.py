@@ -14,8 +14,10 @@ Targets (issue 15): big completes; the flow process's peak RSS < 2 GiB; big's wa
 million rows <= 2x small-memory's.
 
 Printed per case: wall time, rows/s, each stage's time (the flow's "... done in X s" lines), the
-peak RSS of every process (the privpub process, its children such as the temporary Prefect
-server, the cluster's scheduler and workers; sampled every 0.2 s with psutil).
+peak RSS and CPU time (user + system, the steadier figure on a shared machine) of every process
+(the privpub process, its children such as the temporary Prefect server, the cluster's
+scheduler and workers; sampled every 0.2 s with psutil; a process's CPU time is counted from
+the case's start, up to the last sample).
 """
 from __future__ import annotations
 
@@ -73,6 +75,7 @@ class PeakRSS(threading.Thread):
         self.roots: dict[int, str] = {}
         self.alone: set[int] = set()  # tracked without their children
         self.peak: dict[tuple[int, str], int] = {}
+        self.cpu: dict[tuple[int, str], float] = {}  # user + system seconds at the last sample
         self.stop = threading.Event()
 
     def track(self, pid: int, label: str, children: bool = True) -> None:
@@ -93,10 +96,12 @@ class PeakRSS(threading.Thread):
                 for proc, name in procs:
                     try:
                         rss = proc.memory_info().rss
+                        times = proc.cpu_times()
                     except psutil.Error:
                         continue
                     key = (proc.pid, name)
                     self.peak[key] = max(self.peak.get(key, 0), rss)
+                    self.cpu[key] = times.user + times.system
             time.sleep(0.2)
 
 
@@ -112,10 +117,13 @@ def start_cluster(workers: int, memory: str):
 
 
 def run_case(name: str, spec: Path, rows: int, sampler: PeakRSS, cluster_pids: dict[int, str]) -> dict:
-    sampler.peak.clear()
     sampler.roots = {}
+    time.sleep(0.5)  # the sampler's pass over the previous case's processes ends
+    sampler.peak.clear()
     for pid, label in cluster_pids.items():
         sampler.track(pid, label, children=False)
+    time.sleep(0.5)
+    cpu_before = dict(sampler.cpu)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     t0 = time.perf_counter()
     proc = subprocess.Popen([str(PRIVPUB), "publish", str(spec)], stdout=subprocess.PIPE,
@@ -133,8 +141,10 @@ def run_case(name: str, spec: Path, rows: int, sampler: PeakRSS, cluster_pids: d
     if rc != 0:
         print(f"{name}: privpub exited {rc}:\n" + "\n".join(tail), file=sys.stderr)
     flow_peak = max((v for (pid, label), v in sampler.peak.items() if label == "privpub"), default=0)
+    time.sleep(0.5)
+    cpu = {key: seconds - cpu_before.get(key, 0.0) for key, seconds in sampler.cpu.items() if key in sampler.peak}
     return {"case": name, "rows": rows, "rc": rc, "wall": wall, "stages": stages,
-            "peaks": dict(sampler.peak), "flow_peak": flow_peak}
+            "peaks": dict(sampler.peak), "flow_peak": flow_peak, "cpu": cpu}
 
 
 def report(results: list[dict]) -> None:
@@ -146,7 +156,9 @@ def report(results: list[dict]) -> None:
         for stage, seconds in r["stages"].items():
             print(f"  stage {stage:<45} {seconds:8.2f} s")
         for (pid, label), rss in sorted(r["peaks"].items(), key=lambda kv: -kv[1]):
-            print(f"  peak RSS {label:<40} pid {pid:<8} {rss / GiB:6.2f} GiB")
+            cpu = r["cpu"].get((pid, label), float("nan"))
+            print(f"  peak RSS {label:<40} pid {pid:<8} {rss / GiB:6.2f} GiB   CPU {cpu:8.1f} s")
+        print(f"  CPU time, all processes: {sum(r['cpu'].values()):.1f} s")
         print(f"  flow process peak RSS {r['flow_peak'] / GiB:.2f} GiB (target < 2 GiB)")
     by = {r["case"]: r for r in results}
     if "big" in by and "small-memory" in by:
