@@ -36,6 +36,8 @@ def dask_task_runner(run: RunSpec):
     from prefect_dask import DaskTaskRunner
 
     if run.address:
+        with dask_client(run):  # refuses, before the flow starts, a cluster that would spill
+            pass
         return DaskTaskRunner(address=run.address)
     return DaskTaskRunner(cluster_class="distributed.LocalCluster", cluster_kwargs=local_cluster_kwargs(run))
 

@@ -188,7 +188,7 @@ def test_a_spilling_cluster_is_refused_unless_allowed(cluster):
     import dask
     from distributed import Client, LocalCluster
 
-    from flows.cluster import ClusterError, check_no_spill
+    from flows.cluster import ClusterError, check_no_spill, dask_task_runner
     from schemas.spec import RunSpec
 
     _, quiet = cluster
@@ -200,6 +200,11 @@ def test_a_spilling_cluster_is_refused_unless_allowed(cluster):
         with pytest.raises(ClusterError, match="may spill data to disk"):
             check_no_spill(client, RunSpec(task_runner="dask"))
         check_no_spill(client, RunSpec(task_runner="dask", allow_spill=True))
+        # the chunk runner of a technique that maps chunks (MuCo) is checked the same way
+        with pytest.raises(ClusterError, match="may spill data to disk"):
+            dask_task_runner(RunSpec(task_runner="dask", address=local.scheduler_address))
+        assert dask_task_runner(RunSpec(task_runner="dask", address=local.scheduler_address,
+                                        allow_spill=True)) is not None
 
 
 def test_privpub_starts_a_local_cluster_that_cannot_spill():
