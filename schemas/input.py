@@ -223,6 +223,19 @@ def _duplicate_ids(frame: pd.DataFrame, pid: str) -> str | None:
             f"must be unique)" + (f"; and {more:,} more repeated id(s)" if more else ""))
 
 
+def _masked_infinities(frame: pd.DataFrame, spec: ReleaseSpec, cases: pd.DataFrame) -> pd.DataFrame:
+    """A numeric column that cannot be coerced skips its other checks, so an `inf` above the
+    first non-number would go unnamed: its rows, as failure cases of the finite check."""
+    failed = set(cases.loc[cases["check"].astype(str).str.contains("dtype"), "column"].dropna())
+    found = []
+    for q in spec.dataset.qi:
+        if q.kind == "numeric" and q.name in failed:
+            values = pd.to_numeric(frame[q.name], errors="coerce").to_numpy(dtype=float, na_value=0.0)
+            rows = frame.index[np.isinf(values)]
+            found.append(pd.DataFrame({"column": q.name, "check": "finite", "index": rows}))
+    return pd.concat(found, ignore_index=True) if found else cases.iloc[:0]
+
+
 def validate_input(frame: pd.DataFrame, spec: ReleaseSpec) -> pd.DataFrame:
     """Check the input against the spec; return only the columns the release uses, typed."""
     ds = spec.dataset
@@ -237,7 +250,9 @@ def validate_input(frame: pd.DataFrame, spec: ReleaseSpec) -> pd.DataFrame:
     try:
         out = input_schema(spec).validate(frame, lazy=True)
     except SchemaErrors as err:
-        raise InputError("input rejected: " + _describe(err.failure_cases, frame)) from None
+        cases = pd.concat([err.failure_cases, _masked_infinities(frame, spec, err.failure_cases)],
+                          ignore_index=True)
+        raise InputError("input rejected: " + _describe(cases, frame)) from None
     dup = _duplicate_ids(frame, ds.person_id)
     if dup:
         raise InputError("input rejected: " + dup)
