@@ -7,7 +7,7 @@ export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PY_KEY_VALUE_DISABLE_BEARTYPE := true
 
-.PHONY: setup run test e2e-browser mutants bench bench-e2e bench-evaluate bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-compose clean
+.PHONY: setup run test e2e-browser mutants bench bench-e2e bench-evaluate bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-compose bench-scale clean
 
 setup: $(STAMP)
 
@@ -59,6 +59,11 @@ bench-e2e: $(STAMP) $(BENCH_STAMP)
 # One benchmark per technique (each prints its table; see docs/benchmarks.md and the technique docs).
 bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-evaluate bench-compose: bench-%: $(STAMP)
 	$(BIN)/python -m tests.benchmarks.bench_$* $(BENCH_ARGS)
+
+# Issue 15: 20M rows on a LocalCluster of 2 workers of 4 GiB each, beside 1M both ways
+# (tests/benchmarks/bench_scale.py; long: run it under flock /tmp/privpub-bench.lock).
+bench-scale: $(STAMP)
+	$(BIN)/python -m tests.benchmarks.bench_scale $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(BENCH_ENV) demo

@@ -80,10 +80,16 @@ def check_input(spec) -> None:
     """The input read and validated as the flow would; bad input fails here, with one message and
     nothing written. The flow, run next in this process, takes the result instead of reading the
     file again (UI-started runs, with no CLI in front of them, read and validate it themselves)."""
+    from flows.cluster import uses_cluster
+    from schemas.input import input_files
     from tasks.anonymize.base import get_technique
     from tasks.validate import check_input as check
 
-    check(spec, get_technique(spec))  # kept for the flow this process runs next
+    technique = get_technique(spec)
+    if uses_cluster(spec, technique):  # read and validated by the cluster's workers, in the flow
+        input_files(spec)
+        return
+    check(spec, technique)  # kept for the flow this process runs next
 
 
 def _record_refusal(args, spec_path: str, overrides: dict | None, exc: Exception) -> None:

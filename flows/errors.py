@@ -14,10 +14,11 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     from schemas.spec import SpecError
     from state.store import StaleHistory, StateBusy, StateError
     from tasks.anonymize.base import PrivacyRefused
+    from flows.cluster import ClusterError
     from tasks.partition.mondrian import PartitionError
 
     return (SpecError, InputError, PrivacyRefused, PublishedTableError, StateBusy, StateError,
-            StaleHistory, PartitionError, CliError)
+            StaleHistory, PartitionError, CliError, ClusterError)
 
 
 class CliError(Exception):

@@ -24,6 +24,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote
 
+from flows.cluster import close_clusters, cluster_input, uses_cluster
 from flows.attempts import attribution, current_actor, flow_run_id as _flow_run_id, record_failure
 from flows.errors import expected_errors, public_message
 from schemas.published import check_published
@@ -79,6 +80,13 @@ def _timed(label: str, fn, *args):
 @task(name="load-input", **SECRET, **IO_RETRIES)
 def load_input_task(spec: ReleaseSpec):
     return _timed("load input", load_input, spec)
+
+
+@task(name="load-input-on-cluster", **SECRET)
+def cluster_input_task(spec: ReleaseSpec, technique):
+    fp, data = _timed("load and validate input on the Dask cluster", cluster_input, spec, technique)
+    progress(f"{data.n} valid rows in {len(data.parts)} partitions, {len(data.domains)} quasi-identifiers")
+    return fp, data
 
 
 @task(name="validate", **SECRET)
@@ -311,8 +319,13 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     progress(f"series '{spec.dataset.name}', technique '{technique.name}', seed {seed}, "
              f"started by {who} ({origin['trigger']})")
 
-    checked = checked_input(spec)  # the CLI read and validated it a moment ago, in this process
-    if checked is not None:
+    on_cluster = uses_cluster(spec, technique)  # read, validated and partitioned by Dask workers
+    if on_cluster:  # the composition is not distributed yet: refused unless the spec accepts that
+        series_check.check_cluster(store.last_sequence(spec.dataset.name))
+    checked = None if on_cluster else checked_input(spec)  # the CLI read it a moment ago
+    if on_cluster:
+        fp, data = cluster_input_task(spec, technique)
+    elif checked is not None:
         frame, fp, data = checked
         progress(f"{data.n} valid rows (read and validated before the run started)")
     else:
@@ -332,8 +345,9 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     # the composition check reads the summaries it combines: another release of the series
     # committed meanwhile would make them stale, so the commit checks the sequence
     based_on = store.last_sequence(spec.dataset.name)
-    series_check.prepare(store, data)
-    if based_on and series_check.prior is None and not technique.guards_series:
+    if not on_cluster:
+        series_check.prepare(store, data)
+    if based_on and series_check.prior is None and not technique.guards_series and not on_cluster:
         progress(f"series composition: the {based_on} earlier releases of the series have no stored groups "
                  "(published before privpub kept them); the check starts with this release")
     history = technique.prior_context(store, spec)
@@ -345,12 +359,16 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     release = anonymize_step(technique, data, part, rng, spec.run)
     privacy, utility = verify_and_evaluate(technique, release, spec, {**(context or {}), **history, "data": data},
                                            data, int(spec.section("evaluate").get("workload_seed", 0)))
-    privacy = privacy + composition_task(series_check, data, part)
+    if not on_cluster:
+        privacy = privacy + composition_task(series_check, data, part)
+    elif based_on and not technique.guards_series:
+        privacy = privacy + series_check.not_run("published on a Dask cluster, where the check does not run yet")
     failed = [r for r in privacy if not r.passed and not series_check.tolerated(r)]
     for r in privacy:
         if not r.passed and series_check.tolerated(r):
-            progress(f"warning: {r.model}: {r.worst['below']} people below {r.threshold} when all releases "
-                     "of the series are combined; published because [series] composition = \"warn\"")
+            what = (f"not checked ({r.worst['why']})" if "why" in r.worst else
+                    f"{r.worst['below']} people below {r.threshold} when all releases of the series are combined")
+            progress(f"warning: {r.model}: {what}; published because [series] composition = \"warn\"")
     if failed:
         detail = {r.model: {"value": str(r.value), "threshold": str(r.threshold), "worst": r.worst} for r in failed}
         store.log(who, "publish", spec.dataset.name, "refused", run_id, {**detail, **origin})
@@ -373,7 +391,7 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
         failpoint("report")
         final = spec.output_dir.resolve() / release_id
         meta.update(release_id=release_id, sequence=sequence, created_at=datetime.now(timezone.utc),
-                    files=[str(final / f"{n}.parquet") for n in release.tables])
+                    files=[str(final / m["file"]) for m in staged.files.values()])
         this = [{"sequence": sequence, "release_id": release_id, "name": r.model, "value": str(r.value)}
                 for r in privacy]
         this += [{"sequence": sequence, "release_id": release_id, "name": n, "value": str(utility[n])}
@@ -470,9 +488,12 @@ def run_attempt(spec_path: str, overrides: dict | None, actor: str | None, new_r
     committed = len(COMMITTED)
     try:
         with own_runners():
-            return run_release(resolve_spec(spec_path, None, overrides), actor=actor,
-                               new_release=new_release, spec_path=spec_path)["release_id"]
+            release_id = run_release(resolve_spec(spec_path, None, overrides), actor=actor,
+                                     new_release=new_release, spec_path=spec_path)["release_id"]
+        close_clusters()
+        return release_id
     except Exception as exc:
+        close_clusters()
         if len(COMMITTED) > committed:  # the release exists: what failed after it is a warning
             progress(f"warning: release {COMMITTED[-1]} is committed, but a step after the commit "
                      f"failed ({type(exc).__name__})")
@@ -500,17 +521,9 @@ def make_task_runner(run: RunSpec):
     """The task runner [run] asks for. Only mapped tasks (a technique's chunks) use it; every
     other step, and every store write, stays in the flow process."""
     if run.task_runner == "dask":
-        from prefect_dask import DaskTaskRunner
+        from flows.cluster import dask_task_runner
 
-        # processes, one thread each: the chunks are CPU-bound numpy / HiGHS work. No memory
-        # limit, hence no spilling of (secret) chunk data to the workers' scratch folders. No
-        # dashboard; the scheduler's health endpoint still listens, so it gets a free loopback
-        # port rather than the shared default 8787
-        return DaskTaskRunner(cluster_class="distributed.LocalCluster",
-                              cluster_kwargs={"n_workers": run.workers or 2, "threads_per_worker": 1,
-                                              "processes": True, "memory_limit": 0,
-                                              "dashboard_address": None,
-                                              "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0"}})
+        return dask_task_runner(run)
     from prefect.task_runners import ThreadPoolTaskRunner
 
     return ThreadPoolTaskRunner(max_workers=run.workers)
@@ -522,7 +535,9 @@ def publish(spec_path: str, overrides: dict | None = None, actor: str | None = N
     A flow's task runner is fixed before the flow reads its spec, so the choice is made here;
     the release is the same whichever runner and however many workers run it."""
     spec = resolve_spec(spec_path, None, overrides)
-    flow_ = publish_flow.with_options(task_runner=make_task_runner(spec.run))
+    # a technique working on the cluster itself (flows/cluster.py) maps no chunks: no second cluster
+    run = RunSpec() if uses_cluster(spec, get_technique(spec)) else spec.run
+    flow_ = publish_flow.with_options(task_runner=make_task_runner(run))
     return call_flow(flow_, spec_path=spec_path, overrides=overrides, actor=actor)
 
 

@@ -5,6 +5,9 @@ counted (row 1 is line 2 of a CSV file).
 """
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pandera.pandas as pa
@@ -29,6 +32,50 @@ def _existing_file(path, what: str):
         raise InputError(f"{what} {path} is a directory, not a file")
     if not path.is_file():
         raise InputError(f"{what} not found: {path}")
+
+
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def _is_glob(text: str) -> bool:
+    return any(ch in text for ch in "*?[")
+
+
+def input_files(spec: ReleaseSpec) -> list[Path]:
+    """The files of `[dataset] input`: the file itself; for a folder, the Parquet files directly
+    inside it; for a glob, the files it matches (all Parquet). Sorted by path, which is also the
+    order of the rows. A folder without Parquet files (or one of CSV files) is refused as before:
+    only a partitioned Parquet dataset may be a folder."""
+    text = spec.dataset.input
+    if _is_glob(text):
+        pattern = spec.path(text)
+        files = sorted(p for p in Path(pattern.anchor).glob(str(pattern.relative_to(pattern.anchor)))
+                       if p.is_file())
+        if not files:
+            raise InputError(f"input glob {pattern} matches no file")
+        odd = [p for p in files if p.suffix.lower() not in PARQUET_SUFFIXES]
+        if odd:
+            raise InputError(f"input glob {pattern} matches {odd[0].name}, not a Parquet file "
+                             "(a glob may only name Parquet files)")
+        return files
+    path = spec.path(text)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in PARQUET_SUFFIXES)
+        if files:
+            return files
+    _existing_file(path, "input file")
+    return [path]
+
+
+def files_root(files: list[Path]) -> Path:
+    """The folder the files' names are taken relative to (fingerprint, messages)."""
+    return Path(os.path.commonpath([str(p.parent) for p in files]))
+
+
+def _read_parquet_files(files: list[Path]) -> pd.DataFrame:
+    if len(files) == 1:
+        return pd.read_parquet(files[0])
+    return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
 
 
 def _first_bad_utf8(path, header: list[str] | None) -> str:
@@ -64,14 +111,14 @@ def read_input(spec: ReleaseSpec) -> pd.DataFrame:
                 return con.sql(f'SELECT * FROM "{table.replace(chr(34), chr(34) * 2)}"').df()
         except duckdb.Error as exc:
             raise InputError(f"cannot read table '{table}' from {path}: {type(exc).__name__}") from None
-    path = spec.path(ds.input)
-    _existing_file(path, "input file")
-    suffix = path.suffix.lower()
+    files = input_files(spec)
+    path = files[0] if len(files) == 1 else files_root(files)
+    suffix = files[0].suffix.lower()
     if suffix not in (".parquet", ".pq", ".csv", ".txt", ".gz"):
         raise InputError(f"{path}: unknown input format '{suffix}' (use .csv or .parquet)")
     try:
-        if suffix in (".parquet", ".pq"):
-            return pd.read_parquet(path)
+        if suffix in PARQUET_SUFFIXES:
+            return _read_parquet_files(files)
         return pd.read_csv(path, skipinitialspace=True, encoding="utf-8")
     except UnicodeDecodeError:
         try:
@@ -176,6 +223,19 @@ def _duplicate_ids(frame: pd.DataFrame, pid: str) -> str | None:
             f"must be unique)" + (f"; and {more:,} more repeated id(s)" if more else ""))
 
 
+def _masked_infinities(frame: pd.DataFrame, spec: ReleaseSpec, cases: pd.DataFrame) -> pd.DataFrame:
+    """A numeric column that cannot be coerced skips its other checks, so an `inf` above the
+    first non-number would go unnamed: its rows, as failure cases of the finite check."""
+    failed = set(cases.loc[cases["check"].astype(str).str.contains("dtype"), "column"].dropna())
+    found = []
+    for q in spec.dataset.qi:
+        if q.kind == "numeric" and q.name in failed:
+            values = pd.to_numeric(frame[q.name], errors="coerce").to_numpy(dtype=float, na_value=0.0)
+            rows = frame.index[np.isinf(values)]
+            found.append(pd.DataFrame({"column": q.name, "check": "finite", "index": rows}))
+    return pd.concat(found, ignore_index=True) if found else cases.iloc[:0]
+
+
 def validate_input(frame: pd.DataFrame, spec: ReleaseSpec) -> pd.DataFrame:
     """Check the input against the spec; return only the columns the release uses, typed."""
     ds = spec.dataset
@@ -190,7 +250,9 @@ def validate_input(frame: pd.DataFrame, spec: ReleaseSpec) -> pd.DataFrame:
     try:
         out = input_schema(spec).validate(frame, lazy=True)
     except SchemaErrors as err:
-        raise InputError("input rejected: " + _describe(err.failure_cases, frame)) from None
+        cases = pd.concat([err.failure_cases, _masked_infinities(frame, spec, err.failure_cases)],
+                          ignore_index=True)
+        raise InputError("input rejected: " + _describe(cases, frame)) from None
     dup = _duplicate_ids(frame, ds.person_id)
     if dup:
         raise InputError("input rejected: " + dup)

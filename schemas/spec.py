@@ -142,12 +142,28 @@ class RunSpec(BaseModel):
     """How the flow runs, never what it publishes: a release is the same on every task runner.
 
     task_runner: "inprocess" (threads of the flow process, the default) or "dask" (a local Dask
-    cluster of `workers` processes, default 2) for the tasks a technique maps over its chunks."""
+    cluster of `workers` processes, default 2) for the tasks a technique maps over its chunks.
+    address: an existing Dask scheduler ("tcp://host:port") instead of a local cluster.
+    chunk_rows: on Dask, the most rows one worker finishes alone (a technique that distributes
+    its partitioning splits the table across workers until every part is this small).
+    allow_spill: let Dask workers spill chunks (secret rows) to their scratch disk under memory
+    pressure; off by default, so secret rows stay in memory."""
 
     model_config = ConfigDict(extra="forbid")
 
     task_runner: Literal["inprocess", "dask"] = "inprocess"
     workers: int | None = Field(default=None, ge=1)
+    address: str | None = Field(default=None, pattern=r"^(tcp|tls)://[^\s/:]+:[0-9]{1,5}$")
+    chunk_rows: int = Field(default=2_000_000, ge=1)
+    allow_spill: bool = False
+
+    @model_validator(mode="after")
+    def _address_needs_dask(self) -> "RunSpec":
+        if self.address and self.task_runner != "dask":
+            raise ValueError('address names a Dask scheduler: it needs task_runner = "dask"')
+        if self.address and self.workers:
+            raise ValueError("workers sizes a local cluster; an existing cluster (address) has its own")
+        return self
 
 
 class ReleaseSpec(BaseModel):

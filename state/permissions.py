@@ -40,6 +40,8 @@ def as_published(folder: Path) -> None:
     for path in folder.iterdir():
         if path.is_file():
             os.chmod(path, 0o666 & ~mask)
+        elif path.is_dir() and not path.is_symlink():  # a table written as a folder of parts
+            as_published(path)
 
 
 def make_public_dir(folder: Path) -> None:

@@ -80,11 +80,28 @@ def _now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
+def _hash_into(h, path: Path) -> None:
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    _hash_into(h, path)
+    return h.hexdigest()
+
+
+def sha256_files(files: list[Path], root: Path) -> str:
+    """One sha256 over several files (a partitioned input, a folder table): for each file in
+    the order of its name relative to `root` (POSIX form), the name in UTF-8, a NUL byte, its
+    size as 8 bytes big-endian, then its bytes. Renaming, adding, removing or changing any file
+    changes it; listing order does not."""
+    h = hashlib.sha256()
+    named = sorted((Path(f).resolve().relative_to(Path(root).resolve()).as_posix(), Path(f)) for f in files)
+    for name, path in named:
+        h.update(name.encode() + b"\0" + path.stat().st_size.to_bytes(8, "big"))
+        _hash_into(h, path)
     return h.hexdigest()
 
 
@@ -129,28 +146,57 @@ class StagedFiles:
             self.path.parent.rmdir()  # only succeeds when no other staging folder is there
 
 
-def stage_tables(output_dir: Path, tables: dict[str, pa.Table]) -> StagedFiles:
+def open_staging(output_dir: Path) -> StagedFiles:
+    """A new private staging folder under `<output_dir>/.staging/`, its `.owner` flock held (the
+    kernel drops it if this process dies, and the next writer then deletes the folder)."""
     private_umask()  # staged files are secret until the commit publishes them
-    token = uuid.uuid4().hex[:12]
-    staged = StagedFiles(token, Path(output_dir).resolve())
+    staged = StagedFiles(uuid.uuid4().hex[:12], Path(output_dir).resolve())
     make_public_dir(staged.output_dir)
     staged.path.mkdir(parents=True, exist_ok=False)
     owner = open(staged.path / ".owner", "w")
     fcntl.flock(owner, fcntl.LOCK_EX)
     staged._owner = owner
+    return staged
+
+
+def stage_tables(output_dir: Path, tables: dict[str, Any]) -> StagedFiles:
+    """Write each table as `<name>.parquet` into a new staging folder; a PartedTable (already
+    written as parts, in a staging folder of its own) is moved in as the folder `<name>/`."""
+    from tasks.parted_table import PartedTable
+
+    staged = open_staging(output_dir)
     try:
         for name, table in tables.items():
-            path = staged.path / f"{name}.parquet"
-            pq.write_table(table, path)
-            with open(path, "rb") as f:
-                os.fsync(f.fileno())
-            staged.files[name] = {"file": path.name, "n_rows": table.num_rows, "sha256": sha256_file(path)}
+            if isinstance(table, PartedTable):
+                path = staged.path / name
+                os.replace(table.folder, path)
+                table.folder = path
+                if getattr(table, "draft", None) is not None:  # the now empty folder it was written in
+                    table.draft.discard()
+                _fsync_files(path)
+                staged.files[name] = {"file": name, "n_rows": table.num_rows,
+                                      "sha256": sha256_files(table.parts, path)}
+            else:
+                path = staged.path / f"{name}.parquet"
+                pq.write_table(table, path)
+                with open(path, "rb") as f:
+                    os.fsync(f.fileno())
+                staged.files[name] = {"file": path.name, "n_rows": table.num_rows, "sha256": sha256_file(path)}
             failpoint("stage")
         _fsync_dir(staged.path)
     except BaseException:
         staged.discard()
         raise
     return staged
+
+
+def published_sha256(path: Path) -> str:
+    """The fingerprint of a published table: its file's sha256, or sha256_files over a folder's
+    parts (what the commit recorded)."""
+    path = Path(path)
+    if path.is_dir():
+        return sha256_files([p for p in path.iterdir() if p.is_file()], path)
+    return sha256_file(path)
 
 
 def _table_to_parquet_bytes(table: pa.Table) -> bytes:

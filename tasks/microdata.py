@@ -59,16 +59,37 @@ def hierarchy_leaves(hierarchy: dict[str, list[str]]) -> list[str]:
     return out
 
 
-def build_domain(q: QISpec, column: pd.Series) -> QIDomain:
+def distinct_values(q: QISpec, column: pd.Series) -> np.ndarray | None:
+    """What a QI's domain needs from the data: the sorted distinct values (floats for numeric,
+    text otherwise), or None when the spec fixes the domain (an order or a hierarchy). A table
+    read in partitions combines these with `merge_distinct`."""
     if q.kind == "numeric":
-        return QIDomain(q.name, "numeric", np.unique(column.to_numpy(dtype=float)))
+        return np.unique(column.to_numpy(dtype=float))
+    if q.hierarchy or q.order:
+        return None
+    return np.array(sorted(pd.unique(column.astype(str))), dtype=object)
+
+
+def merge_distinct(parts: list[np.ndarray | None]) -> np.ndarray | None:
+    if parts[0] is None:
+        return None
+    return np.unique(np.concatenate(parts))
+
+
+def domain_from_distinct(q: QISpec, distinct: np.ndarray | None) -> QIDomain:
+    if q.kind == "numeric":
+        return QIDomain(q.name, "numeric", distinct)
     if q.hierarchy:
         values = hierarchy_leaves(q.hierarchy)
     elif q.order:
         values = list(q.order)
     else:
-        values = sorted(pd.unique(column.astype(str)))
+        values = list(distinct)
     return QIDomain(q.name, q.kind, np.array(values, dtype=object), q.hierarchy)
+
+
+def build_domain(q: QISpec, column: pd.Series) -> QIDomain:
+    return domain_from_distinct(q, distinct_values(q, column))
 
 
 def encode(domain: QIDomain, column: pd.Series) -> np.ndarray:
@@ -102,6 +123,21 @@ class Microdata:
             codes[:, j] = encode(dom, frame[dom.name])
         s_codes, s_values = pd.factorize(frame[ds.sensitive], sort=True)
         return cls(spec, frame, domains, codes, np.asarray(s_values), s_codes.astype(np.int32))
+
+    @classmethod
+    def from_codes(cls, spec: ReleaseSpec, domains: list[QIDomain], codes: np.ndarray,
+                   sensitive_values: np.ndarray, sensitive_codes: np.ndarray,
+                   integer: dict[str, bool]) -> "Microdata":
+        """Microdata of some rows whose codes were computed against domains and sensitive values
+        of a whole table (a chunk of a table read in partitions). The frame holds what published
+        tables read back: numeric QI values (integers stay integers) and the sensitive values."""
+        cols = {}
+        for j, dom in enumerate(domains):
+            if dom.kind == "numeric":
+                vals = dom.values[codes[:, j]]
+                cols[dom.name] = vals.astype(np.int64) if integer.get(dom.name) else vals
+        cols[spec.dataset.sensitive] = sensitive_values[sensitive_codes]
+        return cls(spec, pd.DataFrame(cols), domains, codes, sensitive_values, sensitive_codes)
 
     @property
     def n(self) -> int:

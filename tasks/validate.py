@@ -5,19 +5,26 @@ import hashlib
 
 import pandas as pd
 
-from schemas.input import InputError, read_input, validate_input
+from schemas.input import InputError, files_root, input_files, read_input, validate_input
 from schemas.spec import ReleaseSpec
+from state.store import sha256_file, sha256_files
 from tasks.microdata import Microdata
 
 
+def input_fingerprint(spec: ReleaseSpec) -> str:
+    """sha256 of the input file's bytes; for a folder or glob of Parquet files, `sha256_files`
+    over them (their names relative to their common folder, sizes and bytes)."""
+    files = input_files(spec)
+    if len(files) == 1 and not spec.path(spec.dataset.input).is_dir():
+        return sha256_file(files[0])
+    return sha256_files(files, files_root(files))
+
+
 def fingerprint(spec: ReleaseSpec, frame: pd.DataFrame) -> str:
-    """sha256 of the input file's bytes (or of the table's rows when read from DuckDB)."""
+    """The input's fingerprint (input_fingerprint), or a hash of the table's rows when read
+    from DuckDB."""
     if spec.dataset.input:
-        h = hashlib.sha256()
-        with open(spec.path(spec.dataset.input), "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-        return h.hexdigest()
+        return input_fingerprint(spec)
     return hashlib.sha256(pd.util.hash_pandas_object(frame, index=False).values.tobytes()).hexdigest()
 
 
@@ -44,8 +51,8 @@ _CHECKED: dict[tuple, tuple[pd.DataFrame, str, Microdata]] = {}
 def _input_key(spec: ReleaseSpec) -> tuple | None:
     if not spec.dataset.input:
         return None
-    st = spec.path(spec.dataset.input).stat()
-    return (spec.model_dump_json(), st.st_ino, st.st_size, st.st_mtime_ns)
+    stats = [p.stat() for p in input_files(spec)]
+    return (spec.model_dump_json(), *((st.st_ino, st.st_size, st.st_mtime_ns) for st in stats))
 
 
 def check_input(spec: ReleaseSpec, technique) -> Microdata:
@@ -63,6 +70,6 @@ def checked_input(spec: ReleaseSpec) -> tuple[pd.DataFrame, str, Microdata] | No
     """The input check_input kept for this spec, if the file is unchanged (used once)."""
     try:
         key = _input_key(spec)
-    except OSError:
+    except (OSError, InputError):
         return None
     return _CHECKED.pop(key, None) if key is not None else None

@@ -87,6 +87,9 @@ class Technique:
     # True when a release depends on earlier releases of its series (its commit then checks
     # that no other release of the series was committed meanwhile)
     uses_history: ClassVar[bool] = False
+    # True when partition / anonymize / verify also take a table read on a Dask cluster
+    # (tasks/distributed_input.ClusterData; the flow then never holds the rows, see flows/cluster.py)
+    distributed: ClassVar[bool] = False
     # every key [technique] may hold besides `name`; any other key is refused ("did you mean")
     parameters: ClassVar[tuple[str, ...]] = ()
     # the series composition check (tasks/compose): `guards_series` when the technique's own

@@ -12,7 +12,13 @@ from tasks.anonymize.base import Partition, PrivacyResult, Release, Technique, r
 from tasks.anonymize.generalized_table import generalized_table
 from tasks.evaluate.estimate_generalized import estimate_from_generalized
 from tasks.evaluate.metrics import uncertainty_penalty
+from tasks.distributed_input import ClusterData
 from tasks.microdata import Microdata
+from tasks.parted_table import publish_parts
+from tasks.partition.distributed import ClusterPartition, distributed_mondrian
+from tasks.evaluate.distributed import PartView, combine_penalties
+from tasks.parted_table import PartedTable
+from tasks.verify.distributed import map_parts, parted_class_sizes, parted_k_and_l
 from tasks.partition.mondrian import mondrian_partition
 from tasks.verify.k_anonymity import k_and_l, k_anonymity
 from tasks.verify.published import qi_columns
@@ -21,6 +27,7 @@ from tasks.verify.published import qi_columns
 @register("generalization")
 class Generalization(Technique):
     parameters = ("k", "l")
+    distributed = True
     table_names = ("table",)
     accepts_kept_groups = True  # anonymize builds each group's box from whatever rows it holds
 
@@ -36,9 +43,15 @@ class Generalization(Technique):
         self.check_diversity(data, self.l)
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
+        if isinstance(data, ClusterData):  # the top of the tree on the cluster (distributed.py)
+            return distributed_mondrian(data, self.k, self.l, self.spec.run.chunk_rows)
         return mondrian_partition(data, self.k, self.l)
 
     def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
+        if isinstance(part, ClusterPartition):
+            table, sizes = publish_parts(data, part, self.k, self.l, rng, self.spec.output_dir)
+            return Release({"table": table}, info={"groups": len(sizes), "chunks": len(part.ready),
+                                                   "distributed_levels": part.levels})
         order = rng.permutation(data.n)
         table = generalized_table(data, part.group, part.n_groups, order)
         return Release({"table": table}, info={"groups": part.n_groups})
@@ -47,23 +60,36 @@ class Generalization(Technique):
         table = release.tables["table"]
         ds = self.spec.dataset
         cols = qi_columns(table, ds.qi_names)
+        if isinstance(table, PartedTable):  # part by part, on its cluster if it has one
+            return parted_k_and_l(table, cols, ds.sensitive, self.k, self.l)
         if self.l:
             return k_and_l(table, cols, ds.sensitive, self.k, self.l)
         return [k_anonymity(table, cols, self.k)]
 
     def estimate_counts(self, release: Release, workload) -> np.ndarray:
         ds = self.spec.dataset
-        return estimate_from_generalized(release.tables["table"], ds.qi_names, ds.sensitive, workload)
+        table = release.tables["table"]
+        if isinstance(table, PartedTable):
+            return np.sum(map_parts(table, estimate_from_generalized, ds.qi_names, ds.sensitive, workload), axis=0)
+        return estimate_from_generalized(table, ds.qi_names, ds.sensitive, workload)
 
     def group_sizes(self, release: Release) -> np.ndarray:
         """Equivalence-class sizes as the published table shows them."""
         from tasks.verify.published import class_profile
 
         table = release.tables["table"]
-        return class_profile(table, qi_columns(table, self.spec.dataset.qi_names))["size"]
+        cols = qi_columns(table, self.spec.dataset.qi_names)
+        if isinstance(table, PartedTable):
+            return parted_class_sizes(table, cols)
+        return class_profile(table, cols)["size"]
 
     def utility(self, release: Release, data: Microdata) -> dict[str, float]:
-        return uncertainty_penalty(release.tables["table"], data)
+        table = release.tables["table"]
+        if isinstance(table, PartedTable):
+            view = PartView(data.domains, np.zeros((0, len(data.domains)), np.int32), data.sensitive_values,
+                            np.zeros(0, np.int32))
+            return combine_penalties(map_parts(table, uncertainty_penalty, view), table.num_rows, data.qi_names)
+        return uncertainty_penalty(table, data)
 
     def table_schemas(self, spec) -> dict[str, Any]:
         return {"table": generalized_table_schema(spec.dataset)}

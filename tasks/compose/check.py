@@ -66,6 +66,7 @@ class SeriesCheck:
         self.prior: state.Prior | None = None
         self._composed = None
         self.cohort: np.ndarray | None = None  # per row, set by keep_groups
+        self.on_cluster = False
 
     @property
     def model(self) -> str:
@@ -101,6 +102,26 @@ class SeriesCheck:
             raise InputError(f"row {rows[0] + 1}, column '{ds.sensitive}': the value differs from this "
                              f"person's value in an earlier release of the series ({len(rows)} rows); "
                              "a value that changes must be named in [series] transient")
+
+    def check_cluster(self, earlier: int) -> None:
+        """A release computed on a Dask cluster: the composition is not distributed yet. The first
+        release of a series has nothing to combine; a later one is refused before any work
+        unless [series] composition = "warn" accepts publishing it unchecked. Either way the
+        series' summaries are dropped at its commit (they would miss this release), so the check
+        starts again with the next release made in memory, and says so."""
+        if self.technique.guards_series:
+            return
+        self.on_cluster = True
+        if earlier and (self.settings.mode == "refuse" or self.settings.keep_groups):
+            raise SpecError('[series]: the series composition check does not run on a Dask cluster yet; '
+                            'publish in memory, or set composition = "warn" (without keep_groups) to publish '
+                            "without it (recorded with the release)")
+
+    def not_run(self, why: str) -> list[PrivacyResult]:
+        """The composition figure of a release it could not check: recorded as not checked (under
+        composition = "warn"). Such a release is not in the summaries later releases read."""
+        return [PrivacyResult(self.model, "not checked", self.threshold, False,
+                              {"why": why, "mode": self.settings.mode})]
 
     # --- the safe option ----------------------------------------------------------------------
     def keep_groups(self, data: Microdata, part: Partition) -> Partition:
@@ -150,6 +171,8 @@ class SeriesCheck:
 
     # --- the commit ------------------------------------------------------------------------------
     def commit_hook(self):
+        if self.on_cluster:
+            return state.forget(self.spec.dataset.name)
         if self._composed is None:  # nothing composed (a technique that guards its own series)
             return None
         group, sets, row_set = self._composed

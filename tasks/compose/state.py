@@ -119,6 +119,19 @@ def load(store, series: str, persons: pa.Array, values: np.ndarray) -> Prior | N
                  int(head[5]), transient)
 
 
+def forget(series: str) -> Callable:
+    """A commit hook dropping a series' summaries (a release they cannot include was published);
+    each release's stored groups stay."""
+    def write(con, release_id: str, sequence: int) -> None:
+        row = con.execute("SELECT sid FROM compose_head WHERE series = ?", [series]).fetchone()
+        if row is None:
+            return
+        for table in ("compose_people", "compose_sets", "compose_set_info"):
+            con.execute(f"DELETE FROM {table} WHERE sid = ?", [row[0]])
+        con.execute("DELETE FROM compose_head WHERE series = ?", [series])
+    return write
+
+
 def writer(series: str, prior: Prior | None, *, persons: pa.Array, pkey: np.ndarray, set_id: np.ndarray,
            code: np.ndarray, cohort: np.ndarray, gid: np.ndarray, sets: Sets, set_base: int,
            values: np.ndarray, next_ids: tuple[int, int, int], transient: list[str]) -> Callable:
@@ -141,8 +154,9 @@ def writer(series: str, prior: Prior | None, *, persons: pa.Array, pkey: np.ndar
               "_compose_values": new_values}
 
     def write(con, release_id: str, sequence: int) -> None:
-        sid = prior.sid if prior else con.execute(
-            "SELECT coalesce(max(sid), -1) + 1 FROM compose_head").fetchone()[0]
+        sid = prior.sid if prior else con.execute(  # never a key a forgotten series left behind
+            "SELECT coalesce(max(sid), -1) + 1 FROM (SELECT sid FROM compose_head UNION ALL "
+            "SELECT sid FROM compose_values UNION ALL SELECT sid FROM compose_membership)").fetchone()[0]
         p = {"sid": sid}
         for name, table in tables.items():
             con.register(name, table)

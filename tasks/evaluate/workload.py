@@ -87,6 +87,7 @@ class _Selections:
 
     def __init__(self, data):
         self.n = data.n
+        self.sensitive_values, self.sensitive_codes = data.sensitive_values, data.sensitive_codes
         self.sizes = [d.size for d in data.domains]
         # the smallest integer type that holds the codes: cheaper comparisons and gathers
         self.columns = [np.ascontiguousarray(data.codes[:, j]).astype(np.uint8 if d.size <= 256 else np.int32)
@@ -98,16 +99,27 @@ class _Selections:
         if len(attrs) == 1:
             return int(self.counts[attrs[0]][picks[0]].sum())
         key = tuple(attrs)
-        if np.prod([float(self.sizes[j]) for j in attrs]) > max(4 * self.n, 1 << 16):
-            return int(np.count_nonzero(self._mask(attrs, picks, slice(0, self.n))))  # histogram too large
+        if self.too_large(attrs):
+            return self.count_rows(attrs, picks)
         if key not in self._joint:
-            dims = [self.sizes[j] for j in attrs]
-            flat = self.columns[attrs[0]].astype(np.int32 if np.prod(dims, dtype=float) < 2**31 else np.int64)
-            for j in attrs[1:]:
-                flat *= self.sizes[j]
-                flat += self.columns[j]
-            self._joint[key] = np.bincount(flat, minlength=int(np.prod(dims))).reshape(dims)
+            self._joint[key] = self.joint(attrs)
         return int(self._joint[key][np.ix_(*picks)].sum())
+
+    def too_large(self, attrs: list[int]) -> bool:
+        """Would the joint histogram of these QIs outgrow the table (then count directly)?"""
+        return np.prod([float(self.sizes[j]) for j in attrs]) > max(4 * self.n, 1 << 16)
+
+    def joint(self, attrs: list[int]) -> np.ndarray:
+        """The joint histogram of the QIs' codes."""
+        dims = [self.sizes[j] for j in attrs]
+        flat = self.columns[attrs[0]].astype(np.int32 if np.prod(dims, dtype=float) < 2**31 else np.int64)
+        for j in attrs[1:]:
+            flat *= self.sizes[j]
+            flat += self.columns[j]
+        return np.bincount(flat, minlength=int(np.prod(dims))).reshape(dims)
+
+    def count_rows(self, attrs: list[int], picks: list[np.ndarray]) -> int:
+        return int(np.count_nonzero(self._mask(attrs, picks, slice(0, self.n))))
 
     def _mask(self, attrs: list[int], picks: list[np.ndarray], rows: slice) -> np.ndarray:
         mask = np.ones(rows.stop - rows.start, dtype=bool)
@@ -135,19 +147,28 @@ class _Selections:
             left -= len(hits)
         raise IndexError("fewer selected rows than counted")
 
+    def drawn_values(self, draws: list[tuple]) -> list:
+        """The sensitive value of each draw's (attrs, picks, nth, count) selected row."""
+        codes = [self.sensitive_codes[self.nth_row(*draw)] for draw in draws]
+        return [self.sensitive_values[c] for c in codes]
+
 
 def make_workload(data, rng: np.random.Generator, per_band: int = 100,
-                  selectivities=SELECTIVITIES, max_attrs: int = 3) -> list[CountQuery]:
+                  selectivities=SELECTIVITIES, max_attrs: int = 3, select=None) -> list[CountQuery]:
     """Random count queries whose QI predicates select about 1%, 5%, 10% of the rows.
 
     Each query takes 1..max_attrs random QIs; its sensitive value is drawn from the rows its
     predicate selects, so every query has a non-zero true answer (relative error is defined).
+    The values are looked up once every query is drawn (they draw no random numbers), all at
+    once: `select` (default: the rows in this process) may be a cluster's partitions
+    (tasks/evaluate/distributed.py), where a lookup is a round trip.
     """
     queries: list[CountQuery] = []
     n_qi = len(data.domains)
     if data.n == 0:
         return queries
-    select = _Selections(data)
+    select = select or _Selections(data)
+    draws: list[tuple] = []
     freqs = [c / max(data.n, 1) for c in select.counts]
     for sel in selectivities:
         made, tries = 0, 0
@@ -164,12 +185,12 @@ def make_workload(data, rng: np.random.Generator, per_band: int = 100,
             actual = count / data.n  # the selected share of rows
             if not (sel / 2 <= actual <= sel * 2):
                 continue
-            row = select.nth_row(attrs, picks, int(rng.integers(count)), count)
-            v = data.sensitive_values[data.sensitive_codes[row]]
-            v = v.item() if hasattr(v, "item") else v
-            queries.append(CountQuery(tuple(conds), v, sel))
+            draws.append((attrs, picks, int(rng.integers(count)), count))
+            queries.append(CountQuery(tuple(conds), None, sel))
             made += 1
-    return queries
+    values = select.drawn_values(draws)
+    return [CountQuery(q.conditions, v.item() if hasattr(v, "item") else v, q.selectivity)
+            for q, v in zip(queries, values)]
 
 
 def exact_answers(frame, workload: list[CountQuery], sensitive: str) -> np.ndarray:

@@ -125,15 +125,46 @@ def _median_targets(total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return before, before + (total - 1) // 2 + 1
 
 
+def histogram_offsets(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Where each segment's histogram over its [lo, hi] codes starts in one concatenated vector."""
+    return np.concatenate(([0], np.cumsum(hi - lo + 1)[:-1])).astype(np.int64)
+
+
 def median_by_histogram(key, w, local, lo, hi, total):
+    offset = histogram_offsets(lo, hi)
+    hist = np.bincount(offset[local] + (key - lo[local]), weights=w,
+                       minlength=int((hi - lo + 1).sum())).astype(np.int64)
+    return median_from_histograms(hist, lo, hi, total)
+
+
+def median_from_histograms(hist: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: np.ndarray):
+    """Per segment, from its histogram over [lo, hi] (concatenated, `histogram_offsets`): the
+    lower median code and the rows <= / < it. Shared with the distributed top of the tree
+    (tasks/partition/distributed.py), whose histograms are sums over partitions."""
     before, target = _median_targets(total)
-    bins = hi - lo + 1
-    offset = np.concatenate(([0], np.cumsum(bins)[:-1]))
-    hist = np.bincount(offset[local] + (key - lo[local]), weights=w, minlength=int(bins.sum())).astype(np.int64)
+    offset = histogram_offsets(lo, hi)
     cum = np.cumsum(hist)
     at = np.searchsorted(cum, target, side="left")  # first bin reaching the target: never empty
     n_le = cum[at] - before
     return lo + (at - offset), n_le, n_le - hist[at]
+
+
+def allowed_splits(n_le, n_lt, total, k: int, diverse_le=True, diverse_lt=True):
+    """Which of "<= median" / "< median" keep >= k rows (and enough diversity) on both sides, and
+    whether "<" is the one used (the more balanced allowed one)."""
+    ok_le = (n_le >= k) & (total - n_le >= k) & diverse_le
+    ok_lt = (n_lt >= k) & (total - n_lt >= k) & diverse_lt
+    use_lt = ok_lt & (~ok_le | (np.abs(total - 2 * n_lt) < np.abs(total - 2 * n_le)))
+    return ok_le | ok_lt, use_lt
+
+
+def normalised_widths(doms: list, lo_all: np.ndarray, hi_all: np.ndarray) -> np.ndarray:
+    """(P, D) width of each segment's range per dimension over the dimension's whole span."""
+    widths = np.zeros((lo_all.shape[1], len(doms)))
+    for d, dom in enumerate(doms):
+        if dom.span > 0:
+            widths[:, d] = dom.width(lo_all[d], hi_all[d]) / dom.span
+    return widths
 
 
 def median_by_sort(key, w, local, total):
@@ -174,7 +205,6 @@ def split_levels(xt: np.ndarray, doms: list, k: int, rows: np.ndarray, sizes: np
     distinct points: rows equal on every split column are never separated). Medians and the
     >= k tests then count rows through the weights; returned sizes count items.
     """
-    spans = np.array([d.span for d in doms], dtype=float)
     D = len(doms)
     use_l = l is not None and l > 1
     if use_l and weights is not None:
@@ -193,10 +223,7 @@ def split_levels(xt: np.ndarray, doms: list, k: int, rows: np.ndarray, sizes: np
         lo_all = np.minimum.reduceat(xs, starts, axis=1)
         hi_all = np.maximum.reduceat(xs, starts, axis=1)
         seg_rows = sizes if ws is None else np.add.reduceat(ws, starts)
-        widths = np.zeros((P, D))
-        for d in range(D):
-            if spans[d] > 0:
-                widths[:, d] = doms[d].width(lo_all[d], hi_all[d]) / spans[d]
+        widths = normalised_widths(doms, lo_all, hi_all)
         dim_order = np.argsort(-widths, axis=1, kind="stable")
         open_ = np.ones(P, dtype=bool)
         child: list[tuple] = []
@@ -216,18 +243,15 @@ def split_levels(xt: np.ndarray, doms: list, k: int, rows: np.ndarray, sizes: np
             hi = hi_all[c_dims, c_idx].astype(np.int64)
             total = seg_rows[c_idx]
             med, n_le, n_lt = _median_counts(key, None if ws is None else ws[pos], local, lo, hi, total)
-            ok_le = (n_le >= k) & (total - n_le >= k)
-            ok_lt = (n_lt >= k) & (total - n_lt >= k)
+            diverse_le = diverse_lt = True
             if use_l:
                 s_sub = ss[pos]
                 med_row = med[local]
                 a, b = _distinct_per_side(local, (key > med_row).astype(np.int64), s_sub, len(c_idx), n_s)
-                ok_le &= (a >= l) & (b >= l)
+                diverse_le = (a >= l) & (b >= l)
                 a, b = _distinct_per_side(local, (key >= med_row).astype(np.int64), s_sub, len(c_idx), n_s)
-                ok_lt &= (a >= l) & (b >= l)
-            # prefer the more balanced of "<= median" and "< median"
-            use_lt = ok_lt & (~ok_le | (np.abs(total - 2 * n_lt) < np.abs(total - 2 * n_le)))
-            split = ok_le | ok_lt
+                diverse_lt = (a >= l) & (b >= l)
+            split, use_lt = allowed_splits(n_le, n_lt, total, k, diverse_le, diverse_lt)
             if not split.any():
                 continue
             threshold = np.where(use_lt, med - 1, med)
