@@ -263,3 +263,26 @@ def test_the_cli_publishes_a_folder_input_on_a_cluster_it_starts(prefect_server,
     table = read_published(tmp_path / "releases" / release_id / "table")
     assert isinstance(table, PartedTable) and table.num_rows == 1200
     assert cli_main(["verify", release_id, "--state", str(tmp_path / "privpub.duckdb")]) == 0
+
+
+def test_a_later_release_on_a_cluster_is_refused_unless_composition_warns(prefect_server, cluster, secret_parts):
+    """The series composition check is not distributed: a second release of a series on the
+    cluster is refused before any work; under composition = "warn" it is published, recorded as
+    not checked, and the summaries restart (the next in-memory release says so)."""
+    local, _ = cluster
+    folder, frame = secret_parts
+    run = f'task_runner = "dask"\naddress = "{local.scheduler_address}"\nchunk_rows = 400'
+    spec_path = _write_spec(folder, run)
+    first = publish_flow(spec_path=str(spec_path))
+    spec_path.write_text(spec_path.read_text().replace("seed = 5", "seed = 6"))
+    with pytest.raises(Exception, match="does not run on a Dask cluster yet"):
+        publish_flow(spec_path=str(spec_path))
+    store = Store(folder / "privpub.duckdb")
+    assert store.history().release_id.tolist() == [first]
+    spec_path.write_text(spec_path.read_text() + '\n[series]\ncomposition = "warn"\n')
+    second = publish_flow(spec_path=str(spec_path))
+    m = store.release(second)["metrics"]
+    row = m[m.name == "series-composition-l"].iloc[0]
+    assert row.text_value == "not checked" and not row.passed
+    assert "not checked" in (folder / "releases" / second / "report.html").read_text()
+    assert store.query(lambda con: con.execute("SELECT count(*) FROM compose_head").fetchone()[0]) == 0
