@@ -3,11 +3,14 @@ subtrees below it finished on one worker each.
 
 A node's split depends on its own rows only (their ranges, the lower median of a dimension, the
 >= k and l-diversity tests), so the tree can be grown anywhere the rows are. Level by level,
-every worker reports, for every open node, its rows' min / max per dimension, then their
-histograms over the node's code range per dimension (and, with l, which sensitive values lie
-below, at and above each median); the sums are exactly the histograms of the whole node, so
-`median_from_histograms` and `allowed_splits` (the spine's own) decide the same split as the
-in-memory `split_levels`. Workers then move their rows to the children (a node id per row).
+every worker reports, for every open node, the histograms of its rows' codes per dimension over
+a range known to hold the node (the root: the whole domains; a child: its parent's range cut at
+the split value), and, with l, which sensitive values lie below, at and above each median. The
+sums are exactly the histograms of the whole node: its exact range per dimension (the first and
+last occupied bins, `node_bounds`), and through `median_from_histograms` and `allowed_splits`
+(the spine's own) the same split as the in-memory `split_levels`. Workers then move their rows
+to the children (a node id per row) and, in the same pass, histogram the next level, so a level
+costs one pass over the rows (two with l).
 A node is split this way while it holds more than `chunk_rows` rows; below that its rows are
 gathered on one worker, which finishes its subtree with today's `mondrian_partition` and builds
 its part of the published table. The groups, their boxes and the published rows are those of
@@ -39,18 +42,6 @@ def _open_rows(part, assign, lookup):
     return rows, idx[rows]
 
 
-def part_bounds(part, assign, lookup: np.ndarray, n_open: int):
-    """On a worker: rows per open node and their min / max code per dimension."""
-    rows, i = _open_rows(part, assign, lookup)
-    D = part.xt.shape[0]
-    lo = np.full((D, n_open), NO_CODE, dtype=np.int64)
-    hi = np.full((D, n_open), -1, dtype=np.int64)
-    for d in range(D):
-        np.minimum.at(lo[d], i, part.xt[d, rows])
-        np.maximum.at(hi[d], i, part.xt[d, rows])
-    return np.bincount(i, minlength=n_open), lo, hi
-
-
 def part_histograms(part, assign, lookup: np.ndarray, lo: np.ndarray, hi: np.ndarray):
     """On a worker: per (open node, dimension), node-major, the histogram of its rows' codes over
     the node's global [lo, hi], concatenated as `histogram_offsets` lays them out."""
@@ -78,8 +69,11 @@ def part_presence(part, assign, lookup: np.ndarray, med: np.ndarray, n_s: int):
     return seen
 
 
-def part_assign(part, assign, dim_of: np.ndarray, value_of: np.ndarray, left_of: np.ndarray):
-    """On a worker: each row of a node that was split moves to its left or right child."""
+def part_assign(part, assign, dim_of: np.ndarray, value_of: np.ndarray, left_of: np.ndarray,
+                lookup: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+    """On a worker: each row of a node that was split moves to its left or right child; in the
+    same pass over the rows, the histograms of the next level's open nodes (`part_histograms`
+    over the ranges the flow gives them). Returns (node id per row, histograms)."""
     nodes = np.zeros(part.n, dtype=np.int64) if assign is None else assign
     dims = dim_of[nodes]
     rows = np.flatnonzero(dims >= 0)
@@ -87,7 +81,18 @@ def part_assign(part, assign, dim_of: np.ndarray, value_of: np.ndarray, left_of:
     right = part.xt[dims[rows], rows] > value_of[parent]
     out = nodes.copy()
     out[rows] = left_of[parent] + right
-    return out
+    return out, part_histograms(part, out, lookup, lo, hi)
+
+
+def node_bounds(hist: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per segment of a summed histogram over [lo, hi]: the lowest and highest code that occurs
+    (every segment holds rows, so both exist): the node's exact range on that dimension."""
+    offset = histogram_offsets(lo, hi)
+    index = np.arange(len(hist), dtype=np.int64)
+    occupied = hist > 0
+    first = np.minimum.reduceat(np.where(occupied, index, len(hist)), offset)
+    last = np.maximum.reduceat(np.where(occupied, index, -1), offset)
+    return lo + (first - offset), lo + (last - offset)
 
 
 def extract_node(part, assign, node: int):
@@ -103,6 +108,10 @@ def _reduce(client, futures: list, fn):
         futures = [client.submit(fn, *futures[i:i + 2], pure=False) if i + 1 < len(futures)
                    else futures[i] for i in range(0, len(futures), 2)]
     return futures[0].result()
+
+
+def _item(pair, index: int):
+    return pair[index]
 
 
 def _add(a, b):
@@ -144,19 +153,18 @@ def distributed_mondrian(data, k: int, l: int | None, chunk_rows: int) -> Cluste
     if n <= chunk_rows:
         ready, ready_sizes, open_nodes = [open_nodes], [open_sizes], open_nodes[:0]
     levels = 0
+    # the histograms of the open nodes over ranges that hold their rows: at the root the whole
+    # domains, below it the parent's range with the split dimension cut at the split value
+    lo_flat = np.zeros(D, dtype=np.int64)
+    hi_flat = np.array([dom.size - 1 for dom in data.domains], dtype=np.int64)
+    lookup = np.zeros(1, dtype=np.int64)
+    hists = [client.submit(part_histograms, p, None, lookup, lo_flat, hi_flat, pure=False)
+             for p in data.parts] if len(open_nodes) else []
     while len(open_nodes):
         levels += 1
-        n_open = len(open_nodes)
-        lookup = np.full(tree.n_nodes, -1, dtype=np.int64)
-        lookup[open_nodes] = np.arange(n_open)
-        stats = client.gather([client.submit(part_bounds, p, a, lookup, n_open, pure=False)
-                               for p, a in zip(data.parts, assign)])
-        total = np.sum([s[0] for s in stats], axis=0)
-        lo = np.min([s[1] for s in stats], axis=0)  # (D, n_open)
-        hi = np.max([s[2] for s in stats], axis=0)
-        lo_flat, hi_flat = lo.T.ravel(), hi.T.ravel()  # node-major: index node * D + d
-        hist = _reduce(client, [client.submit(part_histograms, p, a, lookup, lo_flat, hi_flat, pure=False)
-                                for p, a in zip(data.parts, assign)], _add)
+        n_open, total = len(open_nodes), open_sizes
+        hist = _reduce(client, hists, _add)
+        lo_exact, hi_exact = node_bounds(hist, lo_flat, hi_flat)  # node-major: index node * D + d
         med, n_le, n_lt = (x.reshape(n_open, D) for x in
                            median_from_histograms(hist, lo_flat, hi_flat, np.repeat(total, D)))
         diverse_le = diverse_lt = True
@@ -167,7 +175,8 @@ def distributed_mondrian(data, k: int, l: int | None, chunk_rows: int) -> Cluste
             diverse_le = ((below | at).sum(-1) >= l) & (above.sum(-1) >= l)
             diverse_lt = (below.sum(-1) >= l) & ((at | above).sum(-1) >= l)
         ok, use_lt = allowed_splits(n_le, n_lt, total[:, None], k, diverse_le, diverse_lt)
-        widths = normalised_widths(data.domains, lo, hi)
+        lo, hi = lo_exact.reshape(n_open, D), hi_exact.reshape(n_open, D)
+        widths = normalised_widths(data.domains, lo.T, hi.T)
         # the widest dimension that can split, as split_levels tries them
         dim_order = np.argsort(-widths, axis=1, kind="stable")
         row = np.arange(n_open)[:, None]
@@ -188,14 +197,24 @@ def distributed_mondrian(data, k: int, l: int | None, chunk_rows: int) -> Cluste
         value_of = np.zeros(tree.n_nodes, dtype=np.int64)
         left_of = np.zeros(tree.n_nodes, dtype=np.int64)
         dim_of[open_nodes[sp]], value_of[open_nodes[sp]], left_of[open_nodes[sp]] = d_sp, value, lefts
-        assign = [client.submit(part_assign, p, a, dim_of, value_of, left_of, pure=False)
-                  for p, a in zip(data.parts, assign)]
         kids = np.ravel(np.column_stack([lefts, lefts + 1]))
         kid_sizes = np.ravel(np.column_stack([n_left, total[sp] - n_left]))
+        kid_lo, kid_hi = np.repeat(lo[sp], 2, axis=0), np.repeat(hi[sp], 2, axis=0)
+        pair = np.arange(len(sp))
+        kid_hi[2 * pair, d_sp] = value  # left child: codes <= value on the split dimension
+        kid_lo[2 * pair + 1, d_sp] = value + 1
         small = kid_sizes <= chunk_rows
         ready.append(kids[small])
         ready_sizes.append(kid_sizes[small])
         open_nodes, open_sizes = kids[~small], kid_sizes[~small]
+        lo_flat, hi_flat = kid_lo[~small].ravel(), kid_hi[~small].ravel()
+        lookup = np.full(tree.n_nodes, -1, dtype=np.int64)
+        lookup[open_nodes] = np.arange(len(open_nodes))
+        moved = [client.submit(part_assign, p, a, dim_of, value_of, left_of, lookup, lo_flat, hi_flat, pure=False)
+                 for p, a in zip(data.parts, assign)]
+        assign = [client.submit(_item, f, 0, pure=False) for f in moved]
+        hists = [client.submit(_item, f, 1, pure=False) for f in moved]
+        del moved
     ready_nodes = np.concatenate(ready)
     order = np.argsort(ready_nodes)
     return ClusterPartition(ready_nodes[order], np.concatenate(ready_sizes)[order], assign, tree, levels,
