@@ -184,7 +184,7 @@ def verify_task(technique, release, spec: ReleaseSpec, context: dict):
 
 @task(name="series-composition", **SECRET)
 def composition_task(check: SeriesCheck, data, part):
-    return _timed("series composition", check.check, data, part.group, part.n_groups)
+    return _timed("series composition", check.check_release, data, part)
 
 
 @task(name="evaluate", **SECRET)
@@ -320,8 +320,8 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
              f"started by {who} ({origin['trigger']})")
 
     on_cluster = uses_cluster(spec, technique)  # read, validated and partitioned by Dask workers
-    if on_cluster:  # the composition is not distributed yet: refused unless the spec accepts that
-        series_check.check_cluster(store.last_sequence(spec.dataset.name))
+    if on_cluster:
+        series_check.check_cluster()
     checked = None if on_cluster else checked_input(spec)  # the CLI read it a moment ago
     if on_cluster:
         fp, data = cluster_input_task(spec, technique)
@@ -345,7 +345,9 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     # the composition check reads the summaries it combines: another release of the series
     # committed meanwhile would make them stale, so the commit checks the sequence
     based_on = store.last_sequence(spec.dataset.name)
-    if not on_cluster:
+    if on_cluster:  # its people are read batch by batch at the composition check
+        series_check.prepare_cluster(store, data)
+    else:
         series_check.prepare(store, data)
     if based_on and series_check.prior is None and not technique.guards_series and not on_cluster:
         progress(f"series composition: the {based_on} earlier releases of the series have no stored groups "
@@ -359,19 +361,16 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     release = anonymize_step(technique, data, part, rng, spec.run)
     privacy, utility = verify_and_evaluate(technique, release, spec, {**(context or {}), **history, "data": data},
                                            data, int(spec.section("evaluate").get("workload_seed", 0)))
-    if not on_cluster:
-        privacy = privacy + composition_task(series_check, data, part)
-    elif based_on and not technique.guards_series:
-        privacy = privacy + series_check.not_run("published on a Dask cluster, where the check does not run yet")
+    privacy = privacy + composition_task(series_check, data, part)
     failed = [r for r in privacy if not r.passed and not series_check.tolerated(r)]
     for r in privacy:
         if not r.passed and series_check.tolerated(r):
-            what = (f"not checked ({r.worst['why']})" if "why" in r.worst else
-                    f"{r.worst['below']} people below {r.threshold} when all releases of the series are combined")
+            what = f"{r.worst['below']} people below {r.threshold} when all releases of the series are combined"
             progress(f"warning: {r.model}: {what}; published because [series] composition = \"warn\"")
     if failed:
         detail = {r.model: {"value": str(r.value), "threshold": str(r.threshold), "worst": r.worst} for r in failed}
         store.log(who, "publish", spec.dataset.name, "refused", run_id, {**detail, **origin})
+        series_check.discard()
         raise PrivacyRefused("release refused, privacy check failed: " + "; ".join(
             f"{r.model} reached {r.value}, required {r.threshold}" for r in failed))
 
@@ -410,6 +409,7 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
             based_on_sequence=based_on, on_commit=on_commit, before_commit=write_report)))
     finally:
         staged.release_owner()
+        series_check.discard()  # written by the commit, or of no use after a failed one
     COMMITTED.append(release_id)
     for announce in ON_COMMIT:  # the CLI prints the id now, before the run's bookkeeping
         announce(release_id)

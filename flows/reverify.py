@@ -76,9 +76,9 @@ def _composition(store: Store, rel: dict, lines: list[str]) -> bool:
     row = stored.iloc[0]
     threshold = int(row.threshold)
     got = replay(store, rel["series"], int(rel["sequence"]), row["name"].endswith("-l"), threshold)
-    if got is None:  # the summaries were reset (a later release was published on a cluster)
-        lines.append(f"SKIP {row['name']}: {row.text_value} at publish; the series' stored groups were reset "
-                     "since, so it cannot be replayed")
+    if got is None:  # no stored groups (a state database whose summaries were dropped)
+        lines.append(f"SKIP {row['name']}: {row.text_value} at publish; the series has no stored groups "
+                     "to replay it from")
         return True
     fig, below, releases = got
     same = str(fig) == str(row.text_value)

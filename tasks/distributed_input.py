@@ -7,7 +7,8 @@ integer codes against the file's own distinct values. The flow combines the dist
 all files into the global domains (the codes must be global: Mondrian's medians and widths are
 over the whole table), and every worker maps its local codes onto them. Person ids are checked
 unique across files by hash buckets (a repeated hash is confirmed on the ids themselves).
-What stays on the workers per row: one int32 per QI and one for the sensitive value.
+What stays on the workers per row: one int32 per QI and one for the sensitive value, and the
+person id as text with a one-byte hash of it (for the series composition, tasks/compose/cluster.py).
 """
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from schemas.input import InputError, files_root, input_files, validate_input
 from schemas.spec import ReleaseSpec
+from tasks.compose.state import person_text
 from tasks.microdata import Microdata, QIDomain, distinct_values, domain_from_distinct, merge_distinct
 
 ID_BUCKETS = 16
@@ -34,6 +37,8 @@ class LocalPart:
     uniques: list[np.ndarray]
     s_codes: np.ndarray
     s_uniques: np.ndarray
+    person: pa.Array  # the person ids as text (the series composition's key)
+    bucket: np.ndarray  # (n,) uint8: a hash of the person id, mod 256 (the composition's batches)
 
 
 @dataclass
@@ -42,6 +47,8 @@ class CodedPart:
 
     xt: np.ndarray  # (D, n) int32
     s: np.ndarray  # (n,) int32
+    person: pa.Array
+    bucket: np.ndarray
 
     @property
     def n(self) -> int:
@@ -84,7 +91,8 @@ def scan_part(path: str, spec: ReleaseSpec):
     hashes = pd.util.hash_array(frame[ds.person_id].to_numpy())
     bucket = hashes % ID_BUCKETS
     buckets = [hashes[bucket == b] for b in range(ID_BUCKETS)]
-    local = LocalPart(len(frame), local_codes, uniques, s_codes.astype(np.int32), np.asarray(s_uniques))
+    local = LocalPart(len(frame), local_codes, uniques, s_codes.astype(np.int32), np.asarray(s_uniques),
+                      person_text(frame[ds.person_id]), (hashes % 256).astype(np.uint8))
     summary = {"n": len(frame), "distinct": distinct, "s_values": np.asarray(s_uniques), "integer": integer}
     return local, summary, buckets
 
@@ -113,7 +121,7 @@ def code_part(local: LocalPart, domains: list[QIDomain], s_values: np.ndarray) -
                 pd.Index(local.uniques[j]).astype(str))
         xt[j] = lookup[local.local_codes[j]]
     s = pd.Index(s_values).get_indexer(local.s_uniques)[local.s_codes]
-    return CodedPart(xt, s.astype(np.int32))
+    return CodedPart(xt, s.astype(np.int32), local.person, local.bucket)
 
 
 def _code_part(local: LocalPart, meta: tuple) -> CodedPart:

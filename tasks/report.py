@@ -167,9 +167,7 @@ def write_html_report(path: Path, meta: dict[str, Any], privacy: list, utility: 
     warnings = "".join(f"<p class=warn>Warning: {esc(w)}</p>" for w in poor_figures(utility, meta.get("rows_in")))
     # a failed figure in a published release: one the spec chose to tolerate ([series] composition = "warn")
     warnings += "".join(
-        (f"<p class=warn>Warning: {esc(r.model)} not checked: {esc(r.worst['why'])}; published because the "
-         "spec says composition = \"warn\"</p>" if "why" in r.worst else
-         f"<p class=warn>Warning: {esc(r.model)} reached {esc(str(r.value))}, required {esc(str(r.threshold))}: "
+        (f"<p class=warn>Warning: {esc(r.model)} reached {esc(str(r.value))}, required {esc(str(r.threshold))}: "
          f"{esc(str(r.worst.get('below', '')))} people fall below it when every release of the series is "
          "combined; published because the spec says composition = \"warn\"</p>") for r in privacy if not r.passed)
     prov = "".join(f"<tr><th>{esc(k)}</th><td><code>{esc(v)}</code></td></tr>" for k, v in _provenance(meta))

@@ -4,6 +4,7 @@ release equals the in-memory release of the same input and seed; the verifier re
 table; secret rows reach neither Prefect's storage nor the workers' scratch folders."""
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from pathlib import Path
@@ -265,24 +266,86 @@ def test_the_cli_publishes_a_folder_input_on_a_cluster_it_starts(prefect_server,
     assert cli_main(["verify", release_id, "--state", str(tmp_path / "privpub.duckdb")]) == 0
 
 
-def test_a_later_release_on_a_cluster_is_refused_unless_composition_warns(prefect_server, cluster, secret_parts):
-    """The series composition check is not distributed: a second release of a series on the
-    cluster is refused before any work; under composition = "warn" it is published, recorded as
-    not checked, and the summaries restart (the next in-memory release says so)."""
+def _people_figures(state: Path) -> dict:
+    """Per stored person: (candidate values, fewest transient values) of its summary."""
+    def fetch(con):
+        return con.execute(
+            "SELECT p.person, (SELECT count(*) FROM compose_sets s WHERE s.sid = p.sid AND s.set_id = p.set_id), "
+            "i.min_t, i.min_tc FROM compose_people p JOIN compose_set_info i "
+            "ON i.sid = p.sid AND i.set_id = p.set_id").fetchall()
+    return {person: rest for person, *rest in Store(state).query(fetch)}
+
+
+def test_series_composition_on_a_cluster_equals_the_in_memory_check(prefect_server, cluster, tmp_path, monkeypatch):
+    """Two monthly releases of a series on the cluster: the composition figures (the fewest
+    candidate values, how many fall below l, people, returning) and every stored person's
+    summary equal those of the same series published in memory; `privpub verify` replays the
+    cluster release; a returning person whose value changed is refused by file and row, nothing
+    is published and no staged summary is left behind."""
+    from tasks.compose import cluster as compose_cluster
+
+    monkeypatch.setattr(compose_cluster, "BATCH_PEOPLE", 250)  # 5 batches of people
     local, _ = cluster
-    folder, frame = secret_parts
+    month1 = census(1200, seed=21)
+    month1["pid"] = [f"p{i:05d}" for i in range(len(month1))]
+    rng = np.random.default_rng(3)
+    stay = month1.iloc[np.sort(rng.choice(len(month1), 1000, replace=False))]
+    newcomers = census(200, seed=22)
+    newcomers["pid"] = [f"q{i:05d}" for i in range(len(newcomers))]
+    month2 = pd.concat([stay, newcomers], ignore_index=True)
+    from tests.helpers import census_spec_toml
+
+    def spec_for(root: Path, data: str, seed: int, run: str) -> Path:
+        path = root / f"spec-{seed}.toml"
+        path.write_text(census_spec_toml(data, k=4, l=2, seed=seed) + run
+                        + '\n[series]\ncomposition = "warn"\n')
+        return path
+
+    on_cluster = f'\n[run]\ntask_runner = "dask"\naddress = "{local.scheduler_address}"\nchunk_rows = 300\n'
+    ids = {}
+    for how, run in (("cluster", on_cluster), ("memory", "")):
+        root = tmp_path / how
+        for month, frame in ((1, month1), (2, month2)):
+            _write_parts(root / f"m{month}", frame, 3)
+            ids[how, month] = publish_flow(spec_path=str(spec_for(root, f"m{month}", month, run)))
+    figure = {}
+    for how in ("cluster", "memory"):
+        m = Store(tmp_path / how / "privpub.duckdb").release(ids[how, 2])["metrics"]
+        row = m[m.name == "series-composition-l"].iloc[0]
+        worst = json.loads(row.detail) if isinstance(row.detail, str) else row.detail
+        figure[how] = (row.text_value, bool(row.passed),
+                       *(worst[k] for k in ("below", "people", "returning", "releases")))
+    assert figure["cluster"] == figure["memory"]
+    assert figure["cluster"][4] == 1000 and figure["cluster"][3] == 1200  # returning, people
+    assert figure["cluster"][2] > 0, "the data should narrow somebody, or the comparison proves little"
+    assert _people_figures(tmp_path / "cluster" / "privpub.duckdb") == \
+        _people_figures(tmp_path / "memory" / "privpub.duckdb")
+    ok, lines = reverify(tmp_path / "cluster" / "privpub.duckdb", ids["cluster", 2])
+    assert any(line.startswith("PASS series-composition-l") or line.startswith("FAIL series-composition-l")
+               for line in lines) and not any("the publish stored" in line for line in lines), lines
+
+    changed = month2.copy()
+    holder = changed.index[changed.pid == stay.pid.iloc[0]][0]
+    values = sorted(month1.occupation.unique())
+    changed.loc[holder, "occupation"] = next(v for v in values if v != changed.loc[holder, "occupation"])
+    root = tmp_path / "cluster"
+    _write_parts(root / "m3", changed, 3)
+    store = Store(root / "privpub.duckdb")
+    before = store.history().release_id.tolist()
+    with pytest.raises(Exception, match=r"part-000.parquet: row 1, column 'occupation': the value differs"):
+        publish_flow(spec_path=str(spec_for(root, "m3", 3, on_cluster)))
+    assert store.history().release_id.tolist() == before
+    assert not list((root / "releases").rglob("_compose_*")), "staged summaries (person ids) left behind"
+
+
+def test_keep_groups_is_refused_on_a_cluster_before_any_work(prefect_server, cluster, secret_parts):
+    local, _ = cluster
+    folder, _ = secret_parts
     run = f'task_runner = "dask"\naddress = "{local.scheduler_address}"\nchunk_rows = 400'
     spec_path = _write_spec(folder, run)
-    first = publish_flow(spec_path=str(spec_path))
-    spec_path.write_text(spec_path.read_text().replace("seed = 5", "seed = 6"))
-    with pytest.raises(Exception, match="does not run on a Dask cluster yet"):
+    spec_path.write_text(spec_path.read_text() + "\n[series]\nkeep_groups = true\n")
+    with pytest.raises(Exception, match="keep_groups does not run on a Dask cluster"):
         publish_flow(spec_path=str(spec_path))
     store = Store(folder / "privpub.duckdb")
-    assert store.history().release_id.tolist() == [first]
-    spec_path.write_text(spec_path.read_text() + '\n[series]\ncomposition = "warn"\n')
-    second = publish_flow(spec_path=str(spec_path))
-    m = store.release(second)["metrics"]
-    row = m[m.name == "series-composition-l"].iloc[0]
-    assert row.text_value == "not checked" and not row.passed
-    assert "not checked" in (folder / "releases" / second / "report.html").read_text()
-    assert store.query(lambda con: con.execute("SELECT count(*) FROM compose_head").fetchone()[0]) == 0
+    assert store.history().empty
+    assert store.audit_log().outcome.iloc[-1] == "failed"  # the attempt is on the trail

@@ -50,11 +50,17 @@ class GroupCounts:
         n_values = len(transient)
         ok = group >= 0
         key, count = np.unique(group[ok].astype(np.int64) * n_values + value[ok], return_counts=True)
+        return cls.of_counts(key, count, n_groups, transient)
+
+    @classmethod
+    def of_counts(cls, key: np.ndarray, count: np.ndarray, n_groups: int, transient: np.ndarray) -> "GroupCounts":
+        """From records per key (group * n_values + value), keys sorted and distinct."""
+        n_values = len(transient)
         g, v = key // n_values, key % n_values
         t = transient[v]
         t_distinct = np.bincount(g[t], minlength=n_groups).astype(np.int64)
         t_records = np.bincount(g[t], weights=count[t], minlength=n_groups).astype(np.int64)
-        return cls(key, count.astype(np.int64), n_groups, n_values, t_distinct, t_records)
+        return cls(key.astype(np.int64), count.astype(np.int64), n_groups, n_values, t_distinct, t_records)
 
     def lookup(self, group: np.ndarray, value: np.ndarray) -> np.ndarray:
         """Records holding `value` in `group` (0 when none; value -1 = not in this release)."""

@@ -3,9 +3,10 @@ release of the series (tasks/compose/algebra.py says what that adversary learns)
 
 `SeriesCheck` is used by the publish flow for every technique:
   prepare(store, data)   reads the summaries of this input's people (before any work) and refuses
-                         an input that breaks the model (a value changed but is not transient)
+                         an input that breaks the model (a value changed but is not transient);
+                         on a Dask cluster check_cluster, and the people are read at the check
   keep_groups(data, part) the safe option: returning people stay in their earlier groups
-  check(data, group)     the figures of the people of the new release -> [PrivacyResult]
+  check_release(data, part) the figures of the people of the new release -> [PrivacyResult]
   commit_hook()          the new summaries, written inside the release's commit
 Settings come from `[series]`: composition = "refuse" (default) | "warn", transient = [values],
 l (default: the technique's l), keep_groups = false.
@@ -66,7 +67,8 @@ class SeriesCheck:
         self.prior: state.Prior | None = None
         self._composed = None
         self.cohort: np.ndarray | None = None  # per row, set by keep_groups
-        self.on_cluster = False
+        self._staged = None  # a cluster release's staged summaries (tasks/compose/cluster.py)
+        self.store = None
 
     @property
     def model(self) -> str:
@@ -88,40 +90,33 @@ class SeriesCheck:
         self.prior = state.load(store, ds.name, self.persons, self.values)
         if self.prior is None:
             return
-        if sorted(self.prior.transient) != sorted(self.settings.transient):
-            raise SpecError(f"[series] transient differs from the list release #{self.prior.release} of "
-                            f"series '{ds.name}' was checked with; a series keeps one list")
-        prior = self.prior
-        back = prior.stored_vkey >= 0
-        changed = back & (prior.stored_vkey != prior.code_to_vkey[data.sensitive_codes])
-        was_transient = prior.vkey_transient[np.clip(prior.stored_vkey, 0, None)] if len(prior.vkey_transient) \
-            else np.zeros(len(back), bool)
-        broken = changed & ~(self.transient[data.sensitive_codes] & was_transient)
+        same_transient(self.prior, self.settings, ds.name)
+        broken = broken_rows(self.prior, data.sensitive_codes, self.transient)
         if broken.any():
             rows = np.flatnonzero(broken)
             raise InputError(f"row {rows[0] + 1}, column '{ds.sensitive}': the value differs from this "
                              f"person's value in an earlier release of the series ({len(rows)} rows); "
                              "a value that changes must be named in [series] transient")
 
-    def check_cluster(self, earlier: int) -> None:
-        """A release computed on a Dask cluster: the composition is not distributed yet. The first
-        release of a series has nothing to combine; a later one is refused before any work
-        unless [series] composition = "warn" accepts publishing it unchecked. Either way the
-        series' summaries are dropped at its commit (they would miss this release), so the check
-        starts again with the next release made in memory, and says so."""
-        if self.technique.guards_series:
-            return
-        self.on_cluster = True
-        if earlier and (self.settings.mode == "refuse" or self.settings.keep_groups):
-            raise SpecError('[series]: the series composition check does not run on a Dask cluster yet; '
-                            'publish in memory, or set composition = "warn" (without keep_groups) to publish '
-                            "without it (recorded with the release)")
+    # --- on a Dask cluster (tasks/compose/cluster.py) ---------------------------------------------
+    def check_cluster(self) -> None:
+        """Before any work on a cluster: keep_groups does not run there (it would need the
+        earlier cohorts on the workers)."""
+        if self.settings.keep_groups and not self.technique.guards_series:
+            raise SpecError("[series] keep_groups does not run on a Dask cluster yet; publish in memory")
 
-    def not_run(self, why: str) -> list[PrivacyResult]:
-        """The composition figure of a release it could not check: recorded as not checked (under
-        composition = "warn"). Such a release is not in the summaries later releases read."""
-        return [PrivacyResult(self.model, "not checked", self.threshold, False,
-                              {"why": why, "mode": self.settings.mode})]
+    def prepare_cluster(self, store, data) -> None:
+        """The input read on a cluster: its people are read batch by batch at the check
+        (`check_release`), and the model is tested there."""
+        self.store = store
+        self.values = np.asarray(data.sensitive_values).astype(str).astype(object)
+        self.transient = np.isin(self.values, list(self.settings.transient))
+
+    def discard(self) -> None:
+        """Delete a cluster release's staged summaries (person ids): after its commit, or when the
+        release is refused."""
+        if self._staged is not None:
+            self._staged.draft.discard()
 
     # --- the safe option ----------------------------------------------------------------------
     def keep_groups(self, data: Microdata, part: Partition) -> Partition:
@@ -142,6 +137,18 @@ class SeriesCheck:
         """Per row: fewest candidate values (or records, for k); a large number when unpublished."""
         per_set = sets.candidates() if self.settings.l else sets.identity()
         return np.where(row_set >= 0, per_set[np.clip(row_set, 0, None)], np.iinfo(np.int64).max)
+
+    def check_release(self, data, part) -> list[PrivacyResult]:
+        """The figures of a release: in memory (`check`) or, for a partition made on a cluster,
+        batch by batch (tasks/compose/cluster.py)."""
+        if self.technique.guards_series:
+            return []
+        if getattr(part, "members", None) is not None and hasattr(data, "client"):
+            from tasks.compose.cluster import compose_on_cluster
+
+            results, self._staged = compose_on_cluster(self, self.store, data, part)
+            return results
+        return self.check(data, part.group, part.n_groups)
 
     def check(self, data: Microdata, group: np.ndarray, n_groups: int) -> list[PrivacyResult]:
         if self.technique.guards_series:
@@ -171,8 +178,13 @@ class SeriesCheck:
 
     # --- the commit ------------------------------------------------------------------------------
     def commit_hook(self):
-        if self.on_cluster:
-            return state.forget(self.spec.dataset.name)
+        if self._staged is not None:  # a release made on a cluster: its batches were staged
+            staged = self._staged
+            tables = {**staged.files, "_compose_values": staged.values}
+            write = state.table_writer(self.spec.dataset.name, staged.sid, tables, staged.next_ids,
+                                       list(self.settings.transient))
+
+            return write
         if self._composed is None:  # nothing composed (a technique that guards its own series)
             return None
         group, sets, row_set = self._composed
@@ -195,3 +207,19 @@ class SeriesCheck:
                             code=self.codes[rows], cohort=kept, gid=group[rows],
                             sets=sets, set_base=set_base, values=self.values, next_ids=next_ids,
                             transient=list(self.settings.transient))
+
+
+def broken_rows(prior: state.Prior, codes: np.ndarray, transient: np.ndarray) -> np.ndarray:
+    """Per row: a returning person whose value differs from its latest stored one, where the two
+    are not both transient (the model says a permanent value never changes)."""
+    back = prior.stored_vkey >= 0
+    changed = back & (prior.stored_vkey != prior.code_to_vkey[codes])
+    was_transient = prior.vkey_transient[np.clip(prior.stored_vkey, 0, None)] if len(prior.vkey_transient) \
+        else np.zeros(len(back), bool)
+    return changed & ~(transient[codes] & was_transient)
+
+
+def same_transient(prior: state.Prior, settings: SeriesSettings, series: str) -> None:
+    if sorted(prior.transient) != sorted(settings.transient):
+        raise SpecError(f"[series] transient differs from the list release #{prior.release} of "
+                        f"series '{series}' was checked with; a series keeps one list")

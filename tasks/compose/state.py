@@ -119,57 +119,78 @@ def load(store, series: str, persons: pa.Array, values: np.ndarray) -> Prior | N
                  int(head[5]), transient)
 
 
-def forget(series: str) -> Callable:
-    """A commit hook dropping a series' summaries (a release they cannot include was published);
-    each release's stored groups stay."""
-    def write(con, release_id: str, sequence: int) -> None:
-        row = con.execute("SELECT sid FROM compose_head WHERE series = ?", [series]).fetchone()
-        if row is None:
-            return
-        for table in ("compose_people", "compose_sets", "compose_set_info"):
-            con.execute(f"DELETE FROM {table} WHERE sid = ?", [row[0]])
-        con.execute("DELETE FROM compose_head WHERE series = ?", [series])
-    return write
-
-
 def writer(series: str, prior: Prior | None, *, persons: pa.Array, pkey: np.ndarray, set_id: np.ndarray,
            code: np.ndarray, cohort: np.ndarray, gid: np.ndarray, sets: Sets, set_base: int,
            values: np.ndarray, next_ids: tuple[int, int, int], transient: list[str]) -> Callable:
     """The writes of one release (its published people only; `code` = their value codes): their
     rows replaced, new values keyed, the new sets added, sets nobody points at any more dropped,
     the release's groups appended, the head moved."""
+    code_to_vkey, new_values = value_keys(prior, values)
+    people, set_rows, info = summary_tables(code_to_vkey, persons=persons, pkey=pkey, set_id=set_id, code=code,
+                                            cohort=cohort, gid=gid, sets=sets, set_base=set_base)
+    tables = {"_compose_people": people, "_compose_sets": set_rows, "_compose_info": info,
+              "_compose_values": new_values}
+    return table_writer(series, prior.sid if prior else None, tables, next_ids, transient)
+
+
+def value_keys(prior: Prior | None, values: np.ndarray) -> tuple[np.ndarray, pa.Table]:
+    """This input's value codes -> stored keys, new values getting the next keys; and the rows
+    of compose_values to add."""
     code_to_vkey = prior.code_to_vkey.copy() if prior else np.full(len(values), -1, np.int64)
     fresh = np.flatnonzero(code_to_vkey < 0)
     first_vkey = len(prior.vkey_transient) if prior else 0
     code_to_vkey[fresh] = first_vkey + np.arange(len(fresh))
-    new_values = pa.table({"vkey": code_to_vkey[fresh].astype(np.int32),
-                           "value": pa.array(values[fresh], pa.string())})
+    return code_to_vkey, pa.table({"vkey": code_to_vkey[fresh].astype(np.int32),
+                                   "value": pa.array(values[fresh], pa.string())})
+
+
+def summary_tables(code_to_vkey: np.ndarray, *, persons: pa.Array, pkey: np.ndarray, set_id: np.ndarray,
+                   code: np.ndarray, cohort: np.ndarray, gid: np.ndarray, sets: Sets,
+                   set_base: int) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """The rows of compose_people (and compose_membership), compose_sets and compose_set_info."""
     people = pa.table({"person": persons, "pkey": pkey, "set_id": set_id,
                        "vkey": code_to_vkey[code].astype(np.int32), "cohort": cohort, "gid": gid})
     set_rows = pa.table({"set_id": sets.owner() + set_base, "vkey": code_to_vkey[sets.value].astype(np.int32),
                          "minc": sets.minc.astype(np.int32)})
     info = pa.table({"set_id": np.arange(sets.size, dtype=np.int64) + set_base,
                      "min_t": sets.min_t.astype(np.int32), "min_tc": sets.min_tc.astype(np.int32)})
-    tables = {"_compose_people": people, "_compose_sets": set_rows, "_compose_info": info,
-              "_compose_values": new_values}
+    return people, set_rows, info
+
+
+def table_writer(series: str, sid: int | None, tables: dict, next_ids: tuple[int, int, int],
+                 transient: list[str]) -> Callable:
+    """The commit hook writing one release's summaries. tables: `_compose_people`, `_compose_sets`,
+    `_compose_info`, `_compose_values`, each an Arrow table or a list of Parquet files (what a
+    release on a cluster staged, tasks/compose/cluster.py: DuckDB reads them as it writes).
+    sid: the series' key, None for a series without summaries yet."""
+    def attach(con, name: str, source) -> None:
+        if isinstance(source, list):
+            con.read_parquet(source).create_view(name)
+        else:
+            con.register(name, source)
+
+    def detach(con, name: str, source) -> None:
+        if isinstance(source, list):
+            con.execute(f"DROP VIEW IF EXISTS {name}")
+        else:
+            con.unregister(name)
 
     def write(con, release_id: str, sequence: int) -> None:
-        sid = prior.sid if prior else con.execute(  # never a key a forgotten series left behind
+        p = {"sid": sid if sid is not None else con.execute(  # never a key a forgotten series left
             "SELECT coalesce(max(sid), -1) + 1 FROM (SELECT sid FROM compose_head UNION ALL "
-            "SELECT sid FROM compose_values UNION ALL SELECT sid FROM compose_membership)").fetchone()[0]
-        p = {"sid": sid}
-        for name, table in tables.items():
-            con.register(name, table)
+            "SELECT sid FROM compose_values UNION ALL SELECT sid FROM compose_membership)").fetchone()[0]}
+        for name, source in tables.items():
+            attach(con, name, source)
         try:
             con.execute("INSERT INTO compose_values SELECT $sid, vkey, value FROM _compose_values", p)
-            if prior:
+            if sid is not None:
                 con.execute("DELETE FROM compose_people WHERE sid = $sid AND pkey IN "
                             "(SELECT pkey FROM _compose_people)", p)
             con.execute("INSERT INTO compose_people SELECT $sid, person, pkey, set_id, vkey, cohort, $r "
                         "FROM _compose_people", {**p, "r": sequence})
             con.execute("INSERT INTO compose_sets SELECT $sid, set_id, vkey, minc FROM _compose_sets", p)
             con.execute("INSERT INTO compose_set_info SELECT $sid, set_id, min_t, min_tc FROM _compose_info", p)
-            if prior:
+            if sid is not None:
                 for table in ("compose_sets", "compose_set_info"):
                     con.execute(f"DELETE FROM {table} WHERE sid = $sid AND set_id NOT IN "
                                 "(SELECT set_id FROM compose_people WHERE sid = $sid)", p)
@@ -179,7 +200,7 @@ def writer(series: str, prior: Prior | None, *, persons: pa.Array, pkey: np.ndar
                         {**p, "s": series, "rid": release_id, "r": sequence, "np": next_ids[0],
                          "ns": next_ids[1], "nc": next_ids[2], "t": json.dumps(sorted(transient))})
         finally:
-            for name in tables:
-                con.unregister(name)
+            for name, source in tables.items():
+                detach(con, name, source)
 
     return write

@@ -96,10 +96,11 @@ def node_bounds(hist: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.nd
 
 
 def extract_node(part, assign, node: int):
-    """On a worker: the codes of this partition's rows in one node."""
+    """On a worker: this partition's rows in one node: codes, sensitive codes, and for the series
+    composition their person ids, id hashes and positions in the file."""
     nodes = np.zeros(part.n, dtype=np.int64) if assign is None else assign
     rows = np.flatnonzero(nodes == node)
-    return part.xt[:, rows], part.s[rows]
+    return part.xt[:, rows], part.s[rows], part.person.take(rows), part.bucket[rows], rows
 
 
 def _reduce(client, futures: list, fn):
@@ -133,6 +134,8 @@ class ClusterPartition:
     levels: int
     info: dict = field(default_factory=dict)
     n_groups: int | None = None  # known once the subtrees are finished
+    members: list = field(default_factory=list)  # per ready node: a future of its `members`
+    group_offset: np.ndarray | None = None  # (ready + 1,) the first global group id of each node
 
 
 def distributed_mondrian(data, k: int, l: int | None, chunk_rows: int) -> ClusterPartition:
@@ -223,9 +226,12 @@ def distributed_mondrian(data, k: int, l: int | None, chunk_rows: int) -> Cluste
 
 
 def finish_node(meta: tuple, k: int, l: int | None, seed, *pieces):
-    """On a worker: one node's rows (its pieces from every partition), its subtree finished by the
-    in-memory Mondrian, and its part of the published table, rows shuffled by its own generator.
-    Returns (table, group sizes)."""
+    """On a worker: one node's rows (its pieces from every partition, in file order), its subtree
+    finished by the in-memory Mondrian, and its part of the published table, rows shuffled by its
+    own generator. Returns (table, group sizes) and, kept on the worker for the series
+    composition, who is in which of the node's groups (`members`)."""
+    import pyarrow as pa
+
     from tasks.anonymize.generalized_table import generalized_table
     from tasks.microdata import Microdata
 
@@ -235,23 +241,33 @@ def finish_node(meta: tuple, k: int, l: int | None, seed, *pieces):
     data = Microdata.from_codes(spec, domains, np.ascontiguousarray(xt.T), s_values, s, integer)
     part = mondrian_partition(data, k, l)
     order = np.random.default_rng(seed).permutation(data.n)
-    return generalized_table(data, part.group, part.n_groups, order), part.sizes
+    members = pa.table({
+        "person": pa.concat_arrays([p[2] for p in pieces]),
+        "group": part.group.astype(np.int64), "s": s.astype(np.int32),
+        "file": np.repeat(np.arange(len(pieces), dtype=np.int32), [len(p[1]) for p in pieces]),
+        "row": np.concatenate([p[4] for p in pieces]).astype(np.int64),
+        "bucket": np.concatenate([p[3] for p in pieces])})
+    return (generalized_table(data, part.group, part.n_groups, order), part.sizes), members
 
 
 def finish_on_cluster(data, cpart: ClusterPartition, k: int, l: int | None, rng, write_part) -> np.ndarray:
     """Finish every ready node on a worker; `write_part(index, table)` is called in the flow as
     each part arrives (in any order; index = the node's rank). Returns the group sizes, node
-    order (the group ids made global by each node's offset)."""
+    order (the group ids made global by each node's offset). Each node's `members` stay on the
+    workers: `cpart.members` (futures, node order) and `cpart.group_offset`."""
     from distributed import as_completed
 
     client = data.client
     meta = client.scatter((data.spec, data.domains, data.sensitive_values, data.integer), broadcast=True)
     seeds = np.random.SeedSequence(int(rng.integers(2**63))).spawn(len(cpart.ready))
-    futures = {}
+    futures, members = {}, []
     for index, node in enumerate(cpart.ready):
         pieces = [client.submit(extract_node, p, a, int(node), pure=False)
                   for p, a in zip(data.parts, cpart.assign)]
-        futures[client.submit(finish_node, meta, k, l, seeds[index], *pieces, pure=False)] = index
+        done = client.submit(finish_node, meta, k, l, seeds[index], *pieces, pure=False)
+        futures[client.submit(_item, done, 0, pure=False)] = index
+        members.append(client.submit(_item, done, 1, pure=False))
+        del done
     sizes: list = [None] * len(cpart.ready)
     for future in as_completed(list(futures), loop=client.loop):
         index = futures.pop(future)
@@ -259,4 +275,7 @@ def finish_on_cluster(data, cpart: ClusterPartition, k: int, l: int | None, rng,
         write_part(index, table)
         del table
         future.release()
+    cpart.members = members
+    cpart.group_offset = np.concatenate([[0], np.cumsum([len(x) for x in sizes])]).astype(np.int64)
+    cpart.n_groups = int(cpart.group_offset[-1])
     return np.concatenate(sizes)
