@@ -8,7 +8,7 @@ all files into the global domains (the codes must be global: Mondrian's medians 
 over the whole table), and every worker maps its local codes onto them. Person ids are checked
 unique across files by hash buckets (a repeated hash is confirmed on the ids themselves).
 What stays on the workers per row: one int32 per QI and one for the sensitive value, and the
-person id as text with a one-byte hash of it (for the series composition, tasks/compose/cluster.py).
+person id as text (for the series composition, tasks/compose/cluster.py).
 """
 from __future__ import annotations
 
@@ -38,7 +38,6 @@ class LocalPart:
     s_codes: np.ndarray
     s_uniques: np.ndarray
     person: pa.Array  # the person ids as text (the series composition's key)
-    bucket: np.ndarray  # (n,) uint8: a hash of the person id, mod 256 (the composition's batches)
 
 
 @dataclass
@@ -48,7 +47,6 @@ class CodedPart:
     xt: np.ndarray  # (D, n) int32
     s: np.ndarray  # (n,) int32
     person: pa.Array
-    bucket: np.ndarray
 
     @property
     def n(self) -> int:
@@ -92,7 +90,7 @@ def scan_part(path: str, spec: ReleaseSpec):
     bucket = hashes % ID_BUCKETS
     buckets = [hashes[bucket == b] for b in range(ID_BUCKETS)]
     local = LocalPart(len(frame), local_codes, uniques, s_codes.astype(np.int32), np.asarray(s_uniques),
-                      person_text(frame[ds.person_id]), (hashes % 256).astype(np.uint8))
+                      person_text(frame[ds.person_id]))
     summary = {"n": len(frame), "distinct": distinct, "s_values": np.asarray(s_uniques), "integer": integer}
     return local, summary, buckets
 
@@ -121,7 +119,7 @@ def code_part(local: LocalPart, domains: list[QIDomain], s_values: np.ndarray) -
                 pd.Index(local.uniques[j]).astype(str))
         xt[j] = lookup[local.local_codes[j]]
     s = pd.Index(s_values).get_indexer(local.s_uniques)[local.s_codes]
-    return CodedPart(xt, s.astype(np.int32), local.person, local.bucket)
+    return CodedPart(xt, s.astype(np.int32), local.person)
 
 
 def _code_part(local: LocalPart, meta: tuple) -> CodedPart:

@@ -284,7 +284,7 @@ def test_series_composition_on_a_cluster_equals_the_in_memory_check(prefect_serv
     is published and no staged summary is left behind."""
     from tasks.compose import cluster as compose_cluster
 
-    monkeypatch.setattr(compose_cluster, "BATCH_PEOPLE", 250)  # 5 batches of people
+    monkeypatch.setattr(compose_cluster, "BATCH_PEOPLE", 250)  # batches of a few nodes (chunk_rows 300)
     local, _ = cluster
     month1 = census(1200, seed=21)
     month1["pid"] = [f"p{i:05d}" for i in range(len(month1))]
@@ -349,3 +349,11 @@ def test_keep_groups_is_refused_on_a_cluster_before_any_work(prefect_server, clu
     store = Store(folder / "privpub.duckdb")
     assert store.history().empty
     assert store.audit_log().outcome.iloc[-1] == "failed"  # the attempt is on the trail
+
+
+def test_composition_batches_are_runs_of_whole_nodes():
+    from tasks.compose.cluster import batches
+
+    assert batches(np.array([3, 2, 5, 1, 1]), 5) == [(0, 2), (2, 3), (3, 5)]
+    assert batches(np.array([7, 1]), 5) == [(0, 1), (1, 2)]  # a node above the limit is a batch alone
+    assert batches(np.array([], dtype=np.int64), 5) == []

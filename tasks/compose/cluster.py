@@ -1,14 +1,15 @@
 """The series composition check of a release made on a Dask cluster: the algebra of
 tasks/compose/algebra.py, run in the flow one batch of people at a time.
 
-Who is in which group stays on the workers (each finished node's `members`: person id, group,
-value, file and row; tasks/partition/distributed.py). The flow first takes the records per
-(group, value) of the whole release (one small table per node), then, batch after batch (people
-by a hash of their id), that batch's members from every node: it reads their summaries from the
-state database (`state.load`, the in-memory check's reader), composes, keeps the figures, and
-stages the batch's new summaries as Parquet files in a private staging folder
-(`state.store.open_staging`: owner-only, deleted if the process dies) that the commit hook reads
-(`state.table_writer`). The flow holds one batch (about a million people) at a time.
+Who is in which group stays on the workers: each node finished on a worker keeps its `members`
+(person id, group, value, file and row; tasks/partition/distributed.py). A batch is a run of
+consecutive nodes holding at most BATCH_PEOPLE people (at least one node). Nodes hold whole
+groups, so a batch's members are all the records of its groups: the flow gathers them, counts
+records per (group, value) of those groups, reads the batch's summaries from the state database
+(`state.load`, the in-memory check's reader), composes, keeps the figures, and writes the new
+summaries as Parquet files into a private staging folder (`state.store.open_staging`:
+owner-only, deleted if the process dies) that the commit hook reads (`state.table_writer`). The
+flow holds one batch at a time.
 
 The figures are the in-memory check's, person by person: a person's summary depends only on its
 own groups. Sets are shared within a batch only, which changes their numbering, not their
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
-from math import ceil
 
 import numpy as np
 import pyarrow as pa
@@ -32,18 +32,17 @@ BATCH_PEOPLE = 1_000_000
 TABLES = ("_compose_people", "_compose_sets", "_compose_info")
 
 
-def node_counts(members: pa.Table, offset: int, n_values: int) -> tuple[np.ndarray, np.ndarray]:
-    """On a worker: one node's records per (global group, value) key."""
-    group = members.column("group").to_numpy() + offset
-    return np.unique(group * n_values + members.column("s").to_numpy(), return_counts=True)
-
-
-def batch_members(members: pa.Table, offset: int, n_batches: int, batch: int) -> pa.Table:
-    """On a worker: the node's members of one batch, their groups made global."""
-    keep = members.column("bucket").to_numpy() % n_batches == batch
-    out = members.filter(pa.array(keep))
-    return out.set_column(out.schema.get_field_index("group"), "group",
-                          pa.array(out.column("group").to_numpy() + offset))
+def batches(sizes: np.ndarray, limit: int) -> list[tuple[int, int]]:
+    """Runs [a, b) of consecutive nodes of at most `limit` rows in all (a larger node alone)."""
+    out, start, rows = [], 0, 0
+    for i, size in enumerate(sizes):
+        if i > start and rows + size > limit:
+            out.append((start, i))
+            start, rows = i, 0
+        rows += int(size)
+    if len(sizes):
+        out.append((start, len(sizes)))
+    return out
 
 
 @dataclass
@@ -85,59 +84,50 @@ def compose_on_cluster(check, store, data, cpart):
     permanent value changed."""
     from state.store import open_staging
 
-    client, spec = data.client, check.spec
-    n_values = len(check.values)
-    offsets = [int(o) for o in cpart.group_offset[:-1]]
-    got = client.gather([client.submit(node_counts, m, o, n_values, pure=False)
-                         for m, o in zip(cpart.members, offsets)])
-    key = np.concatenate([k for k, _ in got]) if got else np.zeros(0, np.int64)
-    count = np.concatenate([c for _, c in got]) if got else np.zeros(0, np.int64)
-    order = np.argsort(key, kind="stable")  # nodes hold disjoint groups: the keys are distinct
-    counts = GroupCounts.of_counts(key[order], count[order], cpart.n_groups, check.transient)
-
-    staged = Staged(open_staging(spec.output_dir))
+    staged = Staged(open_staging(check.spec.output_dir))
     weakref.finalize(staged, staged.draft.discard)
     try:
-        return _compose_batches(check, store, data, cpart, counts, staged)
+        return _compose_batches(check, store, data, cpart, staged)
     except BaseException:
         staged.draft.discard()
         raise
 
 
-def _compose_batches(check, store, data, cpart, counts: GroupCounts, staged: Staged):
+def _compose_batches(check, store, data, cpart, staged: Staged):
     from tasks.compose.check import same_transient
 
     client, spec, settings = data.client, check.spec, check.settings
-    values = check.values
-    offsets = [int(o) for o in cpart.group_offset[:-1]]
-    n_batches = min(256, max(1, ceil(data.n / BATCH_PEOPLE)))
     worst = Worst()
     code_to_vkey = None
-    next_pkey = next_set = next_cohort = 0
+    next_cohort = 0
     pkey_base = set_base = 0
     prior_seen = False
-    for batch in range(n_batches):
-        rows = pa.concat_tables(client.gather([client.submit(batch_members, m, o, n_batches, batch, pure=False)
-                                               for m, o in zip(cpart.members, offsets)]))
+    offset = cpart.group_offset
+    for number, (a, b) in enumerate(batches(np.asarray(cpart.ready_sizes), BATCH_PEOPLE)):
+        parts = client.gather(cpart.members[a:b])
+        cpart.members[a:b] = [None] * (b - a)  # each node's members are read once
+        rows = pa.concat_tables(parts)
+        del parts
         persons = rows.column("person").combine_chunks()
-        group = rows.column("group").to_numpy()
+        group = _batch_groups(rows, cpart, a, b)  # global group ids
         code = rows.column("s").to_numpy().astype(np.int64)
         file, row = rows.column("file").to_numpy(), rows.column("row").to_numpy()
-        prior = state.load(store, spec.dataset.name, persons, values)
+        del rows
+        prior = state.load(store, spec.dataset.name, persons, check.values)
         if code_to_vkey is None:  # the series' head is the same for every batch
             prior_seen = prior is not None
             if prior is not None:
                 same_transient(prior, settings, spec.dataset.name)
-            code_to_vkey, staged.values = state.value_keys(prior, values)
-            if prior is not None:
                 staged.sid, staged.release = prior.sid, prior.release
-                next_pkey, next_set, next_cohort = prior.next_pkey, prior.next_set, prior.next_cohort
-            pkey_base, set_base = next_pkey, next_set
+                pkey_base, set_base, next_cohort = prior.next_pkey, prior.next_set, prior.next_cohort
+            code_to_vkey, staged.values = state.value_keys(prior, check.values)
         if prior is not None:
             _refuse_changed_values(check, prior, code, file, row, data.files)
+        first = int(offset[a])
+        counts = GroupCounts.of(group - first, code, int(offset[b]) - first, check.transient)
         sets, row_set = compose(prior.sets if prior else Sets.empty(),
                                 prior.set_of_row if prior else np.full(len(group), -1, np.int64),
-                                group, counts, ~check.transient)
+                                group - first, counts, ~check.transient)
         if settings.l:  # as SeriesCheck.check: the record counts serve only the k figure
             sets.minc[:] = 0
         sets, index = shared(sets)
@@ -154,7 +144,7 @@ def _compose_batches(check, store, data, cpart, counts: GroupCounts, staged: Sta
                                       set_base=set_base)
         set_base += sets.size
         for name, table in zip(TABLES, tables):
-            path = staged.draft.path / f"{name}-{batch:03d}.parquet"
+            path = staged.draft.path / f"{name}-{number:05d}.parquet"
             pq.write_table(table, path)
             staged.files[name].append(str(path))
     staged.next_ids = (pkey_base, set_base, next_cohort + cpart.n_groups)
@@ -163,6 +153,13 @@ def _compose_batches(check, store, data, cpart, counts: GroupCounts, staged: Sta
         what = "candidate values" if settings.l else "records that can be the person's"
         results.append(_result(check, worst, staged.release + 1, what, data.files))
     return results, staged
+
+
+def _batch_groups(rows: pa.Table, cpart, a: int, b: int) -> np.ndarray:
+    """The global group of each member of nodes [a, b): its node's group number plus the node's
+    first global group id (the members come node after node, ready_sizes rows each)."""
+    sizes = np.asarray(cpart.ready_sizes[a:b], dtype=np.int64)
+    return rows.column("group").to_numpy() + np.repeat(cpart.group_offset[a:b], sizes)
 
 
 def _result(check, worst: Worst, releases: int, what: str, files: list[str]):

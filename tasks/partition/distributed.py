@@ -97,10 +97,10 @@ def node_bounds(hist: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.nd
 
 def extract_node(part, assign, node: int):
     """On a worker: this partition's rows in one node: codes, sensitive codes, and for the series
-    composition their person ids, id hashes and positions in the file."""
+    composition their person ids and positions in the file."""
     nodes = np.zeros(part.n, dtype=np.int64) if assign is None else assign
     rows = np.flatnonzero(nodes == node)
-    return part.xt[:, rows], part.s[rows], part.person.take(rows), part.bucket[rows], rows
+    return part.xt[:, rows], part.s[rows], part.person.take(rows), rows
 
 
 def _reduce(client, futures: list, fn):
@@ -245,8 +245,7 @@ def finish_node(meta: tuple, k: int, l: int | None, seed, *pieces):
         "person": pa.concat_arrays([p[2] for p in pieces]),
         "group": part.group.astype(np.int64), "s": s.astype(np.int32),
         "file": np.repeat(np.arange(len(pieces), dtype=np.int32), [len(p[1]) for p in pieces]),
-        "row": np.concatenate([p[4] for p in pieces]).astype(np.int64),
-        "bucket": np.concatenate([p[3] for p in pieces])})
+        "row": np.concatenate([p[3] for p in pieces]).astype(np.int64)})
     return (generalized_table(data, part.group, part.n_groups, order), part.sizes), members
 
 

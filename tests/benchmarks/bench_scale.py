@@ -9,7 +9,9 @@ occupation, generalization k = 10), input as Parquet files (--files of them):
 - big: --rows rows on a Dask LocalCluster this script starts (--workers processes, one thread
   each, each limited to --worker-memory with spilling off), reached by [run] address;
 - small-cluster: --small-rows rows, the same cluster;
-- small-memory: --small-rows rows in one Parquet file, in memory (the reference).
+- small-memory: --small-rows rows in one Parquet file, in memory (the reference);
+- series (not by default): two monthly releases of --series-rows rows on the cluster, the second
+  with 10% of the people replaced, so its series composition check combines the two.
 Targets (issue 15): big completes; the flow process's peak RSS < 2 GiB; big's wall time per
 million rows <= 2x small-memory's.
 
@@ -65,6 +67,32 @@ def write_spec(folder: Path, input_path: Path, run: str) -> Path:
     for leftover in ("privpub.duckdb", "privpub.duckdb.wal"):
         (folder / leftover).unlink(missing_ok=True)
     return spec
+
+
+def make_next_month(source: Path, folder: Path, rows: int, turnover: float) -> None:
+    """The next release's input: each file of `source` without a `turnover` share of its people
+    (drawn at random) and with as many newcomers (ids above every earlier one); the people who
+    return keep their rows, so their values are unchanged (permanent)."""
+    import numpy as np
+    import pandas as pd
+
+    from tasks.demo_data import census
+
+    marker = folder / f".complete-{rows}-{turnover}"
+    if marker.exists():
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(5)
+    next_id = rows + 1  # census ids run from 1 to rows
+    for path in sorted(source.glob("*.parquet")):
+        frame = pd.read_parquet(path)
+        leave = int(len(frame) * turnover)
+        kept = frame.drop(frame.index[rng.choice(len(frame), leave, replace=False)])
+        new = census(leave, seed=int(rng.integers(2**31)))
+        new["pid"] = np.arange(next_id, next_id + leave)
+        next_id += leave
+        pd.concat([kept, new], ignore_index=True).to_parquet(folder / path.name, index=False)
+    marker.touch()
 
 
 class PeakRSS(threading.Thread):
@@ -176,7 +204,9 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--worker-memory", default="4GiB")
     ap.add_argument("--chunk-rows", type=int, default=1_000_000)
-    ap.add_argument("--cases", default="small-memory,small-cluster,big")
+    ap.add_argument("--cases", default="small-memory,small-cluster,big",
+                    help="also: series (two monthly releases of --series-rows on the cluster)")
+    ap.add_argument("--series-rows", type=int, default=4_000_000)
     ap.add_argument("--work", type=Path, default=Path("/tmp/privpub-bench-scale"))
     args = ap.parse_args(argv)
     cases = args.cases.split(",")
@@ -189,7 +219,7 @@ def main(argv=None) -> int:
         make_data(work / f"data-{args.small_rows}-1", args.small_rows, 1)
         spec = write_spec(work / "small-memory", work / f"data-{args.small_rows}-1" / "part-000.parquet", "")
         results.append(run_case("small-memory", spec, args.small_rows, sampler, {}))
-    if {"small-cluster", "big"} & set(cases):
+    if {"small-cluster", "big", "series"} & set(cases):
         cluster, client = start_cluster(args.workers, args.worker_memory)
         try:
             # the nannies live in this process; each worker is a spawned child of it
@@ -209,6 +239,17 @@ def main(argv=None) -> int:
                 print(f"data ready in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
                 spec = write_spec(work / "big", big_dir, run)
                 results.append(run_case("big", spec, args.rows, sampler, pids))
+            if "series" in cases:  # two monthly releases: the second runs the composition check
+                first_dir = work / f"data-{args.series_rows}-{args.files}"
+                make_data(first_dir, args.series_rows, args.files)
+                second_dir = work / f"data-{args.series_rows}-{args.files}-month2"
+                make_next_month(first_dir, second_dir, args.series_rows, 0.1)
+                spec = write_spec(work / "series", first_dir, run + '\n[series]\ncomposition = "warn"')
+                results.append(run_case("series-month1", spec, args.series_rows, sampler, pids))
+                month2 = spec.with_name("spec2.toml")
+                month2.write_text(spec.read_text().replace(str(first_dir), str(second_dir))
+                                  .replace("seed = 1", "seed = 2"))
+                results.append(run_case("series-month2", month2, args.series_rows, sampler, pids))
         finally:
             client.close()
             cluster.close()
