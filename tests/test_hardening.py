@@ -403,7 +403,7 @@ def test_sigkill_anywhere_leaves_no_half_release_and_no_process(tmp_path, prefec
 
 # --- random corruptions -------------------------------------------------------------------------
 
-from hypothesis import given, settings  # noqa: E402
+from hypothesis import example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 COLUMNS = ["pid", "age", "sex", "education", "occupation"]
@@ -430,11 +430,13 @@ def _cell(kind: str, i: int) -> bytes:
 @settings(max_examples=40)
 @given(st.lists(st.tuples(st.integers(0, 59), st.sampled_from(COLUMNS), st.sampled_from(KINDS)),
                 min_size=1, max_size=4))
+@example(corruptions=[(0, "pid", "inf"), (1, "pid", "inf")])  # two ids made equal: a repeated person id
 def test_random_corruptions_are_refused_with_row_and_column(tmp_path_factory, corruptions):
     import contextlib
     import io
 
     from flows.cli import check_input, check_spec, main
+    from schemas.input import InputError
 
     folder = tmp_path_factory.mktemp("corrupt")
     frame = good_frame(60)
@@ -448,6 +450,11 @@ def test_random_corruptions_are_refused_with_row_and_column(tmp_path_factory, co
     spec = _write(folder, None)
     bad = sorted((r + 1, c) for (r, c), k in kinds.items() if _is_bad(c, k))
     if not bad:
+        pids = [cells.get((r, "pid"), str(v).encode()) for r, v in enumerate(frame["pid"])]
+        if len(set(pids)) < len(pids):  # e.g. two rows whose ids both became "inf"
+            with pytest.raises(InputError, match=r"row \d+, column 'pid': repeats the person id of row \d+"):
+                check_input(check_spec(str(spec)))
+            return
         check_input(check_spec(str(spec)))  # accepted as it is
         return
     unreadable = sorted((r + 1, c) for (r, c), k in kinds.items() if k == "nonutf8")
