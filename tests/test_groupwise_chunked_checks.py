@@ -6,6 +6,7 @@ of 2 worker processes)."""
 from __future__ import annotations
 
 import json
+import pickle
 from collections import Counter
 from fractions import Fraction
 
@@ -97,6 +98,9 @@ def test_chunks_hold_whole_group_ranges_of_about_chunk_rows(census_release):
         for name, t in c.tables.items():  # rows keep their table order and know their place in it
             assert np.all(np.diff(c.rows[name]) > 0)
             assert t.equals(tables[name].take(c.rows[name]))
+        again = pickle.loads(pickle.dumps(c, protocol=5))  # as sent to a worker (Arrow IPC)
+        assert all(again.tables[n].equals(t) and np.array_equal(again.rows[n], c.rows[n])
+                   for n, t in c.tables.items())
         largest = max(np.bincount(gids))
         assert sum(t.num_rows for t in c.tables.values()) < 300 + largest
     assert all(hi < lo for (_, hi), (lo, _) in zip(gid_ranges, gid_ranges[1:]))

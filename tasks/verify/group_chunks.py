@@ -28,6 +28,22 @@ class GroupChunk:
     tables: dict[str, pa.Table]
     rows: dict[str, np.ndarray]
 
+    # Sent to a worker as Arrow IPC streams: pickled Arrow buffers can arrive unaligned on a Dask
+    # worker (Acero then warns, and may copy, at every group_by); IPC pads every buffer.
+    def __getstate__(self) -> dict[str, Any]:
+        return {"tables": {name: _ipc_bytes(t) for name, t in self.tables.items()}, "rows": self.rows}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.tables = {name: pa.ipc.open_stream(b).read_all() for name, b in state["tables"].items()}
+        self.rows = state["rows"]
+
+
+def _ipc_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
 
 @dataclass
 class Worst:
