@@ -24,11 +24,12 @@ import pandera.pandas as pa_schema
 import pyarrow as pa
 
 from schemas.spec import ReleaseSpec, SpecError
-from tasks.anonymize.base import Partition, PrivacyResult, Release, Technique, register
+from tasks.anonymize.base import Partition, Release, Technique, register
 from tasks.evaluate.workload import CountQuery, RangeCond
 from tasks.microdata import Microdata
-from tasks.verify.association import ambiguity_association
-from tasks.verify.presence import ambiguity_presence
+from tasks.verify.association import ambiguity_association_part
+from tasks.verify.group_chunks import GroupChunk, GroupChunkedVerify, Worst
+from tasks.verify.presence import ambiguity_presence_part
 
 DEFAULT_WINDOW = 32
 RESIDUE_TRIES = 256  # groups tried per residue before it is suppressed
@@ -316,7 +317,7 @@ def ambiguity_estimates(tables: dict[str, pa.Table], sensitive: str,
 # --- the plug-in ----------------------------------------------------------------------------------
 
 @register("ambiguity")
-class Ambiguity(Technique):
+class Ambiguity(GroupChunkedVerify, Technique):
     parameters = ("alpha", "beta", "window")
     table_names: tuple[str, ...] = ("ST",)  # plus AT_<qi> per QI, see published_names
 
@@ -343,11 +344,16 @@ class Ambiguity(Technique):
                 **{k: v for k, v in part.info.items() if k not in ("groups", "suppressed")}}
         return Release(tables, info=info)
 
-    def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
-        ats = {q: release.tables[f"AT_{q}"] for q in self.spec.dataset.qi_names}
-        st = release.tables["ST"]
-        return [ambiguity_presence(ats, st, self.alpha),
-                ambiguity_association(st, self.spec.dataset.sensitive, self.beta)]
+    # verify: alpha-presence and beta-association per group, in chunks of group ids
+    # (GroupChunkedVerify: one step up to [run] chunk_rows published rows)
+    def verified_tables(self, release: Release) -> dict[str, pa.Table]:
+        return {name: release.tables[name] for name in self.table_names}
+
+    def check_chunk(self, chunk: GroupChunk) -> list[Worst]:
+        ats = {q: chunk.tables[f"AT_{q}"] for q in self.spec.dataset.qi_names}
+        st = chunk.tables["ST"]
+        return [ambiguity_presence_part(ats, st, self.alpha),
+                ambiguity_association_part(st, self.spec.dataset.sensitive, self.beta, chunk.rows["ST"])]
 
     def estimate_counts(self, release: Release, workload: list[CountQuery]) -> np.ndarray:
         return ambiguity_estimates(release.tables, self.spec.dataset.sensitive, workload)

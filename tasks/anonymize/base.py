@@ -63,6 +63,14 @@ class ChunkPlan:
     state: Any = None
 
 
+def chunk_bounds(sizes: np.ndarray, chunk_rows: int) -> np.ndarray:
+    """First group of every chunk, and n_groups at the end: consecutive groups are cut where their
+    first row crosses a multiple of chunk_rows (a group larger than that is a chunk of its own)."""
+    start = np.cumsum(sizes) - sizes
+    cut = np.flatnonzero(np.diff(start // chunk_rows) > 0) + 1
+    return np.concatenate([[0], cut, [len(sizes)]]).astype(np.int64)
+
+
 @dataclass
 class PrivacyResult:
     """One privacy figure computed from the published tables, and whether it meets its threshold.

@@ -29,7 +29,8 @@ import pandas as pd
 import pyarrow as pa
 
 from schemas.spec import ReleaseSpec, SpecError
-from tasks.anonymize.base import ChunkPlan, Partition, PrivacyResult, Release, Technique, register
+from tasks.anonymize.base import (ChunkPlan, Partition, PrivacyResult, Release, Technique, chunk_bounds,
+                                  register)
 from tasks.anonymize.muco_tables import (ClassTables, Distance, MuCoError, concat_ranges, min_group_size,
                                          output_tables)
 from tasks.evaluate.workload import RangeCond, SetCond
@@ -176,14 +177,6 @@ class MuCoChunkResult:
     entries: list[tuple[np.ndarray, np.ndarray, np.ndarray]]  # per QI: (chunk row, code, p) with p > 0
     lp_cost: np.ndarray  # per QI
     seconds: dict[str, float]
-
-
-def chunk_bounds(sizes: np.ndarray, chunk_rows: int) -> np.ndarray:
-    """First group of every chunk, and n_groups at the end: consecutive groups are cut where their
-    first row crosses a multiple of chunk_rows (a group larger than that is a chunk of its own)."""
-    start = np.cumsum(sizes) - sizes
-    cut = np.flatnonzero(np.diff(start // chunk_rows) > 0) + 1
-    return np.concatenate([[0], cut, [len(sizes)]]).astype(np.int64)
 
 
 def run_chunk(chunk: MuCoChunk) -> MuCoChunkResult:

@@ -28,11 +28,12 @@ from tasks.anonymize.ambiguity import (DEFAULT_WINDOW, RESIDUE_TRIES, Buckets, G
                                        column_np, condition_mask, diversity, encode, gid_column,
                                        rows_by_value,
                                        probability_param, sensitive_array, value_array)
-from tasks.anonymize.base import Partition, PrivacyResult, Release, Technique, register
+from tasks.anonymize.base import Partition, Release, Technique, register
 from tasks.evaluate.workload import CountQuery, exact_answers, make_workload
 from tasks.microdata import Microdata
-from tasks.verify.association import priview_association
-from tasks.verify.presence import labeled_association, labeled_presence, priview_presence
+from tasks.verify.association import priview_association_part
+from tasks.verify.group_chunks import GroupChunk, GroupChunkedVerify, Worst
+from tasks.verify.presence import labeled_association, labeled_presence, priview_presence_part
 
 
 def row_ids(codes: np.ndarray) -> np.ndarray:
@@ -251,7 +252,7 @@ def priview_estimates(tables: dict[str, pa.Table], sensitive: str,
 
 
 @register("priview")
-class PriView(Technique):
+class PriView(GroupChunkedVerify, Technique):
     parameters = ("alpha", "beta", "window", "probe_queries", "st_qi")
     table_names = ("AT", "ST")
 
@@ -300,12 +301,17 @@ class PriView(Technique):
         info = {**part.info, "groups": part.n_groups, "suppressed": int(np.count_nonzero(part.group < 0))}
         return Release(priview_tables(data, part.group, j), info=info)
 
-    def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
-        at, st = release.tables["AT"], release.tables["ST"]
+    # verify: alpha-presence and beta-association per group, in chunks of group ids
+    # (GroupChunkedVerify: one step up to [run] chunk_rows published rows)
+    def verified_tables(self, release: Release) -> dict[str, pa.Table]:
+        return {"AT": release.tables["AT"], "ST": release.tables["ST"]}
+
+    def check_chunk(self, chunk: GroupChunk) -> list[Worst]:
+        at, st = chunk.tables["AT"], chunk.tables["ST"]
         s = self.spec.dataset.sensitive
         st_qi = st_qi_of(st, s)
-        return [priview_presence(at, st, st_qi, s, self.alpha),
-                priview_association(at, st, st_qi, s, self.beta)]
+        return [priview_presence_part(at, st, st_qi, s, self.alpha),
+                priview_association_part(at, st, st_qi, s, self.beta, chunk.rows["ST"])]
 
     def estimate_counts(self, release: Release, workload: list[CountQuery]) -> np.ndarray:
         return priview_estimates(release.tables, self.spec.dataset.sensitive, workload)

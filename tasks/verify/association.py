@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from tasks.anonymize.base import PrivacyResult
+from tasks.verify.group_chunks import Worst, combine_worst
 from tasks.verify.presence import (DISTINCT_WORLDS_MAX_GROUP, _frac_max, _gids,
                                    distinct_world_probabilities, group_tables,
                                    labeled_association, priview_groups, worst_and_check)
@@ -27,22 +28,35 @@ from tasks.verify.presence import (DISTINCT_WORLDS_MAX_GROUP, _frac_max, _gids,
 
 def ambiguity_association(st: pa.Table, sensitive: str, beta: Fraction) -> PrivacyResult:
     """Theorem 2 per ST row: c / |G|; the worst row names its group and sensitive value."""
+    return combine_worst([ambiguity_association_part(st, sensitive, beta)])
+
+
+def ambiguity_association_part(st: pa.Table, sensitive: str, beta: Fraction,
+                               st_rows: np.ndarray | None = None) -> Worst:
+    """beta-association of the groups ST holds; st_rows: each row's place in the whole ST
+    (default: ST is the whole table)."""
     gids = _gids(st)
     counts = st.column("count").to_numpy().astype(np.int64)
     uniq, inv = np.unique(gids, return_inverse=True)
     size = np.bincount(inv, weights=counts, minlength=len(uniq)).astype(np.int64)
     num, den = counts.astype(object), size[inv].astype(object)
     i, worst, failing = worst_and_check(num, den, beta)
-    detail: dict[str, Any] = {"groups": int(len(uniq)), "failing_rows": failing}
+    detail: dict[str, Any] = {}
     if i >= 0:
         detail.update(gid=int(gids[i]), sensitive_value=_py(st.column(sensitive)[i]),
                       count=int(counts[i]), group_size=int(size[inv[i]]), probability=float(worst))
-    return PrivacyResult("beta-association", str(worst), str(beta), failing == 0,
-                         detail)
+    return Worst("beta-association", beta, "failing_rows", worst, _place(i, st_rows),
+                 {"groups": int(len(uniq)), "failing_rows": failing}, detail)
 
 
 def priview_association(at: pa.Table, st: pa.Table, st_qi: str, sensitive: str,
                         beta: Fraction) -> PrivacyResult:
+    return combine_worst([priview_association_part(at, st, st_qi, sensitive, beta)])
+
+
+def priview_association_part(at: pa.Table, st: pa.Table, st_qi: str, sensitive: str, beta: Fraction,
+                             st_rows: np.ndarray | None = None) -> Worst:
+    """beta-association of the groups AT and ST hold; st_rows as in ambiguity_association_part."""
     g = priview_groups(at, st, st_qi, sensitive)
     grp = g.st_group
     th_num, th_den = g.st_c.astype(object), g.size[grp].astype(object)  # Theorem 6: c/|G|
@@ -66,15 +80,22 @@ def priview_association(at: pa.Table, st: pa.Table, st_qi: str, sensitive: str,
         num[r], den[r] = best.numerator, best.denominator
     i, worst, failing = worst_and_check(num, den, beta)
     too_small = th_num * den < num * th_den
-    detail: dict[str, Any] = {"groups": int(len(g.gid)), "failing_rows": failing,
-                              "rows_where_theorem6_is_too_small": int(np.count_nonzero(too_small))}
+    counts = {"groups": int(len(g.gid)), "failing_rows": failing,
+              "rows_where_theorem6_is_too_small": int(np.count_nonzero(too_small))}
+    detail: dict[str, Any] = {}
     if i >= 0:
         detail.update(gid=int(g.gid[grp[i]]), qi_value=_py(st.column(st_qi)[i]),
                       sensitive_value=_py(st.column(sensitive)[i]), count=int(g.st_c[i]),
                       qi_units=int(g.st_n[i]), group_size=int(g.size[grp[i]]),
                       theorem6=str(Fraction(int(th_num[i]), int(th_den[i]))), probability=float(worst))
-    return PrivacyResult("beta-association", str(worst), str(beta), failing == 0,
-                         detail)
+    return Worst("beta-association", beta, "failing_rows", worst, _place(i, st_rows), counts, detail)
+
+
+def _place(i: int, rows: np.ndarray | None) -> int | None:
+    """Where row i of a chunk sits in the whole table (None: the chunk has no row)."""
+    if i < 0:
+        return None
+    return int(rows[i]) if rows is not None else i
 
 
 def _py(scalar: pa.Scalar) -> Any:

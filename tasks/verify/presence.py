@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tasks.anonymize.base import PrivacyResult
+from tasks.verify.group_chunks import Worst, combine_worst
 
 # groups at most this large get the exact "distinct relations" count when both sides repeat
 DISTINCT_WORLDS_MAX_GROUP = 12
@@ -120,6 +121,11 @@ def ambiguity_groups(at_tables: Mapping[str, pa.Table], st: pa.Table) -> Ambigui
 def ambiguity_presence(at_tables: Mapping[str, pa.Table], st: pa.Table,
                        alpha: Fraction) -> PrivacyResult:
     """Theorem 1 per group: |G| / prod_i |G_AT_i|; a group missing from an AT is reported as 1."""
+    return combine_worst([ambiguity_presence_part(at_tables, st, alpha)])
+
+
+def ambiguity_presence_part(at_tables: Mapping[str, pa.Table], st: pa.Table, alpha: Fraction) -> Worst:
+    """alpha-presence of the groups these tables hold (all of a release, or a chunk of its gids)."""
     g = ambiguity_groups(at_tables, st)
     num = g.size.astype(object)
     den = np.prod(g.at_sizes.astype(object), axis=1) if len(g.gid) else np.zeros(0, object)
@@ -127,13 +133,14 @@ def ambiguity_presence(at_tables: Mapping[str, pa.Table], st: pa.Table,
     num = np.where(broken, 1, num)
     den = np.where(broken, 1, den)
     i, worst, failing = worst_and_check(num, den, alpha)
-    detail: dict[str, Any] = {"groups": int(len(g.gid)), "failing_groups": failing,
-                              "inconsistent_groups": int(np.count_nonzero(broken))}
+    counts = {"groups": int(len(g.gid)), "failing_groups": failing,
+              "inconsistent_groups": int(np.count_nonzero(broken))}
+    detail: dict[str, Any] = {}
     if i >= 0:
         detail.update(gid=int(g.gid[i]), group_size=int(g.size[i]), probability=float(worst),
                       at_sizes={n: int(k) for n, k in zip(g.qi_names, g.at_sizes[i])})
-    return PrivacyResult("alpha-presence", str(worst), str(alpha), failing == 0,
-                         detail)
+    return Worst("alpha-presence", alpha, "failing_groups", worst, int(g.gid[i]) if i >= 0 else None,
+                 counts, detail)
 
 
 def ambiguity_presence_of(at_tables: Mapping[str, pa.Table], st: pa.Table,
@@ -261,6 +268,12 @@ def distinct_world_probabilities(at_g: pa.Table, st_g: pa.Table, st_qi: str, sen
 
 def priview_presence(at: pa.Table, st: pa.Table, st_qi: str, sensitive: str,
                      alpha: Fraction) -> PrivacyResult:
+    return combine_worst([priview_presence_part(at, st, st_qi, sensitive, alpha)])
+
+
+def priview_presence_part(at: pa.Table, st: pa.Table, st_qi: str, sensitive: str,
+                          alpha: Fraction) -> Worst:
+    """alpha-presence of the groups these tables hold (all of a release, or a chunk of its gids)."""
     g = priview_groups(at, st, st_qi, sensitive)
     ng = len(g.gid)
     # Theorem 6 as proved: |G| / (|G_AT| x |G_ST|)
@@ -286,15 +299,16 @@ def priview_presence(at: pa.Table, st: pa.Table, st_qi: str, sensitive: str,
     num = np.where(broken, 1, num)
     den = np.where(broken, 1, den)
     i, worst, failing = worst_and_check(num, den, alpha)
-    detail: dict[str, Any] = {"groups": ng, "failing_groups": failing,
-                              "inconsistent_groups": int(np.count_nonzero(broken)),
-                              "groups_where_theorem6_is_too_small":
-                                  int(np.count_nonzero(th_num * den < num * th_den))}
+    counts = {"groups": ng, "failing_groups": failing,
+              "inconsistent_groups": int(np.count_nonzero(broken)),
+              "groups_where_theorem6_is_too_small": int(np.count_nonzero(th_num * den < num * th_den))}
+    detail: dict[str, Any] = {}
     if i >= 0:
         detail.update(gid=int(g.gid[i]), group_size=int(g.size[i]), probability=float(worst),
                       theorem6=str(Fraction(int(th_num[i]), int(th_den[i])) if th_den[i] else "n/a"),
                       max_at_multiplicity=int(g.m_max[i]), max_qi_units=int(g.n_max[i]))
-    return PrivacyResult("alpha-presence", str(worst), str(alpha), failing == 0, detail)
+    return Worst("alpha-presence", alpha, "failing_groups", worst, int(g.gid[i]) if i >= 0 else None,
+                 counts, detail)
 
 
 def priview_presence_of(at: pa.Table, st: pa.Table, st_qi: str, sensitive: str,
