@@ -246,23 +246,25 @@ class CellProgram:
     # -- solving ---------------------------------------------------------------------------------
     def solve(self, work: Work, fixed: dict[tuple[int, int], int] | None = None,
               at_least: dict[tuple[int, int], int] | None = None,
-              objective: np.ndarray | None = None) -> np.ndarray | None:
+              objective: np.ndarray | None = None,
+              sums: list[tuple[np.ndarray, float, float]] = ()) -> np.ndarray | None:
         """One integer point (as a cells x values matrix) or None when there is none.
 
         fixed[(i, v)] = t pins open set i to hold value v exactly t times; at_least[(c, v)] = t
-        asks for at least t people of cell c holding v.
+        asks for at least t people of cell c holding v; each (variables, lo, hi) of `sums` asks
+        for lo <= the sum of those variables <= hi.
         """
         if self.trivially_infeasible:
             return None
-        plain = not fixed and not at_least and objective is None and self.cap is None
+        plain = not fixed and not at_least and objective is None and self.cap is None and not sums
         if plain and self._plain_point is not None:  # the program's own feasibility, asked again
             return None if self._plain_point is False else self._plain_point.copy()
-        x = self._solve(work, fixed, at_least, objective)
+        x = self._solve(work, fixed, at_least, objective, sums)
         if plain:
             self._plain_point = False if x is None else x.copy()
         return x
 
-    def _solve(self, work, fixed, at_least, objective) -> np.ndarray | None:
+    def _solve(self, work, fixed, at_least, objective, sums=()) -> np.ndarray | None:
         lower = np.zeros(self.n_vars)
         upper = self.ub[self.var_cell, self.var_value].astype(float)
         if self.cap is not None:
@@ -287,6 +289,10 @@ class CellProgram:
             if rhs:
                 a = csr_array((np.ones(len(rows)), (rows, cols)), shape=(len(rhs), self.n_vars))
                 constraints.append(LinearConstraint(a, np.array(rhs, float), np.array(rhs, float)))
+        for ids, lo, hi in sums:
+            row = np.zeros((1, self.n_vars))
+            row[0, ids] = 1.0
+            constraints.append(LinearConstraint(csr_array(row), lo, hi))
         if self.n_vars == 0:
             return np.zeros((len(self.cells), self.n_values), dtype=np.int64) if not len(self.cells) else None
         point = work.integer_point(np.zeros(self.n_vars) if objective is None else objective,

@@ -13,6 +13,12 @@ q = m, a value of S_c that q holds, hence of W: fewer than l values, so m is uns
 S_c = every value, the region is "q holds only W", the low-diversity answers. Each region is G
 with some (cell, value) pairs of q capped at zero: one integer program.
 
+Regions (b) (`heavy_regions`), tried when those above do not suffice: for a cell c and l - 1
+values W, "c's side of q holds more values of W than the side's other cells have room for",
+so c's people hold only W in every instance of the answer's fiber (outside q through the
+complement, whose multiset q's answer fixes in the closed world). Each is G with one extra
+row on q's answer: one integer program.
+
 Coverage. People of one cell are interchangeable in G and in q's answer, so an instance of Delta
 where a cell holds values V shows each of its people holding each value of V somewhere in Delta
 (a swap inside the cell stays in the same fiber). Steered solves in each region collect values
@@ -47,6 +53,48 @@ def regions_inside_delta(prog: CellProgram, l: int) -> list[frozenset[int]]:
     return sorted(banned, key=lambda u: (len(u), sorted(u)))[:MAX_REGIONS]
 
 
+MAX_HEAVY_VALUE_SETS = 5_000  # value sets W examined for regions (b) (integer arithmetic only)
+
+
+def heavy_regions(prog: CellProgram, l: int) -> list[tuple[np.ndarray, float, float]]:
+    """Regions (b): for a cell c and l - 1 values W, answers under which the rest of c's side of
+    the query cannot hold all of the side's W-values, so c's people hold only W.
+
+    With room(d) = min(|d|, sum of d's upper bounds over W) (an exact integer bound of how many
+    of d hold a value of W in any instance of G) and K = the rooms of the other cells on c's side:
+    c inside q: q holds >= |c| + K values of W, so c holds >= |c| of them in every instance of
+    the answer's fiber; c outside q (closed world, where q's answer fixes the complement's
+    multiset): q holds <= total(W) - |c| - K of W, same conclusion for the complement. Returned
+    as (answer variables of W, lo, hi), most room to spare first; hopeless ones are dropped
+    without a solve."""
+    inside = prog.cell_inside_open[0]
+    combos = np.array(list(itertools.islice(
+        itertools.combinations(range(prog.n_values), max(l - 1, 1)), MAX_HEAVY_VALUE_SETS)), dtype=np.int64)
+    if not len(combos):
+        return []
+    room = np.minimum(prog.sizes[:, None], prog.ub[:, combos].sum(axis=2))  # cells x W
+    side_room = {True: room[inside].sum(axis=0), False: room[~inside].sum(axis=0)}
+    q_most = side_room[True]  # the most values of W that q can hold at all
+    totals = None if prog.totals is None else np.asarray(prog.totals)[combos].sum(axis=1)
+    out = []
+    for c in range(len(prog.cells)):
+        if not inside[c] and totals is None:
+            continue
+        size = int(prog.sizes[c])
+        rest = side_room[bool(inside[c])] - room[c]
+        fills = room[c] >= size  # c can be filled with W at all
+        if inside[c]:
+            lo = size + rest
+            for k in np.flatnonzero(fills & (lo <= q_most)):
+                out.append((int(q_most[k] - lo[k]), k, float(lo[k]), np.inf))
+        else:
+            hi = totals - size - rest
+            for k in np.flatnonzero(fills & (hi >= 0)):
+                out.append((int(hi[k]), k, -np.inf, float(hi[k])))
+    out.sort(key=lambda r: -r[0])
+    return [(np.concatenate([prog.answer_vars[0][v] for v in combos[k]]), lo, hi) for _, k, lo, hi in out]
+
+
 def region_is_hopeless(prog: CellProgram, inside: np.ndarray, allowed: np.ndarray) -> bool:
     """Some cell of q cannot be filled with the allowed values: no solve needed."""
     return bool((prog.ub[inside][:, allowed].sum(axis=1) < prog.sizes[inside]).any())
@@ -63,12 +111,16 @@ def witness_coverage(g: Knowledge, sets: list[frozenset[int]], l: int, work: Wor
         return None
     inside = np.flatnonzero(prog.cell_inside_open[0])
     covered = np.zeros(prog.ub.shape, dtype=bool)
+    regions = []  # (program, extra sums) per region, in the order tried
     for banned in regions_inside_delta(prog, l):
         allowed = np.ones(prog.n_values, dtype=bool)
         allowed[list(banned)] = False
-        if region_is_hopeless(prog, inside, allowed):
-            continue
-        region = prog.limited(inside, np.flatnonzero(allowed).tolist())
+        if not region_is_hopeless(prog, inside, allowed):
+            regions.append((prog.limited(inside, np.flatnonzero(allowed).tolist()), ()))
+    def heavy():  # regions (b), built only when those of (a) did not suffice
+        yield from ((prog, [row]) for row in heavy_regions(prog, l))
+
+    for region, sums in itertools.islice(itertools.chain(regions, heavy()), MAX_REGIONS):
         while True:
             short = covered.sum(axis=1) < need
             if not short.any():
@@ -76,7 +128,7 @@ def witness_coverage(g: Knowledge, sets: list[frozenset[int]], l: int, work: Wor
             wanted = short[:, None] & ~covered & (prog.ub > 0)
             steer = np.zeros(prog.n_vars)
             steer[prog.var_index[wanted]] = -1.0
-            x = region.solve(work, objective=steer)
+            x = region.solve(work, objective=steer, sums=sums)
             if x is None:
                 break
             gained = (x > 0) & wanted
