@@ -16,8 +16,8 @@ with some (cell, value) pairs of q capped at zero: one integer program.
 Regions (b) (`heavy_regions`), tried when those above do not suffice: for a cell c and l - 1
 values W, "c's side of q holds more values of W than the side's other cells have room for",
 so c's people hold only W in every instance of the answer's fiber (outside q through the
-complement, whose multiset q's answer fixes in the closed world). Each is G with one extra
-row on q's answer: one integer program.
+complement, whose multiset q's answer fixes in the closed world). Each costs one LP (a
+certified bound of the other cells' room) and the integer programs of its steered solves.
 
 Coverage. People of one cell are interchangeable in G and in q's answer, so an instance of Delta
 where a cell holds values V shows each of its people holding each value of V somewhere in Delta
@@ -31,6 +31,7 @@ After the read the real answer is classified by Definition 2 directly (`answer_i
 from __future__ import annotations
 
 import itertools
+from typing import Iterator
 
 import numpy as np
 
@@ -53,46 +54,44 @@ def regions_inside_delta(prog: CellProgram, l: int) -> list[frozenset[int]]:
     return sorted(banned, key=lambda u: (len(u), sorted(u)))[:MAX_REGIONS]
 
 
-MAX_HEAVY_VALUE_SETS = 5_000  # value sets W examined for regions (b) (integer arithmetic only)
+MAX_HEAVY_VALUE_SETS = 5_000  # value sets W considered for regions (b)
 
 
-def heavy_regions(prog: CellProgram, l: int) -> list[tuple[np.ndarray, float, float]]:
+def heavy_regions(prog: CellProgram, l: int, work: Work) -> Iterator[tuple[np.ndarray, float, float]]:
     """Regions (b): for a cell c and l - 1 values W, answers under which the rest of c's side of
     the query cannot hold all of the side's W-values, so c's people hold only W.
 
-    With room(d) = min(|d|, sum of d's upper bounds over W) (an exact integer bound of how many
-    of d hold a value of W in any instance of G) and K = the rooms of the other cells on c's side:
+    K = an upper bound, over G, of how many of the other cells on c's side hold a value of W
+    (`Work.upper_bound`: one LP, certified by weak duality in integer arithmetic).
     c inside q: q holds >= |c| + K values of W, so c holds >= |c| of them in every instance of
     the answer's fiber; c outside q (closed world, where q's answer fixes the complement's
-    multiset): q holds <= total(W) - |c| - K of W, same conclusion for the complement. Returned
-    as (answer variables of W, lo, hi), most room to spare first; hopeless ones are dropped
-    without a solve."""
+    multiset): q holds <= total(W) - |c| - K of W, same conclusion for the complement.
+    Yielded lazily as (answer variables of W, lo, hi): for every cell its likeliest W first (the
+    most room for W in q), small cells first; a region the bound shows empty is skipped."""
     inside = prog.cell_inside_open[0]
     combos = np.array(list(itertools.islice(
         itertools.combinations(range(prog.n_values), max(l - 1, 1)), MAX_HEAVY_VALUE_SETS)), dtype=np.int64)
     if not len(combos):
-        return []
+        return
     room = np.minimum(prog.sizes[:, None], prog.ub[:, combos].sum(axis=2))  # cells x W
-    side_room = {True: room[inside].sum(axis=0), False: room[~inside].sum(axis=0)}
-    q_most = side_room[True]  # the most values of W that q can hold at all
+    q_room = room[inside].sum(axis=0)  # the most values of W that q can hold at all
     totals = None if prog.totals is None else np.asarray(prog.totals)[combos].sum(axis=1)
-    out = []
+    candidates = []
     for c in range(len(prog.cells)):
-        if not inside[c] and totals is None:
-            continue
-        size = int(prog.sizes[c])
-        rest = side_room[bool(inside[c])] - room[c]
-        fills = room[c] >= size  # c can be filled with W at all
-        if inside[c]:
-            lo = size + rest
-            for k in np.flatnonzero(fills & (lo <= q_most)):
-                out.append((int(q_most[k] - lo[k]), k, float(lo[k]), np.inf))
-        else:
-            hi = totals - size - rest
-            for k in np.flatnonzero(fills & (hi >= 0)):
-                out.append((int(hi[k]), k, -np.inf, float(hi[k])))
-    out.sort(key=lambda r: -r[0])
-    return [(np.concatenate([prog.answer_vars[0][v] for v in combos[k]]), lo, hi) for _, k, lo, hi in out]
+        if inside[c] or totals is not None:
+            fits = np.flatnonzero(room[c] >= prog.sizes[c])  # c can be filled with W at all
+            for rank, k in enumerate(fits[np.argsort(-q_room[fits], kind="stable")]):
+                candidates.append((rank, int(prog.sizes[c]), c, int(k)))
+    upper = prog.ub[prog.var_cell, prog.var_value]
+    for _, size, c, k in sorted(candidates):
+        of_w = np.isin(prog.var_value, combos[k])
+        rest = of_w & (inside[prog.var_cell] == inside[c]) & (prog.var_cell != c)
+        bound = work.upper_bound(rest.astype(np.int64), prog.base.A, prog.base.lb, upper)
+        ids = np.concatenate([prog.answer_vars[0][v] for v in combos[k]])
+        if inside[c] and size + bound <= q_room[k]:
+            yield ids, float(size + bound), np.inf
+        elif not inside[c] and totals[k] - size - bound >= 0:
+            yield ids, -np.inf, float(totals[k] - size - bound)
 
 
 def region_is_hopeless(prog: CellProgram, inside: np.ndarray, allowed: np.ndarray) -> bool:
@@ -118,7 +117,7 @@ def witness_coverage(g: Knowledge, sets: list[frozenset[int]], l: int, work: Wor
         if not region_is_hopeless(prog, inside, allowed):
             regions.append((prog.limited(inside, np.flatnonzero(allowed).tolist()), ()))
     def heavy():  # regions (b), built only when those of (a) did not suffice
-        yield from ((prog, [row]) for row in heavy_regions(prog, l))
+        yield from ((prog, [row]) for row in heavy_regions(prog, l, work))
 
     for region, sums in itertools.islice(itertools.chain(regions, heavy()), MAX_REGIONS):
         while True:

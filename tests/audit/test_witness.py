@@ -144,7 +144,7 @@ def test_regions_b_hold_only_instances_of_delta_and_their_bound_is_tight():
         q = frozenset(rng.choice(n, int(rng.integers(1, n + 1)), replace=False).tolist())
         prog = auditor.knowledge.program(auditor.knowledge.branches[0], [auditor.universe.members([people[p] for p in q])])
         unsafe = brute.delta(g, [q], n, l)
-        for row in heavy_regions(prog, l):
+        for row in heavy_regions(prog, l, Work()):
             members, next_to = region_members(prog, g, row)
             assert members <= unsafe, (secret, l, q)
             seen["inside" if row[1] > -np.inf else "outside"] += bool(members)
