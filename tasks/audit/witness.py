@@ -16,8 +16,9 @@ with some (cell, value) pairs of q capped at zero: one integer program.
 Regions (b) (`heavy_regions`), tried when those above do not suffice: for a cell c and l - 1
 values W, "c's side of q holds more values of W than the side's other cells have room for",
 so c's people hold only W in every instance of the answer's fiber (outside q through the
-complement, whose multiset q's answer fixes in the closed world). Each costs one LP (a
-certified bound of the other cells' room) and the integer programs of its steered solves.
+complement, whose multiset q's answer fixes in the closed world). The other cells' room is
+bounded first in integer arithmetic, then (for the regions that bound leaves empty) by one
+LP each, certified by weak duality.
 
 Coverage. People of one cell are interchangeable in G and in q's answer, so an instance of Delta
 where a cell holds values V shows each of its people holding each value of V somewhere in Delta
@@ -61,37 +62,50 @@ def heavy_regions(prog: CellProgram, l: int, work: Work) -> Iterator[tuple[np.nd
     """Regions (b): for a cell c and l - 1 values W, answers under which the rest of c's side of
     the query cannot hold all of the side's W-values, so c's people hold only W.
 
-    K = an upper bound, over G, of how many of the other cells on c's side hold a value of W
-    (`Work.upper_bound`: one LP, certified by weak duality in integer arithmetic).
+    K = an upper bound, over G, of how many of the other cells on c's side hold a value of W.
     c inside q: q holds >= |c| + K values of W, so c holds >= |c| of them in every instance of
     the answer's fiber; c outside q (closed world, where q's answer fixes the complement's
     multiset): q holds <= total(W) - |c| - K of W, same conclusion for the complement.
-    Yielded lazily as (answer variables of W, lo, hi): for every cell its likeliest W first (the
-    most room for W in q), small cells first; a region the bound shows empty is skipped."""
+    Yielded lazily as (answer variables of W, lo, hi), in two passes: first with K = the sum of
+    the other cells' rooms min(|d|, d's upper bounds over W) (integer arithmetic, no solve), the
+    regions with the most to spare first; then, for the (c, W) that bound left empty, with K from
+    one LP each (`Work.upper_bound`, certified by weak duality), at most MAX_REGIONS of them."""
     inside = prog.cell_inside_open[0]
     combos = np.array(list(itertools.islice(
         itertools.combinations(range(prog.n_values), max(l - 1, 1)), MAX_HEAVY_VALUE_SETS)), dtype=np.int64)
     if not len(combos):
         return
     room = np.minimum(prog.sizes[:, None], prog.ub[:, combos].sum(axis=2))  # cells x W
-    q_room = room[inside].sum(axis=0)  # the most values of W that q can hold at all
+    side_room = {True: room[inside].sum(axis=0), False: room[~inside].sum(axis=0)}
     totals = None if prog.totals is None else np.asarray(prog.totals)[combos].sum(axis=1)
-    candidates = []
+
+    def region(c: int, k: int, rest: int):
+        """(slack, lo, hi) of the region for cell c and W = combos[k], the rest bounded by `rest`."""
+        size = int(prog.sizes[c])
+        if inside[c]:
+            lo = size + rest
+            return int(side_room[True][k]) - lo, float(lo), np.inf
+        hi = int(totals[k]) - size - rest
+        return hi, -np.inf, float(hi)
+
+    def ids(k: int) -> np.ndarray:
+        return np.concatenate([prog.answer_vars[0][v] for v in combos[k]])
+
+    ready, later = [], []
     for c in range(len(prog.cells)):
-        if inside[c] or totals is not None:
-            fits = np.flatnonzero(room[c] >= prog.sizes[c])  # c can be filled with W at all
-            for rank, k in enumerate(fits[np.argsort(-q_room[fits], kind="stable")]):
-                candidates.append((rank, int(prog.sizes[c]), c, int(k)))
+        if not inside[c] and totals is None:
+            continue
+        for k in np.flatnonzero(room[c] >= prog.sizes[c]):  # c can be filled with W at all
+            slack, lo, hi = region(c, k, int(side_room[bool(inside[c])][k] - room[c, k]))
+            (ready if slack >= 0 else later).append((-slack, int(prog.sizes[c]), c, int(k), lo, hi))
+    for _, _, _, k, lo, hi in sorted(ready):
+        yield ids(k), lo, hi
     upper = prog.ub[prog.var_cell, prog.var_value]
-    for _, size, c, k in sorted(candidates):
-        of_w = np.isin(prog.var_value, combos[k])
-        rest = of_w & (inside[prog.var_cell] == inside[c]) & (prog.var_cell != c)
-        bound = work.upper_bound(rest.astype(np.int64), prog.base.A, prog.base.lb, upper)
-        ids = np.concatenate([prog.answer_vars[0][v] for v in combos[k]])
-        if inside[c] and size + bound <= q_room[k]:
-            yield ids, float(size + bound), np.inf
-        elif not inside[c] and totals[k] - size - bound >= 0:
-            yield ids, -np.inf, float(totals[k] - size - bound)
+    for _, _, c, k, _, _ in sorted(later)[:MAX_REGIONS]:
+        rest = np.isin(prog.var_value, combos[k]) & (inside[prog.var_cell] == inside[c]) & (prog.var_cell != c)
+        slack, lo, hi = region(c, k, work.upper_bound(rest.astype(np.int64), prog.base.A, prog.base.lb, upper))
+        if slack >= 0:
+            yield ids(k), lo, hi
 
 
 def region_is_hopeless(prog: CellProgram, inside: np.ndarray, allowed: np.ndarray) -> bool:
