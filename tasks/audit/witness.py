@@ -68,9 +68,8 @@ def heavy_regions(prog: CellProgram, l: int, work: Work) -> Iterator[tuple[np.nd
     multiset): q holds <= total(W) - |c| - K of W, same conclusion for the complement.
     Yielded lazily as (answer variables of W, lo, hi), in two passes: first with K = the sum of
     the other cells' rooms min(|d|, d's upper bounds over W) (integer arithmetic, no solve), the
-    regions with the most to spare first, at most MAX_REGIONS // 3 of them; then the other
-    candidates in the same order with K from one LP each (`Work.upper_bound`, certified by weak
-    duality, which can only be tighter), at most MAX_REGIONS of them."""
+    regions with the most to spare first; then, for the (c, W) that bound left empty, with K from
+    one LP each (`Work.upper_bound`, certified by weak duality), at most MAX_REGIONS of them."""
     inside = prog.cell_inside_open[0]
     combos = np.array(list(itertools.islice(
         itertools.combinations(range(prog.n_values), max(l - 1, 1)), MAX_HEAVY_VALUE_SETS)), dtype=np.int64)
@@ -92,19 +91,17 @@ def heavy_regions(prog: CellProgram, l: int, work: Work) -> Iterator[tuple[np.nd
     def ids(k: int) -> np.ndarray:
         return np.concatenate([prog.answer_vars[0][v] for v in combos[k]])
 
-    candidates = []
+    ready, later = [], []
     for c in range(len(prog.cells)):
         if not inside[c] and totals is None:
             continue
         for k in np.flatnonzero(room[c] >= prog.sizes[c]):  # c can be filled with W at all
             slack, lo, hi = region(c, k, int(side_room[bool(inside[c])][k] - room[c, k]))
-            candidates.append((-slack, int(prog.sizes[c]), c, int(k), lo, hi))
-    candidates.sort()
-    first = [r for r in candidates if r[0] <= 0][:MAX_REGIONS // 3]
-    for _, _, _, k, lo, hi in first:
+            (ready if slack >= 0 else later).append((-slack, int(prog.sizes[c]), c, int(k), lo, hi))
+    for _, _, _, k, lo, hi in sorted(ready):
         yield ids(k), lo, hi
     upper = prog.ub[prog.var_cell, prog.var_value]
-    for _, _, c, k, _, _ in candidates[len(first):][:MAX_REGIONS]:
+    for _, _, c, k, _, _ in sorted(later)[:MAX_REGIONS]:
         rest = np.isin(prog.var_value, combos[k]) & (inside[prog.var_cell] == inside[c]) & (prog.var_cell != c)
         slack, lo, hi = region(c, k, work.upper_bound(rest.astype(np.int64), prog.base.A, prog.base.lb, upper))
         if slack >= 0:
