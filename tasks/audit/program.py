@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+import highspy
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_array
 
@@ -44,6 +45,7 @@ class Work:
         self.deadline = None if time_budget is None else time.monotonic() + time_budget
         self.solves = 0
         self.solve_seconds = 0.0
+        self._lp_models: dict[int, tuple] = {}  # see upper_bound
 
     def expect(self, solves: int) -> None:
         """Deny now when `solves` more integer programs, at the mean time of those solved so far,
@@ -83,6 +85,46 @@ class Work:
             raise BudgetExceeded(f"the integer-program solver stopped early ({res.message})")
         return res
 
+    def upper_bound(self, f: np.ndarray, a, b: np.ndarray, upper: np.ndarray) -> int:
+        """An upper bound of f.x over the integer points of {a x = b, 0 <= x <= upper} (f, a, b,
+        upper integer), certified by weak duality: for ANY multipliers y and every such x,
+        f.x = y.(a x) + (f - a^T y).x <= y.b + sum_j upper_j * max(0, (f - a^T y)_j).
+        y is the LP's dual (HiGHS, one model per matrix and decision, warm-started across
+        objectives), rounded to multiples of 2^-20 so that the bound is computed in exact integer
+        arithmetic; a poor y only loosens the bound, never invalidates it."""
+        self.charge()
+        left = self.remaining()
+        t0 = time.monotonic()
+        model = self._lp_model(a, b, upper)
+        # HiGHS's time limit counts the model's run time over all its runs
+        model.setOptionValue("time_limit", np.inf if left is None else model.getRunTime() + left)
+        model.changeColsCost(len(f), np.arange(len(f), dtype=np.int32), np.asarray(f, dtype=float))
+        model.run()
+        status = model.getModelStatus()
+        self.solve_seconds += time.monotonic() - t0
+        if status == highspy.HighsModelStatus.kInfeasible:  # G itself has no point
+            return 0
+        if status != highspy.HighsModelStatus.kOptimal:
+            raise BudgetExceeded(f"the LP solver stopped early ({model.modelStatusToString(status)})")
+        dual = np.asarray(model.getSolution().row_dual)
+        return min(dual_bound(f, a, b, upper, y) for y in (dual, -dual))  # either sign convention
+
+    def _lp_model(self, a, b, upper):
+        key = id(a)
+        if key not in self._lp_models:
+            csr = csr_array(a)
+            model = highspy.Highs()
+            model.setOptionValue("output_flag", False)
+            model.setOptionValue("threads", 1)
+            n = csr.shape[1]
+            model.addVars(n, np.zeros(n), np.asarray(upper, dtype=float))
+            model.addRows(csr.shape[0], np.asarray(b, float), np.asarray(b, float), csr.nnz,
+                          csr.indptr[:-1].astype(np.int32), csr.indices.astype(np.int32),
+                          csr.data.astype(float))
+            model.changeObjectiveSense(highspy.ObjSense.kMaximize)
+            self._lp_models[key] = (a, model)  # `a` kept alive so that its id stays its own
+        return self._lp_models[key][1]
+
     def integer_point(self, c: np.ndarray, lower: np.ndarray, upper: np.ndarray,
                       constraints: list[LinearConstraint]) -> np.ndarray | None:
         """An integer point of {lower <= x <= upper, constraints} minimising c, or None if none.
@@ -105,6 +147,20 @@ class Work:
         if res.status != 0 or res.x is None:
             return None
         return np.rint(res.x).astype(np.int64)
+
+
+def dual_bound(f: np.ndarray, a, b: np.ndarray, upper: np.ndarray, dual: np.ndarray) -> int:
+    """floor(y.b + sum_j upper_j * max(0, (f - a^T y)_j)) for y = dual rounded to multiples of
+    2^-20, in integer arithmetic: an upper bound of f.x over integer x with a x = b and
+    0 <= x <= upper, whatever `dual` is (huge or non-finite multipliers are replaced by 0)."""
+    if not np.isfinite(dual).all() or np.abs(dual).max(initial=0) > 1e6:
+        dual = np.zeros_like(dual)
+    scale = 1 << 20
+    f, b, upper = (np.asarray(v).astype(np.int64) for v in (f, b, upper))
+    y = np.rint(dual * scale).astype(np.int64)
+    reduced = f * scale - csr_array(a).astype(np.int64).T @ y  # integers: exact
+    total = sum(int(t) for t in y * b) + sum(int(t) for t in np.maximum(reduced, 0) * upper)
+    return total // scale  # f.x is an integer <= total / scale
 
 
 def satisfied(x: np.ndarray, lower: np.ndarray, upper: np.ndarray,
@@ -246,23 +302,25 @@ class CellProgram:
     # -- solving ---------------------------------------------------------------------------------
     def solve(self, work: Work, fixed: dict[tuple[int, int], int] | None = None,
               at_least: dict[tuple[int, int], int] | None = None,
-              objective: np.ndarray | None = None) -> np.ndarray | None:
+              objective: np.ndarray | None = None,
+              sums: list[tuple[np.ndarray, float, float]] = ()) -> np.ndarray | None:
         """One integer point (as a cells x values matrix) or None when there is none.
 
         fixed[(i, v)] = t pins open set i to hold value v exactly t times; at_least[(c, v)] = t
-        asks for at least t people of cell c holding v.
+        asks for at least t people of cell c holding v; each (variables, lo, hi) of `sums` asks
+        for lo <= the sum of those variables <= hi.
         """
         if self.trivially_infeasible:
             return None
-        plain = not fixed and not at_least and objective is None and self.cap is None
+        plain = not fixed and not at_least and objective is None and self.cap is None and not sums
         if plain and self._plain_point is not None:  # the program's own feasibility, asked again
             return None if self._plain_point is False else self._plain_point.copy()
-        x = self._solve(work, fixed, at_least, objective)
+        x = self._solve(work, fixed, at_least, objective, sums)
         if plain:
             self._plain_point = False if x is None else x.copy()
         return x
 
-    def _solve(self, work, fixed, at_least, objective) -> np.ndarray | None:
+    def _solve(self, work, fixed, at_least, objective, sums=()) -> np.ndarray | None:
         lower = np.zeros(self.n_vars)
         upper = self.ub[self.var_cell, self.var_value].astype(float)
         if self.cap is not None:
@@ -287,6 +345,10 @@ class CellProgram:
             if rhs:
                 a = csr_array((np.ones(len(rows)), (rows, cols)), shape=(len(rhs), self.n_vars))
                 constraints.append(LinearConstraint(a, np.array(rhs, float), np.array(rhs, float)))
+        for ids, lo, hi in sums:
+            row = np.zeros((1, self.n_vars))
+            row[0, ids] = 1.0
+            constraints.append(LinearConstraint(csr_array(row), lo, hi))
         if self.n_vars == 0:
             return np.zeros((len(self.cells), self.n_values), dtype=np.int64) if not len(self.cells) else None
         point = work.integer_point(np.zeros(self.n_vars) if objective is None else objective,

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from tasks.audit.decide import can_fill
-from tasks.audit.program import CellProgram, Constraint, Work
+from tasks.audit.program import CellProgram, Constraint, Work, dual_bound
 
 
 @st.composite
@@ -122,3 +122,30 @@ def test_a_point_of_the_facts_seeds_every_finer_program_with_a_feasible_point(ca
     coarse_of = prog.cell_of[[int(cell[0]) for cell in finer.cells]]
     for c in range(len(prog.cells)):
         assert (seeded[coarse_of == c].sum(axis=0) == x[c]).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(programs(), st.integers(0, 2**32 - 1))
+def test_certified_upper_bound_is_never_below_the_integer_maximum(case, seed):
+    """Work.upper_bound (HiGHS's dual, checked by weak duality in integer arithmetic) is at least
+    the integer maximum, and equals it when the relaxation is tight; dual_bound stays an upper
+    bound whatever multipliers it is given (a wrong dual only loosens it)."""
+    prog, _, _, _, _ = case
+    if prog.trivially_infeasible or prog.n_vars == 0:
+        return
+    rng = np.random.default_rng(seed)
+    f = rng.integers(0, 3, prog.n_vars)
+    best = milp_only(prog, -f.astype(float))
+    if best is None:
+        return
+    upper = prog.ub[prog.var_cell, prog.var_value]
+    work = Work()
+    bound = work.upper_bound(f, prog.base.A, prog.base.lb, upper)
+    assert bound >= -best
+    relaxed = milp(-f.astype(float), bounds=Bounds(np.zeros(prog.n_vars), upper.astype(float)),
+                   constraints=[prog.base])
+    assert bound == int(np.floor(-relaxed.fun + 1e-9))  # the LP's value, floored
+    assert work.upper_bound(f, prog.base.A, prog.base.lb, upper) == bound  # the kept model, warm
+    for _ in range(3):
+        wrong = rng.normal(0, 3, prog.base.A.shape[0])
+        assert dual_bound(f, prog.base.A, prog.base.lb, upper, wrong) >= -best

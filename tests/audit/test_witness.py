@@ -10,6 +10,7 @@ import pandas as pd
 from tasks.audit import Auditor
 from tasks.audit.decide import compute_delta
 from tasks.audit.program import Work
+from tasks.audit.witness import heavy_regions
 from tests.audit import brute
 
 
@@ -102,3 +103,50 @@ def test_a_budget_too_small_to_list_an_implicit_delta_denies_without_reading():
     decision = auditor.ask(["p0", "p4"])
     assert decision.budget_hit and decision.response == "negative-denial" and len(reads) == before
     assert auditor.knowledge.denial is not None  # still the same, still implicit
+
+
+def region_members(prog, g, row) -> tuple[frozenset, frozenset]:
+    """Brute force's instances of G inside a region (b) given as (variables, lo, hi), and those
+    just outside its threshold (the bound moved by one)."""
+    ids, lo, hi = row
+    inside, next_to = set(), set()
+    for inst in g:
+        x = np.zeros(prog.ub.shape, dtype=int)
+        np.add.at(x, (prog.cell_of, list(inst)), 1)
+        t = int(x[prog.var_cell[ids], prog.var_value[ids]].sum())
+        if lo <= t <= hi:
+            inside.add(inst)
+        elif lo - 1 <= t <= hi + 1:
+            next_to.add(inst)
+    return frozenset(inside), frozenset(next_to)
+
+
+def test_regions_b_hold_only_instances_of_delta_and_their_bound_is_tight():
+    """Every instance of every region (b) (a group's side of q holding so many values of W that
+    the group holds only W) has an unsafe answer by brute force, after random released facts,
+    for groups inside and outside q; moving a bound by one admits safe answers in some case."""
+    rng = np.random.default_rng(5)
+    seen = {"inside": 0, "outside": 0, "loose_bound_caught": 0}
+    for _ in range(150):
+        n, k = int(rng.integers(3, 8)), int(rng.integers(2, 5))
+        secret = [int(v) for v in rng.integers(0, k, n)]
+        values = sorted(set(secret))
+        inst_secret = tuple(values.index(v) for v in secret)
+        l = int(rng.choice([2, 2, 3]))
+        auditor, people, _ = auditor_for([str(v) for v in secret], l)
+        world = frozenset(tuple(values.index(int(v)) for v in i)
+                          for i in brute.all_instances(n, sorted(map(str, secret)), closed=True))
+        g = world
+        for _ in range(int(rng.integers(0, 3))):
+            fact = frozenset(rng.choice(n, int(rng.integers(1, n + 1)), replace=False).tolist())
+            auditor.add_public_fact([people[p] for p in fact], [str(secret[p]) for p in fact])
+            g = frozenset(i for i in g if brute.answer(i, [fact]) == brute.answer(inst_secret, [fact]))
+        q = frozenset(rng.choice(n, int(rng.integers(1, n + 1)), replace=False).tolist())
+        prog = auditor.knowledge.program(auditor.knowledge.branches[0], [auditor.universe.members([people[p] for p in q])])
+        unsafe = brute.delta(g, [q], n, l)
+        for row in heavy_regions(prog, l, Work()):
+            members, next_to = region_members(prog, g, row)
+            assert members <= unsafe, (secret, l, q)
+            seen["inside" if row[1] > -np.inf else "outside"] += bool(members)
+            seen["loose_bound_caught"] += bool(next_to - unsafe)
+    assert min(seen.values()) >= 5, seen

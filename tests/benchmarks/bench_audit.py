@@ -92,8 +92,11 @@ def main() -> None:
           f"p95={np.percentile(lat, 95):.3f}s  max={lat.max():.3f}s")
     for kind in ["answer", "negative-denial", "positive-denial", "budget-denied"]:
         print(f"  {kind:16s} {kinds.count(kind) / len(kinds):6.1%}")
-    print(f"knowledge branches={len(auditor.knowledge.branches)} "
-          f"facts={sum(len(b) for b in auditor.knowledge.branches)}")
+    if auditor.knowledge.denial is not None:  # a positive denial by route 4, not yet listed
+        print("knowledge implicit (Delta of a positive denial, listed by the next decision)")
+    else:
+        print(f"knowledge branches={len(auditor.knowledge.branches)} "
+              f"facts={sum(len(b) for b in auditor.knowledge.branches)}")
 
 
 if __name__ == "__main__":
