@@ -145,7 +145,9 @@ class RunSpec(BaseModel):
     cluster of `workers` processes, default 2) for the tasks a technique maps over its chunks.
     address: an existing Dask scheduler ("tcp://host:port") instead of a local cluster.
     chunk_rows: on Dask, the most rows one worker finishes alone (a technique that distributes
-    its partitioning splits the table across workers until every part is this small).
+    its partitioning splits the table across workers until every part is this small); also the
+    published rows per verify chunk of butterfly, union-qid, anatomy and serial (a release of at
+    most chunk_rows rows is verified in one step).
     allow_spill: let Dask workers spill chunks (secret rows) to their scratch disk under memory
     pressure; off by default, so secret rows stay in memory."""
 
