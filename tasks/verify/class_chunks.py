@@ -54,10 +54,11 @@ class ClassChunk:
 
 
 def class_chunks(table: pa.Table, column_sets: list[list[str]], chunk_rows: int) -> list[ClassChunk]:
-    needed = list(dict.fromkeys(c for cols in column_sets for c in cols))
-    narrow = table.select(needed)
-    return [ClassChunk(CompactTable(narrow.slice(lo, rows)), lo, column_sets)
-            for lo, rows in row_runs(table.num_rows, chunk_rows)]
+    runs = row_runs(table.num_rows, chunk_rows)
+    if len(runs) == 1:  # the table itself: its column codes are kept for the group sizes and estimates
+        return [ClassChunk(CompactTable(table), 0, column_sets)]
+    narrow = table.select(list(dict.fromkeys(c for cols in column_sets for c in cols)))
+    return [ClassChunk(CompactTable(narrow.slice(lo, rows)), lo, column_sets) for lo, rows in runs]
 
 
 def class_partials(chunk: ClassChunk) -> list[pa.Table]:
