@@ -146,7 +146,9 @@ class RunSpec(BaseModel):
     address: an existing Dask scheduler ("tcp://host:port") instead of a local cluster.
     chunk_rows: on Dask, the most rows one worker finishes alone (a technique that distributes
     its partitioning splits the table across workers until every part is this small); also the
-    published rows per verify chunk of a per-group verifier (ambiguity, priview), on any runner.
+    published rows per verify chunk of a technique that verifies in chunks (butterfly,
+    union-qid, anatomy, serial, ambiguity, priview; a release of at most chunk_rows published
+    rows is verified in one step).
     allow_spill: let Dask workers spill chunks (secret rows) to their scratch disk under memory
     pressure; off by default, so secret rows stay in memory."""
 

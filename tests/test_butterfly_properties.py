@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tasks.anonymize.butterfly_core import Points
 from tasks.anonymize.butterfly_wings import segmented_mondrian
 from tasks.evaluate.metrics import uncertainty_penalty
-from tasks.partition.mondrian import mondrian_partition
+from tasks.partition.mondrian import PartitionError, mondrian_partition
 from tests.helpers import release_of, technique_and_data
 
 ATTRS = ["a", "b", "c", "d", "e"]
@@ -67,7 +67,16 @@ def test_every_release_passes_the_verifier(case):
     frame, params = case
     for name in ("butterfly", "union-qid"):
         tech, data = technique_and_data(frame, QI, "s", name, **params)
-        part, release = release_of(tech, data)
+        try:
+            part, release = release_of(tech, data)
+        except PartitionError as exc:
+            # two-level butterfly refuses when the union QID has fewer k'-classes than ceil(k/k')
+            # points (e.g. a union of one attribute holding one value): nothing to verify
+            cols = [tech.spec.dataset.qi_names.index(c) for c in tech.union]
+            classes = mondrian_partition(data, params.get("k_prime", 0) or 1, columns=cols).n_groups
+            assert name == "butterfly" and "k_prime" in params
+            assert classes < -(-params["k"] // params["k_prime"]), exc
+            continue
         table = release.tables["table"]
         assert table.num_rows == len(frame)
         results = tech.verify(release, {})

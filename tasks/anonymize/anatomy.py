@@ -11,6 +11,7 @@ Published tables:  QIT (QI columns, gid)  and  ST (gid, sensitive value, count).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -19,9 +20,10 @@ import pandas as pd
 import pyarrow as pa
 
 from schemas.spec import ReleaseSpec
-from tasks.anonymize.base import Partition, PrivacyResult, Release, Technique, register
+from tasks.anonymize.base import ChunkPlan, Partition, PrivacyResult, Release, Technique, register
 from tasks.anonymize.muco import ColumnIndex
 from tasks.microdata import Microdata
+from tasks.verify.class_chunks import CompactTable
 
 
 class AnatomyError(ValueError):
@@ -98,7 +100,21 @@ class Anatomy(Technique):
                        {}, info)
 
     def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
-        return verify_anatomy(release, self.spec.dataset.sensitive, self.l)
+        return verify_anatomy(release, self.spec.dataset.sensitive, self.l, self.spec.run.chunk_rows)
+
+    def plan_verify(self, release: Release, context: dict[str, Any]) -> ChunkPlan | None:
+        """None (one verify step) for a QIT of at most chunk_rows rows."""
+        rows = self.spec.run.chunk_rows
+        if release.tables["QIT"].num_rows <= rows:
+            return None
+        return ChunkPlan(anatomy_chunks(release, self.spec.dataset.sensitive, rows))
+
+    def verify_chunk(self, chunk: AnatomyChunk) -> dict[str, Any]:
+        return anatomy_chunk_figures(chunk)
+
+    def combine_verify(self, release: Release, context: dict[str, Any], plan: ChunkPlan,
+                       results: list) -> list[PrivacyResult]:
+        return anatomy_results(results, self.l)
 
     def _bucket_stats(self, release: Release):
         qit = release.tables["QIT"].to_pandas()
@@ -148,22 +164,71 @@ class Anatomy(Technique):
         return {"QIT": pdr.DataFrameSchema(qit, strict=True), "ST": pdr.DataFrameSchema(st, strict=True)}
 
 
-def verify_anatomy(release: Release, sensitive: str, l: int) -> list[PrivacyResult]:
-    """l-diversity and the 1/l attribute-disclosure bound, read from QIT and ST only."""
-    qit = release.tables["QIT"].to_pandas()
-    st = release.tables["ST"].to_pandas()
-    size = qit.groupby("gid").size()
+# verify: per group, QIT's size against ST's counts, in runs of group ids (verify chunks on the task
+# runner). A run holds QIT's group ids of its range (the QI cells are not needed) and ST's rows of
+# those groups, about `[run] chunk_rows` QIT rows; the combine keeps one figure per run.
+@dataclass
+class AnatomyChunk:
+    gid: np.ndarray  # QIT's group id of every row of the run's groups
+    st: CompactTable  # ST's rows (gid, sensitive value, count) of the run's groups
+    sensitive: str
+
+
+def anatomy_chunks(release: Release, sensitive: str, chunk_rows: int) -> list[AnatomyChunk]:
+    """Runs of whole groups: a run starts at the group of every chunk_rows-th QIT row (in group
+    order), and takes the ST rows of its group ids."""
+    qit_gid = np.sort(release.tables["QIT"].column("gid").to_numpy())
+    st = release.tables["ST"].select(["gid", sensitive, "count"])
+    st_gid = st.column("gid").to_numpy()
+    order = np.argsort(st_gid, kind="stable")
+    st, st_gid = st.take(pa.array(order)), st_gid[order]
+    cuts = np.unique(qit_gid[chunk_rows::chunk_rows])
+    qit_at = np.concatenate([[0], np.searchsorted(qit_gid, cuts), [len(qit_gid)]])
+    st_at = np.concatenate([[0], np.searchsorted(st_gid, cuts), [len(st_gid)]])
+    return [AnatomyChunk(qit_gid[a:b], CompactTable(st.slice(c, d - c)), sensitive)
+            for a, b, c, d in zip(qit_at[:-1], qit_at[1:], st_at[:-1], st_at[1:])]
+
+
+def anatomy_chunk_figures(chunk: AnatomyChunk) -> dict[str, Any]:
+    """The run's groups: do QIT and ST agree on their sizes, the fewest distinct values (and the
+    first group with them), the largest share of one value (and the first group with it)."""
+    st = chunk.st.table.to_pandas()
+    gids, counts = np.unique(chunk.gid, return_counts=True)
+    size = pd.Series(counts.astype(np.int64), index=gids)
     st_size = st.groupby("gid")["count"].sum()
     consistent = size.sort_index().equals(st_size.sort_index().astype(size.dtype))
-    distinct = st.groupby("gid")[sensitive].nunique()
+    distinct = st.groupby("gid")[chunk.sensitive].nunique()
     top = st.groupby("gid")["count"].max()
-    frac = top / size.reindex(top.index)
-    g_worst = int(frac.idxmax())
-    worst_frac = Fraction(int(top[g_worst]), int(size[g_worst]))
+    frac = (top / size.reindex(top.index)).dropna()
+    fewest = (int(distinct.min()), int(distinct.idxmin())) if len(distinct) else None
+    if len(frac):
+        g = int(frac.idxmax())
+        worst = (float(frac[g]), int(top[g]), int(size[g]), g)
+    else:
+        worst = None
+    return {"consistent": bool(consistent), "fewest": fewest, "worst": worst}
+
+
+def anatomy_results(figures: list[dict[str, Any]], l: int) -> list[PrivacyResult]:
+    """l-diversity and the 1/l attribute-disclosure bound from the runs' figures (in group
+    order: among equal figures the first group wins, as in one pass over the groups)."""
+    consistent = all(f["consistent"] for f in figures)
+    fewest, g_least = min((f["fewest"] for f in figures if f["fewest"] is not None), key=lambda x: x[0])
+    worst = max((f["worst"] for f in figures if f["worst"] is not None), key=lambda w: w[0], default=None)
+    if worst is None:
+        raise ValueError("ST names no group of QIT")
+    _, top, size, g_worst = worst
+    worst_frac = Fraction(top, size)
     return [
-        PrivacyResult("QIT and ST agree on group sizes", bool(consistent), True, bool(consistent)),
-        PrivacyResult("l-diversity (distinct)", int(distinct.min()), l, bool(distinct.min() >= l),
-                      {"gid": int(distinct.idxmin())}),
+        PrivacyResult("QIT and ST agree on group sizes", consistent, True, consistent),
+        PrivacyResult("l-diversity (distinct)", fewest, l, bool(fewest >= l), {"gid": g_least}),
         PrivacyResult("attribute disclosure", str(worst_frac), str(Fraction(1, l)),
                       bool(worst_frac <= Fraction(1, l)), {"gid": g_worst}),
     ]
+
+
+def verify_anatomy(release: Release, sensitive: str, l: int, chunk_rows: int | None = None) -> list[PrivacyResult]:
+    """l-diversity and the 1/l attribute-disclosure bound, read from QIT and ST only (every run
+    in this process; one run unless chunk_rows is given)."""
+    rows = chunk_rows or max(release.tables["QIT"].num_rows, 1)
+    return anatomy_results([anatomy_chunk_figures(c) for c in anatomy_chunks(release, sensitive, rows)], l)

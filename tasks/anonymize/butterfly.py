@@ -18,14 +18,15 @@ import pyarrow as pa
 
 from schemas.published import generalized_table_schema
 from schemas.spec import SpecError
-from tasks.anonymize.base import Partition, PrivacyResult, Release, Technique, register
+from tasks.anonymize.base import ChunkPlan, Partition, PrivacyResult, Release, Technique, register
 from tasks.anonymize.butterfly_core import Assignment, Points, butterflies, layout
 from tasks.anonymize.generalized_table import GroupIndex, generalized_columns, generalized_table
 from tasks.evaluate.estimate_generalized import estimate_from_generalized
 from tasks.evaluate.metrics import uncertainty_penalty
 from tasks.microdata import Microdata
 from tasks.partition.mondrian import PartitionError, mondrian_partition
-from tasks.verify.multi_qid import multi_qid_anonymity
+from tasks.verify import multi_qid
+from tasks.verify.class_chunks import ClassChunk, class_partials
 
 
 class _MultiQID(Technique):
@@ -60,8 +61,27 @@ class _MultiQID(Technique):
         if data.n < self.k:
             raise ValueError(f"k = {self.k} is larger than the table ({data.n} rows)")
 
+    # verify: every QID's classes counted in runs of `[run] chunk_rows` published rows (verify
+    # chunks on the task runner), added up per class in the flow (tasks/verify/multi_qid.py)
     def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
-        return multi_qid_anonymity(release.tables["table"], self.qids, self.k, self.k_prime, self.union)
+        plan = self.verify_plan(release)
+        return self.combine_verify(release, context, plan, [self.verify_chunk(c) for c in plan.chunks])
+
+    def plan_verify(self, release: Release, context: dict[str, Any]) -> ChunkPlan | None:
+        """None (one verify step) for a table of at most chunk_rows rows."""
+        return None if release.tables["table"].num_rows <= self.spec.run.chunk_rows else self.verify_plan(release)
+
+    def verify_plan(self, release: Release) -> ChunkPlan:
+        table = release.tables["table"]
+        checks = multi_qid.multi_qid_checks(table, self.qids, self.k, self.k_prime, self.union)
+        return ChunkPlan(multi_qid.multi_qid_plan(table, checks, self.spec.run.chunk_rows), checks)
+
+    def verify_chunk(self, chunk: ClassChunk) -> list[pa.Table]:
+        return class_partials(chunk)
+
+    def combine_verify(self, release: Release, context: dict[str, Any], plan: ChunkPlan,
+                       results: list) -> list[PrivacyResult]:
+        return multi_qid.multi_qid_results(plan.state, results)
 
     def estimate_counts(self, release: Release, workload) -> np.ndarray:
         ds = self.spec.dataset

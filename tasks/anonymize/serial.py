@@ -35,13 +35,14 @@ import pyarrow.compute as pc
 
 from schemas.spec import SpecError
 from state.store import StateError
-from tasks.anonymize.base import Partition, PrivacyRefused, PrivacyResult, Release, Technique, register
+from tasks.anonymize.base import ChunkPlan, Partition, PrivacyRefused, PrivacyResult, Release, Technique, register
 from tasks.microdata import Microdata
 from tasks.serial import pairs
 from tasks.serial import state as ss
 from tasks.serial import statistics as st
 from tasks.serial.grouping import Requirements, grow_groups, zorder
 from tasks.serial.publish import generalize, published_tables
+from tasks.verify import serial_groups
 from tasks.verify import serial_guarantee as sg
 
 
@@ -360,14 +361,43 @@ class SerialTechnique(Technique):
         )
 
     # --- verify: from the published tables, membership and the committed history -------------
+    # The per-group half (localized guarantee, history rows) in runs of group ids of about
+    # `[run] chunk_rows` published rows (verify chunks on the task runner, tasks/verify/
+    # serial_groups.py); the global guarantee, which reads the series' pairs from the store, and
+    # the virtual members' check in the combine, in the flow.
     def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
-        ctx = context or {}
+        plan = self.verify_plan(release, context)
+        return self.combine_verify(release, context, plan, [self.verify_chunk(c) for c in plan.chunks])
+
+    def plan_verify(self, release: Release, context: dict[str, Any]) -> ChunkPlan | None:
+        """None (one verify step) for a table of at most chunk_rows rows."""
+        if release.tables["table"].num_rows <= self.spec.run.chunk_rows:
+            return None
+        return self.verify_plan(release, context)
+
+    def verify_plan(self, release: Release, context: dict[str, Any]) -> ChunkPlan:
+        release = self._with_own(release, context or {})
+        chunks = serial_groups.group_chunks(
+            release.tables["table"], release.tables["groups"], release.private["membership"], l=self.l,
+            sensitive=self.spec.dataset.sensitive, transient=release.private.get("transient"),
+            release=release.private.get("release", 0), chunk_rows=self.spec.run.chunk_rows)
+        return ChunkPlan(chunks)
+
+    def verify_chunk(self, chunk: serial_groups.GroupChunk) -> serial_groups.GroupFigures:
+        return serial_groups.group_figures(chunk)
+
+    @staticmethod
+    def _with_own(release: Release, ctx: dict[str, Any]) -> Release:
         if "membership" not in release.private and ctx.get("serial_own"):
             # a committed release re-verified: its rows and membership live in the serial tables
-            release = Release(release.tables, {**release.private, **ctx["serial_own"]}, release.info)
-        args = dict(l=self.l, sensitive=self.spec.dataset.sensitive, transient=release.private.get("transient"),
-                    release=release.private.get("release", 0))
-        published = (release.tables["table"], release.tables["groups"], release.private["membership"])
+            return Release(release.tables, {**release.private, **ctx["serial_own"]}, release.info)
+        return release
+
+    def combine_verify(self, release: Release, context: dict[str, Any], plan: ChunkPlan,
+                       results: list) -> list[PrivacyResult]:
+        ctx = context or {}
+        release = self._with_own(release, ctx)
+        published = serial_groups.localized_and_rows(results, self.l)
         extra: list[PrivacyResult] = []
         stored, seq = ctx.get("serial_pairs_asof"), ctx.get("serial_sequence")
         # the state database's statistics hold a pair last changed at or before this release
@@ -376,7 +406,7 @@ class SerialTechnique(Technique):
         rebuilt = None
         if ctx.get("serial_stats") is not None:  # the history rows: recheck every pair
             rebuilt = st.aggregate(ctx["serial_stats"])
-            check = sg.check_release(*published, rebuilt, **args)
+            check = sg.check_rows(*published, rebuilt, l=self.l)
             if ctx.get("serial_aggregate") is not None and not compare_stored:
                 # the carried statistics the next release will trust, against the history rows
                 same = st.same_aggregate(st.as_stored(ctx["serial_aggregate"]), rebuilt)
@@ -384,8 +414,7 @@ class SerialTechnique(Technique):
                                            else "carried aggregate differs from the history rows",
                                            None, same, {"pairs": len(rebuilt)}))
         else:
-            check = sg.check_release_incremental(*published, pair_source(ctx), ctx.get("serial_summary"),
-                                                 **args)
+            check = sg.check_rows_incremental(*published, pair_source(ctx), ctx.get("serial_summary"), l=self.l)
         if compare_stored:
             # serial_pairs against the history rows up to and including this release
             own = st._terms(st.as_frame(release.private["serial_stats"], st.HISTORY_COLUMNS))

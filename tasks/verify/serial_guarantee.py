@@ -28,6 +28,9 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from tasks.verify import serial_groups
+from tasks.verify.serial_groups import plain as _plain
+
 # ------------------------------------------------------------------------------------------------
 # scalar, exact
 
@@ -377,53 +380,14 @@ class SeriesCheck:
     summary: dict | None = None  # pairs, breaching, worst pair of the series after this release
 
 
-def _published_rows(table, groups, membership, *, l: int, sensitive: str, transient, release: int):
+def _published_rows(table, groups, membership, *, l: int, sensitive: str, transient, release: int,
+                    chunk_rows: int | None = None):
     """This release's history rows recomputed from the published tables and the membership, and
-    the localized guarantee."""
-    from tasks.anonymize.base import PrivacyResult
-    from tasks.serial import statistics as st
-
-    gid = np.asarray(table.column("gid").to_numpy(zero_copy_only=False), dtype=np.int64)
-    shown = table.column(sensitive).to_pandas().to_numpy(dtype=object)
-    present = ~pd.isna(shown)
-    if transient is not None:
-        present &= pd.Series(shown).isin(list(transient)).to_numpy()
-    codes, values = pd.factorize(pd.Series(shown[present]), sort=True)
-    value_code = np.full(len(shown), -1, dtype=np.int64)
-    value_code[present] = codes
-    values = np.asarray(values, dtype=object)
-
-    size_of = np.zeros(0, dtype=np.int64)
-    g_ids = np.asarray(groups.column("gid").to_numpy(), dtype=np.int64)
-    if len(g_ids):
-        size_of = np.zeros(g_ids.max() + 1, dtype=np.int64)
-        size_of[g_ids] = np.asarray(groups.column("size").to_numpy(), dtype=np.int64)
-    real = np.bincount(gid, minlength=len(size_of))
-    if (real > size_of).any():
-        raise ValueError("a published group is smaller than its tuples")
-
-    gv = st.group_values(gid, value_code, len(values))
-    # localized: n(s)/|G| <= 1/l for every group and protected value, from the tables alone
-    gv_gid, gv_code, cnt = gv
-    loc_ok = l * cnt <= size_of[gv_gid]
-    if len(cnt):
-        frac = cnt / size_of[gv_gid]
-        cand = np.flatnonzero(frac >= frac.max() * (1 - 1e-9))
-        i = max(cand, key=lambda j: Fraction(int(cnt[j]), int(size_of[gv_gid[j]])))
-        loc_worst = Fraction(int(cnt[i]), int(size_of[gv_gid[i]]))
-        loc_where = {"gid": int(gv_gid[i]), "value": _plain(values[gv_code[i]]),
-                     "count": int(cnt[i]), "size": int(size_of[gv_gid[i]])}
-    else:
-        loc_worst, loc_where = Fraction(0), {}
-    localized = PrivacyResult("serial-localized", str(loc_worst), f"1/{l}", bool(loc_ok.all()),
-                              {**loc_where, "violating_groups": int((~loc_ok).sum())})
-
-    mem = membership.to_pandas() if hasattr(membership, "to_pandas") else membership
-    person = mem["person"].to_numpy()
-    member_gid = mem["gid"].to_numpy(dtype=np.int64)
-    if len(member_gid) != len(gid) or not np.array_equal(np.bincount(member_gid, minlength=len(real)), real):
-        raise ValueError("group membership does not match the published table")
-    return st.pair_rows(person, member_gid, size_of, gv, values, release), localized
+    the localized guarantee (tasks/verify/serial_groups.py, every run of groups in this process;
+    one run unless chunk_rows is given)."""
+    chunks = serial_groups.group_chunks(table, groups, membership, l=l, sensitive=sensitive, transient=transient,
+                                        release=release, chunk_rows=chunk_rows or max(table.num_rows, 1))
+    return serial_groups.localized_and_rows([serial_groups.group_figures(c) for c in chunks], l)
 
 
 def _global_result(summary: dict, l: int):
@@ -446,10 +410,15 @@ def check_release(table, groups, membership, prior_aggregate, *, l: int, sensiti
     committed releases (tasks.serial.statistics, pandas with int q, d, e.g. rebuilt from the
     history rows); transient: the protected values (None = all).
     """
+    published = _published_rows(table, groups, membership, l=l, sensitive=sensitive, transient=transient,
+                                 release=release)
+    return check_rows(*published, prior_aggregate, l=l)
+
+
+def check_rows(rows, localized, prior_aggregate, *, l: int) -> SeriesCheck:
+    """`check_release` from the release's history rows and localized figure (serial_groups)."""
     from tasks.serial import statistics as st
 
-    rows, localized = _published_rows(table, groups, membership, l=l, sensitive=sensitive,
-                                      transient=transient, release=release)
     agg = st.combine(([st.as_frame(prior_aggregate, st.AGGREGATE_COLUMNS)]
                       if prior_aggregate is not None else []) + [st._terms(rows)])
     summary = summarize(agg, l)
@@ -462,11 +431,16 @@ def check_release_incremental(table, groups, membership, prior_pairs, prior_summ
     rows are recomputed exactly (their stored state read from `prior_pairs`, a PairSource or an
     aggregate); every other pair keeps its p, and `prior_summary` (pairs, breaching, worst pair of
     the committed series) stands for them. Gives the same figures as the full check (tested)."""
+    published = _published_rows(table, groups, membership, l=l, sensitive=sensitive, transient=transient,
+                                 release=release)
+    return check_rows_incremental(*published, prior_pairs, prior_summary, l=l)
+
+
+def check_rows_incremental(rows, localized, prior_pairs, prior_summary, *, l: int) -> SeriesCheck:
+    """`check_release_incremental` from the release's history rows and localized figure."""
     from tasks.serial import pairs
     from tasks.serial import statistics as st
 
-    rows, localized = _published_rows(table, groups, membership, l=l, sensitive=sensitive,
-                                      transient=transient, release=release)
     source = pairs.as_source(prior_pairs)
     if prior_summary is None and isinstance(source, pairs.MemoryPairs):
         prior_summary = source.summary(l)  # series stored before summaries
@@ -474,8 +448,3 @@ def check_release_incremental(table, groups, membership, prior_pairs, prior_summ
     after = st.combine([before, st._terms(rows)])
     summary = advance_summary(prior_summary, before, after, l)
     return SeriesCheck([_global_result(summary, l), localized], rows, after, summary)
-
-
-def _plain(x):
-    """A numpy scalar as the Python value (reports are serialised)."""
-    return x.item() if hasattr(x, "item") else x

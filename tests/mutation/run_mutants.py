@@ -28,10 +28,11 @@ GENERALIZED = ["tests/test_verify_k_anonymity.py", "tests/test_golden_spine.py",
 MUCO = ["tests/test_muco.py", "tests/test_muco_verifier.py", "tests/test_thresholds.py"]
 PRESENCE = ["tests/test_presence_association.py", "tests/test_ambiguity.py", "tests/test_priview.py",
             "tests/test_thresholds.py"]
-BUTTERFLY = ["tests/test_butterfly.py", "tests/test_butterfly_properties.py", "tests/test_thresholds.py"]
+BUTTERFLY = ["tests/test_butterfly.py", "tests/test_butterfly_properties.py", "tests/test_thresholds.py",
+             "tests/test_chunked_verify.py"]
 SERIAL = ["tests/test_serial_guarantee.py", "tests/test_serial_technique.py", "tests/test_thresholds.py"]
 AUDIT = ["tests/audit/test_golden.py", "tests/audit/test_properties.py", "tests/test_thresholds.py"]
-ANATOMY = ["tests/test_anatomy.py", "tests/test_thresholds.py"]
+ANATOMY = ["tests/test_anatomy.py", "tests/test_thresholds.py", "tests/test_chunked_verify.py"]
 SERIES = ["tests/test_series_composition.py"]
 
 
@@ -86,17 +87,22 @@ MUTANTS = [
            "num * threshold.denominator > threshold.numerator * den + 1", PRESENCE),
     # Anatomy
     Mutant("Anatomy l-diversity accepts l - 1 values", "tasks/anonymize/anatomy.py",
-           "distinct.min() >= l", "distinct.min() >= l - 1", ANATOMY),
+           "fewest >= l", "fewest >= l - 1", ANATOMY),
+    Mutant("Anatomy size check: one agreeing chunk is enough", "tasks/anonymize/anatomy.py",
+           'all(f["consistent"] for f in figures)', 'any(f["consistent"] for f in figures)', ANATOMY),
     Mutant("Anatomy disclosure bound 1/(l - 1)", "tasks/anonymize/anatomy.py",
            "worst_frac <= Fraction(1, l)", "worst_frac <= Fraction(1, l - 1)", ANATOMY),
     # Butterfly
     Mutant("Butterfly per-QID k checked as k - 1", "tasks/verify/multi_qid.py",
-           "k_anonymity(table, qi_columns(table, qid), k)", "k_anonymity(table, qi_columns(table, qid), k - 1)",
-           BUTTERFLY),
+           "checks.thresholds.append(k)", "checks.thresholds.append(k - 1)", BUTTERFLY),
+    Mutant("Butterfly k-anonymity accepts a class of k - 1", "tasks/verify/class_chunks.py",
+           "reached >= k,", "reached >= k - 1,", BUTTERFLY),
+    Mutant("Butterfly class sizes: the largest chunk's part, not the sum", "tasks/verify/class_chunks.py",
+           "np.add.at(size, ids", "np.maximum.at(size, ids", BUTTERFLY),
     Mutant("Butterfly checks every QID but the last", "tasks/verify/multi_qid.py",
            "enumerate(qids, start=1)", "enumerate(qids[:-1], start=1)", BUTTERFLY),
     Mutant("two-level union QID checked as k' - 1", "tasks/verify/multi_qid.py",
-           "qi_columns(table, names), k_prime)", "qi_columns(table, names), k_prime - 1)", BUTTERFLY),
+           "checks.thresholds.append(k_prime)", "checks.thresholds.append(k_prime - 1)", BUTTERFLY),
     # serial publishing
     Mutant("serial global guarantee p <= 1/(l - 1)", "tasks/verify/serial_guarantee.py",
            "np.asarray(l * q >= (l - 1) * d, dtype=bool)", "np.asarray((l - 1) * q >= (l - 2) * d, dtype=bool)",
@@ -105,7 +111,7 @@ MUTANTS = [
            "np.asarray(l * q >= (l - 1) * d, dtype=bool)", "np.asarray(l * q > (l - 1) * d, dtype=bool)", SERIAL),
     Mutant("serial global verdict tolerates one breaching pair", "tasks/verify/serial_guarantee.py",
            'summary["breaching"] == 0', 'summary["breaching"] <= 1', SERIAL),
-    Mutant("serial localized guarantee n(s)/|G| <= 1/(l - 1)", "tasks/verify/serial_guarantee.py",
+    Mutant("serial localized guarantee n(s)/|G| <= 1/(l - 1)", "tasks/verify/serial_groups.py",
            "loc_ok = l * cnt <= size_of[gv_gid]", "loc_ok = (l - 1) * cnt <= size_of[gv_gid]", SERIAL),
     # the online auditor
     Mutant("auditor consults the secret when floor(Delta) = l - 1", "tasks/audit/decide.py",
