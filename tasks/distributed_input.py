@@ -23,7 +23,8 @@ import pyarrow as pa
 from schemas.input import InputError, files_root, input_files, validate_input
 from schemas.spec import ReleaseSpec
 from tasks.compose.state import person_text
-from tasks.microdata import Microdata, QIDomain, distinct_values, domain_from_distinct, merge_distinct
+from tasks.microdata import (HasDomains, Microdata, QIDomain, distinct_values, domain_from_distinct,
+                             merge_distinct)
 
 ID_BUCKETS = 16
 
@@ -126,7 +127,7 @@ def _code_part(local: LocalPart, meta: tuple) -> CodedPart:
     return code_part(local, *meta)
 
 
-class ClusterData:
+class ClusterData(HasDomains):
     """The input as coded partitions held by Dask workers; the flow keeps only the domains.
 
     Offers what the flow and the checks read from Microdata (n, domains, sensitive values,
@@ -142,9 +143,6 @@ class ClusterData:
     def n(self) -> int:
         return int(self.sizes.sum())
 
-    @property
-    def qi_names(self) -> list[str]:
-        return [d.name for d in self.domains]
 
     def collect(self) -> Microdata:
         """Every row in this process, as Microdata (small tables and tests only)."""

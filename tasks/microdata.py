@@ -102,8 +102,22 @@ def encode(domain: QIDomain, column: pd.Series) -> np.ndarray:
     return np.where(codes >= 0, lookup[codes], -1).astype(np.int32)
 
 
+class HasDomains:
+    """What readers of a table's QIs ask of anything with `domains` (Microdata, a cluster
+    partition's view): the QI names and a QI's domain by name."""
+
+    domains: list[QIDomain]
+
+    @property
+    def qi_names(self) -> list[str]:
+        return [d.name for d in self.domains]
+
+    def domain(self, name: str) -> QIDomain:
+        return next(d for d in self.domains if d.name == name)
+
+
 @dataclass
-class Microdata:
+class Microdata(HasDomains):
     """The validated frame plus per-QI codes and sensitive-value codes."""
 
     spec: ReleaseSpec
@@ -143,9 +157,3 @@ class Microdata:
     def n(self) -> int:
         return len(self.frame)
 
-    @property
-    def qi_names(self) -> list[str]:
-        return [d.name for d in self.domains]
-
-    def domain(self, name: str) -> QIDomain:
-        return next(d for d in self.domains if d.name == name)

@@ -23,6 +23,7 @@ from tasks.anonymize.base import Partition, PrivacyResult, Technique
 from tasks.compose import state
 from tasks.compose.algebra import GroupCounts, Sets, compose, shared
 from tasks.microdata import Microdata
+from tasks.partition.distributed import ClusterPartition
 
 MODES = ("refuse", "warn")
 
@@ -126,12 +127,7 @@ class SeriesCheck:
 
     # --- the check ------------------------------------------------------------------------------
     def compose(self, data: Microdata, group: np.ndarray, n_groups: int):
-        prior = self.prior
-        counts = GroupCounts.of(group, data.sensitive_codes, n_groups, self.transient)
-        sets, row_set = compose(prior.sets if prior else Sets.empty(),
-                                prior.set_of_row if prior else np.full(len(group), -1, np.int64),
-                                group, counts, ~self.transient)
-        return counts, sets, row_set
+        return compose_rows(self.prior, group, data.sensitive_codes, n_groups, self.transient)
 
     def figures(self, sets: Sets, row_set: np.ndarray) -> np.ndarray:
         """Per row: fewest candidate values (or records, for k); a large number when unpublished."""
@@ -143,7 +139,7 @@ class SeriesCheck:
         batch by batch (tasks/compose/cluster.py)."""
         if self.technique.guards_series:
             return []
-        if getattr(part, "members", None) is not None and hasattr(data, "client"):
+        if isinstance(part, ClusterPartition):
             from tasks.compose.cluster import compose_on_cluster
 
             results, self._staged = compose_on_cluster(self, self.store, data, part)
@@ -153,11 +149,8 @@ class SeriesCheck:
     def check(self, data: Microdata, group: np.ndarray, n_groups: int) -> list[PrivacyResult]:
         if self.technique.guards_series:
             return []
-        counts, sets, row_set = self.compose(data, group, n_groups)
-        if self.settings.l:  # the record counts serve only the k figure: without them most
-            sets.minc[:] = 0  # people share a handful of summaries (a k check would read 0: refuse)
-        sets, index = shared(sets)
-        row_set = np.where(row_set >= 0, index[np.clip(row_set, 0, None)], -1)
+        sets, row_set = summarise(self.prior, group, data.sensitive_codes, n_groups, self.transient,
+                                  bool(self.settings.l))
         self._composed = (group, sets, row_set)
         if self.prior is None:  # the first release with summaries: nothing to combine yet
             return []
@@ -223,3 +216,24 @@ def same_transient(prior: state.Prior, settings: SeriesSettings, series: str) ->
     if sorted(prior.transient) != sorted(settings.transient):
         raise SpecError(f"[series] transient differs from the list release #{prior.release} of "
                         f"series '{series}' was checked with; a series keeps one list")
+
+
+def compose_rows(prior: state.Prior | None, group: np.ndarray, codes: np.ndarray, n_groups: int,
+                 transient: np.ndarray) -> tuple[GroupCounts, Sets, np.ndarray]:
+    """One release's records per (group, value), its people's new summaries and each row's set."""
+    counts = GroupCounts.of(group, codes, n_groups, transient)
+    sets, row_set = compose(prior.sets if prior else Sets.empty(),
+                            prior.set_of_row if prior else np.full(len(group), -1, np.int64),
+                            group, counts, ~transient)
+    return counts, sets, row_set
+
+
+def summarise(prior: state.Prior | None, group: np.ndarray, codes: np.ndarray, n_groups: int,
+              transient: np.ndarray, by_values: bool) -> tuple[Sets, np.ndarray]:
+    """The new summaries as they are stored (equal ones shared) and each row's set (-1: not
+    published). by_values: an l check, whose summaries need no record counts."""
+    _, sets, row_set = compose_rows(prior, group, codes, n_groups, transient)
+    if by_values:  # the record counts serve only the k figure: without them most people
+        sets.minc[:] = 0  # share a handful of summaries (a later k check would read 0: refuse)
+    sets, index = shared(sets)
+    return sets, np.where(row_set >= 0, index[np.clip(row_set, 0, None)], -1)

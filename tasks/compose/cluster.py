@@ -26,7 +26,6 @@ import pyarrow.parquet as pq
 
 from schemas.input import InputError
 from tasks.compose import state
-from tasks.compose.algebra import GroupCounts, Sets, compose, shared
 
 BATCH_PEOPLE = 1_000_000
 TABLES = ("_compose_people", "_compose_sets", "_compose_info")
@@ -94,7 +93,7 @@ def compose_on_cluster(check, store, data, cpart):
 
 
 def _compose_batches(check, store, data, cpart, staged: Staged):
-    from tasks.compose.check import same_transient
+    from tasks.compose.check import same_transient, summarise
 
     client, spec, settings = data.client, check.spec, check.settings
     worst = Worst()
@@ -123,18 +122,12 @@ def _compose_batches(check, store, data, cpart, staged: Staged):
             code_to_vkey, staged.values = state.value_keys(prior, check.values)
         if prior is not None:
             _refuse_changed_values(check, prior, code, file, row, data.files)
-        first = int(offset[a])
-        counts = GroupCounts.of(group - first, code, int(offset[b]) - first, check.transient)
-        sets, row_set = compose(prior.sets if prior else Sets.empty(),
-                                prior.set_of_row if prior else np.full(len(group), -1, np.int64),
-                                group - first, counts, ~check.transient)
-        if settings.l:  # as SeriesCheck.check: the record counts serve only the k figure
-            sets.minc[:] = 0
-        sets, index = shared(sets)
-        row_set = index[row_set]
+        first = int(offset[a])  # a batch holds whole groups: number them from its first
+        sets, row_set = summarise(prior, group - first, code, int(offset[b]) - first, check.transient,
+                                  bool(settings.l))
         if prior is not None:
-            per_set = sets.candidates() if settings.l else sets.identity()
-            worst.add(per_set[row_set], file, row, check.threshold, int((prior.set_of_row >= 0).sum()))
+            worst.add(check.figures(sets, row_set), file, row, check.threshold,
+                      int((prior.set_of_row >= 0).sum()))
         pkey = prior.pkey.copy() if prior else np.full(len(group), -1, np.int64)
         fresh = pkey < 0
         pkey[fresh] = pkey_base + np.arange(int(fresh.sum()))

@@ -18,14 +18,14 @@ import numpy as np
 
 from tasks.evaluate.counting import count_in_microdata
 from tasks.evaluate.workload import _Selections, make_workload
-from tasks.microdata import QIDomain
+from tasks.microdata import HasDomains, QIDomain
 from tasks.partition.distributed import _reduce
 
 PRECOMPUTE_KEYS = 300  # joint histograms computed up front (C(8, 2) + C(8, 3) = 84 for 8 QIs)
 
 
 @dataclass
-class PartView:
+class PartView(HasDomains):
     """What the workload and the counts read from one coded partition (codes as (n, D))."""
 
     domains: list[QIDomain]
@@ -37,12 +37,6 @@ class PartView:
     def n(self) -> int:
         return len(self.sensitive_codes)
 
-    @property
-    def qi_names(self) -> list[str]:
-        return [d.name for d in self.domains]
-
-    def domain(self, name: str) -> QIDomain:
-        return next(d for d in self.domains if d.name == name)
 
 
 def _selections(part, meta) -> _Selections:

@@ -24,15 +24,13 @@ node that no dimension can split is larger).
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from tasks.partition.mondrian import (PartitionError, _TreeBuilder, allowed_splits, histogram_offsets,
                                       median_from_histograms, mondrian_partition, normalised_widths)
-
-NO_CODE = np.iinfo(np.int32).max
-
 
 def _open_rows(part, assign, lookup):
     """Rows of this partition in an open node: their positions and the node's open index."""
@@ -110,9 +108,6 @@ def _reduce(client, futures: list, fn):
                    else futures[i] for i in range(0, len(futures), 2)]
     return futures[0].result()
 
-
-def _item(pair, index: int):
-    return pair[index]
 
 
 def _add(a, b):
@@ -215,8 +210,8 @@ def distributed_mondrian(data, k: int, l: int | None, chunk_rows: int) -> Cluste
         lookup[open_nodes] = np.arange(len(open_nodes))
         moved = [client.submit(part_assign, p, a, dim_of, value_of, left_of, lookup, lo_flat, hi_flat, pure=False)
                  for p, a in zip(data.parts, assign)]
-        assign = [client.submit(_item, f, 0, pure=False) for f in moved]
-        hists = [client.submit(_item, f, 1, pure=False) for f in moved]
+        assign = [client.submit(operator.getitem, f, 0, pure=False) for f in moved]
+        hists = [client.submit(operator.getitem, f, 1, pure=False) for f in moved]
         del moved
     ready_nodes = np.concatenate(ready)
     order = np.argsort(ready_nodes)
@@ -264,8 +259,8 @@ def finish_on_cluster(data, cpart: ClusterPartition, k: int, l: int | None, rng,
         pieces = [client.submit(extract_node, p, a, int(node), pure=False)
                   for p, a in zip(data.parts, cpart.assign)]
         done = client.submit(finish_node, meta, k, l, seeds[index], *pieces, pure=False)
-        futures[client.submit(_item, done, 0, pure=False)] = index
-        members.append(client.submit(_item, done, 1, pure=False))
+        futures[client.submit(operator.getitem, done, 0, pure=False)] = index
+        members.append(client.submit(operator.getitem, done, 1, pure=False))
         del done
     sizes: list = [None] * len(cpart.ready)
     for future in as_completed(list(futures), loop=client.loop):

@@ -12,6 +12,7 @@ when it can see the file, else the flow reads it and sends it (one part in the f
 """
 from __future__ import annotations
 
+import operator
 import os
 from dataclasses import dataclass
 
@@ -138,7 +139,7 @@ def parted_classes(parted, columns: list[str], sensitive: str | None) -> Classes
         per_part = [client.submit(_on_part, class_partials, s, columns, sensitive, BUCKETS, pure=False)
                     for s in part_sources(parted)]
         results = client.gather([
-            client.submit(bucket_classes, *[client.submit(_item, f, b, pure=False) for f in per_part], pure=False)
+            client.submit(bucket_classes, *[client.submit(operator.getitem, f, b, pure=False) for f in per_part], pure=False)
             for b in range(BUCKETS)])
         del per_part
     results = [r for r in results if len(r["size"])]
@@ -150,9 +151,6 @@ def parted_classes(parted, columns: list[str], sensitive: str | None) -> Classes
     return Classes(size, distinct if sensitive else None, cells_of(results[worst_k]["smallest"], schema, columns),
                    cells_of(results[worst_l]["least"], schema, columns))
 
-
-def _item(seq, index):
-    return seq[index]
 
 
 def _describe(cells: dict, size: int, distinct: int | None = None) -> dict:
