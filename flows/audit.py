@@ -1,4 +1,5 @@
-"""The online auditor over the state database: `privpub audit ...` and the Prefect flow `audit`.
+"""The online auditor over the state database: `privpub audit init|ask|log` (the Prefect flow
+`audit` for batches is in flows/audit_batch.py, so that one `ask` does not import Prefect).
 
 The population's ids and QI values and the multiset of sensitive values are public knowledge
 (as the thesis assumes); the secret is which person holds which value. The secret table is read
@@ -10,13 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow, task
-from prefect.cache_policies import NO_CACHE
-
 from schemas.spec import ReleaseSpec, SpecError, spec_from_dict
 from state.store import StateError, Store
 from schemas.input import validate_input
-from tasks.audit import Auditor, ask_batch, secret_from_mapping, select_ids
+from tasks.audit import Auditor, secret_from_mapping, select_ids
 from tasks.validate import load_input
 
 
@@ -69,7 +67,7 @@ def init_audit(spec: ReleaseSpec, actor: str) -> str:
     return spec.dataset.name
 
 
-def _pick_table(store: Store, name: str | None) -> str:
+def pick_table(store: Store, name: str | None) -> str:
     names = store.audit_tables()
     if name:
         return name
@@ -85,7 +83,7 @@ def _spec_of(session: dict) -> ReleaseSpec:
     return spec_from_dict({k: v for k, v in data.items() if k != "base_dir"}, base_dir=data.get("base_dir", "."))
 
 
-def _open(session: dict):
+def open_session(session: dict):
     """The registered spec and its auditor, restored from the stored knowledge dictionary; a
     secret table that changed since registration is refused (the knowledge would be wrong)."""
     spec = _spec_of(session)
@@ -106,14 +104,14 @@ def response_json(decision) -> dict[str, Any]:
     return out
 
 
-def _log_entry(decision, predicate: str, actor: str, flow_run_id: str | None = None) -> dict:
+def log_entry(decision, predicate: str, actor: str, flow_run_id: str | None = None) -> dict:
     return {"actor": actor, "response": decision.response, "flow_run_id": flow_run_id,
             "detail": {"query_id": decision.query_id, "query": predicate, "why": decision.reason,
                        "budget_hit": decision.budget_hit, "selected": len(decision.ids) or None,
                        "joint": list(decision.joint), "integer_programs": decision.solves}}
 
 
-def _refused_entry(predicate: str, actor: str, why: str, flow_run_id: str | None = None) -> dict:
+def refused_entry(predicate: str, actor: str, why: str, flow_run_id: str | None = None) -> dict:
     return {"actor": actor, "response": "refused", "flow_run_id": flow_run_id,
             "detail": {"query": predicate, "why": why}}
 
@@ -121,20 +119,20 @@ def _refused_entry(predicate: str, actor: str, why: str, flow_run_id: str | None
 def ask(state, where: str, actor: str, table: str | None = None) -> dict[str, Any]:
     """Decide one query and remember it; returns the response object."""
     store = Store(state)
-    name = _pick_table(store, table)
+    name = pick_table(store, table)
     refused = None
     with store.audit_session(name) as session:
-        spec, auditor = _open(session)
+        spec, auditor = open_session(session)
         try:
             ids = select_ids(auditor.population, where, spec.dataset.person_id)
         except ValueError as exc:  # logged, the knowledge unchanged; raised once committed
             refused = str(exc)
-            session["log"] = [_refused_entry(where, actor, refused)]
+            session["log"] = [refused_entry(where, actor, refused)]
         else:
             decision = auditor.ask(ids)
             resolved = auditor.take_resolved()
             session["knowledge"] = auditor.to_state()
-            session["log"] = [_log_entry(decision, where, actor)] + [_log_entry(d, "(earlier query)", actor)
+            session["log"] = [log_entry(decision, where, actor)] + [log_entry(d, "(earlier query)", actor)
                                                                        for d in resolved]
     if refused:
         raise SpecError(refused)
@@ -142,40 +140,3 @@ def ask(state, where: str, actor: str, table: str | None = None) -> dict[str, An
     if resolved:
         out["resolved_earlier"] = [response_json(d) for d in resolved]
     return out
-
-
-@task(name="audit-decide", cache_policy=NO_CACHE, persist_result=False)
-def decide_batch_task(state: str, queries: list[dict], actor: str, table: str | None,
-                      flow_run_id: str | None) -> list[dict]:
-    store = Store(state)
-    name = _pick_table(store, table)
-    refused: list[str] = []
-    with store.audit_session(name) as session:
-        spec, auditor = _open(session)
-        batch = []
-        for i, q in enumerate(queries):
-            try:
-                batch.append((q.get("id") or f"b{i + 1}",
-                              select_ids(auditor.population, q["where"], spec.dataset.person_id)))
-            except ValueError as exc:
-                refused.append(f"query {i + 1}: {exc}")
-                session["log"].append(_refused_entry(q["where"], q.get("as") or actor, str(exc), flow_run_id))
-        if not refused:  # a batch with a refused query is refused whole (it is decided as one)
-            decisions = ask_batch(auditor, batch)
-            session["knowledge"] = auditor.to_state()
-            session["log"] = [_log_entry(d, q["where"], q.get("as") or actor, flow_run_id)
-                              for d, q in zip(decisions, queries)]
-    if refused:
-        raise SpecError("batch refused, nothing decided: " + "; ".join(refused))
-    return [response_json(d) for d in decisions]
-
-
-@flow(name="audit", persist_result=False, validate_parameters=True)
-def audit_flow(state: str, queries: list[dict], actor: str = "batch", table: str | None = None) -> list[dict]:
-    """Decide a batch of concurrent queries ({"where": predicate, "as": requester, "id": name})."""
-    from flows.publish import _flow_run_id, failed_state
-
-    try:
-        return decide_batch_task(state, queries, actor, table, _flow_run_id())
-    except Exception as exc:  # the run ends Failed with one line; nothing pickled (see run_attempt)
-        return failed_state(exc)

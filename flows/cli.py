@@ -286,13 +286,14 @@ def cmd_audit(args) -> int:
         return 0
     if args.audit_command == "batch":
         queries = _read_batch(Path(args.file))
+        from flows.audit_batch import audit_flow
         from flows.publish import call_flow
         from flows.server import prefect_api
 
         with prefect_api() as ready:
             ready()
             _quiet_tracebacks()
-            responses = call_flow(audit.audit_flow, state=str(Path(state).resolve()), queries=queries,
+            responses = call_flow(audit_flow, state=str(Path(state).resolve()), queries=queries,
                                   actor=actor, table=args.table)
         for response in responses:
             print(json.dumps(response, default=str))

@@ -2,11 +2,16 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
 
-from tests.test_cli import run
+from flows.audit import init_audit
+from schemas.spec import load_spec
+from tests.test_cli import ROOT, run
 
 # ten patients, two of each value (the multiset is public; who holds which is the secret)
 AGES = {f"p{i}": 20 + 5 * i for i in range(10)}
@@ -116,3 +121,19 @@ def test_refused_predicates_are_logged_with_one_line(prefect_server, clinic):
     assert res.returncode == 1 and "batch refused, nothing decided: query 2: bad predicate" in res.stderr
     log = [json.loads(l) for l in run(["audit", "log", "--state", state], prefect_server).stdout.splitlines()]
     assert [e["response"] for e in log][-1] == "refused" and len(log) == len(HOSTILE) + 1 + 1
+
+
+def test_ask_does_not_import_prefect(clinic):
+    """One `privpub audit ask` is a fresh process per query: it decides and commits without
+    importing Prefect (only `audit batch` runs a flow)."""
+    init_audit(load_spec(clinic / "clinic.toml"), "steward")
+    code = ("import sys\n"
+            "from flows.cli import main\n"
+            "status = main(sys.argv[1:])\n"
+            "print(status, sorted({m.split('.')[0] for m in sys.modules} & {'prefect', 'dask', 'distributed'}))")
+    res = subprocess.run([sys.executable, "-c", code, "audit", "ask", "--where", "age BETWEEN 20 AND 40",
+                          "--state", str(clinic / "privpub.duckdb")], capture_output=True, text=True,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    response, modules = res.stdout.strip().splitlines()
+    assert json.loads(response)["response"] == "answer", res.stderr
+    assert modules == "0 []", res.stderr
