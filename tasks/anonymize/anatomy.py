@@ -23,7 +23,7 @@ from schemas.spec import ReleaseSpec
 from tasks.anonymize.base import ChunkPlan, Partition, PrivacyResult, Release, Technique, register
 from tasks.anonymize.muco import ColumnIndex
 from tasks.microdata import Microdata
-from tasks.verify.class_chunks import CompactTable
+from tasks.compact_table import CompactTable
 
 
 class AnatomyError(ValueError):

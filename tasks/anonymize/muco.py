@@ -33,6 +33,7 @@ from tasks.anonymize.base import (ChunkPlan, Partition, PrivacyResult, Release, 
                                   register)
 from tasks.anonymize.muco_tables import (ClassTables, Distance, MuCoError, concat_ranges, min_group_size,
                                          output_tables)
+from tasks.compact_table import CompactTable
 from tasks.evaluate.workload import RangeCond, SetCond
 from tasks.microdata import Microdata
 from tasks.verify import delta_probability as dp
@@ -339,7 +340,7 @@ class MuCo(Technique):
 
     def estimate_counts(self, release: Release, workload: Any) -> np.ndarray:
         """The published table holds plain (randomized) values: its own exact counts."""
-        return count_chunk(CountChunk(release.tables["table"], *self._count_args(workload)))
+        return count_chunk(CountChunk(CompactTable(release.tables["table"]), *self._count_args(workload)))
 
     def _count_args(self, workload: Any) -> tuple[list[str], str, Any]:
         used = sorted({name for q in workload for name, _ in q.conditions})
@@ -363,7 +364,7 @@ class MuCo(Technique):
             return None
         table = release.tables["table"]
         rows = max(1, -(-table.num_rows // UTILITY_CHUNKS))
-        counts = [CountChunk(table.slice(lo, rows), *self._count_args(workload))
+        counts = [CountChunk(CompactTable(table.slice(lo, rows)), *self._count_args(workload))
                   for lo in range(0, table.num_rows, rows)]
         cells = iloss_inputs(release, data)
         qis = np.array_split(np.arange(len(cells)), min(UTILITY_CHUNKS, len(cells)))
@@ -503,9 +504,10 @@ def disclosure_results(figures: dict[float, tuple[float, float]]) -> list[Privac
 
 @dataclass
 class CountChunk:
-    """The shared workload's exact counts over a run of published rows."""
+    """The shared workload's exact counts over a run of published rows (as Arrow IPC when sent
+    to a Dask worker: a pickled slice would carry the whole table's buffers)."""
 
-    table: pa.Table
+    rows: CompactTable
     columns: list[str]
     sensitive: str
     workload: Any
@@ -514,7 +516,7 @@ class CountChunk:
 def count_chunk(chunk: CountChunk) -> np.ndarray:
     from tasks.evaluate.counting import count_in_table
 
-    return count_in_table(chunk.table, chunk.columns, chunk.sensitive, chunk.workload)
+    return count_in_table(chunk.rows.table, chunk.columns, chunk.sensitive, chunk.workload)
 
 
 @dataclass

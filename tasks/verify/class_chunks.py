@@ -16,27 +16,10 @@ import numpy as np
 import pyarrow as pa
 
 from tasks.anonymize.base import PrivacyResult
+from tasks.compact_table import CompactTable
 from tasks.verify.published import class_ids, class_profile, describe_row_class
 
 _ROWS, _FIRST = "__rows", "__first_row"
-
-
-class CompactTable:
-    """An Arrow table (often a slice) that pickles as Arrow IPC: only the slice's bytes travel to
-    a Dask worker (pickling a slice itself copies the whole buffers under it)."""
-
-    def __init__(self, table: pa.Table):
-        self.table = table
-
-    def __reduce__(self):
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, self.table.schema) as writer:
-            writer.write_table(self.table)
-        return _from_ipc, (sink.getvalue(),)
-
-
-def _from_ipc(buffer) -> CompactTable:
-    return CompactTable(pa.ipc.open_stream(buffer).read_all())
 
 
 def row_runs(n_rows: int, chunk_rows: int) -> list[tuple[int, int]]:

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from tasks.anonymize.base import PrivacyResult
 from tasks.serial import statistics as st
-from tasks.verify.class_chunks import CompactTable
+from tasks.compact_table import CompactTable
 
 _POS = "__member"
 
