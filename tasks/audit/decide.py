@@ -20,6 +20,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from tasks.audit.exchange import fact_structure, never_pinned
 from tasks.audit.knowledge import Knowledge
 from tasks.audit.program import Constraint, Work
 from tasks.audit.witness import witness_coverage
@@ -264,6 +265,7 @@ def narrowable_groups(g: Knowledge, sets: list[frozenset[int]], l: int, work: Wo
             rows = np.vstack([fixed_rows, query_rows])
             for c in np.flatnonzero(derived):  # the float test is confirmed by exact arithmetic
                 derived[c] = exact_combination(rows, c)
+        exchange = None  # (facts, counts, patterns), built for the first non-derived narrowable group
         # non-derived groups first: one narrowable among them ends the search
         for c in sorted(range(len(prog.cells)), key=lambda c: derived[c]):
             cell = prog.cells[c]
@@ -273,7 +275,12 @@ def narrowable_groups(g: Knowledge, sets: list[frozenset[int]], l: int, work: Wo
                 continue  # open world, in no set: every value stays possible whatever the answer
             if prog.can_be_narrow(work, c, l - 1):
                 if not derived[c]:
-                    return None
+                    if not single or l != 2 or g.universe.totals is None:
+                        return None
+                    exchange = exchange or fact_structure(g, prog, sets)
+                    if not never_pinned(prog, *exchange, c):
+                        return None
+                    continue  # no answer pins it (exchange.py)
                 found.append(c)
     return found
 
