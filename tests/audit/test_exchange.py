@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from tasks.audit import exchange
+from tasks.audit import decide, exchange
 from tasks.audit.decide import narrowable_groups
 from tasks.audit.program import Work
 from tests.audit import brute
@@ -103,6 +103,20 @@ def test_a_group_proved_never_pinned_keeps_two_values_in_every_fiber():
     assert seen["claims"] >= 3 and seen["bounds"] >= 500 and seen["tight"] >= 300, seen
 
 
+def released_case(secret, released, q):
+    """(auditor, people, secret reads, query sets, q, program, fact structure, G by brute force)."""
+    auditor, people, reads = auditor_for([str(v) for v in secret], 2)
+    facts = [frozenset(f) for f in released]
+    for f in facts:
+        auditor.add_public_fact([people[p] for p in f], [str(secret[p]) for p in f])
+    q = frozenset(q)
+    sets = [auditor.universe.members([people[p] for p in q])]
+    knowledge = auditor.knowledge
+    prog = knowledge.program(knowledge.branches[0], sets)
+    g = frozenset(x for x in instances(secret) if all(brute.answer(x, [f]) == brute.answer(secret, [f]) for f in facts))
+    return auditor, people, reads, sets, q, prog, exchange.fact_structure(knowledge, prog, sets), g
+
+
 @contextmanager
 def loosened(method: str, by: int):
     original = getattr(exchange.FactBounds, method)
@@ -140,20 +154,9 @@ def test_decisions_that_need_the_proofs_are_brute_force_decisions(secret, releas
     """Routes 2-3 decide these queries only with the proofs (without them: listing); the groups
     cleared are never pinned, and the decision, the secret reads and the new knowledge are brute
     force's Algorithm 2."""
-    from tasks.audit import decide
-
-    auditor, people, reads = auditor_for([str(v) for v in secret], 2)
-    facts = [frozenset(f) for f in released]
-    for f in facts:
-        auditor.add_public_fact([people[p] for p in f], [str(secret[p]) for p in f])
-    q = frozenset(q)
-    sets = [auditor.universe.members([people[p] for p in q])]
+    auditor, people, reads, sets, q, prog, structure, g = released_case(secret, released, q)
     knowledge = auditor.knowledge
-    g = frozenset(x for x in instances(secret) if all(brute.answer(x, [f]) == brute.answer(secret, [f]) for f in facts))
-
     assert narrowable_groups(knowledge, sets, 2, Work()) is not None
-    prog = knowledge.program(knowledge.branches[0], sets)
-    structure = exchange.fact_structure(knowledge, prog, sets)
     cleared = [d for d in range(len(prog.cells))
                if prog.can_be_narrow(Work(), d, 1) and exchange.never_pinned(prog, *structure, d)]
     assert cleared and not any(pinned_somewhere(g, q, prog.cells[d]) for d in cleared)
