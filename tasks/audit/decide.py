@@ -22,7 +22,7 @@ import numpy as np
 
 from tasks.audit.exchange import fact_structure, never_pinned
 from tasks.audit.knowledge import Knowledge
-from tasks.audit.program import Constraint, Work
+from tasks.audit.program import BudgetExceeded, Constraint, Work
 from tasks.audit.witness import witness_coverage
 
 Answer = tuple[tuple[int, ...], ...]  # per query set, count per value index
@@ -142,7 +142,10 @@ def materialize(g: Knowledge, work: Work) -> Knowledge:
     if g.denial is None:
         return g
     d = g.denial
-    report = compute_delta(d.base, list(d.sets), d.l, work, need=d.l, witness=False)
+    try:
+        report = compute_delta(d.base, list(d.sets), d.l, work, need=d.l, witness=False)
+    except BudgetExceeded as err:  # say why: every later query waits for this listing
+        raise BudgetExceeded(f"listing what an earlier positive denial revealed: {err}") from None
     if report.everything:
         g.set_branches(d.base.branches)
     else:

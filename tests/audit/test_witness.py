@@ -102,6 +102,7 @@ def test_a_budget_too_small_to_list_an_implicit_delta_denies_without_reading():
     before = len(reads)
     decision = auditor.ask(["p0", "p4"])
     assert decision.budget_hit and decision.response == "negative-denial" and len(reads) == before
+    assert "listing what an earlier positive denial revealed" in decision.reason  # why, for the log
     assert auditor.knowledge.denial is not None  # still the same, still implicit
 
 
