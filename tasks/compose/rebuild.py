@@ -5,7 +5,7 @@ summaries the publish read, it replays the series.
 In batches of people, so the process holds one batch's rows and summaries, not the series': a
 person's summary depends only on its own earlier summary and on its groups' records per value in
 each release. DuckDB counts the records per (release, group, value) of the whole series once, into
-a temporary table of the read connection (its memory, spilled to disk past DuckDB's limit). A
+a temporary table of the read connection (held by DuckDB, not by the arrays of a batch). A
 batch is a range of person keys, so it holds every row of each of its people; release by release
 it reads its people's rows and the counts of the groups they are in (whole groups, whoever else
 is in them). Sets are shared within a batch only, which changes their numbering, not their
