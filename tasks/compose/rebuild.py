@@ -94,12 +94,11 @@ def _batch(con, sid: int, people: tuple[int, int], releases: list[int], transien
 def _group_counts(con, release: int, groups: np.ndarray, transient: np.ndarray) -> GroupCounts:
     """Every record of the release's `groups` (sorted ids), whoever holds it, counted per value;
     the groups numbered by their position in `groups`."""
-    con.register(GROUPS, pa.table({"gid": groups}))
-    try:
-        got = con.execute(f"SELECT c.gid, c.vkey, c.n FROM {COUNTS} c SEMI JOIN {GROUPS} USING (gid) "
-                          "WHERE c.release = ?", [release]).fetchnumpy()
+    con.register(GROUPS, pa.table({"gid": groups, "pos": np.arange(len(groups), dtype=np.int64)}))
+    try:  # keyed and sorted by DuckDB: position * values + value
+        got = con.execute(f"SELECT g.pos * ? + c.vkey AS key, c.n FROM {COUNTS} c JOIN {GROUPS} g USING (gid) "
+                          "WHERE c.release = ? ORDER BY key", [len(transient), release]).fetchnumpy()
     finally:
         con.unregister(GROUPS)
-    key = np.searchsorted(groups, got["gid"]) * len(transient) + np.asarray(got["vkey"], np.int64)
-    order = np.argsort(key)
-    return GroupCounts.of_counts(key[order], np.asarray(got["n"])[order], len(groups), transient)
+    return GroupCounts.of_counts(np.asarray(got["key"], np.int64), np.asarray(got["n"], np.int64), len(groups),
+                                 transient)
