@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schemas.input import InputError
@@ -17,6 +17,7 @@ from state.store import Store
 from tasks.anonymize.base import PrivacyRefused, get_technique
 from tasks.anonymize.generalized_table import generalized_table
 from tasks.compose.check import SeriesCheck
+from tasks.compose.rebuild import replay
 from tasks.microdata import Microdata
 from tests import series_linker as linker
 
@@ -123,6 +124,48 @@ def test_a_series_built_to_breach_is_refused_with_its_count(tmp_path):
     assert figures.tolist() == [2, 2, 3, 3]
     assert result.worst["row"] == 1 and result.worst["returning"] == 2
     assert "p0" not in json.dumps(result.worst)
+
+
+BATCHES = (1, 2, 3, 10**6)  # people replayed at once by `privpub verify`: one, a few, everybody
+
+
+@pytest.mark.parametrize("model", ["l", "k"])
+@settings(max_examples=25)
+@given(case=series_cases(), threshold=st.integers(1, 3))
+def test_the_replay_in_batches_of_people_equals_the_publish_figures(tmp_path_factory, model, case, threshold):
+    """`privpub verify` rebuilds each release's figure from the stored groups, a few people at a
+    time; whatever the batch, it is the figure the publish computed from its summaries."""
+    store = Store(tmp_path_factory.mktemp("series") / "state.duckdb")
+    series = {"transient": TRANSIENT, **({"l": threshold} if model == "l" else {})}
+    spec = spec_of(series, {"name": "generalization", "k": threshold})
+    expected = {}
+    for number, release in enumerate(case, start=1):
+        _, figures, _ = publish_groups(store, spec, *frame_and_groups(*release), number)
+        expected[number] = (int(figures.min()), int((figures < threshold).sum()), number)
+    for number, want in expected.items():  # every release, also once later ones are stored
+        for batch in BATCHES:
+            assert replay(store, "s", number, model == "l", threshold, batch) == want, (number, batch)
+
+
+@pytest.mark.parametrize("model, figures", [("l", [2, 2, 4, 4, 4]), ("k", [2, 2, 5, 5, 5])])
+def test_the_replay_keeps_each_person_whole_and_counts_whole_groups(tmp_path, model, figures):
+    """Release 1: p0..p3 hold a, b, c, a in one group; release 2 regroups p0, p1 with a newcomer
+    holding b and two newcomers holding transient values: returning p0, p1 keep {a, b} (and no
+    transient value: their first group held none). A batch that split a person's releases would
+    see p0, p1 as newcomers (4 values, 5 records); one that counted only its own people's records
+    would see groups of one."""
+    store = Store(tmp_path / "state.duckdb")
+    spec = spec_of({"transient": TRANSIENT, **({"l": 3} if model == "l" else {})},
+                   {"name": "generalization", "k": 3})
+    one = pd.DataFrame({"pid": ["p0", "p1", "p2", "p3"], "age": [30, 31, 32, 33], "v": ["a", "b", "c", "a"]})
+    publish_groups(store, spec, one, np.zeros(4, np.int64), 1)
+    two = pd.DataFrame({"pid": ["p0", "p1", "p4", "p5", "p6"], "age": [30, 31, 40, 41, 42],
+                        "v": ["a", "b", "b", "x", "y"]})
+    _, got, _ = publish_groups(store, spec, two, np.zeros(5, np.int64), 2)
+    assert got.tolist() == figures
+    for batch in BATCHES:
+        assert replay(store, "s", 2, model == "l", 3, batch) == (min(figures), int((got < 3).sum()), 2)
+        assert replay(store, "s", 1, model == "l", 3, batch) == ((3, 0, 1) if model == "l" else (4, 0, 1))
 
 
 def test_a_permanent_value_that_changes_is_refused_naming_row_and_column(tmp_path):
