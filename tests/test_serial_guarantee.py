@@ -229,3 +229,25 @@ def test_geometric_growth_closed_form(l, factor, t):
     q, d = sg.not_linked(hist)
     assert sg.min_ratio(q, d, l) == 1 + (l - 1) * (factor / (factor - 1)) ** t
     assert 1 - l * sg.breach_probability(hist) == (1 - 1 / factor) ** t
+
+
+def test_the_worst_pair_among_equal_p_does_not_depend_on_the_order_pairs_are_read():
+    """The store reads pairs in another order than the aggregate carried in memory: among pairs
+    of equal p the worst is the least (person, value), whole or incremental, in any order (a
+    first-found tie-break once made the two disagree)."""
+    import pandas as pd
+
+    pairs = pd.DataFrame({"person": ["p7", "p2", "p5", "p2"], "value": ["d", "d", "a", "a"],
+                          "links": [1, 1, 1, 1], "q": [9, 9, 9, 1], "d": [16, 16, 16, 2]})
+    expected = ("p2", "d")  # the least of the three pairs of p = 7/16 (p2 / d, p5 / a, p7 / d)
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        shuffled = pairs.iloc[rng.permutation(len(pairs))].reset_index(drop=True)
+        whole = sg.summarize(shuffled, 2)["worst"]
+        assert (whole["person"], whole["value"]) == ("p2", "a")  # p = 1/2 is the largest
+        ties = shuffled[shuffled.q == 9].reset_index(drop=True)
+        worst = sg.summarize(ties, 2)["worst"]
+        assert (worst["person"], worst["value"]) == expected
+        first, rest = ties.iloc[:1], ties.iloc[1:].reset_index(drop=True)
+        step = sg.advance_summary(sg.summarize(first, 2), first.iloc[:0], rest, 2)["worst"]
+        assert (step["person"], step["value"]) == expected

@@ -300,8 +300,9 @@ def ratio_meets_many(size, count, q, d, l: int) -> np.ndarray:
     return np.asarray((slack > 0) & (size * slack >= count * lq), dtype=bool)
 
 
-def worst_pair(q: np.ndarray, d: np.ndarray) -> tuple[int, Fraction]:
-    """Index and exact value of the largest p = 1 - Q/D (floats pick candidates, Fractions decide)."""
+def worst_pair(q: np.ndarray, d: np.ndarray, tie=None) -> tuple[int, Fraction]:
+    """Index and exact value of the largest p = 1 - Q/D (floats pick candidates, Fractions decide).
+    Among equal p, the least `tie(i)` (default: the first index)."""
     if len(q) == 0:
         return -1, Fraction(0)
     try:
@@ -313,7 +314,7 @@ def worst_pair(q: np.ndarray, d: np.ndarray) -> tuple[int, Fraction]:
         approx = np.frompyfunc(lambda a, b: a / b, 2, 1)(q, d).astype(np.float64)
     low = approx.min()
     cand = np.flatnonzero(approx <= low * (1 + 1e-9) + 1e-300)
-    best = min(cand, key=lambda i: Fraction(q[i], d[i]))
+    best = min(cand, key=lambda i: (Fraction(q[i], d[i]), i if tie is None else tie(i)))
     return int(best), 1 - Fraction(q[best], d[best])
 
 
@@ -328,7 +329,7 @@ def summarize(aggregate, l: int) -> dict:
     not change, so the next release's check combines this with its own pairs only."""
     q = aggregate["q"].to_numpy(dtype=object)
     d = aggregate["d"].to_numpy(dtype=object)
-    i, _ = worst_pair(q, d)
+    i, _ = worst_pair(q, d, lambda i: pair_order(aggregate, i))
     return {"l": l, "pairs": len(q), "breaching": int((~within_guarantee_many(q, d, l)).sum()) if len(q) else 0,
             "worst": None if i < 0 else _pair_record(aggregate, i)}
 
@@ -353,11 +354,24 @@ def advance_summary(prior: dict | None, before, after, l: int) -> dict:
         old_ok[known] = within_guarantee_many(before["q"].to_numpy(dtype=object)[old_at[known]],
                                               before["d"].to_numpy(dtype=object)[old_at[known]], l)
     worst = prior["worst"]
-    i, p = worst_pair(q, d)
-    if i >= 0 and (worst is None or p >= 1 - Fraction(int(worst["q"]), int(worst["d"]))):
-        worst = _pair_record(after, i)
+    i, p = worst_pair(q, d, lambda i: pair_order(after, i))
+    if i >= 0:
+        new = _pair_record(after, i)
+        if worst is None or (-p, _record_order(new)) < (Fraction(int(worst["q"]), int(worst["d"])) - 1,
+                                                         _record_order(worst)):
+            worst = new
     return {"l": l, "pairs": int(prior["pairs"]) + int((~known).sum()),
             "breaching": int(prior["breaching"]) + int((~new_ok & old_ok).sum()), "worst": worst}
+
+
+def pair_order(aggregate, i: int) -> tuple[str, str]:
+    """The tie-break among pairs of equal p: the same pair whatever order the pairs were read in
+    (the carried aggregate in memory and the store's reads differ in order)."""
+    return _record_order(_pair_record(aggregate, i))
+
+
+def _record_order(record: dict) -> tuple[str, str]:
+    return str(record["person"]), str(record["value"])
 
 
 def _pair_record(aggregate, i: int) -> dict:
