@@ -280,7 +280,7 @@ def narrowable_groups(g: Knowledge, sets: list[frozenset[int]], l: int, work: Wo
                 if not derived[c]:
                     if not single or l != 2 or g.universe.totals is None:
                         return None
-                    exchange = exchange or fact_structure(g, prog, sets)
+                    exchange = exchange or fact_structure(fixed_rows, query_rows, branch, g.universe.totals)
                     if not never_pinned(prog, *exchange, c):
                         return None
                     continue  # no answer pins it (exchange.py)

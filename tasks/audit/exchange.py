@@ -140,16 +140,12 @@ def _always_exchangeable(facts, counts, ub, sizes, rects, a: int, cases: list[in
     return False
 
 
-def fact_structure(g, prog, sets) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(facts, counts, patterns) of the single branch of g over prog's cells."""
-    branch = g.branches[0]
-    first = np.array([int(cell[0]) for cell in prog.cells], dtype=np.int64)
-    n = len(prog.cells)
-    released = np.array([np.isin(first, list(f.members)) for f in branch], dtype=bool).reshape(-1, n)
-    counts = np.array([f.counts for f in branch], dtype=np.int64).reshape(-1, prog.n_values)
-    query = np.array([np.isin(first, list(s)) for s in sets], dtype=bool).reshape(-1, n)
-    facts = released
-    if g.universe.totals is not None:
-        facts = np.vstack([released, np.ones((1, n), dtype=bool)])
-        counts = np.vstack([counts, np.asarray(g.universe.totals, dtype=np.int64)[None, :]])
-    return facts, counts, np.vstack([released, query]).T.copy()
+def fact_structure(fixed_rows: np.ndarray, query_rows: np.ndarray, branch,
+                   totals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(facts, counts, patterns) from decide.spanning_rows' indicator rows over the cells (the
+    population first in the closed world, then the branch's facts; the query sets)."""
+    facts = fixed_rows.astype(bool)
+    counts = [f.counts for f in branch] if totals is None else [totals, *(f.counts for f in branch)]
+    released = facts if totals is None else facts[1:]
+    patterns = np.vstack([released, query_rows.astype(bool)]).T.copy()
+    return facts, np.array(counts, dtype=np.int64).reshape(len(facts), -1), patterns

@@ -329,7 +329,7 @@ def summarize(aggregate, l: int) -> dict:
     not change, so the next release's check combines this with its own pairs only."""
     q = aggregate["q"].to_numpy(dtype=object)
     d = aggregate["d"].to_numpy(dtype=object)
-    i, _ = worst_pair(q, d, lambda i: pair_order(aggregate, i))
+    i, _ = worst_pair(q, d, lambda i: _pair_order(aggregate, i))
     return {"l": l, "pairs": len(q), "breaching": int((~within_guarantee_many(q, d, l)).sum()) if len(q) else 0,
             "worst": None if i < 0 else _pair_record(aggregate, i)}
 
@@ -354,17 +354,17 @@ def advance_summary(prior: dict | None, before, after, l: int) -> dict:
         old_ok[known] = within_guarantee_many(before["q"].to_numpy(dtype=object)[old_at[known]],
                                               before["d"].to_numpy(dtype=object)[old_at[known]], l)
     worst = prior["worst"]
-    i, p = worst_pair(q, d, lambda i: pair_order(after, i))
+    i, p = worst_pair(q, d, lambda i: _pair_order(after, i))
     if i >= 0:
         new = _pair_record(after, i)
-        if worst is None or (-p, _record_order(new)) < (Fraction(int(worst["q"]), int(worst["d"])) - 1,
-                                                         _record_order(worst)):
+        old_p = None if worst is None else 1 - Fraction(int(worst["q"]), int(worst["d"]))
+        if old_p is None or p > old_p or (p == old_p and _record_order(new) < _record_order(worst)):
             worst = new
     return {"l": l, "pairs": int(prior["pairs"]) + int((~known).sum()),
             "breaching": int(prior["breaching"]) + int((~new_ok & old_ok).sum()), "worst": worst}
 
 
-def pair_order(aggregate, i: int) -> tuple[str, str]:
+def _pair_order(aggregate, i: int) -> tuple[str, str]:
     """The tie-break among pairs of equal p: the same pair whatever order the pairs were read in
     (the carried aggregate in memory and the store's reads differ in order)."""
     return _record_order(_pair_record(aggregate, i))

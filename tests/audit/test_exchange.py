@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tasks.audit import decide, exchange
-from tasks.audit.decide import narrowable_groups
+from tasks.audit.decide import narrowable_groups, spanning_rows
 from tasks.audit.program import Work
 from tests.audit import brute
 from tests.audit.test_witness import auditor_for
@@ -55,6 +55,12 @@ def crossing_case(rng):
     return auditor, people, reads, secret, q, frozenset(g)
 
 
+def structure_of(knowledge, prog, sets):
+    """exchange.fact_structure of the single branch, from the rows routes 2-3 use."""
+    return exchange.fact_structure(*spanning_rows(knowledge, knowledge.branches[0], prog, sets),
+                                   knowledge.branches[0], knowledge.universe.totals)
+
+
 def pinned_somewhere(g, q, cell) -> bool:
     """Brute force: does some answer of q leave the people of `cell` one value?"""
     return any(len({inst[p] for inst in fiber for p in cell}) < 2
@@ -69,7 +75,7 @@ def sweep(cases: int, seed: int = 3, check_bounds: bool = True) -> dict:
         knowledge = auditor.knowledge
         sets = [auditor.universe.members([people[p] for p in q])]
         prog = knowledge.program(knowledge.branches[0], sets)
-        facts, counts, patterns = exchange.fact_structure(knowledge, prog, sets)
+        facts, counts, patterns = structure_of(knowledge, prog, sets)
         xs_all = [np.bincount(prog.cell_of * prog.n_values + np.array(x), minlength=prog.ub.size)
                   .reshape(prog.ub.shape) for x in g]
         for d in range(len(prog.cells)):
@@ -114,7 +120,7 @@ def released_case(secret, released, q):
     knowledge = auditor.knowledge
     prog = knowledge.program(knowledge.branches[0], sets)
     g = frozenset(x for x in instances(secret) if all(brute.answer(x, [f]) == brute.answer(secret, [f]) for f in facts))
-    return auditor, people, reads, sets, q, prog, exchange.fact_structure(knowledge, prog, sets), g
+    return auditor, people, reads, sets, q, prog, structure_of(knowledge, prog, sets), g
 
 
 @contextmanager
