@@ -3,11 +3,13 @@
 Workload "narrow" (default): 1,000 people (age 18-90, a region code 0-9), 20 distinct sensitive
 values with uneven counts, 200 random range queries over age (30% also over region), l = 2.
 Workload "wide": 5,000 people, 50 values, every query a box over both QIs, l = 3.
+Workload "intervals": the narrow one with every query a range over age only (issue 16's blocked
+note: the one shape where an exact LP test of pinning might exist).
 Prints decisions per second, the share answered / denied / budget-denied and latency
 percentiles.
 
     flock /tmp/privpub-bench.lock .venv/bin/python -m tests.benchmarks.bench_audit \
-        [--workload narrow|wide] [--budget N] [--time-budget SECONDS] [--l L] [--queries Q]
+        [--workload narrow|wide|intervals] [--budget N] [--time-budget SECONDS] [--l L] [--queries Q]
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ def make_population(rng: np.random.Generator, n: int, n_values: int):
 WORKLOADS = {  # people, values, l, share of queries that also select a region range
     "narrow": (1000, 20, 2, 0.3),
     "wide": (5000, 50, 3, 1.0),
+    "intervals": (1000, 20, 2, 0.0),
 }
 
 
