@@ -9,6 +9,8 @@ response is returned.
 """
 from __future__ import annotations
 
+import json
+
 from typing import Any
 
 from schemas.spec import ReleaseSpec, SpecError, spec_from_dict
@@ -109,6 +111,27 @@ def log_entry(decision, predicate: str, actor: str, flow_run_id: str | None = No
             "detail": {"query_id": decision.query_id, "query": predicate, "why": decision.reason,
                        "budget_hit": decision.budget_hit, "selected": len(decision.ids) or None,
                        "joint": list(decision.joint), "integer_programs": decision.solves}}
+
+
+RESPONSE_KINDS = ("answer", "negative-denial", "budget-denied", "positive-denial", "delayed", "refused")
+
+
+def summary(log) -> list[dict[str, Any]]:
+    """Per registered table, how its queries ended (from the audit log's audit-query rows):
+    counts per kind, a budget denial (the auditor's own limit, not the privacy model) apart from
+    the exact negative denials, and each kind's share of the decisions (refusals left out: they
+    were never decided)."""
+    rows = log[log.action == "audit-query"]
+    out = []
+    for table, part in rows.groupby("target", sort=True):
+        budget = [json.loads(d or "{}").get("budget_hit", False) for d in part.detail]
+        kinds = ["budget-denied" if hit else kind for kind, hit in zip(part.outcome, budget)]
+        counts = {k: kinds.count(k) for k in RESPONSE_KINDS}
+        decided = len(kinds) - counts["refused"]
+        shares = {k: round(counts[k] / decided, 4) if decided else None
+                  for k in RESPONSE_KINDS if k != "refused"}
+        out.append({"table": table, "decisions": decided, **counts, "shares": shares})
+    return out
 
 
 def refused_entry(predicate: str, actor: str, why: str, flow_run_id: str | None = None) -> dict:

@@ -6,7 +6,7 @@
     privpub verify RELEASE_ID          re-verify a committed release from its published files
     privpub report RELEASE_ID          (re)write and show the HTML report of a release
     privpub demo                       publish a release of the embedded sample data
-    privpub audit init|ask|batch|log   the online auditor (l-uncertainty)
+    privpub audit init|ask|batch|log [--summary]   the online auditor (l-uncertainty)
     privpub server start|stop|status   the release service (Prefect server, UI, deployments)
 
 Exit status 0 on success; on failure one line `privpub: error: ...` and status 1.
@@ -302,6 +302,10 @@ def cmd_audit(args) -> int:
 
     log = Store(state).audit_log()
     log = log[log.action.str.startswith("audit-")]
+    if args.summary:
+        for table in audit.summary(log):
+            print(json.dumps(table))
+        return 0
     for row in log.itertuples():
         print(json.dumps({"at": str(row.logged_at), "requester": row.actor, "action": row.action,
                           "table": row.target, "response": row.outcome,
@@ -406,6 +410,9 @@ def build_parser() -> argparse.ArgumentParser:
             a.add_argument("--where", required=True, help="SQL predicate over the QI columns")
         if name == "batch":
             a.add_argument("file", help="one predicate (or JSON object with \"where\") per line")
+        if name == "log":
+            a.add_argument("--summary", action="store_true",
+                           help="per table: how many queries were answered, denied (exactly or by the budget), refused")
         a.add_argument("--as", dest="actor", help="the requester (audit log)")
         a.add_argument("--state", help=f"the state file (default ./{DEFAULT_STATE})")
         a.add_argument("--spec", help="take the state file from this spec")

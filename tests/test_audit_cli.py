@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from flows.audit import init_audit
-from schemas.spec import load_spec
+from schemas.spec import SpecError, load_spec
 from tests.test_cli import ROOT, run
 
 # ten patients, two of each value (the multiset is public; who holds which is the secret)
@@ -137,3 +137,33 @@ def test_ask_does_not_import_prefect(clinic):
     response, modules = res.stdout.strip().splitlines()
     assert json.loads(response)["response"] == "answer", res.stderr
     assert modules == "0 []", res.stderr
+
+
+def test_log_summary_counts_budget_denials_apart(prefect_server, clinic):
+    """`audit log --summary`: per table, how the queries ended; a denial by the auditor's own
+    budget is counted apart from the exact negative denials, refusals are counted but are not
+    decisions. A decision given a billionth of a second is budget-denied."""
+    init_audit(load_spec(clinic / "clinic.toml"), "steward")
+    state = str(clinic / "privpub.duckdb")
+    from flows.audit import ask as ask_in_process
+
+    for where in ["age BETWEEN 20 AND 40", "age = 30", "age BETWEEN"]:
+        try:
+            ask_in_process(state, where, "analyst")
+        except SpecError:
+            pass  # the bad predicate: refused and logged
+    # a second table whose budget cannot fit one decision
+    (clinic / "tight.toml").write_text(SPEC.replace('name = "clinic"', 'name = "tight"')
+                                       .replace("time_budget = 60", "time_budget = 1e-9"))
+    init_audit(load_spec(clinic / "tight.toml"), "steward")
+    ask_in_process(state, "age BETWEEN 20 AND 40", "analyst", table="tight")
+
+    res = run(["audit", "log", "--summary", "--state", state], prefect_server)
+    assert res.returncode == 0, res.stderr
+    got = {t["table"]: t for t in map(json.loads, res.stdout.splitlines())}
+    clinic_row, tight = got["clinic"], got["tight"]
+    assert clinic_row["decisions"] == 2 and clinic_row["refused"] == 1 and clinic_row["budget-denied"] == 0
+    assert clinic_row["answer"] + clinic_row["negative-denial"] + clinic_row["positive-denial"] == 2
+    assert sum(clinic_row["shares"].values()) == 1.0 and "refused" not in clinic_row["shares"]
+    assert tight["decisions"] == 1 and tight["budget-denied"] == 1 and tight["negative-denial"] == 0
+    assert tight["shares"]["budget-denied"] == 1.0
