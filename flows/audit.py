@@ -10,7 +10,6 @@ response is returned.
 from __future__ import annotations
 
 import json
-
 from typing import Any
 
 from schemas.spec import ReleaseSpec, SpecError, spec_from_dict
@@ -122,12 +121,12 @@ def summary(log) -> list[dict[str, Any]]:
     the exact negative denials, and each kind's share of the decisions (refusals left out: they
     were never decided)."""
     rows = log[log.action == "audit-query"]
+    budget_hit = rows.detail.map(lambda d: bool(json.loads(d or "{}").get("budget_hit")))
+    kinds = rows.outcome.where(~budget_hit, "budget-denied")
     out = []
-    for table, part in rows.groupby("target", sort=True):
-        budget = [json.loads(d or "{}").get("budget_hit", False) for d in part.detail]
-        kinds = ["budget-denied" if hit else kind for kind, hit in zip(part.outcome, budget)]
-        counts = {k: kinds.count(k) for k in RESPONSE_KINDS}
-        decided = len(kinds) - counts["refused"]
+    for table, part in kinds.groupby(rows.target, sort=True):
+        counts = {k: int((part == k).sum()) for k in RESPONSE_KINDS}
+        decided = len(part) - counts["refused"]
         shares = {k: round(counts[k] / decided, 4) if decided else None
                   for k in RESPONSE_KINDS if k != "refused"}
         out.append({"table": table, "decisions": decided, **counts, "shares": shares})

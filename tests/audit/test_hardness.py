@@ -44,11 +44,13 @@ def gadget(n_vars: int, clauses: list[tuple[int, int, int]]):
     return auditor, people, reads, secret, facts
 
 
+def coded(secret: list[str]) -> tuple[int, ...]:
+    return tuple(T if v == "T" else F for v in secret)
+
+
 def brute_g(secret: list[str], facts: list[list[int]]) -> frozenset:
-    coded = tuple(T if v == "T" else F for v in secret)
-    one_true = {T: 1, F: 3}
-    return frozenset(i for i in instances(coded)
-                     if all(sum(i[p] == T for p in f) == one_true[T] for f in facts))
+    """G by brute force: the arrangements of the multiset with one T in every clause fact."""
+    return frozenset(i for i in instances(coded(secret)) if all(sum(i[p] == T for p in f) == 1 for f in facts))
 
 
 UNSAT = (4, [(0, 1, 2), (0, 1, 3), (0, 2, 3), (1, 2, 3)])  # 3 * trues = 4 clauses: impossible
@@ -82,8 +84,7 @@ def test_algorithm_2_decides_sat_on_the_gadget():
         decision = auditor.ask([people[p] for p in q])
         assert decision.response == expected
         assert (reads != []) is (expected == "answer")
-        coded = tuple(T if v == "T" else F for v in secret)
-        response, _ = brute.step(brute_g(secret, facts), [frozenset(q)], n, 2, coded)
+        response, _ = brute.step(brute_g(secret, facts), [frozenset(q)], n, 2, coded(secret))
         assert response == expected
 
 
