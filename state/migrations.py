@@ -224,4 +224,10 @@ CREATE TABLE IF NOT EXISTS compose_membership ( -- each release's groups (never 
     vkey    INTEGER NOT NULL    -- the person's value in that release: the summaries can be rebuilt
 );
 """),
+    (8, "no person id in published figures: the serial-global worst pair loses its person", """
+-- Releases committed before this named the series' worst pair by its person id in the detail
+-- that the report and `privpub history` show (issue 25). The id stays in serial_summary only.
+UPDATE release_metrics SET detail = json_merge_patch(detail, '{"person": null}')
+WHERE name = 'serial-global' AND json_exists(detail, '$.person');
+"""),
 ]

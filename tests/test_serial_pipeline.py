@@ -80,3 +80,35 @@ def test_cli_serial_refuses_without_publishing(prefect_server, tmp_path):
 def test_cli_serial_rejects_a_one_off_technique(prefect_server, census_dir):
     res = run(["serial", str(write_spec(census_dir))], prefect_server)
     assert res.returncode == 1 and "privpub serial needs a technique that publishes series" in res.stderr
+
+
+def test_no_person_id_in_a_serial_release_its_report_or_its_figures(prefect_server, tmp_path):
+    """Issue 25, item 1: the serial-global worst pair was printed with its person id in every
+    serial report.html and in release_metrics.detail. Planted ids that cannot occur by chance are
+    looked for in every file of both release folders, in `privpub verify`'s lines and in the
+    published figures of the history."""
+    import uuid
+
+    frame = census(500, seed=4)
+    later = evolve(frame, 5)
+    ids = {pid: f"person-{uuid.uuid4().hex}" for pid in later["pid"]}
+    spec = write_spec(tmp_path, technique="serial", k=None, l=2, seed=1, extra=SERIAL)
+    spec.write_text(spec.read_text().replace("k = 2\n", ""))
+    releases = []
+    for snap in (frame, later):
+        snapshot(tmp_path, snap.assign(pid=snap["pid"].map(ids)))
+        releases.append(serial_flow(spec_path=str(spec)))
+    needles = [pid.encode() for pid in ids.values()]
+    scanned = 0
+    for rid in releases:
+        for path in (tmp_path / "releases" / rid).rglob("*"):
+            if path.is_file():
+                scanned += 1
+                assert not [n for n in needles if n in path.read_bytes()], f"{path} names a person"
+        ok, lines = reverify(tmp_path / "privpub.duckdb", rid)
+        assert ok and [l for l in lines if "serial-global" in l], lines
+        assert not [n for n in needles if n in "\n".join(lines).encode()]
+    assert scanned >= 4  # tables and a report per release
+    store = Store(tmp_path / "privpub.duckdb")
+    details = store.query(lambda con: con.execute("SELECT detail FROM release_metrics").fetchall())
+    assert details and not [n for n in needles if n in repr(details).encode()]

@@ -1,6 +1,7 @@
 """The DuckDB store: migrations, one-transaction commits, recovery, recognition of re-runs."""
 from __future__ import annotations
 
+import json
 import os
 from datetime import datetime
 
@@ -127,3 +128,23 @@ def test_on_commit_runs_inside_the_commit_transaction(tmp_path):
     with pytest.raises(StaleHistory):
         store.commit_release(staged=staged, release_key="b", on_commit=hook, based_on_sequence=0, **kwargs)
     assert len(calls) == 2 and len(store.history()) == 1
+
+
+def test_migration_8_removes_the_person_from_serial_global_details_of_earlier_releases(tmp_path):
+    """Releases committed before issue 25 named the serial-global worst pair by its person id."""
+    store = Store(tmp_path / "state.duckdb")
+    with store.write():
+        pass
+    con = duckdb.connect(str(tmp_path / "state.duckdb"))
+    con.execute("DELETE FROM schema_migrations WHERE version = 8")
+    con.execute("INSERT INTO release_metrics VALUES ('r', 'privacy', 'serial-global', 0.3, '3/10', '1/2', true, "
+                "'{\"person\": \"person-9f2c\", \"value\": \"flu\", \"links\": 2, \"p\": \"3/10\"}'), "
+                "('r', 'privacy', 'k-anonymity', 2, '2', '2', true, '{\"person\": \"kept\"}')")
+    con.close()
+    with store.write():
+        pass
+    con = duckdb.connect(str(tmp_path / "state.duckdb"), read_only=True)
+    rows = dict(con.execute("SELECT name, detail FROM release_metrics").fetchall())
+    con.close()
+    assert json.loads(rows["serial-global"]) == {"value": "flu", "links": 2, "p": "3/10"}
+    assert json.loads(rows["k-anonymity"]) == {"person": "kept"}  # other models' details untouched

@@ -409,7 +409,9 @@ def _global_result(summary: dict, l: int):
 
     w = summary["worst"]
     p = Fraction(0) if w is None else 1 - Fraction(int(w["q"]), int(w["d"]))
-    where = {} if w is None else {"person": w["person"], "value": w["value"], "links": w["links"], "p": str(p)}
+    # The worst pair is named by its value and links only: its person id stays in the private
+    # series summary (the figures are published in release_metrics and the report).
+    where = {} if w is None else {"value": w["value"], "links": w["links"], "p": str(p)}
     return PrivacyResult("serial-global", str(p), f"1/{l}", summary["breaching"] == 0,
                          {**where, "breaching_pairs": summary["breaching"], "pairs": summary["pairs"]})
 
