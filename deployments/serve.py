@@ -17,6 +17,7 @@ PRIVPUB_TIMEZONE. A spec left unset is the demo's, made in `<home>/demo/` when a
 [run] task_runner = "dask" sends a technique's chunk tasks to a local Dask cluster (the flow reads
 it at run time; see flows/publish.py::_map_chunks).
 """
+
 from __future__ import annotations
 
 import os
@@ -24,17 +25,21 @@ import tomllib
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from flows.service import service_home
+from privpub.flows.service import service_home
 
 DEFAULT_CRON = "0 2 1 * *"
-SETTINGS = {"spec": "PRIVPUB_SPEC", "serial_spec": "PRIVPUB_SERIAL_SPEC", "cron": "PRIVPUB_CRON",
-            "timezone": "PRIVPUB_TIMEZONE"}
+SETTINGS = {
+    "spec": "PRIVPUB_SPEC",
+    "serial_spec": "PRIVPUB_SERIAL_SPEC",
+    "cron": "PRIVPUB_CRON",
+    "timezone": "PRIVPUB_TIMEZONE",
+}
 
 
 def service_settings(home: Path | None = None) -> dict:
     """service.toml's keys, each overridden by its environment variable; unknown keys refused
     (a misspelled `timezon` must not silently schedule in UTC)."""
-    from schemas.spec import SpecError, check_known_keys
+    from privpub.schemas.spec import SpecError, check_known_keys
 
     home = home or service_home()
     path = home / "service.toml"
@@ -46,8 +51,9 @@ def service_settings(home: Path | None = None) -> dict:
     try:
         ZoneInfo(settings["timezone"])
     except (ValueError, ZoneInfoNotFoundError):
-        raise SpecError(f"{path}: timezone {settings['timezone']!r} is not a time zone name "
-                        "(an IANA name such as \"Europe/Vienna\")") from None
+        raise SpecError(
+            f'{path}: timezone {settings["timezone"]!r} is not a time zone name (an IANA name such as "Europe/Vienna")'
+        ) from None
     for key in ("spec", "serial_spec"):
         if settings[key]:
             settings[key] = str((home / Path(settings[key]).expanduser()).resolve())
@@ -57,25 +63,31 @@ def service_settings(home: Path | None = None) -> dict:
 def deployments(home: Path | None = None):
     from prefect.schedules import Cron
 
-    from flows.demo import prepare_demo, prepare_serial_demo
-    from flows.publish import publish_flow
-    from flows.serial import serial_flow
+    from privpub.flows.demo import prepare_demo, prepare_serial_demo
+    from privpub.flows.publish import publish_flow
+    from privpub.flows.serial import serial_flow
 
     home = home or service_home()
     settings = service_settings(home)
     spec = settings["spec"] or str(prepare_demo(home / "demo"))
     serial_spec = settings["serial_spec"] or str(prepare_serial_demo(home / "demo"))
     defaults = {"overrides": {}, "actor": None, "new_release": False}
-    return [publish_flow.to_deployment(
-        name="monthly-census", schedule=Cron(settings["cron"], timezone=settings["timezone"]),
-        parameters={"spec_path": spec, **defaults},
-        description="Publish the next release of the series in spec_path (monthly).",
-        tags=["privpub", "release"]),
+    return [
+        publish_flow.to_deployment(
+            name="monthly-census",
+            schedule=Cron(settings["cron"], timezone=settings["timezone"]),
+            parameters={"spec_path": spec, **defaults},
+            description="Publish the next release of the series in spec_path (monthly).",
+            tags=["privpub", "release"],
+        ),
         serial_flow.to_deployment(
-            name="monthly-serial", schedule=Cron(settings["cron"], timezone=settings["timezone"]),
+            name="monthly-serial",
+            schedule=Cron(settings["cron"], timezone=settings["timezone"]),
             parameters={"spec_path": serial_spec, **defaults},
             description="Publish the next release of a serial series under the global guarantee.",
-            tags=["privpub", "serial"])]
+            tags=["privpub", "serial"],
+        ),
+    ]
 
 
 if __name__ == "__main__":

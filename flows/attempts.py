@@ -3,15 +3,16 @@
 Light on purpose (no Prefect import at module level): the CLI records attempts refused before
 Prefect starts.
 """
+
 from __future__ import annotations
 
 import getpass
 import os
 import sys
-from datetime import timezone
+from datetime import UTC
 from pathlib import Path
 
-from state.store import Store, lock_wait_seconds, notice
+from privpub.state.store import Store, lock_wait_seconds, notice
 
 
 def current_actor(actor: str | None) -> str:
@@ -41,8 +42,7 @@ STARTED_BY_CLI = False
 def attribution() -> dict:
     """What started this run: trigger (cli, schedule, manual for a UI/API run of a deployment,
     retry, direct for a Python call), the deployment and, for a scheduled run, its slot."""
-    out: dict = {"trigger": "cli" if STARTED_BY_CLI else "direct", "deployment": None,
-                 "scheduled_for": None}
+    out: dict = {"trigger": "cli" if STARTED_BY_CLI else "direct", "deployment": None, "scheduled_for": None}
     run_id = flow_run_id()
     if run_id is None:
         return out
@@ -65,7 +65,7 @@ def attribution() -> dict:
             out["trigger"] = "manual"
         if run.auto_scheduled and run.expected_start_time:  # the slot, in UTC like every timestamp
             slot = run.expected_start_time
-            out["scheduled_for"] = slot.astimezone(timezone.utc).replace(tzinfo=None) if slot.tzinfo else slot
+            out["scheduled_for"] = slot.astimezone(UTC).replace(tzinfo=None) if slot.tzinfo else slot
     except Exception as exc:  # attribution must not stop a release
         notice(f"warning: could not read the flow run's trigger ({type(exc).__name__})")
     return out
@@ -82,8 +82,7 @@ def flow_run_id() -> str | None:
         return None
 
 
-def record_failure(spec_path: str, overrides: dict | None, actor: str | None, exc: BaseException,
-                   message: str) -> None:
+def record_failure(spec_path: str, overrides: dict | None, actor: str | None, exc: BaseException, message: str) -> None:
     """An audit-log row for a failed attempt, in the state file the spec names (or would name:
     a spec that cannot be read still has a folder). A state file that cannot be written gets it
     in its journal, folded into audit_log by the next writer."""
@@ -106,7 +105,12 @@ def record_failure(spec_path: str, overrides: dict | None, actor: str | None, ex
         notice(f"warning: this failed attempt could not be logged (no folder {path.parent})")
         return
     where = Store(path, lock_timeout=min(lock_wait_seconds(), 30)).log_attempt(
-        current_actor(actor), "publish", series, "failed", flow_run_id(),
-        {"error": type(exc).__name__, "message": message, "spec": spec_path, **attribution()})
+        current_actor(actor),
+        "publish",
+        series,
+        "failed",
+        flow_run_id(),
+        {"error": type(exc).__name__, "message": message, "spec": spec_path, **attribution()},
+    )
     if where != "audit_log":
         notice(f"warning: the state file could not be written; this failed attempt went to {where}")

@@ -7,17 +7,17 @@ from the spec's input each time, and the auditor consults it only after its simu
 Each decision is committed (knowledge dictionary + audit-log row, one transaction) before the
 response is returned.
 """
+
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from schemas.spec import ReleaseSpec, SpecError, spec_from_dict
-from state.store import StateError, Store
-from schemas.input import validate_input
-from tasks.audit import Auditor, secret_from_mapping, select_ids
-from tasks.validate import load_input
-
+from privpub.schemas.input import validate_input
+from privpub.schemas.spec import ReleaseSpec, SpecError, spec_from_dict
+from privpub.state.store import StateError, Store
+from privpub.tasks.audit import Auditor, secret_from_mapping, select_ids
+from privpub.tasks.validate import load_input
 
 # seconds of simulatable work per decision; keeps the p95 latency of tests/benchmarks/bench_audit.py
 # under 1 s (docs/auditing.md, Scale). A query that needs more is denied without reading the secret.
@@ -33,8 +33,9 @@ def audit_settings(spec: ReleaseSpec) -> dict[str, Any]:
     if budget is not None and (not isinstance(budget, int) or budget < 1):
         raise SpecError("[audit] budget must be a positive integer (integer programs per decision)")
     time_budget = section.get("time_budget", DEFAULT_TIME_BUDGET)
-    if time_budget is not None and (isinstance(time_budget, bool) or not isinstance(time_budget, (int, float))
-                                    or not time_budget > 0):
+    if time_budget is not None and (
+        isinstance(time_budget, bool) or not isinstance(time_budget, (int, float)) or not time_budget > 0
+    ):
         raise SpecError("[audit] time_budget must be a positive number of seconds per decision")
     strategy = section.get("strategy", "simulatable")
     return {"l": l, "budget": budget, "strategy": strategy, "time_budget": time_budget}
@@ -56,15 +57,24 @@ def _auditor(spec: ReleaseSpec, knowledge: dict | None):
     population, values, secret, fingerprint = _secret_table(spec)
     kw = dict(id_column=spec.dataset.person_id)
     if knowledge is None:
-        return Auditor(population, values, settings["l"], secret, budget=settings["budget"],
-                       strategy=settings["strategy"], time_budget=settings["time_budget"], **kw), fingerprint
+        return Auditor(
+            population,
+            values,
+            settings["l"],
+            secret,
+            budget=settings["budget"],
+            strategy=settings["strategy"],
+            time_budget=settings["time_budget"],
+            **kw,
+        ), fingerprint
     return Auditor.from_state(knowledge, population, values, secret, **kw), fingerprint
 
 
 def init_audit(spec: ReleaseSpec, actor: str) -> str:
     auditor, fingerprint = _auditor(spec, None)
-    Store(spec.state_path).register_audit_table(spec.dataset.name, spec.model_dump(), fingerprint,
-                                                auditor.to_state(), actor)
+    Store(spec.state_path).register_audit_table(
+        spec.dataset.name, spec.model_dump(), fingerprint, auditor.to_state(), actor
+    )
     return spec.dataset.name
 
 
@@ -90,15 +100,16 @@ def open_session(session: dict):
     spec = _spec_of(session)
     auditor, fingerprint = _auditor(spec, session["knowledge"])
     if fingerprint != session["fingerprint"]:
-        raise StateError(f"the secret table {spec.dataset.input} changed since it was registered; "
-                         "the auditor's knowledge no longer describes it")
+        raise StateError(
+            f"the secret table {spec.dataset.input} changed since it was registered; "
+            "the auditor's knowledge no longer describes it"
+        )
     return spec, auditor
 
 
 def response_json(decision) -> dict[str, Any]:
     """The contract's JSON object: ids and values only for an answer."""
-    out: dict[str, Any] = {"response": decision.response, "query_id": decision.query_id,
-                           "reason": decision.reason}
+    out: dict[str, Any] = {"response": decision.response, "query_id": decision.query_id, "reason": decision.reason}
     if decision.response == "answer":
         out["ids"] = [*decision.ids]
         out["values"] = [*decision.values]
@@ -106,10 +117,20 @@ def response_json(decision) -> dict[str, Any]:
 
 
 def log_entry(decision, predicate: str, actor: str, flow_run_id: str | None = None) -> dict:
-    return {"actor": actor, "response": decision.response, "flow_run_id": flow_run_id,
-            "detail": {"query_id": decision.query_id, "query": predicate, "why": decision.reason,
-                       "budget_hit": decision.budget_hit, "selected": len(decision.ids) or None,
-                       "joint": list(decision.joint), "integer_programs": decision.solves}}
+    return {
+        "actor": actor,
+        "response": decision.response,
+        "flow_run_id": flow_run_id,
+        "detail": {
+            "query_id": decision.query_id,
+            "query": predicate,
+            "why": decision.reason,
+            "budget_hit": decision.budget_hit,
+            "selected": len(decision.ids) or None,
+            "joint": list(decision.joint),
+            "integer_programs": decision.solves,
+        },
+    }
 
 
 RESPONSE_KINDS = ("answer", "negative-denial", "budget-denied", "positive-denial", "delayed", "refused")
@@ -127,15 +148,18 @@ def summary(log) -> list[dict[str, Any]]:
     for table, part in kinds.groupby(rows.target, sort=True):
         counts = {k: int((part == k).sum()) for k in RESPONSE_KINDS}
         decided = len(part) - counts["refused"]
-        shares = {k: round(counts[k] / decided, 4) if decided else None
-                  for k in RESPONSE_KINDS if k != "refused"}
+        shares = {k: round(counts[k] / decided, 4) if decided else None for k in RESPONSE_KINDS if k != "refused"}
         out.append({"table": table, "decisions": decided, **counts, "shares": shares})
     return out
 
 
 def refused_entry(predicate: str, actor: str, why: str, flow_run_id: str | None = None) -> dict:
-    return {"actor": actor, "response": "refused", "flow_run_id": flow_run_id,
-            "detail": {"query": predicate, "why": why}}
+    return {
+        "actor": actor,
+        "response": "refused",
+        "flow_run_id": flow_run_id,
+        "detail": {"query": predicate, "why": why},
+    }
 
 
 def ask(state, where: str, actor: str, table: str | None = None) -> dict[str, Any]:
@@ -154,8 +178,9 @@ def ask(state, where: str, actor: str, table: str | None = None) -> dict[str, An
             decision = auditor.ask(ids)
             resolved = auditor.take_resolved()
             session["knowledge"] = auditor.to_state()
-            session["log"] = [log_entry(decision, where, actor)] + [log_entry(d, "(earlier query)", actor)
-                                                                       for d in resolved]
+            session["log"] = [log_entry(decision, where, actor)] + [
+                log_entry(d, "(earlier query)", actor) for d in resolved
+            ]
     if refused:
         raise SpecError(refused)
     out = response_json(decision)

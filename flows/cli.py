@@ -11,6 +11,7 @@
 
 Exit status 0 on success; on failure one line `privpub: error: ...` and status 1.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,7 +28,7 @@ os.environ.setdefault("PREFECT_RESULTS_PERSIST_BY_DEFAULT", "false")
 
 DEFAULT_STATE = "privpub.duckdb"
 
-from flows.errors import CliError  # noqa: E402  (light: no Prefect, no pandas)
+from privpub.flows.errors import CliError  # noqa: E402  (light: no Prefect, no pandas)
 
 
 def warn(message: str) -> None:
@@ -54,7 +55,7 @@ def _quiet_tracebacks() -> None:
 
 def _state_path(args) -> Path:
     if getattr(args, "spec", None):
-        from schemas.spec import load_spec
+        from privpub.schemas.spec import load_spec
 
         return load_spec(args.spec).state_path
     return Path(args.state or os.environ.get("PRIVPUB_STATE", DEFAULT_STATE))
@@ -63,11 +64,10 @@ def _state_path(args) -> Path:
 def check_spec(spec_path: str, overrides: dict | None = None):
     """The cheap checks, before anything starts: the spec, its technique's parameters, and that
     the output folder and the state file can be used."""
-    from schemas.spec import resolve_spec
-    from state.store import Store, check_output_dir
-    from tasks.anonymize.base import get_technique
-
-    from tasks.compose.check import series_settings
+    from privpub.schemas.spec import resolve_spec
+    from privpub.state.store import Store, check_output_dir
+    from privpub.tasks.compose.check import series_settings
+    from privpub.tasks.core.technique import get_technique
 
     spec = resolve_spec(spec_path, None, overrides)
     series_settings(spec, get_technique(spec))
@@ -80,10 +80,10 @@ def check_input(spec) -> None:
     """The input read and validated as the flow would; bad input fails here, with one message and
     nothing written. The flow, run next in this process, takes the result instead of reading the
     file again (UI-started runs, with no CLI in front of them, read and validate it themselves)."""
-    from flows.cluster import uses_cluster
-    from schemas.input import input_files
-    from tasks.anonymize.base import get_technique
-    from tasks.validate import check_input as check
+    from privpub.flows.cluster import uses_cluster
+    from privpub.schemas.input import input_files
+    from privpub.tasks.core.technique import get_technique
+    from privpub.tasks.validate import check_input as check
 
     technique = get_technique(spec)
     if uses_cluster(spec, technique):  # read and validated by the cluster's workers, in the flow
@@ -94,8 +94,8 @@ def check_input(spec) -> None:
 
 def _record_refusal(args, spec_path: str, overrides: dict | None, exc: Exception) -> None:
     """A run refused before Prefect started still leaves its audit row (nothing else)."""
-    from flows.attempts import record_failure
-    from flows.errors import public_message
+    from privpub.flows.attempts import record_failure
+    from privpub.flows.errors import public_message
 
     record_failure(spec_path, overrides, args.actor, exc, public_message(exc))
 
@@ -103,8 +103,8 @@ def _record_refusal(args, spec_path: str, overrides: dict | None, exc: Exception
 def _run_flow(args, spec_path: str, overrides: dict | None, start) -> int:
     """Preflight while the Prefect API comes up, run the flow, print the id and the summary.
     Once a release is committed the command succeeds: whatever fails afterwards is a warning."""
-    from flows import attempts
-    from flows.server import prefect_api
+    from privpub.flows import attempts
+    from privpub.flows.server import prefect_api
 
     attempts.STARTED_BY_CLI = True
     try:
@@ -119,7 +119,7 @@ def _run_flow(args, spec_path: str, overrides: dict | None, start) -> int:
             _record_refusal(args, spec_path, overrides, exc)
             raise
         ready()
-        from flows import publish as pub
+        from privpub.flows import publish as pub
 
         _quiet_tracebacks()
         printed: list[str] = []
@@ -137,8 +137,10 @@ def _run_flow(args, spec_path: str, overrides: dict | None, start) -> int:
             release_id = pub.COMMITTED[-1]
             if release_id not in printed:
                 print(release_id, flush=True)
-            warn(f"release {release_id} is committed, but the run failed after the commit "
-                 f"({type(exc).__name__}); `privpub report {release_id}` rewrites its report")
+            warn(
+                f"release {release_id} is committed, but the run failed after the commit "
+                f"({type(exc).__name__}); `privpub report {release_id}` rewrites its report"
+            )
             return 0
         finally:
             pub.ON_COMMIT.remove(announce)
@@ -148,21 +150,21 @@ def _run_flow(args, spec_path: str, overrides: dict | None, start) -> int:
             try:
                 print_summary(spec.state_path, release_id)
             except Exception as exc:
-                warn(f"release {release_id} is committed; its summary could not be printed "
-                     f"({type(exc).__name__})")
+                warn(f"release {release_id} is committed; its summary could not be printed ({type(exc).__name__})")
     return 0
 
 
 def print_summary(state: Path, release_id: str) -> None:
-    from state.store import Store
-    from tasks.anonymize.base import PrivacyResult
-    from tasks.report import summary_lines
+    from privpub.state.store import Store
+    from privpub.tasks.core.technique import PrivacyResult
+    from privpub.tasks.report import summary_lines
 
     store = Store(state)
     rel = store.release(release_id)
     m = rel["metrics"]
-    privacy = [PrivacyResult(r.name, r.text_value, r.threshold, bool(r.passed)) for r in
-               m[m.kind == "privacy"].itertuples()]
+    privacy = [
+        PrivacyResult(r.name, r.text_value, r.threshold, bool(r.passed)) for r in m[m.kind == "privacy"].itertuples()
+    ]
     utility = {}
     for r in m[m.kind == "utility"].itertuples():
         utility[r.name] = r.value if r.value is not None and r.value == r.value else r.text_value
@@ -183,14 +185,17 @@ def cmd_publish(args) -> int:
     overrides: dict = {}
     if args.seed is not None:
         overrides["output"] = {"seed": args.seed}
-    run = {k: v for k, v in (("task_runner", getattr(args, "task_runner", None)),
-                             ("workers", getattr(args, "workers", None))) if v is not None}
+    run = {
+        k: v
+        for k, v in (("task_runner", getattr(args, "task_runner", None)), ("workers", getattr(args, "workers", None)))
+        if v is not None
+    }
     if run:
         overrides["run"] = run
     overrides = overrides or None
 
     def start(spec):
-        from flows.publish import publish
+        from privpub.flows.publish import publish
 
         return publish(str(Path(args.spec).resolve()), overrides=overrides, actor=args.actor)
 
@@ -199,16 +204,18 @@ def cmd_publish(args) -> int:
 
 def cmd_serial(args) -> int:
     """The next release of a serial series: refuses a spec whose technique keeps no history."""
-    from tasks.anonymize.base import get_technique
-    from schemas.spec import resolve_spec
+    from privpub.schemas.spec import resolve_spec
+    from privpub.tasks.core.technique import get_technique
 
     if not get_technique(resolve_spec(args.spec, None, None)).uses_history:
-        raise CliError("privpub serial needs a technique that publishes series "
-                       "([technique] name = \"serial\"); use privpub publish for one-off releases")
+        raise CliError(
+            "privpub serial needs a technique that publishes series "
+            '([technique] name = "serial"); use privpub publish for one-off releases'
+        )
 
     def start(spec):
-        from flows.publish import call_flow
-        from flows.serial import serial_flow
+        from privpub.flows.publish import call_flow
+        from privpub.flows.serial import serial_flow
 
         return call_flow(serial_flow, spec_path=str(Path(args.spec).resolve()), actor=args.actor)
 
@@ -216,7 +223,7 @@ def cmd_serial(args) -> int:
 
 
 def cmd_history(args) -> int:
-    from state.store import Store
+    from privpub.state.store import Store
 
     frame = Store(_state_path(args)).history(args.series)
     if frame.empty:
@@ -231,7 +238,7 @@ def cmd_trail(args) -> int:
     """The audit trail for a compliance officer: every attempt, its outcome, release and trigger."""
     from datetime import datetime
 
-    from state.store import Store
+    from privpub.state.store import Store
 
     since = None
     if args.since:
@@ -250,7 +257,7 @@ def cmd_trail(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from flows.reverify import reverify
+    from privpub.flows.reverify import reverify
 
     ok, lines = reverify(_state_path(args), args.release_id, actor=args.actor)
     for line in lines:
@@ -259,7 +266,7 @@ def cmd_verify(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from flows.reverify import rewrite_report
+    from privpub.flows.reverify import rewrite_report
 
     print(rewrite_report(_state_path(args), args.release_id))
     return 0
@@ -268,17 +275,16 @@ def cmd_report(args) -> int:
 def cmd_audit(args) -> int:
     import json
 
-    from flows import audit
-    from flows.attempts import current_actor
+    from privpub.flows import audit
+    from privpub.flows.attempts import current_actor
 
     actor = current_actor(args.actor)
     if args.audit_command == "init":
-        from schemas.spec import load_spec
+        from privpub.schemas.spec import load_spec
 
         spec = load_spec(args.spec)
         name = audit.init_audit(spec, actor)
-        print(json.dumps({"registered": name, "state": str(spec.state_path.resolve()),
-                          **audit.audit_settings(spec)}))
+        print(json.dumps({"registered": name, "state": str(spec.state_path.resolve()), **audit.audit_settings(spec)}))
         return 0
     state = _state_path(args)
     if args.audit_command == "ask":
@@ -286,19 +292,20 @@ def cmd_audit(args) -> int:
         return 0
     if args.audit_command == "batch":
         queries = _read_batch(Path(args.file))
-        from flows.audit_batch import audit_flow
-        from flows.publish import call_flow
-        from flows.server import prefect_api
+        from privpub.flows.audit_batch import audit_flow
+        from privpub.flows.publish import call_flow
+        from privpub.flows.server import prefect_api
 
         with prefect_api() as ready:
             ready()
             _quiet_tracebacks()
-            responses = call_flow(audit_flow, state=str(Path(state).resolve()), queries=queries,
-                                  actor=actor, table=args.table)
+            responses = call_flow(
+                audit_flow, state=str(Path(state).resolve()), queries=queries, actor=actor, table=args.table
+            )
         for response in responses:
             print(json.dumps(response, default=str))
         return 0
-    from state.store import Store
+    from privpub.state.store import Store
 
     log = Store(state).audit_log()
     log = log[log.action.str.startswith("audit-")]
@@ -307,9 +314,19 @@ def cmd_audit(args) -> int:
             print(json.dumps(table))
         return 0
     for row in log.itertuples():
-        print(json.dumps({"at": str(row.logged_at), "requester": row.actor, "action": row.action,
-                          "table": row.target, "response": row.outcome,
-                          **json.loads(row.detail or "{}")}, default=str))
+        print(
+            json.dumps(
+                {
+                    "at": str(row.logged_at),
+                    "requester": row.actor,
+                    "action": row.action,
+                    "table": row.target,
+                    "response": row.outcome,
+                    **json.loads(row.detail or "{}"),
+                },
+                default=str,
+            )
+        )
     return 0
 
 
@@ -331,7 +348,7 @@ def _read_batch(path: Path) -> list[dict]:
             except json.JSONDecodeError as exc:
                 raise CliError(f"{path}, line {n}: not valid JSON ({exc})") from None
             if "where" not in q:
-                raise CliError(f"{path}, line {n}: a query needs a \"where\" predicate")
+                raise CliError(f'{path}, line {n}: a query needs a "where" predicate')
             queries.append(q)
         else:
             queries.append({"where": line})
@@ -341,7 +358,7 @@ def _read_batch(path: Path) -> list[dict]:
 
 
 def cmd_demo(args) -> int:
-    from flows.demo import prepare_demo
+    from privpub.flows.demo import prepare_demo
 
     spec_path = prepare_demo(Path(args.dir), rows=args.rows)
     print(f"demo data and spec: {spec_path}")
@@ -350,7 +367,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_server(args) -> int:
-    from flows.service import command
+    from privpub.flows.service import command
 
     return command(args)
 
@@ -364,22 +381,30 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--seed", type=int, help="override the spec's seed")
     sp.add_argument("--as", dest="actor", help="who runs this (audit log); default: the OS user")
     sp.add_argument("--quiet", action="store_true", help="print only the release id")
-    sp.add_argument("--task-runner", choices=["inprocess", "dask"],
-                    help="where a technique's chunk tasks run (overrides [run] task_runner; "
-                         "default in-process); the release is the same either way")
-    sp.add_argument("--workers", type=int, help="threads (inprocess) or Dask worker processes "
-                                                "(overrides [run] workers; Dask default 2)")
+    sp.add_argument(
+        "--task-runner",
+        choices=["inprocess", "dask"],
+        help="where a technique's chunk tasks run (overrides [run] task_runner; "
+        "default in-process); the release is the same either way",
+    )
+    sp.add_argument(
+        "--workers",
+        type=int,
+        help="threads (inprocess) or Dask worker processes (overrides [run] workers; Dask default 2)",
+    )
     sp.set_defaults(func=cmd_publish)
 
     sp = sub.add_parser("serial", help="publish the next release of a serial series (global guarantee)")
-    sp.add_argument("spec", help="the release spec (TOML), [technique] name = \"serial\"")
+    sp.add_argument("spec", help='the release spec (TOML), [technique] name = "serial"')
     sp.add_argument("--as", dest="actor", help="who runs this (audit log); default: the OS user")
     sp.add_argument("--quiet", action="store_true", help="print only the release id")
     sp.set_defaults(func=cmd_serial)
 
-    for name, func, hlp in (("history", cmd_history, "list committed releases"),
-                            ("verify", cmd_verify, "re-verify a committed release from its published files"),
-                            ("report", cmd_report, "(re)write the HTML report of a release")):
+    for name, func, hlp in (
+        ("history", cmd_history, "list committed releases"),
+        ("verify", cmd_verify, "re-verify a committed release from its published files"),
+        ("report", cmd_report, "(re)write the HTML report of a release"),
+    ):
         sp = sub.add_parser(name, help=hlp)
         if name != "history":
             sp.add_argument("release_id")
@@ -403,16 +428,22 @@ def build_parser() -> argparse.ArgumentParser:
     a = audit_sub.add_parser("init", help="register a secret table ([audit] l, budget, strategy)")
     a.add_argument("spec")
     a.add_argument("--as", dest="actor")
-    for name, hlp in (("ask", "decide one query"), ("batch", "decide a file of concurrent queries (Prefect flow)"),
-                      ("log", "the decisions, as JSON lines")):
+    for name, hlp in (
+        ("ask", "decide one query"),
+        ("batch", "decide a file of concurrent queries (Prefect flow)"),
+        ("log", "the decisions, as JSON lines"),
+    ):
         a = audit_sub.add_parser(name, help=hlp)
         if name == "ask":
             a.add_argument("--where", required=True, help="SQL predicate over the QI columns")
         if name == "batch":
-            a.add_argument("file", help="one predicate (or JSON object with \"where\") per line")
+            a.add_argument("file", help='one predicate (or JSON object with "where") per line')
         if name == "log":
-            a.add_argument("--summary", action="store_true",
-                           help="per table: how many queries were answered, denied (exactly or by the budget), refused")
+            a.add_argument(
+                "--summary",
+                action="store_true",
+                help="per table: how many queries were answered, denied (exactly or by the budget), refused",
+            )
         a.add_argument("--as", dest="actor", help="the requester (audit log)")
         a.add_argument("--state", help=f"the state file (default ./{DEFAULT_STATE})")
         a.add_argument("--spec", help="take the state file from this spec")
@@ -427,8 +458,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("server", help="the release service: Prefect server, UI and served deployments")
     server_sub = sp.add_subparsers(dest="server_command", required=True)
-    for name, hlp in (("start", "start it, detached (state and releases in the home folder)"),
-                      ("stop", "stop it (serve first, then the server)"), ("status", "running or not, and where")):
+    for name, hlp in (
+        ("start", "start it, detached (state and releases in the home folder)"),
+        ("stop", "stop it (serve first, then the server)"),
+        ("status", "running or not, and where"),
+    ):
         a = server_sub.add_parser(name, help=hlp)
         if name == "start":
             a.add_argument("--port", type=int, default=4200, help="the UI's and API's port (default 4200)")
@@ -439,7 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from state.permissions import private_umask
+    from privpub.state.permissions import private_umask
 
     private_umask()  # secret-bearing files owner-only; published ones follow the operator's umask
     try:
@@ -448,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
         print("privpub: interrupted; nothing was published by this run", file=sys.stderr)
         return 130
     except Exception as exc:
-        from flows.errors import public_message
+        from privpub.flows.errors import public_message
 
         if os.environ.get("PRIVPUB_DEBUG"):
             import traceback

@@ -5,12 +5,13 @@ holds to its scratch disk under memory pressure only when [run] allow_spill says
 cluster then gets no memory limit at all (nothing to spill against), and an existing cluster is
 checked at connection time and refused if its workers would spill.
 """
+
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
-from schemas.spec import RunSpec
+from privpub.schemas.spec import RunSpec
 
 # Dask's memory thresholds that write a worker's data to disk (fractions of its memory limit)
 SPILL_KEYS = ("distributed.worker.memory.target", "distributed.worker.memory.spill")
@@ -25,9 +26,14 @@ def local_cluster_kwargs(run: RunSpec) -> dict:
     memory limit unless spilling is allowed, hence no spilling of secret rows; no dashboard (the
     scheduler's health endpoint still listens, so it gets a free loopback port rather than the
     shared default 8787)."""
-    return {"n_workers": run.workers or 2, "threads_per_worker": 1, "processes": True,
-            "memory_limit": "auto" if run.allow_spill else 0, "dashboard_address": None,
-            "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0"}}
+    return {
+        "n_workers": run.workers or 2,
+        "threads_per_worker": 1,
+        "processes": True,
+        "memory_limit": "auto" if run.allow_spill else 0,
+        "dashboard_address": None,
+        "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0"},
+    }
 
 
 def dask_task_runner(run: RunSpec):
@@ -59,7 +65,8 @@ def check_no_spill(client, run: RunSpec) -> None:
             f"{len(spilling)} Dask worker(s) (e.g. {spilling[0]}) may spill data to disk under memory "
             "pressure, and privpub's chunks hold secret rows: start the workers with "
             f"{SPILL_KEYS[0]} and {SPILL_KEYS[1]} set to false (or --memory-limit 0), or set "
-            "[run] allow_spill = true")
+            "[run] allow_spill = true"
+        )
 
 
 @contextlib.contextmanager
@@ -91,7 +98,7 @@ def uses_cluster(spec, technique) -> bool:
     """Does this release read its input and partition on a Dask cluster? ([run] task_runner =
     "dask", a technique that can (Technique.distributed), Parquet input: a file, folder or glob.
     A CSV file or a DuckDB table is read in the flow process as before.)"""
-    from schemas.input import PARQUET_SUFFIXES, InputError, input_files
+    from privpub.schemas.input import PARQUET_SUFFIXES, InputError, input_files
 
     if spec.run.task_runner != "dask" or not getattr(technique, "distributed", False) or not spec.dataset.input:
         return False
@@ -105,9 +112,9 @@ def uses_cluster(spec, technique) -> bool:
 def cluster_input(spec, technique):
     """Open the run's cluster, then read, validate and code the input on its workers. Returns the
     input's fingerprint and the ClusterData (whose client stays open until close_clusters)."""
-    from schemas.input import InputError
-    from tasks.distributed_input import load_on_cluster
-    from tasks.validate import input_fingerprint
+    from privpub.schemas.input import InputError
+    from privpub.tasks.cluster.input import load_on_cluster
+    from privpub.tasks.validate import input_fingerprint
 
     stack = contextlib.ExitStack()
     _OPEN.append(stack)

@@ -1,9 +1,10 @@
 """`privpub demo` / `make run`: embedded census sample data and its spec (no download)."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.demo_data import CENSUS_QI, census
+from privpub.tasks.demo_data import CENSUS_QI, census
 
 SPEC = """# privpub demo spec: a census-like sample, generalized to k = 10, l = 3.
 # No seed: each run draws one and stores it with the release, so a second run publishes
@@ -52,8 +53,9 @@ def prepare_serial_demo(directory: Path, rows: int = 5000) -> Path:
     _, _, tail = rest.partition("[output]")
     serial = directory / "serial.toml"
     if not serial.exists():
-        serial.write_text(head.replace('name = "census"', 'name = "census-serial"')
-                          + SERIAL_TECHNIQUE + "\n[output]" + tail)
+        serial.write_text(
+            head.replace('name = "census"', 'name = "census-serial"') + SERIAL_TECHNIQUE + "\n[output]" + tail
+        )
     return serial.resolve()
 
 

@@ -1,5 +1,6 @@
 """Errors that end a run with one clear message (no traceback needed), and the one-line text of
 any error as users, logs and Prefect states see it."""
+
 from __future__ import annotations
 
 
@@ -10,15 +11,25 @@ class PublishedTableError(ValueError):
 def expected_errors() -> tuple[type[BaseException], ...]:
     """Errors whose message is written for the user: it names keys, rows and columns, never a
     person id or a secret value."""
-    from schemas.input import InputError
-    from schemas.spec import SpecError
-    from state.store import StaleHistory, StateBusy, StateError
-    from tasks.anonymize.base import PrivacyRefused
-    from flows.cluster import ClusterError
-    from tasks.partition.mondrian import PartitionError
+    from privpub.flows.cluster import ClusterError
+    from privpub.schemas.input import InputError
+    from privpub.schemas.spec import SpecError
+    from privpub.state.store import StaleHistory, StateBusy, StateError
+    from privpub.tasks.core.technique import PrivacyRefused
+    from privpub.tasks.partition.mondrian import PartitionError
 
-    return (SpecError, InputError, PrivacyRefused, PublishedTableError, StateBusy, StateError,
-            StaleHistory, PartitionError, CliError, ClusterError)
+    return (
+        SpecError,
+        InputError,
+        PrivacyRefused,
+        PublishedTableError,
+        StateBusy,
+        StateError,
+        StaleHistory,
+        PartitionError,
+        CliError,
+        ClusterError,
+    )
 
 
 class CliError(Exception):
@@ -31,5 +42,7 @@ def public_message(exc: BaseException) -> str:
     if isinstance(exc, expected_errors()):
         text = " ".join(str(exc).split())
         return text[:2000]
-    return (f"internal error ({type(exc).__name__}); nothing was published by this run; "
-            "set PRIVPUB_DEBUG=1 for the traceback")
+    return (
+        f"internal error ({type(exc).__name__}); nothing was published by this run; "
+        "set PRIVPUB_DEBUG=1 for the traceback"
+    )

@@ -4,6 +4,7 @@ Thin by design: every step is a plain function from tasks/; this module only wir
 Prefect tasks. No task caches or persists its result: several of them carry the secret rows,
 which must never land in Prefect's result storage.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -13,7 +14,7 @@ import sys
 import time
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,21 +25,24 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote
 
-from flows.cluster import close_clusters, cluster_input, uses_cluster
-from flows.attempts import attribution, current_actor, flow_run_id as _flow_run_id, record_failure
-from flows.errors import expected_errors, public_message
-from schemas.published import check_published
-from schemas.spec import ReleaseSpec, RunSpec, resolve_spec
-from state.store import Store, check_output_dir, stage_tables
-from tasks import report as report_mod
-from tasks.anonymize.base import PrivacyRefused, Technique, get_technique
-from tasks.compose.check import SeriesCheck
-from tasks.evaluate import evaluate, evaluation_workload, utility_summary
-from tasks.failpoints import failpoint
-from tasks.validate import checked_input, load_input, validate
+from privpub.flows.attempts import attribution, current_actor, record_failure
+from privpub.flows.attempts import flow_run_id as _flow_run_id
+from privpub.flows.cluster import close_clusters, cluster_input, uses_cluster
+from privpub.flows.errors import expected_errors, public_message
+from privpub.schemas.published import check_published
+from privpub.schemas.spec import ReleaseSpec, RunSpec, resolve_spec
+from privpub.state.store import Store, check_output_dir, stage_tables
+from privpub.tasks import report as report_mod
+from privpub.tasks.compose.check import SeriesCheck
+from privpub.tasks.core.failpoints import failpoint
+from privpub.tasks.core.technique import PrivacyRefused, Technique, get_technique
+from privpub.tasks.evaluate import evaluate, evaluation_workload, utility_summary
+from privpub.tasks.validate import checked_input, load_input, validate
 
 # No caching, no persisted results: inputs and outputs of these tasks hold secret rows.
 SECRET = dict(cache_policy=NO_CACHE, persist_result=False)
+
+
 def transient(task, task_run, state) -> bool:
     """Retry only what may succeed on a second try (a disk or network hiccup); a missing file,
     bad input, a bad spec, a refusal or a busy state file (already waited for) fails at once."""
@@ -46,8 +50,9 @@ def transient(task, task_run, state) -> bool:
         exc = state.result(raise_on_failure=False)
     except Exception:
         return False
-    return isinstance(exc, OSError) and not isinstance(exc, (FileNotFoundError, IsADirectoryError,
-                                                             NotADirectoryError, PermissionError))
+    return isinstance(exc, OSError) and not isinstance(
+        exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+    )
 
 
 IO_RETRIES = dict(retries=2, retry_delay_seconds=[1, 5], retry_condition_fn=transient)
@@ -279,9 +284,13 @@ def draw_seed() -> int:
 
 
 def release_key(spec: ReleaseSpec, fingerprint: str, seed: int) -> str:
-    body = {"series": spec.dataset.name, "input": fingerprint, "seed": seed,
-            "technique": spec.technique.model_dump(),
-            "dataset": spec.dataset.model_dump(exclude={"input", "table"})}
+    body = {
+        "series": spec.dataset.name,
+        "input": fingerprint,
+        "seed": seed,
+        "technique": spec.technique.model_dump(),
+        "dataset": spec.dataset.model_dump(exclude={"input", "table"}),
+    }
     if spec.section("series"):  # keep_groups changes the release (absent: keys as before)
         body["series_options"] = spec.section("series")
     body = json.dumps(body, sort_keys=True, default=str)
@@ -292,14 +301,19 @@ def release_key(spec: ReleaseSpec, fingerprint: str, seed: int) -> str:
 SERIES_FIGURES = ["query_error_1pct", "uncertainty_penalty_normalized", "suppressed_rows"]
 
 
-def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | None = None,
-                store: Store | None = None, new_release: bool = False,
-                spec_path: str | None = None) -> dict[str, Any]:
+def run_release(
+    spec: ReleaseSpec,
+    actor: str | None = None,
+    context: dict | None = None,
+    store: Store | None = None,
+    new_release: bool = False,
+    spec_path: str | None = None,
+) -> dict[str, Any]:
     """The pipeline itself; returns a summary dict (release id, figures, where things are).
 
     new_release: publish even if this flow run (a retry) or this deployment's scheduled slot
     already published a release of the series (without it, that release is returned)."""
-    started = datetime.now(timezone.utc).replace(tzinfo=None)
+    started = datetime.now(UTC).replace(tzinfo=None)
     technique = get_technique(spec)
     series_check = SeriesCheck(spec, technique)
     seed = spec.output.seed if spec.output.seed is not None else draw_seed()
@@ -310,14 +324,18 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     who, run_id, origin = current_actor(actor), _flow_run_id(), attribution()
     done = store.published_for(spec.dataset.name, run_id, origin["deployment"], origin["scheduled_for"])
     if done and not new_release:
-        progress(f"already published as {done} by this run or for this scheduled slot: nothing to do "
-                 "(new_release=true publishes another)")
+        progress(
+            f"already published as {done} by this run or for this scheduled slot: nothing to do "
+            "(new_release=true publishes another)"
+        )
         store.log(who, "publish", done, "already-published", run_id, origin)
         return {"release_id": done, "created": False, "state": str(store.path)}
     if done:
         progress(f"a release ({done}) exists for this run or slot; new_release=true asks for another")
-    progress(f"series '{spec.dataset.name}', technique '{technique.name}', seed {seed}, "
-             f"started by {who} ({origin['trigger']})")
+    progress(
+        f"series '{spec.dataset.name}', technique '{technique.name}', seed {seed}, "
+        f"started by {who} ({origin['trigger']})"
+    )
 
     on_cluster = uses_cluster(spec, technique)  # read, validated and partitioned by Dask workers
     if on_cluster:
@@ -335,8 +353,14 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     existing = store.find_by_key(key)
     if existing:
         progress(f"already published as {existing} (same input, parameters and seed): nothing to do")
-        store.log(who, "publish", existing, "recognised", run_id,
-                  {"reason": "same series, input, parameters and seed as an existing release", **origin})
+        store.log(
+            who,
+            "publish",
+            existing,
+            "recognised",
+            run_id,
+            {"reason": "same series, input, parameters and seed as an existing release", **origin},
+        )
         return {"release_id": existing, "created": False, "state": str(store.path)}
 
     # independent streams: the release's draws do not depend on how the workload is drawn
@@ -350,8 +374,10 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     else:
         series_check.prepare(store, data)
     if based_on and series_check.prior is None and not technique.guards_series and not on_cluster:
-        progress(f"series composition: the {based_on} earlier releases of the series have no stored groups "
-                 "(published before privpub kept them); the check starts with this release")
+        progress(
+            f"series composition: the {based_on} earlier releases of the series have no stored groups "
+            "(published before privpub kept them); the check starts with this release"
+        )
     history = technique.prior_context(store, spec)
     data.extra.update(history)
     part = partition_task(technique, data, rng)
@@ -359,29 +385,46 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
         part = series_check.keep_groups(data, part)
         progress(f"{part.n_groups} groups kept from earlier releases ({part.info['merge_rounds']} merge rounds)")
     release = anonymize_step(technique, data, part, rng, spec.run)
-    privacy, utility = verify_and_evaluate(technique, release, spec, {**(context or {}), **history, "data": data},
-                                           data, int(spec.section("evaluate").get("workload_seed", 0)))
+    privacy, utility = verify_and_evaluate(
+        technique,
+        release,
+        spec,
+        {**(context or {}), **history, "data": data},
+        data,
+        int(spec.section("evaluate").get("workload_seed", 0)),
+    )
     privacy = privacy + composition_task(series_check, data, part)
     failed = [r for r in privacy if not r.passed and not series_check.tolerated(r)]
     for r in privacy:
         if not r.passed and series_check.tolerated(r):
             what = f"{r.worst['below']} people below {r.threshold} when all releases of the series are combined"
-            progress(f"warning: {r.model}: {what}; published because [series] composition = \"warn\"")
+            progress(f'warning: {r.model}: {what}; published because [series] composition = "warn"')
     if failed:
         detail = {r.model: {"value": str(r.value), "threshold": str(r.threshold), "worst": r.worst} for r in failed}
         store.log(who, "publish", spec.dataset.name, "refused", run_id, {**detail, **origin})
         series_check.discard()
-        raise PrivacyRefused("release refused, privacy check failed: " + "; ".join(
-            f"{r.model} reached {r.value}, required {r.threshold}" for r in failed))
+        raise PrivacyRefused(
+            "release refused, privacy check failed: "
+            + "; ".join(f"{r.model} reached {r.value}, required {r.threshold}" for r in failed)
+        )
 
     staged = stage_task(spec.output_dir, release.tables)
     # before the commit reads release.private: a hook may move state out of it into its own tables
     on_commit = chain_hooks(technique.commit_hook(release), series_check.commit_hook())
     sizes = technique.group_sizes(release)
-    meta = {"series": spec.dataset.name, "technique": technique.name,
-            "parameters": spec.technique.params, "seed": seed, "rows_in": data.n, "actor": who,
-            "flow_run_id": run_id, "input_fingerprint": fp, "spec_path": spec_path, **origin,
-            "hashes": {meta_["file"]: meta_["sha256"] for meta_ in staged.files.values()}}
+    meta = {
+        "series": spec.dataset.name,
+        "technique": technique.name,
+        "parameters": spec.technique.params,
+        "seed": seed,
+        "rows_in": data.n,
+        "actor": who,
+        "flow_run_id": run_id,
+        "input_fingerprint": fp,
+        "spec_path": spec_path,
+        **origin,
+        "hashes": {meta_["file"]: meta_["sha256"] for meta_ in staged.files.values()},
+    }
     series_names = [r.model for r in privacy] + SERIES_FIGURES
     earlier = store.series_figures(spec.dataset.name, series_names)
 
@@ -389,24 +432,55 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
         # inside the commit, once the id is known: a committed release always has its report
         failpoint("report")
         final = spec.output_dir.resolve() / release_id
-        meta.update(release_id=release_id, sequence=sequence, created_at=datetime.now(timezone.utc),
-                    files=[str(final / m["file"]) for m in staged.files.values()])
-        this = [{"sequence": sequence, "release_id": release_id, "name": r.model, "value": str(r.value)}
-                for r in privacy]
-        this += [{"sequence": sequence, "release_id": release_id, "name": n, "value": str(utility[n])}
-                 for n in SERIES_FIGURES if n in utility]
-        meta["series_figures"] = pd.concat([earlier, pd.DataFrame(this)], ignore_index=True) \
-            if earlier is not None and len(earlier) else pd.DataFrame(this)
+        meta.update(
+            release_id=release_id,
+            sequence=sequence,
+            created_at=datetime.now(UTC),
+            files=[str(final / m["file"]) for m in staged.files.values()],
+        )
+        this = [
+            {"sequence": sequence, "release_id": release_id, "name": r.model, "value": str(r.value)} for r in privacy
+        ]
+        this += [
+            {"sequence": sequence, "release_id": release_id, "name": n, "value": str(utility[n])}
+            for n in SERIES_FIGURES
+            if n in utility
+        ]
+        meta["series_figures"] = (
+            pd.concat([earlier, pd.DataFrame(this)], ignore_index=True)
+            if earlier is not None and len(earlier)
+            else pd.DataFrame(this)
+        )
         report_mod.write_html_report(folder / "report.html", meta, privacy, utility, sizes)
 
     try:
-        release_id, created = commit_task(store, quote(dict(  # quoted: see verify_and_evaluate
-            staged=staged, series=spec.dataset.name, technique=technique.name,
-            parameters=spec.technique.params, spec=spec.model_dump(), seed=seed,
-            input_fingerprint=fp, release_key=key, rows_in=data.n, privacy=privacy,
-            utility=utility, private=release.private, info=release.info,
-            actor=who, flow_run_id=run_id, started_at=started, attribution={**origin, "new_release": new_release},
-            based_on_sequence=based_on, on_commit=on_commit, before_commit=write_report)))
+        release_id, created = commit_task(
+            store,
+            quote(
+                dict(  # quoted: see verify_and_evaluate
+                    staged=staged,
+                    series=spec.dataset.name,
+                    technique=technique.name,
+                    parameters=spec.technique.params,
+                    spec=spec.model_dump(),
+                    seed=seed,
+                    input_fingerprint=fp,
+                    release_key=key,
+                    rows_in=data.n,
+                    privacy=privacy,
+                    utility=utility,
+                    private=release.private,
+                    info=release.info,
+                    actor=who,
+                    flow_run_id=run_id,
+                    started_at=started,
+                    attribution={**origin, "new_release": new_release},
+                    based_on_sequence=based_on,
+                    on_commit=on_commit,
+                    before_commit=write_report,
+                )
+            ),
+        )
     finally:
         staged.release_owner()
         series_check.discard()  # written by the commit, or of no use after a failed one
@@ -421,9 +495,16 @@ def run_release(spec: ReleaseSpec, actor: str | None = None, context: dict | Non
     _name_flow_run(run_id, release_id)
     meta["report"] = str(out_dir / "report.html")
     _artifacts(meta, privacy, utility)  # after the commit: a failure here is a warning only
-    return {**meta, "release_id": release_id, "created": created, "privacy": privacy,
-            "utility": utility, "report": str(out_dir / "report.html"), "state": str(store.path),
-            "output_dir": str(out_dir)}
+    return {
+        **meta,
+        "release_id": release_id,
+        "created": created,
+        "privacy": privacy,
+        "utility": utility,
+        "report": str(out_dir / "report.html"),
+        "state": str(store.path),
+        "output_dir": str(out_dir),
+    }
 
 
 def chain_hooks(*hooks):
@@ -433,6 +514,7 @@ def chain_hooks(*hooks):
     def run(con, release_id: str, sequence: int) -> None:
         for hook in hooks:
             hook(con, release_id, sequence)
+
     return run
 
 
@@ -453,25 +535,43 @@ def _name_flow_run(run_id: str | None, release_id: str) -> None:
 
 def _artifacts(meta, privacy, utility) -> None:
     try:
-        create_markdown_artifact(markdown=report_mod.markdown_summary(meta, privacy, utility),
-                                 key="release-summary", description=f"release {meta['release_id']}")
+        create_markdown_artifact(
+            markdown=report_mod.markdown_summary(meta, privacy, utility),
+            key="release-summary",
+            description=f"release {meta['release_id']}",
+        )
         if meta.get("report"):  # the artifacts link to the report; the report names this run
             from prefect.artifacts import create_link_artifact
 
-            create_link_artifact(link=Path(meta["report"]).as_uri(), link_text=f"report of {meta['release_id']}",
-                                 key="release-report", description=str(Path(meta["report"]).parent))
-        rows = [{"kind": "privacy", "figure": r.model, "value": str(r.value), "required": str(r.threshold),
-                 "result": "pass" if r.passed else "FAIL"} for r in privacy]
-        rows += [{"kind": "utility", "figure": k, "value": report_mod.fmt(v), "required": "", "result": ""}
-                 for k, v in utility.items()]
+            create_link_artifact(
+                link=Path(meta["report"]).as_uri(),
+                link_text=f"report of {meta['release_id']}",
+                key="release-report",
+                description=str(Path(meta["report"]).parent),
+            )
+        rows = [
+            {
+                "kind": "privacy",
+                "figure": r.model,
+                "value": str(r.value),
+                "required": str(r.threshold),
+                "result": "pass" if r.passed else "FAIL",
+            }
+            for r in privacy
+        ]
+        rows += [
+            {"kind": "utility", "figure": k, "value": report_mod.fmt(v), "required": "", "result": ""}
+            for k, v in utility.items()
+        ]
         create_table_artifact(table=rows, key="release-figures", description="privacy and utility")
     except Exception as exc:  # artifacts are a convenience; the release is already committed
         progress(f"warning: could not create Prefect artifacts: {type(exc).__name__}: {exc}")
 
 
 @flow(name="publish", persist_result=False, validate_parameters=True)
-def publish_flow(spec_path: str = "", overrides: dict | None = None, actor: str | None = None,
-                 new_release: bool = False):
+def publish_flow(
+    spec_path: str = "", overrides: dict | None = None, actor: str | None = None, new_release: bool = False
+):
     """Publish the next release of the series described by the spec file.
 
     spec_path: a TOML spec (see README); overrides: e.g. {"technique": {"k": 20}} merged over it;
@@ -488,15 +588,18 @@ def run_attempt(spec_path: str, overrides: dict | None, actor: str | None, new_r
     committed = len(COMMITTED)
     try:
         with own_runners():
-            release_id = run_release(resolve_spec(spec_path, None, overrides), actor=actor,
-                                     new_release=new_release, spec_path=spec_path)["release_id"]
+            release_id = run_release(
+                resolve_spec(spec_path, None, overrides), actor=actor, new_release=new_release, spec_path=spec_path
+            )["release_id"]
         close_clusters()
         return release_id
     except Exception as exc:
         close_clusters()
         if len(COMMITTED) > committed:  # the release exists: what failed after it is a warning
-            progress(f"warning: release {COMMITTED[-1]} is committed, but a step after the commit "
-                     f"failed ({type(exc).__name__})")
+            progress(
+                f"warning: release {COMMITTED[-1]} is committed, but a step after the commit "
+                f"failed ({type(exc).__name__})"
+            )
             return COMMITTED[-1]
         if not isinstance(exc, PrivacyRefused):  # a refusal was logged with its figures
             record_failure(spec_path, overrides, actor, exc, public_message(exc))
@@ -521,7 +624,7 @@ def make_task_runner(run: RunSpec):
     """The task runner [run] asks for. Only mapped tasks (a technique's chunks) use it; every
     other step, and every store write, stays in the flow process."""
     if run.task_runner == "dask":
-        from flows.cluster import dask_task_runner
+        from privpub.flows.cluster import dask_task_runner
 
         return dask_task_runner(run)
     from prefect.task_runners import ThreadPoolTaskRunner

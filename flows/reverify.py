@@ -1,20 +1,22 @@
 """Re-verify a committed release from what was published (`privpub verify RELEASE_ID`)."""
+
 from __future__ import annotations
 
 import contextlib
 from pathlib import Path
 
-from schemas.spec import spec_from_dict
-from state.store import Store, published_sha256
-from flows.cluster import dask_client
-from tasks.parted_table import PartedTable, read_published
-from tasks.anonymize.base import Release, get_technique
+from privpub.flows.cluster import dask_client
+from privpub.schemas.spec import spec_from_dict
+from privpub.state.store import Store, published_sha256
+from privpub.tasks.core.parted_table import PartedTable, read_published
+from privpub.tasks.core.technique import Release, get_technique
 
 
 def load_release(store: Store, release_id: str):
     rel = store.release(release_id)
-    spec = spec_from_dict({k: v for k, v in rel["spec"].items() if k != "base_dir"},
-                          base_dir=rel["spec"].get("base_dir", "."))
+    spec = spec_from_dict(
+        {k: v for k, v in rel["spec"].items() if k != "base_dir"}, base_dir=rel["spec"].get("base_dir", ".")
+    )
     folder = Path(rel["output_dir"]) / release_id
     problems, tables = [], {}
     for t in rel["tables"].itertuples():
@@ -53,8 +55,11 @@ def _reverify(store, release_id, actor, rel, spec, release, problems):
     ok = not problems
     if not problems:
         technique = get_technique(spec)
-        context = {**technique.prior_context(store, spec, before_sequence=rel["sequence"]),
-                   "store": store, "release": rel}
+        context = {
+            **technique.prior_context(store, spec, before_sequence=rel["sequence"]),
+            "store": store,
+            "release": rel,
+        }
         for r in technique.verify(release, context):
             need = f" (required {r.threshold})" if r.threshold is not None else ""
             lines.append(f"{'PASS' if r.passed else 'FAIL'} {r.model}: {r.value}{need}")
@@ -67,7 +72,7 @@ def _reverify(store, release_id, actor, rel, spec, release, problems):
 def _composition(store: Store, rel: dict, lines: list[str]) -> bool:
     """The series composition figure replayed from every release's stored groups (docs/series.md)
     and compared with the figure stored at publish; True when there is none to check."""
-    from tasks.compose.rebuild import replay
+    from privpub.tasks.compose.rebuild import replay
 
     m = rel["metrics"]
     stored = m[(m.kind == "privacy") & m.name.str.startswith("series-composition")]
@@ -77,20 +82,23 @@ def _composition(store: Store, rel: dict, lines: list[str]) -> bool:
     threshold = int(row.threshold)
     got = replay(store, rel["series"], int(rel["sequence"]), row["name"].endswith("-l"), threshold)
     if got is None:  # no stored groups (a state database whose summaries were dropped)
-        lines.append(f"SKIP {row['name']}: {row.text_value} at publish; the series has no stored groups "
-                     "to replay it from")
+        lines.append(
+            f"SKIP {row['name']}: {row.text_value} at publish; the series has no stored groups to replay it from"
+        )
         return True
     fig, below, releases = got
     same = str(fig) == str(row.text_value)
     passed = fig >= threshold and same
-    lines.append(f"{'PASS' if passed else 'FAIL'} {row['name']}: {fig} (required {threshold}), "
-                 f"{below} people below, replayed over {releases} releases"
-                 + ("" if same else f"; the publish stored {row.text_value}"))
+    lines.append(
+        f"{'PASS' if passed else 'FAIL'} {row['name']}: {fig} (required {threshold}), "
+        f"{below} people below, replayed over {releases} releases"
+        + ("" if same else f"; the publish stored {row.text_value}")
+    )
     return passed
 
 
 def rewrite_report(state: Path, release_id: str) -> str:
-    from tasks import report
+    from privpub.tasks import report
 
     store = Store(state)
     rel, spec, release, problems = load_release(store, release_id)
@@ -101,8 +109,7 @@ def rewrite_report(state: Path, release_id: str) -> str:
         privacy = technique.verify(release, context) if not problems else []
         sizes = technique.group_sizes(release)
     m = rel["metrics"]
-    utility = {r.name: (r.value if r.value == r.value else r.text_value)
-               for r in m[m.kind == "utility"].itertuples()}
+    utility = {r.name: (r.value if r.value == r.value else r.text_value) for r in m[m.kind == "utility"].itertuples()}
     folder = Path(rel["output_dir"]) / release_id
     meta = {**rel, "files": [str(folder / f) for f in rel["tables"].file]}
     return str(report.write_html_report(folder / "report.html", meta, privacy, utility, sizes))

@@ -11,6 +11,7 @@
 Prefect's own ephemeral server is not used: it is a plain child process that outlives a killed
 parent (issue 12: ten kills left ten servers of about 220 MB each).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,8 +21,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 # The child sets its parent-death signal, checks its parent is still the one that started it
 # (it may have died before prctl), then becomes uvicorn. PDEATHSIG survives execve.
@@ -52,17 +53,37 @@ class TemporaryServer:
 
         prefect_dir = Path(find_spec("prefect").origin).parent
 
-        env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
-               "PREFECT__SERVER_FINAL": "1"}
+        env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
         home = Path(env.get("PREFECT_HOME", Path.home() / ".prefect"))
         home.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(OSError):
             os.chmod(home, 0o700)  # its database records flow runs: owner-only
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _LAUNCH, str(os.getpid()), "-m", "uvicorn", "--app-dir",
-             str(prefect_dir.parent), "--factory", "prefect.server.api.server:create_app",
-             "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "error", "--lifespan", "on"],
-            env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log)
+            [
+                sys.executable,
+                "-c",
+                _LAUNCH,
+                str(os.getpid()),
+                "-m",
+                "uvicorn",
+                "--app-dir",
+                str(prefect_dir.parent),
+                "--factory",
+                "prefect.server.api.server:create_app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-level",
+                "error",
+                "--lifespan",
+                "on",
+            ],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=self._log,
+        )
 
     def wait_ready(self, timeout: float | None = None) -> str:
         import httpx
@@ -79,8 +100,9 @@ class TemporaryServer:
                 time.sleep(0.1)
         self.stop()
         tail = Path(self._log.name).read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
-        raise RuntimeError(f"the temporary Prefect server did not start ({tail[0][:200]}); "
-                           "set PREFECT_API_URL to use a running server")
+        raise RuntimeError(
+            f"the temporary Prefect server did not start ({tail[0][:200]}); set PREFECT_API_URL to use a running server"
+        )
 
     def stop(self) -> None:
         # SIGKILL, not a graceful stop: nothing of this server is kept (every request of the run
@@ -101,7 +123,7 @@ def prefect_api() -> Iterator[Callable[[], str]]:
     if url:
         yield lambda: url
         return
-    from flows.service import running_service
+    from privpub.flows.service import running_service
 
     service = running_service()
     if service:
@@ -151,4 +173,3 @@ def _drain_prefect_logs() -> None:
         from prefect.events.worker import EventsWorker
 
         EventsWorker.drain_all(timeout=5)
-

@@ -13,6 +13,7 @@ they outlive the terminal. Everything lives in the home folder (--home, else PRI
 
 stop: serve first, then the server (a server stopped first leaves serve's shutdown hanging).
 """
+
 from __future__ import annotations
 
 import json
@@ -24,10 +25,10 @@ import subprocess
 import sys
 import time
 import urllib.request
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from flows.errors import CliError
+from privpub.flows.errors import CliError
 
 DEFAULT_PORT = 4200
 DEPLOYMENTS = ("publish/monthly-census", "serial/monthly-serial")
@@ -70,6 +71,7 @@ def running_service(home: Path | None = None) -> str | None:
 
 
 # --- processes --------------------------------------------------------------------------------
+
 
 def _start_time(pid: int) -> str | None:
     """The kernel's start time of a process (field 22 of /proc/PID/stat): with the pid it names
@@ -146,21 +148,35 @@ def _prefect_command() -> list[str]:
 def _environment(home: Path, port: int) -> dict[str, str]:
     api = f"http://127.0.0.1:{port}/api"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT__")}
-    env.update({
-        "PRIVPUB_HOME": str(home), "PREFECT_HOME": str(home / "prefect"),
-        "PREFECT_API_URL": api, "PREFECT_UI_API_URL": api,  # the UI calls this port, not 4200
-        "PREFECT_SERVER_API_HOST": "127.0.0.1", "PREFECT_SERVER_API_PORT": str(port),
-        "DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PY_KEY_VALUE_DISABLE_BEARTYPE": "true", "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "false",
-    })
+    env.update(
+        {
+            "PRIVPUB_HOME": str(home),
+            "PREFECT_HOME": str(home / "prefect"),
+            "PREFECT_API_URL": api,
+            "PREFECT_UI_API_URL": api,  # the UI calls this port, not 4200
+            "PREFECT_SERVER_API_HOST": "127.0.0.1",
+            "PREFECT_SERVER_API_PORT": str(port),
+            "DO_NOT_TRACK": "1",
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "PY_KEY_VALUE_DISABLE_BEARTYPE": "true",
+            "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "false",
+        }
+    )
     return env
 
 
 def _spawn(command: list[str], env: dict, home: Path, log_name: str) -> subprocess.Popen:
     log = open(home / "logs" / log_name, "ab")  # noqa: SIM115 (the child keeps it)
     with log:
-        return subprocess.Popen(command, env=env, cwd=home, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            command,
+            env=env,
+            cwd=home,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def _tail(path: Path) -> str:
@@ -185,6 +201,7 @@ def _deployments_ready(api: str) -> bool:
 
 # --- the commands ----------------------------------------------------------------------------
 
+
 def start(home: Path, port: int, timeout: float = 180.0) -> int:
     record = read_record(home)
     if record and healthy(record["api_url"]):
@@ -197,22 +214,29 @@ def start(home: Path, port: int, timeout: float = 180.0) -> int:
         os.chmod(folder, 0o700)  # flow runs, logs and state: owner-only
     if not (home / "service.toml").exists():
         (home / "service.toml").write_text(SERVICE_TOML)
-    from deployments.serve import service_settings
+    from privpub.deployments.serve import service_settings
 
     service_settings(home)  # a bad service.toml fails here, with one line, before anything starts
     if not _port_free(port):
         raise CliError(f"port {port} on 127.0.0.1 is in use; choose another with --port")
     env = _environment(home, port)
     api, url = env["PREFECT_API_URL"], f"http://127.0.0.1:{port}"
-    server = _spawn([*_prefect_command(), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                    env, home, "server.log")
-    record = {"port": port, "url": url, "api_url": api, "home": str(home),
-              "server_pid": server.pid, "server_started": _start_time(server.pid),
-              "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    server = _spawn(
+        [*_prefect_command(), "server", "start", "--host", "127.0.0.1", "--port", str(port)], env, home, "server.log"
+    )
+    record = {
+        "port": port,
+        "url": url,
+        "api_url": api,
+        "home": str(home),
+        "server_pid": server.pid,
+        "server_started": _start_time(server.pid),
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
     _write_record(home, record)
     deadline = time.monotonic() + timeout
     _wait(lambda: healthy(api), server, deadline, home, "the Prefect server", "server.log")
-    serve = _spawn([sys.executable, "-m", "deployments.serve"], env, home, "serve.log")
+    serve = _spawn([sys.executable, "-m", "privpub.deployments.serve"], env, home, "serve.log")
     record.update(serve_pid=serve.pid, serve_started=_start_time(serve.pid))
     _write_record(home, record)
     _wait(lambda: _deployments_ready(api), serve, deadline, home, "serving the deployments", "serve.log")
@@ -262,13 +286,17 @@ def status(home: Path) -> int:
         print(f"privpub service not running (no {home / 'server.json'})")
         return 1
     if not healthy(record["api_url"]):
-        print(f"privpub service not answering at {record['url']} (home {home}); "
-              f"`privpub server stop --home {home}` clears what is left")
+        print(
+            f"privpub service not answering at {record['url']} (home {home}); "
+            f"`privpub server stop --home {home}` clears what is left"
+        )
         return 1
     serving = "deployments served" if _deployments_ready(record["api_url"]) else "deployments NOT served"
     print(f"privpub service running: UI {record['url']}, API {record['api_url']}; {serving}")
-    print(f"  home {home}; server pid {record.get('server_pid')}, serve pid {record.get('serve_pid')}, "
-          f"since {record.get('started_at')}")
+    print(
+        f"  home {home}; server pid {record.get('server_pid')}, serve pid {record.get('serve_pid')}, "
+        f"since {record.get('started_at')}"
+    )
     return 0
 
 

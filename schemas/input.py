@@ -3,6 +3,7 @@
 Errors name the row and the column. Rows are counted from 1 in data order, the header not
 counted (row 1 is line 2 of a CSV file).
 """
+
 from __future__ import annotations
 
 import os
@@ -13,7 +14,7 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.errors import SchemaErrors
 
-from schemas.spec import ReleaseSpec
+from privpub.schemas.spec import ReleaseSpec
 
 
 class InputError(ValueError):
@@ -49,14 +50,14 @@ def input_files(spec: ReleaseSpec) -> list[Path]:
     text = spec.dataset.input
     if _is_glob(text):
         pattern = spec.path(text)
-        files = sorted(p for p in Path(pattern.anchor).glob(str(pattern.relative_to(pattern.anchor)))
-                       if p.is_file())
+        files = sorted(p for p in Path(pattern.anchor).glob(str(pattern.relative_to(pattern.anchor))) if p.is_file())
         if not files:
             raise InputError(f"input glob {pattern} matches no file")
         odd = [p for p in files if p.suffix.lower() not in PARQUET_SUFFIXES]
         if odd:
-            raise InputError(f"input glob {pattern} matches {odd[0].name}, not a Parquet file "
-                             "(a glob may only name Parquet files)")
+            raise InputError(
+                f"input glob {pattern} matches {odd[0].name}, not a Parquet file (a glob may only name Parquet files)"
+            )
         return files
     path = spec.path(text)
     if path.is_dir():
@@ -130,8 +131,10 @@ def read_input(spec: ReleaseSpec) -> pd.DataFrame:
         # the parser's messages name lines and field counts, never cell values
         raise InputError(f"cannot read {path}: {str(exc).strip().splitlines()[-1]}") from None
     except Exception as exc:  # any other reader failure: its class only (a message may quote data)
-        raise InputError(f"cannot read {path}: {type(exc).__name__} (is it a valid "
-                         f"{'Parquet' if suffix in ('.parquet', '.pq') else 'CSV'} file?)") from None
+        raise InputError(
+            f"cannot read {path}: {type(exc).__name__} (is it a valid "
+            f"{'Parquet' if suffix in ('.parquet', '.pq') else 'CSV'} file?)"
+        ) from None
 
 
 def _in_set(values: list[str], what: str) -> pa.Check:
@@ -194,8 +197,9 @@ def _describe(cases: pd.DataFrame, frame: pd.DataFrame, limit: int = 3) -> str:
     """One line: per (column, problem) its first row and how many more rows share it. No cell
     value is quoted: values are secret, rows are named by position."""
     position = pd.Series(np.arange(1, len(frame) + 1), index=frame.index)
-    cases = cases.assign(check=cases["check"].astype(str).map(_problem),
-                         row=cases["index"].map(position) if "index" in cases else np.nan)
+    cases = cases.assign(
+        check=cases["check"].astype(str).map(_problem), row=cases["index"].map(position) if "index" in cases else np.nan
+    )
     cases = cases.drop_duplicates(subset=["column", "check", "row"])
     groups = []
     for (col, check), g in cases.groupby(["column", "check"], sort=False, dropna=False):
@@ -219,8 +223,9 @@ def _duplicate_ids(frame: pd.DataFrame, pid: str) -> str | None:
     second = int(np.argmax(repeated))
     first = int(np.argmax((frame[pid] == frame[pid].iloc[second]).to_numpy()))
     more = int(repeated.sum()) - 1
-    return (f"row {second + 1}, column '{pid}': repeats the person id of row {first + 1} (person ids "
-            f"must be unique)" + (f"; and {more:,} more repeated id(s)" if more else ""))
+    return f"row {second + 1}, column '{pid}': repeats the person id of row {first + 1} (person ids must be unique)" + (
+        f"; and {more:,} more repeated id(s)" if more else ""
+    )
 
 
 def _masked_infinities(frame: pd.DataFrame, spec: ReleaseSpec, cases: pd.DataFrame) -> pd.DataFrame:
@@ -242,16 +247,17 @@ def validate_input(frame: pd.DataFrame, spec: ReleaseSpec) -> pd.DataFrame:
     needed = [ds.person_id, *ds.qi_names, ds.sensitive]
     missing = [c for c in needed if c not in frame.columns]
     if missing:
-        raise InputError(f"input is missing column(s) {', '.join(repr(m) for m in missing)}; "
-                         f"it has {', '.join(map(str, frame.columns))}")
+        raise InputError(
+            f"input is missing column(s) {', '.join(repr(m) for m in missing)}; "
+            f"it has {', '.join(map(str, frame.columns))}"
+        )
     if frame.empty:
         raise InputError("input has no rows")
     frame = frame[needed].reset_index(drop=True)
     try:
         out = input_schema(spec).validate(frame, lazy=True)
     except SchemaErrors as err:
-        cases = pd.concat([err.failure_cases, _masked_infinities(frame, spec, err.failure_cases)],
-                          ignore_index=True)
+        cases = pd.concat([err.failure_cases, _masked_infinities(frame, spec, err.failure_cases)], ignore_index=True)
         raise InputError("input rejected: " + _describe(cases, frame)) from None
     dup = _duplicate_ids(frame, ds.person_id)
     if dup:

@@ -4,29 +4,34 @@ A generalized table has, per QI, either <qi>_lo/<qi>_hi (numeric, lo <= hi) or a
 <qi> whose items are values of the QI's domain, plus the sensitive column, and nothing else:
 in particular never the person id.
 """
+
 from __future__ import annotations
 
 import pandas as pd
 import pandera.pandas as pa
 
-from schemas.spec import DatasetSpec
+from privpub.schemas.spec import DatasetSpec
 
 
 def _list_of(allowed: set[str] | None):
     """Each cell a non-empty list of domain values; vectorised on Arrow-backed lists."""
+
     def check(series: pd.Series) -> pd.Series:
         ok = series.list.len() > 0
         if allowed is not None:
             flat = series.list.flatten()
             bad = ~flat.astype(str).isin(allowed)
             ok &= ~pd.Series(bad.to_numpy(), index=flat.index).groupby(level=0).any().reindex(
-                series.index, fill_value=False)
+                series.index, fill_value=False
+            )
         return ok
+
     return pa.Check(check, element_wise=False, error="a non-empty list of domain values")
 
 
-def generalized_table_schema(ds: DatasetSpec, extra: dict[str, pa.Column] | None = None,
-                             sensitive_nullable: bool = False) -> pa.DataFrameSchema:
+def generalized_table_schema(
+    ds: DatasetSpec, extra: dict[str, pa.Column] | None = None, sensitive_nullable: bool = False
+) -> pa.DataFrameSchema:
     cols: dict[str, pa.Column] = {}
     checks = []
     for q in ds.qi:
@@ -34,8 +39,7 @@ def generalized_table_schema(ds: DatasetSpec, extra: dict[str, pa.Column] | None
             cols[f"{q.name}_lo"] = pa.Column(float, coerce=True, nullable=False)
             cols[f"{q.name}_hi"] = pa.Column(float, coerce=True, nullable=False)
             lo, hi = f"{q.name}_lo", f"{q.name}_hi"
-            checks.append(pa.Check(lambda df, lo=lo, hi=hi: df[lo] <= df[hi],
-                                   error=f"{lo} <= {hi}"))
+            checks.append(pa.Check(lambda df, lo=lo, hi=hi: df[lo] <= df[hi], error=f"{lo} <= {hi}"))
         else:
             allowed = set(q.order) if q.order else None
             if q.hierarchy:
@@ -54,7 +58,7 @@ def check_published(release, spec, technique) -> None:
     Arrow kernels instead of a Python call per cell. A table written as a folder of parts is
     checked part by part (on its cluster's workers when it has one), never whole in memory.
     """
-    from flows.errors import PublishedTableError
+    from privpub.flows.errors import PublishedTableError
 
     schemas = technique.table_schemas(spec)
     pid = spec.dataset.person_id
@@ -63,7 +67,7 @@ def check_published(release, spec, technique) -> None:
         if schema is None:
             raise PublishedTableError(f"technique '{technique.name}' has no schema for table '{name}'")
         if hasattr(table, "parts"):
-            from tasks.verify.distributed import map_parts
+            from privpub.tasks.cluster.verify import map_parts
 
             problems = [p for p in map_parts(table, table_problem, schema, pid, name) if p]
         else:

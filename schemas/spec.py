@@ -3,6 +3,7 @@
 Relative paths in a spec file are resolved against the spec file's own folder, so a spec
 works the same whichever directory the command is started from.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -63,7 +64,7 @@ class QISpec(BaseModel):
     hierarchy: dict[str, list[str]] | None = None
 
     @model_validator(mode="after")
-    def _ordinal_needs_order(self) -> "QISpec":
+    def _ordinal_needs_order(self) -> QISpec:
         if self.kind == "ordinal" and not self.order:
             raise ValueError(f"ordinal quasi-identifier '{self.name}' needs an 'order' list")
         if self.order is not None and len(set(self.order)) != len(self.order):
@@ -83,7 +84,7 @@ class DatasetSpec(BaseModel):
     registration: str | None = None
 
     @model_validator(mode="after")
-    def _check(self) -> "DatasetSpec":
+    def _check(self) -> DatasetSpec:
         if not self.input and not self.table:
             raise ValueError("[dataset] needs 'input' (a CSV or Parquet file) or 'table'")
         names = [q.name for q in self.qi]
@@ -91,8 +92,9 @@ class DatasetSpec(BaseModel):
             raise ValueError("[dataset] qi lists a column twice")
         for col in (self.person_id, self.sensitive):
             if col in names:
-                raise ValueError(f"[dataset] column '{col}' cannot be both a quasi-identifier and the "
-                                 "person id or sensitive column")
+                raise ValueError(
+                    f"[dataset] column '{col}' cannot be both a quasi-identifier and the person id or sensitive column"
+                )
         if self.person_id == self.sensitive:
             raise ValueError("[dataset] person_id and sensitive must be different columns")
         return self
@@ -161,7 +163,7 @@ class RunSpec(BaseModel):
     allow_spill: bool = False
 
     @model_validator(mode="after")
-    def _address_needs_dask(self) -> "RunSpec":
+    def _address_needs_dask(self) -> RunSpec:
         if self.address and self.task_runner != "dask":
             raise ValueError('address names a Dask scheduler: it needs task_runner = "dask"')
         if self.address and self.workers:
@@ -229,8 +231,10 @@ def spec_from_dict(data: dict[str, Any], base_dir: str | Path = ".") -> ReleaseS
             continue
         if section not in known:
             near = difflib.get_close_matches(section, known, n=1, cutoff=0.5)
-            raise SpecError(f"[{section}]: unknown section; "
-                            + (f"did you mean [{near[0]}]?" if near else f"valid: {', '.join(known)}"))
+            raise SpecError(
+                f"[{section}]: unknown section; "
+                + (f"did you mean [{near[0]}]?" if near else f"valid: {', '.join(known)}")
+            )
         if section in EXTRA_SECTIONS:
             if not isinstance(body, dict):
                 raise SpecError(f"[{section}] must be a table of keys")
@@ -270,7 +274,6 @@ def resolve_spec(spec_path: str | None, spec: dict | None, overrides: dict | Non
         data, base_dir = dict(spec or {}), str(Path.cwd())
     for section, values in (overrides or {}).items():
         if not isinstance(values, dict) or not isinstance(data.get(section, {}), dict):
-            raise SpecError(f"overrides: [{section}] must be a table of keys, e.g. "
-                            '{"technique": {"k": 20}}')
+            raise SpecError(f'overrides: [{section}] must be a table of keys, e.g. {{"technique": {{"k": 20}}}}')
         data[section] = {**data.get(section, {}), **values}
     return spec_from_dict(data, base_dir=base_dir)

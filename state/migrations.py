@@ -1,8 +1,12 @@
 """Versioned schema migrations of the state database. Append, never edit an applied one."""
+
 from __future__ import annotations
 
 MIGRATIONS: list[tuple[int, str, str]] = [
-    (1, "releases, published tables, metrics, private metadata, audit log", """
+    (
+        1,
+        "releases, published tables, metrics, private metadata, audit log",
+        """
 CREATE TABLE release_rows (
     release_id        VARCHAR PRIMARY KEY,
     series            VARCHAR NOT NULL,
@@ -64,8 +68,12 @@ CREATE TABLE audit_log (
     flow_run_id VARCHAR,
     detail      JSON
 );
-"""),
-    (2, "the online auditor's registered tables and knowledge dictionaries", """
+""",
+    ),
+    (
+        2,
+        "the online auditor's registered tables and knowledge dictionaries",
+        """
 CREATE TABLE audit_tables (
     name          VARCHAR PRIMARY KEY,   -- the dataset name of the registered secret table
     spec          JSON NOT NULL,
@@ -75,8 +83,12 @@ CREATE TABLE audit_tables (
     registered_at TIMESTAMP NOT NULL,
     updated_at    TIMESTAMP NOT NULL
 );
-"""),
-    (3, "serial statistics: the per-(person, value) aggregate and summary of each series", """
+""",
+    ),
+    (
+        3,
+        "serial statistics: the per-(person, value) aggregate and summary of each series",
+        """
 -- the Section 7 aggregate of a serial series, one row per (person, sensitive value) ever linked;
 -- a release replaces only the pairs it names (delete + insert), in its commit transaction. No
 -- PRIMARY KEY: maintaining its index made each upsert and checkpoint grow with the table
@@ -100,8 +112,12 @@ CREATE TABLE serial_summary (
     release    INTEGER NOT NULL,     -- that release's number in the series
     summary    JSON NOT NULL
 );
-"""),
-    (4, "serial statistics keyed by integers: serial_people, serial_values, serial_pairs (pkey, vkey)", """
+""",
+    ),
+    (
+        4,
+        "serial statistics keyed by integers: serial_people, serial_values, serial_pairs (pkey, vkey)",
+        """
 -- dense integer keys per series for persons and values: every per-release join on serial_pairs
 -- (the present people's pairs, the pairs a release names, the delete of their old state)
 -- compares integers instead of text. Written only by the serial commit hook (one writer under
@@ -138,8 +154,12 @@ INSERT INTO serial_pairs_keyed
     FROM serial_pairs p JOIN serial_people k USING (series, person) JOIN serial_values v USING (series, value);
 DROP TABLE serial_pairs;
 ALTER TABLE serial_pairs_keyed RENAME TO serial_pairs;
-"""),
-    (5, "serial history rows and group membership as rows, not per-release blobs", """
+""",
+    ),
+    (
+        5,
+        "serial history rows and group membership as rows, not per-release blobs",
+        """
 -- the Section 7 statistics file itself: one row per (person, value, release) where the person's
 -- group held the value, and the group of every real tuple and virtual member of each release.
 -- Rows rather than Parquet blobs in release_private: DuckDB rewrites a table's last row group
@@ -168,8 +188,12 @@ CREATE TABLE serial_types (
     person_type VARCHAR NOT NULL,
     value_type  VARCHAR NOT NULL
 );
-"""),
-    (6, "attribution: what started each release (trigger, deployment, scheduled slot)", """
+""",
+    ),
+    (
+        6,
+        "attribution: what started each release (trigger, deployment, scheduled slot)",
+        """
 ALTER TABLE release_rows ADD COLUMN IF NOT EXISTS trigger VARCHAR;        -- cli | schedule | manual | retry | direct
 ALTER TABLE release_rows ADD COLUMN IF NOT EXISTS deployment VARCHAR;
 ALTER TABLE release_rows ADD COLUMN IF NOT EXISTS scheduled_for TIMESTAMP; -- the schedule's slot (scheduled runs)
@@ -178,8 +202,12 @@ CREATE OR REPLACE VIEW releases AS
            parameters, input_fingerprint, rows_in, output_dir, flow_run_id, actor,
            trigger, deployment, scheduled_for
     FROM release_rows ORDER BY series, sequence;
-"""),
-    (7, "the series composition check: per-person summaries of what all releases say", """
+""",
+    ),
+    (
+        7,
+        "the series composition check: per-person summaries of what all releases say",
+        """
 -- What the adversary who holds every release knows about each person, kept so that a release
 -- reads summaries instead of earlier inputs (tasks/compose/state.py). Owner-only like the file.
 -- Series and values are small integers (sid, vkey) so the large tables hold integers only.
@@ -223,11 +251,16 @@ CREATE TABLE IF NOT EXISTS compose_membership ( -- each release's groups (never 
     gid     BIGINT NOT NULL,
     vkey    INTEGER NOT NULL    -- the person's value in that release: the summaries can be rebuilt
 );
-"""),
-    (8, "no person id in published figures: the serial-global worst pair loses its person", """
+""",
+    ),
+    (
+        8,
+        "no person id in published figures: the serial-global worst pair loses its person",
+        """
 -- Releases committed before this named the series' worst pair by its person id in the detail
 -- that the report and `privpub history` show (issue 25). The id stays in serial_summary only.
 UPDATE release_metrics SET detail = json_merge_patch(detail, '{"person": null}')
 WHERE name = 'serial-global' AND json_exists(detail, '$.person');
-"""),
+""",
+    ),
 ]

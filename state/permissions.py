@@ -5,6 +5,7 @@ server's database) is created owner-only, whatever the operator's umask: privpub
 under umask 077. Published files (a committed release's folder and its tables and report) get
 the permissions the operator's own umask gives, applied when the release becomes visible.
 """
+
 from __future__ import annotations
 
 import os

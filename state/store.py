@@ -12,6 +12,7 @@ Recovery runs whenever the store is opened for writing: a staging folder whose r
 is renamed into place (roll forward); one whose owner is gone and that never committed is deleted
 (roll back). Writers serialise on an flock of <state>.lock, readers share it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -23,18 +24,19 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from state.migrations import MIGRATIONS
-from state.permissions import as_published, make_public_dir, owner_only, private_umask
-from tasks.failpoints import failpoint
+from privpub.state.migrations import MIGRATIONS
+from privpub.state.permissions import as_published, make_public_dir, owner_only, private_umask
+from privpub.tasks.core.failpoints import failpoint
 
 STAGING = ".staging"
 
@@ -77,7 +79,7 @@ def notice(message: str) -> None:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def _hash_into(h, path: Path) -> None:
@@ -162,7 +164,7 @@ def open_staging(output_dir: Path) -> StagedFiles:
 def stage_tables(output_dir: Path, tables: dict[str, Any]) -> StagedFiles:
     """Write each table as `<name>.parquet` into a new staging folder; a PartedTable (already
     written as parts, in a staging folder of its own) is moved in as the folder `<name>/`."""
-    from tasks.parted_table import PartedTable
+    from privpub.tasks.core.parted_table import PartedTable
 
     staged = open_staging(output_dir)
     try:
@@ -174,8 +176,7 @@ def stage_tables(output_dir: Path, tables: dict[str, Any]) -> StagedFiles:
                 if getattr(table, "draft", None) is not None:  # the now empty folder it was written in
                     table.draft.discard()
                 _fsync_files(path)
-                staged.files[name] = {"file": name, "n_rows": table.num_rows,
-                                      "sha256": sha256_files(table.parts, path)}
+                staged.files[name] = {"file": name, "n_rows": table.num_rows, "sha256": sha256_files(table.parts, path)}
             else:
                 path = staged.path / f"{name}.parquet"
                 pq.write_table(table, path)
@@ -226,11 +227,11 @@ class Store:
     def _wait(self, attempt: int, deadline: float, holder: str) -> None:
         """Bounded backoff (0.1 s doubling to 2 s); the first wait is announced, the end says who."""
         if time.monotonic() > deadline:
-            raise StateBusy(f"the state file {self.path} is busy ({holder}); waited "
-                            f"{self.lock_timeout:.0f} s (PRIVPUB_LOCK_WAIT)") from None
+            raise StateBusy(
+                f"the state file {self.path} is busy ({holder}); waited {self.lock_timeout:.0f} s (PRIVPUB_LOCK_WAIT)"
+            ) from None
         if attempt == 0:
-            notice(f"the state file {self.path} is busy ({holder}); waiting up to "
-                    f"{self.lock_timeout:.0f} s")
+            notice(f"the state file {self.path} is busy ({holder}); waiting up to {self.lock_timeout:.0f} s")
         time.sleep(min(2.0, 0.1 * 2 ** min(attempt, 5)))
 
     @contextlib.contextmanager
@@ -270,17 +271,14 @@ class Store:
             except duckdb.IOException as exc:
                 text = str(exc)
                 if "not a valid DuckDB database" in text:
-                    raise StateError(f"{self.path} is not a privpub state file (not a DuckDB "
-                                     "database)") from None
+                    raise StateError(f"{self.path} is not a privpub state file (not a DuckDB database)") from None
                 if "lock" not in text:
-                    raise StateError(f"cannot open the state file {self.path}: "
-                                     f"{text.splitlines()[0]}") from None
+                    raise StateError(f"cannot open the state file {self.path}: {text.splitlines()[0]}") from None
                 holder = text.split("Conflicting lock is held in", 1)[-1].split(".")[0].strip()
                 self._wait(attempt, deadline, f"held open by {holder}" if holder != text else "locked")
                 attempt += 1
             except duckdb.Error as exc:
-                raise StateError(f"cannot open the state file {self.path}: "
-                                 f"{str(exc).splitlines()[0]}") from None
+                raise StateError(f"cannot open the state file {self.path}: {str(exc).splitlines()[0]}") from None
         if not read_only:
             owner_only(self.path)  # also tightens a state file created by an older version
         return con
@@ -321,8 +319,15 @@ class Store:
     def journal_path(self) -> Path:
         return Path(str(self.path) + ".journal")
 
-    def log_attempt(self, actor: str, action: str, target: str | None, outcome: str,
-                    flow_run_id: str | None = None, detail: dict | None = None) -> str:
+    def log_attempt(
+        self,
+        actor: str,
+        action: str,
+        target: str | None,
+        outcome: str,
+        flow_run_id: str | None = None,
+        detail: dict | None = None,
+    ) -> str:
         """Log an attempt; when the state file cannot be written (locked, corrupt, unwritable
         folder), append it to the journal beside it, which the next writer folds into audit_log.
         Returns where it went ("audit_log", "journal" or "nowhere")."""
@@ -330,8 +335,15 @@ class Store:
             self.log(actor, action, target, outcome, flow_run_id, detail)
             return "audit_log"
         except Exception:
-            entry = {"logged_at": _now().isoformat(), "actor": actor, "action": action, "target": target,
-                     "outcome": outcome, "flow_run_id": flow_run_id, "detail": detail or {}}
+            entry = {
+                "logged_at": _now().isoformat(),
+                "actor": actor,
+                "action": action,
+                "target": target,
+                "outcome": outcome,
+                "flow_run_id": flow_run_id,
+                "detail": detail or {},
+            }
             try:
                 private_umask()
                 with open(self.journal_path, "a") as f:
@@ -352,17 +364,28 @@ class Store:
                 e = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a line cut short by a crash
-            con.execute("INSERT INTO audit_log (logged_at, actor, action, target, outcome, flow_run_id, "
-                        "detail) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        [e["logged_at"], e["actor"], e["action"], e["target"], e["outcome"],
-                         e["flow_run_id"], json.dumps({**e["detail"], "journaled": True}, default=str)])
+            con.execute(
+                "INSERT INTO audit_log (logged_at, actor, action, target, outcome, flow_run_id, "
+                "detail) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    e["logged_at"],
+                    e["actor"],
+                    e["action"],
+                    e["target"],
+                    e["outcome"],
+                    e["flow_run_id"],
+                    json.dumps({**e["detail"], "journaled": True}, default=str),
+                ],
+            )
         con.execute("COMMIT")
         self.journal_path.unlink()
 
     # --- schema ---------------------------------------------------------------------------
     def _migrate(self, con: duckdb.DuckDBPyConnection) -> None:
-        con.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
-                    "description VARCHAR, applied_at TIMESTAMP)")
+        con.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+            "description VARCHAR, applied_at TIMESTAMP)"
+        )
         done = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
         for version, description, sql in MIGRATIONS:
             if version in done:
@@ -435,19 +458,33 @@ class Store:
         with self.read() as con:
             if not _has_table(con, "release_rows"):
                 return None
-            row = con.execute("SELECT release_id FROM release_rows WHERE release_key = ?",
-                              [release_key]).fetchone()
+            row = con.execute("SELECT release_id FROM release_rows WHERE release_key = ?", [release_key]).fetchone()
             return row[0] if row else None
 
-    def commit_release(self, *, staged: StagedFiles, series: str, technique: str,
-                       parameters: dict, spec: dict, seed: int, input_fingerprint: str,
-                       release_key: str, rows_in: int, privacy: list, utility: dict,
-                       private: dict, info: dict, actor: str, flow_run_id: str | None,
-                       started_at: datetime, based_on_sequence: int | None = None,
-                       on_commit: Callable[[duckdb.DuckDBPyConnection, str, int], None] | None = None,
-                       before_commit: Callable[[str, int, Path], None] | None = None,
-                       attribution: dict | None = None,
-                       ) -> tuple[str, bool]:
+    def commit_release(
+        self,
+        *,
+        staged: StagedFiles,
+        series: str,
+        technique: str,
+        parameters: dict,
+        spec: dict,
+        seed: int,
+        input_fingerprint: str,
+        release_key: str,
+        rows_in: int,
+        privacy: list,
+        utility: dict,
+        private: dict,
+        info: dict,
+        actor: str,
+        flow_run_id: str | None,
+        started_at: datetime,
+        based_on_sequence: int | None = None,
+        on_commit: Callable[[duckdb.DuckDBPyConnection, str, int], None] | None = None,
+        before_commit: Callable[[str, int, Path], None] | None = None,
+        attribution: dict | None = None,
+    ) -> tuple[str, bool]:
         """Commit a staged release; returns (release_id, created). A release with the same key
         (same series, input, parameters and seed) is recognised and not duplicated.
 
@@ -461,57 +498,105 @@ class Store:
         release always has them."""
         self.watch_output_dir(staged.output_dir)
         with self.write() as con:
-            existing = con.execute("SELECT release_id FROM release_rows WHERE release_key = ?",
-                                   [release_key]).fetchone()
+            existing = con.execute(
+                "SELECT release_id FROM release_rows WHERE release_key = ?", [release_key]
+            ).fetchone()
             if existing:
                 staged.discard()
-                self._log(con, actor, "publish", existing[0], "recognised", flow_run_id,
-                          {"reason": "same series, input, parameters and seed as an existing release",
-                           **(attribution or {})})
+                self._log(
+                    con,
+                    actor,
+                    "publish",
+                    existing[0],
+                    "recognised",
+                    flow_run_id,
+                    {"reason": "same series, input, parameters and seed as an existing release", **(attribution or {})},
+                )
                 return existing[0], False
             con.execute("BEGIN TRANSACTION")
             try:
-                seq = con.execute("SELECT coalesce(max(sequence), 0) + 1 FROM release_rows WHERE series = ?",
-                                  [series]).fetchone()[0]
+                seq = con.execute(
+                    "SELECT coalesce(max(sequence), 0) + 1 FROM release_rows WHERE series = ?", [series]
+                ).fetchone()[0]
                 if based_on_sequence is not None and seq - 1 != based_on_sequence:
-                    raise StaleHistory(f"release #{seq - 1} of series '{series}' was committed while this "
-                                       f"one was computed from the history up to #{based_on_sequence}; "
-                                       "run it again")
+                    raise StaleHistory(
+                        f"release #{seq - 1} of series '{series}' was committed while this "
+                        f"one was computed from the history up to #{based_on_sequence}; "
+                        "run it again"
+                    )
                 release_id = f"{series}-{seq:04d}-{staged.token[:6]}"
-                row = {"release_id": release_id, "series": series, "sequence": seq, "technique": technique,
-                       "parameters": json.dumps(parameters, default=str), "spec": json.dumps(spec, default=str),
-                       "seed": seed, "input_fingerprint": input_fingerprint, "release_key": release_key,
-                       "status": "committed", "rows_in": rows_in, "output_dir": str(staged.output_dir),
-                       "staging_dir": staged.token, "flow_run_id": flow_run_id, "actor": actor,
-                       "started_at": started_at, "created_at": _now(),
-                       **{k: (attribution or {}).get(k) for k in ("trigger", "deployment", "scheduled_for")}}
-                con.execute(f"INSERT INTO release_rows ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
-                            list(row.values()))
+                row = {
+                    "release_id": release_id,
+                    "series": series,
+                    "sequence": seq,
+                    "technique": technique,
+                    "parameters": json.dumps(parameters, default=str),
+                    "spec": json.dumps(spec, default=str),
+                    "seed": seed,
+                    "input_fingerprint": input_fingerprint,
+                    "release_key": release_key,
+                    "status": "committed",
+                    "rows_in": rows_in,
+                    "output_dir": str(staged.output_dir),
+                    "staging_dir": staged.token,
+                    "flow_run_id": flow_run_id,
+                    "actor": actor,
+                    "started_at": started_at,
+                    "created_at": _now(),
+                    **{k: (attribution or {}).get(k) for k in ("trigger", "deployment", "scheduled_for")},
+                }
+                con.execute(
+                    f"INSERT INTO release_rows ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                    list(row.values()),
+                )
                 for name, meta in staged.files.items():
-                    con.execute("INSERT INTO release_tables VALUES (?, ?, ?, ?, ?)",
-                                [release_id, name, meta["file"], meta["n_rows"], meta["sha256"]])
+                    con.execute(
+                        "INSERT INTO release_tables VALUES (?, ?, ?, ?, ?)",
+                        [release_id, name, meta["file"], meta["n_rows"], meta["sha256"]],
+                    )
                 for res in privacy:
-                    con.execute("INSERT INTO release_metrics VALUES (?, 'privacy', ?, ?, ?, ?, ?, ?)",
-                                [release_id, res.model, _as_float(res.value), str(res.value),
-                                 None if res.threshold is None else str(res.threshold), res.passed,
-                                 json.dumps(res.worst, default=str)])
+                    con.execute(
+                        "INSERT INTO release_metrics VALUES (?, 'privacy', ?, ?, ?, ?, ?, ?)",
+                        [
+                            release_id,
+                            res.model,
+                            _as_float(res.value),
+                            str(res.value),
+                            None if res.threshold is None else str(res.threshold),
+                            res.passed,
+                            json.dumps(res.worst, default=str),
+                        ],
+                    )
                 for name, value in utility.items():
-                    con.execute("INSERT INTO release_metrics VALUES (?, 'utility', ?, ?, ?, NULL, NULL, NULL)",
-                                [release_id, name, _as_float(value), str(value)])
+                    con.execute(
+                        "INSERT INTO release_metrics VALUES (?, 'utility', ?, ?, ?, NULL, NULL, NULL)",
+                        [release_id, name, _as_float(value), str(value)],
+                    )
                 for name, obj in private.items():
                     if isinstance(obj, pa.Table):
-                        con.execute("INSERT INTO release_private VALUES (?, ?, 'parquet', ?)",
-                                    [release_id, name, _table_to_parquet_bytes(obj)])
+                        con.execute(
+                            "INSERT INTO release_private VALUES (?, ?, 'parquet', ?)",
+                            [release_id, name, _table_to_parquet_bytes(obj)],
+                        )
                     else:
-                        con.execute("INSERT INTO release_private VALUES (?, ?, 'json', ?)",
-                                    [release_id, name, json.dumps(obj, default=str).encode()])
+                        con.execute(
+                            "INSERT INTO release_private VALUES (?, ?, 'json', ?)",
+                            [release_id, name, json.dumps(obj, default=str).encode()],
+                        )
                 if on_commit is not None:
                     on_commit(con, release_id, seq)
                 if before_commit is not None:
                     before_commit(release_id, seq, staged.path)
                     _fsync_files(staged.path)
-                self._log(con, actor, "publish", release_id, "committed", flow_run_id,
-                          {"rows_in": rows_in, "info": info, **(attribution or {})})
+                self._log(
+                    con,
+                    actor,
+                    "publish",
+                    release_id,
+                    "committed",
+                    flow_run_id,
+                    {"rows_in": rows_in, "info": info, **(attribution or {})},
+                )
                 failpoint("commit")
                 con.execute("COMMIT")
             except StaleHistory:
@@ -531,8 +616,9 @@ class Store:
                 (staged.output_dir / STAGING).rmdir()
             return release_id, True
 
-    def latest_release(self, series: str, technique: str | None = None,
-                       before_sequence: int | None = None) -> str | None:
+    def latest_release(
+        self, series: str, technique: str | None = None, before_sequence: int | None = None
+    ) -> str | None:
         """Id of the newest committed release of a series (optionally of one technique, and
         before a given sequence number)."""
         if not self.path.exists():
@@ -551,8 +637,9 @@ class Store:
             row = con.execute(sql + " ORDER BY sequence DESC LIMIT 1", args).fetchone()
         return row[0] if row else None
 
-    def published_for(self, series: str, flow_run_id: str | None, deployment: str | None,
-                      scheduled_for: datetime | None) -> str | None:
+    def published_for(
+        self, series: str, flow_run_id: str | None, deployment: str | None, scheduled_for: datetime | None
+    ) -> str | None:
         """The release this flow run (a retry or re-run of it), or another run of the same
         deployment for the same scheduled slot, already published for the series."""
         if not self.path.exists() or not (flow_run_id or scheduled_for):
@@ -560,13 +647,23 @@ class Store:
         with self.read() as con:
             if not _has_table(con, "release_rows"):
                 return None
-            cols = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
-                                              "WHERE table_name = 'release_rows'").fetchall()}
-            slot = ("OR (deployment = ? AND scheduled_for = ? AND trigger IN ('schedule', 'retry'))"
-                    if "scheduled_for" in cols and scheduled_for and deployment else "")
+            cols = {
+                r[0]
+                for r in con.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = 'release_rows'"
+                ).fetchall()
+            }
+            slot = (
+                "OR (deployment = ? AND scheduled_for = ? AND trigger IN ('schedule', 'retry'))"
+                if "scheduled_for" in cols and scheduled_for and deployment
+                else ""
+            )
             args = [series, flow_run_id] + ([deployment, scheduled_for] if slot else [])
-            row = con.execute(f"SELECT release_id FROM release_rows WHERE series = ? AND "
-                              f"(flow_run_id = ? {slot}) ORDER BY sequence DESC LIMIT 1", args).fetchone()
+            row = con.execute(
+                f"SELECT release_id FROM release_rows WHERE series = ? AND "
+                f"(flow_run_id = ? {slot}) ORDER BY sequence DESC LIMIT 1",
+                args,
+            ).fetchone()
         return row[0] if row else None
 
     def last_sequence(self, series: str) -> int:
@@ -575,19 +672,29 @@ class Store:
         with self.read() as con:
             if not _has_table(con, "release_rows"):
                 return 0
-            return con.execute("SELECT coalesce(max(sequence), 0) FROM release_rows WHERE series = ?",
-                               [series]).fetchone()[0]
+            return con.execute(
+                "SELECT coalesce(max(sequence), 0) FROM release_rows WHERE series = ?", [series]
+            ).fetchone()[0]
 
-    def log(self, actor: str, action: str, target: str | None, outcome: str,
-            flow_run_id: str | None = None, detail: dict | None = None) -> None:
+    def log(
+        self,
+        actor: str,
+        action: str,
+        target: str | None,
+        outcome: str,
+        flow_run_id: str | None = None,
+        detail: dict | None = None,
+    ) -> None:
         with self.write() as con:
             self._log(con, actor, action, target, outcome, flow_run_id, detail or {})
 
     @staticmethod
     def _log(con, actor, action, target, outcome, flow_run_id, detail) -> None:
-        con.execute("INSERT INTO audit_log (logged_at, actor, action, target, outcome, flow_run_id, detail) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [_now(), actor, action, target, outcome, flow_run_id, json.dumps(detail, default=str)])
+        con.execute(
+            "INSERT INTO audit_log (logged_at, actor, action, target, outcome, flow_run_id, detail) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [_now(), actor, action, target, outcome, flow_run_id, json.dumps(detail, default=str)],
+        )
 
     # --- reading ---------------------------------------------------------------------------
     def query(self, fn: Callable[[duckdb.DuckDBPyConnection], Any]) -> Any:
@@ -597,8 +704,12 @@ class Store:
 
     def history(self, series: str | None = None):
         with self.read() as con:
-            cols = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
-                                              "WHERE table_name = 'releases'").fetchall()}
+            cols = {
+                r[0]
+                for r in con.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = 'releases'"
+                ).fetchall()
+            }
             extra = ", trigger, actor, flow_run_id" if "trigger" in cols else ", actor, flow_run_id"
             sql = f"SELECT release_id, series, sequence, technique, status, seed, created_at{extra} FROM releases"
             if series:
@@ -614,32 +725,40 @@ class Store:
             rel = dict(zip([d[0] for d in cur.description], row))
             rel["spec"] = json.loads(rel["spec"])
             rel["parameters"] = json.loads(rel["parameters"])
-            rel["tables"] = con.execute("SELECT table_name, file, n_rows, sha256 FROM release_tables "
-                                        "WHERE release_id = ? ORDER BY table_name", [release_id]).df()
-            rel["metrics"] = con.execute("SELECT kind, name, value, text_value, threshold, passed, detail "
-                                         "FROM release_metrics WHERE release_id = ? ORDER BY kind, name",
-                                         [release_id]).df()
+            rel["tables"] = con.execute(
+                "SELECT table_name, file, n_rows, sha256 FROM release_tables WHERE release_id = ? ORDER BY table_name",
+                [release_id],
+            ).df()
+            rel["metrics"] = con.execute(
+                "SELECT kind, name, value, text_value, threshold, passed, detail "
+                "FROM release_metrics WHERE release_id = ? ORDER BY kind, name",
+                [release_id],
+            ).df()
             return rel
 
     def private(self, release_id: str) -> dict[str, Any]:
         with self.read() as con:
-            rows = con.execute("SELECT name, format, payload FROM release_private WHERE release_id = ?",
-                               [release_id]).fetchall()
+            rows = con.execute(
+                "SELECT name, format, payload FROM release_private WHERE release_id = ?", [release_id]
+            ).fetchall()
         out: dict[str, Any] = {}
         for name, fmt, payload in rows:
             out[name] = pq.read_table(io.BytesIO(payload)) if fmt == "parquet" else json.loads(bytes(payload))
         return out
 
     # --- the online auditor -------------------------------------------------------------------
-    def register_audit_table(self, name: str, spec: dict, fingerprint: str, knowledge: dict,
-                             actor: str) -> None:
+    def register_audit_table(self, name: str, spec: dict, fingerprint: str, knowledge: dict, actor: str) -> None:
         with self.write() as con:
             if con.execute("SELECT 1 FROM audit_tables WHERE name = ?", [name]).fetchone():
-                raise StateError(f"table '{name}' is already registered with the auditor; its "
-                                 "knowledge must not be forgotten (use another dataset name)")
+                raise StateError(
+                    f"table '{name}' is already registered with the auditor; its "
+                    "knowledge must not be forgotten (use another dataset name)"
+                )
             con.execute("BEGIN TRANSACTION")
-            con.execute("INSERT INTO audit_tables VALUES (?, ?, ?, ?, 0, ?, ?)",
-                        [name, json.dumps(spec, default=str), fingerprint, json.dumps(knowledge), _now(), _now()])
+            con.execute(
+                "INSERT INTO audit_tables VALUES (?, ?, ?, ?, 0, ?, ?)",
+                [name, json.dumps(spec, default=str), fingerprint, json.dumps(knowledge), _now(), _now()],
+            )
             self._log(con, actor, "audit-init", name, "registered", None, {"fingerprint": fingerprint})
             con.execute("COMMIT")
 
@@ -655,21 +774,29 @@ class Store:
         session["knowledge"] and session["log"]; both are committed in one transaction on exit,
         so a decision is remembered exactly when it is logged (and before it is shown)."""
         with self.write() as con:
-            row = con.execute("SELECT spec, fingerprint, knowledge FROM audit_tables WHERE name = ?",
-                              [name]).fetchone()
+            row = con.execute("SELECT spec, fingerprint, knowledge FROM audit_tables WHERE name = ?", [name]).fetchone()
             if row is None:
-                raise StateError(f"no table '{name}' registered with the auditor in {self.path} "
-                                 "(privpub audit init SPEC)")
-            session = {"spec": json.loads(row[0]), "fingerprint": row[1],
-                       "knowledge": json.loads(row[2]), "log": []}
+                raise StateError(
+                    f"no table '{name}' registered with the auditor in {self.path} (privpub audit init SPEC)"
+                )
+            session = {"spec": json.loads(row[0]), "fingerprint": row[1], "knowledge": json.loads(row[2]), "log": []}
             yield session
             con.execute("BEGIN TRANSACTION")
             try:
-                con.execute("UPDATE audit_tables SET knowledge = ?, decisions = decisions + ?, updated_at = ? "
-                            "WHERE name = ?", [json.dumps(session["knowledge"]), len(session["log"]), _now(), name])
+                con.execute(
+                    "UPDATE audit_tables SET knowledge = ?, decisions = decisions + ?, updated_at = ? WHERE name = ?",
+                    [json.dumps(session["knowledge"]), len(session["log"]), _now(), name],
+                )
                 for entry in session["log"]:
-                    self._log(con, entry["actor"], "audit-query", name, entry["response"], entry.get("flow_run_id"),
-                              entry["detail"])
+                    self._log(
+                        con,
+                        entry["actor"],
+                        "audit-query",
+                        name,
+                        entry["response"],
+                        entry.get("flow_run_id"),
+                        entry["detail"],
+                    )
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
@@ -687,14 +814,19 @@ class Store:
                 "SELECT r.sequence, r.release_id, r.created_at, m.name, coalesce(m.text_value, "
                 "CAST(m.value AS VARCHAR)) AS value FROM release_rows r JOIN release_metrics m "
                 "USING (release_id) WHERE r.series = ? AND list_contains(?, m.name) ORDER BY r.sequence",
-                [series, names]).df()
+                [series, names],
+            ).df()
 
     def trail(self, series: str | None = None, since: datetime | None = None):
         """Every attempt with what it touched, for an auditor: the audit log joined with the
         releases (series, sequence, technique), the trigger and the error of failed attempts."""
         with self.read() as con:
-            cols = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
-                                              "WHERE table_name = 'release_rows'").fetchall()}
+            cols = {
+                r[0]
+                for r in con.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = 'release_rows'"
+                ).fetchall()
+            }
             trig = "coalesce(r.trigger, a.detail->>'trigger')" if "trigger" in cols else "a.detail->>'trigger'"
             sql = f"""
                 SELECT a.logged_at, a.actor, a.action, a.outcome,
@@ -714,8 +846,9 @@ class Store:
 
 
 def _has_table(con, name: str) -> bool:
-    return bool(con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
-                            [name]).fetchone()[0])
+    return bool(
+        con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]).fetchone()[0]
+    )
 
 
 def _as_float(value: Any) -> float | None:

@@ -1,5 +1,6 @@
 """What each utility figure measures, which way is better, and when it is poor: the words a
 compliance officer reads beside the numbers (report.html, the Prefect summary)."""
+
 from __future__ import annotations
 
 import re
@@ -16,8 +17,7 @@ _FIGURES: dict[str, tuple[str, str]] = {
     "discernibility": ("sum of squared group sizes (Bayardo-Agrawal): the total blur", LOWER),
     "suppressed_rows": ("input rows left out of the release", LOWER),
     "uncertainty_penalty": ("total generalization width over all cells (Butterfly Definition 1)", LOWER),
-    "uncertainty_penalty_normalized": ("generalization width per cell, 0 = exact values, 1 = whole domain",
-                                       LOWER),
+    "uncertainty_penalty_normalized": ("generalization width per cell, 0 = exact values, 1 = whole domain", LOWER),
     "uncertainty_penalty_common": ("generalization width on attributes shared by several QIDs", LOWER),
     "uncertainty_penalty_distinct": ("generalization width on attributes of one QID only", LOWER),
     "iloss": ("information loss of the perturbed QI values (MuCo ILoss)", LOWER),
@@ -28,11 +28,12 @@ def describe(name: str) -> tuple[str, str]:
     """(what the figure measures, which direction is better)."""
     m = re.fullmatch(r"query_error_(\d+)pct", name)
     if m:
-        return (f"mean relative error of count queries selecting about {m.group(1)}% of the rows "
-                "(0 = exact answers)", LOWER)
+        return (
+            f"mean relative error of count queries selecting about {m.group(1)}% of the rows (0 = exact answers)",
+            LOWER,
+        )
     if name.startswith("penalty_"):
-        return (f"generalization width on {name.removeprefix('penalty_')} (part of the uncertainty penalty)",
-                LOWER)
+        return (f"generalization width on {name.removeprefix('penalty_')} (part of the uncertainty penalty)", LOWER)
     return _FIGURES.get(name, ("technique-specific figure", NEUTRAL))
 
 
@@ -42,8 +43,10 @@ def poor_figures(utility: dict[str, Any], rows_in: int | None = None) -> list[st
     for name, value in utility.items():
         m = re.fullmatch(r"query_error_(\d+)pct", name)
         if m and isinstance(value, (int, float)) and value > 1:
-            out.append(f"count queries at {m.group(1)}% selectivity are off by {value:.2f} times their "
-                       "true answer on average (above 1: analysts will get little from them)")
+            out.append(
+                f"count queries at {m.group(1)}% selectivity are off by {value:.2f} times their "
+                "true answer on average (above 1: analysts will get little from them)"
+            )
     penalty = utility.get("uncertainty_penalty_normalized")
     if isinstance(penalty, (int, float)) and penalty > 0.5:
         out.append(f"cells are generalized over {penalty:.0%} of their domain on average")

@@ -1,14 +1,15 @@
 """Step 1: read the input, check it against the spec, fingerprint it."""
+
 from __future__ import annotations
 
 import hashlib
 
 import pandas as pd
 
-from schemas.input import InputError, files_root, input_files, read_input, validate_input
-from schemas.spec import ReleaseSpec
-from state.store import sha256_file, sha256_files
-from tasks.microdata import Microdata
+from privpub.schemas.input import InputError, files_root, input_files, read_input, validate_input
+from privpub.schemas.spec import ReleaseSpec
+from privpub.state.store import sha256_file, sha256_files
+from privpub.tasks.core.microdata import Microdata
 
 
 def input_fingerprint(spec: ReleaseSpec) -> str:

@@ -1,5 +1,6 @@
 """Shared fixtures. Prefect runs against one temporary server for the whole session, with result
 storage pointed at a temporary folder so the secret-data test can scan it."""
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,7 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 
 from tests.service_scenario import privpub_service  # noqa: E402,F401  (e2e and browser tests)
 
-settings.register_profile("privpub", deadline=None, max_examples=60,
-                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("privpub", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("privpub")
 
 
@@ -44,7 +44,7 @@ def prefect_results_dir() -> Path:
 @pytest.fixture
 def census_dir(tmp_path):
     """A small census CSV and a spec file writing into tmp_path."""
-    from tasks.demo_data import census
+    from privpub.tasks.demo_data import census
 
     census(600, seed=3).to_csv(tmp_path / "census.csv", index=False)
     return tmp_path

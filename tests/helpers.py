@@ -1,26 +1,41 @@
 """Small builders shared by the tests."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
 
-from schemas.spec import spec_from_dict
-from tasks.demo_data import CENSUS_QI
-from tasks.microdata import Microdata
+from privpub.schemas.spec import spec_from_dict
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.demo_data import CENSUS_QI
 
 
-def census_spec_toml(input_name: str = "census.csv", k: int | None = 5, l: int | None = 3, seed: int | None = 11,
-                     technique: str = "generalization", extra: str = "") -> str:
+def census_spec_toml(
+    input_name: str = "census.csv",
+    k: int | None = 5,
+    l: int | None = 3,
+    seed: int | None = 11,
+    technique: str = "generalization",
+    extra: str = "",
+) -> str:
     qi = []
     for q in CENSUS_QI:
         parts = [f'name = "{q["name"]}"', f'kind = "{q["kind"]}"']
         if "order" in q:
             parts.append("order = [" + ", ".join(f'"{v}"' for v in q["order"]) + "]")
         qi.append("{ " + ", ".join(parts) + " }")
-    lines = ["[dataset]", 'name = "census"', f'input = "{input_name}"', 'person_id = "pid"',
-             'sensitive = "occupation"', "qi = [" + ", ".join(qi) + "]", "", "[technique]",
-             f'name = "{technique}"'] + ([f"k = {k}"] if k is not None else [])
+    lines = [
+        "[dataset]",
+        'name = "census"',
+        f'input = "{input_name}"',
+        'person_id = "pid"',
+        'sensitive = "occupation"',
+        "qi = [" + ", ".join(qi) + "]",
+        "",
+        "[technique]",
+        f'name = "{technique}"',
+    ] + ([f"k = {k}"] if k is not None else [])
     if l is not None:
         lines.append(f"l = {l}")
     lines += [extra, "", "[output]", 'dir = "releases"', 'state = "privpub.duckdb"']
@@ -35,11 +50,16 @@ def write_spec(folder: Path, **kw) -> Path:
     return path
 
 
-def microdata(frame, qi: list[dict], sensitive: str, person_id: str = "pid", k: int = 2,
-              l: int | None = None) -> Microdata:
+def microdata(
+    frame, qi: list[dict], sensitive: str, person_id: str = "pid", k: int = 2, l: int | None = None
+) -> Microdata:
     tech = {"name": "generalization", "k": k, **({"l": l} if l else {})}
-    spec = spec_from_dict({"dataset": {"name": "t", "input": "x.csv", "person_id": person_id,
-                                       "sensitive": sensitive, "qi": qi}, "technique": tech})
+    spec = spec_from_dict(
+        {
+            "dataset": {"name": "t", "input": "x.csv", "person_id": person_id, "sensitive": sensitive, "qi": qi},
+            "technique": tech,
+        }
+    )
     return Microdata.from_frame(spec, frame)
 
 
@@ -49,12 +69,15 @@ def rng(seed: int = 0) -> np.random.Generator:
 
 def technique_and_data(frame, qi: list[dict], sensitive: str, name: str, **params):
     """A registered technique built from a one-off spec, and the matching Microdata."""
-    from schemas.spec import spec_from_dict
-    from tasks.anonymize.base import get_technique
+    from privpub.schemas.spec import spec_from_dict
+    from privpub.tasks.core.technique import get_technique
 
-    spec = spec_from_dict({"dataset": {"name": "t", "input": "x.csv", "person_id": "pid",
-                                       "sensitive": sensitive, "qi": qi},
-                           "technique": {"name": name, **params}})
+    spec = spec_from_dict(
+        {
+            "dataset": {"name": "t", "input": "x.csv", "person_id": "pid", "sensitive": sensitive, "qi": qi},
+            "technique": {"name": name, **params},
+        }
+    )
     return get_technique(spec), Microdata.from_frame(spec, frame)
 
 

@@ -6,6 +6,7 @@ numbers), and the adversary's random subset of QIs is enumerated as every keep/d
 its probability, conditioned on keeping at least one QI. Exact where the inputs are (Fractions of
 the stored floats); slow on purpose.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -60,8 +61,9 @@ def _same_value(published, stored: str, numeric: bool) -> bool:
     return float(published) == float(stored) if numeric else str(published) == stored
 
 
-def cover(tables: pa.Table, published: pa.Table, value_codes: pa.Table, delta: Fraction,
-          attributes: list[str]) -> tuple[int, bool]:
+def cover(
+    tables: pa.Table, published: pa.Table, value_codes: pa.Table, delta: Fraction, attributes: list[str]
+) -> tuple[int, bool]:
     """Corollary 3.2: (fewest tuples of its group carrying a published cell's value with p > 0,
     that number >= ceil(1/delta)). A value no stored table knows is carried by nobody."""
     entries = _entries(tables)
@@ -70,8 +72,13 @@ def cover(tables: pa.Table, published: pa.Table, value_codes: pa.Table, delta: F
     for a, g, r, c, p in entries:
         if p > 0:
             carriers[(a, g, c)].add(r)
-    known = list(zip(value_codes.column("attribute").to_pylist(), value_codes.column("code").to_pylist(),
-                     value_codes.column("value").to_pylist()))
+    known = list(
+        zip(
+            value_codes.column("attribute").to_pylist(),
+            value_codes.column("code").to_pylist(),
+            value_codes.column("value").to_pylist(),
+        )
+    )
     fewest = None
     for a in attributes:
         col = published.column(a)
@@ -86,14 +93,14 @@ def cover(tables: pa.Table, published: pa.Table, value_codes: pa.Table, delta: F
 
 # --- Section 5.1 ---------------------------------------------------------------------------------
 
+
 def subset_probabilities(p_match: float, d: int) -> dict[tuple[int, ...], float]:
     """P(S) for every non-empty subset S of the d QIs: each QI is kept with probability p_match
     independently, and a draw that keeps none is redrawn (so P is conditioned on S non-empty)."""
     weight = {}
     for keep in itertools.product((False, True), repeat=d):
         if any(keep):
-            weight[tuple(i for i in range(d) if keep[i])] = math.prod(
-                p_match if k else 1 - p_match for k in keep)
+            weight[tuple(i for i in range(d) if keep[i])] = math.prod(p_match if k else 1 - p_match for k in keep)
     total = sum(weight.values())
     return {s: w / total for s, w in weight.items()}
 
@@ -127,8 +134,14 @@ def release_disclosure(data, release, p_match: float) -> tuple[float, float]:
         own[source] = published_row
     shown = [list(r) for r in zip(*(pub.column(a).to_pylist() for a in data.qi_names))]
     sens = data.spec.dataset.sensitive
-    return disclosure(data.frame[data.qi_names].to_numpy(dtype=object).tolist(), shown, own,
-                      data.frame[sens].tolist(), pub.column(sens).to_pylist(), p_match)
+    return disclosure(
+        data.frame[data.qi_names].to_numpy(dtype=object).tolist(),
+        shown,
+        own,
+        data.frame[sens].tolist(),
+        pub.column(sens).to_pylist(),
+        p_match,
+    )
 
 
 def example1(tables: pa.Table, attribute: str, target_value) -> list[float]:

@@ -6,6 +6,7 @@ published records whose cells cover the target's QI values; it enumerates every 
 record per release (a matching of the target across the releases) and keeps the choices the
 value model allows: one permanent value throughout, or transient values throughout.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -22,8 +23,9 @@ def covers(record: dict, qi: dict) -> bool:
     return True
 
 
-def link(target_qi: dict[int, dict], releases: dict[int, list[dict]], sensitive: str,
-         transient: set) -> dict[int, tuple[set, int]]:
+def link(
+    target_qi: dict[int, dict], releases: dict[int, list[dict]], sensitive: str, transient: set
+) -> dict[int, tuple[set, int]]:
     """target_qi: release -> the target's QI values (only releases the target is in);
     releases: release -> published records. Returns release -> (candidate values, records that
     can be the target's)."""

@@ -2,6 +2,7 @@
 tests/test_browser.py share one run of it): `privpub server start` on a free loopback port with
 its own home folder, then runs of `publish/monthly-census` created through the Prefect client the
 way the UI's "Custom run" and "Retry" buttons create them."""
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from uuid import UUID
 
@@ -31,16 +32,20 @@ def free_port() -> int:
 def privpub(*args: str, timeout: float = 200) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env["PREFECT_RUNNER_POLL_FREQUENCY"] = "1"  # serve picks a new run up within 1 s, not 10 s
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "privpub.flows.cli", *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def processes_with_home(home: Path) -> list[int]:
     """Every live process whose environment names this home folder: all the service started."""
-    from flows.service import carries_home
+    from privpub.flows.service import carries_home
 
-    return [int(e.name) for e in Path("/proc").iterdir()
-            if e.name.isdigit() and carries_home(int(e.name), home) and not _zombie(int(e.name))]
+    return [
+        int(e.name)
+        for e in Path("/proc").iterdir()
+        if e.name.isdigit() and carries_home(int(e.name), home) and not _zombie(int(e.name))
+    ]
 
 
 def _zombie(pid: int) -> bool:
@@ -82,8 +87,7 @@ class Service:
         from prefect.states import AwaitingRetry
 
         with self.client() as client:
-            client.set_flow_run_state(run_id, state=AwaitingRetry(scheduled_time=datetime.now(timezone.utc)),
-                                      force=True)
+            client.set_flow_run_state(run_id, state=AwaitingRetry(scheduled_time=datetime.now(UTC)), force=True)
         time.sleep(0.5)
         return self.wait(run_id, after_count=1)
 
@@ -95,15 +99,19 @@ class Service:
                 if run.state_type.value in FINAL and run.run_count > after_count:
                     return run
                 time.sleep(0.5)
-        raise AssertionError(f"flow run {run_id} did not finish within {timeout} s "
-                             f"(serve log: {_tail(self.home / 'logs' / 'serve.log')})")
+        raise AssertionError(
+            f"flow run {run_id} did not finish within {timeout} s "
+            f"(serve log: {_tail(self.home / 'logs' / 'serve.log')})"
+        )
 
     def logs(self, run_id: UUID) -> list[str]:
         from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
 
         with self.client() as client:
-            return [log.message for log in
-                    client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id])), limit=200)]
+            return [
+                log.message
+                for log in client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id])), limit=200)
+            ]
 
     def query(self, sql: str, params: list | None = None) -> list[tuple]:
         import duckdb
@@ -121,15 +129,16 @@ def _tail(path: Path, n: int = 5) -> str:
 
 def _hold_read_only(state: Path) -> subprocess.Popen:
     """An analyst's read-only DuckDB session in another process, closed on a line on stdin."""
-    code = ("import duckdb, sys\n"
-            f"con = duckdb.connect({str(state)!r}, read_only=True)\n"
-            "con.execute('SELECT count(*) FROM releases').fetchall()\n"
-            "print('open', flush=True)\n"
-            "sys.stdin.readline()\n"
-            "con.close()\n"
-            "print('closed', flush=True)\n")
-    reader = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
+    code = (
+        "import duckdb, sys\n"
+        f"con = duckdb.connect({str(state)!r}, read_only=True)\n"
+        "con.execute('SELECT count(*) FROM releases').fetchall()\n"
+        "print('open', flush=True)\n"
+        "sys.stdin.readline()\n"
+        "con.close()\n"
+        "print('closed', flush=True)\n"
+    )
+    reader = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert reader.stdout.readline().strip() == "open"
     return reader
 
@@ -154,7 +163,7 @@ def _run_while_reader_holds(service: Service):
 
 
 def run_scenario(home: Path) -> Service:
-    from flows.demo import prepare_demo, prepare_serial_demo
+    from privpub.flows.demo import prepare_demo, prepare_serial_demo
 
     prepare_demo(home / "data", rows=400)
     prepare_serial_demo(home / "data", rows=400)
@@ -162,8 +171,9 @@ def run_scenario(home: Path) -> Service:
     # series composition check refuses (tests/test_series_composition.py); here it only warns
     with open(home / "data" / "census.toml", "a") as spec:
         spec.write('\n[series]\ncomposition = "warn"\n')
-    (home / "service.toml").write_text('spec = "data/census.toml"\nserial_spec = "data/serial.toml"\n'
-                                       'cron = "0 2 1 * *"\ntimezone = "Europe/Vienna"\n')
+    (home / "service.toml").write_text(
+        'spec = "data/census.toml"\nserial_spec = "data/serial.toml"\ncron = "0 2 1 * *"\ntimezone = "Europe/Vienna"\n'
+    )
     port, began = free_port(), time.monotonic()
     started = privpub("server", "start", "--port", str(port), "--home", str(home))
     assert started.returncode == 0, started.stdout + started.stderr
@@ -176,8 +186,7 @@ def run_scenario(home: Path) -> Service:
     service.runs["retry"] = service.retry(service.runs["override"].id)
     service.runs["reader"] = _run_while_reader_holds(service)
     service.notes["scenario_seconds"] = round(time.monotonic() - began, 1)
-    print(f"service scenario: start {service.notes['start_seconds']} s, "
-          f"all {service.notes['scenario_seconds']} s")
+    print(f"service scenario: start {service.notes['start_seconds']} s, all {service.notes['scenario_seconds']} s")
     return service
 
 
@@ -186,7 +195,7 @@ def stop_service(home: Path) -> subprocess.CompletedProcess:
 
 
 def group_alive(pgid: int) -> bool:
-    from flows.service import group_members
+    from privpub.flows.service import group_members
 
     return bool(group_members(pgid))
 

@@ -1,4 +1,5 @@
 """Technique `ambiguity`: construction, published tables, verification, tampering, estimation."""
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -9,15 +10,18 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from schemas.spec import SpecError
-from tasks.anonymize.ambiguity import greedy_groups
-from tasks.anonymize.base import Partition
-from tasks.demo_data import CENSUS_QI, ambiguity_fig1, census
-from tasks.evaluate.workload import CountQuery, RangeCond, exact_answers, make_workload
+from privpub.schemas.spec import SpecError
+from privpub.tasks.core.technique import Partition
+from privpub.tasks.demo_data import CENSUS_QI, ambiguity_fig1, census
+from privpub.tasks.evaluate.workload import CountQuery, RangeCond, exact_answers, make_workload
+from privpub.tasks.techniques.ambiguity.technique import greedy_groups
 from tests.helpers import release_of, technique_and_data
 
-QI3 = [{"name": "a", "kind": "numeric"}, {"name": "b", "kind": "categorical"},
-       {"name": "c", "kind": "ordinal", "order": ["lo", "mid", "hi"]}]
+QI3 = [
+    {"name": "a", "kind": "numeric"},
+    {"name": "b", "kind": "categorical"},
+    {"name": "c", "kind": "ordinal", "order": ["lo", "mid", "hi"]},
+]
 
 
 def make(frame: pd.DataFrame, qi: list[dict], sensitive: str, **technique):
@@ -27,8 +31,12 @@ def make(frame: pd.DataFrame, qi: list[dict], sensitive: str, **technique):
 @st.composite
 def tiny_tables(draw):
     n = draw(st.integers(8, 60))
-    rows = st.tuples(st.integers(0, 4), st.sampled_from("xyz"), st.sampled_from(["lo", "mid", "hi"]),
-                     st.integers(0, draw(st.integers(3, 7))))
+    rows = st.tuples(
+        st.integers(0, 4),
+        st.sampled_from("xyz"),
+        st.sampled_from(["lo", "mid", "hi"]),
+        st.integers(0, draw(st.integers(3, 7))),
+    )
     data = draw(st.lists(rows, min_size=n, max_size=n))
     frame = pd.DataFrame(data, columns=["a", "b", "c", "s"])
     frame["pid"] = np.arange(n)
@@ -36,8 +44,13 @@ def tiny_tables(draw):
 
 
 @settings(max_examples=30, deadline=None)
-@given(tiny_tables(), st.sampled_from([(Fraction(1, 2), Fraction(1, 2)), (Fraction(1, 4), Fraction(1, 3)),
-                                       (Fraction(1, 10), Fraction(1, 3))]), st.integers(0, 2**16))
+@given(
+    tiny_tables(),
+    st.sampled_from(
+        [(Fraction(1, 2), Fraction(1, 2)), (Fraction(1, 4), Fraction(1, 3)), (Fraction(1, 10), Fraction(1, 3))]
+    ),
+    st.integers(0, 2**16),
+)
 def test_every_release_passes_the_verifier(frame, params, seed):
     alpha, beta = params
     tech, data = make(frame, QI3, "s", alpha=str(alpha), beta=str(beta))
@@ -75,8 +88,11 @@ def test_a_row_moved_between_groups_fails(frame, seed):
 
 def test_fig1_constructed_release_and_estimates():
     frame = ambiguity_fig1()
-    qi = [{"name": "age", "kind": "numeric"}, {"name": "gender", "kind": "categorical"},
-          {"name": "zipcode", "kind": "numeric"}]
+    qi = [
+        {"name": "age", "kind": "numeric"},
+        {"name": "gender", "kind": "categorical"},
+        {"name": "zipcode", "kind": "numeric"},
+    ]
     tech, data = make(frame, qi, "disease", alpha=0.5, beta="1/3")
     part, rel = release_of(tech, data)
     assert [r.passed for r in tech.verify(rel, {})] == [True, True]
@@ -118,18 +134,27 @@ def test_greedy_covers_more_values_than_needed_only_when_alpha_demands():
     """With a loose alpha a group stops at ceil(1/beta) tuples; a strict alpha makes it grow."""
     frame = census(2000, seed=5)
     _, data = make(frame, CENSUS_QI, "occupation", alpha=1, beta=0.1)
-    loose, n_loose, _ = greedy_groups(data.codes, data.sensitive_codes, Fraction(1), Fraction(1, 10),
-                                      np.random.default_rng(0))
-    strict, n_strict, _ = greedy_groups(data.codes[:, :3], data.sensitive_codes, Fraction(1, 20),
-                                        Fraction(1, 10), np.random.default_rng(0))
+    loose, n_loose, _ = greedy_groups(
+        data.codes, data.sensitive_codes, Fraction(1), Fraction(1, 10), np.random.default_rng(0)
+    )
+    strict, n_strict, _ = greedy_groups(
+        data.codes[:, :3], data.sensitive_codes, Fraction(1, 20), Fraction(1, 10), np.random.default_rng(0)
+    )
     assert np.bincount(loose[loose >= 0]).max() == 10
     assert np.bincount(strict[strict >= 0]).min() > 10 and n_strict < n_loose
 
 
 def test_residues_are_placed_or_suppressed_and_counted():
     # one dominant sensitive value: most of its rows cannot join a group that already has it
-    frame = pd.DataFrame({"a": np.arange(40) % 7, "b": ["x", "y"] * 20, "c": ["lo", "mid", "hi", "lo"] * 10,
-                          "s": [0] * 25 + list(range(1, 16)), "pid": np.arange(40)})
+    frame = pd.DataFrame(
+        {
+            "a": np.arange(40) % 7,
+            "b": ["x", "y"] * 20,
+            "c": ["lo", "mid", "hi", "lo"] * 10,
+            "s": [0] * 25 + list(range(1, 16)),
+            "pid": np.arange(40),
+        }
+    )
     tech, data = make(frame, QI3, "s", alpha=0.5, beta=0.25)
     part, rel = release_of(tech, data)
     assert rel.info["suppressed"] > 0

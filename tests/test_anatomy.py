@@ -1,4 +1,5 @@
 """Anatomy: l-diverse buckets, QIT/ST contract, verifier, estimator."""
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -6,23 +7,31 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas.spec import SpecError, spec_from_dict
-from tasks.anonymize.anatomy import Anatomy, AnatomyError, anatomy_groups
-from tasks.anonymize.base import Release, get_technique
-from tasks.evaluate.workload import CountQuery, RangeCond, SetCond
-from tasks.microdata import Microdata
+from privpub.schemas.spec import SpecError, spec_from_dict
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import Release, get_technique
+from privpub.tasks.evaluate.workload import CountQuery, RangeCond, SetCond
+from privpub.tasks.techniques.anatomy.technique import Anatomy, AnatomyError, anatomy_groups
 
 QI = [{"name": "age", "kind": "numeric"}, {"name": "sex", "kind": "categorical"}]
 
 
 def make(n=300, l=4, values=12, seed=0, sensitive=None):
     rng = np.random.default_rng(seed)
-    frame = pd.DataFrame({"pid": np.arange(n), "age": rng.integers(20, 70, n),
-                          "sex": rng.choice(["F", "M"], n),
-                          "disease": sensitive if sensitive is not None else rng.integers(0, values, n)})
-    spec = spec_from_dict({"dataset": {"name": "t", "input": "t.csv", "person_id": "pid",
-                                       "sensitive": "disease", "qi": QI},
-                           "technique": {"name": "anatomy", "l": l}})
+    frame = pd.DataFrame(
+        {
+            "pid": np.arange(n),
+            "age": rng.integers(20, 70, n),
+            "sex": rng.choice(["F", "M"], n),
+            "disease": sensitive if sensitive is not None else rng.integers(0, values, n),
+        }
+    )
+    spec = spec_from_dict(
+        {
+            "dataset": {"name": "t", "input": "t.csv", "person_id": "pid", "sensitive": "disease", "qi": QI},
+            "technique": {"name": "anatomy", "l": l},
+        }
+    )
     return Microdata.from_frame(spec, frame)
 
 

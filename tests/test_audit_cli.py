@@ -1,4 +1,5 @@
 """`privpub audit ...` over the state database: decisions persist and are logged."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,8 @@ import sys
 import pandas as pd
 import pytest
 
-from flows.audit import init_audit
-from schemas.spec import SpecError, load_spec
+from privpub.flows.audit import init_audit
+from privpub.schemas.spec import SpecError, load_spec
 from tests.test_cli import ROOT, run
 
 # ten patients, two of each value (the multiset is public; who holds which is the secret)
@@ -35,8 +36,9 @@ state = "privpub.duckdb"
 
 @pytest.fixture
 def clinic(tmp_path):
-    pd.DataFrame({"name": list(AGES), "age": list(AGES.values()),
-                  "disease": [TABLE4[n] for n in AGES]}).to_csv(tmp_path / "clinic.csv", index=False)
+    pd.DataFrame({"name": list(AGES), "age": list(AGES.values()), "disease": [TABLE4[n] for n in AGES]}).to_csv(
+        tmp_path / "clinic.csv", index=False
+    )
     (tmp_path / "clinic.toml").write_text(SPEC)
     return tmp_path
 
@@ -57,7 +59,7 @@ def test_init_ask_log_and_restart(prefect_server, clinic):
 
     # each ask is a new process: the knowledge must come back from the state database and
     # give exactly the decisions of one auditor kept in memory
-    from tasks.audit import Auditor, secret_from_mapping
+    from privpub.tasks.audit import Auditor, secret_from_mapping
 
     people = pd.DataFrame({"name": list(AGES), "age": list(AGES.values())})
     memory = Auditor(people, [TABLE4[n] for n in AGES], 2, secret_from_mapping(TABLE4), id_column="name")
@@ -83,8 +85,9 @@ def test_init_ask_log_and_restart(prefect_server, clinic):
 def test_batch_runs_as_a_flow(prefect_server, clinic):
     assert run(["audit", "init", str(clinic / "clinic.toml")], prefect_server).returncode == 0
     batch = clinic / "batch.txt"
-    batch.write_text("# two concurrent queries\nage BETWEEN 20 AND 40\n"
-                     '{"where": "age BETWEEN 30 AND 50", "as": "bob"}\n')
+    batch.write_text(
+        '# two concurrent queries\nage BETWEEN 20 AND 40\n{"where": "age BETWEEN 30 AND 50", "as": "bob"}\n'
+    )
     res = run(["audit", "batch", str(batch), "--state", str(clinic / "privpub.duckdb")], prefect_server)
     assert res.returncode == 0, res.stderr
     out = [json.loads(l) for l in res.stdout.splitlines()]
@@ -93,13 +96,18 @@ def test_batch_runs_as_a_flow(prefect_server, clinic):
 
 def test_bad_predicate_is_one_clear_error(prefect_server, clinic):
     assert run(["audit", "init", str(clinic / "clinic.toml")], prefect_server).returncode == 0
-    res = run(["audit", "ask", "--where", "age BETWEEN", "--state", str(clinic / "privpub.duckdb")],
-              prefect_server)
+    res = run(["audit", "ask", "--where", "age BETWEEN", "--state", str(clinic / "privpub.duckdb")], prefect_server)
     assert res.returncode == 1 and "privpub: error: bad predicate" in res.stderr
 
 
-HOSTILE = ["age BETWEEN", "diagnosis IS NOT NULL", "name IN (SELECT name FROM read_csv('clinic.csv'))",
-           "disease = 'hiv'", "age = 1; DROP TABLE population", "name = 'p1' AND age = 'p3'"]
+HOSTILE = [
+    "age BETWEEN",
+    "diagnosis IS NOT NULL",
+    "name IN (SELECT name FROM read_csv('clinic.csv'))",
+    "disease = 'hiv'",
+    "age = 1; DROP TABLE population",
+    "name = 'p1' AND age = 'p3'",
+]
 
 
 def test_refused_predicates_are_logged_with_one_line(prefect_server, clinic):
@@ -127,13 +135,30 @@ def test_ask_does_not_import_prefect(clinic):
     """One `privpub audit ask` is a fresh process per query: it decides and commits without
     importing Prefect (only `audit batch` runs a flow)."""
     init_audit(load_spec(clinic / "clinic.toml"), "steward")
-    code = ("import sys\n"
-            "from flows.cli import main\n"
-            "status = main(sys.argv[1:])\n"
-            "print(status, sorted({m.split('.')[0] for m in sys.modules} & {'prefect', 'dask', 'distributed'}))")
-    res = subprocess.run([sys.executable, "-c", code, "audit", "ask", "--where", "age BETWEEN 20 AND 40",
-                          "--state", str(clinic / "privpub.duckdb")], capture_output=True, text=True,
-                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    code = (
+        "import sys\n"
+        "from flows.cli import main\n"
+        "status = main(sys.argv[1:])\n"
+        "print(status, sorted({m.split('.')[0] for m in sys.modules} & {'prefect', 'dask', 'distributed'}))"
+    )
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "audit",
+            "ask",
+            "--where",
+            "age BETWEEN 20 AND 40",
+            "--state",
+            str(clinic / "privpub.duckdb"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
     response, modules = res.stdout.strip().splitlines()
     assert json.loads(response)["response"] == "answer", res.stderr
     assert modules == "0 []", res.stderr
@@ -145,7 +170,7 @@ def test_log_summary_counts_budget_denials_apart(prefect_server, clinic):
     decisions. A decision given a billionth of a second is budget-denied."""
     init_audit(load_spec(clinic / "clinic.toml"), "steward")
     state = str(clinic / "privpub.duckdb")
-    from flows.audit import ask as ask_in_process
+    from privpub.flows.audit import ask as ask_in_process
 
     for where in ["age BETWEEN 20 AND 40", "age = 30", "age BETWEEN"]:
         try:
@@ -153,8 +178,9 @@ def test_log_summary_counts_budget_denials_apart(prefect_server, clinic):
         except SpecError:
             pass  # the bad predicate: refused and logged
     # a second table whose budget cannot fit one decision
-    (clinic / "tight.toml").write_text(SPEC.replace('name = "clinic"', 'name = "tight"')
-                                       .replace("time_budget = 60", "time_budget = 1e-9"))
+    (clinic / "tight.toml").write_text(
+        SPEC.replace('name = "clinic"', 'name = "tight"').replace("time_budget = 60", "time_budget = 1e-9")
+    )
     init_audit(load_spec(clinic / "tight.toml"), "steward")
     ask_in_process(state, "age BETWEEN 20 AND 40", "analyst", table="tight")
 

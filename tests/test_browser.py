@@ -3,6 +3,7 @@ driven by playwright without a browser download) opens the Prefect UI's page of 
 run of tests/service_scenario.py and the report.html of its release. Screenshots go to
 artifacts/browser/ (git-ignored). `make e2e-browser` installs Chromium when it is missing; without
 it this test is skipped, and the skip says why."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,14 +13,23 @@ import pytest
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "browser"
 # no sandbox as root; no background connections (the machine's network is closed to them)
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def _chromium_or_skip():
     if not CHROMIUM.exists():
-        pytest.skip(f"browser test skipped: {CHROMIUM} is not installed "
-                    "(`make e2e-browser` installs Debian's chromium and runs it)")
+        pytest.skip(
+            f"browser test skipped: {CHROMIUM} is not installed "
+            "(`make e2e-browser` installs Debian's chromium and runs it)"
+        )
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:

@@ -1,4 +1,5 @@
 """Butterfly golden tests from the paper's worked examples, and the technique's contract."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -9,10 +10,10 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from schemas.spec import SpecError
-from tasks.demo_data import butterfly_table1
-from tasks.verify.linkage import candidates, joint_anonymity
-from tasks.verify.multi_qid import multi_qid_anonymity
+from privpub.schemas.spec import SpecError
+from privpub.tasks.demo_data import butterfly_table1
+from privpub.tasks.techniques.butterfly.multi_qid import multi_qid_anonymity
+from privpub.tasks.verify.linkage import candidates, joint_anonymity
 from tests.helpers import release_of, technique_and_data
 from tests.test_golden_spine import DOCTOR, TABLE2, TABLE3
 
@@ -30,33 +31,42 @@ def as_published(frame: pd.DataFrame, cols) -> pa.Table:
 
 # --- Example 2, Fig. 2(a) ---------------------------------------------------------------------
 
-FIG2A = pd.DataFrame({"pid": range(6), "A": ["a1", "a1", "a2", "a2", "a3", "a3"], "B": ["b"] * 6,
-                      "C": ["c1", "c2", "c1", "c3", "c2", "c3"], "s": list("uvwxyz")})
+FIG2A = pd.DataFrame(
+    {
+        "pid": range(6),
+        "A": ["a1", "a1", "a2", "a2", "a3", "a3"],
+        "B": ["b"] * 6,
+        "C": ["c1", "c2", "c1", "c3", "c2", "c3"],
+        "s": list("uvwxyz"),
+    }
+)
 
 
 def test_fig2a_is_2_anonymous_for_ab_and_bc_not_abc():
     table = as_published(FIG2A, "ABC")
     res = multi_qid_anonymity(table, [["A", "B"], ["B", "C"]], 2, k_prime=2, union=["A", "B", "C"])
     assert [(r.model, r.value, r.passed) for r in res] == [
-        ("k-anonymity QID1", 2, True), ("k-anonymity QID2", 2, True), ("k'-anonymity union QID", 1, False)]
+        ("k-anonymity QID1", 2, True),
+        ("k-anonymity QID2", 2, True),
+        ("k'-anonymity union QID", 1, False),
+    ]
 
 
 def test_butterfly_on_fig2a_publishes_the_2_butterfly_without_loss():
     """All tuples agree on B (the body): butterflies whose wings pair the A and C values, so the
     release is Fig. 2(a) itself, with zero uncertainty penalty; the union QID method is not."""
-    tech, data = technique_and_data(FIG2A, cat_qi("A", "B", "C"), "s", "butterfly", k=2,
-                                    qids=[["A", "B"], ["B", "C"]])
+    tech, data = technique_and_data(FIG2A, cat_qi("A", "B", "C"), "s", "butterfly", k=2, qids=[["A", "B"], ["B", "C"]])
     part, release = release_of(tech, data)
     table = release.tables["table"]
     rows = Counter((tuple(r["A"]), tuple(r["B"]), tuple(r["C"]), r["s"]) for r in table.to_pylist())
-    assert rows == Counter(((a,), (b,), (c,), s) for a, b, c, s in
-                           FIG2A[["A", "B", "C", "s"]].itertuples(index=False))
+    assert rows == Counter(((a,), (b,), (c,), s) for a, b, c, s in FIG2A[["A", "B", "C", "s"]].itertuples(index=False))
     assert all(r.passed and r.value == 2 for r in tech.verify(release, {}))
     assert tech.utility(release, data)["uncertainty_penalty"] == 0
     assert part.info["butterflies"] >= 1 and part.info["points_in_butterflies"] == 6
 
-    union, udata = technique_and_data(FIG2A, cat_qi("A", "B", "C"), "s", "union-qid", k=2,
-                                      qids=[["A", "B"], ["B", "C"]])
+    union, udata = technique_and_data(
+        FIG2A, cat_qi("A", "B", "C"), "s", "union-qid", k=2, qids=[["A", "B"], ["B", "C"]]
+    )
     _, urelease = release_of(union, udata)
     assert union.utility(urelease, udata)["uncertainty_penalty"] > 0
 
@@ -78,8 +88,7 @@ def test_table4_construction_is_k_anonymous_for_every_proper_qid_not_the_union(k
 
 def test_butterfly_on_table4_is_k_anonymous_for_each_qid():
     frame = pd.concat([TABLE4] * 2, ignore_index=True).assign(pid=range(16), s=list("pq") * 8)
-    tech, data = technique_and_data(frame, cat_qi("A", "B", "C"), "s", "butterfly", k=4,
-                                    qids=[["A", "B"], ["B", "C"]])
+    tech, data = technique_and_data(frame, cat_qi("A", "B", "C"), "s", "butterfly", k=4, qids=[["A", "B"], ["B", "C"]])
     part, release = release_of(tech, data)
     assert all(r.passed for r in tech.verify(release, {}))
     assert part.info["loss"] <= part.info["union_loss"]
@@ -87,15 +96,18 @@ def test_butterfly_on_table4_is_k_anonymous_for_each_qid():
 
 # --- Example 1, Tables 1-3 --------------------------------------------------------------------
 
-QI1 = [{"name": "occupation", "kind": CAT}, {"name": "age", "kind": "numeric"},
-       {"name": "vehicle", "kind": CAT}, {"name": "postcode", "kind": "numeric"}]
+QI1 = [
+    {"name": "occupation", "kind": CAT},
+    {"name": "age", "kind": "numeric"},
+    {"name": "vehicle", "kind": CAT},
+    {"name": "postcode", "kind": "numeric"},
+]
 INSURER = ["age", "vehicle", "postcode"]
 HR = ["occupation", "age", "postcode"]
 
 
 def table1_release(**extra):
-    tech, data = technique_and_data(butterfly_table1(), QI1, "faulty", "butterfly", k=2,
-                                    qids=[INSURER, HR], **extra)
+    tech, data = technique_and_data(butterfly_table1(), QI1, "faulty", "butterfly", k=2, qids=[INSURER, HR], **extra)
     return tech, release_of(tech, data)[1].tables["table"]
 
 
@@ -127,23 +139,33 @@ def test_butterfly_alone_does_not_stop_background_knowledge_collusion():
 
 # --- contract ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("params, message", [
-    ({"qids": [["A", "B"]]}, "needs k"),
-    ({"k": 2}, "qids"),
-    ({"k": 2, "qids": [["A", "Z"]]}, "'Z' is not a quasi-identifier"),
-    ({"k": 2, "qids": [[]]}, "qids"),
-    ({"k": 2, "qids": [["A", "A"]]}, "twice"),
-    ({"k": 2, "qids": [["A", "B"]], "k_prime": 2}, "k_prime must be smaller"),
-])
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"qids": [["A", "B"]]}, "needs k"),
+        ({"k": 2}, "qids"),
+        ({"k": 2, "qids": [["A", "Z"]]}, "'Z' is not a quasi-identifier"),
+        ({"k": 2, "qids": [[]]}, "qids"),
+        ({"k": 2, "qids": [["A", "A"]]}, "twice"),
+        ({"k": 2, "qids": [["A", "B"]], "k_prime": 2}, "k_prime must be smaller"),
+    ],
+)
 def test_bad_parameters_name_the_key(params, message):
     with pytest.raises(SpecError, match=message):
         technique_and_data(FIG2A, cat_qi("A", "B", "C"), "s", "butterfly", **params)
 
 
 def test_published_table_shape_and_seeded_shuffle():
-    frame = pd.DataFrame({"pid": range(40), "age": np.arange(40) % 13 + 20,
-                          "A": [f"a{i % 5}" for i in range(40)], "B": [f"b{i % 3}" for i in range(40)],
-                          "s": [f"s{i % 4}" for i in range(40)]})
+    frame = pd.DataFrame(
+        {
+            "pid": range(40),
+            "age": np.arange(40) % 13 + 20,
+            "A": [f"a{i % 5}" for i in range(40)],
+            "B": [f"b{i % 3}" for i in range(40)],
+            "s": [f"s{i % 4}" for i in range(40)],
+        }
+    )
     qi = [{"name": "age", "kind": "numeric"}] + cat_qi("A", "B")
     tech, data = technique_and_data(frame, qi, "s", "butterfly", k=4, qids=[["age", "B"], ["B", "A"]])
     a = release_of(tech, data, seed=1)[1].tables["table"]
@@ -158,18 +180,19 @@ def test_published_table_shape_and_seeded_shuffle():
 
 
 def test_two_level_refuses_when_too_few_union_classes():
-    from tasks.partition.mondrian import PartitionError
+    from privpub.tasks.partition.mondrian import PartitionError
 
     same = FIG2A.assign(A="a1", C="c1")  # one class on the union: 1 < ceil(4/2) representatives
-    tech, data = technique_and_data(same, cat_qi("A", "B", "C"), "s", "butterfly", k=4, k_prime=2,
-                                    qids=[["A", "B"], ["B", "C"]])
+    tech, data = technique_and_data(
+        same, cat_qi("A", "B", "C"), "s", "butterfly", k=4, k_prime=2, qids=[["A", "B"], ["B", "C"]]
+    )
     with pytest.raises(PartitionError, match="fewer than ceil"):
         release_of(tech, data)
 
 
 def test_group_sizes_are_the_union_classes_of_the_published_table():
-    from tasks.demo_data import CENSUS_QI, census
-    from tasks.verify.published import class_ids, qi_columns
+    from privpub.tasks.demo_data import CENSUS_QI, census
+    from privpub.tasks.verify.published import class_ids, qi_columns
     from tests.helpers import release_of, technique_and_data
 
     frame = census(400, seed=2)

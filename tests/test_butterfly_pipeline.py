@@ -1,13 +1,14 @@
 """butterfly and union-qid publish through the Prefect flow, the store and re-verification."""
+
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from flows.publish import publish_flow
-from flows.reverify import reverify
-from state.store import Store
-from tasks.demo_data import CENSUS_QI
+from privpub.flows.publish import publish_flow
+from privpub.flows.reverify import reverify
+from privpub.state.store import Store
+from privpub.tasks.demo_data import CENSUS_QI
 
 # The paper's S1/S2 on the synthetic census: birthplace -> country, gender -> sex; salary is
 # the sensitive column, so S2 keeps the paper's other attributes (workclass, race).
@@ -22,11 +23,30 @@ def spec_toml(technique: str, k: int, extra: str = "") -> str:
         order = (", order = [" + ", ".join(f'"{v}"' for v in q["order"]) + "]") if "order" in q else ""
         entries.append(f'{{ name = "{q["name"]}", kind = "{q["kind"]}"{order} }}')
     qids = "[" + ", ".join("[" + ", ".join(f'"{c}"' for c in s) + "]" for s in (S1, S2)) + "]"
-    return "\n".join([
-        "[dataset]", 'name = "census-multi"', 'input = "census.csv"', 'person_id = "pid"',
-        'sensitive = "salary"', "qi = [" + ", ".join(entries) + "]", "",
-        "[technique]", f'name = "{technique}"', f"k = {k}", f"qids = {qids}", extra, "",
-        "[output]", 'dir = "releases"', 'state = "privpub.duckdb"', "seed = 4"]) + "\n"
+    return (
+        "\n".join(
+            [
+                "[dataset]",
+                'name = "census-multi"',
+                'input = "census.csv"',
+                'person_id = "pid"',
+                'sensitive = "salary"',
+                "qi = [" + ", ".join(entries) + "]",
+                "",
+                "[technique]",
+                f'name = "{technique}"',
+                f"k = {k}",
+                f"qids = {qids}",
+                extra,
+                "",
+                "[output]",
+                'dir = "releases"',
+                'state = "privpub.duckdb"',
+                "seed = 4",
+            ]
+        )
+        + "\n"
+    )
 
 
 @pytest.mark.parametrize("technique, extra", [("butterfly", "k_prime = 2"), ("union-qid", "")])
@@ -48,7 +68,8 @@ def test_publishes_and_reverifies(prefect_server, census_dir, technique, extra):
     if extra:
         assert privacy.loc["k'-anonymity union QID", "value"] >= 2
     utility = metrics[metrics.kind == "utility"].set_index("name").value
-    assert utility["uncertainty_penalty_common"] + utility["uncertainty_penalty_distinct"] == \
-        pytest.approx(utility["uncertainty_penalty"])
+    assert utility["uncertainty_penalty_common"] + utility["uncertainty_penalty_distinct"] == pytest.approx(
+        utility["uncertainty_penalty"]
+    )
     ok, lines = reverify(census_dir / "privpub.duckdb", release_id)
     assert ok, lines

@@ -2,6 +2,7 @@
 multi-QID verifier (cross-checked by a plain pandas count and by pycanon), Theorem 2 (a table k-anonymous for
 S1 and S2 splits into k-butterflies: its classes on S1 ∩ S2), and Theorem 4 (the lower bound
 L(G) never exceeds the loss of the butterfly actually built)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,16 +11,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.anonymize.butterfly_core import Points
-from tasks.anonymize.butterfly_wings import segmented_mondrian
-from tasks.evaluate.metrics import uncertainty_penalty
-from tasks.partition.mondrian import PartitionError, mondrian_partition
+from privpub.tasks.evaluate.metrics import uncertainty_penalty
+from privpub.tasks.partition.mondrian import PartitionError, mondrian_partition
+from privpub.tasks.techniques.butterfly.core import Points
+from privpub.tasks.techniques.butterfly.wings import segmented_mondrian
 from tests.helpers import release_of, technique_and_data
 
 ATTRS = ["a", "b", "c", "d", "e"]
-QI = [{"name": "a", "kind": "numeric"}, {"name": "b", "kind": "categorical"},
-      {"name": "c", "kind": "ordinal", "order": [f"o{i}" for i in range(6)]},
-      {"name": "d", "kind": "numeric"}, {"name": "e", "kind": "categorical"}]
+QI = [
+    {"name": "a", "kind": "numeric"},
+    {"name": "b", "kind": "categorical"},
+    {"name": "c", "kind": "ordinal", "order": [f"o{i}" for i in range(6)]},
+    {"name": "d", "kind": "numeric"},
+    {"name": "e", "kind": "categorical"},
+]
 
 
 @st.composite
@@ -28,15 +33,17 @@ def cases(draw, two_level=st.booleans()):
     seed = draw(st.integers(0, 2**31))
     rng = np.random.default_rng(seed)
     card = draw(st.lists(st.integers(1, 8), min_size=5, max_size=5))
-    frame = pd.DataFrame({
-        "pid": np.arange(n),
-        "a": rng.integers(0, card[0] * 5, n),
-        "b": [f"b{v}" for v in rng.integers(0, card[1], n)],
-        "c": [f"o{v}" for v in rng.integers(0, min(card[2], 6), n)],
-        "d": rng.integers(0, card[3], n) * 1.5,
-        "e": [f"e{v}" for v in rng.integers(0, card[4], n)],
-        "s": [f"s{v}" for v in rng.integers(0, 4, n)],
-    })
+    frame = pd.DataFrame(
+        {
+            "pid": np.arange(n),
+            "a": rng.integers(0, card[0] * 5, n),
+            "b": [f"b{v}" for v in rng.integers(0, card[1], n)],
+            "c": [f"o{v}" for v in rng.integers(0, min(card[2], 6), n)],
+            "d": rng.integers(0, card[3], n) * 1.5,
+            "e": [f"e{v}" for v in rng.integers(0, card[4], n)],
+            "s": [f"s{v}" for v in rng.integers(0, 4, n)],
+        }
+    )
     # QIDs: random non-empty subsets, at least two, not all equal to the union
     m = draw(st.integers(2, 3))
     qids = [draw(st.lists(st.sampled_from(ATTRS), min_size=1, max_size=4, unique=True)) for _ in range(m)]
@@ -152,11 +159,13 @@ def test_theorem4_bound_never_exceeds_the_built_butterfly(case):
 
 
 def census_case(n=3000, k=10, **extra):
-    from tasks.demo_data import CENSUS_QI, census
+    from privpub.tasks.demo_data import CENSUS_QI, census
 
     qi = [q for q in CENSUS_QI if q["name"] != "salary"] + [{"name": "occupation", "kind": "categorical"}]
-    qids = [["age", "occupation", "country", "sex", "marital", "education"],
-            ["sex", "marital", "education", "workclass", "race"]]
+    qids = [
+        ["age", "occupation", "country", "sex", "marital", "education"],
+        ["sex", "marital", "education", "workclass", "race"],
+    ]
     return technique_and_data(census(n, seed=5), qi, "salary", "butterfly", k=k, qids=qids, **extra)
 
 
@@ -180,8 +189,9 @@ def test_two_level_framework_on_census_data():
 
 
 @settings(max_examples=15, deadline=None)
-@given(cases(two_level=st.just(False)), st.lists(st.integers(0, 4), min_size=1, max_size=3, unique=True),
-       st.integers(1, 4))
+@given(
+    cases(two_level=st.just(False)), st.lists(st.integers(0, 4), min_size=1, max_size=3, unique=True), st.integers(1, 4)
+)
 def test_segmented_wings_equal_mondrian_on_each_segment(case, columns, cuts):
     """The batched wing partitioner follows the spine's Mondrian exactly, segment by segment."""
     frame, params = case
@@ -199,9 +209,9 @@ def test_segmented_wings_equal_mondrian_on_each_segment(case, columns, cuts):
     group, n_groups, order = wg.group, wg.n_groups, wg.rows_by_group()
     offsets = np.concatenate(([0], np.cumsum(sizes)))
     for j in range(n_seg):
-        rows = perm[offsets[j]:offsets[j + 1]]
+        rows = perm[offsets[j] : offsets[j + 1]]
         ref = mondrian_partition(Points.of_rows(data.codes[rows], data.domains), k, columns=columns)
-        mine = group[offsets[j]:offsets[j + 1]]
+        mine = group[offsets[j] : offsets[j + 1]]
         assert n_groups[j] == ref.n_groups == len(set(zip(ref.group.tolist(), mine.tolist())))
         assert mine.min() == 0 and mine.max() == n_groups[j] - 1
     # `order` lists every row once, group after group, segments in order
@@ -212,12 +222,13 @@ def test_segmented_wings_equal_mondrian_on_each_segment(case, columns, cuts):
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.lists(st.lists(st.tuples(st.integers(0, 9), st.integers(1, 5)), min_size=1, max_size=8),
-                min_size=1, max_size=5))
+@given(
+    st.lists(st.lists(st.tuples(st.integers(0, 9), st.integers(1, 5)), min_size=1, max_size=8), min_size=1, max_size=5)
+)
 def test_weighted_median_paths_agree_with_the_expanded_rows(segments):
     """Both median paths (histogram, sort) give each segment's lower median row and the rows <= and
     < it, as a sort of the rows themselves (each point repeated by its weight) does."""
-    from tasks.partition.mondrian import median_by_histogram, median_by_sort
+    from privpub.tasks.partition.mondrian import median_by_histogram, median_by_sort
 
     key = np.array([v for pts in segments for v, _ in pts])
     w = np.array([c for pts in segments for _, c in pts])
@@ -239,7 +250,7 @@ def test_weighted_median_paths_agree_with_the_expanded_rows(segments):
 
 
 def test_leaf_inn_matches_brute_force_on_small_and_huge_leaves():
-    from tasks.anonymize.butterfly_core import leaf_inn
+    from privpub.tasks.techniques.butterfly.core import leaf_inn
 
     rng = np.random.default_rng(3)
     sizes = np.array([5, 7, 5, 1400])  # 1400^2 x 3 exceeds the batch budget: the blocked path
@@ -247,7 +258,7 @@ def test_leaf_inn_matches_brute_force_on_small_and_huge_leaves():
     starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     got = leaf_inn(x, starts, sizes, 5)
     for g, (a, s) in enumerate(zip(starts, sizes)):
-        pts = x[a:a + s]
+        pts = x[a : a + s]
         dist = np.sort(np.abs(pts[:, None, :] - pts[None, :, :]).sum(axis=2), axis=1)
         exact = dist[:, :5].min(axis=0)
         assert np.all(got[g] <= exact) and np.all(exact - got[g] <= 1e-5)
@@ -259,7 +270,7 @@ def test_leaf_inn_matches_brute_force_on_small_and_huge_leaves():
 def test_global_knn_counts_duplicates(n, k, seed):
     """Leaves of one tuple each: every tuple's own (k-1)-NN distance in the table, repeated
     tuples counted once each."""
-    from tasks.anonymize.butterfly_core import leaf_global_knn
+    from privpub.tasks.techniques.butterfly.core import leaf_global_knn
 
     k = min(k, n)
     x = np.random.default_rng(seed).integers(0, 4, (n, 2)) / 3  # many repeated points
@@ -273,7 +284,7 @@ def test_leaf_global_knn_is_the_smallest_per_leaf(n, k, leaves, top, seed):
     """The per-leaf minimum (k-d tree skipped for leaves that hold a k-times repeated point,
     other points searched within their leaf's first distance) equals the brute-force minimum of
     every tuple's (k-1)-NN distance in the table."""
-    from tasks.anonymize.butterfly_core import leaf_global_knn
+    from privpub.tasks.techniques.butterfly.core import leaf_global_knn
 
     k = min(k, n)
     rng = np.random.default_rng(seed)

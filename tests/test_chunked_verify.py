@@ -7,6 +7,7 @@ The one-pass references below read the whole published tables at once, as the ve
 before they were split: `k_anonymity` per QID (the generalization verifier), pandas group-bys
 over QIT and ST. Serial's reference is its verify with one chunk, which the serial tests check
 against possible-world enumeration."""
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -16,13 +17,13 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from schemas.spec import spec_from_dict
-from tasks.anonymize.base import PrivacyResult, Release, get_technique
-from tasks.demo_data import census
-from tasks.microdata import Microdata
-from tasks.verify.k_anonymity import k_anonymity
-from tasks.verify.multi_qid import multi_qid_anonymity
-from tasks.verify.published import qi_columns
+from privpub.schemas.spec import spec_from_dict
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import PrivacyResult, Release, get_technique
+from privpub.tasks.demo_data import census
+from privpub.tasks.techniques.butterfly.multi_qid import multi_qid_anonymity
+from privpub.tasks.verify.k_anonymity import k_anonymity
+from privpub.tasks.verify.published import qi_columns
 from tests.helpers import census_spec_toml
 from tests.test_butterfly_pipeline import spec_toml as multi_qid_toml
 
@@ -60,6 +61,7 @@ def _chunked(tech, release: Release, context: dict, chunk_rows: int, reverse: bo
 
 # --- butterfly and union-qid ----------------------------------------------------------------------
 
+
 def one_pass_multi_qid(table: pa.Table, qids, k, k_prime, union) -> list[PrivacyResult]:
     out = []
     for i, qid in enumerate(qids, start=1):
@@ -76,8 +78,10 @@ def one_pass_multi_qid(table: pa.Table, qids, k, k_prime, union) -> list[Privacy
 @pytest.fixture(scope="module")
 def multi_qid_releases():
     frame = census(ROWS, seed=21)
-    return {name: _release(multi_qid_toml(name, 4, extra), frame)
-            for name, extra in (("butterfly", "k_prime = 2"), ("union-qid", ""))}
+    return {
+        name: _release(multi_qid_toml(name, 4, extra), frame)
+        for name, extra in (("butterfly", "k_prime = 2"), ("union-qid", ""))
+    }
 
 
 @pytest.mark.parametrize("name", ["butterfly", "union-qid"])
@@ -102,12 +106,12 @@ def test_a_class_split_across_chunks_is_counted_whole(k, chunk_rows):
     a = ["x", "y", "x", "y", "x", "y", "y"]
     table = pa.table({"a": [[v] for v in a]})
     res = multi_qid_anonymity(table, [["a"]], k, chunk_rows=chunk_rows)
-    assert [(r.value, r.passed, r.worst["class"]) for r in res] == \
-        [(3, k <= 3, {"a": ["x"], "size": 3})]
+    assert [(r.value, r.passed, r.worst["class"]) for r in res] == [(3, k <= 3, {"a": ["x"], "size": 3})]
     assert res[0].worst["classes"] == 2
 
 
 # --- anatomy --------------------------------------------------------------------------------------
+
 
 def one_pass_anatomy(release: Release, sensitive: str, l: int) -> list[PrivacyResult]:
     qit = release.tables["QIT"].to_pandas()
@@ -120,11 +124,15 @@ def one_pass_anatomy(release: Release, sensitive: str, l: int) -> list[PrivacyRe
     frac = top / size.reindex(top.index)
     g = int(frac.idxmax())
     worst = Fraction(int(top[g]), int(size[g]))
-    return [PrivacyResult("QIT and ST agree on group sizes", bool(consistent), True, bool(consistent)),
-            PrivacyResult("l-diversity (distinct)", int(distinct.min()), l, bool(distinct.min() >= l),
-                          {"gid": int(distinct.idxmin())}),
-            PrivacyResult("attribute disclosure", str(worst), str(Fraction(1, l)),
-                          bool(worst <= Fraction(1, l)), {"gid": g})]
+    return [
+        PrivacyResult("QIT and ST agree on group sizes", bool(consistent), True, bool(consistent)),
+        PrivacyResult(
+            "l-diversity (distinct)", int(distinct.min()), l, bool(distinct.min() >= l), {"gid": int(distinct.idxmin())}
+        ),
+        PrivacyResult(
+            "attribute disclosure", str(worst), str(Fraction(1, l)), bool(worst <= Fraction(1, l)), {"gid": g}
+        ),
+    ]
 
 
 def _tampered(release: Release, sensitive: str) -> Release:
@@ -173,8 +181,10 @@ def _serial_releases():
     extra = {"serial_stats": history, "serial_release": 2}
     _, second = _release(toml, second_frame, seed=6, extra=extra)
     full = {"serial_stats": history}
-    incremental = {"serial_aggregate": first.private["serial_aggregate"],
-                   "serial_summary": first.private["serial_summary"]}
+    incremental = {
+        "serial_aggregate": first.private["serial_aggregate"],
+        "serial_summary": first.private["serial_summary"],
+    }
     return tech, [(first, {}), (second, full), (second, incremental)]
 
 
@@ -209,9 +219,13 @@ def test_serial_localized_worst_group_is_the_first_whatever_the_chunks(serial_re
     hit = np.isin(gid, [3, gid.max() - 1, gid.max()])
     value = release.private["transient"][0]
     shown = np.where(hit, value, table.column("occupation").to_numpy(zero_copy_only=False))
-    changed = Release({"table": table.set_column(table.schema.get_field_index("occupation"), "occupation",
-                                                 pa.array(shown)),
-                       "groups": release.tables["groups"]}, release.private)
+    changed = Release(
+        {
+            "table": table.set_column(table.schema.get_field_index("occupation"), "occupation", pa.array(shown)),
+            "groups": release.tables["groups"],
+        },
+        release.private,
+    )
     tech.spec.run.chunk_rows = ROWS
     one = tech.verify(changed, {})
     assert _chunked(tech, changed, {}, 1, True) == one

@@ -1,22 +1,23 @@
 """butterfly, anatomy and serial verify as chunks through the publish flow (tests/test_chunked_verify.py
 checks the chunks themselves): on Prefect's threads and on a Dask LocalCluster of 2 worker
 processes, a release stores the privacy figures and worst cases of a one-step verify."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from flows import publish as publish_mod
-from flows.publish import publish
-from state.store import Store
-from tasks.demo_data import census
+from privpub.flows import publish as publish_mod
+from privpub.flows.publish import publish
+from privpub.state.store import Store
+from privpub.tasks.demo_data import census
 from tests.helpers import census_spec_toml
 from tests.test_butterfly_pipeline import spec_toml as multi_qid_toml
 from tests.test_chunked_verify import SERIAL
 
-
 # --- through the flow: Prefect's threads and a Dask LocalCluster of 2 ------------------------------
+
 
 def _flow_spec(name: str) -> str:
     if name == "butterfly":
@@ -29,8 +30,9 @@ def _flow_spec(name: str) -> str:
 def _stored_privacy(folder, release_id) -> dict:
     metrics = Store(folder / "privpub.duckdb").release(release_id)["metrics"]
     privacy = metrics[metrics.kind == "privacy"]
-    return {r.name: (r.text_value, bool(r.passed), json.loads(r.detail) if r.detail else None)
-            for r in privacy.itertuples()}
+    return {
+        r.name: (r.text_value, bool(r.passed), json.loads(r.detail) if r.detail else None) for r in privacy.itertuples()
+    }
 
 
 def _publish(folder, name: str, run: str) -> str:
@@ -51,7 +53,8 @@ def one_step_flow_figures(prefect_server, tmp_path_factory):
 @pytest.mark.parametrize("runner", ["inprocess", "dask"])
 @pytest.mark.parametrize("name", ["butterfly", "anatomy", "serial"])
 def test_flow_verify_chunks_on_threads_and_on_dask_store_the_one_step_figures(
-        one_step_flow_figures, tmp_path, monkeypatch, name, runner):
+    one_step_flow_figures, tmp_path, monkeypatch, name, runner
+):
     mapped = []
     real_map = publish_mod._map_chunks
 

@@ -3,6 +3,7 @@
 Crash safety: a publish killed with SIGKILL during anonymization and again inside the commit
 transaction leaves no visible release and no release files; the next run publishes normally.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,7 @@ import pytest
 
 from tests.helpers import write_spec
 
-PRIVPUB = [sys.executable, "-m", "flows.cli"]
+PRIVPUB = [sys.executable, "-m", "privpub.flows.cli"]
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -28,8 +29,9 @@ def _env(api_url: str, **extra) -> dict:
 
 
 def run(args, api_url, timeout=240, **extra):
-    return subprocess.run(PRIVPUB + args, capture_output=True, text=True, timeout=timeout,
-                          env=_env(api_url, **extra), cwd=ROOT)
+    return subprocess.run(
+        PRIVPUB + args, capture_output=True, text=True, timeout=timeout, env=_env(api_url, **extra), cwd=ROOT
+    )
 
 
 def release_dirs(folder: Path) -> list[str]:
@@ -52,8 +54,10 @@ def test_publish_history_verify(prefect_server, census_dir):
     assert res.returncode == 0, res.stderr
     release_id = res.stdout.splitlines()[0].strip()
     assert release_id.startswith("census-0001-")
-    assert any(l.strip().startswith("k-anonymity:") and l.strip().endswith("(required 5) PASS")
-               for l in res.stdout.splitlines()), res.stdout
+    assert any(
+        l.strip().startswith("k-anonymity:") and l.strip().endswith("(required 5) PASS")
+        for l in res.stdout.splitlines()
+    ), res.stdout
     hist = run(["history", "--state", str(census_dir / "privpub.duckdb")], prefect_server)
     assert hist.returncode == 0 and release_id in hist.stdout
     ver = run(["verify", release_id, "--state", str(census_dir / "privpub.duckdb")], prefect_server)
@@ -66,14 +70,19 @@ def test_publish_history_verify(prefect_server, census_dir):
     assert ver.returncode == 1 and "sha256 mismatch" in ver.stdout
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda f: f.drop(columns=["race"]), "missing column(s) 'race'"),
-    (lambda f: f.assign(sex=f.sex.where(f.index != 4, None)), "row 5, column 'sex': is empty"),
-    (lambda f: f.astype({"age": object}).assign(age=lambda d: d.age.where(d.index != 2, "old")),
-     "row 3, column 'age': not a number"),
-    (lambda f: f.assign(pid=f.pid.where(f.index != 8, 1)), "row 9, column 'pid': repeats the person id of row 1"),
-    (None, "k = 5000 is larger than the table"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda f: f.drop(columns=["race"]), "missing column(s) 'race'"),
+        (lambda f: f.assign(sex=f.sex.where(f.index != 4, None)), "row 5, column 'sex': is empty"),
+        (
+            lambda f: f.astype({"age": object}).assign(age=lambda d: d.age.where(d.index != 2, "old")),
+            "row 3, column 'age': not a number",
+        ),
+        (lambda f: f.assign(pid=f.pid.where(f.index != 8, 1)), "row 9, column 'pid': repeats the person id of row 1"),
+        (None, "k = 5000 is larger than the table"),
+    ],
+)
 def test_bad_input_one_message_nothing_written(prefect_server, census_dir, mutate, message):
     import pandas as pd
 
@@ -98,9 +107,14 @@ def test_sigkill_leaves_no_release_and_next_run_publishes(prefect_server, census
         assert run(["publish", str(spec)], prefect_server).returncode == 0
     before_dirs, before_rows = release_dirs(census_dir), history_rows(census_dir)
     flag = census_dir / "paused"
-    proc = subprocess.Popen(PRIVPUB + ["publish", str(spec)], cwd=ROOT, start_new_session=True,
-                            env=_env(prefect_server, PRIVPUB_PAUSE_AT=stage, PRIVPUB_PAUSE_FLAG=str(flag)),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        PRIVPUB + ["publish", str(spec)],
+        cwd=ROOT,
+        start_new_session=True,
+        env=_env(prefect_server, PRIVPUB_PAUSE_AT=stage, PRIVPUB_PAUSE_FLAG=str(flag)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 240
     while not flag.exists():
         assert proc.poll() is None, "publish ended before reaching the pause point"
@@ -122,12 +136,20 @@ def test_sigkill_leaves_no_release_and_next_run_publishes(prefect_server, census
 
 def test_two_publishes_at_once_both_end_cleanly(prefect_server, census_dir):
     spec = write_spec(census_dir, seed=None)
-    procs = [subprocess.Popen(PRIVPUB + ["publish", str(spec), "--quiet"], cwd=ROOT,
-                              env=_env(prefect_server), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            PRIVPUB + ["publish", str(spec), "--quiet"],
+            cwd=ROOT,
+            env=_env(prefect_server),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     codes = [p.returncode for p in procs]
-    for code, (out, err) in zip(codes, outs):
+    for code, (_out, err) in zip(codes, outs):
         assert code == 0 or "privpub: error:" in err, err
     assert 0 in codes
     with duckdb.connect(str(census_dir / "privpub.duckdb"), read_only=True) as con:
@@ -138,17 +160,25 @@ def test_two_publishes_at_once_both_end_cleanly(prefect_server, census_dir):
 
 def test_help_and_history_do_not_import_prefect(tmp_path):
     """Start-up cost: commands that run no flow import no Prefect (nor scipy, matplotlib, dask)."""
-    code = ("import sys, contextlib, io\n"
-            "from flows.cli import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
-            "    try:\n"
-            "        main(sys.argv[1:])\n"
-            "    except SystemExit:\n"
-            "        pass\n"
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'prefect', 'scipy', 'matplotlib', 'dask', 'distributed'}))")
+    code = (
+        "import sys, contextlib, io\n"
+        "from flows.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "    try:\n"
+        "        main(sys.argv[1:])\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'prefect', 'scipy', 'matplotlib', 'dask', 'distributed'}))"
+    )
     for args in (["--help"], ["history", "--state", str(tmp_path / "none.duckdb")]):
-        res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+        res = subprocess.run(
+            [sys.executable, "-c", code, *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            timeout=120,
+        )
         assert res.stdout.strip().splitlines()[-1] == "[]", (args, res.stdout, res.stderr)
 
 

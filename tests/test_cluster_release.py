@@ -2,6 +2,7 @@
 of Mondrian's tree from per-partition histograms, subtrees finished on single workers. The
 release equals the in-memory release of the same input and seed; the verifier reads the folder
 table; secret rows reach neither Prefect's storage nor the workers' scratch folders."""
+
 from __future__ import annotations
 
 import json
@@ -13,24 +14,33 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from flows.publish import publish_flow
-from flows.reverify import reverify
-from schemas.input import InputError, validate_input
-from schemas.spec import spec_from_dict
-from state.store import Store
-from tasks.anonymize.base import get_technique
-from tasks.demo_data import census, census_spec
-from tasks.distributed_input import load_on_cluster
-from tasks.microdata import Microdata
-from tasks.parted_table import PartedTable, read_published
+from privpub.flows.publish import publish_flow
+from privpub.flows.reverify import reverify
+from privpub.schemas.input import InputError, validate_input
+from privpub.schemas.spec import spec_from_dict
+from privpub.state.store import Store
+from privpub.tasks.cluster.input import load_on_cluster
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.parted_table import PartedTable, read_published
+from privpub.tasks.core.technique import get_technique
+from privpub.tasks.demo_data import census, census_spec
 
 
 @pytest.fixture(scope="module")
 def cluster():
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=0, dashboard_address=None,
-                      scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}) as local, Client(local, set_as_default=False) as client:
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=0,
+            dashboard_address=None,
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+        ) as local,
+        Client(local, set_as_default=False) as client,
+    ):
         yield local, client
 
 
@@ -66,8 +76,7 @@ def _tied(n: int, seed: int) -> pd.DataFrame:
     return frame
 
 
-@pytest.mark.parametrize("seed, k, l, chunk_rows", [(1, 5, None, 300), (2, 4, 3, 250), (3, 10, 2, 900),
-                                                     (4, 3, 4, 100)])
+@pytest.mark.parametrize("seed, k, l, chunk_rows", [(1, 5, None, 300), (2, 4, 3, 250), (3, 10, 2, 900), (4, 3, 4, 100)])
 def test_distributed_release_equals_the_in_memory_release(cluster, tmp_path, seed, k, l, chunk_rows):
     _, client = cluster
     frame = _tied(2000, seed)
@@ -110,8 +119,11 @@ def test_bad_rows_and_repeated_ids_across_files_are_refused(cluster, tmp_path):
     frame.loc[350, "pid"] = frame.loc[10, "pid"]  # files 0 and 1 share a person
     _write_parts(tmp_path / "data", frame, 2)
     spec = _spec(tmp_path, 5, None, {"task_runner": "dask"})
-    with pytest.raises(InputError, match=r"part-001.parquet row 151, column person id: repeats the person id of "
-                                         r"part-000.parquet row 11"):
+    with pytest.raises(
+        InputError,
+        match=r"part-001.parquet row 151, column person id: repeats the person id of "
+        r"part-000.parquet row 11",
+    ):
         load_on_cluster(spec, client)
     frame = census(400, seed=2)
     frame["age"] = frame["age"].astype(float)
@@ -138,11 +150,11 @@ def _write_spec(folder: Path, run: str) -> Path:
 
 
 def test_publish_on_a_cluster_equals_in_memory_and_verifies_from_the_folder(
-        prefect_server, cluster, secret_parts, prefect_results_dir):
+    prefect_server, cluster, secret_parts, prefect_results_dir
+):
     local, client = cluster
     folder, frame = secret_parts
-    spec_path = _write_spec(folder, f'task_runner = "dask"\naddress = "{local.scheduler_address}"\n'
-                                    "chunk_rows = 400")
+    spec_path = _write_spec(folder, f'task_runner = "dask"\naddress = "{local.scheduler_address}"\nchunk_rows = 400')
     release_id = publish_flow(spec_path=str(spec_path))
     store = Store(folder / "privpub.duckdb")
     rel = store.release(release_id)
@@ -164,8 +176,10 @@ def test_publish_on_a_cluster_equals_in_memory_and_verifies_from_the_folder(
     memory_table = pd.read_parquet(folder / "memory" / "releases" / memory_id / "table.parquet")
     pd.testing.assert_frame_equal(canonical(table.read()), canonical(memory_table))
     figures = {(r.kind, r.name): r.value for r in rel["metrics"].itertuples()}
-    memory_figures = {(r.kind, r.name): r.value
-                      for r in Store(folder / "memory" / "privpub.duckdb").release(memory_id)["metrics"].itertuples()}
+    memory_figures = {
+        (r.kind, r.name): r.value
+        for r in Store(folder / "memory" / "privpub.duckdb").release(memory_id)["metrics"].itertuples()
+    }
     assert figures.keys() == memory_figures.keys()
     for key, value in memory_figures.items():
         assert figures[key] == pytest.approx(value, rel=1e-9, nan_ok=True), key
@@ -189,28 +203,36 @@ def test_a_spilling_cluster_is_refused_unless_allowed(cluster):
     import dask
     from distributed import Client, LocalCluster
 
-    from flows.cluster import ClusterError, check_no_spill, dask_task_runner
-    from schemas.spec import RunSpec
+    from privpub.flows.cluster import ClusterError, check_no_spill, dask_task_runner
+    from privpub.schemas.spec import RunSpec
 
     _, quiet = cluster
     check_no_spill(quiet, RunSpec(task_runner="dask"))  # memory_limit 0: nothing to spill against
-    with dask.config.set({"distributed.worker.memory.spill": 0.7}), \
-            LocalCluster(n_workers=1, threads_per_worker=1, memory_limit="1GiB", dashboard_address=None,
-                         scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}) as local, \
-            Client(local, set_as_default=False) as client:
+    with (
+        dask.config.set({"distributed.worker.memory.spill": 0.7}),
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            memory_limit="1GiB",
+            dashboard_address=None,
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+        ) as local,
+        Client(local, set_as_default=False) as client,
+    ):
         with pytest.raises(ClusterError, match="may spill data to disk"):
             check_no_spill(client, RunSpec(task_runner="dask"))
         check_no_spill(client, RunSpec(task_runner="dask", allow_spill=True))
         # the chunk runner of a technique that maps chunks (MuCo) is checked the same way
         with pytest.raises(ClusterError, match="may spill data to disk"):
             dask_task_runner(RunSpec(task_runner="dask", address=local.scheduler_address))
-        assert dask_task_runner(RunSpec(task_runner="dask", address=local.scheduler_address,
-                                        allow_spill=True)) is not None
+        assert (
+            dask_task_runner(RunSpec(task_runner="dask", address=local.scheduler_address, allow_spill=True)) is not None
+        )
 
 
 def test_privpub_starts_a_local_cluster_that_cannot_spill():
-    from flows.cluster import check_no_spill, dask_client
-    from schemas.spec import RunSpec
+    from privpub.flows.cluster import check_no_spill, dask_client
+    from privpub.schemas.spec import RunSpec
 
     run = RunSpec(task_runner="dask", workers=1)
     with dask_client(run) as client:
@@ -222,9 +244,9 @@ def test_privpub_starts_a_local_cluster_that_cannot_spill():
 def test_classes_spanning_parts_are_counted_whole(cluster, tmp_path, on_cluster):
     """Rows of one class in several parts (shuffled before splitting): the part-wise figures
     equal class_profile's on the whole table, just inside and just outside k and l."""
-    from tasks.verify.distributed import parted_class_sizes, parted_k_and_l
-    from tasks.verify.k_anonymity import k_and_l
-    from tasks.verify.published import class_profile, qi_columns
+    from privpub.tasks.cluster.verify import parted_class_sizes, parted_k_and_l
+    from privpub.tasks.verify.k_anonymity import k_and_l
+    from privpub.tasks.verify.published import class_profile, qi_columns
 
     spec = spec_from_dict(census_spec("x.csv", k=4, l=2))
     tech = get_technique(spec)
@@ -234,8 +256,9 @@ def test_classes_spanning_parts_are_counted_whole(cluster, tmp_path, on_cluster)
     whole = whole.take(np.random.default_rng(3).permutation(whole.num_rows))
     folder = tmp_path / "t"
     folder.mkdir()
-    from tasks.parted_table import part_name
     import pyarrow.parquet as pq
+
+    from privpub.tasks.core.parted_table import part_name
 
     for i, piece in enumerate(np.array_split(np.arange(whole.num_rows), 4)):
         pq.write_table(whole.take(piece), folder / part_name(i))
@@ -253,7 +276,7 @@ def test_classes_spanning_parts_are_counted_whole(cluster, tmp_path, on_cluster)
 
 
 def test_the_cli_publishes_a_folder_input_on_a_cluster_it_starts(prefect_server, tmp_path, capsys):
-    from flows.cli import main as cli_main
+    from privpub.flows.cli import main as cli_main
 
     frame = census(1200, seed=14)
     _write_parts(tmp_path / "data", frame, 3)
@@ -268,11 +291,14 @@ def test_the_cli_publishes_a_folder_input_on_a_cluster_it_starts(prefect_server,
 
 def _people_figures(state: Path) -> dict:
     """Per stored person: (candidate values, fewest transient values) of its summary."""
+
     def fetch(con):
         return con.execute(
             "SELECT p.person, (SELECT count(*) FROM compose_sets s WHERE s.sid = p.sid AND s.set_id = p.set_id), "
             "i.min_t, i.min_tc FROM compose_people p JOIN compose_set_info i "
-            "ON i.sid = p.sid AND i.set_id = p.set_id").fetchall()
+            "ON i.sid = p.sid AND i.set_id = p.set_id"
+        ).fetchall()
+
     return {person: rest for person, *rest in Store(state).query(fetch)}
 
 
@@ -282,7 +308,7 @@ def test_series_composition_on_a_cluster_equals_the_in_memory_check(prefect_serv
     summary equal those of the same series published in memory; `privpub verify` replays the
     cluster release; a returning person whose value changed is refused by file and row, nothing
     is published and no staged summary is left behind."""
-    from tasks.compose import cluster as compose_cluster
+    from privpub.tasks.cluster import compose as compose_cluster
 
     monkeypatch.setattr(compose_cluster, "BATCH_PEOPLE", 250)  # batches of a few nodes (chunk_rows 300)
     local, _ = cluster
@@ -297,8 +323,7 @@ def test_series_composition_on_a_cluster_equals_the_in_memory_check(prefect_serv
 
     def spec_for(root: Path, data: str, seed: int, run: str) -> Path:
         path = root / f"spec-{seed}.toml"
-        path.write_text(census_spec_toml(data, k=4, l=2, seed=seed) + run
-                        + '\n[series]\ncomposition = "warn"\n')
+        path.write_text(census_spec_toml(data, k=4, l=2, seed=seed) + run + '\n[series]\ncomposition = "warn"\n')
         return path
 
     on_cluster = f'\n[run]\ntask_runner = "dask"\naddress = "{local.scheduler_address}"\nchunk_rows = 300\n'
@@ -313,16 +338,21 @@ def test_series_composition_on_a_cluster_equals_the_in_memory_check(prefect_serv
         m = Store(tmp_path / how / "privpub.duckdb").release(ids[how, 2])["metrics"]
         row = m[m.name == "series-composition-l"].iloc[0]
         worst = json.loads(row.detail) if isinstance(row.detail, str) else row.detail
-        figure[how] = (row.text_value, bool(row.passed),
-                       *(worst[k] for k in ("below", "people", "returning", "releases")))
+        figure[how] = (
+            row.text_value,
+            bool(row.passed),
+            *(worst[k] for k in ("below", "people", "returning", "releases")),
+        )
     assert figure["cluster"] == figure["memory"]
     assert figure["cluster"][4] == 1000 and figure["cluster"][3] == 1200  # returning, people
     assert figure["cluster"][2] > 0, "the data should narrow somebody, or the comparison proves little"
-    assert _people_figures(tmp_path / "cluster" / "privpub.duckdb") == \
-        _people_figures(tmp_path / "memory" / "privpub.duckdb")
+    assert _people_figures(tmp_path / "cluster" / "privpub.duckdb") == _people_figures(
+        tmp_path / "memory" / "privpub.duckdb"
+    )
     ok, lines = reverify(tmp_path / "cluster" / "privpub.duckdb", ids["cluster", 2])
-    assert any(line.startswith("PASS series-composition-l") or line.startswith("FAIL series-composition-l")
-               for line in lines) and not any("the publish stored" in line for line in lines), lines
+    assert any(
+        line.startswith("PASS series-composition-l") or line.startswith("FAIL series-composition-l") for line in lines
+    ) and not any("the publish stored" in line for line in lines), lines
 
     changed = month2.copy()
     holder = changed.index[changed.pid == stay.pid.iloc[0]][0]
@@ -352,7 +382,7 @@ def test_keep_groups_is_refused_on_a_cluster_before_any_work(prefect_server, clu
 
 
 def test_composition_batches_are_runs_of_whole_nodes():
-    from tasks.compose.cluster import batches
+    from privpub.tasks.cluster.compose import batches
 
     assert batches(np.array([3, 2, 5, 1, 1]), 5) == [(0, 2), (2, 3), (3, 5)]
     assert batches(np.array([7, 1]), 5) == [(0, 1), (1, 2)]  # a node above the limit is a batch alone

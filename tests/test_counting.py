@@ -1,5 +1,6 @@
 """The one-pass workload answers (tasks/evaluate/counting.py) against plain references: the SQL
 of exact_answers, and row-by-row Python estimates that share no code with production."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.demo_data import CENSUS_QI, census
-from tasks.evaluate.counting import count_in_microdata
-from tasks.evaluate.estimate_generalized import estimate_from_generalized
-from tasks.evaluate.workload import RangeCond, exact_answers, make_workload
+from privpub.tasks.demo_data import CENSUS_QI, census
+from privpub.tasks.evaluate.counting import count_in_microdata
+from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
+from privpub.tasks.evaluate.workload import RangeCond, exact_answers, make_workload
 from tests.helpers import release_of, technique_and_data
 
 
@@ -49,9 +50,16 @@ def brute_anatomy(qit, st_table, sensitive: str, workload) -> list[float]:
     out = []
     for q in workload:
         count = {r["gid"]: r["count"] for r in st_rows if r[sensitive] == q.sensitive_value}
-        out.append(sum(count.get(r["gid"], 0) / size[r["gid"]] for r in qit_rows
-                       if all(_share([r[name]] if not isinstance(c, RangeCond) else (r[name], r[name]), c)
-                              for name, c in q.conditions)))
+        out.append(
+            sum(
+                count.get(r["gid"], 0) / size[r["gid"]]
+                for r in qit_rows
+                if all(
+                    _share([r[name]] if not isinstance(c, RangeCond) else (r[name], r[name]), c)
+                    for name, c in q.conditions
+                )
+            )
+        )
     return out
 
 
@@ -61,12 +69,12 @@ def test_exact_counts_equal_the_sql(rows, seed):
     tech, data = technique_and_data(census(rows, seed=seed), CENSUS_QI, "occupation", "generalization", k=2)
     workload = make_workload(data, np.random.default_rng(seed), per_band=6)
     assert workload
-    np.testing.assert_array_equal(count_in_microdata(data, workload),
-                                  exact_answers(data.frame, workload, "occupation"))
+    np.testing.assert_array_equal(count_in_microdata(data, workload), exact_answers(data.frame, workload, "occupation"))
 
 
-@pytest.mark.parametrize("name, params", [("generalization", {"k": 4, "l": 2}), ("anatomy", {"l": 3}),
-                                          ("muco", {"l": 3, "delta": "1/4"})])
+@pytest.mark.parametrize(
+    "name, params", [("generalization", {"k": 4, "l": 2}), ("anatomy", {"l": 3}), ("muco", {"l": 3, "delta": "1/4"})]
+)
 def test_estimates_equal_a_row_by_row_reference(name, params):
     tech, data = technique_and_data(census(240, seed=2), CENSUS_QI, "occupation", name, **params)
     _, release = release_of(tech, data, 3)
@@ -76,8 +84,9 @@ def test_estimates_equal_a_row_by_row_reference(name, params):
         want = brute_anatomy(release.tables["QIT"], release.tables["ST"], "occupation", workload)
     elif name == "muco":  # plain published values: a cell is a one-value set or a point range
         table = release.tables["table"]
-        want = brute_anatomy(table.append_column("gid", [list(range(table.num_rows))]),
-                             _one_per_row(table), "occupation", workload)
+        want = brute_anatomy(
+            table.append_column("gid", [list(range(table.num_rows))]), _one_per_row(table), "occupation", workload
+        )
     else:
         want = brute_generalized(release.tables["table"], "occupation", workload)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
@@ -87,15 +96,16 @@ def test_estimates_equal_a_row_by_row_reference(name, params):
 def _one_per_row(table):
     import pyarrow as pa
 
-    return pa.table({"gid": list(range(table.num_rows)), "occupation": table.column("occupation"),
-                     "count": [1] * table.num_rows})
+    return pa.table(
+        {"gid": list(range(table.num_rows)), "occupation": table.column("occupation"), "count": [1] * table.num_rows}
+    )
 
 
 def test_generalized_estimate_of_a_suppressed_value_is_zero():
     """A null sensitive cell (serial's suppression) never matches a query's value."""
     import pyarrow as pa
 
-    from tasks.evaluate.workload import CountQuery
+    from privpub.tasks.evaluate.workload import CountQuery
 
     table = pa.table({"age_lo": [20, 20], "age_hi": [60, 60], "s": ["a", None]})
     q = CountQuery((("age", RangeCond(45, 60)),), "a")

@@ -1,7 +1,8 @@
 """The monthly deployment: a cron schedule and editable parameters for the publish flow."""
+
 from __future__ import annotations
 
-from deployments.serve import deployments
+from privpub.deployments.serve import deployments
 
 
 def test_monthly_publish_deployment(tmp_path, monkeypatch):
@@ -18,7 +19,7 @@ def test_monthly_publish_deployment(tmp_path, monkeypatch):
     # the UI's "Custom run" form is built from the flow's typed parameters
     from prefect.utilities.callables import parameter_schema
 
-    from flows.publish import publish_flow
+    from privpub.flows.publish import publish_flow
 
     props = parameter_schema(publish_flow).model_dump()["properties"]
     assert {"spec_path", "overrides", "actor"} <= set(props)
@@ -26,8 +27,8 @@ def test_monthly_publish_deployment(tmp_path, monkeypatch):
 
 
 def test_serial_demo_spec_is_a_serial_series(tmp_path):
-    from flows.demo import prepare_serial_demo
-    from schemas.spec import load_spec
+    from privpub.flows.demo import prepare_serial_demo
+    from privpub.schemas.spec import load_spec
 
     spec = load_spec(prepare_serial_demo(tmp_path, rows=200))
     assert spec.technique.name == "serial" and spec.dataset.name == "census-serial"
@@ -35,12 +36,11 @@ def test_serial_demo_spec_is_a_serial_series(tmp_path):
 
 
 def test_service_settings_come_from_service_toml_with_env_overrides(tmp_path, monkeypatch):
-    from deployments.serve import service_settings
+    from privpub.deployments.serve import service_settings
 
     for env in ("PRIVPUB_SPEC", "PRIVPUB_SERIAL_SPEC", "PRIVPUB_CRON", "PRIVPUB_TIMEZONE"):
         monkeypatch.delenv(env, raising=False)
-    assert service_settings(tmp_path) == {"spec": None, "serial_spec": None, "cron": "0 2 1 * *",
-                                          "timezone": "UTC"}
+    assert service_settings(tmp_path) == {"spec": None, "serial_spec": None, "cron": "0 2 1 * *", "timezone": "UTC"}
     (tmp_path / "service.toml").write_text('spec = "specs/a.toml"\ncron = "0 3 * * *"\ntimezone = "Europe/Vienna"\n')
     got = service_settings(tmp_path)
     assert got["spec"] == str(tmp_path.resolve() / "specs" / "a.toml")  # relative to the home folder
@@ -54,8 +54,8 @@ def test_service_settings_come_from_service_toml_with_env_overrides(tmp_path, mo
 def test_a_misspelled_service_setting_is_refused(tmp_path):
     import pytest
 
-    from deployments.serve import service_settings
-    from schemas.spec import SpecError
+    from privpub.deployments.serve import service_settings
+    from privpub.schemas.spec import SpecError
 
     (tmp_path / "service.toml").write_text('timezon = "Europe/Vienna"\n')
     with pytest.raises(SpecError, match="timezon: unknown key; did you mean timezone"):

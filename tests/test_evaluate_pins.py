@@ -6,6 +6,7 @@ faster evaluate must reproduce every utility figure exactly (integers) or to flo
 the workload query for query (its SQL text), the exact answers and every estimate (three
 weighted sums of the estimate vector, so one changed estimate moves them).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -14,9 +15,9 @@ import math
 import numpy as np
 import pytest
 
-from tasks.demo_data import CENSUS_QI, census
-from tasks.evaluate import evaluate
-from tasks.evaluate.workload import exact_answers, make_workload
+from privpub.tasks.demo_data import CENSUS_QI, census
+from privpub.tasks.evaluate import evaluate
+from privpub.tasks.evaluate.workload import exact_answers, make_workload
 from tests.helpers import release_of, technique_and_data
 
 ROWS, DATA_SEED, RELEASE_SEED = 2500, 5, 7
@@ -48,10 +49,12 @@ def figures_of(name: str) -> dict:
     _, release = release_of(tech, data, RELEASE_SEED)
     workload = make_workload(data, np.random.default_rng(0))
     sql = "\n".join(f"{q.selectivity}|{q.sql_where(sensitive)}" for q in workload)
-    return {"utility": evaluate(tech, release, data),
-            "workload_sha256": hashlib.sha256(sql.encode()).hexdigest(),
-            "exact": _fingerprint(exact_answers(data.frame, workload, sensitive)),
-            "estimates": _fingerprint(tech.estimate_counts(release, workload))}
+    return {
+        "utility": evaluate(tech, release, data),
+        "workload_sha256": hashlib.sha256(sql.encode()).hexdigest(),
+        "exact": _fingerprint(exact_answers(data.frame, workload, sensitive)),
+        "estimates": _fingerprint(tech.estimate_counts(release, workload)),
+    }
 
 
 def assert_same(got, want, where: str) -> None:
@@ -70,122 +73,152 @@ def assert_same(got, want, where: str) -> None:
         assert type(got) is type(want) and got == want, where
 
 
-EXPECTED: dict = {'ambiguity': {'estimates': [2459.6379262198707, 472655.0763147099, 33400.29101111553],
-               'exact': [2028.0, 397850.0, 22960.0],
-               'utility': {'avg_group_size': 10.0,
-                           'discernibility': 25000,
-                           'groups': 250,
-                           'max_group_size': 10,
-                           'min_group_size': 10,
-                           'queries': 300,
-                           'query_error_10pct': 0.5392974070694688,
-                           'query_error_1pct': 0.842398219702696,
-                           'query_error_5pct': 0.9033831265189712,
-                           'suppressed_rows': 0},
-               'workload_sha256': '0169d23b471b5f6eaf38d09f9c2a58256ac0653c5b3272167d79cb18d2dd6f2a'},
- 'anatomy': {'estimates': [1831.4999999999998, 371203.4999999999, 19745.069444444438],
-             'exact': [2028.0, 397850.0, 22960.0],
-             'utility': {'queries': 300,
-                         'query_error_10pct': 0.19036163731444947,
-                         'query_error_1pct': 0.389079365079365,
-                         'query_error_5pct': 0.3284948246198247,
-                         'suppressed_rows': 0},
-             'workload_sha256': '0169d23b471b5f6eaf38d09f9c2a58256ac0653c5b3272167d79cb18d2dd6f2a'},
- 'butterfly': {'estimates': [1986.1413581680035, 392810.9204399358, 22383.506610437656],
-               'exact': [2326.0, 461794.0, 31532.0],
-               'utility': {'avg_group_size': 7.0821529745042495,
-                           'discernibility': 21658,
-                           'groups': 353,
-                           'max_group_size': 15,
-                           'min_group_size': 2,
-                           'penalty_age': 757.7285714285714,
-                           'penalty_country': 289.6769230769231,
-                           'penalty_education': 868.5,
-                           'penalty_marital': 317.0,
-                           'penalty_occupation': 779.4897959183672,
-                           'penalty_race': 343.25,
-                           'penalty_sex': 0.0,
-                           'penalty_workclass': 301.1111111111111,
-                           'queries': 300,
-                           'query_error_10pct': 0.2738038233749818,
-                           'query_error_1pct': 0.5049953190476542,
-                           'query_error_5pct': 0.4034400168408662,
-                           'suppressed_rows': 0,
-                           'uncertainty_penalty': 3656.7564015349726,
-                           'uncertainty_penalty_common': 1185.5,
-                           'uncertainty_penalty_distinct': 2471.2564015349726,
-                           'uncertainty_penalty_normalized': 0.18283782007674862},
-               'workload_sha256': '4d65e7c876ba61ef12779ce3a44e1a3cf2424cc3da6fa2c896c369e6627d6e7d'},
- 'generalization': {'estimates': [1784.1652805442668, 354219.9243613382, 17566.552970610624],
-                    'exact': [2028.0, 397850.0, 22960.0],
-                    'utility': {'avg_group_size': 6.410256410256411,
-                                'discernibility': 16728,
-                                'groups': 390,
-                                'max_group_size': 9,
-                                'min_group_size': 5,
-                                'penalty_age': 554.9142857142857,
-                                'penalty_country': 294.2307692307692,
-                                'penalty_education': 562.875,
-                                'penalty_marital': 248.8,
-                                'penalty_race': 307.125,
-                                'penalty_salary': 579.4285714285713,
-                                'penalty_sex': 0.0,
-                                'penalty_workclass': 276.44444444444446,
-                                'queries': 300,
-                                'query_error_10pct': 0.21427833972349153,
-                                'query_error_1pct': 0.4748602536440092,
-                                'query_error_5pct': 0.49247088208738526,
-                                'suppressed_rows': 0,
-                                'uncertainty_penalty': 2823.8180708180707,
-                                'uncertainty_penalty_normalized': 0.14119090354090355},
-                    'workload_sha256': '0169d23b471b5f6eaf38d09f9c2a58256ac0653c5b3272167d79cb18d2dd6f2a'},
- 'muco': {'estimates': [1982.0, 405149.0, 24184.0],
-          'exact': [2028.0, 397850.0, 22960.0],
-          'utility': {'iloss': 0.07580595663265306,
-                      'queries': 300,
-                      'query_error_10pct': 0.2407236974297346,
-                      'query_error_1pct': 0.6587619047619048,
-                      'query_error_5pct': 0.5361916416916417,
-                      'suppressed_rows': 0},
-          'workload_sha256': '0169d23b471b5f6eaf38d09f9c2a58256ac0653c5b3272167d79cb18d2dd6f2a'},
- 'priview': {'estimates': [1790.713888888889, 364010.7083333334, 18756.465594135807],
-             'exact': [2028.0, 397850.0, 22960.0],
-             'utility': {'avg_group_size': 40.53333333333333,
-                         'discernibility': 99584,
-                         'groups': 60,
-                         'max_group_size': 72,
-                         'min_group_size': 40,
-                         'queries': 300,
-                         'query_error_10pct': 0.24767650528965932,
-                         'query_error_1pct': 0.45344391534391526,
-                         'query_error_5pct': 0.4073264307451808,
-                         'suppressed_rows': 68},
-             'workload_sha256': '0169d23b471b5f6eaf38d09f9c2a58256ac0653c5b3272167d79cb18d2dd6f2a'},
- 'union-qid': {'estimates': [2048.3243874365444, 402417.91830716014, 23701.26365397634],
-               'exact': [2326.0, 461794.0, 31532.0],
-               'utility': {'avg_group_size': 8.064516129032258,
-                           'discernibility': 21168,
-                           'groups': 310,
-                           'max_group_size': 12,
-                           'min_group_size': 6,
-                           'penalty_age': 641.8142857142857,
-                           'penalty_country': 497.7076923076923,
-                           'penalty_education': 650.125,
-                           'penalty_marital': 284.2,
-                           'penalty_occupation': 677.7346938775511,
-                           'penalty_race': 365.0,
-                           'penalty_sex': 0.0,
-                           'penalty_workclass': 298.4444444444444,
-                           'queries': 300,
-                           'query_error_10pct': 0.2868618914408052,
-                           'query_error_1pct': 0.5135334157284994,
-                           'query_error_5pct': 0.4460876281111762,
-                           'suppressed_rows': 0,
-                           'uncertainty_penalty': 3415.0261163439736,
-                           'uncertainty_penalty_common': 934.325,
-                           'uncertainty_penalty_distinct': 2480.701116343974,
-                           'uncertainty_penalty_normalized': 0.1707513058171987},
-               'workload_sha256': '4d65e7c876ba61ef12779ce3a44e1a3cf2424cc3da6fa2c896c369e6627d6e7d'}}
+EXPECTED: dict = {
+    "ambiguity": {
+        "estimates": [2459.6379262198707, 472655.0763147099, 33400.29101111553],
+        "exact": [2028.0, 397850.0, 22960.0],
+        "utility": {
+            "avg_group_size": 10.0,
+            "discernibility": 25000,
+            "groups": 250,
+            "max_group_size": 10,
+            "min_group_size": 10,
+            "queries": 300,
+            "query_error_10pct": 0.5392974070694688,
+            "query_error_1pct": 0.842398219702696,
+            "query_error_5pct": 0.9033831265189712,
+            "suppressed_rows": 0,
+        },
+        "workload_sha256": "0169d23b471b5f6eaf38d09f9c2a58256ac0653c5b3272167d79cb18d2dd6f2a",
+    },
+    "anatomy": {
+        "estimates": [1831.4999999999998, 371203.4999999999, 19745.069444444438],
+        "exact": [2028.0, 397850.0, 22960.0],
+        "utility": {
+            "queries": 300,
+            "query_error_10pct": 0.19036163731444947,
+            "query_error_1pct": 0.389079365079365,
+            "query_error_5pct": 0.3284948246198247,
+            "suppressed_rows": 0,
+        },
+        "workload_sha256": "0169d23b471b5f6eaf38d09f9c2a58256ac0653c5b3272167d79cb18d2dd6f2a",
+    },
+    "butterfly": {
+        "estimates": [1986.1413581680035, 392810.9204399358, 22383.506610437656],
+        "exact": [2326.0, 461794.0, 31532.0],
+        "utility": {
+            "avg_group_size": 7.0821529745042495,
+            "discernibility": 21658,
+            "groups": 353,
+            "max_group_size": 15,
+            "min_group_size": 2,
+            "penalty_age": 757.7285714285714,
+            "penalty_country": 289.6769230769231,
+            "penalty_education": 868.5,
+            "penalty_marital": 317.0,
+            "penalty_occupation": 779.4897959183672,
+            "penalty_race": 343.25,
+            "penalty_sex": 0.0,
+            "penalty_workclass": 301.1111111111111,
+            "queries": 300,
+            "query_error_10pct": 0.2738038233749818,
+            "query_error_1pct": 0.5049953190476542,
+            "query_error_5pct": 0.4034400168408662,
+            "suppressed_rows": 0,
+            "uncertainty_penalty": 3656.7564015349726,
+            "uncertainty_penalty_common": 1185.5,
+            "uncertainty_penalty_distinct": 2471.2564015349726,
+            "uncertainty_penalty_normalized": 0.18283782007674862,
+        },
+        "workload_sha256": "4d65e7c876ba61ef12779ce3a44e1a3cf2424cc3da6fa2c896c369e6627d6e7d",
+    },
+    "generalization": {
+        "estimates": [1784.1652805442668, 354219.9243613382, 17566.552970610624],
+        "exact": [2028.0, 397850.0, 22960.0],
+        "utility": {
+            "avg_group_size": 6.410256410256411,
+            "discernibility": 16728,
+            "groups": 390,
+            "max_group_size": 9,
+            "min_group_size": 5,
+            "penalty_age": 554.9142857142857,
+            "penalty_country": 294.2307692307692,
+            "penalty_education": 562.875,
+            "penalty_marital": 248.8,
+            "penalty_race": 307.125,
+            "penalty_salary": 579.4285714285713,
+            "penalty_sex": 0.0,
+            "penalty_workclass": 276.44444444444446,
+            "queries": 300,
+            "query_error_10pct": 0.21427833972349153,
+            "query_error_1pct": 0.4748602536440092,
+            "query_error_5pct": 0.49247088208738526,
+            "suppressed_rows": 0,
+            "uncertainty_penalty": 2823.8180708180707,
+            "uncertainty_penalty_normalized": 0.14119090354090355,
+        },
+        "workload_sha256": "0169d23b471b5f6eaf38d09f9c2a58256ac0653c5b3272167d79cb18d2dd6f2a",
+    },
+    "muco": {
+        "estimates": [1982.0, 405149.0, 24184.0],
+        "exact": [2028.0, 397850.0, 22960.0],
+        "utility": {
+            "iloss": 0.07580595663265306,
+            "queries": 300,
+            "query_error_10pct": 0.2407236974297346,
+            "query_error_1pct": 0.6587619047619048,
+            "query_error_5pct": 0.5361916416916417,
+            "suppressed_rows": 0,
+        },
+        "workload_sha256": "0169d23b471b5f6eaf38d09f9c2a58256ac0653c5b3272167d79cb18d2dd6f2a",
+    },
+    "priview": {
+        "estimates": [1790.713888888889, 364010.7083333334, 18756.465594135807],
+        "exact": [2028.0, 397850.0, 22960.0],
+        "utility": {
+            "avg_group_size": 40.53333333333333,
+            "discernibility": 99584,
+            "groups": 60,
+            "max_group_size": 72,
+            "min_group_size": 40,
+            "queries": 300,
+            "query_error_10pct": 0.24767650528965932,
+            "query_error_1pct": 0.45344391534391526,
+            "query_error_5pct": 0.4073264307451808,
+            "suppressed_rows": 68,
+        },
+        "workload_sha256": "0169d23b471b5f6eaf38d09f9c2a58256ac0653c5b3272167d79cb18d2dd6f2a",
+    },
+    "union-qid": {
+        "estimates": [2048.3243874365444, 402417.91830716014, 23701.26365397634],
+        "exact": [2326.0, 461794.0, 31532.0],
+        "utility": {
+            "avg_group_size": 8.064516129032258,
+            "discernibility": 21168,
+            "groups": 310,
+            "max_group_size": 12,
+            "min_group_size": 6,
+            "penalty_age": 641.8142857142857,
+            "penalty_country": 497.7076923076923,
+            "penalty_education": 650.125,
+            "penalty_marital": 284.2,
+            "penalty_occupation": 677.7346938775511,
+            "penalty_race": 365.0,
+            "penalty_sex": 0.0,
+            "penalty_workclass": 298.4444444444444,
+            "queries": 300,
+            "query_error_10pct": 0.2868618914408052,
+            "query_error_1pct": 0.5135334157284994,
+            "query_error_5pct": 0.4460876281111762,
+            "suppressed_rows": 0,
+            "uncertainty_penalty": 3415.0261163439736,
+            "uncertainty_penalty_common": 934.325,
+            "uncertainty_penalty_distinct": 2480.701116343974,
+            "uncertainty_penalty_normalized": 0.1707513058171987,
+        },
+        "workload_sha256": "4d65e7c876ba61ef12779ce3a44e1a3cf2424cc3da6fa2c896c369e6627d6e7d",
+    },
+}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -196,7 +229,7 @@ def test_evaluate_reproduces_the_pinned_figures(name):
 def test_small_blocks_draw_the_same_queries(monkeypatch):
     """The drawn row is looked for block by block, from the nearer end: with blocks much smaller
     than the table (many blocks, both directions), the workload is still the pinned one."""
-    from tasks.evaluate.workload import _Selections
+    from privpub.tasks.evaluate.workload import _Selections
 
     monkeypatch.setattr(_Selections, "BLOCK", 37)
     qi, sensitive, params = CASES["generalization"]

@@ -1,4 +1,5 @@
 """The publish flow end to end under a Prefect test server."""
+
 from __future__ import annotations
 
 import os
@@ -8,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from flows.publish import publish_flow
-from state.store import Store
-from tasks.demo_data import census
+from privpub.flows.publish import publish_flow
+from privpub.state.store import Store
+from privpub.tasks.demo_data import census
 from tests.helpers import write_spec
 
 
@@ -51,8 +52,7 @@ def test_same_seed_and_input_is_recognised(prefect_server, secret_census):
     assert len(Store(folder / "privpub.duckdb").history()) == 1
 
 
-def test_secret_rows_never_reach_prefect_storage_or_the_output(prefect_server, secret_census,
-                                                                prefect_results_dir):
+def test_secret_rows_never_reach_prefect_storage_or_the_output(prefect_server, secret_census, prefect_results_dir):
     folder, frame = secret_census
     release = publish_flow(spec_path=str(write_spec(folder, seed=3)))
     home = Path(os.environ.get("PREFECT_HOME", Path.home() / ".prefect"))
@@ -80,9 +80,20 @@ def test_report_shows_provenance_series_and_what_figures_mean(prefect_server, se
     store = Store(folder / "privpub.duckdb")
     rel = store.release(second)
     page = (folder / "releases" / second / "report.html").read_text()
-    for text in ("Provenance", "started by", "steward", "Prefect flow run", rel["flow_run_id"],
-                 rel["input_fingerprint"], str(spec), "what it measures", "lower is better",
-                 "In its series", first, second):
+    for text in (
+        "Provenance",
+        "started by",
+        "steward",
+        "Prefect flow run",
+        rel["flow_run_id"],
+        rel["input_fingerprint"],
+        str(spec),
+        "what it measures",
+        "lower is better",
+        "In its series",
+        first,
+        second,
+    ):
         assert text in page, text
     for t in rel["tables"].itertuples():
         assert f"sha256 of {t.file}" in page and t.sha256 in page

@@ -1,29 +1,35 @@
 """Golden tests of the spine from the seed papers' worked examples."""
+
 from __future__ import annotations
 
 from fractions import Fraction
 
 import numpy as np
 import pyarrow as pa
-import pytest
 
-from schemas.spec import spec_from_dict
-from tasks.anonymize.base import get_technique
-from tasks.demo_data import ambiguity_fig1, butterfly_table1
-from tasks.evaluate.estimate_generalized import estimate_from_generalized
-from tasks.evaluate.workload import CountQuery, RangeCond
-from tasks.microdata import Microdata
-from tasks.verify.linkage import candidates, joint_anonymity
+from privpub.schemas.spec import spec_from_dict
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import get_technique
+from privpub.tasks.demo_data import ambiguity_fig1, butterfly_table1
+from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
+from privpub.tasks.evaluate.workload import CountQuery, RangeCond
+from privpub.tasks.verify.linkage import candidates, joint_anonymity
 
-FIG1_QI = [{"name": "age", "kind": "numeric"}, {"name": "gender", "kind": "categorical"},
-           {"name": "zipcode", "kind": "numeric"}]
+FIG1_QI = [
+    {"name": "age", "kind": "numeric"},
+    {"name": "gender", "kind": "categorical"},
+    {"name": "zipcode", "kind": "numeric"},
+]
 
 
 def fig1_release(seed=0):
     frame = ambiguity_fig1()
-    spec = spec_from_dict({"dataset": {"name": "fig1", "input": "x.csv", "person_id": "name",
-                                       "sensitive": "disease", "qi": FIG1_QI},
-                           "technique": {"name": "generalization", "k": 4, "l": 3}})
+    spec = spec_from_dict(
+        {
+            "dataset": {"name": "fig1", "input": "x.csv", "person_id": "name", "sensitive": "disease", "qi": FIG1_QI},
+            "technique": {"name": "generalization", "k": 4, "l": 3},
+        }
+    )
     tech = get_technique(spec)
     data = Microdata.from_frame(spec, frame)
     rng = np.random.default_rng(seed)
@@ -67,18 +73,34 @@ def test_published_order_is_shuffled_by_the_seed():
 
 # --- Butterfly Example 1 (Tables 1-3) ---------------------------------------------------------
 
-TABLE2 = pa.table({  # 2-anonymous on (age, vehicle, postcode); vehicle generalized to its type
-    "occupation": ["Dentist", "Family doctor", "Banker", "Mortgage broker"],
-    "age": [30, 30, 30, 30],
-    "vehicle": [["Red Truck", "Black Truck"], ["White Sedan", "Green Sedan"],
-                ["White Sedan", "Green Sedan"], ["Red Truck", "Black Truck"]],
-    "postcode": [31043] * 4, "faulty": ["No", "Yes", "No", "No"]})
-TABLE3 = pa.table({  # 2-anonymous on (occupation, age, postcode); occupation generalized
-    "occupation": [["Dentist", "Family doctor"], ["Dentist", "Family doctor"],
-                   ["Banker", "Mortgage broker"], ["Banker", "Mortgage broker"]],
-    "age": [30, 30, 30, 30],
-    "vehicle": ["Red Truck", "White Sedan", "Green Sedan", "Black Truck"],
-    "postcode": [31043] * 4, "faulty": ["No", "Yes", "No", "No"]})
+TABLE2 = pa.table(
+    {  # 2-anonymous on (age, vehicle, postcode); vehicle generalized to its type
+        "occupation": ["Dentist", "Family doctor", "Banker", "Mortgage broker"],
+        "age": [30, 30, 30, 30],
+        "vehicle": [
+            ["Red Truck", "Black Truck"],
+            ["White Sedan", "Green Sedan"],
+            ["White Sedan", "Green Sedan"],
+            ["Red Truck", "Black Truck"],
+        ],
+        "postcode": [31043] * 4,
+        "faulty": ["No", "Yes", "No", "No"],
+    }
+)
+TABLE3 = pa.table(
+    {  # 2-anonymous on (occupation, age, postcode); occupation generalized
+        "occupation": [
+            ["Dentist", "Family doctor"],
+            ["Dentist", "Family doctor"],
+            ["Banker", "Mortgage broker"],
+            ["Banker", "Mortgage broker"],
+        ],
+        "age": [30, 30, 30, 30],
+        "vehicle": ["Red Truck", "White Sedan", "Green Sedan", "Black Truck"],
+        "postcode": [31043] * 4,
+        "faulty": ["No", "Yes", "No", "No"],
+    }
+)
 DOCTOR = {"occupation": "Family doctor", "age": 30, "vehicle": "White Sedan", "postcode": 31043}
 
 
@@ -97,11 +119,16 @@ def test_two_releases_together_reidentify_the_family_doctor():
 
 def test_one_release_on_the_union_qid_does_not():
     frame = butterfly_table1()
-    qi = [{"name": c, "kind": "categorical" if c in ("occupation", "vehicle") else "numeric"}
-          for c in ("occupation", "age", "vehicle", "postcode")]
-    spec = spec_from_dict({"dataset": {"name": "accidents", "input": "x.csv", "person_id": "pid",
-                                       "sensitive": "faulty", "qi": qi},
-                           "technique": {"name": "generalization", "k": 2}})
+    qi = [
+        {"name": c, "kind": "categorical" if c in ("occupation", "vehicle") else "numeric"}
+        for c in ("occupation", "age", "vehicle", "postcode")
+    ]
+    spec = spec_from_dict(
+        {
+            "dataset": {"name": "accidents", "input": "x.csv", "person_id": "pid", "sensitive": "faulty", "qi": qi},
+            "technique": {"name": "generalization", "k": 2},
+        }
+    )
     tech = get_technique(spec)
     data = Microdata.from_frame(spec, frame)
     rng = np.random.default_rng(0)
@@ -110,7 +137,9 @@ def test_one_release_on_the_union_qid_does_not():
     found = candidates([table], DOCTOR)
     assert len(found) == 2
     assert {v for rec in found for v in rec["faulty"][1]} == {"Yes", "No"}
-    everyone = [dict(zip(("occupation", "age", "vehicle", "postcode"), r))
-                for r in frame[["occupation", "age", "vehicle", "postcode"]].itertuples(index=False)]
+    everyone = [
+        dict(zip(("occupation", "age", "vehicle", "postcode"), r))
+        for r in frame[["occupation", "age", "vehicle", "postcode"]].itertuples(index=False)
+    ]
     assert joint_anonymity([table], everyone) == 2
     assert joint_anonymity([TABLE2, TABLE3], everyone) == 1

@@ -3,6 +3,7 @@ ids through the technique's hooks: every PrivacyResult (exact figure, verdict, c
 worst group's details) is the one-step check's, whatever the chunk size, the order the chunks
 ran in, the published tables' row order, or the runner (Prefect's threads, a Dask LocalCluster
 of 2 worker processes)."""
+
 from __future__ import annotations
 
 import json
@@ -17,16 +18,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flows import publish as publish_mod
-from flows.publish import publish
-from schemas.spec import load_spec, spec_from_dict
-from state.store import Store
-from tasks.anonymize.base import Release, get_technique
-from tasks.demo_data import CENSUS_QI, census
-from tasks.microdata import Microdata
-from tasks.verify.association import ambiguity_association, priview_association
-from tasks.verify.group_chunks import split_by_groups
-from tasks.verify.presence import ambiguity_presence, priview_presence
+from privpub.flows import publish as publish_mod
+from privpub.flows.publish import publish
+from privpub.schemas.spec import load_spec, spec_from_dict
+from privpub.state.store import Store
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import Release, get_technique
+from privpub.tasks.demo_data import CENSUS_QI, census
+from privpub.tasks.techniques.ambiguity.association import ambiguity_association, priview_association
+from privpub.tasks.techniques.ambiguity.group_chunks import split_by_groups
+from privpub.tasks.techniques.ambiguity.presence import ambiguity_presence, priview_presence
 from tests.helpers import release_of, technique_and_data, write_spec
 
 ROWS = 2000
@@ -38,8 +39,10 @@ def one_step(tech, release: Release):
     s, alpha, beta = tech.spec.dataset.sensitive, tech.alpha, tech.beta
     if tech.name == "ambiguity":
         ats = {q: release.tables[f"AT_{q}"] for q in tech.spec.dataset.qi_names}
-        return [ambiguity_presence(ats, release.tables["ST"], alpha),
-                ambiguity_association(release.tables["ST"], s, beta)]
+        return [
+            ambiguity_presence(ats, release.tables["ST"], alpha),
+            ambiguity_association(release.tables["ST"], s, beta),
+        ]
     at, st_t = release.tables["AT"], release.tables["ST"]
     st_qi = next(c for c in st_t.column_names if c not in ("gid", s, "count"))
     return [priview_presence(at, st_t, st_qi, s, alpha), priview_association(at, st_t, st_qi, s, beta)]
@@ -99,8 +102,7 @@ def test_chunks_hold_whole_group_ranges_of_about_chunk_rows(census_release):
             assert np.all(np.diff(c.rows[name]) > 0)
             assert t.equals(tables[name].take(c.rows[name]))
         again = pickle.loads(pickle.dumps(c, protocol=5))  # as sent to a worker (Arrow IPC)
-        assert all(again.tables[n].equals(t) and np.array_equal(again.rows[n], c.rows[n])
-                   for n, t in c.tables.items())
+        assert all(again.tables[n].equals(t) and np.array_equal(again.rows[n], c.rows[n]) for n, t in c.tables.items())
         largest = max(np.bincount(gids))
         assert sum(t.num_rows for t in c.tables.values()) < 300 + largest
     assert all(hi < lo for (_, hi), (lo, _) in zip(gid_ranges, gid_ranges[1:]))
@@ -117,10 +119,20 @@ def test_a_release_of_at_most_chunk_rows_is_checked_in_one_step(census_release):
 
 # --- adversarial tables: groups missing from a table, repeated rows, the counting fallbacks ----
 
+
 def _technique(name: str, qi: list[str], alpha: Fraction, beta: Fraction):
-    spec = spec_from_dict({"dataset": {"name": "t", "input": "x.csv", "person_id": "pid", "sensitive": "S",
-                                       "qi": [{"name": q, "kind": "categorical"} for q in qi]},
-                           "technique": {"name": name, "alpha": str(alpha), "beta": str(beta)}})
+    spec = spec_from_dict(
+        {
+            "dataset": {
+                "name": "t",
+                "input": "x.csv",
+                "person_id": "pid",
+                "sensitive": "S",
+                "qi": [{"name": q, "kind": "categorical"} for q in qi],
+            },
+            "technique": {"name": name, "alpha": str(alpha), "beta": str(beta)},
+        }
+    )
     return get_technique(spec)
 
 
@@ -139,21 +151,33 @@ def tiny_release(draw, name: str):
                     at[q][(v, g)] = 1
             for s in draw(st.lists(st.sampled_from("abc"), min_size=1, max_size=4)):
                 units[(g, s)] += 1
-        tables = {f"AT_{q}": pa.table({q: pa.array([v for v, _ in c], pa.string()),
-                                       "gid": pa.array([g for _, g in c], pa.int64())}) for q, c in at.items()}
-        tables["ST"] = pa.table({"gid": [g for g, _ in units], "S": [s for _, s in units],
-                                 "count": list(units.values())})
+        tables = {
+            f"AT_{q}": pa.table(
+                {q: pa.array([v for v, _ in c], pa.string()), "gid": pa.array([g for _, g in c], pa.int64())}
+            )
+            for q, c in at.items()
+        }
+        tables["ST"] = pa.table(
+            {"gid": [g for g, _ in units], "S": [s for _, s in units], "count": list(units.values())}
+        )
         return tables
     at_rows, units = [], Counter()
     for g in gids:
         size = draw(st.integers(1, 5))
         at_rows += [(a, g) for a in draw(st.lists(value, min_size=size, max_size=size))]
-        for q, s in draw(st.lists(st.tuples(st.integers(0, 2), st.sampled_from("abc")),
-                                  min_size=size, max_size=size)):
+        for q, s in draw(st.lists(st.tuples(st.integers(0, 2), st.sampled_from("abc")), min_size=size, max_size=size)):
             units[(g, q, s)] += 1
-    return {"AT": pa.table({"a": [a for a, _ in at_rows], "gid": [g for _, g in at_rows]}),
-            "ST": pa.table({"gid": [g for g, _, _ in units], "q": [q for _, q, _ in units],
-                            "S": [s for _, _, s in units], "count": list(units.values())})}
+    return {
+        "AT": pa.table({"a": [a for a, _ in at_rows], "gid": [g for _, g in at_rows]}),
+        "ST": pa.table(
+            {
+                "gid": [g for g, _, _ in units],
+                "q": [q for _, q, _ in units],
+                "S": [s for _, _, s in units],
+                "count": list(units.values()),
+            }
+        ),
+    }
 
 
 @pytest.mark.parametrize("name, qi", [("ambiguity", ["q0", "q1"]), ("priview", ["a", "q"])])
@@ -172,6 +196,7 @@ def test_adversarial_tables_chunked_equal_one_step(name, qi, data):
 
 # --- on a Dask cluster and through the flow ------------------------------------------------------
 
+
 def test_chunks_on_a_local_cluster_of_two_workers(census_release):
     from distributed import Client, LocalCluster
 
@@ -179,9 +204,17 @@ def test_chunks_on_a_local_cluster_of_two_workers(census_release):
     tech.alpha, tech.beta = Fraction(1, 4), Fraction(1, 10)
     tech.spec.run.chunk_rows = 500
     plan = tech.plan_verify(release, {})
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=0, dashboard_address=None,
-                      scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}) as local, \
-            Client(local, set_as_default=False) as client:
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=0,
+            dashboard_address=None,
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+        ) as local,
+        Client(local, set_as_default=False) as client,
+    ):
         futures = client.map(tech.verify_chunk, plan.chunks, pure=False)
         results = client.gather(futures)
         ran_on = {w for who in client.who_has(futures).values() for w in who}
@@ -190,8 +223,7 @@ def test_chunks_on_a_local_cluster_of_two_workers(census_release):
 
 
 @pytest.mark.parametrize("name, runner", [("ambiguity", "inprocess"), ("priview", "dask")])
-def test_flow_maps_verify_chunks_and_stores_the_one_step_figures(prefect_server, tmp_path, monkeypatch,
-                                                                 name, runner):
+def test_flow_maps_verify_chunks_and_stores_the_one_step_figures(prefect_server, tmp_path, monkeypatch, name, runner):
     mapped = []
     real_map = publish_mod._map_chunks
 
@@ -203,8 +235,7 @@ def test_flow_maps_verify_chunks_and_stores_the_one_step_figures(prefect_server,
     census(ROWS, seed=5).to_csv(tmp_path / "census.csv", index=False)
     write_spec(tmp_path, technique=name, k=None, l=None, seed=4, extra="alpha = 0.25\nbeta = 0.1")
     spec_path = tmp_path / "spec.toml"
-    spec_path.write_text(spec_path.read_text()
-                         + f'\n[run]\ntask_runner = "{runner}"\nworkers = 2\nchunk_rows = 700\n')
+    spec_path.write_text(spec_path.read_text() + f'\n[run]\ntask_runner = "{runner}"\nworkers = 2\nchunk_rows = 700\n')
     release_id = publish(str(spec_path))
     assert [m for m, _ in mapped] == ["verify-chunk"] and mapped[0][1] > 1
 

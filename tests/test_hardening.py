@@ -4,6 +4,7 @@ Bad input: exit 1, exactly one `privpub: error:` line naming the problem (rows b
 columns and keys by name), no traceback, no person id or secret value in it, nothing written
 (no release row, no release folder, no staging leftover), and the next good publish works.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,11 +19,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.demo_data import census
+from privpub.tasks.demo_data import census
 from tests.helpers import census_spec_toml
 
 ROOT = Path(__file__).resolve().parents[1]
-PRIVPUB = [sys.executable, "-m", "flows.cli"]
+PRIVPUB = [sys.executable, "-m", "privpub.flows.cli"]
 SECRET = "SECRETVALUE"  # a sensitive value and cell content that must never be echoed
 
 
@@ -50,6 +51,7 @@ def _with_cell(column: str, row: int, value):
         f = frame.astype({column: object})
         f.loc[row - 1, column] = value
         return _write(folder, f)
+
     return mutate
 
 
@@ -103,35 +105,67 @@ CASES = [
     ("inf in a numeric QI", _with_cell("age", 40, np.inf), "row 40, column 'age': not a finite number"),
     ("-inf in a numeric QI", _with_cell("age", 3, -np.inf), "row 3, column 'age': not a finite number"),
     ("nan text in a numeric QI", _with_cell("age", 5, "nan"), "row 5, column 'age': is empty"),
-    ("inf in a numeric sensitive column",
-     _frame(lambda f: f.assign(occupation=np.where(f.index == 11, np.inf, f.index % 9 + 0.5))),
-     "row 12, column 'occupation': not a finite number"),
+    (
+        "inf in a numeric sensitive column",
+        _frame(lambda f: f.assign(occupation=np.where(f.index == 11, np.inf, f.index % 9 + 0.5))),
+        "row 12, column 'occupation': not a finite number",
+    ),
     ("empty QI cell", _with_cell("sex", 7, None), "row 7, column 'sex': is empty"),
-    ("text in a numeric column", _frame(lambda f: f.assign(age="old")),
-     "row 1, column 'age': not a number (and 399 more row(s) with this problem)"),
-    ("a repeated person id", _frame(lambda f: f.assign(pid=f.pid.where(f.index != 20, f.pid[3]))),
-     "row 21, column 'pid': repeats the person id of row 4"),
+    (
+        "text in a numeric column",
+        _frame(lambda f: f.assign(age="old")),
+        "row 1, column 'age': not a number (and 399 more row(s) with this problem)",
+    ),
+    (
+        "a repeated person id",
+        _frame(lambda f: f.assign(pid=f.pid.where(f.index != 20, f.pid[3]))),
+        "row 21, column 'pid': repeats the person id of row 4",
+    ),
     ("a missing column", _frame(lambda f: f.drop(columns=["race"])), "missing column(s) 'race'"),
-    ("a value outside the declared order", _with_cell("education", 9, SECRET),
-     "row 9, column 'education': value not in the declared order"),
-    ("a 1 MB text cell", _with_cell("occupation", 12, SECRET * 100_000),
-     "row 12, column 'occupation': text longer than 256 characters"),
+    (
+        "a value outside the declared order",
+        _with_cell("education", 9, SECRET),
+        "row 9, column 'education': value not in the declared order",
+    ),
+    (
+        "a 1 MB text cell",
+        _with_cell("occupation", 12, SECRET * 100_000),
+        "row 12, column 'occupation': text longer than 256 characters",
+    ),
     ("a cell that is not UTF-8", _non_utf8, "row 30, column 'sex': not UTF-8 text"),
     ("no rows", _frame(lambda f: f.head(0)), "input has no rows"),
-    ("k larger than the table", _spec(lambda s: s.replace("k = 5", "k = 100000")),
-     "k = 100000 is larger than the table (400 rows)"),
-    ("l above the distinct sensitive values", _spec(lambda s: s.replace("l = 3", "l = 50")),
-     "l = 50 is larger than the number of distinct sensitive values"),
-    ("a misspelled technique key", _spec(lambda s: s.replace("k = 5", "kk = 5")),
-     "[technique] kk: unknown key; did you mean k?"),
-    ("a misspelled section", _spec(lambda s: s.replace("[technique]", "[techniqe]")),
-     "[techniqe]: unknown section; did you mean [technique]?"),
-    ("a misspelled output key", _spec(lambda s: s.replace("seed", "sed") + "sed = 3\n"),
-     "[output] sed: unknown key; did you mean seed?"),
+    (
+        "k larger than the table",
+        _spec(lambda s: s.replace("k = 5", "k = 100000")),
+        "k = 100000 is larger than the table (400 rows)",
+    ),
+    (
+        "l above the distinct sensitive values",
+        _spec(lambda s: s.replace("l = 3", "l = 50")),
+        "l = 50 is larger than the number of distinct sensitive values",
+    ),
+    (
+        "a misspelled technique key",
+        _spec(lambda s: s.replace("k = 5", "kk = 5")),
+        "[technique] kk: unknown key; did you mean k?",
+    ),
+    (
+        "a misspelled section",
+        _spec(lambda s: s.replace("[technique]", "[techniqe]")),
+        "[techniqe]: unknown section; did you mean [technique]?",
+    ),
+    (
+        "a misspelled output key",
+        _spec(lambda s: s.replace("seed", "sed") + "sed = 3\n"),
+        "[output] sed: unknown key; did you mean seed?",
+    ),
     ("k = inf", _spec(lambda s: s.replace("k = 5", "k = inf")), "[technique] k = inf: not a finite number"),
     ("l = 0", _spec(lambda s: s.replace("l = 3", "l = 0")), "[technique] l must be an integer >= 1"),
-    ("an unknown technique", _spec(lambda s: s.replace('"generalization"', '"mondrianx"')),
-     "[technique] name = 'mondrianx' is unknown"),
+    (
+        "an unknown technique",
+        _spec(lambda s: s.replace('"generalization"', '"mondrianx"')),
+        "[technique] name = 'mondrianx' is unknown",
+    ),
     ("a spec that is not TOML", _spec(lambda s: s.replace("[dataset]", "[dataset")), "is not valid TOML"),
     ("a spec path that is a folder", _spec_is_dir, "is a directory, not a TOML file"),
     ("an input path that is a folder", _input_is_dir, "is a directory, not a file"),
@@ -201,9 +235,16 @@ def test_state_file_held_open_waits_then_names_it(tmp_path):
     says which file is busy; nothing is written."""
     spec = _write(tmp_path, good_frame())
     duckdb.connect(str(tmp_path / "privpub.duckdb")).close()
-    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
-                               "print('held', flush=True); time.sleep(60)", str(tmp_path / "privpub.duckdb")],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', flush=True); time.sleep(60)",
+            str(tmp_path / "privpub.duckdb"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         before = _snapshot(tmp_path)
@@ -233,8 +274,15 @@ def test_permissions_follow_secrecy_not_umask(prefect_server, tmp_path):
     spec = _write(tmp_path, good_frame())
     for umask, published_file, published_dir in ((0o022, 0o644, 0o755), (0o000, 0o666, 0o777)):
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PREFECT_API_URL": prefect_server}
-        res = subprocess.run(PRIVPUB + ["publish", str(spec), "--quiet"], capture_output=True, text=True,
-                             env=env, cwd=ROOT, timeout=240, preexec_fn=lambda m=umask: os.umask(m))
+        res = subprocess.run(
+            PRIVPUB + ["publish", str(spec), "--quiet"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=240,
+            preexec_fn=lambda m=umask: os.umask(m),
+        )
         assert res.returncode == 0, res.stderr
         release = tmp_path / "releases" / res.stdout.strip()
         assert (tmp_path / "privpub.duckdb").stat().st_mode & 0o777 == 0o600
@@ -246,7 +294,7 @@ def test_permissions_follow_secrecy_not_umask(prefect_server, tmp_path):
 def test_failed_attempts_are_in_the_audit_log(prefect_server, tmp_path, prefect_results_dir):
     """A run that fails inside the flow (a UI run has no CLI in front of it) ends Failed with the
     one-line message, leaves its audit row, and nothing in Prefect's result storage."""
-    from flows.publish import publish_flow
+    from privpub.flows.publish import publish_flow
 
     frame = good_frame()
     spec = _write(tmp_path, frame)
@@ -254,7 +302,8 @@ def test_failed_attempts_are_in_the_audit_log(prefect_server, tmp_path, prefect_
     _with_cell("age", 40, np.inf)(tmp_path, frame)
     state = publish_flow(spec_path=str(spec), actor="ui-user", return_state=True)
     assert state.is_failed() and state.message == (
-        "input rejected: row 40, column 'age': not a finite number (inf or nan)")
+        "input rejected: row 40, column 'age': not a finite number (inf or nan)"
+    )
     _spec(lambda s: s.replace("k = 5", "kk = 5"))(tmp_path, frame)
     state = publish_flow(spec_path=str(spec), actor="ui-user", return_state=True)
     assert state.is_failed() and state.message == "[technique] kk: unknown key; did you mean k?"
@@ -266,7 +315,7 @@ def test_failed_attempts_are_in_the_audit_log(prefect_server, tmp_path, prefect_
     assert not any(p in r[2] for r in rows for p in frame.pid)
     home = Path(os.environ.get("PREFECT_HOME", Path.home() / ".prefect"))
     for root in (prefect_results_dir, home / "storage"):  # failed runs persisted nothing either
-        for path in (root.rglob("*") if root.exists() else []):
+        for path in root.rglob("*") if root.exists() else []:
             if path.is_file():
                 blob = path.read_bytes()
                 assert b"InputError" not in blob and not any(p.encode() in blob for p in frame.pid), path
@@ -275,9 +324,9 @@ def test_failed_attempts_are_in_the_audit_log(prefect_server, tmp_path, prefect_
 def test_an_attempt_that_cannot_reach_the_state_file_is_journaled(tmp_path):
     """The state file is garbage: the attempt goes to the journal beside it; once the file is
     usable again, the next writer folds the journal into audit_log."""
-    from flows.publish import record_failure
-    from schemas.spec import SpecError
-    from state.store import Store
+    from privpub.flows.publish import record_failure
+    from privpub.schemas.spec import SpecError
+    from privpub.state.store import Store
 
     spec = _write(tmp_path, good_frame())
     (tmp_path / "privpub.duckdb").write_bytes(b"not duckdb" * 100)
@@ -296,6 +345,7 @@ def test_an_attempt_that_cannot_reach_the_state_file_is_journaled(tmp_path):
 
 
 # --- kills at any moment ------------------------------------------------------------------------
+
 
 def _processes_with(mark: str) -> list[int]:
     """Live (non-zombie) processes whose environment carries the run's mark."""
@@ -317,8 +367,9 @@ def _committed(folder: Path) -> list[str]:
     if not state.exists():
         return []
     with duckdb.connect(str(state), read_only=True) as con:
-        if not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'release_rows'"
-                           ).fetchone()[0]:
+        if not con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'release_rows'"
+        ).fetchone()[0]:
             return []
         return [r[0] for r in con.execute("SELECT release_id FROM release_rows ORDER BY sequence").fetchall()]
 
@@ -350,7 +401,7 @@ def test_sigkill_anywhere_leaves_no_half_release_and_no_process(tmp_path, prefec
     import signal
     import time
 
-    from flows.reverify import reverify
+    from privpub.flows.reverify import reverify
 
     frame = good_frame(600)
     spec = _write(tmp_path, frame)
@@ -363,8 +414,13 @@ def test_sigkill_anywhere_leaves_no_half_release_and_no_process(tmp_path, prefec
         env = {**base_env, "PYTHONPATH": str(ROOT), "PRIVPUB_TEST_MARK": mark}
         if stage:
             env.update(PRIVPUB_PAUSE_AT=stage, PRIVPUB_PAUSE_FLAG=str(flag))
-        proc = subprocess.Popen(PRIVPUB + ["publish", str(spec), "--quiet"], env=env, cwd=ROOT,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            PRIVPUB + ["publish", str(spec), "--quiet"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         started = time.monotonic()
         while proc.poll() is None and not flag.exists() and time.monotonic() - started < (delay or 240):
             time.sleep(0.05)
@@ -381,8 +437,14 @@ def test_sigkill_anywhere_leaves_no_half_release_and_no_process(tmp_path, prefec
             time.sleep(0.1)
         assert not _processes_with(mark), f"processes left alive after a kill at {stage or delay}"
         _check_no_half_release(tmp_path)
-    res = subprocess.run(PRIVPUB + ["publish", str(spec), "--quiet"], env={**base_env, "PYTHONPATH": str(ROOT)},
-                         cwd=ROOT, capture_output=True, text=True, timeout=240)
+    res = subprocess.run(
+        PRIVPUB + ["publish", str(spec), "--quiet"],
+        env={**base_env, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert res.returncode == 0, res.stderr
     committed = _committed(tmp_path)
     # kills at after-commit and published leave committed releases; the final run adds one
@@ -395,7 +457,7 @@ def test_sigkill_anywhere_leaves_no_half_release_and_no_process(tmp_path, prefec
     home = Path(os.environ.get("PREFECT_HOME", Path.home() / ".prefect"))
     needles = [p.encode() for p in frame.pid]
     for root in (prefect_results_dir, home / "storage"):
-        for path in (root.rglob("*") if root.exists() else []):
+        for path in root.rglob("*") if root.exists() else []:
             if path.is_file():
                 blob = path.read_bytes()
                 assert not any(n in blob for n in needles), path
@@ -423,20 +485,28 @@ def _is_bad(column: str, kind: str) -> bool:
 
 
 def _cell(kind: str, i: int) -> bytes:
-    return {"empty": b"", "nan": b"nan", "inf": b"inf", "text": b"abc", "number": str(1000 + i).encode(),
-            "huge": b"y" * 300, "nonutf8": b"ab\xff\xfe"}[kind]
+    return {
+        "empty": b"",
+        "nan": b"nan",
+        "inf": b"inf",
+        "text": b"abc",
+        "number": str(1000 + i).encode(),
+        "huge": b"y" * 300,
+        "nonutf8": b"ab\xff\xfe",
+    }[kind]
 
 
 @settings(max_examples=40)
-@given(st.lists(st.tuples(st.integers(0, 59), st.sampled_from(COLUMNS), st.sampled_from(KINDS)),
-                min_size=1, max_size=4))
+@given(
+    st.lists(st.tuples(st.integers(0, 59), st.sampled_from(COLUMNS), st.sampled_from(KINDS)), min_size=1, max_size=4)
+)
 @example(corruptions=[(0, "pid", "inf"), (1, "pid", "inf")])  # two ids made equal: a repeated person id
 def test_random_corruptions_are_refused_with_row_and_column(tmp_path_factory, corruptions):
     import contextlib
     import io
 
-    from flows.cli import check_input, check_spec, main
-    from schemas.input import InputError
+    from privpub.flows.cli import check_input, check_spec, main
+    from privpub.schemas.input import InputError
 
     folder = tmp_path_factory.mktemp("corrupt")
     frame = good_frame(60)
@@ -472,24 +542,35 @@ def test_random_corruptions_are_refused_with_row_and_column(tmp_path_factory, co
     assert code == 1 and text.count("\n") == 1 and text.startswith("privpub: error: "), text
     assert any(f"row {first_row}, column '{c}'" in text for c in first_cols), (text, bad, unreadable)
     assert not any(p in text for p in frame.pid) and "yyyy" not in text and SECRET not in text
-    assert sorted(p.name for p in folder.iterdir()) == ["census.csv", "privpub.duckdb", "privpub.duckdb.lock",
-                                                         "spec.toml"]  # the attempt's audit row only
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "census.csv",
+        "privpub.duckdb",
+        "privpub.duckdb.lock",
+        "spec.toml",
+    ]  # the attempt's audit row only
 
 
 def test_only_transient_failures_are_retried():
     from prefect.states import Failed
 
-    from flows.publish import transient
-    from schemas.input import InputError
-    from schemas.spec import SpecError
-    from state.store import StateBusy
+    from privpub.flows.publish import transient
+    from privpub.schemas.input import InputError
+    from privpub.schemas.spec import SpecError
+    from privpub.state.store import StateBusy
 
     def retried(exc):
         return transient(None, None, Failed(data=exc))
 
     assert retried(OSError(5, "Input/output error")) and retried(TimeoutError())
-    for exc in (FileNotFoundError(2, "gone"), IsADirectoryError(21, "dir"), PermissionError(13, "no"),
-                InputError("bad"), SpecError("bad"), StateBusy("busy"), ValueError("x")):
+    for exc in (
+        FileNotFoundError(2, "gone"),
+        IsADirectoryError(21, "dir"),
+        PermissionError(13, "no"),
+        InputError("bad"),
+        SpecError("bad"),
+        StateBusy("busy"),
+        ValueError("x"),
+    ):
         assert not retried(exc), exc
 
 
@@ -506,7 +587,7 @@ def test_a_failure_after_the_commit_is_a_warning(prefect_server, tmp_path):
     assert (tmp_path / "releases" / release_id / "report.html").is_file()
     with duckdb.connect(str(tmp_path / "privpub.duckdb"), read_only=True) as con:
         assert [r[0] for r in con.execute("SELECT outcome FROM audit_log").fetchall()] == ["committed"]
-    from flows.reverify import reverify
+    from privpub.flows.reverify import reverify
 
     ok, lines = reverify(tmp_path / "privpub.duckdb", release_id)
     assert ok, lines
@@ -533,7 +614,7 @@ def test_trail_exports_every_attempt(prefect_server, tmp_path):
 
 
 def test_figures_are_explained_and_poor_ones_flagged():
-    from tasks.figures import LOWER, describe, poor_figures, worst_rows
+    from privpub.tasks.figures import LOWER, describe, poor_figures, worst_rows
 
     assert describe("query_error_1pct")[1] == LOWER and "1% of the rows" in describe("query_error_1pct")[0]
     assert describe("uncertainty_penalty_normalized")[1] == LOWER
@@ -541,4 +622,7 @@ def test_figures_are_explained_and_poor_ones_flagged():
     assert len(warn) == 2 and "1% selectivity" in warn[0] and "60 of 1,000" in warn[1]
     assert poor_figures({"query_error_1pct": 0.99, "suppressed_rows": 50}, rows_in=1000) == []
     assert worst_rows({"group": 3, "values": ["a", "b"], "box": {"age": "20-30"}}) == [
-        ("group", "3"), ("values", "a, b"), ("box", "age = 20-30")]
+        ("group", "3"),
+        ("values", "a, b"),
+        ("box", "age = 20-30"),
+    ]

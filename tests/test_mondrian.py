@@ -1,5 +1,6 @@
 """Mondrian: the vectorised level-by-level partitioner equals a plain recursive reference of the
 same rules, and every partition it returns is k-anonymous / l-diverse with a consistent tree."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,11 +9,14 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from tasks.partition.mondrian import PartitionError, mondrian_partition
+from privpub.tasks.partition.mondrian import PartitionError, mondrian_partition
 from tests.helpers import microdata
 
-QI = [{"name": "a", "kind": "numeric"}, {"name": "b", "kind": "numeric"},
-      {"name": "c", "kind": "ordinal", "order": ["x", "y", "z", "w"]}]
+QI = [
+    {"name": "a", "kind": "numeric"},
+    {"name": "b", "kind": "numeric"},
+    {"name": "c", "kind": "ordinal", "order": ["x", "y", "z", "w"]},
+]
 
 
 def reference_mondrian(data, k, l=None):
@@ -53,12 +57,18 @@ def reference_mondrian(data, k, l=None):
 
 
 def frames(min_rows=1, max_rows=40):
-    row = st.tuples(st.integers(0, 9), st.integers(0, 3), st.sampled_from(["x", "y", "z", "w"]),
-                    st.integers(0, 4))
+    row = st.tuples(st.integers(0, 9), st.integers(0, 3), st.sampled_from(["x", "y", "z", "w"]), st.integers(0, 4))
     return st.lists(row, min_size=min_rows, max_size=max_rows).map(
-        lambda rows: pd.DataFrame({"pid": range(len(rows)), "a": [r[0] for r in rows],
-                                   "b": [r[1] for r in rows], "c": [r[2] for r in rows],
-                                   "s": [f"s{r[3]}" for r in rows]}))
+        lambda rows: pd.DataFrame(
+            {
+                "pid": range(len(rows)),
+                "a": [r[0] for r in rows],
+                "b": [r[1] for r in rows],
+                "c": [r[2] for r in rows],
+                "s": [f"s{r[3]}" for r in rows],
+            }
+        )
+    )
 
 
 @given(frames(min_rows=4), st.integers(1, 4), st.sampled_from([None, 2, 3]))

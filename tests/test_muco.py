@@ -1,4 +1,5 @@
 """MuCo as a technique: release contract, Property 1, delta-probability, mutual cover, randomness."""
+
 import math
 from fractions import Fraction
 
@@ -7,13 +8,12 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from schemas.spec import SpecError, spec_from_dict
-from tasks.anonymize.base import Partition, Release, get_technique
-from tasks.anonymize.muco import (MuCo, exact_sums, iloss, random_sum_queries,
-                                  relative_errors)
-from tasks.anonymize.muco_tables import MuCoError
-from tasks.evaluate.workload import CountQuery, RangeCond, SetCond
-from tasks.microdata import Microdata
+from privpub.schemas.spec import SpecError, spec_from_dict
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import Partition, Release, get_technique
+from privpub.tasks.evaluate.workload import CountQuery, RangeCond, SetCond
+from privpub.tasks.techniques.muco.tables import MuCoError
+from privpub.tasks.techniques.muco.technique import MuCo, exact_sums, iloss, random_sum_queries, relative_errors
 
 JOBS = {"any": ["health", "other"], "health": ["nurse", "doctor"], "other": ["teacher", "clerk"]}
 QI = [
@@ -26,17 +26,22 @@ QI = [
 
 def make_data(n=240, seed=0, delta="1/4", l=3, sensitive_values=8) -> Microdata:
     rng = np.random.default_rng(seed)
-    frame = pd.DataFrame({
-        "pid": np.arange(n),
-        "age": rng.integers(20, 60, n),
-        "sex": rng.choice(["F", "M"], n),
-        "edu": rng.choice(["low", "mid", "high", "top"], n),
-        "job": rng.choice(["nurse", "doctor", "teacher", "clerk"], n),
-        "salary": rng.integers(0, sensitive_values, n) * 1000 + 500,
-    })
-    spec = spec_from_dict({"dataset": {"name": "t", "input": "t.csv", "person_id": "pid",
-                                       "sensitive": "salary", "qi": QI},
-                           "technique": {"name": "muco", "delta": delta, "l": l}})
+    frame = pd.DataFrame(
+        {
+            "pid": np.arange(n),
+            "age": rng.integers(20, 60, n),
+            "sex": rng.choice(["F", "M"], n),
+            "edu": rng.choice(["low", "mid", "high", "top"], n),
+            "job": rng.choice(["nurse", "doctor", "teacher", "clerk"], n),
+            "salary": rng.integers(0, sensitive_values, n) * 1000 + 500,
+        }
+    )
+    spec = spec_from_dict(
+        {
+            "dataset": {"name": "t", "input": "t.csv", "person_id": "pid", "sensitive": "salary", "qi": QI},
+            "technique": {"name": "muco", "delta": delta, "l": l},
+        }
+    )
     return Microdata.from_frame(spec, frame)
 
 
@@ -124,8 +129,15 @@ def test_tampered_tables_fail_verification(released):
     # lands in is carried by one tuple only
     row = int(df["row"].iloc[0])
     bad = df[~((df["attribute"] == "age") & (df["row"] == row))]
-    extra = pd.DataFrame({"attribute": ["age"], "gid": [df["gid"].iloc[0]], "row": [row],
-                          "code": [data.domain("age").size - 1], "prob": [1.0]})
+    extra = pd.DataFrame(
+        {
+            "attribute": ["age"],
+            "gid": [df["gid"].iloc[0]],
+            "row": [row],
+            "code": [data.domain("age").size - 1],
+            "prob": [1.0],
+        }
+    )
     bad = pd.concat([bad, extra], ignore_index=True)
     bad["gid"] = bad["gid"].astype(np.int32)
     bad["code"] = bad["code"].astype(np.int32)
@@ -193,8 +205,9 @@ def test_estimate_counts_read_the_published_table(released):
     data, tech, _, rel = released
     pub = rel.tables["table"].to_pandas()
     q = CountQuery((("age", RangeCond(25, 45)), ("job", SetCond(frozenset({"nurse", "doctor"})))), 1500)
-    expect = ((pub["age"] >= 25) & (pub["age"] <= 45) & pub["job"].isin(["nurse", "doctor"])
-              & (pub["salary"] == 1500)).sum()
+    expect = (
+        (pub["age"] >= 25) & (pub["age"] <= 45) & pub["job"].isin(["nurse", "doctor"]) & (pub["salary"] == 1500)
+    ).sum()
     assert tech.estimate_counts(rel, [q])[0] == expect
 
 
@@ -209,8 +222,11 @@ def test_sum_queries(released):
     for q, e in zip(queries[:10], est):
         m = pd.Series(True, index=pub.index)
         for col, cond in q.conditions:  # evaluated independently of the estimator's code
-            m &= (pub[col].between(cond.lo, cond.hi) if isinstance(cond, RangeCond)
-                  else pub[col].astype(str).isin(cond.values))
+            m &= (
+                pub[col].between(cond.lo, cond.hi)
+                if isinstance(cond, RangeCond)
+                else pub[col].astype(str).isin(cond.values)
+            )
         assert e == pub.loc[m, "salary"].sum()
     assert np.isfinite(relative_errors(est, exact)).all()
 
@@ -231,9 +247,9 @@ def test_iloss_is_normalised_distance(released):
 
 
 def test_draws_follow_the_output_tables():
-    from tasks.anonymize.muco import draw_outputs
-    from tasks.anonymize.muco_tables import Distance, output_tables
-    from tasks.microdata import QIDomain
+    from privpub.tasks.core.microdata import QIDomain
+    from privpub.tasks.techniques.muco.tables import Distance, output_tables
+    from privpub.tasks.techniques.muco.technique import draw_outputs
 
     dom = QIDomain("age", "numeric", np.arange(20.0, 32.0))
     codes = np.array([0, 0, 1, 2, 2, 2, 5, 7, 8, 11])  # one group, light values must mix
@@ -254,8 +270,15 @@ def test_a_tuple_missing_from_one_table_fails_definition_1(released):
     _, tech, _, rel = released
     df = rel.private["output_tables"].to_pandas()
     bad = df[~((df["attribute"] == "age") & (df["row"] == 7))]
-    tampered = Release(rel.tables, {**rel.private, "output_tables": pa.Table.from_pandas(
-        bad, schema=rel.private["output_tables"].schema, preserve_index=False)})
+    tampered = Release(
+        rel.tables,
+        {
+            **rel.private,
+            "output_tables": pa.Table.from_pandas(
+                bad, schema=rel.private["output_tables"].schema, preserve_index=False
+            ),
+        },
+    )
     res = {r.model: r for r in tech.verify(tampered, {})}["random output tables are distributions"]
     assert not res.passed and res.value == 1.0
     assert res.worst == {"attribute": "age", "row": "7"}

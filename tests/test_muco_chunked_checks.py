@@ -2,6 +2,7 @@
 counts, ILoss) run as chunks through the technique's hooks: every figure is the one-step computation's, to the
 last bit, whatever the chunk layout, the order the chunks ran in, or the runner (Prefect's
 threads in the flow process, a Dask LocalCluster of 2 worker processes)."""
+
 from __future__ import annotations
 
 import pickle
@@ -10,16 +11,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from flows import publish as publish_mod
-from flows.publish import publish
-from schemas.spec import load_spec
-from state.store import Store
-from tasks.anonymize import muco
-from tasks.anonymize.base import get_technique
-from tasks.demo_data import census
-from tasks.evaluate import evaluation_workload, utility_summary
-from tasks.microdata import Microdata
-from tasks.verify import delta_probability as dp
+from privpub.flows import publish as publish_mod
+from privpub.flows.publish import publish
+from privpub.schemas.spec import load_spec
+from privpub.state.store import Store
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import get_technique
+from privpub.tasks.demo_data import census
+from privpub.tasks.evaluate import evaluation_workload, utility_summary
+from privpub.tasks.techniques.muco import delta_probability as dp
+from privpub.tasks.techniques.muco import technique as muco
 from tests.helpers import write_spec
 
 ROWS, SEED = 3000, 13
@@ -47,12 +48,12 @@ def _one_step(tech, data, release) -> tuple[dict, dict]:
     over the whole published table, ILoss over every QI at once."""
     pub = dp.published_codes(release.tables["table"], release.private["value_codes"], data.qi_names)
     src, own = muco.own_rows(release)
-    figures = dp.disclosure(data.codes.astype(np.int64), pub, own, data.sensitive_codes,
-                            data.sensitive_codes[src])
+    figures = dp.disclosure(data.codes.astype(np.int64), pub, own, data.sensitive_codes, data.sensitive_codes[src])
     privacy = muco.verify_muco(release, tech.spec) + muco.disclosure_results(figures)
     workload = evaluation_workload(data)
-    utility = utility_summary(tech, release, data, workload, tech.estimate_counts(release, workload),
-                              {"iloss": muco.iloss(release, data)})
+    utility = utility_summary(
+        tech, release, data, workload, tech.estimate_counts(release, workload), {"iloss": muco.iloss(release, data)}
+    )
     return {r.model: (r.value, r.passed) for r in privacy}, utility
 
 
@@ -98,7 +99,7 @@ def test_verify_without_the_data_gives_the_verdicts_only(folder, reference):
 
 
 def test_a_release_of_at_most_chunk_rows_is_checked_and_evaluated_in_one_step(folder, reference):
-    from tasks.evaluate import evaluate
+    from privpub.tasks.evaluate import evaluate
 
     tech, data, release = _release(folder)
     tech.chunk_rows = ROWS
@@ -114,8 +115,9 @@ def _stored_figures(folder, release_id) -> dict:
 
 
 @pytest.mark.parametrize("runner", ["inprocess", "dask"])
-def test_flow_figures_on_threads_and_on_dask_equal_the_one_step_ones(prefect_server, tmp_path, folder,
-                                                                     reference, monkeypatch, runner):
+def test_flow_figures_on_threads_and_on_dask_equal_the_one_step_ones(
+    prefect_server, tmp_path, folder, reference, monkeypatch, runner
+):
     mapped = []
     real_map = publish_mod._map_chunks
 
@@ -140,7 +142,13 @@ def test_flow_figures_on_threads_and_on_dask_equal_the_one_step_ones(prefect_ser
 def test_chunked_check_tasks_neither_cache_nor_persist():
     from prefect.cache_policies import NO_CACHE
 
-    for t in (publish_mod.verify_plan_task, publish_mod.verify_chunk_task, publish_mod.verify_combine_task,
-              publish_mod.evaluate_plan_task, publish_mod.evaluate_chunk_task, publish_mod.evaluate_combine_task):
+    for t in (
+        publish_mod.verify_plan_task,
+        publish_mod.verify_chunk_task,
+        publish_mod.verify_combine_task,
+        publish_mod.evaluate_plan_task,
+        publish_mod.evaluate_chunk_task,
+        publish_mod.evaluate_combine_task,
+    ):
         assert t.persist_result is False
         assert t.cache_policy is NO_CACHE

@@ -1,17 +1,18 @@
 """Disclosure figures against exact enumeration: Example 1's formula and Section 5.1's measures.
 The references are tests/muco_oracle.py and the enumeration below; none shares code with
-tasks/verify/delta_probability.py."""
+tasks/techniques/muco/delta_probability.py."""
+
 import itertools
 
+import muco_oracle as oracle
 import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import muco_oracle as oracle
-from tasks.verify import delta_probability as dp
 from test_muco import make_data, run
+
+from privpub.tasks.techniques.muco import delta_probability as dp
 
 
 @st.composite
@@ -30,8 +31,15 @@ def stored_tables(draw):
                     entries.append((g, rows, v, p))
             rows += 1
     g, r, v, p = map(np.array, zip(*entries))
-    table = pa.table({"attribute": np.full(len(g), "age"), "gid": g.astype(np.int32), "row": r,
-                      "code": v.astype(np.int32), "prob": p})
+    table = pa.table(
+        {
+            "attribute": np.full(len(g), "age"),
+            "gid": g.astype(np.int32),
+            "row": r,
+            "code": v.astype(np.int32),
+            "prob": p,
+        }
+    )
     targets = np.array(draw(st.lists(st.integers(0, 3), min_size=rows, max_size=rows)))
     return table, targets
 

@@ -1,4 +1,5 @@
 """The batched, class-reduced output tables against the paper's LP solved one group at a time."""
+
 from fractions import Fraction
 
 import numpy as np
@@ -6,16 +7,30 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.anonymize.muco_tables import (Distance, MuCoError, hierarchy_distances, min_group_size,
-                                         output_tables, solve_tuple_lp)
-from tasks.microdata import QIDomain
+from privpub.tasks.core.microdata import QIDomain
+from privpub.tasks.techniques.muco.tables import (
+    Distance,
+    MuCoError,
+    hierarchy_distances,
+    min_group_size,
+    output_tables,
+    solve_tuple_lp,
+)
 
 NUMERIC = QIDomain("age", "numeric", np.array([17.0, 18, 20, 23, 27, 32, 38, 45, 53, 62, 72, 83]))
 ORDINAL = QIDomain("edu", "ordinal", np.array(list("abcdefg"), dtype=object))
 FLAT = QIDomain("race", "categorical", np.array(list("pqrst"), dtype=object))
-TREE = QIDomain("job", "categorical", np.array(["nurse", "doctor", "teacher", "lawyer", "clerk"], dtype=object),
-                {"any": ["health", "other"], "health": ["nurse", "doctor"],
-                 "other": ["edu", "clerk"], "edu": ["teacher", "lawyer"]})
+TREE = QIDomain(
+    "job",
+    "categorical",
+    np.array(["nurse", "doctor", "teacher", "lawyer", "clerk"], dtype=object),
+    {
+        "any": ["health", "other"],
+        "health": ["nurse", "doctor"],
+        "other": ["edu", "clerk"],
+        "edu": ["teacher", "lawyer"],
+    },
+)
 DOMAINS = [NUMERIC, ORDINAL, FLAT, TREE]
 
 
@@ -47,8 +62,7 @@ def test_batched_tables_equal_the_paper_lp(data):
     sizes = data.draw(st.lists(st.integers(k, k + 7), min_size=1, max_size=4))
     group = np.repeat(np.arange(len(sizes)), sizes)
     spread = data.draw(st.integers(1, dom.size))
-    codes = np.array(data.draw(st.lists(st.integers(0, spread - 1), min_size=len(group),
-                                        max_size=len(group))))
+    codes = np.array(data.draw(st.lists(st.integers(0, spread - 1), min_size=len(group), max_size=len(group))))
     chunk = data.draw(st.integers(1, 400))  # many block shapes, down to one group per LP
     dist = Distance(dom)
     tables = output_tables(group, len(sizes), codes, dist, delta, chunk_vars=chunk)

@@ -1,18 +1,19 @@
 """The MuCo verifier's verdicts and figures equal the definitions (tests/muco_oracle.py) on random
 small releases, as generated and after tampering with the stored tables or the published table."""
+
 from __future__ import annotations
 
 from fractions import Fraction
 
+import muco_oracle as oracle
 import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import muco_oracle as oracle
-from tasks.anonymize.base import Release
 from test_muco import make_data, run
+
+from privpub.tasks.core.technique import Release
 
 TAMPERING = ("none", "concentrate", "shift", "drop", "scale", "cell")
 
@@ -22,8 +23,11 @@ def tamper(rel: Release, data, how: str, pick: int) -> Release:
     tables = rel.private["output_tables"].to_pandas()
     table = rel.tables["table"]
     i = pick % len(tables)
-    same_row = ((tables["attribute"] == tables.at[i, "attribute"]) & (tables["row"] == tables.at[i, "row"])
-                & (tables.index != i))
+    same_row = (
+        (tables["attribute"] == tables.at[i, "attribute"])
+        & (tables["row"] == tables.at[i, "row"])
+        & (tables.index != i)
+    )
     if how == "concentrate":  # the row keeps summing to 1, all of it on one value
         tables.loc[i, "prob"] = 1.0
         tables = tables[~same_row]
@@ -41,16 +45,23 @@ def tamper(rel: Release, data, how: str, pick: int) -> Release:
         values = table.column(name).to_pylist()
         dom = list(data.domain(name).values) + ([999] if name == "age" else ["pilot"])
         values[pick % len(values)] = type(values[0])(dom[pick % len(dom)])
-        table = table.set_column(table.schema.get_field_index(name), name,
-                                 pa.array(values, table.schema.field(name).type))
-    stored = pa.Table.from_pandas(tables.reset_index(drop=True), schema=rel.private["output_tables"].schema,
-                                  preserve_index=False)
+        table = table.set_column(
+            table.schema.get_field_index(name), name, pa.array(values, table.schema.field(name).type)
+        )
+    stored = pa.Table.from_pandas(
+        tables.reset_index(drop=True), schema=rel.private["output_tables"].schema, preserve_index=False
+    )
     return Release({"table": table}, {**rel.private, "output_tables": stored}, rel.info)
 
 
 @settings(deadline=None, max_examples=30)
-@given(n=st.integers(6, 18), seed=st.integers(0, 10**6), delta=st.sampled_from(["1/2", "1/3", "2/7", "1/4"]),
-       how=st.sampled_from(TAMPERING), pick=st.integers(0, 10**6))
+@given(
+    n=st.integers(6, 18),
+    seed=st.integers(0, 10**6),
+    delta=st.sampled_from(["1/2", "1/3", "2/7", "1/4"]),
+    how=st.sampled_from(TAMPERING),
+    pick=st.integers(0, 10**6),
+)
 def test_verdicts_and_figures_equal_the_definitions(n, seed, delta, how, pick):
     data = make_data(n=n, seed=seed, delta=delta, l=None, sensitive_values=3)
     tech, _, generated = run(data, seed=seed)

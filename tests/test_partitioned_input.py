@@ -1,5 +1,6 @@
 """Input and output shapes for clusters: a folder or glob of Parquet files as the input (its
 fingerprint over names and bytes), [run] address, and published tables written as folders."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,16 +9,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from flows.errors import PublishedTableError
-from schemas.input import InputError, input_files, read_input
-from schemas.published import check_published
-from schemas.spec import SpecError, spec_from_dict
-from state.store import published_sha256, sha256_file, sha256_files, stage_tables
-from tasks.anonymize.base import Release, get_technique
-from tasks.demo_data import census, census_spec
-from tasks.microdata import Microdata
-from tasks.parted_table import PartedTable, part_name, read_published
-from tasks.validate import input_fingerprint
+from privpub.flows.errors import PublishedTableError
+from privpub.schemas.input import InputError, input_files, read_input
+from privpub.schemas.published import check_published
+from privpub.schemas.spec import SpecError, spec_from_dict
+from privpub.state.store import published_sha256, sha256_file, sha256_files, stage_tables
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.parted_table import PartedTable, part_name, read_published
+from privpub.tasks.core.technique import Release, get_technique
+from privpub.tasks.demo_data import census, census_spec
+from privpub.tasks.validate import input_fingerprint
 
 
 def _spec(folder, input_name: str, run: dict | None = None):
@@ -28,7 +29,7 @@ def _write_parts(folder, frame: pd.DataFrame, n: int) -> list:
     folder.mkdir(exist_ok=True)
     step = -(-len(frame) // n)
     for i in range(n):
-        frame.iloc[i * step:(i + 1) * step].to_parquet(folder / f"part-{i:03d}.parquet", index=False)
+        frame.iloc[i * step : (i + 1) * step].to_parquet(folder / f"part-{i:03d}.parquet", index=False)
     return sorted(folder.glob("*.parquet"))
 
 
@@ -84,12 +85,14 @@ def test_folder_fingerprint_covers_names_and_bytes_not_listing_order(tmp_path, f
 def test_run_address_is_checked_strictly(tmp_path):
     ok = _spec(tmp_path, "x.csv", {"task_runner": "dask", "address": "tcp://scheduler.example:8786"})
     assert ok.run.address == "tcp://scheduler.example:8786" and not ok.run.allow_spill
-    for bad, message in [({"address": "tcp://h:8786"}, "needs task_runner"),
-                         ({"task_runner": "dask", "address": "http://h:8786"}, "address"),
-                         ({"task_runner": "dask", "address": "tcp://h"}, "address"),
-                         ({"task_runner": "dask", "address": "tcp://h:1", "workers": 2}, "workers"),
-                         ({"task_runner": "dask", "adress": "tcp://h:1"}, "did you mean address"),
-                         ({"task_runner": "dask", "chunk_rows": 0}, "chunk_rows")]:
+    for bad, message in [
+        ({"address": "tcp://h:8786"}, "needs task_runner"),
+        ({"task_runner": "dask", "address": "http://h:8786"}, "address"),
+        ({"task_runner": "dask", "address": "tcp://h"}, "address"),
+        ({"task_runner": "dask", "address": "tcp://h:1", "workers": 2}, "workers"),
+        ({"task_runner": "dask", "adress": "tcp://h:1"}, "did you mean address"),
+        ({"task_runner": "dask", "chunk_rows": 0}, "chunk_rows"),
+    ]:
         with pytest.raises(SpecError, match=message):
             _spec(tmp_path, "x.csv", bad)
 
@@ -98,8 +101,9 @@ def _parted(folder, frame: pd.DataFrame, n: int) -> PartedTable:
     folder.mkdir()
     step = -(-len(frame) // n)
     for i in range(n):
-        pq.write_table(pa.Table.from_pandas(frame.iloc[i * step:(i + 1) * step], preserve_index=False),
-                       folder / part_name(i))
+        pq.write_table(
+            pa.Table.from_pandas(frame.iloc[i * step : (i + 1) * step], preserve_index=False), folder / part_name(i)
+        )
     return PartedTable(folder)
 
 
@@ -138,18 +142,22 @@ def test_schema_check_reads_every_part_of_a_folder_table(tmp_path):
 
 
 def test_only_parquet_input_of_a_distributed_technique_goes_to_the_cluster(tmp_path, frame):
-    from flows.cluster import uses_cluster
+    from privpub.flows.cluster import uses_cluster
 
     _write_parts(tmp_path / "data", frame, 2)
     frame.to_csv(tmp_path / "census.csv", index=False)
     dask = {"task_runner": "dask"}
-    for input_name, run, technique, expected in [("data", dask, "generalization", True),
-                                                 ("data/*.parquet", dask, "generalization", True),
-                                                 ("census.csv", dask, "generalization", False),
-                                                 ("data", None, "generalization", False),
-                                                 ("missing", dask, "generalization", False)]:
+    for input_name, run, _technique, expected in [
+        ("data", dask, "generalization", True),
+        ("data/*.parquet", dask, "generalization", True),
+        ("census.csv", dask, "generalization", False),
+        ("data", None, "generalization", False),
+        ("missing", dask, "generalization", False),
+    ]:
         spec = _spec(tmp_path, input_name, run)
         assert uses_cluster(spec, get_technique(spec)) is expected, input_name
-    muco = spec_from_dict({**census_spec("data", k=None, l=3, technique={"name": "muco", "l": 3, "delta": "1/4"}),
-                           "run": dask}, base_dir=tmp_path)
+    muco = spec_from_dict(
+        {**census_spec("data", k=None, l=3, technique={"name": "muco", "l": 3, "delta": "1/4"}), "run": dask},
+        base_dir=tmp_path,
+    )
     assert uses_cluster(muco, get_technique(muco)) is False

@@ -1,5 +1,6 @@
 """alpha-presence and beta-association against brute-force possible worlds (Definitions 5.1-5.3)
 and the paper's Fig. 1 / Fig. 2 / Fig. 9 examples."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -12,17 +13,24 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tasks.anonymize.ambiguity import ambiguity_estimates
-from tasks.evaluate.estimate_generalized import range_fraction
-from tasks.evaluate.workload import CountQuery, RangeCond
-from tasks.verify.association import ambiguity_association, priview_association
-from tasks.verify.presence import (ambiguity_groups, ambiguity_presence, ambiguity_presence_of,
-                                   labeled_presence, priview_presence, priview_presence_of)
+from privpub.tasks.evaluate.estimate_generalized import range_fraction
+from privpub.tasks.evaluate.workload import CountQuery, RangeCond
+from privpub.tasks.techniques.ambiguity.association import ambiguity_association, priview_association
+from privpub.tasks.techniques.ambiguity.presence import (
+    ambiguity_groups,
+    ambiguity_presence,
+    ambiguity_presence_of,
+    labeled_presence,
+    priview_presence,
+    priview_presence_of,
+)
+from privpub.tasks.techniques.ambiguity.technique import ambiguity_estimates
 
 SETTINGS = settings(max_examples=30, deadline=None)
 
 
 # --- brute force: Ambiguity ----------------------------------------------------------------------
+
 
 def ambiguity_worlds(domains: list[list], sensitive: list) -> list[frozenset]:
     """Every world of one group: |G| distinct QI cells whose projections give back every AT
@@ -54,8 +62,7 @@ def ambiguity_release(groups: list[list[tuple]], sens: list[list]) -> tuple[dict
         pairs = sorted({(g, row[i]) for g, rows in enumerate(groups) for row in rows})
         ats[f"q{i}"] = pa.table({f"q{i}": [v for _, v in pairs], "gid": [g for g, _ in pairs]})
     cnt = sorted(Counter((g, s) for g, ss in enumerate(sens) for s in ss).items())
-    st_t = pa.table({"gid": [g for (g, _), _ in cnt], "S": [s for (_, s), _ in cnt],
-                     "count": [c for _, c in cnt]})
+    st_t = pa.table({"gid": [g for (g, _), _ in cnt], "S": [s for (_, s), _ in cnt], "count": [c for _, c in cnt]})
     return ats, st_t
 
 
@@ -131,14 +138,20 @@ def test_theorem1_is_an_upper_bound_when_a_group_repeats_a_tuple(k1, k2, size):
 
 # --- the paper's examples ----------------------------------------------------------------------
 
-FIG1 = [((45, "M", 11000), "diabetes"), ((20, "M", 12000), "flu"), ((50, "M", 23000), "diarrhea"),
-        ((60, "M", 12000), "stroke"), ((20, "F", 54000), "leukemia"), ((50, "F", 23000), "diabetes"),
-        ((60, "F", 23000), "leukemia"), ((60, "F", 21000), "dyspepsia")]
+FIG1 = [
+    ((45, "M", 11000), "diabetes"),
+    ((20, "M", 12000), "flu"),
+    ((50, "M", 23000), "diarrhea"),
+    ((60, "M", 12000), "stroke"),
+    ((20, "F", 54000), "leukemia"),
+    ((50, "F", 23000), "diabetes"),
+    ((60, "F", 23000), "leukemia"),
+    ((60, "F", 21000), "dyspepsia"),
+]
 
 
 def fig2_tables(groups=((0, 1, 2, 3), (4, 5, 6, 7))):
-    ats, st_t = ambiguity_release([[FIG1[i][0] for i in g] for g in groups],
-                                  [[FIG1[i][1] for i in g] for g in groups])
+    ats, st_t = ambiguity_release([[FIG1[i][0] for i in g] for g in groups], [[FIG1[i][1] for i in g] for g in groups])
     names = {"q0": "age", "q1": "gender", "q2": "zipcode"}
     ats = {names[k]: t.rename_columns([names[k], "gid"]) for k, t in ats.items()}
     return ats, st_t.rename_columns(["gid", "disease", "count"])
@@ -182,6 +195,7 @@ def test_fig8_example_counts_sensitive_buckets_wrongly():
 
 # --- brute force: PriView ------------------------------------------------------------------------
 
+
 def priview_worlds(at_rows: list, units: list) -> tuple[list, list]:
     """All bijections AT rows -> ST units ("labeled") and the distinct joined relations."""
     labeled = [tuple(zip(at_rows, perm)) for perm in permutations(units)]
@@ -210,8 +224,14 @@ def brute_priview(at_rows: list, units: list) -> dict[str, Fraction]:
 def priview_release(at_rows: list, units: list) -> tuple[pa.Table, pa.Table]:
     at = pa.table({"a": [a for a in at_rows], "gid": [0] * len(at_rows)})
     cnt = sorted(Counter(units).items())
-    st_t = pa.table({"gid": [0] * len(cnt), "q": [q for (q, _), _ in cnt], "S": [s for (_, s), _ in cnt],
-                     "count": [c for _, c in cnt]})
+    st_t = pa.table(
+        {
+            "gid": [0] * len(cnt),
+            "q": [q for (q, _), _ in cnt],
+            "S": [s for (_, s), _ in cnt],
+            "count": [c for _, c in cnt],
+        }
+    )
     return at, st_t
 
 
@@ -247,17 +267,23 @@ def test_priview_verifier_equals_world_enumeration(case):
     assert Fraction(priview_presence(at, st_t, "q", "S", Fraction(1)).value) == expected_p
     assert Fraction(priview_association(at, st_t, "q", "S", Fraction(1)).value) == expected_a
     q0 = units[0][0]
-    assert priview_presence_of(at, st_t, "q", "S", {"a": at_rows[0], "q": q0}) == \
-        labeled_presence(size, sum(u[0] == q0 for u in units), at_rows.count(at_rows[0]))
+    assert priview_presence_of(at, st_t, "q", "S", {"a": at_rows[0], "q": q0}) == labeled_presence(
+        size, sum(u[0] == q0 for u in units), at_rows.count(at_rows[0])
+    )
 
 
 def fig9_tables():
-    at = pa.table({"age": [45, 20, 50, 60, 20, 50, 60, 60], "gender": ["M"] * 4 + ["F"] * 4,
-                   "gid": [1, 1, 1, 1, 2, 2, 2, 2]})
-    st_t = pa.table({"gid": [1, 1, 1, 1, 2, 2, 2, 2],
-                     "zipcode": [11000, 12000, 23000, 12000, 54000, 23000, 23000, 21000],
-                     "disease": ["diabetes", "flu", "diarrhea", "stroke", "leukemia", "diabetes",
-                                 "leukemia", "dyspepsia"], "count": [1] * 8})
+    at = pa.table(
+        {"age": [45, 20, 50, 60, 20, 50, 60, 60], "gender": ["M"] * 4 + ["F"] * 4, "gid": [1, 1, 1, 1, 2, 2, 2, 2]}
+    )
+    st_t = pa.table(
+        {
+            "gid": [1, 1, 1, 1, 2, 2, 2, 2],
+            "zipcode": [11000, 12000, 23000, 12000, 54000, 23000, 23000, 21000],
+            "disease": ["diabetes", "flu", "diarrhea", "stroke", "leukemia", "diabetes", "leukemia", "dyspepsia"],
+            "count": [1] * 8,
+        }
+    )
     return at, st_t
 
 
@@ -266,8 +292,10 @@ def test_fig9_theorem6_is_loose():
     at, st_t = fig9_tables()
     grace = {"age": 60, "gender": "F", "zipcode": 23000}  # (60, F) twice in AT, 23000 twice in ST
     assert priview_presence_of(at, st_t, "zipcode", "disease", grace) == Fraction(5, 6)
-    b = brute_priview([(20, "F"), (50, "F"), (60, "F"), (60, "F")],
-                      [(54000, "leukemia"), (23000, "diabetes"), (23000, "leukemia"), (21000, "dyspepsia")])
+    b = brute_priview(
+        [(20, "F"), (50, "F"), (60, "F"), (60, "F")],
+        [(54000, "leukemia"), (23000, "diabetes"), (23000, "leukemia"), (21000, "dyspepsia")],
+    )
     assert b["labeled_presence"] == b["distinct_presence"] == Fraction(5, 6)
     # Alan's zip code 11000 appears only with diabetes: if Alan is in T, he has diabetes
     assert b["labeled_association"] == 1

@@ -1,4 +1,5 @@
 """Technique `priview`: block construction, split choice, verification, tampering, estimation."""
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -8,15 +9,18 @@ import pandas as pd
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tasks.anonymize.base import Partition
-from tasks.anonymize.priview import priview_estimates
-from tasks.demo_data import CENSUS_QI, census
-from tasks.evaluate.workload import CountQuery, SetCond, exact_answers, make_workload
+from privpub.tasks.core.technique import Partition
+from privpub.tasks.demo_data import CENSUS_QI, census
+from privpub.tasks.evaluate.workload import CountQuery, SetCond, exact_answers, make_workload
+from privpub.tasks.techniques.ambiguity.priview import priview_estimates
 from tests.helpers import release_of, technique_and_data
 from tests.test_presence_association import fig9_tables
 
-QI3 = [{"name": "a", "kind": "numeric"}, {"name": "b", "kind": "categorical"},
-       {"name": "c", "kind": "ordinal", "order": ["lo", "mid", "hi"]}]
+QI3 = [
+    {"name": "a", "kind": "numeric"},
+    {"name": "b", "kind": "categorical"},
+    {"name": "c", "kind": "ordinal", "order": ["lo", "mid", "hi"]},
+]
 
 
 def make(frame, qi, sensitive, name="priview", **technique):
@@ -26,8 +30,7 @@ def make(frame, qi, sensitive, name="priview", **technique):
 @st.composite
 def tiny_tables(draw):
     n = draw(st.integers(12, 60))
-    rows = st.tuples(st.integers(0, 3), st.sampled_from("xyz"), st.sampled_from(["lo", "mid", "hi"]),
-                     st.integers(0, 5))
+    rows = st.tuples(st.integers(0, 3), st.sampled_from("xyz"), st.sampled_from(["lo", "mid", "hi"]), st.integers(0, 5))
     frame = pd.DataFrame(draw(st.lists(rows, min_size=n, max_size=n)), columns=["a", "b", "c", "s"])
     frame["pid"] = np.arange(n)
     return frame
@@ -57,8 +60,12 @@ def test_a_row_moved_to_a_group_without_its_qi_value_fails(frame, seed):
     part, rel = release_of(tech, data, seed)
     j = data.qi_names.index(part.info["st_qi"])
     q = data.codes[:, j]
-    candidates = [(r, g) for g in range(part.n_groups) for r in np.flatnonzero(part.group >= 0)
-                  if part.group[r] != g and q[r] not in set(q[part.group == g].tolist())]
+    candidates = [
+        (r, g)
+        for g in range(part.n_groups)
+        for r in np.flatnonzero(part.group >= 0)
+        if part.group[r] != g and q[r] not in set(q[part.group == g].tolist())
+    ]
     assume(candidates)
     r, g = candidates[0]
     group = part.group.copy()
@@ -83,8 +90,10 @@ def test_census_split_choice_and_utility_against_ambiguity():
     actual = exact_answers(frame, workload, "occupation")
     amb, adata = make(frame, CENSUS_QI, "occupation", name="ambiguity", alpha=0.25, beta=0.1)
     _, arel = release_of(amb, adata)
-    err = {name: np.mean(np.abs(actual - t.estimate_counts(r, workload)) / actual)
-           for name, t, r in (("priview", tech, rel), ("ambiguity", amb, arel))}
+    err = {
+        name: np.mean(np.abs(actual - t.estimate_counts(r, workload)) / actual)
+        for name, t, r in (("priview", tech, rel), ("ambiguity", amb, arel))
+    }
     assert err["priview"] < err["ambiguity"]  # Theorem 7's direction on this data
 
 
@@ -92,7 +101,7 @@ def test_estimates_follow_fig5_over_two_tables():
     # Fig. 9 tables, Q2 (age >= 50, zip 23000, diabetes): group 1 has no (23000, diabetes) unit;
     # group 2 has c = 1 and 3 of its 4 AT rows have age >= 50, so 3/4
     at, st_t = fig9_tables()
-    from tasks.evaluate.workload import RangeCond
+    from privpub.tasks.evaluate.workload import RangeCond
 
     q2 = CountQuery((("age", RangeCond(50, 200)), ("zipcode", RangeCond(23000, 23000))), "diabetes")
     q_and = CountQuery((("age", RangeCond(60, 60)), ("gender", SetCond(frozenset({"F"})))), "leukemia")

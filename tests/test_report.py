@@ -1,5 +1,6 @@
 """The report: figures printed with the precision they need, plots as inline SVG drawn without
 a plotting library, and nothing heavy imported by tasks.report."""
+
 from __future__ import annotations
 
 import re
@@ -9,10 +10,18 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from tasks.report import fmt, markdown_summary, summary_lines, write_html_report
+from privpub.tasks.report import fmt, markdown_summary, summary_lines, write_html_report
 
-META = {"release_id": "census-0001-abc", "series": "census", "sequence": 1, "technique": "generalization",
-        "seed": 3, "rows_in": 1000, "parameters": {"k": 10}, "files": ["table.parquet"]}
+META = {
+    "release_id": "census-0001-abc",
+    "series": "census",
+    "sequence": 1,
+    "technique": "generalization",
+    "seed": 3,
+    "rows_in": 1000,
+    "parameters": {"k": 10},
+    "files": ["table.parquet"],
+}
 PRIVACY = [SimpleNamespace(model="k-anonymity", value=10, threshold=10, passed=True, worst={"size": 10})]
 
 
@@ -22,8 +31,11 @@ def test_small_figures_keep_their_significant_digits():
     assert fmt(0.043040028) == "0.04304"
     assert fmt(344320.23) == "3.443e+05"
     assert fmt(12) == "12" and fmt(0.1234, 3) == "0.123"
-    lines = summary_lines(META, PRIVACY, {"uncertainty_penalty_normalized": 3.75e-05,
-                                          "query_error_1pct": 0.000412, "query_error_10pct": 0.25})
+    lines = summary_lines(
+        META,
+        PRIVACY,
+        {"uncertainty_penalty_normalized": 3.75e-05, "query_error_1pct": 0.000412, "query_error_10pct": 0.25},
+    )
     text = "\n".join(lines)
     assert "uncertainty penalty (per tuple per QI): 3.75e-05" in text
     assert "0.0000" not in text
@@ -55,9 +67,11 @@ def test_report_without_groups_or_errors_has_no_plot(tmp_path):
 
 
 def test_report_module_imports_no_plotting_library(tmp_path):
-    code = ("import sys, numpy as np; from pathlib import Path; import tasks.report as r; "
-            f"r.write_html_report(Path({str(tmp_path / 'x.html')!r}), {META!r}, [], "
-            "{'query_error_1pct': 0.3}, np.array([5, 6, 7])); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'prefect', 'scipy')))")
+    code = (
+        "import sys, numpy as np; from pathlib import Path; import tasks.report as r; "
+        f"r.write_html_report(Path({str(tmp_path / 'x.html')!r}), {META!r}, [], "
+        "{'query_error_1pct': 0.3}, np.array([5, 6, 7])); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'prefect', 'scipy')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -1,4 +1,5 @@
 """Bottom-up grouping: every group meets every member's required ratio for every value it holds."""
+
 from __future__ import annotations
 
 import math
@@ -7,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.serial.grouping import Requirements, grow_groups, zorder
+from privpub.tasks.techniques.serial.grouping import Requirements, grow_groups, zorder
 
 SETTINGS = settings(deadline=None, max_examples=80)
 
@@ -23,12 +24,14 @@ def requirements(draw):
     k = draw(st.integers(0, 2 * n))
     pos = np.sort(np.array(draw(st.lists(st.integers(0, n - 1), min_size=k, max_size=k)), dtype=np.int64))
     code = np.array(draw(st.lists(st.integers(0, 2), min_size=k, max_size=k)), dtype=np.int64)
-    ratio = np.array(draw(st.lists(st.sampled_from([5.0, 9.0, 14.5, 40.0, math.inf]),
-                                   min_size=k, max_size=k)), dtype=float)
+    ratio = np.array(
+        draw(st.lists(st.sampled_from([5.0, 9.0, 14.5, 40.0, math.inf]), min_size=k, max_size=k)), dtype=float
+    )
     min_size = draw(st.integers(1, 4))
     cap = draw(st.integers(max(min_size, 8), 80))
-    return Requirements(value=value, real=real, first=first, pos=pos, code=code, ratio=ratio,
-                        min_size=min_size, cap=cap)
+    return Requirements(
+        value=value, real=real, first=first, pos=pos, code=code, ratio=ratio, min_size=min_size, cap=cap
+    )
 
 
 def ratio_of(req: Requirements, point: int, code: int) -> float:
@@ -82,8 +85,16 @@ def test_groups_are_as_small_as_the_ratios_allow():
     # one protected value every 10 points, ratio 4 -> groups of 4 around each, fillers min_size 2
     value = np.full(40, -1)
     value[::10] = 0
-    req = Requirements(value=value, real=np.ones(40, bool), first=4.0, pos=np.zeros(0, np.int64),
-                       code=np.zeros(0, np.int64), ratio=np.zeros(0), min_size=2, cap=100)
+    req = Requirements(
+        value=value,
+        real=np.ones(40, bool),
+        first=4.0,
+        pos=np.zeros(0, np.int64),
+        code=np.zeros(0, np.int64),
+        ratio=np.zeros(0),
+        min_size=2,
+        cap=100,
+    )
     out = grow_groups(req)
     sizes = np.bincount(out.group)
     assert sizes[0] == 4 and set(sizes) <= {2, 4} and not out.suppressed.any()

@@ -1,4 +1,5 @@
 """The formulas of serial publishing against possible-world enumeration and the paper's numbers."""
+
 from __future__ import annotations
 
 import itertools
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tasks.verify import serial_guarantee as sg
+from privpub.tasks.techniques.serial import guarantee as sg
 
 SETTINGS = settings(deadline=None, max_examples=80)
 
@@ -34,8 +35,7 @@ def enumerate_breach(series: list[list[list]], person: int, value) -> Fraction:
         for group in groups:
             members = [m for m, _ in group]
             options.append([dict(zip(members, arr)) for arr in arrangements([v for _, v in group])])
-        per_release.append([{k: v for part in combo for k, v in part.items()}
-                            for combo in itertools.product(*options)])
+        per_release.append([{k: v for part in combo for k, v in part.items()} for combo in itertools.product(*options)])
     total = linked = 0
     for world in itertools.product(*per_release):
         total += 1
@@ -44,8 +44,7 @@ def enumerate_breach(series: list[list[list]], person: int, value) -> Fraction:
 
 
 def world_count(series) -> int:
-    return math.prod(math.prod(len(arrangements([v for _, v in g])) for g in groups)
-                     for groups in series)
+    return math.prod(math.prod(len(arrangements([v for _, v in g])) for g in groups) for groups in series)
 
 
 @st.composite
@@ -96,8 +95,7 @@ def test_lemma5_groups_without_the_value_do_not_count():
     assert sg.breach_probability([]) == 0
 
 
-history = st.lists(st.tuples(st.integers(1, 6), st.integers(1, 6)).map(lambda t: (max(t), min(t))),
-                   max_size=3)
+history = st.lists(st.tuples(st.integers(1, 6), st.integers(1, 6)).map(lambda t: (max(t), min(t))), max_size=3)
 
 
 @SETTINGS
@@ -132,10 +130,26 @@ def test_integer_form_agrees_with_fractions(hist, size, count, l):
 
 
 # Table 1 of the paper, (l, k) -> printed ratio, and the exact r* the notes give
-TABLE1 = {(2, 2): "3.44", (2, 5): "7.75", (2, 10): "15.10", (2, 20): "29.41",
-          (5, 10): "45.35", (5, 20): "90.13", (10, 10): "95.42", (10, 20): "190.33"}
-R_STAR = {(2, 2): 3.4142, (2, 5): 7.7250, (2, 10): 14.9327, (2, 20): 29.3568,
-          (5, 10): 45.3161, (5, 20): 90.1293, (10, 10): 95.4131, (10, 20): 190.3249}
+TABLE1 = {
+    (2, 2): "3.44",
+    (2, 5): "7.75",
+    (2, 10): "15.10",
+    (2, 20): "29.41",
+    (5, 10): "45.35",
+    (5, 20): "90.13",
+    (10, 10): "95.42",
+    (10, 20): "190.33",
+}
+R_STAR = {
+    (2, 2): 3.4142,
+    (2, 5): 7.7250,
+    (2, 10): 14.9327,
+    (2, 20): 29.3568,
+    (5, 10): 45.3161,
+    (5, 20): 90.1293,
+    (10, 10): 95.4131,
+    (10, 20): 190.3249,
+}
 
 
 @pytest.mark.parametrize("lk", sorted(TABLE1))
@@ -237,8 +251,15 @@ def test_the_worst_pair_among_equal_p_does_not_depend_on_the_order_pairs_are_rea
     first-found tie-break once made the two disagree)."""
     import pandas as pd
 
-    pairs = pd.DataFrame({"person": ["p7", "p2", "p5", "p2"], "value": ["d", "d", "a", "a"],
-                          "links": [1, 1, 1, 1], "q": [9, 9, 9, 1], "d": [16, 16, 16, 2]})
+    pairs = pd.DataFrame(
+        {
+            "person": ["p7", "p2", "p5", "p2"],
+            "value": ["d", "d", "a", "a"],
+            "links": [1, 1, 1, 1],
+            "q": [9, 9, 9, 1],
+            "d": [16, 16, 16, 2],
+        }
+    )
     expected = ("p2", "d")  # the least of the three pairs of p = 7/16 (p2 / d, p5 / a, p7 / d)
     rng = np.random.default_rng(0)
     for _ in range(6):

@@ -4,6 +4,7 @@ Publishing carries the stored aggregate and the series summary from one release 
 the store does (Release.private of the latest release), and checks only the pairs of the people in
 the release. `privpub verify` rebuilds the aggregate from the history rows and rechecks every pair.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -17,11 +18,11 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from state.store import Store, stage_tables
-from tasks.anonymize.serial import SerialTechnique
-from tasks.microdata import Microdata
-from tasks.serial import statistics as stats
-from tasks.verify import serial_guarantee as sg
+from privpub.state.store import Store, stage_tables
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.techniques.serial import guarantee as sg
+from privpub.tasks.techniques.serial import statistics as stats
+from privpub.tasks.techniques.serial.technique import SerialTechnique
 from tests.test_serial_technique import make_spec, sticky_series, tiny_series
 
 KEY = ["person", "value"]
@@ -44,9 +45,11 @@ def carried_series(spec, snapshots, registration=None, seed=0):
         rows = release.private["serial_stats"]
         history = stats.concat_history([history, rows])
         out.append((release, incremental, full, history))
-        carried = {"serial_aggregate": release.private["serial_aggregate"],
-                   "serial_summary": release.private["serial_summary"],
-                   "serial_release": release.private["release"] + 1}
+        carried = {
+            "serial_aggregate": release.private["serial_aggregate"],
+            "serial_summary": release.private["serial_summary"],
+            "serial_release": release.private["release"] + 1,
+        }
     return out
 
 
@@ -76,7 +79,11 @@ def assert_agree(series, l):
         if summary["worst"] is not None:
             w = summary["worst"]
             row = theirs[(theirs.person == w["person"]) & (theirs.value == str(w["value"]))]
-            assert (int(row.q.iat[0]), int(row.d.iat[0]), int(row.links.iat[0])) == (int(w["q"]), int(w["d"]), w["links"])
+            assert (int(row.q.iat[0]), int(row.d.iat[0]), int(row.links.iat[0])) == (
+                int(w["q"]),
+                int(w["d"]),
+                w["links"],
+            )
             assert 1 - Fraction(int(w["q"]), int(w["d"])) == Fraction(a.value)
         assert Fraction(a.value) == max((1 - Fraction(q, d) for q, d in zip(theirs.q, theirs.d)), default=0)
 
@@ -100,8 +107,14 @@ def test_breaching_pairs_are_counted_alike():
 
 
 def test_absent_people_keep_their_pairs_untouched():
-    people = pd.DataFrame({"pid": range(12), "age": range(30, 42), "sex": ["M"] * 12,
-                           "dis": ["a", "b", "b", "a", "b", "b", "a", "b", "b", "b", "b", "b"]})
+    people = pd.DataFrame(
+        {
+            "pid": range(12),
+            "age": range(30, 42),
+            "sex": ["M"] * 12,
+            "dis": ["a", "b", "b", "a", "b", "b", "a", "b", "b", "b", "b", "b"],
+        }
+    )
     spec = make_spec(strategy="geometric", transient=["a"])
     series = carried_series(spec, [people, people.iloc[6:]])
     first = sorted_aggregate(series[0][0].private["serial_aggregate"])
@@ -130,9 +143,12 @@ def test_a_series_stored_before_summaries_is_summarised_once():
 
 
 @settings(deadline=None, max_examples=60)
-@given(st.lists(st.tuples(st.integers(2, 400), st.integers(1, 3)), min_size=1, max_size=8),
-       st.sampled_from([("constant-ratio", 2), ("constant-ratio", 4), ("geometric", 2), ("geometric", 6),
-                        ("localized", 3)]))
+@given(
+    st.lists(st.tuples(st.integers(2, 400), st.integers(1, 3)), min_size=1, max_size=8),
+    st.sampled_from(
+        [("constant-ratio", 2), ("constant-ratio", 4), ("geometric", 2), ("geometric", 6), ("localized", 3)]
+    ),
+)
 def test_float_ratio_bounds_never_undercut_the_exact_ratio(terms, strategy_l):
     """Groups are sized from p_hi; the bound must be >= the exact required ratio, and exactly
     the `first` float where the exact ratio is clearly `first` (so such pairs stay ordinary)."""
@@ -147,7 +163,8 @@ def test_float_ratio_bounds_never_undercut_the_exact_ratio(terms, strategy_l):
     exact = strategy.required(q, d)
     assert exact is not None and Fraction(bound[0]) >= exact
     clearly_first = exact == strategy.first and (
-        name != "constant-ratio" or sg.min_ratio(q, d, l) < strategy.ratio * Fraction(99_999, 100_000))
+        name != "constant-ratio" or sg.min_ratio(q, d, l) < strategy.ratio * Fraction(99_999, 100_000)
+    )
     if clearly_first:
         assert bound[0] == strategy.first_hi
 
@@ -182,18 +199,41 @@ def stored_series(spec, snapshots, registration, folder: Path, seed=0):
         results = {x.model: x for x in tech.verify(release, ctx)}
         tables = dict(release.tables)
         hook = tech.commit_hook(release)
-        store.commit_release(staged=stage_tables(folder / "out", release.tables), series=spec.dataset.name,
-                             technique="serial", parameters={}, spec={}, seed=seed, input_fingerprint=str(r),
-                             release_key=str(r), rows_in=data.n, privacy=list(results.values()), utility={},
-                             private=release.private, info=release.info, actor="test", flow_run_id=None,
-                             started_at=datetime.now(), based_on_sequence=r - 1, on_commit=hook)
+        store.commit_release(
+            staged=stage_tables(folder / "out", release.tables),
+            series=spec.dataset.name,
+            technique="serial",
+            parameters={},
+            spec={},
+            seed=seed,
+            input_fingerprint=str(r),
+            release_key=str(r),
+            rows_in=data.n,
+            privacy=list(results.values()),
+            utility={},
+            private=release.private,
+            info=release.info,
+            actor="test",
+            flow_run_id=None,
+            started_at=datetime.now(),
+            based_on_sequence=r - 1,
+            on_commit=hook,
+        )
         out.append((tables, results))
     return out
 
 
 @settings(deadline=None, max_examples=25)
-@given(tiny_series(), st.sampled_from([{"strategy": "constant-ratio", "releases": 2},
-                                       {"strategy": "geometric", "factor": 2}, {"strategy": "localized"}]))
+@given(
+    tiny_series(),
+    st.sampled_from(
+        [
+            {"strategy": "constant-ratio", "releases": 2},
+            {"strategy": "geometric", "factor": 2},
+            {"strategy": "localized"},
+        ]
+    ),
+)
 def test_the_state_database_publishes_what_memory_publishes(case, strategy):
     """The store's reads (only the pairs above p_floor, then the named pairs, by SQL) give the
     same releases and figures as the whole aggregate carried in memory. A horizon of 2 pushes
@@ -212,9 +252,19 @@ def test_the_state_database_publishes_what_memory_publishes(case, strategy):
 
 
 @settings(deadline=None, max_examples=200)
-@given(st.lists(st.tuples(st.integers(2, 400), st.integers(1, 3)), min_size=1, max_size=30),
-       st.sampled_from([("constant-ratio", 2, 2), ("constant-ratio", 4, 20), ("constant-ratio", 3, 5),
-                        ("geometric", 2, 0), ("geometric", 6, 0), ("localized", 3, 0)]))
+@given(
+    st.lists(st.tuples(st.integers(2, 400), st.integers(1, 3)), min_size=1, max_size=30),
+    st.sampled_from(
+        [
+            ("constant-ratio", 2, 2),
+            ("constant-ratio", 4, 20),
+            ("constant-ratio", 3, 5),
+            ("geometric", 2, 0),
+            ("geometric", 6, 0),
+            ("localized", 3, 0),
+        ]
+    ),
+)
 def test_pairs_at_or_below_p_floor_need_exactly_the_first_ratio(terms, case):
     """What lets a release skip reading them: p_hi <= p_floor implies required ratio == first."""
     name, l, k = case

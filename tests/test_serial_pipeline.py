@@ -1,4 +1,5 @@
 """Serial releases through the flow, the store and `privpub serial` / `privpub verify`."""
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -7,10 +8,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from flows.reverify import reverify
-from flows.serial import serial_flow
-from state.store import StaleHistory, Store, stage_tables
-from tasks.demo_data import census
+from privpub.flows.reverify import reverify
+from privpub.flows.serial import serial_flow
+from privpub.state.store import StaleHistory, Store, stage_tables
+from privpub.tasks.demo_data import census
 from tests.helpers import write_spec
 from tests.test_cli import run
 
@@ -54,9 +55,22 @@ def test_two_serial_releases_keep_the_global_guarantee(prefect_server, tmp_path)
 
 def test_commit_refuses_a_release_computed_from_stale_history(tmp_path):
     store = Store(tmp_path / "s.duckdb")
-    kwargs = dict(series="s", technique="serial", parameters={}, spec={}, seed=1, input_fingerprint="f",
-                  rows_in=1, privacy=[], utility={}, private={}, info={}, actor="t", flow_run_id=None,
-                  started_at=__import__("datetime").datetime(2026, 1, 1))
+    kwargs = dict(
+        series="s",
+        technique="serial",
+        parameters={},
+        spec={},
+        seed=1,
+        input_fingerprint="f",
+        rows_in=1,
+        privacy=[],
+        utility={},
+        private={},
+        info={},
+        actor="t",
+        flow_run_id=None,
+        started_at=__import__("datetime").datetime(2026, 1, 1),
+    )
     staged = stage_tables(tmp_path / "out", {"table": pa.table({"x": [1]})})
     store.commit_release(staged=staged, release_key="a", based_on_sequence=0, **kwargs)
     staged = stage_tables(tmp_path / "out", {"table": pa.table({"x": [2]})})
@@ -74,7 +88,8 @@ def test_cli_serial_refuses_without_publishing(prefect_server, tmp_path):
     assert res.returncode == 1
     assert "privpub: error: the global guarantee cannot be met" in res.stderr
     assert not (tmp_path / "releases").exists() or not any(
-        p for p in (tmp_path / "releases").iterdir() if not p.name.startswith("."))
+        p for p in (tmp_path / "releases").iterdir() if not p.name.startswith(".")
+    )
 
 
 def test_cli_serial_rejects_a_one_off_technique(prefect_server, census_dir):

@@ -2,6 +2,7 @@
 serial_summary; migrations 3 and 4): written in the commit transaction, read per release, checked
 by `privpub verify`, moved there from the per-release blob of a state written before migration 3,
 and keyed by integers in a state written before migration 4."""
+
 from __future__ import annotations
 
 import io
@@ -13,15 +14,15 @@ import time
 import duckdb
 import pyarrow.parquet as pq
 
-from flows.reverify import reverify
-from flows.serial import serial_flow
-from state.store import Store
-from tasks.serial import state as ss
-from tasks.serial import statistics as st
+from privpub.flows.reverify import reverify
+from privpub.flows.serial import serial_flow
+from privpub.state.store import Store
+from privpub.tasks.demo_data import census
+from privpub.tasks.techniques.serial import state as ss
+from privpub.tasks.techniques.serial import statistics as st
 from tests.helpers import write_spec
 from tests.test_cli import PRIVPUB, ROOT, _env, run
 from tests.test_serial_pipeline import SERIAL, evolve, snapshot
-from tasks.demo_data import census
 
 
 def _spec(folder):
@@ -30,8 +31,10 @@ def _spec(folder):
     return spec
 
 
-_PAIRS = ("SELECT k.person, v.value, p.links, p.q, p.d, p.release_id FROM serial_pairs p "
-          "JOIN serial_people k USING (series, pkey) JOIN serial_values v USING (series, vkey)")
+_PAIRS = (
+    "SELECT k.person, v.value, p.links, p.q, p.d, p.release_id FROM serial_pairs p "
+    "JOIN serial_people k USING (series, pkey) JOIN serial_values v USING (series, vkey)"
+)
 
 
 def _stored_pairs(state):
@@ -64,8 +67,10 @@ def _back_to_blobs(store, release_ids):
                 buf = io.BytesIO()
                 pq.write_table(table, buf)
                 con.execute("INSERT INTO release_private VALUES (?, ?, 'parquet', ?)", [rid, name, buf.getvalue()])
-        con.execute("DROP TABLE serial_history; DROP TABLE serial_membership; DROP TABLE serial_types; "
-                    "DELETE FROM schema_migrations WHERE version >= 5")
+        con.execute(
+            "DROP TABLE serial_history; DROP TABLE serial_membership; DROP TABLE serial_types; "
+            "DELETE FROM schema_migrations WHERE version >= 5"
+        )
 
 
 def _summary(state):
@@ -103,9 +108,11 @@ def test_statistics_tables_follow_the_series_and_verify_checks_them(prefect_serv
     # the first one (whose state of that pair is no longer stored) does not compare it
     changed = stored[stored.release_id == ids[-1]].iloc[0]
     with duckdb.connect(str(state)) as con:
-        con.execute("UPDATE serial_pairs p SET q = CAST(CAST(q AS HUGEINT) + 1 AS VARCHAR) FROM serial_people k, "
-                    "serial_values v WHERE k.pkey = p.pkey AND v.vkey = p.vkey AND k.person = ? AND v.value = ?",
-                    [changed.person, changed.value])
+        con.execute(
+            "UPDATE serial_pairs p SET q = CAST(CAST(q AS HUGEINT) + 1 AS VARCHAR) FROM serial_people k, "
+            "serial_values v WHERE k.pkey = p.pkey AND v.vkey = p.vkey AND k.person = ? AND v.value = ?",
+            [changed.person, changed.value],
+        )
     ok, lines = reverify(state, ids[-1])
     assert not ok and any(line.startswith("FAIL serial-statistics") for line in lines), lines
     if changed.person not in set(stored[stored.release_id == ids[0]].person):
@@ -127,10 +134,11 @@ def test_a_state_from_before_migration_3_publishes_the_next_release(prefect_serv
     pq.write_table(agg, buf)
     _back_to_blobs(store, [first])
     with duckdb.connect(str(state)) as con:
-        con.execute("DROP TABLE serial_pairs; DROP TABLE serial_summary; DROP TABLE serial_people; "
-                    "DROP TABLE serial_values; DELETE FROM schema_migrations WHERE version >= 3")
-        con.execute("INSERT INTO release_private VALUES (?, 'serial_aggregate', 'parquet', ?)",
-                    [first, buf.getvalue()])
+        con.execute(
+            "DROP TABLE serial_pairs; DROP TABLE serial_summary; DROP TABLE serial_people; "
+            "DROP TABLE serial_values; DELETE FROM schema_migrations WHERE version >= 3"
+        )
+        con.execute("INSERT INTO release_private VALUES (?, 'serial_aggregate', 'parquet', ?)", [first, buf.getvalue()])
     snapshot(tmp_path, evolve(frame, 9))
     second = serial_flow(spec_path=str(spec))
     assert store.schema_version() == 7
@@ -152,11 +160,15 @@ def test_a_state_from_before_migration_4_is_keyed_and_publishes_on(prefect_serve
     store = Store(state)
     _back_to_blobs(store, ids)
     with duckdb.connect(str(state)) as con:
-        con.execute("CREATE TABLE old_pairs AS SELECT p.series, k.person, v.value, p.links, p.q, p.d, p.p_hi, "
-                    "p.release_id FROM serial_pairs p JOIN serial_people k USING (series, pkey) "
-                    "JOIN serial_values v USING (series, vkey)")
-        con.execute("DROP TABLE serial_pairs; DROP TABLE serial_people; DROP TABLE serial_values; "
-                    "ALTER TABLE old_pairs RENAME TO serial_pairs; DELETE FROM schema_migrations WHERE version = 4")
+        con.execute(
+            "CREATE TABLE old_pairs AS SELECT p.series, k.person, v.value, p.links, p.q, p.d, p.p_hi, "
+            "p.release_id FROM serial_pairs p JOIN serial_people k USING (series, pkey) "
+            "JOIN serial_values v USING (series, vkey)"
+        )
+        con.execute(
+            "DROP TABLE serial_pairs; DROP TABLE serial_people; DROP TABLE serial_values; "
+            "ALTER TABLE old_pairs RENAME TO serial_pairs; DELETE FROM schema_migrations WHERE version = 4"
+        )
     assert store.schema_version() == 3
     snapshot(tmp_path, frame)
     ids.append(serial_flow(spec_path=str(spec)))  # reads after upgrading the state to migrations 4, 5
@@ -180,9 +192,14 @@ def test_sigkill_inside_the_serial_commit_leaves_the_statistics_unchanged(prefec
     pairs, summary = _stored_pairs(state), _summary(state)
     snapshot(tmp_path, evolve(frame, 3))
     flag = tmp_path / "paused"
-    proc = subprocess.Popen(PRIVPUB + ["serial", str(spec)], cwd=ROOT, start_new_session=True,
-                            env=_env(prefect_server, PRIVPUB_PAUSE_AT="commit", PRIVPUB_PAUSE_FLAG=str(flag)),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        PRIVPUB + ["serial", str(spec)],
+        cwd=ROOT,
+        start_new_session=True,
+        env=_env(prefect_server, PRIVPUB_PAUSE_AT="commit", PRIVPUB_PAUSE_FLAG=str(flag)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 240
     while not flag.exists():  # paused after the statistics were written, before COMMIT
         assert proc.poll() is None, "serial ended before reaching the pause point"

@@ -1,4 +1,5 @@
 """The Section 7 statistics: history rows, per-pair aggregate, incremental update, storage form."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -11,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from state.store import Store
-from tasks.serial import pairs
-from tasks.serial import state as ss
-from tasks.serial import statistics as stats
-from tasks.verify import serial_guarantee as sg
+from privpub.state.store import Store
+from privpub.tasks.techniques.serial import guarantee as sg
+from privpub.tasks.techniques.serial import pairs
+from privpub.tasks.techniques.serial import state as ss
+from privpub.tasks.techniques.serial import statistics as stats
 
 SETTINGS = settings(deadline=None, max_examples=40)
 
@@ -85,8 +86,9 @@ def test_rows_aggregate_and_update(series):
 
 
 def test_big_products_stay_exact():
-    history = pd.DataFrame({"person": [1] * 30, "value": ["x"] * 30, "release": range(30),
-                            "size": [1_000_003] * 30, "count": [1] * 30})
+    history = pd.DataFrame(
+        {"person": [1] * 30, "value": ["x"] * 30, "release": range(30), "size": [1_000_003] * 30, "count": [1] * 30}
+    )
     agg = stats.aggregate(history)
     assert agg["d"].iat[0] == 1_000_003**30 and agg["q"].iat[0] == 1_000_002**30
     back = stats.aggregate_from_arrow(stats.aggregate_to_arrow(agg))
@@ -106,14 +108,23 @@ def _sources(tmp_path, history):
 def _write(con, release_id, stored, history):
     """The commit hook's writer, for a release whose members are the people in its history rows."""
     people = pd.unique(history["person"])
-    members = pa.table({"person": people, "gid": np.zeros(len(people), dtype=np.int64),
-                        "virtual": np.zeros(len(people), dtype=bool)})
-    ss.writer("s", pairs=stored, history=stats.history_to_arrow(history), members=members, summary={},
-              release=int(history["release"].max()), replace=False)(con, release_id, 1)
+    members = pa.table(
+        {"person": people, "gid": np.zeros(len(people), dtype=np.int64), "virtual": np.zeros(len(people), dtype=bool)}
+    )
+    ss.writer(
+        "s",
+        pairs=stored,
+        history=stats.history_to_arrow(history),
+        members=members,
+        summary={},
+        release=int(history["release"].max()),
+        replace=False,
+    )(con, release_id, 1)
 
 
-HISTORY = pd.DataFrame({"person": [1, 1, 2, 3], "value": ["a", "z", "a", "b"], "release": 1,
-                        "size": [4, 4, 5, 6], "count": [1, 2, 1, 3]})
+HISTORY = pd.DataFrame(
+    {"person": [1, 1, 2, 3], "value": ["a", "z", "a", "b"], "release": 1, "size": [4, 4, 5, 6], "count": [1, 2, 1, 3]}
+)
 
 
 @pytest.mark.parametrize("where", ["memory", "state"])
@@ -162,7 +173,12 @@ def test_the_writer_keys_new_persons_and_values_and_replaces_named_pairs(tmp_pat
     # the release's own rows come back in the snapshot's types (person ids were integers)
     own = ss.release_private(store, "s", "r2")
     got = own["serial_stats"].to_pandas().sort_values("person").reset_index(drop=True)
-    assert got.to_dict("list") == {"person": [1, 7], "value": ["a", "y"], "release": [2, 2], "size": [5, 5],
-                                   "count": [1, 1]}
+    assert got.to_dict("list") == {
+        "person": [1, 7],
+        "value": ["a", "y"],
+        "release": [2, 2],
+        "size": [5, 5],
+        "count": [1, 1],
+    }
     assert sorted(own["membership"].column("person").to_pylist()) == [1, 7]
     assert own["virtual_members"].num_rows == 0

@@ -1,4 +1,5 @@
 """The "serial" technique end to end on tiny series, checked against possible-world enumeration."""
+
 from __future__ import annotations
 
 import itertools
@@ -12,22 +13,28 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas.spec import SpecError, spec_from_dict
-from tasks.anonymize.base import _REGISTRY, PrivacyRefused
-from tasks.anonymize.serial import SerialTechnique
-from tasks.microdata import Microdata
-from tasks.verify import serial_guarantee as sg
+from privpub.schemas.spec import SpecError, spec_from_dict
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import _REGISTRY, PrivacyRefused
+from privpub.tasks.techniques.serial import guarantee as sg
+from privpub.tasks.techniques.serial.technique import SerialTechnique
 
 BLANK = object()  # the value slot of a virtual member
 
 
 def make_spec(**technique):
-    return spec_from_dict({
-        "dataset": {"name": "tiny", "input": "tiny.csv", "person_id": "pid", "sensitive": "dis",
-                    "qi": [{"name": "age", "kind": "numeric"},
-                           {"name": "sex", "kind": "categorical"}]},
-        "technique": {"name": "serial", "l": 2, **technique},
-    })
+    return spec_from_dict(
+        {
+            "dataset": {
+                "name": "tiny",
+                "input": "tiny.csv",
+                "person_id": "pid",
+                "sensitive": "dis",
+                "qi": [{"name": "age", "kind": "numeric"}, {"name": "sex", "kind": "categorical"}],
+            },
+            "technique": {"name": "serial", "l": 2, **technique},
+        }
+    )
 
 
 def publish_series(spec, snapshots, registration=None, seed=0):
@@ -90,17 +97,24 @@ def tiny_series(draw):
         if not stay:
             present = sorted(draw(st.sets(st.integers(0, pool - 1), min_size=4, max_size=8)))
         values = draw(st.lists(st.sampled_from("aabcdef"), min_size=len(present), max_size=len(present)))
-        snapshots.append(pd.DataFrame({"pid": present, "age": [ages[i] for i in present],
-                                       "sex": [sexes[i] for i in present], "dis": values}))
+        snapshots.append(
+            pd.DataFrame(
+                {"pid": present, "age": [ages[i] for i in present], "sex": [sexes[i] for i in present], "dis": values}
+            )
+        )
     registration = None
     if draw(st.booleans()):
         registration = pd.DataFrame({"pid": range(pool), "age": ages, "sex": sexes})
-    technique = draw(st.sampled_from([
-        {"strategy": "constant-ratio", "releases": 2},
-        {"strategy": "constant-ratio", "releases": 3, "transient": ["a", "b"]},
-        {"strategy": "geometric", "factor": 1.5},
-        {"strategy": "geometric", "factor": 2, "transient": ["a"]},
-    ]))
+    technique = draw(
+        st.sampled_from(
+            [
+                {"strategy": "constant-ratio", "releases": 2},
+                {"strategy": "constant-ratio", "releases": 3, "transient": ["a", "b"]},
+                {"strategy": "geometric", "factor": 1.5},
+                {"strategy": "geometric", "factor": 2, "transient": ["a"]},
+            ]
+        )
+    )
     return snapshots, registration, technique
 
 
@@ -111,11 +125,13 @@ def test_tiny_series_agree_with_possible_worlds(case):
 
 
 def test_three_links_agree_with_possible_worlds():
-    frame = pd.DataFrame({"pid": range(7), "age": range(30, 37), "sex": ["M"] * 7,
-                          "dis": ["a", "b", "b", "b", "b", "b", "b"]})
+    frame = pd.DataFrame(
+        {"pid": range(7), "age": range(30, 37), "sex": ["M"] * 7, "dis": ["a", "b", "b", "b", "b", "b", "b"]}
+    )
     registration = pd.DataFrame({"pid": range(9), "age": range(30, 39), "sex": ["M"] * 9})
-    links = check_against_enumeration([frame] * 3, registration,
-                                      {"strategy": "constant-ratio", "releases": 3, "transient": ["a"]})
+    links = check_against_enumeration(
+        [frame] * 3, registration, {"strategy": "constant-ratio", "releases": 3, "transient": ["a"]}
+    )
     assert links == 3
 
 
@@ -134,13 +150,18 @@ def check_against_enumeration(snapshots, registration, technique) -> int:
         if registration is None:
             assert (groups.set_index("gid")["size"] == real).all()
         assert table["dis"].isna().sum() == release.info["suppressed"]
-    protected = set(releases[-1][0].private["transient"]) | set(
-        v for r, _ in releases for v in r.private["transient"])
+    protected = set(releases[-1][0].private["transient"]) | set(v for r, _ in releases for v in r.private["transient"])
     exact = enumerated_breach(releases, protected)
     last = releases[-1][0]
-    check = sg.check_release(last.tables["table"], last.tables["groups"], last.private["membership"],
-                             _prior(releases[:-1]), l=2, sensitive="dis",
-                             transient=last.private["transient"])
+    check = sg.check_release(
+        last.tables["table"],
+        last.tables["groups"],
+        last.private["membership"],
+        _prior(releases[:-1]),
+        l=2,
+        sensitive="dis",
+        transient=last.private["transient"],
+    )
     agg = check.aggregate
     computed = {(p, v): 1 - Fraction(q, d) for p, v, q, d in zip(agg["person"], agg["value"], agg["q"], agg["d"])}
     assert computed == {k: v for k, v in exact.items() if v > 0}
@@ -150,7 +171,8 @@ def check_against_enumeration(snapshots, registration, technique) -> int:
 
 
 def _prior(releases):
-    from tasks.serial import statistics as stats
+    from privpub.tasks.techniques.serial import statistics as stats
+
     rows = [r.private["serial_stats"].to_pandas() for r, _ in releases]
     return stats.aggregate(pd.concat(rows, ignore_index=True)) if rows else None
 
@@ -158,29 +180,44 @@ def _prior(releases):
 def test_private_rows_match_what_the_verifier_recomputes():
     rng = np.random.default_rng(3)
     n = 60
-    frame = pd.DataFrame({"pid": np.arange(n), "age": rng.integers(20, 60, n),
-                          "sex": rng.choice(["M", "F"], n), "dis": rng.choice(list("abcdefgh"), n)})
+    frame = pd.DataFrame(
+        {
+            "pid": np.arange(n),
+            "age": rng.integers(20, 60, n),
+            "sex": rng.choice(["M", "F"], n),
+            "dis": rng.choice(list("abcdefgh"), n),
+        }
+    )
     spec = make_spec(strategy="geometric", transient=["g", "h"])
     releases, history = publish_series(spec, [frame, frame.sample(frac=0.8, random_state=1)])
-    for release, results in releases:
+    for _release, results in releases:
         assert all(r.passed for r in results.values())
     release = releases[-1][0]
     prior = _prior(releases[:-1])
-    check = sg.check_release(release.tables["table"], release.tables["groups"],
-                             release.private["membership"], prior, l=2, sensitive="dis",
-                             transient=release.private["transient"], release=release.private["release"])
+    check = sg.check_release(
+        release.tables["table"],
+        release.tables["groups"],
+        release.private["membership"],
+        prior,
+        l=2,
+        sensitive="dis",
+        transient=release.private["transient"],
+        release=release.private["release"],
+    )
     key = ["person", "value"]
     mine = release.private["serial_stats"].to_pandas().sort_values(key).reset_index(drop=True)
     theirs = check.rows.sort_values(key).reset_index(drop=True)
-    assert mine[key + ["size", "count", "release"]].astype(str).equals(
-        theirs[key + ["size", "count", "release"]].astype(str))
+    assert (
+        mine[key + ["size", "count", "release"]]
+        .astype(str)
+        .equals(theirs[key + ["size", "count", "release"]].astype(str))
+    )
     assert set(history["value"]) <= {"g", "h"} and (history["release"].isin([1, 2])).all()
 
 
 def sticky_series(releases=3):
     """Person 0 keeps the rare value a; everyone else has b."""
-    frame = pd.DataFrame({"pid": range(12), "age": range(30, 42), "sex": ["M"] * 12,
-                          "dis": ["a"] + ["b"] * 11})
+    frame = pd.DataFrame({"pid": range(12), "age": range(30, 42), "sex": ["M"] * 12, "dis": ["a"] + ["b"] * 11})
     return [frame] * releases
 
 
@@ -192,8 +229,7 @@ def test_localized_baseline_breaches_the_global_guarantee():
     assert Fraction(releases[-1][1]["serial-global"].value) > Fraction(1, 2)
 
 
-@pytest.mark.parametrize("technique", [{"strategy": "constant-ratio", "releases": 3},
-                                       {"strategy": "geometric"}])
+@pytest.mark.parametrize("technique", [{"strategy": "constant-ratio", "releases": 3}, {"strategy": "geometric"}])
 def test_strategies_keep_the_sticky_value_safe(technique):
     releases, _ = publish_series(make_spec(transient=["a"], **technique), sticky_series(4))
     worst = [Fraction(res["serial-global"].value) for _, res in releases]
@@ -218,11 +254,10 @@ def test_a_pair_at_the_bound_is_suppressed():
 
 
 def test_virtual_members_count_toward_group_size():
-    frame = pd.DataFrame({"pid": range(4), "age": [30, 31, 32, 33], "sex": ["M"] * 4,
-                          "dis": ["a", "b", "b", "b"]})
+    frame = pd.DataFrame({"pid": range(4), "age": [30, 31, 32, 33], "sex": ["M"] * 4, "dis": ["a", "b", "b", "b"]})
     registration = pd.DataFrame({"pid": range(12), "age": range(30, 42), "sex": ["M"] * 12})
     spec = make_spec(strategy="geometric", factor=2, transient=["a"])  # first ratio 4
-    (release, results), = publish_series(spec, [frame], registration)[0]
+    ((release, results),) = publish_series(spec, [frame], registration)[0]
     groups = release.tables["groups"].to_pandas()
     assert groups["size"].sum() > 4 and release.info["virtual_members"] == groups["size"].sum() - 4
     assert all(r.passed for r in results.values())
@@ -236,12 +271,23 @@ def test_virtual_members_count_toward_group_size():
 def test_virtual_members_are_checked_region_by_region():
     """Enough absent registered people in total is not enough: each group's virtual members must
     be absent registered people inside that group's published region."""
-    frame = pd.DataFrame({"pid": range(8), "age": [30, 31, 32, 33, 60, 61, 62, 63], "sex": ["M"] * 8,
-                          "dis": ["a", "b", "b", "b", "a", "b", "b", "b"]})
-    registration = pd.DataFrame({"pid": range(20), "age": list(range(30, 34)) + list(range(60, 64))
-                                 + [34, 35, 36, 37, 64, 65, 66, 67, 90, 91, 92, 93], "sex": ["M"] * 20})
+    frame = pd.DataFrame(
+        {
+            "pid": range(8),
+            "age": [30, 31, 32, 33, 60, 61, 62, 63],
+            "sex": ["M"] * 8,
+            "dis": ["a", "b", "b", "b", "a", "b", "b", "b"],
+        }
+    )
+    registration = pd.DataFrame(
+        {
+            "pid": range(20),
+            "age": list(range(30, 34)) + list(range(60, 64)) + [34, 35, 36, 37, 64, 65, 66, 67, 90, 91, 92, 93],
+            "sex": ["M"] * 20,
+        }
+    )
     spec = make_spec(strategy="geometric", factor=2, transient=["a"], max_group_size=8)  # ratio 4
-    (release, results), = publish_series(spec, [frame], registration)[0]
+    ((release, results),) = publish_series(spec, [frame], registration)[0]
     assert results["serial-virtual-members"].passed
     tech = SerialTechnique(spec)
     witness = release.private["virtual_members"].to_pandas()
@@ -250,13 +296,15 @@ def test_virtual_members_are_checked_region_by_region():
     def check(forged: pd.DataFrame):
         private = {**release.private, "virtual_members": pa.Table.from_pandas(forged, preserve_index=False)}
         forged_release = type(release)(release.tables, private, release.info)
-        return {r.model: r for r in tech.verify(forged_release, {"registration": registration})}["serial-virtual-members"]
+        return {r.model: r for r in tech.verify(forged_release, {"registration": registration})}[
+            "serial-virtual-members"
+        ]
 
     assert check(witness).passed
     # the same number of virtual members, but people far outside the group's region (ages 90-93)
     far = witness.assign(person=np.arange(16, 16 + len(witness)) % 20)
     far = far[far.person >= 16]
-    assert not check(pd.concat([far, witness.iloc[len(far):]], ignore_index=True)).passed
+    assert not check(pd.concat([far, witness.iloc[len(far) :]], ignore_index=True)).passed
     # a person present in the release cannot be a virtual member
     assert not check(witness.assign(person=[0] + list(witness.person[1:]))).passed
     # one person counted twice
@@ -265,20 +313,40 @@ def test_virtual_members_are_checked_region_by_region():
 
 
 def test_published_columns():
-    spec = spec_from_dict({
-        "dataset": {"name": "t", "input": "t.csv", "person_id": "pid", "sensitive": "dis",
-                    "qi": [{"name": "age", "kind": "numeric"},
-                           {"name": "edu", "kind": "ordinal", "order": ["lo", "mid", "hi"]},
-                           {"name": "job", "kind": "categorical",
-                            "hierarchy": {"any": ["office", "field"], "office": ["clerk", "boss"],
-                                          "field": ["farmer", "miner"]}}]},
-        "technique": {"name": "serial", "l": 2, "strategy": "geometric", "transient": ["a", "c"]},
-    })
-    frame = pd.DataFrame({"pid": range(8), "age": [30, 35, 40, 45, 50, 55, 60, 65],
-                          "edu": ["lo", "hi", "lo", "mid", "hi", "lo", "mid", "hi"],
-                          "job": ["clerk", "boss", "clerk", "boss", "farmer", "miner", "farmer", "clerk"],
-                          "dis": list("abbbcbbb")})
-    (release, results), = publish_series(spec, [frame])[0]
+    spec = spec_from_dict(
+        {
+            "dataset": {
+                "name": "t",
+                "input": "t.csv",
+                "person_id": "pid",
+                "sensitive": "dis",
+                "qi": [
+                    {"name": "age", "kind": "numeric"},
+                    {"name": "edu", "kind": "ordinal", "order": ["lo", "mid", "hi"]},
+                    {
+                        "name": "job",
+                        "kind": "categorical",
+                        "hierarchy": {
+                            "any": ["office", "field"],
+                            "office": ["clerk", "boss"],
+                            "field": ["farmer", "miner"],
+                        },
+                    },
+                ],
+            },
+            "technique": {"name": "serial", "l": 2, "strategy": "geometric", "transient": ["a", "c"]},
+        }
+    )
+    frame = pd.DataFrame(
+        {
+            "pid": range(8),
+            "age": [30, 35, 40, 45, 50, 55, 60, 65],
+            "edu": ["lo", "hi", "lo", "mid", "hi", "lo", "mid", "hi"],
+            "job": ["clerk", "boss", "clerk", "boss", "farmer", "miner", "farmer", "clerk"],
+            "dis": list("abbbcbbb"),
+        }
+    )
+    ((release, results),) = publish_series(spec, [frame])[0]
     table = release.tables["table"]
     assert table.column_names == ["gid", "age_lo", "age_hi", "edu", "job", "dis"]
     for row in table.to_pylist():
@@ -286,8 +354,15 @@ def test_published_columns():
         order = ["lo", "mid", "hi"]
         idx = [order.index(v) for v in row["edu"]]
         assert idx == list(range(idx[0], idx[-1] + 1))  # a contiguous ordinal range
-        assert set(row["job"]) in ({"clerk"}, {"boss"}, {"farmer"}, {"miner"},
-                                   {"clerk", "boss"}, {"farmer", "miner"}, {"clerk", "boss", "farmer", "miner"})
+        assert set(row["job"]) in (
+            {"clerk"},
+            {"boss"},
+            {"farmer"},
+            {"miner"},
+            {"clerk", "boss"},
+            {"farmer", "miner"},
+            {"clerk", "boss", "farmer", "miner"},
+        )
     # every tuple lies inside its group's published region, and the multisets add up
     region = table.to_pandas().drop_duplicates("gid").set_index("gid")
     gid_of = release.private["membership"].to_pandas().set_index("person")["gid"]
@@ -299,13 +374,28 @@ def test_published_columns():
     assert release.tables["groups"].column_names == ["gid", "size"]
 
 
-@pytest.mark.parametrize("technique", [{"l": 1}, {"l": 2, "strategy": "geometric", "factor": 1},
-                                       {"l": 2, "strategy": "weekly"}, {"l": 2, "transient": 3}])
+@pytest.mark.parametrize(
+    "technique",
+    [
+        {"l": 1},
+        {"l": 2, "strategy": "geometric", "factor": 1},
+        {"l": 2, "strategy": "weekly"},
+        {"l": 2, "transient": 3},
+    ],
+)
 def test_bad_parameters_are_refused(technique):
-    spec = spec_from_dict({
-        "dataset": {"name": "t", "input": "t.csv", "person_id": "pid", "sensitive": "dis",
-                    "qi": [{"name": "age", "kind": "numeric"}]},
-        "technique": {"name": "serial", **technique}})
+    spec = spec_from_dict(
+        {
+            "dataset": {
+                "name": "t",
+                "input": "t.csv",
+                "person_id": "pid",
+                "sensitive": "dis",
+                "qi": [{"name": "age", "kind": "numeric"}],
+            },
+            "technique": {"name": "serial", **technique},
+        }
+    )
     with pytest.raises(SpecError):
         SerialTechnique(spec)
 
@@ -326,12 +416,18 @@ def test_refuses_instead_of_suppressing_when_asked():
 
 
 def test_count_estimates_from_the_published_regions():
-    from tasks.evaluate.workload import CountQuery, RangeCond, SetCond
+    from privpub.tasks.evaluate.workload import CountQuery, RangeCond, SetCond
 
-    frame = pd.DataFrame({"pid": range(8), "age": [30, 32, 34, 36, 50, 52, 54, 56],
-                          "sex": ["M", "F", "M", "F", "M", "M", "F", "F"], "dis": list("abbbabbb")})
+    frame = pd.DataFrame(
+        {
+            "pid": range(8),
+            "age": [30, 32, 34, 36, 50, 52, 54, 56],
+            "sex": ["M", "F", "M", "F", "M", "M", "F", "F"],
+            "dis": list("abbbabbb"),
+        }
+    )
     spec = make_spec(strategy="geometric", transient=["a"])  # ratio 4: two groups of 4
-    (release, _), = publish_series(spec, [frame])[0]
+    ((release, _),) = publish_series(spec, [frame])[0]
     tech = SerialTechnique(spec)
     table = release.tables["table"].to_pandas()
     everything = CountQuery((("age", RangeCond(0, 100)), ("sex", SetCond(frozenset("MF")))), "b")

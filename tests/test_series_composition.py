@@ -1,6 +1,7 @@
 """The series composition check (issue 17): the verifier plays the adversary who holds every
 release of a series. Its figures are compared with a brute-force linker (tests/series_linker.py)
 on small series, through the state database as a publish uses it."""
+
 from __future__ import annotations
 
 import json
@@ -11,14 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas.input import InputError
-from schemas.spec import SpecError, spec_from_dict
-from state.store import Store
-from tasks.anonymize.base import PrivacyRefused, get_technique
-from tasks.anonymize.generalized_table import generalized_table
-from tasks.compose.check import SeriesCheck
-from tasks.compose.rebuild import replay
-from tasks.microdata import Microdata
+from privpub.schemas.input import InputError
+from privpub.schemas.spec import SpecError, spec_from_dict
+from privpub.state.store import Store
+from privpub.tasks.compose.check import SeriesCheck
+from privpub.tasks.compose.rebuild import replay
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import PrivacyRefused, get_technique
+from privpub.tasks.partition.generalized_table import generalized_table
 from tests import series_linker as linker
 
 PERMANENT = ["a", "b", "c", "d"]
@@ -26,9 +27,19 @@ TRANSIENT = ["x", "y"]
 
 
 def spec_of(series: dict, technique: dict | None = None):
-    return spec_from_dict({"dataset": {"name": "s", "input": "x.csv", "person_id": "pid", "sensitive": "v",
-                                       "qi": [{"name": "age", "kind": "numeric"}]},
-                           "technique": technique or {"name": "generalization", "k": 1}, "series": series})
+    return spec_from_dict(
+        {
+            "dataset": {
+                "name": "s",
+                "input": "x.csv",
+                "person_id": "pid",
+                "sensitive": "v",
+                "qi": [{"name": "age", "kind": "numeric"}],
+            },
+            "technique": technique or {"name": "generalization", "k": 1},
+            "series": series,
+        }
+    )
 
 
 def publish_groups(store: Store, spec, frame: pd.DataFrame, group: np.ndarray, number: int):
@@ -59,7 +70,7 @@ def series_cases(draw):
     releases = []
     for _ in range(draw(st.integers(2, 4))):
         present = draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=n, unique=True))
-        ages = draw(st.permutations(range(20, 20 + 3 * n)))[:len(present)]  # distinct: boxes never touch
+        ages = draw(st.permutations(range(20, 20 + 3 * n)))[: len(present)]  # distinct: boxes never touch
         values = [fixed[p] if kinds[p] == "p" else draw(st.sampled_from(TRANSIENT)) for p in present]
         cuts = draw(st.lists(st.booleans(), min_size=len(present) - 1, max_size=len(present) - 1))
         releases.append((present, ages, values, cuts))
@@ -155,12 +166,12 @@ def test_the_replay_keeps_each_person_whole_and_counts_whole_groups(tmp_path, mo
     see p0, p1 as newcomers (4 values, 5 records); one that counted only its own people's records
     would see groups of one."""
     store = Store(tmp_path / "state.duckdb")
-    spec = spec_of({"transient": TRANSIENT, **({"l": 3} if model == "l" else {})},
-                   {"name": "generalization", "k": 3})
+    spec = spec_of({"transient": TRANSIENT, **({"l": 3} if model == "l" else {})}, {"name": "generalization", "k": 3})
     one = pd.DataFrame({"pid": ["p0", "p1", "p2", "p3"], "age": [30, 31, 32, 33], "v": ["a", "b", "c", "a"]})
     publish_groups(store, spec, one, np.zeros(4, np.int64), 1)
-    two = pd.DataFrame({"pid": ["p0", "p1", "p4", "p5", "p6"], "age": [30, 31, 40, 41, 42],
-                        "v": ["a", "b", "b", "x", "y"]})
+    two = pd.DataFrame(
+        {"pid": ["p0", "p1", "p4", "p5", "p6"], "age": [30, 31, 40, 41, 42], "v": ["a", "b", "b", "x", "y"]}
+    )
     _, got, _ = publish_groups(store, spec, two, np.zeros(5, np.int64), 2)
     assert got.tolist() == figures
     for batch in BATCHES:
@@ -183,13 +194,16 @@ def test_a_permanent_value_that_changes_is_refused_naming_row_and_column(tmp_pat
         publish_groups(store, spec_of({"transient": ["x"]}), ok, np.zeros(2, np.int64), 3)
 
 
-@pytest.mark.parametrize("series, message", [
-    ({"compositon": "warn"}, "did you mean composition"),
-    ({"composition": "maybe"}, 'must be "refuse" or "warn"'),
-    ({"keep_groups": "yes"}, "true or false"),
-    ({"l": 0}, "integer >= 1"),
-    ({"transient": "x"}, "list of sensitive values"),
-])
+@pytest.mark.parametrize(
+    "series, message",
+    [
+        ({"compositon": "warn"}, "did you mean composition"),
+        ({"composition": "maybe"}, 'must be "refuse" or "warn"'),
+        ({"keep_groups": "yes"}, "true or false"),
+        ({"l": 0}, "integer >= 1"),
+        ({"transient": "x"}, "list of sensitive values"),
+    ],
+)
 def test_series_section_is_strict(series, message):
     with pytest.raises(SpecError, match=message):
         SeriesCheck(spec_of(series), get_technique(spec_of(series)))
@@ -204,14 +218,15 @@ def test_keep_groups_is_refused_for_a_technique_that_builds_its_own_groups():
 
 # --- through the publish flow -------------------------------------------------------------------
 
+
 def monthly(pool: pd.DataFrame, month: int, stay: float = 0.9) -> pd.DataFrame:
     """The month's table: a share of the pool, drawn afresh each month (people leave and return)."""
     return pool.sample(frac=stay, random_state=month).reset_index(drop=True)
 
 
 def publish_month(folder, frame: pd.DataFrame, extra: str = "") -> dict:
-    from flows.publish import run_release
-    from schemas.spec import resolve_spec
+    from privpub.flows.publish import run_release
+    from privpub.schemas.spec import resolve_spec
     from tests.helpers import census_spec_toml
 
     frame.to_csv(folder / "census.csv", index=False)
@@ -220,7 +235,7 @@ def publish_month(folder, frame: pd.DataFrame, extra: str = "") -> dict:
 
 
 def test_two_monthly_releases_that_narrow_people_are_refused_and_logged(prefect_server, tmp_path):
-    from tasks.demo_data import census
+    from privpub.tasks.demo_data import census
 
     pool = census(1500, seed=1)
     first = publish_month(tmp_path, monthly(pool, 0))
@@ -236,16 +251,19 @@ def test_two_monthly_releases_that_narrow_people_are_refused_and_logged(prefect_
     warned = publish_month(tmp_path, monthly(pool, 1), extra='[series]\ncomposition = "warn"')
     (comp,) = [r for r in warned["privacy"] if r.model == "series-composition-l"]
     assert not comp.passed and comp.worst["below"] == detail["below"]  # the same breach, recorded
-    metrics = store.query(lambda con: con.execute(
-        "SELECT passed, value FROM release_metrics WHERE release_id = ? AND name = 'series-composition-l'",
-        [warned["release_id"]]).fetchall())
+    metrics = store.query(
+        lambda con: con.execute(
+            "SELECT passed, value FROM release_metrics WHERE release_id = ? AND name = 'series-composition-l'",
+            [warned["release_id"]],
+        ).fetchall()
+    )
     assert metrics == [(False, float(comp.value))] and comp.value < 3
     report = (tmp_path / "releases" / warned["release_id"] / "report.html").read_text()
     assert "people fall below it when every release of the series is combined" in report
 
 
 def test_keep_groups_passes_twelve_releases_with_people_arriving_and_leaving(prefect_server, tmp_path):
-    from tasks.demo_data import census
+    from privpub.tasks.demo_data import census
 
     pool = census(900, seed=2)
     option = "[series]\nkeep_groups = true"
@@ -258,17 +276,20 @@ def test_keep_groups_passes_twelve_releases_with_people_arriving_and_leaving(pre
         assert figures["series-composition-l"].value >= 3 and figures["k-anonymity"].value >= 10
         assert figures["series-composition-l"].worst["returning"] > 0
     # what the summaries keep: every published person of the series once, no orphan set
-    people, orphans, members = store.query(lambda con: con.execute(
-        "SELECT (SELECT count(*) FROM compose_people), "
-        "(SELECT count(*) FROM compose_set_info WHERE set_id NOT IN (SELECT set_id FROM compose_people)), "
-        "(SELECT count(*) FROM compose_membership)").fetchone())
+    people, orphans, members = store.query(
+        lambda con: con.execute(
+            "SELECT (SELECT count(*) FROM compose_people), "
+            "(SELECT count(*) FROM compose_set_info WHERE set_id NOT IN (SELECT set_id FROM compose_people)), "
+            "(SELECT count(*) FROM compose_membership)"
+        ).fetchone()
+    )
     assert orphans == 0 and members == 12 * int(0.8 * 900)
     assert people == len(set().union(*(set(monthly(pool, m, 0.8).pid) for m in range(12))))
 
 
 def test_verify_replays_the_composition_from_the_stored_groups(prefect_server, tmp_path):
-    from flows.reverify import reverify
-    from tasks.demo_data import census
+    from privpub.flows.reverify import reverify
+    from privpub.tasks.demo_data import census
 
     pool = census(1200, seed=3)
     warn = '[series]\ncomposition = "warn"'
@@ -283,16 +304,19 @@ def test_verify_replays_the_composition_from_the_stored_groups(prefect_server, t
         assert ok == (int(value) >= 3)
 
 
-@pytest.mark.parametrize("name, params", [
-    ("anatomy", dict(k=None, l=3, extra="")),
-    ("muco", dict(k=None, l=3, extra='delta = "1/6"')),
-    ("ambiguity", dict(k=None, l=None, extra="alpha = 0.25\nbeta = 0.1")),
-    ("butterfly", dict(k=5, l=None, extra='qids = [["age", "sex", "education"], ["age", "marital", "race"]]')),
-])
+@pytest.mark.parametrize(
+    "name, params",
+    [
+        ("anatomy", dict(k=None, l=3, extra="")),
+        ("muco", dict(k=None, l=3, extra='delta = "1/6"')),
+        ("ambiguity", dict(k=None, l=None, extra="alpha = 0.25\nbeta = 0.1")),
+        ("butterfly", dict(k=5, l=None, extra='qids = [["age", "sex", "education"], ["age", "marital", "race"]]')),
+    ],
+)
 def test_every_technique_is_composed_over_its_series(prefect_server, tmp_path, name, params):
-    from flows.publish import publish_flow
-    from flows.reverify import reverify
-    from tasks.demo_data import census
+    from privpub.flows.publish import publish_flow
+    from privpub.flows.reverify import reverify
+    from privpub.tasks.demo_data import census
     from tests.helpers import census_spec_toml
 
     pool = census(800, seed=5)

@@ -1,5 +1,6 @@
 """End to end: `privpub server start`, runs of the served deployment created as the UI creates
 them, and `privpub server stop` (tests/service_scenario.py drives the service once per session)."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,9 @@ def test_stop_clears_a_stale_record_without_signalling_anyone(tmp_path):
 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     pid = int(gone.stdout)
-    (tmp_path / "server.json").write_text(json.dumps({"api_url": "http://127.0.0.1:1/api", "url": "x",
-                                                      "server_pid": pid, "server_started": "1"}))
+    (tmp_path / "server.json").write_text(
+        json.dumps({"api_url": "http://127.0.0.1:1/api", "url": "x", "server_pid": pid, "server_started": "1"})
+    )
     status = privpub("server", "status", "--home", str(tmp_path))
     assert status.returncode == 1 and "not answering" in status.stdout
     stopped = privpub("server", "stop", "--home", str(tmp_path))
@@ -58,8 +60,10 @@ def test_custom_run_with_an_override_commits_one_release(privpub_service):
     s = privpub_service
     run = s.runs["override"]
     assert run.state_type.value == "COMPLETED"
-    rows = s.query("SELECT release_id, parameters, trigger, deployment, flow_run_id FROM release_rows "
-                   "WHERE flow_run_id = ?", [str(run.id)])
+    rows = s.query(
+        "SELECT release_id, parameters, trigger, deployment, flow_run_id FROM release_rows WHERE flow_run_id = ?",
+        [str(run.id)],
+    )
     assert len(rows) == 1
     release_id, parameters, trigger, deployment, _ = rows[0]
     assert json.loads(parameters)["k"] == 7
@@ -87,16 +91,18 @@ def test_retry_of_a_completed_run_publishes_nothing_new(privpub_service):
     assert retried.id == first.id and retried.run_count == 2
     assert retried.state_type.value == "COMPLETED"
     assert s.query("SELECT count(*) FROM release_rows WHERE flow_run_id = ?", [str(first.id)]) == [(1,)]
-    outcomes = [r[0] for r in s.query("SELECT outcome FROM audit_log WHERE flow_run_id = ? ORDER BY id",
-                                      [str(first.id)])]
+    outcomes = [
+        r[0] for r in s.query("SELECT outcome FROM audit_log WHERE flow_run_id = ? ORDER BY id", [str(first.id)])
+    ]
     assert outcomes == ["committed", "already-published"]
 
 
 def test_run_waits_for_a_read_only_session_then_commits(privpub_service):
     s = privpub_service
     run = s.runs["reader"]
-    assert s.notes["reader_open_while_waiting"] and s.notes["reader_wait_log"], \
+    assert s.notes["reader_open_while_waiting"] and s.notes["reader_wait_log"], (
         "the run should have announced its wait while the reader held the file"
+    )
     assert run.state_type.value == "COMPLETED"
     rows = s.query("SELECT parameters, trigger FROM release_rows WHERE flow_run_id = ?", [str(run.id)])
     assert len(rows) == 1 and json.loads(rows[0][0])["k"] == 8 and rows[0][1] == "manual"
@@ -113,8 +119,22 @@ def test_cli_uses_the_running_service(privpub_service):
     s = privpub_service
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env["PRIVPUB_HOME"] = str(s.home)
-    done = subprocess.run([sys.executable, "-m", "flows.cli", "publish", str(s.home / "data" / "census.toml"),
-                           "--quiet", "--as", "analyst"], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "privpub.flows.cli",
+            "publish",
+            str(s.home / "data" / "census.toml"),
+            "--quiet",
+            "--as",
+            "analyst",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     release_id = done.stdout.split()[0]
     [(run_id, trigger)] = s.query("SELECT flow_run_id, trigger FROM release_rows WHERE release_id = ?", [release_id])

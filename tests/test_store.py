@@ -1,4 +1,5 @@
 """The DuckDB store: migrations, one-transaction commits, recovery, recognition of re-runs."""
+
 from __future__ import annotations
 
 import json
@@ -9,19 +10,31 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from state.store import StateError, Store, stage_tables
-from tasks.anonymize.base import PrivacyResult
+from privpub.state.store import StateError, Store, stage_tables
+from privpub.tasks.core.technique import PrivacyResult
 
 
 def _commit(store, out, key="k1", series="s", token_table=None):
     staged = stage_tables(out, {"table": token_table or pa.table({"x": [1, 2, 3]})})
     try:
         return store.commit_release(
-            staged=staged, series=series, technique="generalization", parameters={"k": 2},
-            spec={"dataset": {}}, seed=5, input_fingerprint="fp", release_key=key, rows_in=3,
-            privacy=[PrivacyResult("k-anonymity", 3, 2, True, {})], utility={"groups": 1},
-            private={"note": {"a": 1}, "tbl": pa.table({"p": [0.5]})}, info={}, actor="test",
-            flow_run_id=None, started_at=datetime(2026, 1, 1))
+            staged=staged,
+            series=series,
+            technique="generalization",
+            parameters={"k": 2},
+            spec={"dataset": {}},
+            seed=5,
+            input_fingerprint="fp",
+            release_key=key,
+            rows_in=3,
+            privacy=[PrivacyResult("k-anonymity", 3, 2, True, {})],
+            utility={"groups": 1},
+            private={"note": {"a": 1}, "tbl": pa.table({"p": [0.5]})},
+            info={},
+            actor="test",
+            flow_run_id=None,
+            started_at=datetime(2026, 1, 1),
+        )
     finally:
         staged.release_owner()
 
@@ -32,8 +45,18 @@ def test_commit_makes_files_visible_and_history_lists_it(tmp_path):
     assert created and (tmp_path / "out" / rid / "table.parquet").is_file()
     assert not (tmp_path / "out" / ".staging").exists()
     hist = store.history()
-    assert list(hist.columns) == ["release_id", "series", "sequence", "technique", "status", "seed", "created_at",
-                                  "trigger", "actor", "flow_run_id"]
+    assert list(hist.columns) == [
+        "release_id",
+        "series",
+        "sequence",
+        "technique",
+        "status",
+        "seed",
+        "created_at",
+        "trigger",
+        "actor",
+        "flow_run_id",
+    ]
     assert hist.sequence.tolist() == [1] and hist.status.tolist() == ["committed"]
     assert store.private(rid)["note"] == {"a": 1}
     assert store.private(rid)["tbl"].column("p").to_pylist() == [0.5]
@@ -57,7 +80,7 @@ def test_migrations_are_versioned_and_idempotent(tmp_path):
     _commit(store, tmp_path / "out")
     with store.write():
         pass
-    from state.migrations import MIGRATIONS
+    from privpub.state.migrations import MIGRATIONS
 
     assert store.schema_version() == max(v for v, _, _ in MIGRATIONS)
     con = duckdb.connect(str(tmp_path / "state.duckdb"), read_only=True)
@@ -109,9 +132,22 @@ def test_on_commit_runs_inside_the_commit_transaction(tmp_path):
         raise RuntimeError("hook failed")
 
     staged = stage_tables(tmp_path / "out", {"table": pa.table({"x": [1]})})
-    kwargs = dict(series="s", technique="serial", parameters={}, spec={}, seed=1, input_fingerprint="f",
-                  rows_in=1, privacy=[], utility={}, private={}, info={}, actor="t", flow_run_id=None,
-                  started_at=datetime(2026, 1, 1))
+    kwargs = dict(
+        series="s",
+        technique="serial",
+        parameters={},
+        spec={},
+        seed=1,
+        input_fingerprint="f",
+        rows_in=1,
+        privacy=[],
+        utility={},
+        private={},
+        info={},
+        actor="t",
+        flow_run_id=None,
+        started_at=datetime(2026, 1, 1),
+    )
     with pytest.raises(RuntimeError, match="hook failed"):
         store.commit_release(staged=staged, release_key="a", on_commit=failing, **kwargs)
     staged.discard()
@@ -120,11 +156,13 @@ def test_on_commit_runs_inside_the_commit_transaction(tmp_path):
     staged = stage_tables(tmp_path / "out", {"table": pa.table({"x": [1]})})
     rid, _ = store.commit_release(staged=staged, release_key="a", on_commit=hook, based_on_sequence=0, **kwargs)
     assert calls[-1] == (rid, 1)
-    assert store.query(lambda con: con.execute("SELECT outcome FROM audit_log WHERE action = 'hook'").fetchall()) \
-        == [(rid,)]
+    assert store.query(lambda con: con.execute("SELECT outcome FROM audit_log WHERE action = 'hook'").fetchall()) == [
+        (rid,)
+    ]
     # a stale commit is refused before the hook runs
     staged = stage_tables(tmp_path / "out", {"table": pa.table({"x": [2]})})
-    from state.store import StaleHistory
+    from privpub.state.store import StaleHistory
+
     with pytest.raises(StaleHistory):
         store.commit_release(staged=staged, release_key="b", on_commit=hook, based_on_sequence=0, **kwargs)
     assert len(calls) == 2 and len(store.history()) == 1
@@ -137,9 +175,11 @@ def test_migration_8_removes_the_person_from_serial_global_details_of_earlier_re
         pass
     con = duckdb.connect(str(tmp_path / "state.duckdb"))
     con.execute("DELETE FROM schema_migrations WHERE version = 8")
-    con.execute("INSERT INTO release_metrics VALUES ('r', 'privacy', 'serial-global', 0.3, '3/10', '1/2', true, "
-                "'{\"person\": \"person-9f2c\", \"value\": \"flu\", \"links\": 2, \"p\": \"3/10\"}'), "
-                "('r', 'privacy', 'k-anonymity', 2, '2', '2', true, '{\"person\": \"kept\"}')")
+    con.execute(
+        "INSERT INTO release_metrics VALUES ('r', 'privacy', 'serial-global', 0.3, '3/10', '1/2', true, "
+        '\'{"person": "person-9f2c", "value": "flu", "links": 2, "p": "3/10"}\'), '
+        "('r', 'privacy', 'k-anonymity', 2, '2', '2', true, '{\"person\": \"kept\"}')"
+    )
     con.close()
     with store.write():
         pass

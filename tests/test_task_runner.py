@@ -1,5 +1,6 @@
 """Chunked anonymize work mapped over Prefect task runners: the release does not depend on the
 runner, its workers, or the order the chunks finish in; chunk tasks persist nothing."""
+
 from __future__ import annotations
 
 import os
@@ -14,15 +15,15 @@ from hypothesis import strategies as st
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows import publish as publish_mod
-from flows.cli import main as cli_main
-from flows.publish import publish, publish_flow
-from schemas.spec import SpecError, load_spec, spec_from_dict
-from state.store import Store
-from tasks.anonymize.base import get_technique
-from tasks.anonymize.muco import chunk_bounds
-from tasks.demo_data import census
-from tasks.microdata import Microdata
+from privpub.flows import publish as publish_mod
+from privpub.flows.cli import main as cli_main
+from privpub.flows.publish import publish, publish_flow
+from privpub.schemas.spec import SpecError, load_spec, spec_from_dict
+from privpub.state.store import Store
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import get_technique
+from privpub.tasks.demo_data import census
+from privpub.tasks.techniques.muco.technique import chunk_bounds
 from tests.helpers import write_spec
 
 CHUNKED = 'delta = "1/4"\nchunk_rows = 120'  # 600 rows -> several chunks of whole groups
@@ -61,8 +62,7 @@ def _direct_release(folder: Path, seed: int):
 
 
 def test_chunk_tasks_neither_cache_nor_persist():
-    for t in (publish_mod.plan_chunks_task, publish_mod.anonymize_chunk_task,
-              publish_mod.combine_chunks_task):
+    for t in (publish_mod.plan_chunks_task, publish_mod.anonymize_chunk_task, publish_mod.combine_chunks_task):
         assert t.persist_result is False
         assert t.cache_policy is NO_CACHE
 
@@ -71,8 +71,7 @@ def test_same_release_in_process_threads_and_direct(prefect_server, tmp_path, fr
     a = _folder(tmp_path, "default", frame)
     b = _folder(tmp_path, "threads", frame)
     rel_a = publish_flow(spec_path=str(a / "spec.toml"))
-    rel_b = publish_flow.with_options(task_runner=ThreadPoolTaskRunner(max_workers=3))(
-        spec_path=str(b / "spec.toml"))
+    rel_b = publish_flow.with_options(task_runner=ThreadPoolTaskRunner(max_workers=3))(spec_path=str(b / "spec.toml"))
     table_a, stored_a = _published(a, rel_a)
     table_b, stored_b = _published(b, rel_b)
     pd.testing.assert_frame_equal(table_a, table_b)
@@ -114,8 +113,15 @@ def test_chunks_hold_whole_consecutive_groups(sizes, chunk_rows):
 
 
 def test_run_section_is_checked():
-    base = {"dataset": {"name": "t", "input": "x.csv", "person_id": "pid", "sensitive": "s",
-                        "qi": [{"name": "a", "kind": "numeric"}]}}
+    base = {
+        "dataset": {
+            "name": "t",
+            "input": "x.csv",
+            "person_id": "pid",
+            "sensitive": "s",
+            "qi": [{"name": "a", "kind": "numeric"}],
+        }
+    }
     assert spec_from_dict(base).run.task_runner == "inprocess"
     spec = spec_from_dict({**base, "run": {"task_runner": "dask", "workers": 2}})
     assert (spec.run.task_runner, spec.run.workers) == ("dask", 2)
@@ -124,14 +130,12 @@ def test_run_section_is_checked():
             spec_from_dict({**base, "run": bad})
 
 
-def test_dask_release_equals_in_process_and_leaks_nothing(prefect_server, prefect_results_dir, tmp_path,
-                                                          frame, capsys):
+def test_dask_release_equals_in_process_and_leaks_nothing(prefect_server, prefect_results_dir, tmp_path, frame, capsys):
     """LocalCluster, 2 worker processes, through the CLI option; then the secret scan."""
     inproc = _folder(tmp_path, "inprocess", frame, seed=5)
     dask = _folder(tmp_path, "dask", frame, seed=5)
     rel_in = publish(str(inproc / "spec.toml"))
-    assert cli_main(["publish", str(dask / "spec.toml"), "--task-runner", "dask", "--workers", "2",
-                     "--quiet"]) == 0
+    assert cli_main(["publish", str(dask / "spec.toml"), "--task-runner", "dask", "--workers", "2", "--quiet"]) == 0
     rel_dask = capsys.readouterr().out.strip().splitlines()[-1]
     table_in, stored_in = _published(inproc, rel_in)
     table_dask, stored_dask = _published(dask, rel_dask)

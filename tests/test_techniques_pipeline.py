@@ -1,13 +1,14 @@
 """Every registered technique publishes through the same flow, store and re-verification."""
+
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from flows.publish import publish_flow
-from flows.reverify import reverify
-from state.store import Store
-from tasks.anonymize.base import technique_names
+from privpub.flows.publish import publish_flow
+from privpub.flows.reverify import reverify
+from privpub.state.store import Store
+from privpub.tasks.core.technique import technique_names
 from tests.helpers import write_spec
 
 # each technique gets exactly its own parameters: an unknown key would be refused
@@ -18,8 +19,7 @@ PARAMS = {
     "muco": dict(k=None, l=3, extra='delta = "1/6"'),
     "anatomy": dict(k=None, l=3, extra=""),
 }
-TABLES = {"generalization": {"table"}, "priview": {"AT", "ST"}, "muco": {"table"},
-          "anatomy": {"QIT", "ST"}}
+TABLES = {"generalization": {"table"}, "priview": {"AT", "ST"}, "muco": {"table"}, "anatomy": {"QIT", "ST"}}
 
 
 @pytest.mark.parametrize("name", sorted(PARAMS))
@@ -32,8 +32,9 @@ def test_technique_publishes_and_reverifies(prefect_server, census_dir, name):
     assert rel["technique"] == name and rel["status"] == "committed"
     files = {f.removesuffix(".parquet") for f in rel["tables"].file}
     if name == "ambiguity":
-        assert files == {"ST"} | {f"AT_{q}" for q in ("age", "sex", "education", "marital", "race",
-                                                      "workclass", "country", "salary")}
+        assert files == {"ST"} | {
+            f"AT_{q}" for q in ("age", "sex", "education", "marital", "race", "workclass", "country", "salary")
+        }
     else:
         assert files == TABLES[name]
     for f in rel["tables"].file:

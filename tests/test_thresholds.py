@@ -5,6 +5,7 @@ it by the smallest step the model allows (one tuple, one value, one unit of a ra
 asserts the verdict and the reported figure exactly. tests/mutation/run_mutants.py loosens each
 comparison in turn and checks that these tests notice.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,17 +14,17 @@ from fractions import Fraction
 import pandas as pd
 import pyarrow as pa
 import pytest
-
-from tasks.anonymize.anatomy import verify_anatomy
-from tasks.anonymize.base import Release
-from tasks.audit import Auditor, secret_from_mapping
-from tasks.verify import delta_probability as dp
-from tasks.verify import serial_guarantee as sg
-from tasks.verify.association import ambiguity_association, priview_association
-from tasks.verify.k_anonymity import k_and_l
-from tasks.verify.multi_qid import multi_qid_anonymity
-from tasks.verify.presence import ambiguity_presence, priview_presence
 from test_presence_association import ambiguity_release, priview_release
+
+from privpub.tasks.audit import Auditor, secret_from_mapping
+from privpub.tasks.core.technique import Release
+from privpub.tasks.techniques.ambiguity.association import ambiguity_association, priview_association
+from privpub.tasks.techniques.ambiguity.presence import ambiguity_presence, priview_presence
+from privpub.tasks.techniques.anatomy.technique import verify_anatomy
+from privpub.tasks.techniques.butterfly.multi_qid import multi_qid_anonymity
+from privpub.tasks.techniques.muco import delta_probability as dp
+from privpub.tasks.techniques.serial import guarantee as sg
+from privpub.tasks.verify.k_anonymity import k_and_l
 
 # --- MuCo: delta-probability (Definition 3) and the cover (Corollary 3.2) ----------------------
 
@@ -31,8 +32,15 @@ from test_presence_association import ambiguity_release, priview_release
 def stored_tables(entries: list[tuple[str, int, int, int, float]]) -> pa.Table:
     """MuCo's stored long table from (attribute, gid, row, code, prob) entries."""
     a, g, r, c, p = zip(*entries)
-    return pa.table({"attribute": list(a), "gid": pa.array(g, pa.int32()), "row": pa.array(r, pa.int64()),
-                     "code": pa.array(c, pa.int32()), "prob": pa.array(p, pa.float64())})
+    return pa.table(
+        {
+            "attribute": list(a),
+            "gid": pa.array(g, pa.int32()),
+            "row": pa.array(r, pa.int64()),
+            "code": pa.array(c, pa.int32()),
+            "prob": pa.array(p, pa.float64()),
+        }
+    )
 
 
 def column_at_delta(delta: Fraction, step: Fraction) -> tuple[pa.Table, Fraction]:
@@ -43,8 +51,9 @@ def column_at_delta(delta: Fraction, step: Fraction) -> tuple[pa.Table, Fraction
     s = 2 ** math.ceil(math.log2(a + 1))
     col0 = [Fraction(a, s) + step] + [Fraction(1, s)] * (b - a)
     col1 = [1 - p for p in col0]
-    entries = [("age", 0, r, code, float(p)) for r, p0 in enumerate(col0)
-               for code, p in ((0, p0), (1, 1 - p0)) if p > 0]
+    entries = [
+        ("age", 0, r, code, float(p)) for r, p0 in enumerate(col0) for code, p in ((0, p0), (1, 1 - p0)) if p > 0
+    ]
     worst = max(max(c) / sum(c) for c in (col0, col1) if sum(c))
     return stored_tables(entries), worst
 
@@ -53,12 +62,16 @@ DELTAS = [Fraction(1, 2), Fraction(1, 3), Fraction(1, 4), Fraction(2, 7), Fracti
 
 
 @pytest.mark.parametrize("delta", DELTAS, ids=str)
-@pytest.mark.parametrize("step, passes", [
-    (Fraction(0), True),  # exactly delta
-    (Fraction(1, 2**34), True),  # above by LP round-off only (excess < 1e-9)
-    (Fraction(1, 2**24), False),  # the smallest step the check must see (excess ~ 4e-8)
-    (Fraction(1, 64), False),  # one grid step
-], ids=["at", "round-off", "tiny-step", "grid-step"])
+@pytest.mark.parametrize(
+    "step, passes",
+    [
+        (Fraction(0), True),  # exactly delta
+        (Fraction(1, 2**34), True),  # above by LP round-off only (excess < 1e-9)
+        (Fraction(1, 2**24), False),  # the smallest step the check must see (excess ~ 4e-8)
+        (Fraction(1, 64), False),  # one grid step
+    ],
+    ids=["at", "round-off", "tiny-step", "grid-step"],
+)
 def test_delta_probability_at_and_above_delta(delta, step, passes):
     tables, worst = column_at_delta(delta, step)
     res = dp.check_delta_probability(tables, delta)
@@ -95,13 +108,16 @@ def test_cover_exactly_ceil_one_over_delta_and_one_short(delta, short):
         assert res.worst == {"attribute": "job", "row": 0, "gid": 0}
 
 
-
-@pytest.mark.parametrize("off, passes", [(0.0, True), (2.0**-20, True), (2.0**-19, False), (-(2.0**-19), False)],
-                         ids=["sums-to-1", "off-by-9.5e-7", "off-by-1.9e-6", "short-by-1.9e-6"])
+@pytest.mark.parametrize(
+    "off, passes",
+    [(0.0, True), (2.0**-20, True), (2.0**-19, False), (-(2.0**-19), False)],
+    ids=["sums-to-1", "off-by-9.5e-7", "off-by-1.9e-6", "short-by-1.9e-6"],
+)
 def test_definition_1_row_sums_within_1e6_and_just_beyond(off, passes):
     # two tuples, one exact row and one whose entries sum to 1 + off
-    tables = stored_tables([("age", 0, 0, 0, 0.5), ("age", 0, 0, 1, 0.5), ("age", 0, 1, 0, 0.25),
-                            ("age", 0, 1, 1, 0.75 + off)])
+    tables = stored_tables(
+        [("age", 0, 0, 0, 0.5), ("age", 0, 0, 1, 0.5), ("age", 0, 1, 0, 0.25), ("age", 0, 1, 1, 0.75 + off)]
+    )
     res = dp.check_distributions(tables)
     assert (res.value, res.passed) == (abs(off), passes)
     if off:
@@ -155,8 +171,9 @@ def test_anatomy_l_diversity_and_disclosure_one_value_short(l, short):
     values = [[f"v{j}" for j in range(l)], [f"v{j}" for j in range(l - short)] + ["v0"] * short]
     qit = pa.table({"age": list(range(2 * l)), "gid": [0] * l + [1] * l})
     rows = [(g, v) for g, vs in enumerate(values) for v in sorted(set(vs))]
-    st = pa.table({"gid": [g for g, _ in rows], "s": [v for _, v in rows],
-                   "count": [values[g].count(v) for g, v in rows]})
+    st = pa.table(
+        {"gid": [g for g, _ in rows], "s": [v for _, v in rows], "count": [values[g].count(v) for g, v in rows]}
+    )
     res = {r.model: r for r in verify_anatomy(Release({"QIT": qit, "ST": st}, {}), "s", l)}
     assert res["QIT and ST agree on group sizes"].passed
     assert (res["l-diversity (distinct)"].value, res["l-diversity (distinct)"].passed) == (l - short, short == 0)
@@ -208,43 +225,55 @@ def test_ambiguity_presence_at_alpha_and_one_tuple_more(extra):
     # three distinct values on each of two QIs: Theorem 1 gives |G| / 9; one more tuple inside
     # the same published values raises it from 3/9 to 4/9
     cells = [(0, 0), (1, 1), (2, 2)] + [(0, 1)] * extra
-    ats, st = ambiguity_release([cells], [["a", "b", "c", "d"][:len(cells)]])
+    ats, st = ambiguity_release([cells], [["a", "b", "c", "d"][: len(cells)]])
     res = ambiguity_presence(ats, st, Fraction(1, 3))
     assert (res.value, res.passed) == (str(Fraction(3 + extra, 9)), extra == 0)
 
 
-@pytest.mark.parametrize("beta, sens, worst", [
-    (Fraction(1, 3), ["a", "a", "b", "b", "c", "c"], Fraction(1, 3)),
-    (Fraction(1, 3), ["a", "a", "a", "b", "b", "c", "c"], Fraction(3, 7)),  # one more a
-    (Fraction(2, 5), ["a", "a", "b", "c", "d"], Fraction(2, 5)),
-    (Fraction(2, 5), ["a", "a", "a", "b", "c", "d"], Fraction(1, 2)),
-], ids=["1/3-at", "1/3-above", "2/5-at", "2/5-above"])
+@pytest.mark.parametrize(
+    "beta, sens, worst",
+    [
+        (Fraction(1, 3), ["a", "a", "b", "b", "c", "c"], Fraction(1, 3)),
+        (Fraction(1, 3), ["a", "a", "a", "b", "b", "c", "c"], Fraction(3, 7)),  # one more a
+        (Fraction(2, 5), ["a", "a", "b", "c", "d"], Fraction(2, 5)),
+        (Fraction(2, 5), ["a", "a", "a", "b", "c", "d"], Fraction(1, 2)),
+    ],
+    ids=["1/3-at", "1/3-above", "2/5-at", "2/5-above"],
+)
 def test_ambiguity_association_at_beta_and_one_value_more(beta, sens, worst):
     _, st = ambiguity_release([[(i, i) for i in range(len(sens))]], [sens])
     res = ambiguity_association(st, "S", beta)
     assert (res.value, res.passed) == (str(worst), worst <= beta)
 
 
-@pytest.mark.parametrize("alpha, units, worst", [
-    # AT rows all distinct (m = 1): Pr(t in T) = n / |G|, n = units carrying t's QI' value
-    (Fraction(1, 4), [(0, "a"), (1, "b"), (2, "c"), (3, "d")], Fraction(1, 4)),
-    (Fraction(1, 4), [(0, "a"), (0, "b"), (2, "c"), (3, "d")], Fraction(1, 2)),
-    (Fraction(2, 5), [(0, "a"), (0, "b"), (1, "c"), (1, "d"), (2, "e")], Fraction(2, 5)),
-    (Fraction(2, 5), [(0, "a"), (0, "b"), (0, "c"), (1, "d"), (2, "e")], Fraction(3, 5)),
-], ids=["1/4-at", "1/4-above", "2/5-at", "2/5-above"])
+@pytest.mark.parametrize(
+    "alpha, units, worst",
+    [
+        # AT rows all distinct (m = 1): Pr(t in T) = n / |G|, n = units carrying t's QI' value
+        (Fraction(1, 4), [(0, "a"), (1, "b"), (2, "c"), (3, "d")], Fraction(1, 4)),
+        (Fraction(1, 4), [(0, "a"), (0, "b"), (2, "c"), (3, "d")], Fraction(1, 2)),
+        (Fraction(2, 5), [(0, "a"), (0, "b"), (1, "c"), (1, "d"), (2, "e")], Fraction(2, 5)),
+        (Fraction(2, 5), [(0, "a"), (0, "b"), (0, "c"), (1, "d"), (2, "e")], Fraction(3, 5)),
+    ],
+    ids=["1/4-at", "1/4-above", "2/5-at", "2/5-above"],
+)
 def test_priview_presence_at_alpha_and_one_unit_more(alpha, units, worst):
     at, st = priview_release([f"p{i}" for i in range(len(units))], units)
     res = priview_presence(at, st, "q", "S", alpha)
     assert (res.value, res.passed) == (str(worst), worst <= alpha)
 
 
-@pytest.mark.parametrize("beta, units, worst", [
-    # m = 1: Pr((t, s) | t) = c / n over the n units of t's QI' value
-    (Fraction(1, 2), [(0, "a"), (0, "a"), (0, "b"), (0, "c"), (1, "d"), (1, "e")], Fraction(1, 2)),
-    (Fraction(1, 2), [(0, "a"), (0, "a"), (0, "a"), (0, "c"), (1, "d"), (1, "e")], Fraction(3, 4)),
-    (Fraction(1, 3), [(0, "a"), (0, "b"), (0, "c"), (1, "d"), (1, "e"), (1, "f")], Fraction(1, 3)),
-    (Fraction(1, 3), [(0, "a"), (0, "b"), (1, "c"), (1, "d"), (1, "e"), (1, "f")], Fraction(1, 2)),
-], ids=["1/2-at", "1/2-above", "1/3-at", "1/3-one-unit-short"])
+@pytest.mark.parametrize(
+    "beta, units, worst",
+    [
+        # m = 1: Pr((t, s) | t) = c / n over the n units of t's QI' value
+        (Fraction(1, 2), [(0, "a"), (0, "a"), (0, "b"), (0, "c"), (1, "d"), (1, "e")], Fraction(1, 2)),
+        (Fraction(1, 2), [(0, "a"), (0, "a"), (0, "a"), (0, "c"), (1, "d"), (1, "e")], Fraction(3, 4)),
+        (Fraction(1, 3), [(0, "a"), (0, "b"), (0, "c"), (1, "d"), (1, "e"), (1, "f")], Fraction(1, 3)),
+        (Fraction(1, 3), [(0, "a"), (0, "b"), (1, "c"), (1, "d"), (1, "e"), (1, "f")], Fraction(1, 2)),
+    ],
+    ids=["1/2-at", "1/2-above", "1/3-at", "1/3-one-unit-short"],
+)
 def test_priview_association_at_beta_and_one_step_above(beta, units, worst):
     at, st = priview_release([f"p{i}" for i in range(len(units))], units)
     res = priview_association(at, st, "q", "S", beta)
@@ -264,19 +293,29 @@ def serial_check(size: int, count: int, prior: tuple[int, int] | None, l: int = 
     aggregate = None
     if prior:
         q, d = sg.not_linked([prior])
-        aggregate = pd.DataFrame({"person": [0], "value": ["a"], "links": [1],
-                                  "q": pd.Series([q], dtype=object), "d": pd.Series([d], dtype=object)})
-    check = sg.check_release(table, groups, membership, aggregate, l=l, sensitive="dis",
-                             transient=["a"], release=2)
+        aggregate = pd.DataFrame(
+            {
+                "person": [0],
+                "value": ["a"],
+                "links": [1],
+                "q": pd.Series([q], dtype=object),
+                "d": pd.Series([d], dtype=object),
+            }
+        )
+    check = sg.check_release(table, groups, membership, aggregate, l=l, sensitive="dis", transient=["a"], release=2)
     return {r.model: r for r in check.results}
 
 
-@pytest.mark.parametrize("size, count, prior, p, breaching", [
-    (2, 1, None, Fraction(1, 2), 0),  # first release: p = 1/2 exactly
-    (5, 3, None, Fraction(3, 5), 5),  # one a more than 1/2 allows: every member is linked
-    (6, 2, (4, 1), Fraction(1, 2), 0),  # 1 - (3/4)(4/6) = 1/2 exactly
-    (5, 2, (4, 1), Fraction(11, 20), 1),  # the same group one tuple smaller: person 0 only
-], ids=["first-at", "first-above", "linked-at", "linked-one-short"])
+@pytest.mark.parametrize(
+    "size, count, prior, p, breaching",
+    [
+        (2, 1, None, Fraction(1, 2), 0),  # first release: p = 1/2 exactly
+        (5, 3, None, Fraction(3, 5), 5),  # one a more than 1/2 allows: every member is linked
+        (6, 2, (4, 1), Fraction(1, 2), 0),  # 1 - (3/4)(4/6) = 1/2 exactly
+        (5, 2, (4, 1), Fraction(11, 20), 1),  # the same group one tuple smaller: person 0 only
+    ],
+    ids=["first-at", "first-above", "linked-at", "linked-one-short"],
+)
 def test_serial_global_guarantee_at_one_over_l_and_one_step_above(size, count, prior, p, breaching):
     res = serial_check(size, count, prior)["serial-global"]
     assert (res.value, res.threshold, res.passed) == (str(p), "1/2", breaching == 0)
@@ -298,8 +337,7 @@ def test_auditor_answer_that_leaves_exactly_l_values_and_one_fewer(l, response):
     # six people with six distinct values; asking for three of them narrows each of the six to
     # three values: allowed under l = 3, refused under l = 4 whatever the secret
     secret = {f"p{i}": f"v{i}" for i in range(6)}
-    auditor = Auditor(pd.DataFrame({"id": list(secret)}), list(secret.values()), l,
-                      secret_from_mapping(secret))
+    auditor = Auditor(pd.DataFrame({"id": list(secret)}), list(secret.values()), l, secret_from_mapping(secret))
     decision = auditor.ask(["p0", "p1", "p2"])
     assert decision.response == response
     if response == "answer":
@@ -307,12 +345,16 @@ def test_auditor_answer_that_leaves_exactly_l_values_and_one_fewer(l, response):
         assert min(len(v) for v in auditor.possible_values().values()) == l
 
 
-@pytest.mark.parametrize("values, response, floor", [
-    # two answers of {p0, p1} are unsafe ({c, c} and {f, f}): across them p0 keeps c and f
-    (["c", "c", "f", "f", "h", "p"], "answer", 2),
-    # one value short: only {c, c} is unsafe, and denying would pin p0 and p1 to c (Table 5)
-    (["c", "c", "f", "g", "h", "p"], "negative-denial", 1),
-], ids=["floor-l", "floor-l-1"])
+@pytest.mark.parametrize(
+    "values, response, floor",
+    [
+        # two answers of {p0, p1} are unsafe ({c, c} and {f, f}): across them p0 keeps c and f
+        (["c", "c", "f", "f", "h", "p"], "answer", 2),
+        # one value short: only {c, c} is unsafe, and denying would pin p0 and p1 to c (Table 5)
+        (["c", "c", "f", "g", "h", "p"], "negative-denial", 1),
+    ],
+    ids=["floor-l", "floor-l-1"],
+)
 def test_auditor_denial_floor_at_l_and_one_short(values, response, floor):
     people = [f"p{i}" for i in range(6)]
     real = [values[0], values[2], values[1]] + values[3:]  # p0, p1 hold {c, f}: a safe answer

@@ -1,15 +1,16 @@
 """Bad input ends with one clear message naming the problem (row and column where there is one)."""
+
 from __future__ import annotations
 
 import pytest
 
-from schemas.input import InputError, validate_input
-from schemas.published import check_published
-from schemas.spec import SpecError, load_spec, spec_from_dict
-from tasks.anonymize.base import get_technique
-from tasks.demo_data import census, census_spec
-from tasks.microdata import Microdata
-from tasks.validate import validate
+from privpub.schemas.input import InputError, validate_input
+from privpub.schemas.published import check_published
+from privpub.schemas.spec import SpecError, load_spec, spec_from_dict
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import get_technique
+from privpub.tasks.demo_data import census, census_spec
+from privpub.tasks.validate import validate
 from tests.helpers import rng
 
 SPEC = spec_from_dict(census_spec("x.csv", k=5, l=2))
@@ -70,8 +71,17 @@ def test_spec_errors_are_clear(tmp_path):
     with pytest.raises(SpecError, match="not valid TOML"):
         load_spec(bad)
     with pytest.raises(SpecError, match="ordinal quasi-identifier 'e' needs an 'order'"):
-        spec_from_dict({"dataset": {"name": "s", "input": "a.csv", "person_id": "p", "sensitive": "s",
-                                    "qi": [{"name": "e", "kind": "ordinal"}]}})
+        spec_from_dict(
+            {
+                "dataset": {
+                    "name": "s",
+                    "input": "a.csv",
+                    "person_id": "p",
+                    "sensitive": "s",
+                    "qi": [{"name": "e", "kind": "ordinal"}],
+                }
+            }
+        )
 
 
 def test_readme_spec_example_loads(tmp_path):
@@ -94,22 +104,23 @@ def test_published_table_passes_its_schema_and_holds_no_person_id():
     check_published(release, spec, tech)
     cols = set(release.tables["table"].column_names)
     assert "pid" not in cols
-    allowed = {"occupation"} | {c for q in spec.dataset.qi for c in
-                                ((f"{q.name}_lo", f"{q.name}_hi") if q.kind == "numeric" else (q.name,))}
+    allowed = {"occupation"} | {
+        c for q in spec.dataset.qi for c in ((f"{q.name}_lo", f"{q.name}_hi") if q.kind == "numeric" else (q.name,))
+    }
     assert cols == allowed
 
 
 def test_plugin_map_names_the_module_of_every_technique():
-    """tasks.anonymize.MODULES lets a run import only its technique: it must be complete and true."""
+    """tasks.techniques.MODULES lets a run import only its technique: it must be complete and true."""
     import sys
 
-    from tasks.anonymize import MODULES
-    from tasks.anonymize.base import _REGISTRY, technique_names
+    from privpub.tasks.core.technique import _REGISTRY, technique_names
+    from privpub.tasks.techniques import MODULES
 
     assert set(MODULES) == set(technique_names())
     for name, module in MODULES.items():
-        assert _REGISTRY[name].__module__ == f"tasks.anonymize.{module}", name
-    assert "tasks.anonymize.muco" in sys.modules  # technique_names() loaded every plug-in
+        assert _REGISTRY[name].__module__ == f"privpub.tasks.techniques.{module}", name
+    assert "privpub.tasks.techniques.muco.technique" in sys.modules  # technique_names() loaded every plug-in
 
 
 def test_an_infinity_above_a_non_number_is_named_first():
@@ -118,6 +129,9 @@ def test_an_infinity_above_a_non_number_is_named_first():
     f = frame().astype({"age": object})
     f.loc[0, "age"] = float("inf")
     f.loc[1, "age"] = "text"
-    with pytest.raises(InputError, match=r"^input rejected: row 1, column 'age': not a finite number "
-                                         r"\(inf or nan\); row 2, column 'age': not a number$"):
+    with pytest.raises(
+        InputError,
+        match=r"^input rejected: row 1, column 'age': not a finite number "
+        r"\(inf or nan\); row 2, column 'age': not a number$",
+    ):
         validate_input(f, SPEC)

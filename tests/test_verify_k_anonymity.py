@@ -1,5 +1,6 @@
 """The k-anonymity / l-diversity verifier agrees with an SQL GROUP BY over the published columns
 and with pycanon, on published tables of random data."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -7,27 +8,38 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from pycanon import anonymity
 
-from tasks.verify.k_anonymity import k_anonymity, l_diversity
-from tasks.verify.published import equivalence_classes, qi_columns
+from privpub.tasks.verify.k_anonymity import k_anonymity, l_diversity
+from privpub.tasks.verify.published import equivalence_classes, qi_columns
 from tests.helpers import microdata, release_of
 
-QI = [{"name": "age", "kind": "numeric"}, {"name": "sex", "kind": "categorical"},
-      {"name": "edu", "kind": "ordinal", "order": ["a", "b", "c", "d"]}]
+QI = [
+    {"name": "age", "kind": "numeric"},
+    {"name": "sex", "kind": "categorical"},
+    {"name": "edu", "kind": "ordinal", "order": ["a", "b", "c", "d"]},
+]
 
 
 def published(rows, k, l, seed):
     frame = pd.DataFrame(rows, columns=["age", "sex", "edu", "s"])
     frame.insert(0, "pid", range(len(frame)))
     data = microdata(frame, QI, "s", k=k, l=l)
-    from tasks.anonymize.base import get_technique
+    from privpub.tasks.core.technique import get_technique
 
     tech = get_technique(data.spec)
     _, release = release_of(tech, data, seed)
     return release.tables["table"]
 
 
-rows = st.lists(st.tuples(st.integers(18, 80), st.sampled_from(["f", "m"]), st.sampled_from("abcd"),
-                          st.sampled_from(["flu", "hiv", "cold", "asthma"])), min_size=6, max_size=60)
+rows = st.lists(
+    st.tuples(
+        st.integers(18, 80),
+        st.sampled_from(["f", "m"]),
+        st.sampled_from("abcd"),
+        st.sampled_from(["flu", "hiv", "cold", "asthma"]),
+    ),
+    min_size=6,
+    max_size=60,
+)
 
 
 @settings(max_examples=40)
@@ -72,10 +84,11 @@ def test_class_ids_equal_sql_grouping_on_awkward_cells(cells):
     """Equal cells share a class and different cells never do, exactly as SQL GROUP BY sees them."""
     import pyarrow as pa
 
-    from tasks.verify.published import class_ids
+    from privpub.tasks.verify.published import class_ids
 
-    table = pa.table({"c": pa.array([c for c, _ in cells], pa.list_(pa.string())),
-                      "n": pa.array([n for _, n in cells], pa.int64())})
+    table = pa.table(
+        {"c": pa.array([c for c, _ in cells], pa.list_(pa.string())), "n": pa.array([n for _, n in cells], pa.int64())}
+    )
     ids, n = class_ids(table, ["c", "n"])
     assert n == equivalence_classes(table, ["c", "n"]).num_rows
     keys = [(None if c is None else tuple(c), v) for c, v in cells]
@@ -88,7 +101,7 @@ def test_a_list_item_holding_the_separator_is_refused():
     import pyarrow as pa
     import pytest
 
-    from tasks.verify.published import class_ids
+    from privpub.tasks.verify.published import class_ids
 
     table = pa.table({"c": pa.array([["a\x1fb"], ["a", "b"]], pa.list_(pa.string()))})
     with pytest.raises(ValueError, match="U\\+001F"):

@@ -17,6 +17,7 @@ technique's own verifier passes the release.
 Prints a markdown table (the one in docs/ambiguity.md, section "Experiment") and writes it with
 the raw figures to docs/experiments/ambiguity_results.{md,json}.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,22 +31,31 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from schemas.spec import spec_from_dict  # noqa: E402
-from tasks.anonymize.ambiguity import Ambiguity  # noqa: E402
-from tasks.anonymize.generalization import Generalization  # noqa: E402
-from tasks.anonymize.priview import PriView  # noqa: E402
-from tasks.demo_data import CENSUS_QI, census  # noqa: E402
-from tasks.evaluate.metrics import error_by_selectivity  # noqa: E402
-from tasks.evaluate.workload import exact_answers, make_workload  # noqa: E402
-from tasks.microdata import Microdata  # noqa: E402
+from privpub.schemas.spec import spec_from_dict  # noqa: E402
+from privpub.tasks.core.microdata import Microdata  # noqa: E402
+from privpub.tasks.demo_data import CENSUS_QI, census  # noqa: E402
+from privpub.tasks.evaluate.metrics import error_by_selectivity  # noqa: E402
+from privpub.tasks.evaluate.workload import exact_answers, make_workload  # noqa: E402
+from privpub.tasks.techniques.ambiguity.priview import PriView  # noqa: E402
+from privpub.tasks.techniques.ambiguity.technique import Ambiguity  # noqa: E402
+from privpub.tasks.techniques.generalization.technique import Generalization  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
 
 def technique(name: str, **params):
-    spec = spec_from_dict({"dataset": {"name": "census", "input": "census.csv", "person_id": "pid",
-                                       "sensitive": "occupation", "qi": CENSUS_QI},
-                           "technique": {"name": name, **params}})
+    spec = spec_from_dict(
+        {
+            "dataset": {
+                "name": "census",
+                "input": "census.csv",
+                "person_id": "pid",
+                "sensitive": "occupation",
+                "qi": CENSUS_QI,
+            },
+            "technique": {"name": name, **params},
+        }
+    )
     # the classes directly: the registry imports every plug-in, including ones being written
     return spec, {"generalization": Generalization, "ambiguity": Ambiguity, "priview": PriView}[name](spec)
 
@@ -66,7 +76,8 @@ def run_one(name: str, params: dict, frame, workload, actual, seed: int) -> dict
     ok = actual > 0
     sizes = tech.group_sizes(release)
     out = {
-        "technique": name, "params": {k: str(v) for k, v in params.items()},
+        "technique": name,
+        "params": {k: str(v) for k, v in params.items()},
         **errors,
         "mean_error": float(np.mean(np.abs(actual[ok] - estimate[ok]) / actual[ok])),
         "median_ratio": float(np.median(estimate[ok] / actual[ok])),
@@ -75,7 +86,8 @@ def run_one(name: str, params: dict, frame, workload, actual, seed: int) -> dict
         "suppressed": int(release.info.get("suppressed", 0)),
         "verified": all(r.passed for r in results),
         "checks": {r.model: str(r.value) for r in results},
-        "seconds_release": round(t1 - t0, 2), "seconds_verify": round(t2 - t1, 2),
+        "seconds_release": round(t1 - t0, 2),
+        "seconds_verify": round(t2 - t1, 2),
         "seconds_estimate": round(t3 - t2, 2),
     }
     if name == "priview":
@@ -85,8 +97,10 @@ def run_one(name: str, params: dict, frame, workload, actual, seed: int) -> dict
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| beta | technique | 1 % | 5 % | 10 % | all | median est/actual | groups | avg group "
-            "| suppressed | verified |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    head = (
+        "| beta | technique | 1 % | 5 % | 10 % | all | median est/actual | groups | avg group "
+        "| suppressed | verified |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    )
     lines = [head]
     for r in rows:
         name = r["technique"]
@@ -94,10 +108,12 @@ def table(rows: list[dict]) -> str:
             name = f"generalization (k = l = {r['params']['k']})"
         if name == "priview":
             name = f"priview (ST: {r['st_qi']})"
-        lines.append(f"| {r['beta']} | {name} | {r['query_error_1pct']:.3f} | {r['query_error_5pct']:.3f} "
-                     f"| {r['query_error_10pct']:.3f} | {r['mean_error']:.3f} | {r['median_ratio']:.2f} "
-                     f"| {r['groups']:,} | {r['avg_group']:.1f} | {r['suppressed']} "
-                     f"| {'yes' if r['verified'] else 'NO'} |")
+        lines.append(
+            f"| {r['beta']} | {name} | {r['query_error_1pct']:.3f} | {r['query_error_5pct']:.3f} "
+            f"| {r['query_error_10pct']:.3f} | {r['mean_error']:.3f} | {r['median_ratio']:.2f} "
+            f"| {r['groups']:,} | {r['avg_group']:.1f} | {r['suppressed']} "
+            f"| {'yes' if r['verified'] else 'NO'} |"
+        )
     return "\n".join(lines)
 
 
@@ -123,9 +139,11 @@ def main() -> None:
     rows = []
     for beta in args.betas:
         d = math.ceil(1 / beta - 1e-9)
-        configs = {"generalization": {"k": d, "l": d},
-                   "ambiguity": {"alpha": args.alpha, "beta": beta},
-                   "priview": {"alpha": args.alpha, "beta": beta}}
+        configs = {
+            "generalization": {"k": d, "l": d},
+            "ambiguity": {"alpha": args.alpha, "beta": beta},
+            "priview": {"alpha": args.alpha, "beta": beta},
+        }
         for name in args.techniques:
             r = run_one(name, configs[name], frame, workload, actual, seed=args.seed)
             r["beta"] = beta

@@ -25,6 +25,7 @@ short). Every call merges its records into docs/experiments/butterfly_results.js
 experiment, rows, setting and method: replaced) and rewrites butterfly_results.md from it.
 tests/benchmarks/bench_butterfly.py (the 300,000-row time target) uses `run` from here.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,12 +38,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from schemas.spec import spec_from_dict  # noqa: E402
-from tasks.anonymize.butterfly import Butterfly, UnionQID  # noqa: E402
-from tasks.demo_data import CENSUS_QI, census  # noqa: E402
-from tasks.evaluate.metrics import error_by_selectivity  # noqa: E402
-from tasks.evaluate.workload import exact_answers, make_workload  # noqa: E402
-from tasks.microdata import Microdata  # noqa: E402
+from privpub.schemas.spec import spec_from_dict  # noqa: E402
+from privpub.tasks.core.microdata import Microdata  # noqa: E402
+from privpub.tasks.demo_data import CENSUS_QI, census  # noqa: E402
+from privpub.tasks.evaluate.metrics import error_by_selectivity  # noqa: E402
+from privpub.tasks.evaluate.workload import exact_answers, make_workload  # noqa: E402
+from privpub.tasks.techniques.butterfly.technique import Butterfly, UnionQID  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 QI = CENSUS_QI + [{"name": "occupation", "kind": "categorical"}]
@@ -57,13 +58,16 @@ def frame_of(n: int, seed: int = 0):
     return frame
 
 
-def run(frame, name: str, qids, k: int, k_prime: int | None = None, seed: int = 0,
-        workload: bool = False) -> dict:
+def run(frame, name: str, qids, k: int, k_prime: int | None = None, seed: int = 0, workload: bool = False) -> dict:
     """One release, timed (partition + anonymize + verify), with its loss from the published table
     (and with `workload`, the shared count workload's mean relative error per selectivity, untimed)."""
     params = {"name": name, "k": k, "qids": qids, **({"k_prime": k_prime} if k_prime else {})}
-    spec = spec_from_dict({"dataset": {"name": "census", "input": "census.csv", "person_id": "pid",
-                                       "sensitive": "s", "qi": QI}, "technique": params})
+    spec = spec_from_dict(
+        {
+            "dataset": {"name": "census", "input": "census.csv", "person_id": "pid", "sensitive": "s", "qi": QI},
+            "technique": params,
+        }
+    )
     # the classes directly: the registry would import every plug-in, including ones being written
     tech = {"butterfly": Butterfly, "union-qid": UnionQID}[name](spec)
     data = Microdata.from_frame(spec, frame)
@@ -77,15 +81,26 @@ def run(frame, name: str, qids, k: int, k_prime: int | None = None, seed: int = 
     errors = {}
     if workload:  # the same 300 queries for every method (the workload's seed is fixed)
         queries = make_workload(data, np.random.default_rng(0))
-        errors = error_by_selectivity(queries, exact_answers(frame, queries, "s"),
-                                      tech.estimate_counts(release, queries))
-    return {"errors": errors, "method": name, "k": k, "k_prime": k_prime, "qids": qids, "rows": len(frame),
-            "wall": wall, "cpu": cpu, "verified": all(r.passed for r in results),
-            "privacy": {r.model: r.value for r in results},
-            "loss": util["uncertainty_penalty"], "common": util["uncertainty_penalty_common"],
-            "distinct": util["uncertainty_penalty_distinct"],
-            "in_butterflies": part.info.get("rows_in_butterflies", 0) / len(frame),
-            "success": [part.info.get("bound_successes", 0), part.info.get("bound_hits", 0)]}
+        errors = error_by_selectivity(
+            queries, exact_answers(frame, queries, "s"), tech.estimate_counts(release, queries)
+        )
+    return {
+        "errors": errors,
+        "method": name,
+        "k": k,
+        "k_prime": k_prime,
+        "qids": qids,
+        "rows": len(frame),
+        "wall": wall,
+        "cpu": cpu,
+        "verified": all(r.passed for r in results),
+        "privacy": {r.model: r.value for r in results},
+        "loss": util["uncertainty_penalty"],
+        "common": util["uncertainty_penalty_common"],
+        "distinct": util["uncertainty_penalty_distinct"],
+        "in_butterflies": part.info.get("rows_in_butterflies", 0) / len(frame),
+        "success": [part.info.get("bound_successes", 0), part.info.get("bound_hits", 0)],
+    }
 
 
 def settings(experiment: str, k: int):
@@ -101,14 +116,21 @@ def settings(experiment: str, k: int):
         return [(f"{d} distinct", [["education"] + add1[:d], ["education"] + add2[:d]], k) for d in range(1, 5)]
     if experiment == "common":  # Fig. 8: education, marital, sex added in that order to both QIDs
         common = ["education", "marital", "sex"]
-        return [(f"{d} common", [common[:d] + ["age", "occupation", "country"],
-                                 common[:d] + ["salary", "workclass", "race"]], k) for d in range(1, 4)]
+        return [
+            (
+                f"{d} common",
+                [common[:d] + ["age", "occupation", "country"], common[:d] + ["salary", "workclass", "race"]],
+                k,
+            )
+            for d in range(1, 4)
+        ]
     raise ValueError(experiment)
 
 
 def method_label(r: dict) -> str:
-    return "union-qid" if r["method"] == "union-qid" else (
-        f"butterfly k'={r['k_prime']}" if r["k_prime"] else "butterfly")
+    return (
+        "union-qid" if r["method"] == "union-qid" else (f"butterfly k'={r['k_prime']}" if r["k_prime"] else "butterfly")
+    )
 
 
 def merge(records: list[dict], path: Path) -> list[dict]:
@@ -122,38 +144,52 @@ def merge(records: list[dict], path: Path) -> list[dict]:
 
 
 def markdown(records: list[dict]) -> str:
-    titles = {"size": "Figs. 10 and 12: data size (k = 50)", "k": "Figs. 9 and 11: k",
-              "diversity": "Fig. 7: diversity of QIDs (education common)",
-              "common": "Fig. 8: number of common attributes"}
+    titles = {
+        "size": "Figs. 10 and 12: data size (k = 50)",
+        "k": "Figs. 9 and 11: k",
+        "diversity": "Fig. 7: diversity of QIDs (education common)",
+        "common": "Fig. 8: number of common attributes",
+    }
     lines = ["# Butterfly experiments (generated by docs/experiments/butterfly_experiment.py)", ""]
     work = [r for r in records if r["experiment"] == "workload"]
     if work:
-        lines += ["## Shared count workload: mean relative error per selectivity (100 queries each)", "",
-                  "| rows | setting | method | loss | 1% | 5% | 10% |", "|---:|---|---|---:|---:|---:|---:|"]
+        lines += [
+            "## Shared count workload: mean relative error per selectivity (100 queries each)",
+            "",
+            "| rows | setting | method | loss | 1% | 5% | 10% |",
+            "|---:|---|---|---:|---:|---:|---:|",
+        ]
         order = {"union-qid": 0, "butterfly": 1, "butterfly k'=2": 2}
         for r in sorted(work, key=lambda r: (r["rows"], r["k"], order.get(method_label(r), 9))):
             e = r["errors"]
-            lines.append(f"| {r['rows']:,} | {r['setting']} | {method_label(r)} | {r['loss']:,.0f} | "
-                         f"{e['query_error_1pct']:.3f} | {e['query_error_5pct']:.3f} | {e['query_error_10pct']:.3f} |")
+            lines.append(
+                f"| {r['rows']:,} | {r['setting']} | {method_label(r)} | {r['loss']:,.0f} | "
+                f"{e['query_error_1pct']:.3f} | {e['query_error_5pct']:.3f} | {e['query_error_10pct']:.3f} |"
+            )
         lines.append("")
     for exp in ("size", "k", "diversity", "common"):
         rows = [r for r in records if r["experiment"] == exp]
         if not rows:
             continue
-        lines += [f"## {titles[exp]}", "",
-                  "| rows | setting | method | wall s | cpu s | loss | common | distinct | loss / row "
-                  "| vs union | rows in butterflies | successes b/a | verified |",
-                  "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+        lines += [
+            f"## {titles[exp]}",
+            "",
+            "| rows | setting | method | wall s | cpu s | loss | common | distinct | loss / row "
+            "| vs union | rows in butterflies | successes b/a | verified |",
+            "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
         union = {(r["rows"], r["setting"]): r["loss"] for r in rows if r["method"] == "union-qid"}
         order = {"union-qid": 0, "butterfly": 1, "butterfly k'=2": 2}
         for r in sorted(rows, key=lambda r: (r["rows"], r["k"], r["setting"], order.get(method_label(r), 9))):
             base = union.get((r["rows"], r["setting"]))
             rel = f"{r['loss'] / base - 1:+.0%}" if base and r["method"] != "union-qid" else "-"
             succ = f"{r['success'][0]}/{r['success'][1]}" if r["method"] == "butterfly" else "-"
-            lines.append(f"| {r['rows']:,} | {r['setting'] or '-'} | {method_label(r)} | {r['wall']:.1f} | "
-                         f"{r['cpu']:.1f} | {r['loss']:,.0f} | {r['common']:,.0f} | {r['distinct']:,.0f} | "
-                         f"{r['loss'] / r['rows']:.3f} | {rel} | {r['in_butterflies']:.0%} | {succ} | "
-                         f"{'yes' if r['verified'] else 'NO'} |")
+            lines.append(
+                f"| {r['rows']:,} | {r['setting'] or '-'} | {method_label(r)} | {r['wall']:.1f} | "
+                f"{r['cpu']:.1f} | {r['loss']:,.0f} | {r['common']:,.0f} | {r['distinct']:,.0f} | "
+                f"{r['loss'] / r['rows']:.3f} | {rel} | {r['in_butterflies']:.0%} | {succ} | "
+                f"{'yes' if r['verified'] else 'NO'} |"
+            )
         lines.append("")
     return "\n".join(lines)
 
@@ -180,9 +216,12 @@ def main() -> None:
                 r = run(frame, name, qids, k, k_prime, workload=args.experiment == "workload")
                 r.update(experiment=args.experiment, setting=label)
                 records.append(r)
-                print(f"{n:>7} {label:>12} {method_label(r):>15} wall {r['wall']:6.1f} cpu {r['cpu']:6.1f} "
-                      f"loss {r['loss']:12,.0f} ({r['common']:,.0f} / {r['distinct']:,.0f}) "
-                      f"verified {r['verified']}", flush=True)
+                print(
+                    f"{n:>7} {label:>12} {method_label(r):>15} wall {r['wall']:6.1f} cpu {r['cpu']:6.1f} "
+                    f"loss {r['loss']:12,.0f} ({r['common']:,.0f} / {r['distinct']:,.0f}) "
+                    f"verified {r['verified']}",
+                    flush=True,
+                )
     everything = merge(records, out.with_suffix(".json"))
     out.with_suffix(".md").write_text(markdown(everything))
 

@@ -33,6 +33,7 @@ estimate_counts on the published table), and seconds (release = grouping + table
 Options of run/all: --tuples n0 (default 20000), --releases (20), --queries (5000),
 --results (docs/experiments/serial_results.jsonl), --seed (data, 3), --workload-seed (0).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,14 +49,14 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from schemas.spec import spec_from_dict  # noqa: E402
-from tasks.anonymize.serial import SerialTechnique  # noqa: E402
-from tasks.demo_data import CENSUS_QI, census  # noqa: E402
 import pickle  # noqa: E402
 
-from tasks.evaluate.metrics import error_by_selectivity, relative_errors  # noqa: E402
-from tasks.evaluate.workload import exact_answers, make_workload  # noqa: E402
-from tasks.microdata import Microdata  # noqa: E402
+from privpub.schemas.spec import spec_from_dict  # noqa: E402
+from privpub.tasks.core.microdata import Microdata  # noqa: E402
+from privpub.tasks.demo_data import CENSUS_QI, census  # noqa: E402
+from privpub.tasks.evaluate.metrics import error_by_selectivity, relative_errors  # noqa: E402
+from privpub.tasks.evaluate.workload import exact_answers, make_workload  # noqa: E402
+from privpub.tasks.techniques.serial.technique import SerialTechnique  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "serial_results.jsonl"
@@ -64,10 +65,25 @@ LS = (2, 4, 6, 8, 10)
 
 
 def serial_technique(l: int, strategy: str, transient):
-    spec = spec_from_dict({"dataset": {"name": "census", "input": "census.csv", "person_id": "pid",
-                                       "sensitive": "occupation", "qi": CENSUS_QI},
-                           "technique": {"name": "serial", "l": l, "strategy": strategy, "releases": 20,
-                                         "factor": 2, "transient": transient}})
+    spec = spec_from_dict(
+        {
+            "dataset": {
+                "name": "census",
+                "input": "census.csv",
+                "person_id": "pid",
+                "sensitive": "occupation",
+                "qi": CENSUS_QI,
+            },
+            "technique": {
+                "name": "serial",
+                "l": l,
+                "strategy": strategy,
+                "releases": 20,
+                "factor": 2,
+                "transient": transient,
+            },
+        }
+    )
     return spec, SerialTechnique(spec)  # directly: the registry imports every plug-in
 
 
@@ -81,7 +97,7 @@ def snapshots(n0: int, releases: int, seed: int):
     yield snap
     for r in range(2, releases + 1):
         start = n0 + step * (r - 2)
-        snap = pd.concat([snap, full.iloc[start:start + step]], ignore_index=True)
+        snap = pd.concat([snap, full.iloc[start : start + step]], ignore_index=True)
         change = rng.choice(len(snap), size=int(round(0.2 * len(snap))), replace=False)
         snap.loc[change, "occupation"] = overall[rng.integers(0, len(overall), len(change))]
         yield snap
@@ -105,8 +121,9 @@ def frac(s: str) -> float:
     return float(Fraction(s))
 
 
-def run(strategy: str, l: int, n0: int, releases: int, queries: int, seed: int, workload_seed: int,
-        results: Path) -> None:
+def run(
+    strategy: str, l: int, n0: int, releases: int, queries: int, seed: int, workload_seed: int, results: Path
+) -> None:
     spec, probe = serial_technique(l, strategy, 0.1)
     transient = None
     carried: dict = {}
@@ -127,9 +144,11 @@ def run(strategy: str, l: int, n0: int, releases: int, queries: int, seed: int, 
         checks = {x.model: x for x in tech.verify(release, dict(carried))}
         t2 = time.perf_counter()
         # what the store hands the next release (Release.private of this one)
-        carried = {"serial_aggregate": release.private["serial_aggregate"],
-                   "serial_summary": release.private["serial_summary"],
-                   "serial_release": int(release.private["release"]) + 1}
+        carried = {
+            "serial_aggregate": release.private["serial_aggregate"],
+            "serial_summary": release.private["serial_summary"],
+            "serial_release": int(release.private["release"]) + 1,
+        }
 
         # the project's workload answers: exact on the snapshot, estimated by the technique
         actual = exact_answers(data.frame, workload, "occupation")
@@ -137,30 +156,46 @@ def run(strategy: str, l: int, n0: int, releases: int, queries: int, seed: int, 
         t3 = time.perf_counter()
         glob, loc = checks["serial-global"], checks["serial-localized"]
         row = {
-            "strategy": strategy, "l": l, "n0": n0, "release": r, "tuples": data.n,
-            "transient": transient, "groups": release.info["groups"],
-            "avg_group": release.info["avg_group_size"], "max_group": release.info["max_group_size"],
+            "strategy": strategy,
+            "l": l,
+            "n0": n0,
+            "release": r,
+            "tuples": data.n,
+            "transient": transient,
+            "groups": release.info["groups"],
+            "avg_group": release.info["avg_group_size"],
+            "max_group": release.info["max_group_size"],
             "suppressed": release.info["suppressed"],
-            "query_error": float(relative_errors(actual, estimate).mean()), "queries": len(workload),
+            "query_error": float(relative_errors(actual, estimate).mean()),
+            "queries": len(workload),
             **error_by_selectivity(workload, actual, estimate),
-            "worst_p": glob.value, "worst_p_float": frac(glob.value), "global_ok": glob.passed,
-            "breaching_pairs": glob.worst.get("breaching_pairs", 0), "pairs": glob.worst.get("pairs", 0),
+            "worst_p": glob.value,
+            "worst_p_float": frac(glob.value),
+            "global_ok": glob.passed,
+            "breaching_pairs": glob.worst.get("breaching_pairs", 0),
+            "pairs": glob.worst.get("pairs", 0),
             "worst_links": glob.worst.get("links"),
-            "localized_worst": loc.value, "localized_ok": loc.passed,
-            "seconds": round(t2 - t0, 2), "seconds_verify": round(t2 - t1, 2),
+            "localized_worst": loc.value,
+            "localized_ok": loc.passed,
+            "seconds": round(t2 - t0, 2),
+            "seconds_verify": round(t2 - t1, 2),
             "seconds_eval": round(t3 - t2, 2),
         }
         with results.open("a") as fh:
             fh.write(json.dumps(row) + "\n")
-        print(f"{strategy:>14} l={l:<2} r={r:<2} n={data.n:<6} avg={row['avg_group']:.1f} "
-              f"max={row['max_group']} supp={row['suppressed']} err={row['query_error']:.3f} "
-              f"p={row['worst_p_float']:.4f} breach={row['breaching_pairs']}/{row['pairs']} "
-              f"t={row['seconds']}s eval={row['seconds_eval']}s", flush=True)
+        print(
+            f"{strategy:>14} l={l:<2} r={r:<2} n={data.n:<6} avg={row['avg_group']:.1f} "
+            f"max={row['max_group']} supp={row['suppressed']} err={row['query_error']:.3f} "
+            f"p={row['worst_p_float']:.4f} breach={row['breaching_pairs']}/{row['pairs']} "
+            f"t={row['seconds']}s eval={row['seconds_eval']}s",
+            flush=True,
+        )
     print(f"{strategy} l={l}: {time.perf_counter() - t_config:.0f} s", flush=True)
 
 
 # ------------------------------------------------------------------------------------------------
 # report: tables and plots from the results file
+
 
 def load(results: Path) -> pd.DataFrame:
     rows = [json.loads(x) for x in results.read_text().splitlines() if x.strip()]
@@ -170,10 +205,12 @@ def load(results: Path) -> pd.DataFrame:
 
 
 def summary_table(frame: pd.DataFrame) -> str:
-    lines = ["| strategy | l | releases | avg group (r1 → r20) | max group (r1 → max) | suppressed (total) "
-             "| query error (mean; r1 → r20) | worst p at the end (1/l) | first release with p > 1/l "
-             "| pairs > 1/l at the end | s/release (mean; max) |",
-             "|---|---:|---:|---|---|---:|---|---|---:|---:|---|"]
+    lines = [
+        "| strategy | l | releases | avg group (r1 → r20) | max group (r1 → max) | suppressed (total) "
+        "| query error (mean; r1 → r20) | worst p at the end (1/l) | first release with p > 1/l "
+        "| pairs > 1/l at the end | s/release (mean; max) |",
+        "|---|---:|---:|---|---|---:|---|---|---:|---:|---|",
+    ]
     for (strategy, l), g in frame.groupby(["strategy", "l"], sort=False):
         g = g.sort_values("release")
         first, last = g.iloc[0], g.iloc[-1]
@@ -183,7 +220,8 @@ def summary_table(frame: pd.DataFrame) -> str:
             f"| {g.query_error.mean():.3f}; {first.query_error:.3f} → {last.query_error:.3f} "
             f"| {last.worst_p_float:.4f} ({1 / l:.4f}) "
             f"| {first_breach(g)} | {last.breaching_pairs:,} "
-            f"| {g.seconds.mean():.1f}; {g.seconds.max():.1f} |")
+            f"| {g.seconds.mean():.1f}; {g.seconds.max():.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -194,23 +232,31 @@ def first_breach(g: pd.DataFrame) -> str:
 
 def per_release_table(frame: pd.DataFrame, strategy: str, l: int) -> str:
     g = frame[(frame.strategy == strategy) & (frame.l == l)].sort_values("release")
-    lines = [f"{strategy}, l = {l}:", "",
-             "| release | tuples | groups | avg group | max group | suppressed | query error | worst p "
-             "| pairs > 1/l | s |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"{strategy}, l = {l}:",
+        "",
+        "| release | tuples | groups | avg group | max group | suppressed | query error | worst p | pairs > 1/l | s |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for x in g.itertuples():
-        lines.append(f"| {x.release} | {x.tuples:,} | {x.groups:,} | {x.avg_group:.2f} | {x.max_group} "
-                     f"| {x.suppressed} | {x.query_error:.3f} | {x.worst_p_float:.4f} "
-                     f"| {x.breaching_pairs:,} | {x.seconds:.1f} |")
+        lines.append(
+            f"| {x.release} | {x.tuples:,} | {x.groups:,} | {x.avg_group:.2f} | {x.max_group} "
+            f"| {x.suppressed} | {x.query_error:.3f} | {x.worst_p_float:.4f} "
+            f"| {x.breaching_pairs:,} | {x.seconds:.1f} |"
+        )
     return "\n".join(lines)
 
 
 def side_by_side(frame: pd.DataFrame, l: int) -> str:
     """The three strategies at one l, release by release."""
     parts = {s: frame[(frame.strategy == s) & (frame.l == l)].set_index("release") for s in STRATEGIES}
-    lines = [f"l = {l}: avg / max group, suppressed values, query error, worst p (1/l = {1 / l:.4f})", "",
-             "| release | tuples | constant-ratio avg / max | error | worst p | geometric avg / max | suppressed "
-             "| error | worst p | localized avg / max | error | worst p | pairs > 1/l |",
-             "|---:|---:|---|---:|---:|---|---:|---:|---:|---|---:|---:|---:|"]
+    lines = [
+        f"l = {l}: avg / max group, suppressed values, query error, worst p (1/l = {1 / l:.4f})",
+        "",
+        "| release | tuples | constant-ratio avg / max | error | worst p | geometric avg / max | suppressed "
+        "| error | worst p | localized avg / max | error | worst p | pairs > 1/l |",
+        "|---:|---:|---|---:|---:|---|---:|---:|---:|---|---:|---:|---:|",
+    ]
     releases = sorted(set().union(*[set(x.index) for x in parts.values()]))
     for r in releases:
         cells = [str(r)]
@@ -244,8 +290,9 @@ def plots(frame: pd.DataFrame, out: Path) -> list[Path]:
     styles = {"constant-ratio": "-", "geometric": "--", "localized": ":"}
     # 1. group sizes and query error per release, one column per strategy
     strategies = [s for s in STRATEGIES if s in set(frame.strategy)]
-    fig, axes = plt.subplots(3, len(strategies), figsize=(4.6 * len(strategies), 10), squeeze=False,
-                             sharex=True, sharey="row")
+    fig, axes = plt.subplots(
+        3, len(strategies), figsize=(4.6 * len(strategies), 10), squeeze=False, sharex=True, sharey="row"
+    )
     for j, s in enumerate(strategies):
         for l in ls:
             g = frame[(frame.strategy == s) & (frame.l == l)].sort_values("release")
@@ -281,11 +328,11 @@ def plots(frame: pd.DataFrame, out: Path) -> list[Path]:
             g = frame[(frame.strategy == s) & (frame.l == l)].sort_values("release")
             if g.empty:
                 continue
-            ax[0].plot(g.release, g.worst_p_float * l, styles[s], color=colors.get(l), marker="o", ms=3,
-                       label=f"{s}, l = {l}")
+            ax[0].plot(
+                g.release, g.worst_p_float * l, styles[s], color=colors.get(l), marker="o", ms=3, label=f"{s}, l = {l}"
+            )
             if s == "localized":
-                ax[1].plot(g.release, g.breaching_pairs, color=colors.get(l), marker="o", ms=3,
-                           label=f"l = {l}")
+                ax[1].plot(g.release, g.breaching_pairs, color=colors.get(l), marker="o", ms=3, label=f"l = {l}")
     ax[0].axhline(1.0, color="black", lw=1)
     ax[0].text(1, 1.02, "p = 1/l", fontsize=8)
     ax[0].set_ylabel("worst p(o, s, k) × l   (> 1 is a breach)")
@@ -334,8 +381,14 @@ def main() -> None:
     ap.add_argument("--results", default=str(RESULTS))
     args = ap.parse_args()
     results = Path(args.results)
-    common = dict(n0=args.tuples, releases=args.releases, queries=args.queries, seed=args.seed,
-                  workload_seed=args.workload_seed, results=results)
+    common = dict(
+        n0=args.tuples,
+        releases=args.releases,
+        queries=args.queries,
+        seed=args.seed,
+        workload_seed=args.workload_seed,
+        results=results,
+    )
     if args.command == "run":
         run(args.strategy, args.l, **common)
     elif args.command == "all":

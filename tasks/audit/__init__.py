@@ -3,10 +3,19 @@
 Pure algorithmic core: no Prefect, no database. The state database stores `Auditor.to_state()`
 and the decision log (`Decision.to_dict()`); `Auditor.from_state()` restores the auditor.
 """
-from tasks.audit.auditor import STRATEGIES, Auditor, Decision, secret_from_mapping
-from tasks.audit.concurrent import ask_batch
-from tasks.audit.knowledge import Knowledge, Universe
-from tasks.audit.query import select_ids
 
-__all__ = ["Auditor", "Decision", "Knowledge", "STRATEGIES", "Universe", "ask_batch",
-           "secret_from_mapping", "select_ids"]
+from privpub.tasks.audit.auditor import STRATEGIES, Auditor, Decision, secret_from_mapping
+from privpub.tasks.audit.concurrent import ask_batch
+from privpub.tasks.audit.knowledge import Knowledge, Universe
+from privpub.tasks.audit.query import select_ids
+
+__all__ = [
+    "Auditor",
+    "Decision",
+    "Knowledge",
+    "STRATEGIES",
+    "Universe",
+    "ask_batch",
+    "secret_from_mapping",
+    "select_ids",
+]

@@ -6,18 +6,26 @@ The secret table is a callable `secret(ids) -> values` that the auditor calls in
 and the query alone) has declared the query l-safe. Negative denials, delays and budget denials
 therefore never touch it, which tests check by instrumenting the callable.
 """
+
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Callable, Hashable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from tasks.audit.decide import (Answer, DeltaReport, answer_facts, answer_is_unsafe, compute_delta,
-                                materialize, restricted)
-from tasks.audit.knowledge import Denial, Knowledge, Universe, plain, sort_values
-from tasks.audit.program import BudgetExceeded, Constraint, Work
+from privpub.tasks.audit.decide import (
+    Answer,
+    DeltaReport,
+    answer_facts,
+    answer_is_unsafe,
+    compute_delta,
+    materialize,
+    restricted,
+)
+from privpub.tasks.audit.knowledge import Denial, Knowledge, Universe, plain, sort_values
+from privpub.tasks.audit.program import BudgetExceeded, Constraint, Work
 
 STATE_FORMAT = "privpub.audit/1"
 STRATEGIES = ("simulatable", "delay", "joint")
@@ -69,10 +77,20 @@ class Auditor:
     time_budget: maximal wall-clock seconds of one decision's simulatable stage, same denial.
     """
 
-    def __init__(self, population: pd.DataFrame, sensitive_values: Sequence[Hashable], l: int,
-                 secret: SecretReader | None = None, *, id_column: str | None = None,
-                 budget: int | None = None, strategy: str = "simulatable", open_world: bool = False,
-                 max_joint: int = 3, time_budget: float | None = None):
+    def __init__(
+        self,
+        population: pd.DataFrame,
+        sensitive_values: Sequence[Hashable],
+        l: int,
+        secret: SecretReader | None = None,
+        *,
+        id_column: str | None = None,
+        budget: int | None = None,
+        strategy: str = "simulatable",
+        open_world: bool = False,
+        max_joint: int = 3,
+        time_budget: float | None = None,
+    ):
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}")
         if l < 1:
@@ -113,7 +131,7 @@ class Auditor:
 
     def ask_where(self, predicate: str, query_id: str | None = None) -> Decision:
         """Decide the query selecting the people whose public QI values satisfy a SQL predicate."""
-        from tasks.audit.query import select_ids
+        from privpub.tasks.audit.query import select_ids
 
         return self.ask(select_ids(self.population, predicate, self.id_column), query_id)
 
@@ -130,8 +148,9 @@ class Auditor:
     def add_public_fact(self, ids: Iterable[Hashable], values: Sequence[Hashable]) -> None:
         """Record a fact the adversary already has (released before this auditor existed, e.g.
         the thesis's F1). It narrows the knowledge without any check."""
-        fact = Constraint(self.universe.members([plain(i) for i in ids]),
-                          self.universe.counts_of([plain(v) for v in values]))
+        fact = Constraint(
+            self.universe.members([plain(i) for i in ids]), self.universe.counts_of([plain(v) for v in values])
+        )
         self.knowledge = materialize(self.knowledge, Work()).restrict([fact])
         if not self.knowledge.branches:
             raise ValueError("the fact contradicts what is already known")
@@ -143,30 +162,44 @@ class Auditor:
         try:
             report = compute_delta(self.knowledge, sets, self.l, work, need=self.l)
         except BudgetExceeded as err:
-            return Decision(query_id, "negative-denial", reason=(
-                f"work budget hit ({err}); denied without reading the secret table"),
-                budget_hit=True, solves=work.solves)
-        stats = dict(floor_delta=report.floor(), solves=work.solves,
-                     possible_answers=None if report.answers is None else len(report.answers),
-                     unsafe_answers=None if report.everything or report.implicit else len(report.unsafe))
+            return Decision(
+                query_id,
+                "negative-denial",
+                reason=(f"work budget hit ({err}); denied without reading the secret table"),
+                budget_hit=True,
+                solves=work.solves,
+            )
+        stats = dict(
+            floor_delta=report.floor(),
+            solves=work.solves,
+            possible_answers=None if report.answers is None else len(report.answers),
+            unsafe_answers=None if report.everything or report.implicit else len(report.unsafe),
+        )
         if not report.is_safe_query(self.l):
-            why = (f"denying could narrow a person to {report.floor()} value(s) < l={self.l} "
-                   f"across the {len(report.unsafe)} unsafe answer(s); decided without the secret")
+            why = (
+                f"denying could narrow a person to {report.floor()} value(s) < l={self.l} "
+                f"across the {len(report.unsafe)} unsafe answer(s); decided without the secret"
+            )
             if self.strategy == "simulatable":
                 return Decision(query_id, "negative-denial", reason=why, **stats)
             self.pool.append(Pending(query_id, ids))
             return Decision(query_id, "delayed", reason=why + "; waiting for more knowledge", **stats)
         return self._consult(query_id, ids, sets, report, stats)
 
-    def _consult(self, query_id: str, ids: tuple, sets, report: DeltaReport, stats: dict,
-                 joint: tuple = ()) -> Decision:
+    def _consult(
+        self, query_id: str, ids: tuple, sets, report: DeltaReport, stats: dict, joint: tuple = ()
+    ) -> Decision:
         """The non-simulatable stage: read the secret, answer or deny positively, update G."""
         if report.everything:
             # Delta = G: every instance gets a denial, so the response is known without the secret
             # and G := Delta leaves the knowledge unchanged.
-            return Decision(query_id, "positive-denial", reason=(
-                "every possible answer is unsafe (" + report.shortcut + "); knowledge unchanged"),
-                joint=joint, **stats)
+            return Decision(
+                query_id,
+                "positive-denial",
+                reason=("every possible answer is unsafe (" + report.shortcut + "); knowledge unchanged"),
+                joint=joint,
+                **stats,
+            )
         answer = self._read_secret(sets)
         if report.answers is not None and answer not in report.answers:
             raise ValueError("the secret table contradicts the public knowledge")
@@ -175,20 +208,40 @@ class Auditor:
             unsafe, after = answer_is_unsafe(self.knowledge, sets, answer, self.l)
             if unsafe:
                 self.knowledge = Knowledge(self.universe, denial=Denial(self.knowledge, tuple(sets), self.l))
-                return Decision(query_id, "positive-denial", reason=(
-                    "the real answer is unsafe; the adversary learns the table is among the unsafe "
-                    f"answers, where everyone keeps >= {self.l} values"), joint=joint, **stats)
+                return Decision(
+                    query_id,
+                    "positive-denial",
+                    reason=(
+                        "the real answer is unsafe; the adversary learns the table is among the unsafe "
+                        f"answers, where everyone keeps >= {self.l} values"
+                    ),
+                    joint=joint,
+                    **stats,
+                )
         if answer in report.unsafe:
-            self.knowledge = Knowledge.union(self.universe, [
-                restricted(self.knowledge, sets, a, b) for a, b in report.unsafe.items()])
-            return Decision(query_id, "positive-denial", reason=(
-                f"the real answer is unsafe; the adversary learns the table is among the "
-                f"{len(report.unsafe)} unsafe answer(s), where everyone keeps >= {self.l} values"),
-                joint=joint, **stats)
+            self.knowledge = Knowledge.union(
+                self.universe, [restricted(self.knowledge, sets, a, b) for a, b in report.unsafe.items()]
+            )
+            return Decision(
+                query_id,
+                "positive-denial",
+                reason=(
+                    f"the real answer is unsafe; the adversary learns the table is among the "
+                    f"{len(report.unsafe)} unsafe answer(s), where everyone keeps >= {self.l} values"
+                ),
+                joint=joint,
+                **stats,
+            )
         self.knowledge = after if after is not None else self._with_answer(sets, answer, report)
-        return Decision(query_id, "answer", ids=ids, values=tuple(self.universe.multiset(answer[0])),
-                        reason="safe to read the secret table and the real answer keeps l-uncertainty",
-                        joint=joint, **stats)
+        return Decision(
+            query_id,
+            "answer",
+            ids=ids,
+            values=tuple(self.universe.multiset(answer[0])),
+            reason="safe to read the secret table and the real answer keeps l-uncertainty",
+            joint=joint,
+            **stats,
+        )
 
     def _with_answer(self, sets, answer: Answer, report: DeltaReport) -> Knowledge:
         if report.answers is not None:
@@ -225,8 +278,12 @@ class Auditor:
                 continue
             if report.empty:
                 self.pool.remove(pending)
-                stats = dict(floor_delta=None, solves=work.solves, unsafe_answers=0,
-                             possible_answers=None if report.answers is None else len(report.answers))
+                stats = dict(
+                    floor_delta=None,
+                    solves=work.solves,
+                    unsafe_answers=0,
+                    possible_answers=None if report.answers is None else len(report.answers),
+                )
                 self.resolved.append(self._consult(pending.query_id, pending.ids, sets, report, stats))
                 return True
         return False
@@ -270,23 +327,42 @@ class Auditor:
         for p in group:
             self.pool.remove(p)
         names = tuple(p.query_id for p in group)
-        stats = dict(floor_delta=report.floor(), solves=solves,
-                     possible_answers=None if report.answers is None else len(report.answers),
-                     unsafe_answers=None if report.everything or report.implicit else len(report.unsafe))
+        stats = dict(
+            floor_delta=report.floor(),
+            solves=solves,
+            possible_answers=None if report.answers is None else len(report.answers),
+            unsafe_answers=None if report.everything or report.implicit else len(report.unsafe),
+        )
         answer = None if report.everything else self._read_secret(sets)
         if answer is None or answer in report.unsafe:
             if answer is not None:
-                self.knowledge = Knowledge.union(self.universe, [
-                    restricted(self.knowledge, sets, a, b) for a, b in report.unsafe.items()])
+                self.knowledge = Knowledge.union(
+                    self.universe, [restricted(self.knowledge, sets, a, b) for a, b in report.unsafe.items()]
+                )
             for p in group:
-                self.resolved.append(Decision(p.query_id, "positive-denial", joint=names, reason=(
-                    "denied together: some answer of the joint group is unsafe"), **stats))
+                self.resolved.append(
+                    Decision(
+                        p.query_id,
+                        "positive-denial",
+                        joint=names,
+                        reason=("denied together: some answer of the joint group is unsafe"),
+                        **stats,
+                    )
+                )
             return
         self.knowledge = self._with_answer(sets, answer, report)
         for p, counts in zip(group, answer):
-            self.resolved.append(Decision(p.query_id, "answer", ids=p.ids, joint=names,
-                                          values=tuple(self.universe.multiset(counts)),
-                                          reason="answered together with its joint group", **stats))
+            self.resolved.append(
+                Decision(
+                    p.query_id,
+                    "answer",
+                    ids=p.ids,
+                    joint=names,
+                    values=tuple(self.universe.multiset(counts)),
+                    reason="answered together with its joint group",
+                    **stats,
+                )
+            )
 
     # -- persistence -----------------------------------------------------------------------------
     def to_state(self) -> dict:
@@ -305,15 +381,31 @@ class Auditor:
         }
 
     @classmethod
-    def from_state(cls, state: dict, population: pd.DataFrame, sensitive_values: Sequence[Hashable],
-                   secret: SecretReader | None = None, *, id_column: str | None = None) -> "Auditor":
+    def from_state(
+        cls,
+        state: dict,
+        population: pd.DataFrame,
+        sensitive_values: Sequence[Hashable],
+        secret: SecretReader | None = None,
+        *,
+        id_column: str | None = None,
+    ) -> Auditor:
         """Rebuild an auditor after a restart; the population and values must be the same."""
         if state.get("format") != STATE_FORMAT:
             raise ValueError(f"not an auditor state ({state.get('format')!r})")
         open_world = state["universe"]["totals"] is None
-        auditor = cls(population, sensitive_values, state["l"], secret, id_column=id_column,
-                      budget=state["budget"], strategy=state["strategy"], open_world=open_world,
-                      max_joint=state["max_joint"], time_budget=state.get("time_budget"))
+        auditor = cls(
+            population,
+            sensitive_values,
+            state["l"],
+            secret,
+            id_column=id_column,
+            budget=state["budget"],
+            strategy=state["strategy"],
+            open_world=open_world,
+            max_joint=state["max_joint"],
+            time_budget=state.get("time_budget"),
+        )
         if auditor.universe.fingerprint() != state["universe"]:
             raise ValueError("the population or the sensitive values differ from the saved state")
         auditor.knowledge = Knowledge.from_state(auditor.universe, state["knowledge"])

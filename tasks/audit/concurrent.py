@@ -14,16 +14,17 @@ before q1 answers both). Two orders are offered:
   simulatable; docs/auditing.md shows a population where it narrows a person below l (see
   tests/audit/test_concurrent.py). Kept only to reproduce the thesis.
 """
+
 from __future__ import annotations
 
 import copy
 import itertools
-from typing import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 
-from tasks.audit.auditor import Auditor, Decision
-from tasks.audit.decide import compute_delta
-from tasks.audit.knowledge import plain, sort_values
-from tasks.audit.program import BudgetExceeded
+from privpub.tasks.audit.auditor import Auditor, Decision
+from privpub.tasks.audit.decide import compute_delta
+from privpub.tasks.audit.knowledge import plain, sort_values
+from privpub.tasks.audit.program import BudgetExceeded
 
 Query = tuple[str, Iterable[Hashable]]  # (query id, selected ids)
 
@@ -53,16 +54,30 @@ def _rounds(auditor: Auditor, batch) -> dict[str, Decision]:
             try:
                 report = compute_delta(auditor.knowledge, sets, auditor.l, work, need=auditor.l)
             except BudgetExceeded as err:
-                last_reason[qid] = Decision(qid, "negative-denial", budget_hit=True, solves=work.solves,
-                                            reason=f"work budget hit ({err}); denied without the secret")
+                last_reason[qid] = Decision(
+                    qid,
+                    "negative-denial",
+                    budget_hit=True,
+                    solves=work.solves,
+                    reason=f"work budget hit ({err}); denied without the secret",
+                )
                 continue
-            stats = dict(floor_delta=report.floor(), solves=work.solves,
-                         possible_answers=None if report.answers is None else len(report.answers),
-                         unsafe_answers=None if report.everything or report.implicit else len(report.unsafe))
+            stats = dict(
+                floor_delta=report.floor(),
+                solves=work.solves,
+                possible_answers=None if report.answers is None else len(report.answers),
+                unsafe_answers=None if report.everything or report.implicit else len(report.unsafe),
+            )
             if not report.is_safe_query(auditor.l):
-                last_reason[qid] = Decision(qid, "negative-denial", **stats, reason=(
-                    f"denying could narrow a person to {report.floor()} value(s) < l={auditor.l}, "
-                    f"also after the other queries of the batch were decided"))
+                last_reason[qid] = Decision(
+                    qid,
+                    "negative-denial",
+                    **stats,
+                    reason=(
+                        f"denying could narrow a person to {report.floor()} value(s) < l={auditor.l}, "
+                        f"also after the other queries of the batch were decided"
+                    ),
+                )
                 continue
             decided[qid] = auditor._consult(qid, ids, sets, report, stats)
             pending.remove((qid, ids))

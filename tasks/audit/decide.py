@@ -11,6 +11,7 @@ Delta; only then may the secret table be read.
 Everything here is a function of (G, q, l) and never of the secret table: that is what makes the
 first stage simulatable.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -20,10 +21,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from tasks.audit.exchange import fact_structure, never_pinned
-from tasks.audit.knowledge import Knowledge
-from tasks.audit.program import BudgetExceeded, Constraint, Work
-from tasks.audit.witness import witness_coverage
+from privpub.tasks.audit.exchange import fact_structure, never_pinned
+from privpub.tasks.audit.knowledge import Knowledge
+from privpub.tasks.audit.program import BudgetExceeded, Constraint, Work
+from privpub.tasks.audit.witness import witness_coverage
 
 Answer = tuple[tuple[int, ...], ...]  # per query set, count per value index
 
@@ -76,8 +77,15 @@ def possible_answers(g: Knowledge, sets: list[frozenset[int]], work: Work) -> di
     return answers
 
 
-def compute_delta(g: Knowledge, sets: list[frozenset[int]], l: int, work: Work,
-                  need: int | None = None, list_answers: bool = False, witness: bool = True) -> DeltaReport:
+def compute_delta(
+    g: Knowledge,
+    sets: list[frozenset[int]],
+    l: int,
+    work: Work,
+    need: int | None = None,
+    list_answers: bool = False,
+    witness: bool = True,
+) -> DeltaReport:
     """Delta(q, G, l) as the unsafe answers, plus the coverage of every person across it.
 
     `need` bounds the coverage sets (each exact below `need`); None gives the exact floor(Delta).
@@ -97,8 +105,13 @@ def compute_delta(g: Knowledge, sets: list[frozenset[int]], l: int, work: Work,
     if list_answers:
         return listed_delta(g, sets, l, work, need)
     if all_answers_unsafe(g, sets, l, work):
-        return DeltaReport(None, {}, g.possible_values(work, need=need), everything=True,
-                           shortcut="a group of fewer than l people is determined by any answer")
+        return DeltaReport(
+            None,
+            {},
+            g.possible_values(work, need=need),
+            everything=True,
+            shortcut="a group of fewer than l people is determined by any answer",
+        )
     # Routes 2 and 3 list the low-diversity answers: one restricted listing per choice of l - 1
     # values, C(values, l - 1) of them (1,225 for 50 values and l = 3). When that is more than one
     # per value, route 4 goes first: it needs a few of those regions, not all of them.
@@ -115,8 +128,11 @@ def compute_delta(g: Knowledge, sets: list[frozenset[int]], l: int, work: Work,
                 for a in derived_low_diversity_answers(g, sets, l, work, cell):
                     candidates.setdefault(a, [0])
             report = classify(g, sets, l, work, need, candidates, assume_pins=False)
-            report.shortcut = ("only answers with fewer than l distinct values are unsafe" if not narrow else
-                               "only answers giving the query or a derived group fewer than l values are unsafe")
+            report.shortcut = (
+                "only answers with fewer than l distinct values are unsafe"
+                if not narrow
+                else "only answers giving the query or a derived group fewer than l values are unsafe"
+            )
             return report
     if need is not None and witness and not witness_first:
         report = witness_report(g, sets, l, work, need)
@@ -131,8 +147,9 @@ def witness_report(g, sets, l, work, need) -> DeltaReport | None:
     coverage = witness_coverage(g, sets, l, work, need)
     if coverage is None:
         return None
-    return DeltaReport(None, {}, coverage, implicit=True,
-                       shortcut="instances of Delta show everyone keeping at least l values")
+    return DeltaReport(
+        None, {}, coverage, implicit=True, shortcut="instances of Delta show everyone keeping at least l values"
+    )
 
 
 def materialize(g: Knowledge, work: Work) -> Knowledge:
@@ -149,8 +166,7 @@ def materialize(g: Knowledge, work: Work) -> Knowledge:
     if report.everything:
         g.set_branches(d.base.branches)
     else:
-        g.set_branches([b for a, bs in report.unsafe.items()
-                        for b in restricted(d.base, list(d.sets), a, bs).branches])
+        g.set_branches([b for a, bs in report.unsafe.items() for b in restricted(d.base, list(d.sets), a, bs).branches])
     return g
 
 
@@ -216,8 +232,10 @@ def spanning_rows(g: Knowledge, branch, prog, sets) -> tuple[np.ndarray, np.ndar
     fixed += [np.isin(cell_ids, list(c.members)).astype(float) for c in branch]
     query = [np.isin(cell_ids, list(s)).astype(float) for s in sets]
     shape = (0, len(prog.cells))
-    return (np.array(fixed).reshape(-1, len(prog.cells)) if fixed else np.zeros(shape),
-            np.array(query).reshape(-1, len(prog.cells)) if query else np.zeros(shape))
+    return (
+        np.array(fixed).reshape(-1, len(prog.cells)) if fixed else np.zeros(shape),
+        np.array(query).reshape(-1, len(prog.cells)) if query else np.zeros(shape),
+    )
 
 
 def exact_combination(rows: np.ndarray, cell: int) -> bool:
@@ -288,8 +306,9 @@ def narrowable_groups(g: Knowledge, sets: list[frozenset[int]], l: int, work: Wo
     return found
 
 
-def derived_low_diversity_answers(g: Knowledge, sets: list[frozenset[int]], l: int, work: Work,
-                                  cell: int) -> list[Answer]:
+def derived_low_diversity_answers(
+    g: Knowledge, sets: list[frozenset[int]], l: int, work: Work, cell: int
+) -> list[Answer]:
     """The answers giving a derived cell (see narrowable_groups) fewer than l distinct values.
 
     The cell's multiset determines the answer, so each choice of at most l - 1 values for the

@@ -19,6 +19,7 @@ the other exchanges. The bounds are integer arithmetic over the released facts (
 valid for every instance of the case; a loose bound only fails a proof, never makes one.
 For l > 2 (a group pinned to l - 1 values) nothing is proved here.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -123,8 +124,7 @@ def _always_exchangeable(facts, counts, ub, sizes, rects, a: int, cases: list[in
         return held[c]
 
     def share(d2: int, e: int) -> bool:
-        return any(len(t) and bounds.lower(other, t) >= 1
-                   for t, other in ((always_held(d2), e), (always_held(e), d2)))
+        return any(len(t) and bounds.lower(other, t) >= 1 for t, other in ((always_held(d2), e), (always_held(e), d2)))
 
     for d2, e, e2 in rects:
         if ub[e2, a] == 0 or not share(d2, e):
@@ -140,8 +140,9 @@ def _always_exchangeable(facts, counts, ub, sizes, rects, a: int, cases: list[in
     return False
 
 
-def fact_structure(fixed_rows: np.ndarray, query_rows: np.ndarray, branch,
-                   totals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def fact_structure(
+    fixed_rows: np.ndarray, query_rows: np.ndarray, branch, totals
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(facts, counts, patterns) from decide.spanning_rows' indicator rows over the cells (the
     population first in the closed world, then the branch's facts; the query sets)."""
     facts = fixed_rows.astype(bool)

@@ -11,14 +11,15 @@ Two worlds are supported:
 - open (what the thesis's Table 4-6 and 9-11 examples compute): only the domain of values is
   public and people outside every fact may hold any value of it.
 """
+
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Hashable, Sequence
 
 import numpy as np
 
-from tasks.audit.program import CellProgram, Constraint, Work
+from privpub.tasks.audit.program import CellProgram, Constraint, Work
 
 Branch = tuple[Constraint, ...]
 
@@ -36,7 +37,7 @@ class Universe:
         self.index.update({p: i for i, p in enumerate(self.people)})
 
     @classmethod
-    def closed(cls, people: Sequence[Hashable], multiset: Sequence[Hashable]) -> "Universe":
+    def closed(cls, people: Sequence[Hashable], multiset: Sequence[Hashable]) -> Universe:
         if len(multiset) != len(people):
             raise ValueError(f"the public multiset has {len(multiset)} values for {len(people)} people")
         values = sort_values(set(multiset))
@@ -46,7 +47,7 @@ class Universe:
         return cls(tuple(people), tuple(values), tuple(counts[v] for v in values))
 
     @classmethod
-    def open(cls, people: Sequence[Hashable], domain: Sequence[Hashable]) -> "Universe":
+    def open(cls, people: Sequence[Hashable], domain: Sequence[Hashable]) -> Universe:
         return cls(tuple(people), tuple(sort_values(set(domain))), None)
 
     @property
@@ -73,8 +74,11 @@ class Universe:
         return [v for v, t in zip(self.values, counts) for _ in range(t)]
 
     def fingerprint(self) -> dict:
-        return {"people": [plain(p) for p in self.people], "values": [plain(v) for v in self.values],
-                "totals": None if self.totals is None else list(self.totals)}
+        return {
+            "people": [plain(p) for p in self.people],
+            "values": [plain(v) for v in self.values],
+            "totals": None if self.totals is None else list(self.totals),
+        }
 
 
 def sort_values(values) -> list:
@@ -94,7 +98,7 @@ class Denial:
     """G = Delta(sets, base, l): the knowledge after a positive denial whose unsafe answers were
     not listed (decide.py, route 4). `decide.materialize` lists them when a later decision can."""
 
-    base: "Knowledge"
+    base: Knowledge
     sets: tuple[frozenset[int], ...]
     l: int
 
@@ -105,8 +109,7 @@ class Knowledge:
     An implicit G (`denial`) has no branches until `decide.materialize` lists them; the set of
     instances it describes never changes, only its representation."""
 
-    def __init__(self, universe: Universe, branches: list[Branch] | None = None,
-                 denial: Denial | None = None):
+    def __init__(self, universe: Universe, branches: list[Branch] | None = None, denial: Denial | None = None):
         self.universe = universe
         self.denial = denial
         # one integer point per branch (cell of every person, cells x values), found when the
@@ -127,8 +130,9 @@ class Knowledge:
         self._branches, self.denial = list(branches), None
 
     # -- programs ------------------------------------------------------------------------------
-    def program(self, branch: Branch, open_sets: list[frozenset[int]] = (),
-                extra: tuple[Constraint, ...] = ()) -> CellProgram:
+    def program(
+        self, branch: Branch, open_sets: list[frozenset[int]] = (), extra: tuple[Constraint, ...] = ()
+    ) -> CellProgram:
         u = self.universe
         prog = CellProgram(u.n, u.totals, len(u.values), list(branch) + list(extra), list(open_sets))
         if not extra and branch in self._points:
@@ -140,7 +144,7 @@ class Knowledge:
         return all(self.program(b).solve(work) is None for b in self.branches)
 
     # -- updates -------------------------------------------------------------------------------
-    def restrict(self, facts: list[Constraint], work: Work | None = None) -> "Knowledge":
+    def restrict(self, facts: list[Constraint], work: Work | None = None) -> Knowledge:
         """G and these facts: add them to every branch, dropping branches that become empty."""
         work = work or Work()
         kept, points = [], {}
@@ -156,7 +160,7 @@ class Knowledge:
         return out
 
     @staticmethod
-    def union(universe: Universe, parts: list["Knowledge"]) -> "Knowledge":
+    def union(universe: Universe, parts: list[Knowledge]) -> Knowledge:
         return Knowledge(universe, [b for k in parts for b in k.branches])
 
     # -- what the adversary can say about each person -----------------------------------------
@@ -209,12 +213,14 @@ class Knowledge:
                     obj[prog.var_index[c, v]] = 1.0
                     low.append(int(prog.solve(work, objective=obj)[c, v]))
                     high.append(int(prog.solve(work, objective=-obj)[c, v]))
-                branch_views.append({
-                    "ids": [u.people[p] for p in cell],
-                    "determined": u.multiset(low),
-                    "possible": [u.values[v] for v in range(len(u.values)) if high[v] > low[v]],
-                    "undetermined_slots": len(cell) - sum(low),
-                })
+                branch_views.append(
+                    {
+                        "ids": [u.people[p] for p in cell],
+                        "determined": u.multiset(low),
+                        "possible": [u.values[v] for v in range(len(u.values)) if high[v] > low[v]],
+                        "undetermined_slots": len(cell) - sum(low),
+                    }
+                )
             out.append(branch_views)
         return out
 
@@ -230,8 +236,12 @@ class Knowledge:
             cells = [frozenset(int(p) for p in cell) for cell in base.cells]
             prog = self.program(b, cells)
             for answer in prog.answers(work):
-                out.append([(tuple(u.people[p] for p in sorted(cell)), tuple(u.multiset(counts)))
-                            for cell, counts in zip(cells, answer)])
+                out.append(
+                    [
+                        (tuple(u.people[p] for p in sorted(cell)), tuple(u.multiset(counts)))
+                        for cell, counts in zip(cells, answer)
+                    ]
+                )
         return out
 
     # -- persistence ---------------------------------------------------------------------------
@@ -239,17 +249,38 @@ class Knowledge:
         """The branches as lists of facts; an implicit G as {"denied": base, query sets, l}."""
         u = self.universe
         if self.denial is not None:
-            return {"denied": {"base": self.denial.base.to_state(), "l": self.denial.l,
-                               "sets": [[plain(u.people[p]) for p in sorted(s)] for s in self.denial.sets]}}
-        return [[{"ids": [plain(u.people[p]) for p in sorted(c.members)],
-                  "values": [plain(v) for v in u.multiset(c.counts)]} for c in b]
-                for b in self.branches]
+            return {
+                "denied": {
+                    "base": self.denial.base.to_state(),
+                    "l": self.denial.l,
+                    "sets": [[plain(u.people[p]) for p in sorted(s)] for s in self.denial.sets],
+                }
+            }
+        return [
+            [
+                {
+                    "ids": [plain(u.people[p]) for p in sorted(c.members)],
+                    "values": [plain(v) for v in u.multiset(c.counts)],
+                }
+                for c in b
+            ]
+            for b in self.branches
+        ]
 
     @classmethod
-    def from_state(cls, universe: Universe, branches: list[list[dict]] | dict) -> "Knowledge":
+    def from_state(cls, universe: Universe, branches: list[list[dict]] | dict) -> Knowledge:
         if isinstance(branches, dict):
             d = branches["denied"]
-            return cls(universe, denial=Denial(cls.from_state(universe, d["base"]),
-                                               tuple(universe.members(s) for s in d["sets"]), d["l"]))
-        return cls(universe, [tuple(Constraint(universe.members(f["ids"]), universe.counts_of(f["values"]))
-                                    for f in b) for b in branches])
+            return cls(
+                universe,
+                denial=Denial(
+                    cls.from_state(universe, d["base"]), tuple(universe.members(s) for s in d["sets"]), d["l"]
+                ),
+            )
+        return cls(
+            universe,
+            [
+                tuple(Constraint(universe.members(f["ids"]), universe.counts_of(f["values"])) for f in b)
+                for b in branches
+            ],
+        )

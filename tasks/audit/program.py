@@ -15,14 +15,15 @@ question the auditor asks (is this answer possible, which values can this person
 a feasibility question on such a program, answered by scipy's MILP solver (HiGHS). Nothing here
 enumerates instances.
 """
+
 from __future__ import annotations
 
 import copy
 import time
 from dataclasses import dataclass
 
-import numpy as np
 import highspy
+import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_array
 
@@ -53,8 +54,9 @@ class Work:
         if self.deadline is None or not self.solves:
             return
         if solves * self.solve_seconds / self.solves > self.remaining():
-            raise BudgetExceeded(f"about {solves} more integer programs needed, more than "
-                                 f"{self.time_budget:g} s allows")
+            raise BudgetExceeded(
+                f"about {solves} more integer programs needed, more than {self.time_budget:g} s allows"
+            )
 
     def remaining(self) -> float | None:
         """Seconds left (raises BudgetExceeded when none are)."""
@@ -118,15 +120,22 @@ class Work:
             model.setOptionValue("threads", 1)
             n = csr.shape[1]
             model.addVars(n, np.zeros(n), np.asarray(upper, dtype=float))
-            model.addRows(csr.shape[0], np.asarray(b, float), np.asarray(b, float), csr.nnz,
-                          csr.indptr[:-1].astype(np.int32), csr.indices.astype(np.int32),
-                          csr.data.astype(float))
+            model.addRows(
+                csr.shape[0],
+                np.asarray(b, float),
+                np.asarray(b, float),
+                csr.nnz,
+                csr.indptr[:-1].astype(np.int32),
+                csr.indices.astype(np.int32),
+                csr.data.astype(float),
+            )
             model.changeObjectiveSense(highspy.ObjSense.kMaximize)
             self._lp_models[key] = (a, model)  # `a` kept alive so that its id stays its own
         return self._lp_models[key][1]
 
-    def integer_point(self, c: np.ndarray, lower: np.ndarray, upper: np.ndarray,
-                      constraints: list[LinearConstraint]) -> np.ndarray | None:
+    def integer_point(
+        self, c: np.ndarray, lower: np.ndarray, upper: np.ndarray, constraints: list[LinearConstraint]
+    ) -> np.ndarray | None:
         """An integer point of {lower <= x <= upper, constraints} minimising c, or None if none.
 
         The LP relaxation is solved first, and it decides exactly in two cases: an infeasible
@@ -142,8 +151,7 @@ class Work:
             x = np.rint(relaxed.x)
             if satisfied(x, lower, upper, constraints) and c @ x <= relaxed.fun + 0.5:
                 return x.astype(np.int64)
-        res = self.run(c, integrality=np.ones(len(c)), bounds=Bounds(lower, upper),
-                       constraints=constraints)
+        res = self.run(c, integrality=np.ones(len(c)), bounds=Bounds(lower, upper), constraints=constraints)
         if res.status != 0 or res.x is None:
             return None
         return np.rint(res.x).astype(np.int64)
@@ -163,8 +171,7 @@ def dual_bound(f: np.ndarray, a, b: np.ndarray, upper: np.ndarray, dual: np.ndar
     return total // scale  # f.x is an integer <= total / scale
 
 
-def satisfied(x: np.ndarray, lower: np.ndarray, upper: np.ndarray,
-              constraints: list[LinearConstraint]) -> bool:
+def satisfied(x: np.ndarray, lower: np.ndarray, upper: np.ndarray, constraints: list[LinearConstraint]) -> bool:
     """Does the integer vector x satisfy the bounds and constraints exactly? (small integer matrices,
     integer right-hand sides: every product is an exact small integer in floating point)."""
     if (x < lower).any() or (x > upper).any():
@@ -217,8 +224,14 @@ class CellProgram:
     constraints do not already force to zero.
     """
 
-    def __init__(self, n_people: int, totals: tuple[int, ...] | None, n_values: int,
-                 known: list[Constraint], open_sets: list[frozenset[int]]):
+    def __init__(
+        self,
+        n_people: int,
+        totals: tuple[int, ...] | None,
+        n_values: int,
+        known: list[Constraint],
+        open_sets: list[frozenset[int]],
+    ):
         self.n_values = n_values
         self.totals = totals
         self.open_sets = list(open_sets)
@@ -268,7 +281,8 @@ class CellProgram:
                     add_row(ids, int(con.counts[v]))
         rhs = np.array(lo, dtype=float)
         self.base = LinearConstraint(
-            csr_array((np.ones(len(rows)), (rows, cols)), shape=(len(lo), self.n_vars)), rhs, rhs)
+            csr_array((np.ones(len(rows)), (rows, cols)), shape=(len(lo), self.n_vars)), rhs, rhs
+        )
 
         # answer[i][v] = the variables summing to "how many in open set i hold v"
         self.answer_vars = []
@@ -278,7 +292,7 @@ class CellProgram:
         self.open_sizes = [len(s) for s in self.open_sets]
         self.cap: np.ndarray | None = None  # optional extra upper bounds (see `limited`)
         self._plain_point: np.ndarray | bool | None = None  # solve() without options, once solved
-        self.cell_inside_open = inside[len(known):]
+        self.cell_inside_open = inside[len(known) :]
 
     def seed(self, cell_of: np.ndarray, x: np.ndarray) -> None:
         """Take an integer point of a coarser program over the same facts (`cell_of`: its cell of
@@ -300,10 +314,14 @@ class CellProgram:
             self._plain_point = point
 
     # -- solving ---------------------------------------------------------------------------------
-    def solve(self, work: Work, fixed: dict[tuple[int, int], int] | None = None,
-              at_least: dict[tuple[int, int], int] | None = None,
-              objective: np.ndarray | None = None,
-              sums: list[tuple[np.ndarray, float, float]] = ()) -> np.ndarray | None:
+    def solve(
+        self,
+        work: Work,
+        fixed: dict[tuple[int, int], int] | None = None,
+        at_least: dict[tuple[int, int], int] | None = None,
+        objective: np.ndarray | None = None,
+        sums: list[tuple[np.ndarray, float, float]] = (),
+    ) -> np.ndarray | None:
         """One integer point (as a cells x values matrix) or None when there is none.
 
         fixed[(i, v)] = t pins open set i to hold value v exactly t times; at_least[(c, v)] = t
@@ -333,7 +351,7 @@ class CellProgram:
         constraints = [self.base]
         if fixed:
             rows, cols, rhs = [], [], []
-            for r, ((i, v), t) in enumerate(fixed.items()):
+            for (i, v), t in fixed.items():
                 ids = self.answer_vars[i][v]
                 if len(ids) == 0:
                     if t:
@@ -351,15 +369,14 @@ class CellProgram:
             constraints.append(LinearConstraint(csr_array(row), lo, hi))
         if self.n_vars == 0:
             return np.zeros((len(self.cells), self.n_values), dtype=np.int64) if not len(self.cells) else None
-        point = work.integer_point(np.zeros(self.n_vars) if objective is None else objective,
-                                   lower, upper, constraints)
+        point = work.integer_point(np.zeros(self.n_vars) if objective is None else objective, lower, upper, constraints)
         if point is None:
             return None
         x = np.zeros((len(self.cells), self.n_values), dtype=np.int64)
         x[self.var_cell, self.var_value] = point
         return x
 
-    def limited(self, cells: np.ndarray, values: list[int]) -> "CellProgram":
+    def limited(self, cells: np.ndarray, values: list[int]) -> CellProgram:
         """The same program where the given cells may only hold the given values."""
         other = copy.copy(self)
         cap = np.full(self.ub.shape, np.inf) if self.cap is None else self.cap.copy()
@@ -393,15 +410,25 @@ class CellProgram:
         rows += [nz] * nz
         cols += list(range(self.n_vars, n))
         data += [1.0] * nz
-        link = LinearConstraint(csr_array((data, (rows, cols)), shape=(nz + 1, n)),
-                                np.r_[np.full(nz, -np.inf), -np.inf], np.r_[np.zeros(nz), k])
+        link = LinearConstraint(
+            csr_array((data, (rows, cols)), shape=(nz + 1, n)),
+            np.r_[np.full(nz, -np.inf), -np.inf],
+            np.r_[np.zeros(nz), k],
+        )
         base = self.base.A
         wide = csr_array((base.data, base.indices, base.indptr), shape=(base.shape[0], n))
         upper = self.ub[self.var_cell, self.var_value].astype(float)
         if self.cap is not None:
             upper = np.minimum(upper, self.cap[self.var_cell, self.var_value])
-        return work.integer_point(np.zeros(n), np.zeros(n), np.r_[upper, np.ones(nz)],
-                                  [LinearConstraint(wide, self.base.lb, self.base.ub), link]) is not None
+        return (
+            work.integer_point(
+                np.zeros(n),
+                np.zeros(n),
+                np.r_[upper, np.ones(nz)],
+                [LinearConstraint(wide, self.base.lb, self.base.ub), link],
+            )
+            is not None
+        )
 
     def answer_of(self, x: np.ndarray) -> tuple[tuple[int, ...], ...]:
         """The counts per value that each open set holds in the integer point x."""
@@ -410,8 +437,13 @@ class CellProgram:
             out.append(tuple(int(x[self.cell_inside_open[i], v].sum()) for v in range(self.n_values)))
         return tuple(out)
 
-    def possible_values(self, work: Work, fixed: dict[tuple[int, int], int] | None = None,
-                        need: int | None = None, skip: np.ndarray | None = None) -> np.ndarray | None:
+    def possible_values(
+        self,
+        work: Work,
+        fixed: dict[tuple[int, int], int] | None = None,
+        need: int | None = None,
+        skip: np.ndarray | None = None,
+    ) -> np.ndarray | None:
         """possible[c, v]: can a person of cell c hold v (given the fixed answers)?
 
         With `need`, a cell is settled as soon as `need` values are shown possible (rows of such
@@ -453,8 +485,12 @@ class CellProgram:
         if self.cap is not None:
             upper = np.minimum(upper, self.cap[self.var_cell, self.var_value])
         # pairs that `limited` capped to zero always count 0: no solves spent on them
-        pairs = [(i, v) for i in range(len(self.open_sets)) for v in range(self.n_values)
-                 if upper[self.answer_vars[i][v]].sum() > 0]
+        pairs = [
+            (i, v)
+            for i in range(len(self.open_sets))
+            for v in range(self.n_values)
+            if upper[self.answer_vars[i][v]].sum() > 0
+        ]
         out: list[tuple[tuple[int, ...], ...]] = []
         if self.solve(work) is None:
             return out
@@ -476,7 +512,7 @@ class CellProgram:
                 out.append(tuple(tuple(c) for c in counts))
                 return
             i, v = pairs[depth]
-            rest_of_set = [p for p in pairs[depth + 1:] if p[0] == i]
+            rest_of_set = [p for p in pairs[depth + 1 :] if p[0] == i]
             if not rest_of_set:  # the last value of a set is what its size leaves over
                 t = self.open_sizes[i] - sum(t for (j, _), t in fixed.items() if j == i)
                 child = {**fixed, (i, v): t}

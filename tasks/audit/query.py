@@ -4,6 +4,7 @@ The predicate runs in a private in-memory DuckDB connection that sees only the p
 frame (ids and QIs, never the sensitive column) and has external access switched off, so a
 predicate cannot read files or other tables.
 """
+
 from __future__ import annotations
 
 import re
@@ -11,7 +12,7 @@ import re
 import duckdb
 import pandas as pd
 
-from tasks.audit.knowledge import plain
+from privpub.tasks.audit.knowledge import plain
 
 
 def select_ids(population: pd.DataFrame, predicate: str, id_column: str) -> list:
@@ -22,8 +23,7 @@ def select_ids(population: pd.DataFrame, predicate: str, id_column: str) -> list
     try:
         con.register("population", population)
         con.execute("SET enable_external_access = false")
-        rows = con.execute(
-            f'SELECT "{id_column}" FROM population WHERE ({predicate})').fetchall()
+        rows = con.execute(f'SELECT "{id_column}" FROM population WHERE ({predicate})').fetchall()
     except duckdb.Error as err:
         raise ValueError(f"bad predicate: {one_line(err)}") from None
     finally:

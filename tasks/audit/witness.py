@@ -29,15 +29,16 @@ this route proves nothing and the caller goes on to list answers.
 
 After the read the real answer is classified by Definition 2 directly (`answer_is_unsafe`).
 """
+
 from __future__ import annotations
 
 import itertools
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
-from tasks.audit.knowledge import Knowledge
-from tasks.audit.program import CellProgram, Work
+from privpub.tasks.audit.knowledge import Knowledge
+from privpub.tasks.audit.program import CellProgram, Work
 
 MAX_REGIONS = 60  # regions tried per query, smallest banned value sets first
 
@@ -71,8 +72,10 @@ def heavy_regions(prog: CellProgram, l: int, work: Work) -> Iterator[tuple[np.nd
     regions with the most to spare first; then, for the (c, W) that bound left empty, with K from
     one LP each (`Work.upper_bound`, certified by weak duality), at most MAX_REGIONS of them."""
     inside = prog.cell_inside_open[0]
-    combos = np.array(list(itertools.islice(
-        itertools.combinations(range(prog.n_values), max(l - 1, 1)), MAX_HEAVY_VALUE_SETS)), dtype=np.int64)
+    combos = np.array(
+        list(itertools.islice(itertools.combinations(range(prog.n_values), max(l - 1, 1)), MAX_HEAVY_VALUE_SETS)),
+        dtype=np.int64,
+    )
     if not len(combos):
         return
     room = np.minimum(prog.sizes[:, None], prog.ub[:, combos].sum(axis=2))  # cells x W
@@ -113,8 +116,7 @@ def region_is_hopeless(prog: CellProgram, inside: np.ndarray, allowed: np.ndarra
     return bool((prog.ub[inside][:, allowed].sum(axis=1) < prog.sizes[inside]).any())
 
 
-def witness_coverage(g: Knowledge, sets: list[frozenset[int]], l: int, work: Work,
-                     need: int) -> list[set] | None:
+def witness_coverage(g: Knowledge, sets: list[frozenset[int]], l: int, work: Work, need: int) -> list[set] | None:
     """Per person, at least `need` values held across instances of Delta, or None when the
     regions do not show that many for everyone (then nothing is proved)."""
     if len(g.branches) != 1 or len(sets) != 1 or l < 2 or need < l:
@@ -130,6 +132,7 @@ def witness_coverage(g: Knowledge, sets: list[frozenset[int]], l: int, work: Wor
         allowed[list(banned)] = False
         if not region_is_hopeless(prog, inside, allowed):
             regions.append((prog.limited(inside, np.flatnonzero(allowed).tolist()), ()))
+
     def heavy():  # regions (b), built only when those of (a) did not suffice
         yield from ((prog, [row]) for row in heavy_regions(prog, l, work))
 

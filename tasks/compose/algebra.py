@@ -16,6 +16,7 @@ fewest transient values (and records) of one of its groups. People who share the
 their new group share the new summary, so summaries are kept as numbered *sets* that many
 people point at (`Sets`), not per person.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ class GroupCounts:
     t_records: np.ndarray  # (n_groups,) records holding a transient value
 
     @classmethod
-    def of(cls, group: np.ndarray, value: np.ndarray, n_groups: int, transient: np.ndarray) -> "GroupCounts":
+    def of(cls, group: np.ndarray, value: np.ndarray, n_groups: int, transient: np.ndarray) -> GroupCounts:
         """group: per record (-1: not published); value: per record, a code into `transient`
         (a bool per value code)."""
         n_values = len(transient)
@@ -53,7 +54,7 @@ class GroupCounts:
         return cls.of_counts(key, count, n_groups, transient)
 
     @classmethod
-    def of_counts(cls, key: np.ndarray, count: np.ndarray, n_groups: int, transient: np.ndarray) -> "GroupCounts":
+    def of_counts(cls, key: np.ndarray, count: np.ndarray, n_groups: int, transient: np.ndarray) -> GroupCounts:
         """From records per key (group * n_values + value), keys sorted and distinct."""
         n_values = len(transient)
         g, v = key // n_values, key % n_values
@@ -102,13 +103,14 @@ class Sets:
         return per + self.min_tc
 
     @classmethod
-    def empty(cls) -> "Sets":
+    def empty(cls) -> Sets:
         z = np.zeros(0, np.int64)
         return cls(np.zeros(1, np.int64), z, z, z, z)
 
 
-def compose(prior: Sets, prior_set: np.ndarray, group: np.ndarray, counts: GroupCounts,
-            permanent: np.ndarray) -> tuple[Sets, np.ndarray]:
+def compose(
+    prior: Sets, prior_set: np.ndarray, group: np.ndarray, counts: GroupCounts, permanent: np.ndarray
+) -> tuple[Sets, np.ndarray]:
     """One more release: every published person's summary combined with its new group.
 
     prior_set: per row, the person's set in `prior` (-1: first release of this person);
@@ -149,8 +151,13 @@ def compose(prior: Sets, prior_set: np.ndarray, group: np.ndarray, counts: Group
         min_tc = np.where(is_new, tc_here, np.minimum(prior.min_tc[prev], tc_here))
     else:
         min_t, min_tc = t_here, tc_here
-    sets = Sets(ptr, np.concatenate([v1, v2])[order], np.concatenate([m1, m2])[order],
-                min_t.astype(np.int64), min_tc.astype(np.int64))
+    sets = Sets(
+        ptr,
+        np.concatenate([v1, v2])[order],
+        np.concatenate([m1, m2])[order],
+        min_t.astype(np.int64),
+        min_tc.astype(np.int64),
+    )
     row_set = np.full(len(group), -1, np.int64)
     row_set[rows] = inv
     return sets, row_set
@@ -178,8 +185,9 @@ def shared(sets: Sets) -> tuple[Sets, np.ndarray]:
         element = _mix(_mix(sets.value + 1) + _mix(sets.minc) * np.uint64(3) + _mix(pos) * np.uint64(5))
         body = np.zeros(sets.size, np.uint64)
         np.add.at(body, owner, element)  # wrapping sum: order-free, positions are in the elements
-        h = _mix(body + _mix(lens) * np.uint64(7) + _mix(sets.min_t) * np.uint64(11)
-                 + _mix(sets.min_tc) * np.uint64(13))
+        h = _mix(
+            body + _mix(lens) * np.uint64(7) + _mix(sets.min_t) * np.uint64(11) + _mix(sets.min_tc) * np.uint64(13)
+        )
     _, first, index = np.unique(h, return_index=True, return_inverse=True)
     rep = first[index]  # each set's representative
     same = (lens == lens[rep]) & (sets.min_t == sets.min_t[rep]) & (sets.min_tc == sets.min_tc[rep])
@@ -192,6 +200,11 @@ def shared(sets: Sets) -> tuple[Sets, np.ndarray]:
     renumber = np.empty(sets.size, np.int64)
     renumber[keep] = np.arange(len(keep))
     o, p = expand(sets.ptr[keep], sets.ptr[keep + 1])
-    out = Sets(np.concatenate([[0], np.cumsum(lens[keep])]).astype(np.int64), sets.value[p], sets.minc[p],
-               sets.min_t[keep], sets.min_tc[keep])
+    out = Sets(
+        np.concatenate([[0], np.cumsum(lens[keep])]).astype(np.int64),
+        sets.value[p],
+        sets.minc[p],
+        sets.min_t[keep],
+        sets.min_tc[keep],
+    )
     return out, renumber[rep]

@@ -11,19 +11,20 @@ release of the series (tasks/compose/algebra.py says what that adversary learns)
 Settings come from `[series]`: composition = "refuse" (default) | "warn", transient = [values],
 l (default: the technique's l), keep_groups = false.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from schemas.input import InputError
-from schemas.spec import ReleaseSpec, SpecError
-from tasks.anonymize.base import Partition, PrivacyResult, Technique
-from tasks.compose import state
-from tasks.compose.algebra import GroupCounts, Sets, compose, shared
-from tasks.microdata import Microdata
-from tasks.partition.distributed import ClusterPartition
+from privpub.schemas.input import InputError
+from privpub.schemas.spec import ReleaseSpec, SpecError
+from privpub.tasks.cluster.partition import ClusterPartition
+from privpub.tasks.compose import state
+from privpub.tasks.compose.algebra import GroupCounts, Sets, compose, shared
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import Partition, PrivacyResult, Technique
 
 MODES = ("refuse", "warn")
 
@@ -50,8 +51,10 @@ def series_settings(spec: ReleaseSpec, technique: Technique) -> SeriesSettings:
     if not isinstance(keep, bool):
         raise SpecError(f"[series] keep_groups must be true or false, got {keep!r}")
     if keep and not technique.accepts_kept_groups:
-        raise SpecError(f"[series] keep_groups: technique '{technique.name}' builds groups it cannot "
-                        "hand over; keep_groups works with generalization")
+        raise SpecError(
+            f"[series] keep_groups: technique '{technique.name}' builds groups it cannot "
+            "hand over; keep_groups works with generalization"
+        )
     l = sec.get("l", technique.params.get("l"))
     if l is not None and (isinstance(l, bool) or not isinstance(l, int) or l < 1):
         raise SpecError(f"[series] l must be an integer >= 1, got {l!r}")
@@ -95,9 +98,11 @@ class SeriesCheck:
         broken = broken_rows(self.prior, data.sensitive_codes, self.transient)
         if broken.any():
             rows = np.flatnonzero(broken)
-            raise InputError(f"row {rows[0] + 1}, column '{ds.sensitive}': the value differs from this "
-                             f"person's value in an earlier release of the series ({len(rows)} rows); "
-                             "a value that changes must be named in [series] transient")
+            raise InputError(
+                f"row {rows[0] + 1}, column '{ds.sensitive}': the value differs from this "
+                f"person's value in an earlier release of the series ({len(rows)} rows); "
+                "a value that changes must be named in [series] transient"
+            )
 
     # --- on a Dask cluster (tasks/compose/cluster.py) ---------------------------------------------
     def check_cluster(self) -> None:
@@ -121,7 +126,7 @@ class SeriesCheck:
 
     # --- the safe option ----------------------------------------------------------------------
     def keep_groups(self, data: Microdata, part: Partition) -> Partition:
-        from tasks.compose.keep_groups import kept_partition
+        from privpub.tasks.compose.keep_groups import kept_partition
 
         return kept_partition(self, data, part)
 
@@ -140,7 +145,7 @@ class SeriesCheck:
         if self.technique.guards_series:
             return []
         if isinstance(part, ClusterPartition):
-            from tasks.compose.cluster import compose_on_cluster
+            from privpub.tasks.cluster.compose import compose_on_cluster
 
             results, self._staged = compose_on_cluster(self, self.store, data, part)
             return results
@@ -149,8 +154,9 @@ class SeriesCheck:
     def check(self, data: Microdata, group: np.ndarray, n_groups: int) -> list[PrivacyResult]:
         if self.technique.guards_series:
             return []
-        sets, row_set = summarise(self.prior, group, data.sensitive_codes, n_groups, self.transient,
-                                  bool(self.settings.l))
+        sets, row_set = summarise(
+            self.prior, group, data.sensitive_codes, n_groups, self.transient, bool(self.settings.l)
+        )
         self._composed = (group, sets, row_set)
         if self.prior is None:  # the first release with summaries: nothing to combine yet
             return []
@@ -159,11 +165,24 @@ class SeriesCheck:
         below = published & (fig < self.threshold)
         worst = int(np.argmin(fig))
         what = "candidate values" if self.settings.l else "records that can be the person's"
-        return [PrivacyResult(self.model, int(fig[worst]), self.threshold, not below.any(), {
-            "row": worst + 1, "below": int(below.sum()), "people": int(published.sum()),
-            "returning": int((published & (self.prior.set_of_row >= 0)).sum()),
-            "releases": self.prior.release + 1, "measures": what, "mode": self.settings.mode,
-            "adversary": "holds every release of the series"})]
+        return [
+            PrivacyResult(
+                self.model,
+                int(fig[worst]),
+                self.threshold,
+                not below.any(),
+                {
+                    "row": worst + 1,
+                    "below": int(below.sum()),
+                    "people": int(published.sum()),
+                    "returning": int((published & (self.prior.set_of_row >= 0)).sum()),
+                    "releases": self.prior.release + 1,
+                    "measures": what,
+                    "mode": self.settings.mode,
+                    "adversary": "holds every release of the series",
+                },
+            )
+        ]
 
     def tolerated(self, result: PrivacyResult) -> bool:
         """A failed composition figure under composition = "warn": published and recorded."""
@@ -174,8 +193,9 @@ class SeriesCheck:
         if self._staged is not None:  # a release made on a cluster: its batches were staged
             staged = self._staged
             tables = {**staged.files, "_compose_values": staged.values}
-            write = state.table_writer(self.spec.dataset.name, staged.sid, tables, staged.next_ids,
-                                       list(self.settings.transient))
+            write = state.table_writer(
+                self.spec.dataset.name, staged.sid, tables, staged.next_ids, list(self.settings.transient)
+            )
 
             return write
         if self._composed is None:  # nothing composed (a technique that guards its own series)
@@ -193,13 +213,26 @@ class SeriesCheck:
         if cohort is None:  # without keep_groups every release starts new cohorts
             cohort = next_cohort + group
         kept = cohort[rows]
-        next_ids = (next_pkey + int(fresh.sum()), set_base + sets.size,
-                    max(next_cohort, int(kept.max()) + 1 if len(kept) else 0))
-        return state.writer(self.spec.dataset.name, prior, persons=self.persons.take(rows), pkey=pkey,
-                            set_id=row_set[rows] + set_base,
-                            code=self.codes[rows], cohort=kept, gid=group[rows],
-                            sets=sets, set_base=set_base, values=self.values, next_ids=next_ids,
-                            transient=list(self.settings.transient))
+        next_ids = (
+            next_pkey + int(fresh.sum()),
+            set_base + sets.size,
+            max(next_cohort, int(kept.max()) + 1 if len(kept) else 0),
+        )
+        return state.writer(
+            self.spec.dataset.name,
+            prior,
+            persons=self.persons.take(rows),
+            pkey=pkey,
+            set_id=row_set[rows] + set_base,
+            code=self.codes[rows],
+            cohort=kept,
+            gid=group[rows],
+            sets=sets,
+            set_base=set_base,
+            values=self.values,
+            next_ids=next_ids,
+            transient=list(self.settings.transient),
+        )
 
 
 def broken_rows(prior: state.Prior, codes: np.ndarray, transient: np.ndarray) -> np.ndarray:
@@ -207,29 +240,45 @@ def broken_rows(prior: state.Prior, codes: np.ndarray, transient: np.ndarray) ->
     are not both transient (the model says a permanent value never changes)."""
     back = prior.stored_vkey >= 0
     changed = back & (prior.stored_vkey != prior.code_to_vkey[codes])
-    was_transient = prior.vkey_transient[np.clip(prior.stored_vkey, 0, None)] if len(prior.vkey_transient) \
+    was_transient = (
+        prior.vkey_transient[np.clip(prior.stored_vkey, 0, None)]
+        if len(prior.vkey_transient)
         else np.zeros(len(back), bool)
+    )
     return changed & ~(transient[codes] & was_transient)
 
 
 def same_transient(prior: state.Prior, settings: SeriesSettings, series: str) -> None:
     if sorted(prior.transient) != sorted(settings.transient):
-        raise SpecError(f"[series] transient differs from the list release #{prior.release} of "
-                        f"series '{series}' was checked with; a series keeps one list")
+        raise SpecError(
+            f"[series] transient differs from the list release #{prior.release} of "
+            f"series '{series}' was checked with; a series keeps one list"
+        )
 
 
-def compose_rows(prior: state.Prior | None, group: np.ndarray, codes: np.ndarray, n_groups: int,
-                 transient: np.ndarray) -> tuple[GroupCounts, Sets, np.ndarray]:
+def compose_rows(
+    prior: state.Prior | None, group: np.ndarray, codes: np.ndarray, n_groups: int, transient: np.ndarray
+) -> tuple[GroupCounts, Sets, np.ndarray]:
     """One release's records per (group, value), its people's new summaries and each row's set."""
     counts = GroupCounts.of(group, codes, n_groups, transient)
-    sets, row_set = compose(prior.sets if prior else Sets.empty(),
-                            prior.set_of_row if prior else np.full(len(group), -1, np.int64),
-                            group, counts, ~transient)
+    sets, row_set = compose(
+        prior.sets if prior else Sets.empty(),
+        prior.set_of_row if prior else np.full(len(group), -1, np.int64),
+        group,
+        counts,
+        ~transient,
+    )
     return counts, sets, row_set
 
 
-def summarise(prior: state.Prior | None, group: np.ndarray, codes: np.ndarray, n_groups: int,
-              transient: np.ndarray, by_values: bool) -> tuple[Sets, np.ndarray]:
+def summarise(
+    prior: state.Prior | None,
+    group: np.ndarray,
+    codes: np.ndarray,
+    n_groups: int,
+    transient: np.ndarray,
+    by_values: bool,
+) -> tuple[Sets, np.ndarray]:
     """The new summaries as they are stored (equal ones shared) and each row's set (-1: not
     published). by_values: an l check, whose summaries need no record counts."""
     _, sets, row_set = compose_rows(prior, group, codes, n_groups, transient)

@@ -9,12 +9,13 @@ the technique's own groups (neighbours in QI space), in rounds, until none is le
 removes a value from anybody's group. The cost is utility: cohorts drift apart in QI space as
 people's QIs change and groups merge (docs/series.md has the figures).
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-from tasks.anonymize.base import Partition
-from tasks.microdata import Microdata
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import Partition
 
 MAX_ROUNDS = 64
 
@@ -58,6 +59,10 @@ def kept_partition(check, data: Microdata, part: Partition) -> Partition:
         cohort_of_group = cohort_of_group[start]
         rounds += 1
     check.cohort = cohort_of_group[group]
-    info = {**part.info, "kept_groups": True, "merge_rounds": rounds,
-            "returning": int((prior.cohort >= 0).sum()) if prior is not None else 0}
+    info = {
+        **part.info,
+        "kept_groups": True,
+        "merge_rounds": rounds,
+        "returning": int((prior.cohort >= 0).sum()) if prior is not None else 0,
+    }
     return Partition(group, len(cohort_of_group), None, info)

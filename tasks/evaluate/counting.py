@@ -8,6 +8,7 @@ factor is computed once per distinct value (or distinct published set) and gathe
 so the cost of the whole workload is one sort of the rows by S plus, per query, a few gathers
 over that query's rows: no pass over the table per query.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tasks.evaluate.workload import CountQuery, RangeCond, SetCond
+from privpub.tasks.evaluate.workload import CountQuery, RangeCond, SetCond
 
 
 def range_fraction(lo: np.ndarray, hi: np.ndarray, cond: RangeCond) -> np.ndarray:
@@ -47,7 +48,7 @@ class Coded:
     per_code: object  # cond -> factor per code
     _cache: dict = field(default_factory=dict)
 
-    def take(self, order: np.ndarray) -> "Coded":
+    def take(self, order: np.ndarray) -> Coded:
         return Coded(self.codes[order], self.per_code)
 
     def factor(self, cond, rows: slice) -> np.ndarray:
@@ -63,7 +64,7 @@ class Ranges:
     lo: np.ndarray
     hi: np.ndarray
 
-    def take(self, order: np.ndarray) -> "Ranges":
+    def take(self, order: np.ndarray) -> Ranges:
         return Ranges(self.lo[order], self.hi[order])
 
     def factor(self, cond, rows: slice) -> np.ndarray:
@@ -106,8 +107,8 @@ class DistinctLists:
     lengths: np.ndarray  # per distinct list: number of items
 
     @classmethod
-    def of(cls, table: pa.Table, name: str) -> "DistinctLists":
-        from tasks.verify.published import column_codes  # the verifier's coding of list cells
+    def of(cls, table: pa.Table, name: str) -> DistinctLists:
+        from privpub.tasks.verify.published import column_codes  # the verifier's coding of list cells
 
         column = table.column(name)
         col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
@@ -139,8 +140,14 @@ class QueryAnswers:
     """Row copies grouped by sensitive value: `rows` (default: every row once) index the columns,
     `keys` give each copy's sensitive code (-1: matches no query) and `weights` its weight."""
 
-    def __init__(self, columns: dict[str, Coded | Ranges], keys: np.ndarray, key_values,
-                 rows: np.ndarray | None = None, weights: np.ndarray | None = None):
+    def __init__(
+        self,
+        columns: dict[str, Coded | Ranges],
+        keys: np.ndarray,
+        key_values,
+        rows: np.ndarray | None = None,
+        weights: np.ndarray | None = None,
+    ):
         order = np.argsort(_small(keys), kind="stable")  # a radix sort for 8- and 16-bit keys
         sorted_keys = keys[order]
         self._bounds = np.searchsorted(sorted_keys, np.arange(len(key_values) + 1))
@@ -163,8 +170,7 @@ class QueryAnswers:
         return np.array([self.answer(q) for q in workload], dtype=float)
 
 
-def count_in_table(table: pa.Table, columns: list[str], sensitive: str,
-                   workload: list[CountQuery]) -> np.ndarray:
+def count_in_table(table: pa.Table, columns: list[str], sensitive: str, workload: list[CountQuery]) -> np.ndarray:
     """Exact answers on a table of plain values (no generalized cells)."""
     if not workload:
         return np.zeros(0)

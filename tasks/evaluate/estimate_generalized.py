@@ -6,14 +6,21 @@ treated as continuous (overlap length / range length, a point range counts fully
 a set-valued QI contributes |set ∩ condition| / |set|. Each row contributes the product of its
 shares; rows are read through counting.QueryAnswers (grouped by sensitive value once).
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 
-from tasks.evaluate.counting import (DistinctLists, QueryAnswers, Ranges, arrow_codes,
-                                     arrow_plain_column, range_fraction)
-from tasks.evaluate.workload import CountQuery
+from privpub.tasks.evaluate.counting import (
+    DistinctLists,
+    QueryAnswers,
+    Ranges,
+    arrow_codes,
+    arrow_plain_column,
+    range_fraction,
+)
+from privpub.tasks.evaluate.workload import CountQuery
 
 __all__ = ["estimate_from_generalized", "range_fraction"]
 
@@ -21,15 +28,17 @@ __all__ = ["estimate_from_generalized", "range_fraction"]
 def generalized_column(table: pa.Table, qi: str):
     """How a QI's published cells answer a condition: a [lo, hi] range, a set, or a plain value."""
     if f"{qi}_lo" in table.column_names:
-        return Ranges(table.column(f"{qi}_lo").to_numpy().astype(float),
-                      table.column(f"{qi}_hi").to_numpy().astype(float))
+        return Ranges(
+            table.column(f"{qi}_lo").to_numpy().astype(float), table.column(f"{qi}_hi").to_numpy().astype(float)
+        )
     if pa.types.is_list(table.schema.field(qi).type) or pa.types.is_large_list(table.schema.field(qi).type):
         return DistinctLists.of(table, qi).column()
     return arrow_plain_column(table.column(qi))
 
 
-def estimate_from_generalized(table: pa.Table, qi_names: list[str], sensitive: str,
-                              workload: list[CountQuery]) -> np.ndarray:
+def estimate_from_generalized(
+    table: pa.Table, qi_names: list[str], sensitive: str, workload: list[CountQuery]
+) -> np.ndarray:
     if not workload:
         return np.zeros(0)
     used = {name for q in workload for name, _ in q.conditions}

@@ -1,13 +1,14 @@
 """Utility figures shared by every technique: query error, penalties, group sizes."""
+
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 import pandas as pd
+import pyarrow as pa
 
-from tasks.evaluate.counting import DistinctLists
-from tasks.evaluate.workload import CountQuery
-from tasks.microdata import Microdata
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.evaluate.counting import DistinctLists
+from privpub.tasks.evaluate.workload import CountQuery
 
 
 def relative_errors(actual: np.ndarray, estimate: np.ndarray) -> np.ndarray:
@@ -16,8 +17,7 @@ def relative_errors(actual: np.ndarray, estimate: np.ndarray) -> np.ndarray:
     return np.abs(actual[ok] - estimate[ok]) / actual[ok]
 
 
-def error_by_selectivity(workload: list[CountQuery], actual: np.ndarray,
-                         estimate: np.ndarray) -> dict[str, float]:
+def error_by_selectivity(workload: list[CountQuery], actual: np.ndarray, estimate: np.ndarray) -> dict[str, float]:
     sel = np.array([q.selectivity for q in workload])
     out = {}
     for s in sorted(set(sel.tolist())):
@@ -29,10 +29,13 @@ def error_by_selectivity(workload: list[CountQuery], actual: np.ndarray,
 
 def group_size_stats(sizes: np.ndarray) -> dict[str, float]:
     sizes = np.asarray(sizes, dtype=np.int64)
-    return {"groups": int(len(sizes)), "avg_group_size": float(sizes.mean()) if len(sizes) else 0.0,
-            "max_group_size": int(sizes.max()) if len(sizes) else 0,
-            "min_group_size": int(sizes.min()) if len(sizes) else 0,
-            "discernibility": int((sizes.astype(np.int64) ** 2).sum())}
+    return {
+        "groups": int(len(sizes)),
+        "avg_group_size": float(sizes.mean()) if len(sizes) else 0.0,
+        "max_group_size": int(sizes.max()) if len(sizes) else 0,
+        "min_group_size": int(sizes.min()) if len(sizes) else 0,
+        "discernibility": int((sizes.astype(np.int64) ** 2).sum()),
+    }
 
 
 def _list_code_span(table: pa.Table, name: str, dom) -> np.ndarray:
@@ -41,8 +44,9 @@ def _list_code_span(table: pa.Table, name: str, dom) -> np.ndarray:
     lists = DistinctLists.of(table, name)
     codes = pd.Index(np.asarray(dom.values, dtype=object).astype(str)).get_indexer(lists.items)
     if (codes < 0).any():
-        raise KeyError(f"published '{name}' holds values outside its domain: "
-                       f"{sorted(set(lists.items[codes < 0].tolist()))[:5]}")
+        raise KeyError(
+            f"published '{name}' holds values outside its domain: {sorted(set(lists.items[codes < 0].tolist()))[:5]}"
+        )
     mx = np.full(len(lists.lengths), -1, dtype=np.int64)
     mn = np.full(len(lists.lengths), np.iinfo(np.int64).max, dtype=np.int64)
     np.maximum.at(mx, lists.parent, codes)
@@ -72,6 +76,8 @@ def uncertainty_penalty(table: pa.Table, data: Microdata, qi_names: list[str] | 
         per_attr[name] = float(loss.sum())
         total += per_attr[name]
     n = max(table.num_rows, 1)
-    return {"uncertainty_penalty": total,
-            "uncertainty_penalty_normalized": total / (n * max(len(names), 1)),
-            **{f"penalty_{k}": v for k, v in per_attr.items()}}
+    return {
+        "uncertainty_penalty": total,
+        "uncertainty_penalty_normalized": total / (n * max(len(names), 1)),
+        **{f"penalty_{k}": v for k, v in per_attr.items()},
+    }

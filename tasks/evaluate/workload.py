@@ -6,6 +6,7 @@ A condition is either an inclusive numeric range (`lo <= x <= hi`) or a set of a
 (ordinal / categorical). Every technique answers the same queries through its own estimator,
 so the techniques are comparable in one table.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -70,10 +71,10 @@ def _condition(dom, freq: np.ndarray, coverage: float, rng: np.random.Generator)
     lo = int(np.searchsorted(cdf, start_q, side="right"))
     hi = int(np.searchsorted(cdf, min(1.0, start_q + coverage) - 1e-12))
     lo, hi = min(lo, dom.size - 1), min(max(hi, lo), dom.size - 1)
-    picked[lo:hi + 1] = True
+    picked[lo : hi + 1] = True
     if dom.kind == "numeric":
         return RangeCond(float(dom.values[lo]), float(dom.values[hi])), picked
-    return SetCond(frozenset(str(v) for v in dom.values[lo:hi + 1])), picked
+    return SetCond(frozenset(str(v) for v in dom.values[lo : hi + 1])), picked
 
 
 class _Selections:
@@ -90,8 +91,10 @@ class _Selections:
         self.sensitive_values, self.sensitive_codes = data.sensitive_values, data.sensitive_codes
         self.sizes = [d.size for d in data.domains]
         # the smallest integer type that holds the codes: cheaper comparisons and gathers
-        self.columns = [np.ascontiguousarray(data.codes[:, j]).astype(np.uint8 if d.size <= 256 else np.int32)
-                        for j, d in enumerate(data.domains)]
+        self.columns = [
+            np.ascontiguousarray(data.codes[:, j]).astype(np.uint8 if d.size <= 256 else np.int32)
+            for j, d in enumerate(data.domains)
+        ]
         self.counts = [np.bincount(c, minlength=s) for c, s in zip(self.columns, self.sizes)]
         self._joint: dict[tuple[int, ...], np.ndarray] = {}
 
@@ -140,7 +143,7 @@ class _Selections:
         from_end = nth >= count - nth  # then find the (count - 1 - nth)th from the last row
         left = count - 1 - nth if from_end else nth
         starts = range(0, self.n, self.BLOCK)
-        for start in (reversed(starts) if from_end else starts):
+        for start in reversed(starts) if from_end else starts:
             hits = np.flatnonzero(self._mask(attrs, picks, slice(start, min(start + self.BLOCK, self.n))))
             if left < len(hits):
                 return start + int(hits[len(hits) - 1 - left] if from_end else hits[left])
@@ -153,8 +156,9 @@ class _Selections:
         return [self.sensitive_values[c] for c in codes]
 
 
-def make_workload(data, rng: np.random.Generator, per_band: int = 100,
-                  selectivities=SELECTIVITIES, max_attrs: int = 3, select=None) -> list[CountQuery]:
+def make_workload(
+    data, rng: np.random.Generator, per_band: int = 100, selectivities=SELECTIVITIES, max_attrs: int = 3, select=None
+) -> list[CountQuery]:
     """Random count queries whose QI predicates select about 1%, 5%, 10% of the rows.
 
     Each query takes 1..max_attrs random QIs; its sensitive value is drawn from the rows its
@@ -189,8 +193,9 @@ def make_workload(data, rng: np.random.Generator, per_band: int = 100,
             queries.append(CountQuery(tuple(conds), None, sel))
             made += 1
     values = select.drawn_values(draws)
-    return [CountQuery(q.conditions, v.item() if hasattr(v, "item") else v, q.selectivity)
-            for q, v in zip(queries, values)]
+    return [
+        CountQuery(q.conditions, v.item() if hasattr(v, "item") else v, q.selectivity) for q, v in zip(queries, values)
+    ]
 
 
 def exact_answers(frame, workload: list[CountQuery], sensitive: str) -> np.ndarray:
@@ -205,7 +210,9 @@ def exact_answers(frame, workload: list[CountQuery], sensitive: str) -> np.ndarr
     con.register("frame", frame)
     con.execute("CREATE TABLE original AS SELECT * FROM frame")  # scanning a table beats a pandas scan
     # CASE inside one aggregate per query: DuckDB evaluates hundreds of FILTER clauses ~8x slower
-    aggs = ", ".join(f"coalesce(sum(CASE WHEN {q.sql_where(sensitive)} THEN 1 ELSE 0 END), 0) AS q{i}"
-                     for i, q in enumerate(workload))
+    aggs = ", ".join(
+        f"coalesce(sum(CASE WHEN {q.sql_where(sensitive)} THEN 1 ELSE 0 END), 0) AS q{i}"
+        for i, q in enumerate(workload)
+    )
     row = con.execute(f"SELECT {aggs} FROM original").fetchone()
     return np.asarray(row, dtype=float)

@@ -11,14 +11,15 @@ all partitions of one depth are split together with a handful of numpy passes ov
 per-row Python. The binary split tree is kept:
 the Butterfly technique walks it bottom-up.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from tasks.anonymize.base import Partition
-from tasks.microdata import Microdata
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import Partition
 
 
 class PartitionError(ValueError):
@@ -94,8 +95,9 @@ def _segment_ids(sizes: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(len(sizes)), sizes)
 
 
-def _distinct_per_side(seg: np.ndarray, side: np.ndarray, s: np.ndarray, n_seg: int,
-                       n_s: int) -> tuple[np.ndarray, np.ndarray]:
+def _distinct_per_side(
+    seg: np.ndarray, side: np.ndarray, s: np.ndarray, n_seg: int, n_s: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Distinct sensitive values on the left (side 0) and right (side 1) of each segment."""
     key = (seg.astype(np.int64) * 2 + side) * n_s + s
     if 2 * n_seg * n_s <= 50_000_000:  # a presence bitmap is linear; np.unique would sort
@@ -107,8 +109,9 @@ def _distinct_per_side(seg: np.ndarray, side: np.ndarray, s: np.ndarray, n_seg: 
     return counts[0::2], counts[1::2]
 
 
-def _median_counts(key: np.ndarray, w: np.ndarray | None, local: np.ndarray, lo: np.ndarray,
-                   hi: np.ndarray, total: np.ndarray):
+def _median_counts(
+    key: np.ndarray, w: np.ndarray | None, local: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: np.ndarray
+):
     """Per segment: the lower median row's key and how many rows have keys <= / < it.
 
     w: rows per item (None: one each); total: rows per segment. A histogram per segment over its
@@ -132,8 +135,9 @@ def histogram_offsets(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 
 def median_by_histogram(key, w, local, lo, hi, total):
     offset = histogram_offsets(lo, hi)
-    hist = np.bincount(offset[local] + (key - lo[local]), weights=w,
-                       minlength=int((hi - lo + 1).sum())).astype(np.int64)
+    hist = np.bincount(offset[local] + (key - lo[local]), weights=w, minlength=int((hi - lo + 1).sum())).astype(
+        np.int64
+    )
     return median_from_histograms(hist, lo, hi, total)
 
 
@@ -186,10 +190,20 @@ def _left_first(left: np.ndarray, local: np.ndarray, starts: np.ndarray, n_left:
     return starts[local] + np.where(left, rank_left, n_left[local] + rank_right)
 
 
-def split_levels(xt: np.ndarray, doms: list, k: int, rows: np.ndarray, sizes: np.ndarray,
-                 labels: np.ndarray, *, l: int | None = None, s: np.ndarray | None = None,
-                 tree: _TreeBuilder | None = None, dim_names: np.ndarray | None = None,
-                 weights: np.ndarray | None = None):
+def split_levels(
+    xt: np.ndarray,
+    doms: list,
+    k: int,
+    rows: np.ndarray,
+    sizes: np.ndarray,
+    labels: np.ndarray,
+    *,
+    l: int | None = None,
+    s: np.ndarray | None = None,
+    tree: _TreeBuilder | None = None,
+    dim_names: np.ndarray | None = None,
+    weights: np.ndarray | None = None,
+):
     """Split contiguous row segments level by level until no segment can be split.
 
     xt: (D, n) codes per dimension; rows/sizes: the starting segments (each contiguous in
@@ -265,7 +279,11 @@ def split_levels(xt: np.ndarray, doms: list, k: int, rows: np.ndarray, sizes: np
             s_starts = np.concatenate(([0], np.cumsum(c_sizes[sp])[:-1]))
             goes_left = s_key <= threshold[sp][s_local]
             # items (not rows) on the left of each splitting segment
-            items_left = n_left[sp] if ws is None else np.bincount(s_local, weights=goes_left, minlength=len(sp)).astype(np.int64)
+            items_left = (
+                n_left[sp]
+                if ws is None
+                else np.bincount(s_local, weights=goes_left, minlength=len(sp)).astype(np.int64)
+            )
             dest = _left_first(goes_left, s_local, s_starts, items_left)
             order = np.empty_like(s_rows)
             order[dest] = s_rows
@@ -273,8 +291,9 @@ def split_levels(xt: np.ndarray, doms: list, k: int, rows: np.ndarray, sizes: np
             pair[0::2], pair[1::2] = items_left, c_sizes[sp] - items_left
             parents = labels[c_idx[sp]]
             if tree is not None:
-                lefts, rights = tree.split(parents, dim_names[c_dims[sp]], threshold[sp],
-                                           n_left[sp], total[sp] - n_left[sp])
+                lefts, rights = tree.split(
+                    parents, dim_names[c_dims[sp]], threshold[sp], n_left[sp], total[sp] - n_left[sp]
+                )
                 kids = np.ravel(np.column_stack([lefts, rights]))
             else:
                 kids = np.repeat(parents, 2)
@@ -298,8 +317,7 @@ def split_levels(xt: np.ndarray, doms: list, k: int, rows: np.ndarray, sizes: np
     return np.concatenate(leaf_rows), np.concatenate(leaf_sizes), np.concatenate(leaf_labels)
 
 
-def mondrian_partition(data: Microdata, k: int, l: int | None = None,
-                       columns: list[int] | None = None) -> Partition:
+def mondrian_partition(data: Microdata, k: int, l: int | None = None, columns: list[int] | None = None) -> Partition:
     """QI-groups of at least k rows (and l distinct sensitive values when l is given).
 
     columns: which QIs (indices into data.domains) to partition on; default all.
@@ -317,10 +335,22 @@ def mondrian_partition(data: Microdata, k: int, l: int | None = None,
     xt = np.ascontiguousarray(data.codes[:, cols].T)  # (D, n): per-dimension rows are contiguous
     tree = _TreeBuilder(n)
     leaf_rows, leaf_sizes, leaf_nodes = split_levels(
-        xt, [data.domains[c] for c in cols], k, np.arange(n, dtype=np.int64),
-        np.array([n], dtype=np.int64), np.array([0], dtype=np.int64), l=l, s=s, tree=tree,
-        dim_names=np.asarray(cols))
+        xt,
+        [data.domains[c] for c in cols],
+        k,
+        np.arange(n, dtype=np.int64),
+        np.array([n], dtype=np.int64),
+        np.array([0], dtype=np.int64),
+        l=l,
+        s=s,
+        tree=tree,
+        dim_names=np.asarray(cols),
+    )
     group = np.empty(n, dtype=np.int64)
     group[leaf_rows] = np.repeat(np.arange(len(leaf_sizes)), leaf_sizes)
-    return Partition(group=group, n_groups=len(leaf_sizes), tree=tree.build(leaf_nodes),
-                     info={"partitioner": "mondrian", "k": k, "l": l})
+    return Partition(
+        group=group,
+        n_groups=len(leaf_sizes),
+        tree=tree.build(leaf_nodes),
+        info={"partitioner": "mondrian", "k": k, "l": l},
+    )

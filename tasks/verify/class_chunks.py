@@ -8,6 +8,7 @@ the partial rows' cells the same way (`class_ids`: equal cells, lists compared w
 the partials up per class; a class's first row is the least of its chunks' first rows, so the
 worst class (smallest, then first in the table) is the one-step's.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from tasks.anonymize.base import PrivacyResult
-from tasks.compact_table import CompactTable
-from tasks.verify.published import class_ids, class_profile, describe_row_class
+from privpub.tasks.core.compact_table import CompactTable
+from privpub.tasks.core.technique import PrivacyResult
+from privpub.tasks.verify.published import class_ids, class_profile, describe_row_class
 
 _ROWS, _FIRST = "__rows", "__first_row"
 
@@ -50,13 +51,19 @@ def class_partials(chunk: ClassChunk) -> list[pa.Table]:
     out = []
     for columns in chunk.column_sets:
         if table.num_rows == 0:
-            out.append(table.select(columns).append_column(_ROWS, pa.array([], pa.int64()))
-                       .append_column(_FIRST, pa.array([], pa.int64())))
+            out.append(
+                table.select(columns)
+                .append_column(_ROWS, pa.array([], pa.int64()))
+                .append_column(_FIRST, pa.array([], pa.int64()))
+            )
             continue
         prof = class_profile(table, columns)
         cells = table.select(columns).take(pa.array(prof["first_row"]))
-        out.append(cells.append_column(_ROWS, pa.array(prof["size"].astype(np.int64)))
-                   .append_column(_FIRST, pa.array(prof["first_row"] + chunk.offset)))
+        out.append(
+            cells.append_column(_ROWS, pa.array(prof["size"].astype(np.int64))).append_column(
+                _FIRST, pa.array(prof["first_row"] + chunk.offset)
+            )
+        )
     return out
 
 
@@ -87,6 +94,10 @@ def k_anonymity_of(merged: MergedClasses, columns: list[str], k: int | None) -> 
     worst = int(np.lexsort((merged.first_row, merged.size))[0])
     reached = int(merged.size[worst])
     row = int(np.flatnonzero(merged.ids == worst)[0])
-    return PrivacyResult("k-anonymity", reached, k, k is None or reached >= k,
-                         {"class": describe_row_class(merged.cells, row, columns, reached),
-                          "classes": len(merged.size)})
+    return PrivacyResult(
+        "k-anonymity",
+        reached,
+        k,
+        k is None or reached >= k,
+        {"class": describe_row_class(merged.cells, row, columns, reached), "classes": len(merged.size)},
+    )

@@ -7,6 +7,7 @@ candidate joined record whose cells are the intersections. The joint anonymity o
 number of joined records compatible with what the adversary knows of that person; 1 means
 re-identified. Quadratic in the table sizes: a check for small tables and tests, not for bulk data.
 """
+
 from __future__ import annotations
 
 from itertools import product
@@ -72,8 +73,11 @@ def joined_records(tables: list[pa.Table]) -> list[dict[str, Any]]:
 def candidates(tables: list[pa.Table], known: dict[str, Any]) -> list[dict[str, Any]]:
     """Joined records compatible with what the adversary knows of one person."""
     target = {c: ("set", frozenset([v])) for c, v in known.items()}
-    return [rec for rec in joined_records(tables)
-            if all(c not in rec or _meet(rec[c], cell) is not None for c, cell in target.items())]
+    return [
+        rec
+        for rec in joined_records(tables)
+        if all(c not in rec or _meet(rec[c], cell) is not None for c, cell in target.items())
+    ]
 
 
 def joint_anonymity(tables: list[pa.Table], people: list[dict[str, Any]]) -> int:

@@ -1,5 +1,6 @@
 """How an adversary reads a published generalized table: which columns carry each QI, and the
 equivalence classes (rows with identical published QI values)."""
+
 from __future__ import annotations
 
 import os
@@ -12,7 +13,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-
 
 
 def qi_columns(table: pa.Table, qi_names: list[str]) -> list[str]:
@@ -39,8 +39,10 @@ def equivalence_classes(table: pa.Table, columns: list[str], sensitive: str | No
     con.register("published", table)
     keys = ", ".join(_quote(c) for c in columns)
     distinct = f"count(DISTINCT {_quote(sensitive)})" if sensitive else "NULL"
-    sql = (f"SELECT {keys}, count(*) AS size, {distinct} AS distinct_sensitive "
-           f"FROM published GROUP BY {keys} ORDER BY size, distinct_sensitive")
+    sql = (
+        f"SELECT {keys}, count(*) AS size, {distinct} AS distinct_sensitive "
+        f"FROM published GROUP BY {keys} ORDER BY size, distinct_sensitive"
+    )
     return con.sql(sql).to_arrow_table()
 
 
@@ -152,8 +154,7 @@ def class_profile(table: pa.Table, columns: list[str], sensitive: str | None = N
     return out
 
 
-def describe_row_class(table: pa.Table, row: int, columns: list[str], size: int,
-                       distinct: int | None = None) -> dict:
+def describe_row_class(table: pa.Table, row: int, columns: list[str], size: int, distinct: int | None = None) -> dict:
     """The published QI values of one class (read from one of its rows), for the report."""
     cells = table.select(columns).slice(row, 1).to_pylist()[0]
     out = {c: list(v) if isinstance(v, (list, tuple)) else v for c, v in cells.items()}

@@ -3,6 +3,7 @@
 Knowledge is a frozenset of instances (tuples: person index -> value). Everything follows the
 thesis's definitions word for word, with no cleverness, so it is easy to trust.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -43,8 +44,9 @@ def by_answer(g, sets) -> dict[tuple, frozenset]:
 def unsafe_answers(g, sets, n: int, l: int) -> dict[tuple, frozenset]:
     """Definition 2: an answer is unsafe if a fact has < l distinct values or G|answer is not
     l-uncertain."""
-    return {a: s for a, s in by_answer(g, sets).items()
-            if any(len(set(m)) < l for m in a) or not is_l_uncertain(s, n, l)}
+    return {
+        a: s for a, s in by_answer(g, sets).items() if any(len(set(m)) < l for m in a) or not is_l_uncertain(s, n, l)
+    }
 
 
 def delta(g, sets, n: int, l: int) -> frozenset:

@@ -1,11 +1,12 @@
 """Budget, persistence, the SQL selection helper and the secret-reading discipline."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from tasks.audit import Auditor, select_ids
+from privpub.tasks.audit import Auditor, select_ids
 from tests.audit.test_golden import Q1, Q2, T12, Spy, population, table12_auditor
 
 FIVE = ["Alice", "Bob", "Clark", "Diana", "Ellen"]
@@ -50,14 +51,14 @@ def test_state_refuses_a_different_population():
 
 def test_select_ids_runs_a_predicate_over_the_public_table():
     pop = population(T12)
-    assert select_ids(pop, "age BETWEEN 32 AND 60", "name") == ["Alice", "Bob", "Clark", "Diana",
-                                                                  "Ellen", "Fen"]
+    assert select_ids(pop, "age BETWEEN 32 AND 60", "name") == ["Alice", "Bob", "Clark", "Diana", "Ellen", "Fen"]
     assert select_ids(pop, "age < 30", "name") == []
 
 
-@pytest.mark.parametrize("predicate", ["age > 1; DROP TABLE population",
-                                       "age IN (SELECT 1 FROM read_csv('/etc/hostname'))",
-                                       "no_such_column = 1"])
+@pytest.mark.parametrize(
+    "predicate",
+    ["age > 1; DROP TABLE population", "age IN (SELECT 1 FROM read_csv('/etc/hostname'))", "no_such_column = 1"],
+)
 def test_select_ids_rejects_what_is_not_a_predicate_over_the_public_table(predicate):
     with pytest.raises(ValueError):
         select_ids(population(T12), predicate, "name")

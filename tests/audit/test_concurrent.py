@@ -1,12 +1,12 @@
 """Algorithm 5, the delay strategy (Definition 5) and the joint strategy (Definition 6)."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import pandas as pd
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tasks.audit import Auditor, ask_batch
+from privpub.tasks.audit import Auditor, ask_batch
 from tests.audit import brute
 from tests.audit.test_golden import Q1, Q2, table12_auditor
 
@@ -49,8 +49,7 @@ def transcript(auditor_factory, secret, queries, batch=False):
 def tiny(draw):
     n = draw(st.integers(3, 4))
     values = draw(st.lists(st.sampled_from("abc"), min_size=n, max_size=n))
-    subsets = st.lists(st.integers(0, n - 1), min_size=1, max_size=n).map(
-        lambda xs: [f"p{i}" for i in sorted(set(xs))])
+    subsets = st.lists(st.integers(0, n - 1), min_size=1, max_size=n).map(lambda xs: [f"p{i}" for i in sorted(set(xs))])
     return n, values, draw(st.lists(subsets, min_size=2, max_size=3))
 
 
@@ -65,8 +64,13 @@ def test_an_adversary_replaying_delay_joint_or_batch_never_narrows_anyone_below_
 
     def factory(secret):
         mapping = dict(zip(people, secret))
-        return Auditor(people_frame(n), sorted(values), l, lambda ids: [mapping[i] for i in ids],
-                       strategy="simulatable" if strategy == "batch" else strategy)
+        return Auditor(
+            people_frame(n),
+            sorted(values),
+            l,
+            lambda ids: [mapping[i] for i in ids],
+            strategy="simulatable" if strategy == "batch" else strategy,
+        )
 
     groups: dict[tuple, set] = {}
     for secret in world:
@@ -88,7 +92,7 @@ def test_thesis_optimal_order_is_not_simulatable_and_leaks():
         out: dict[tuple, set] = {}
         for secret in world:
             mapping = dict(zip(people, secret))
-            auditor = Auditor(people_frame(n), values, 2, lambda ids: [mapping[i] for i in ids])
+            auditor = Auditor(people_frame(n), values, 2, lambda ids, mapping=mapping: [mapping[i] for i in ids])
             ds = ask_batch(auditor, [(f"q{k}", q) for k, q in enumerate(queries)], order=order)
             out.setdefault(tuple((d.response, d.values) for d in ds), set()).add(secret)
         return out.values()

@@ -2,6 +2,7 @@
 every instance: a group claimed never pinned keeps two values in every answer's fiber, the fact
 bounds hold for every instance, a bound loosened by one is caught, and the auditor's decisions
 that use these proofs are brute force's."""
+
 from __future__ import annotations
 
 import itertools
@@ -10,9 +11,9 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from tasks.audit import decide, exchange
-from tasks.audit.decide import narrowable_groups, spanning_rows
-from tasks.audit.program import Work
+from privpub.tasks.audit import decide, exchange
+from privpub.tasks.audit.decide import narrowable_groups, spanning_rows
+from privpub.tasks.audit.program import Work
 from tests.audit import brute
 from tests.audit.test_witness import auditor_for
 
@@ -57,14 +58,14 @@ def crossing_case(rng):
 
 def structure_of(knowledge, prog, sets):
     """exchange.fact_structure of the single branch, from the rows routes 2-3 use."""
-    return exchange.fact_structure(*spanning_rows(knowledge, knowledge.branches[0], prog, sets),
-                                   knowledge.branches[0], knowledge.universe.totals)
+    return exchange.fact_structure(
+        *spanning_rows(knowledge, knowledge.branches[0], prog, sets), knowledge.branches[0], knowledge.universe.totals
+    )
 
 
 def pinned_somewhere(g, q, cell) -> bool:
     """Brute force: does some answer of q leave the people of `cell` one value?"""
-    return any(len({inst[p] for inst in fiber for p in cell}) < 2
-               for fiber in brute.by_answer(g, [q]).values())
+    return any(len({inst[p] for inst in fiber for p in cell}) < 2 for fiber in brute.by_answer(g, [q]).values())
 
 
 def sweep(cases: int, seed: int = 3, check_bounds: bool = True) -> dict:
@@ -76,8 +77,10 @@ def sweep(cases: int, seed: int = 3, check_bounds: bool = True) -> dict:
         sets = [auditor.universe.members([people[p] for p in q])]
         prog = knowledge.program(knowledge.branches[0], sets)
         facts, counts, patterns = structure_of(knowledge, prog, sets)
-        xs_all = [np.bincount(prog.cell_of * prog.n_values + np.array(x), minlength=prog.ub.size)
-                  .reshape(prog.ub.shape) for x in g]
+        xs_all = [
+            np.bincount(prog.cell_of * prog.n_values + np.array(x), minlength=prog.ub.size).reshape(prog.ub.shape)
+            for x in g
+        ]
         for d in range(len(prog.cells)):
             for a in np.flatnonzero(prog.ub[d] >= prog.sizes[d]):  # the bounds, for every instance
                 xs = [x for x in xs_all if x[d, a] == prog.sizes[d]]
@@ -163,8 +166,11 @@ def test_decisions_that_need_the_proofs_are_brute_force_decisions(secret, releas
     auditor, people, reads, sets, q, prog, structure, g = released_case(secret, released, q)
     knowledge = auditor.knowledge
     assert narrowable_groups(knowledge, sets, 2, Work()) is not None
-    cleared = [d for d in range(len(prog.cells))
-               if prog.can_be_narrow(Work(), d, 1) and exchange.never_pinned(prog, *structure, d)]
+    cleared = [
+        d
+        for d in range(len(prog.cells))
+        if prog.can_be_narrow(Work(), d, 1) and exchange.never_pinned(prog, *structure, d)
+    ]
     assert cleared and not any(pinned_somewhere(g, q, prog.cells[d]) for d in cleared)
     with monkeypatch.context() as m:
         m.setattr(decide, "never_pinned", lambda *a: False)

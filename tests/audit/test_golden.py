@@ -5,20 +5,28 @@ world), but its Table 4-6 and 9-11 examples are computed as if only the domain w
 world: someone outside every fact may hold anything). Each example is checked in the world where
 its numbers hold, and where the two disagree both are tested.
 """
+
 from __future__ import annotations
 
 import pandas as pd
 
-from tasks.audit import Auditor, ask_batch, secret_from_mapping
-from tasks.audit.decide import compute_delta, possible_answers, restricted
-from tasks.audit.knowledge import Knowledge
-from tasks.audit.program import Work
+from privpub.tasks.audit import Auditor, ask_batch, secret_from_mapping
+from privpub.tasks.audit.decide import compute_delta, possible_answers, restricted
+from privpub.tasks.audit.knowledge import Knowledge
+from privpub.tasks.audit.program import Work
 from tests.audit import brute
 
 # Table 4: the secret table (first relation) and the ages that identify people.
 AGES = {"Alice": 60, "Bob": 50, "Clark": 40, "Diana": 35, "Ellen": 34, "Fen": 33, "George": 30}
-TABLE4 = {"Alice": "flu", "Bob": "cancer", "Clark": "cancer", "Diana": "headache",
-          "Ellen": "gastritis", "Fen": "pneumonia", "George": "HIV"}
+TABLE4 = {
+    "Alice": "flu",
+    "Bob": "cancer",
+    "Clark": "cancer",
+    "Diana": "headache",
+    "Ellen": "gastritis",
+    "Fen": "pneumonia",
+    "George": "HIV",
+}
 F1_VALUES = ["cancer", "cancer", "flu", "gastritis", "headache", "pneumonia"]
 DOMAIN = ["HIV", "cancer", "flu", "gastritis", "headache", "pneumonia"]
 
@@ -59,9 +67,10 @@ def table4_open_auditor():
 
 
 def test_table5_ages_40_to_50_after_f1_has_11_answers_one_unsafe_and_is_denied_unread():
-    for auditor, spy in [table4_open_auditor(),
-                         (lambda s: (Auditor(population(list(AGES)[:6]), F1_VALUES, 2, s), s))(
-                             Spy(TABLE4))]:
+    for auditor, spy in [
+        table4_open_auditor(),
+        (lambda s: (Auditor(population(list(AGES)[:6]), F1_VALUES, 2, s), s))(Spy(TABLE4)),
+    ]:
         _, report = delta_of(auditor, ["Bob", "Clark"], need=None)
         assert len(report.answers) == 11
         assert len(report.unsafe) == 1
@@ -79,8 +88,11 @@ def test_table4_answering_ages_30_to_50_after_f1_would_reveal_alice_and_george()
     f2_ids = ["Bob", "Clark", "Diana", "Ellen", "Fen", "George"]
     f2 = sorted(TABLE4[i] for i in f2_ids)
     assert f2 == ["HIV", "cancer", "cancer", "gastritis", "headache", "pneumonia"]
-    revealed = Knowledge(auditor.universe, auditor.knowledge.branches).restrict(
-        [brute_fact(auditor, f2_ids, f2)]).possible_values()
+    revealed = (
+        Knowledge(auditor.universe, auditor.knowledge.branches)
+        .restrict([brute_fact(auditor, f2_ids, f2)])
+        .possible_values()
+    )
     by_name = dict(zip(auditor.universe.people, revealed))
     assert by_name["Alice"] == {"flu"} and by_name["George"] == {"HIV"}
     # so the auditor must not answer; denying is safe (Alice and George keep >= 2 values)
@@ -91,7 +103,8 @@ def test_table4_answering_ages_30_to_50_after_f1_would_reveal_alice_and_george()
 
 
 def brute_fact(auditor, ids, values):
-    from tasks.audit.program import Constraint
+    from privpub.tasks.audit.program import Constraint
+
     return Constraint(auditor.universe.members(ids), auditor.universe.counts_of(values))
 
 
@@ -113,16 +126,16 @@ def test_section_5_1_ages_50_and_over_is_a_negative_denial():
 
 
 # --- Table 6 -------------------------------------------------------------------------------------
-T6_F1 = (["Alice", "Bob", "Clark", "Diana", "Ellen", "Fen"],
-         ["cancer", "cancer", "flu", "headache", "headache", "pneumonia"])
-T6_F2 = (["Diana", "Ellen", "Fen", "George", "Helen", "Ian"],
-         ["cancer", "flu", "flu", "HIV", "headache", "headache"])
+T6_F1 = (
+    ["Alice", "Bob", "Clark", "Diana", "Ellen", "Fen"],
+    ["cancer", "cancer", "flu", "headache", "headache", "pneumonia"],
+)
+T6_F2 = (["Diana", "Ellen", "Fen", "George", "Helen", "Ian"], ["cancer", "flu", "flu", "HIV", "headache", "headache"])
 NINE = ["Alice", "Bob", "Clark", "Diana", "Ellen", "Fen", "George", "Helen", "Ian"]
 
 
 def table6_auditor():
-    auditor = Auditor(population(NINE), ["HIV", "cancer", "flu", "headache", "pneumonia"], 2,
-                      open_world=True)
+    auditor = Auditor(population(NINE), ["HIV", "cancer", "flu", "headache", "pneumonia"], 2, open_world=True)
     auditor.add_public_fact(*T6_F1)
     auditor.add_public_fact(*T6_F2)
     return auditor
@@ -148,8 +161,17 @@ def test_table6_alice_bob_diana_never_share_a_value():
 def test_table6_needs_the_open_world():
     """Closed world: the public multiset fixes the common part of F1 and F2 (total = F1 + F2 -
     common), so Diana, Ellen and Fen lose the possibilities Table 6 lists."""
-    secret = {"Alice": "cancer", "Bob": "pneumonia", "Clark": "cancer", "Diana": "headache",
-              "Ellen": "flu", "Fen": "headache", "George": "flu", "Helen": "HIV", "Ian": "cancer"}
+    secret = {
+        "Alice": "cancer",
+        "Bob": "pneumonia",
+        "Clark": "cancer",
+        "Diana": "headache",
+        "Ellen": "flu",
+        "Fen": "headache",
+        "George": "flu",
+        "Helen": "HIV",
+        "Ian": "cancer",
+    }
     auditor = Auditor(population(NINE), list(secret.values()), 2)
     auditor.add_public_fact(*T6_F1)
     auditor.add_public_fact(*T6_F2)
@@ -170,7 +192,8 @@ def test_table8_answer_splits_f1_into_two_views():
     (views,) = auditor.knowledge.views()
     assert [(v["ids"], v["determined"]) for v in views] == [
         (["Alice", "Bob"], ["cancer", "flu"]),
-        (["Clark", "Diana", "Ellen", "Fen"], ["cancer", "headache", "headache", "pneumonia"])]
+        (["Clark", "Diana", "Ellen", "Fen"], ["cancer", "headache", "headache", "pneumonia"]),
+    ]
 
 
 def test_table8_positive_denial_leaves_both_cancer_or_both_headache():
@@ -201,8 +224,7 @@ def test_table9_common_people_have_four_possible_values_of_which_headache_is_det
     (views,) = table6_auditor().knowledge.views()
     common = next(v for v in views if v["ids"] == ["Diana", "Ellen", "Fen"])
     # possible values {flu, cancer, headache, headache}: headache once for sure, two more of the rest
-    assert sorted(common["determined"] + ["cancer", "flu", "headache"]) == [
-        "cancer", "flu", "headache", "headache"]
+    assert sorted(common["determined"] + ["cancer", "flu", "headache"]) == ["cancer", "flu", "headache", "headache"]
 
 
 def test_table11_three_sets_of_views():
@@ -210,18 +232,34 @@ def test_table11_three_sets_of_views():
     as_tables = {tuple((ids, vals) for ids, vals in s) for s in sets}
     abc, deff, ghi = ("Alice", "Bob", "Clark"), ("Diana", "Ellen", "Fen"), ("George", "Helen", "Ian")
     assert as_tables == {
-        ((abc, ("cancer", "flu", "pneumonia")), (deff, ("cancer", "headache", "headache")),
-         (ghi, ("HIV", "flu", "flu"))),
-        ((abc, ("cancer", "cancer", "pneumonia")), (deff, ("flu", "headache", "headache")),
-         (ghi, ("HIV", "cancer", "flu"))),
-        ((abc, ("cancer", "headache", "pneumonia")), (deff, ("cancer", "flu", "headache")),
-         (ghi, ("HIV", "flu", "headache"))),
+        (
+            (abc, ("cancer", "flu", "pneumonia")),
+            (deff, ("cancer", "headache", "headache")),
+            (ghi, ("HIV", "flu", "flu")),
+        ),
+        (
+            (abc, ("cancer", "cancer", "pneumonia")),
+            (deff, ("flu", "headache", "headache")),
+            (ghi, ("HIV", "cancer", "flu")),
+        ),
+        (
+            (abc, ("cancer", "headache", "pneumonia")),
+            (deff, ("cancer", "flu", "headache")),
+            (ghi, ("HIV", "flu", "headache")),
+        ),
     }
 
 
 # --- Tables 12 and 13 ----------------------------------------------------------------------------
-T12 = {"Alice": "cancer", "Bob": "cancer", "Clark": "flu", "Diana": "gastritis",
-       "Ellen": "headache", "Fen": "pneumonia", "George": "HIV"}
+T12 = {
+    "Alice": "cancer",
+    "Bob": "cancer",
+    "Clark": "flu",
+    "Diana": "gastritis",
+    "Ellen": "headache",
+    "Fen": "pneumonia",
+    "George": "HIV",
+}
 Q1, Q2 = ["Diana", "Ellen"], ["Alice", "Bob", "Clark"]
 
 
@@ -252,8 +290,9 @@ def test_table13_sixteen_answers_delta_120_then_25_then_6_and_an_answer():
     sets, report = delta_of(auditor, Q1, need=None)
     assert len(report.answers) == 16 and len(report.unsafe) == 1
     assert auditor.universe.multiset(next(iter(report.unsafe))[0]) == ["cancer", "cancer"]
-    delta = Knowledge.union(auditor.universe, [
-        restricted(auditor.knowledge, sets, a, b) for a, b in report.unsafe.items()])
+    delta = Knowledge.union(
+        auditor.universe, [restricted(auditor.knowledge, sets, a, b) for a, b in report.unsafe.items()]
+    )
     assert len(brute.instances_of(delta, world)) == 120
     assert report.floor() == 1
     d1 = auditor.ask(Q1)
@@ -274,4 +313,5 @@ def test_table13_sixteen_answers_delta_120_then_25_then_6_and_an_answer():
     assert [(v["ids"], v["determined"]) for v in views] == [
         (["Alice", "Bob", "Clark"], ["cancer", "cancer", "flu"]),
         (["Diana", "Ellen"], ["gastritis", "headache"]),
-        (["Fen", "George"], ["HIV", "pneumonia"])]
+        (["Fen", "George"], ["HIV", "pneumonia"]),
+    ]

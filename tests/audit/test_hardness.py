@@ -13,6 +13,7 @@ Checked against brute force over every instance, and through Algorithm 2: the qu
 people in no fact" is negatively denied when the formula is unsatisfiable (s is T across Delta)
 and answered when it is satisfiable with every variable true in some solution.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -29,8 +30,9 @@ T, F = 1, 0  # brute force's value indices ("F" < "T" sorted)
 
 def solutions(n_vars: int, clauses: list[tuple[int, int, int]]) -> list[tuple[int, ...]]:
     """Every assignment with exactly one true variable per clause."""
-    return [bits for bits in itertools.product((0, 1), repeat=n_vars)
-            if all(sum(bits[v] for v in c) == 1 for c in clauses)]
+    return [
+        bits for bits in itertools.product((0, 1), repeat=n_vars) if all(sum(bits[v] for v in c) == 1 for c in clauses)
+    ]
 
 
 def gadget(n_vars: int, clauses: list[tuple[int, int, int]]):

@@ -1,4 +1,5 @@
 """The LP-first integer point (Work.integer_point) decides exactly what the integer program decides."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from tasks.audit.decide import can_fill
-from tasks.audit.program import CellProgram, Constraint, Work, dual_bound
+from privpub.tasks.audit.decide import can_fill
+from privpub.tasks.audit.program import CellProgram, Constraint, Work, dual_bound
 
 
 @st.composite
@@ -36,8 +37,12 @@ def programs(draw):
 
 def milp_only(prog: CellProgram, objective: np.ndarray):
     upper = prog.ub[prog.var_cell, prog.var_value].astype(float)
-    res = milp(objective, integrality=np.ones(prog.n_vars), bounds=Bounds(np.zeros(prog.n_vars), upper),
-               constraints=[prog.base])
+    res = milp(
+        objective,
+        integrality=np.ones(prog.n_vars),
+        bounds=Bounds(np.zeros(prog.n_vars), upper),
+        constraints=[prog.base],
+    )
     return None if res.status != 0 else round(res.fun)
 
 
@@ -72,7 +77,6 @@ def test_fractional_relaxation_falls_back_to_the_integer_program():
     con = LinearConstraint(np.array([[1.0, 1.0], [1.0, -1.0]]), [2, 0], [2, 0])
     assert list(work.integer_point(np.zeros(2), np.zeros(2), np.ones(2), [con])) == [1, 1]
     assert work.solves == 1  # the relaxation's point is integral: no integer program
-
 
 
 @settings(max_examples=60, deadline=None)
@@ -142,8 +146,7 @@ def test_certified_upper_bound_is_never_below_the_integer_maximum(case, seed):
     work = Work()
     bound = work.upper_bound(f, prog.base.A, prog.base.lb, upper)
     assert bound >= -best
-    relaxed = milp(-f.astype(float), bounds=Bounds(np.zeros(prog.n_vars), upper.astype(float)),
-                   constraints=[prog.base])
+    relaxed = milp(-f.astype(float), bounds=Bounds(np.zeros(prog.n_vars), upper.astype(float)), constraints=[prog.base])
     assert bound == int(np.floor(-relaxed.fun + 1e-9))  # the LP's value, floored
     assert work.upper_bound(f, prog.base.A, prog.base.lb, upper) == bound  # the kept model, warm
     for _ in range(3):

@@ -1,13 +1,14 @@
 """Hypothesis: on tiny populations the auditor agrees with brute force over all instances."""
+
 from __future__ import annotations
 
 import pandas as pd
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tasks.audit import Auditor
-from tasks.audit.decide import compute_delta, narrowable_groups, restricted
-from tasks.audit.program import Work
+from privpub.tasks.audit import Auditor
+from privpub.tasks.audit.decide import compute_delta, narrowable_groups, restricted
+from privpub.tasks.audit.program import Work
 from tests.audit import brute
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -116,8 +117,9 @@ def check_routes(people, public, secret, facts, query, l, open_world):
     if fast.everything:
         assert truth == g
     else:
-        mine = frozenset().union(*[brute.instances_of(restricted(auditor.knowledge, sets, a, b), world)
-                                   for a, b in fast.unsafe.items()])
+        mine = frozenset().union(
+            *[brute.instances_of(restricted(auditor.knowledge, sets, a, b), world) for a, b in fast.unsafe.items()]
+        )
         assert mine == truth
         assert set(fast.unsafe) == set(listed.unsafe)
     assert fast.floor() == brute.floor(truth, n)
@@ -126,8 +128,9 @@ def check_routes(people, public, secret, facts, query, l, open_world):
     bounded = compute_delta(auditor.knowledge, sets, l, Work(), need=l)
     assert bounded.is_safe_query(l) == (not truth or brute.floor(truth, n) >= l)
     if bounded.implicit:
-        assert truth and all(len(mine) >= l and mine <= real for mine, real
-                             in zip(bounded.coverage, brute.possible_values(truth, n)))
+        assert truth and all(
+            len(mine) >= l and mine <= real for mine, real in zip(bounded.coverage, brute.possible_values(truth, n))
+        )
     return fast.shortcut
 
 
@@ -148,8 +151,9 @@ def test_derived_group_route_decides_without_listing_answers():
     # all b: exactly those two answers are unsafe, found without listing q's answers
     people = [f"p{i}" for i in range(7)]
     secret = ["a", "b", "c", "a", "b", "c", "d"]
-    route = check_routes(people, sorted(secret), secret, [frozenset(range(5))], frozenset(range(3)), 2,
-                         open_world=False)
+    route = check_routes(
+        people, sorted(secret), secret, [frozenset(range(5))], frozenset(range(3)), 2, open_world=False
+    )
     assert "derived" in route
     auditor, calls = make_auditor(people, sorted(secret), secret, 2)
     auditor.add_public_fact(people[:5], secret[:5])
@@ -166,8 +170,10 @@ def test_a_group_outside_the_span_can_be_pinned_so_route_3_does_not_apply():
     f, q = frozenset(range(5)), frozenset({3, 4, 5, 6})
     world = brute.all_instances(8, sorted(secret), closed=True)
     g = frozenset(i for i in world if brute.answer(i, [f]) == brute.answer(tuple(secret), [f]))
-    pinned_by = {a: [p for p, vals in enumerate(brute.possible_values(s, 8)) if len(vals) < 2]
-                 for a, s in brute.unsafe_answers(g, [q], 8, 2).items()}
+    pinned_by = {
+        a: [p for p, vals in enumerate(brute.possible_values(s, 8)) if len(vals) < 2]
+        for a, s in brute.unsafe_answers(g, [q], 8, 2).items()
+    }
     assert {5, 6} <= set(pinned_by[(("b", "b", "d", "d"),)])
     auditor, _ = make_auditor(people, sorted(secret), secret, 2)
     auditor.add_public_fact(people[:5], secret[:5])

@@ -1,5 +1,6 @@
 """Route 4 (instances of Delta prove floor(Delta) >= l) and the implicit Delta it leaves after a
 positive denial, against brute force over every instance."""
+
 from __future__ import annotations
 
 import json
@@ -7,10 +8,10 @@ import json
 import numpy as np
 import pandas as pd
 
-from tasks.audit import Auditor
-from tasks.audit.decide import compute_delta
-from tasks.audit.program import Work
-from tasks.audit.witness import heavy_regions
+from privpub.tasks.audit import Auditor
+from privpub.tasks.audit.decide import compute_delta
+from privpub.tasks.audit.program import Work
+from privpub.tasks.audit.witness import heavy_regions
 from tests.audit import brute
 
 
@@ -59,8 +60,10 @@ def test_sweep_of_random_small_cases_agrees_with_brute_force_decision_by_decisio
         n, k = int(rng.integers(3, 8)), int(rng.integers(2, 5))
         secret = ["abcd"[i] for i in rng.integers(0, k, n)]
         l = int(rng.choice([2, 2, 3]))
-        queries = [frozenset(rng.choice(n, int(rng.integers(1, n + 1)), replace=False).tolist())
-                   for _ in range(int(rng.integers(1, 6)))]
+        queries = [
+            frozenset(rng.choice(n, int(rng.integers(1, n + 1)), replace=False).tolist())
+            for _ in range(int(rng.integers(1, 6)))
+        ]
         replay(secret, l, queries, routes)
     # the new routes were exercised: proofs by instances, implicit Deltas, decisions after them
     assert routes["witness"] >= 3 and routes["implicit"] >= 3 and routes["after_implicit"] >= 2, routes
@@ -135,15 +138,19 @@ def test_regions_b_hold_only_instances_of_delta_and_their_bound_is_tight():
         inst_secret = tuple(values.index(v) for v in secret)
         l = int(rng.choice([2, 2, 3]))
         auditor, people, _ = auditor_for([str(v) for v in secret], l)
-        world = frozenset(tuple(values.index(int(v)) for v in i)
-                          for i in brute.all_instances(n, sorted(map(str, secret)), closed=True))
+        world = frozenset(
+            tuple(values.index(int(v)) for v in i)
+            for i in brute.all_instances(n, sorted(map(str, secret)), closed=True)
+        )
         g = world
         for _ in range(int(rng.integers(0, 3))):
             fact = frozenset(rng.choice(n, int(rng.integers(1, n + 1)), replace=False).tolist())
             auditor.add_public_fact([people[p] for p in fact], [str(secret[p]) for p in fact])
             g = frozenset(i for i in g if brute.answer(i, [fact]) == brute.answer(inst_secret, [fact]))
         q = frozenset(rng.choice(n, int(rng.integers(1, n + 1)), replace=False).tolist())
-        prog = auditor.knowledge.program(auditor.knowledge.branches[0], [auditor.universe.members([people[p] for p in q])])
+        prog = auditor.knowledge.program(
+            auditor.knowledge.branches[0], [auditor.universe.members([people[p] for p in q])]
+        )
         unsafe = brute.delta(g, [q], n, l)
         for row in heavy_regions(prog, l, Work()):
             members, next_to = region_members(prog, g, row)

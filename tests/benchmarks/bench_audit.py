@@ -11,6 +11,7 @@ percentiles.
     flock /tmp/privpub-bench.lock .venv/bin/python -m tests.benchmarks.bench_audit \
         [--workload narrow|wide|intervals] [--budget N] [--time-budget SECONDS] [--l L] [--queries Q]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,15 +20,17 @@ import time
 import numpy as np
 import pandas as pd
 
-from tasks.audit import Auditor
+from privpub.tasks.audit import Auditor
 
 
 def make_population(rng: np.random.Generator, n: int, n_values: int):
-    people = pd.DataFrame({
-        "pid": [f"p{i:04d}" for i in range(n)],
-        "age": rng.integers(18, 91, n),
-        "region": rng.integers(0, 10, n),
-    })
+    people = pd.DataFrame(
+        {
+            "pid": [f"p{i:04d}" for i in range(n)],
+            "age": rng.integers(18, 91, n),
+            "region": rng.integers(0, 10, n),
+        }
+    )
     weights = rng.dirichlet(np.full(n_values, 2.0))
     secret = rng.choice([f"d{k:02d}" for k in range(n_values)], size=n, p=weights)
     return people, dict(zip(people["pid"], secret))
@@ -61,8 +64,9 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--l", type=int, help="default: the workload's")
     ap.add_argument("--budget", type=int, default=150)
-    ap.add_argument("--time-budget", type=float, default=0.8,
-                    help="seconds per decision's simulatable stage (<= 0: none)")
+    ap.add_argument(
+        "--time-budget", type=float, default=0.8, help="seconds per decision's simulatable stage (<= 0: none)"
+    )
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
@@ -73,9 +77,15 @@ def main() -> None:
 
     rng = np.random.default_rng(args.seed)
     people, secret = make_population(rng, args.people, args.values)
-    auditor = Auditor(people, list(secret.values()), args.l, lambda ids: [secret[i] for i in ids],
-                      id_column="pid", budget=args.budget,
-                      time_budget=args.time_budget if args.time_budget > 0 else None)
+    auditor = Auditor(
+        people,
+        list(secret.values()),
+        args.l,
+        lambda ids: [secret[i] for i in ids],
+        id_column="pid",
+        budget=args.budget,
+        time_budget=args.time_budget if args.time_budget > 0 else None,
+    )
     latencies, kinds = [], []
     start, cpu_start = time.perf_counter(), time.process_time()
     for predicate in make_queries(rng, args.queries, with_region):
@@ -84,22 +94,31 @@ def main() -> None:
         latencies.append(time.perf_counter() - t0)
         kinds.append("budget-denied" if d.budget_hit else d.response)
         if args.verbose:
-            print(f"{len(kinds):4d} {latencies[-1]:7.3f}s {kinds[-1]:16s} solves={d.solves:5d} {predicate}"
-                  f"  [{d.reason[:60]}]", flush=True)
+            print(
+                f"{len(kinds):4d} {latencies[-1]:7.3f}s {kinds[-1]:16s} solves={d.solves:5d} {predicate}"
+                f"  [{d.reason[:60]}]",
+                flush=True,
+            )
     total, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     lat = np.array(latencies)
-    print(f"workload={args.workload} people={args.people} values={args.values} queries={args.queries} l={args.l} "
-          f"budget={args.budget} integer programs/decision time_budget={args.time_budget}s")
+    print(
+        f"workload={args.workload} people={args.people} values={args.values} queries={args.queries} l={args.l} "
+        f"budget={args.budget} integer programs/decision time_budget={args.time_budget}s"
+    )
     print(f"wall={total:.1f}s cpu={cpu:.1f}s")
-    print(f"decisions/s={len(lat) / total:.2f}  p50={np.percentile(lat, 50):.3f}s  "
-          f"p95={np.percentile(lat, 95):.3f}s  max={lat.max():.3f}s")
+    print(
+        f"decisions/s={len(lat) / total:.2f}  p50={np.percentile(lat, 50):.3f}s  "
+        f"p95={np.percentile(lat, 95):.3f}s  max={lat.max():.3f}s"
+    )
     for kind in ["answer", "negative-denial", "positive-denial", "budget-denied"]:
         print(f"  {kind:16s} {kinds.count(kind) / len(kinds):6.1%}")
     if auditor.knowledge.denial is not None:  # a positive denial by route 4, not yet listed
         print("knowledge implicit (Delta of a positive denial, listed by the next decision)")
     else:
-        print(f"knowledge branches={len(auditor.knowledge.branches)} "
-              f"facts={sum(len(b) for b in auditor.knowledge.branches)}")
+        print(
+            f"knowledge branches={len(auditor.knowledge.branches)} "
+            f"facts={sum(len(b) for b in auditor.knowledge.branches)}"
+        )
 
 
 if __name__ == "__main__":

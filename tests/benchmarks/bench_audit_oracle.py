@@ -14,12 +14,13 @@ pinning costs nothing.
     flock /tmp/privpub-bench.lock .venv/bin/python -m tests.benchmarks.bench_audit_oracle \
         --oracle skipped [bench_audit's options, e.g. --verbose --queries 60]
 """
+
 from __future__ import annotations
 
 import inspect
 import sys
 
-from tasks.audit import decide
+from privpub.tasks.audit import decide
 from tests.benchmarks import bench_audit
 
 
@@ -38,7 +39,7 @@ def main() -> None:
         raise SystemExit("--oracle cleared|skipped is required")
     at = sys.argv.index("--oracle")
     mode = sys.argv[at + 1]
-    del sys.argv[at:at + 2]
+    del sys.argv[at : at + 2]
     if mode == "cleared":
         decide.never_pinned = lambda *args: True
         decide.fact_structure = lambda *args: ()

@@ -7,13 +7,14 @@ results equal the one-pass ones.
 
     flock /tmp/privpub-bench.lock .venv/bin/python -m tests.benchmarks.bench_chunked_verify
 """
+
 from __future__ import annotations
 
 import argparse
 import time
 
-from tasks.anonymize.base import Release
-from tasks.demo_data import census
+from privpub.tasks.core.technique import Release
+from privpub.tasks.demo_data import census
 from tests.helpers import census_spec_toml
 from tests.test_butterfly_pipeline import spec_toml as multi_qid_toml
 from tests.test_chunked_verify import _release, _spec, one_pass_anatomy, one_pass_multi_qid
@@ -42,12 +43,18 @@ def main() -> None:
     args = ap.parse_args()
     frame = census(args.rows, seed=1)
     cases = {
-        "union-qid k=50": (multi_qid_toml("union-qid", 50), lambda t, r: one_pass_multi_qid(
-            r.tables["table"], t.qids, t.k, t.k_prime, t.union)),
-        "anatomy l=3": (census_spec_toml(technique="anatomy", k=None, l=3),
-                        lambda t, r: one_pass_anatomy(r, "occupation", 3)),
+        "union-qid k=50": (
+            multi_qid_toml("union-qid", 50),
+            lambda t, r: one_pass_multi_qid(r.tables["table"], t.qids, t.k, t.k_prime, t.union),
+        ),
+        "anatomy l=3": (
+            census_spec_toml(technique="anatomy", k=None, l=3),
+            lambda t, r: one_pass_anatomy(r, "occupation", 3),
+        ),
     }
-    print(f"{args.rows} rows\n| release | one pass s (cpu) | 1 chunk s (cpu) | {args.chunks} chunks s (cpu) |\n|---|---|---|---|")
+    print(
+        f"{args.rows} rows\n| release | one pass s (cpu) | 1 chunk s (cpu) | {args.chunks} chunks s (cpu) |\n|---|---|---|---|"
+    )
     for name, (toml, reference) in cases.items():
         tech, release = _release(toml, frame)
         expected, w0, c0 = timed(lambda: reference(tech, fresh(release)))

@@ -9,6 +9,7 @@ rest of the publish is what bench_e2e measures).
 Target: the three together at most 10 s a release, flat in the number of earlier releases.
 Run: `make bench-compose` (BENCH_ARGS="--rows 1000000 --releases 12 --turnover 0.1").
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,13 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from schemas.spec import spec_from_dict
-from state.store import Store
-from tasks.anonymize.base import get_technique
-from tasks.compose.check import SeriesCheck
-from tasks.demo_data import CENSUS_QI, census
-from tasks.microdata import Microdata
-from tasks.partition.mondrian import mondrian_partition
+from privpub.schemas.spec import spec_from_dict
+from privpub.state.store import Store
+from privpub.tasks.compose.check import SeriesCheck
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import get_technique
+from privpub.tasks.demo_data import CENSUS_QI, census
+from privpub.tasks.partition.mondrian import mondrian_partition
 
 
 def main() -> None:
@@ -39,10 +40,19 @@ def main() -> None:
     n, r = args.rows, args.releases
     fresh = int(n * args.turnover)
     pool = census(n + fresh * (r - 1), seed=1)  # everyone who is ever in the series
-    spec = spec_from_dict({"dataset": {"name": "census", "input": "x.csv", "person_id": "pid",
-                                       "sensitive": "occupation", "qi": CENSUS_QI},
-                           "technique": {"name": "generalization", "k": 10, "l": 3},
-                           "series": {"composition": "warn", "keep_groups": args.keep_groups}})
+    spec = spec_from_dict(
+        {
+            "dataset": {
+                "name": "census",
+                "input": "x.csv",
+                "person_id": "pid",
+                "sensitive": "occupation",
+                "qi": CENSUS_QI,
+            },
+            "technique": {"name": "generalization", "k": 10, "l": 3},
+            "series": {"composition": "warn", "keep_groups": args.keep_groups},
+        }
+    )
     technique = get_technique(spec)
     rng = np.random.default_rng(0)
     present = np.arange(n)
@@ -73,10 +83,15 @@ def main() -> None:
         stored = store.query(lambda con: con.execute("SELECT count(*) FROM compose_people").fetchone()[0])
         below = results[0].worst["below"] if results else 0
         fewest = results[0].value if results else "-"
-        print(f"{month:7d} | {t1 - t0:6.2f} | {t2 - t1:7.2f} | {t3 - t2:8.2f} | {t3 - t0:7.2f} | "
-              f"{below:7d} | {fewest!s:>13} | {stored:,}", flush=True)
+        print(
+            f"{month:7d} | {t1 - t0:6.2f} | {t2 - t1:7.2f} | {t3 - t2:8.2f} | {t3 - t0:7.2f} | "
+            f"{below:7d} | {fewest!s:>13} | {stored:,}",
+            flush=True,
+        )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    print(f"peak RSS of the process {peak:.2f} GiB; state file {(folder / 'privpub.duckdb').stat().st_size / 2**20:.0f} MiB")
+    print(
+        f"peak RSS of the process {peak:.2f} GiB; state file {(folder / 'privpub.duckdb').stat().st_size / 2**20:.0f} MiB"
+    )
 
 
 if __name__ == "__main__":

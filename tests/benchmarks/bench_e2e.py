@@ -30,6 +30,7 @@ process and the children it waited for (GNU time's %M, %U, %S). The table shows 
 best wall time and that run's CPU time; the machine is shared, so CPU time is the steadier
 figure. One table is printed at the end, with the load average.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,7 +39,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -47,11 +47,11 @@ from pathlib import Path
 
 import psutil
 
-from tests.benchmarks.bench_muco import census_income, make_spec as muco_spec
-from tests.benchmarks.bench_spine import (EXTERNAL, ROOT, SENSITIVE, anonypyx_input, make_spec,
-                                          print_table)
+from tests.benchmarks.bench_muco import census_income
+from tests.benchmarks.bench_muco import make_spec as muco_spec
+from tests.benchmarks.bench_spine import EXTERNAL, ROOT, SENSITIVE, anonypyx_input, make_spec, print_table
 
-GiB = 1024 ** 3
+GiB = 1024**3
 PRIVPUB = ROOT / ".venv" / "bin" / "privpub"
 PREFECT = ROOT / ".venv" / "bin" / "prefect"
 GNU_TIME = "/usr/bin/time"
@@ -60,6 +60,7 @@ CASES = ("gen-1m", "gen-250k", "demo", "muco")
 
 
 # --- measuring one process ----------------------------------------------------------------------
+
 
 def measured(cmd: list[str], env: dict, cwd: Path) -> dict:
     """Run cmd to completion: wall seconds, peak RSS of its process tree, its own peak RSS.
@@ -105,10 +106,15 @@ def measured(cmd: list[str], env: dict, cwd: Path) -> dict:
     err.seek(0)
     own = (rss_file.read_text().strip().splitlines() or [""])[-1].split() if rss_file.is_file() else []
     rss_file.unlink(missing_ok=True)
-    res = {"wall_s": wall, "tree_rss": peak[0], "max_rss": int(own[0]) * 1024 if len(own) == 3 else 0,
-           "cpu_s": float(own[1]) + float(own[2]) if len(own) == 3 else float("nan"),
-           "returncode": proc.returncode, "stdout": out.read().decode(errors="replace"),
-           "stderr": err.read().decode(errors="replace")}
+    res = {
+        "wall_s": wall,
+        "tree_rss": peak[0],
+        "max_rss": int(own[0]) * 1024 if len(own) == 3 else 0,
+        "cpu_s": float(own[1]) + float(own[2]) if len(own) == 3 else float("nan"),
+        "returncode": proc.returncode,
+        "stdout": out.read().decode(errors="replace"),
+        "stderr": err.read().decode(errors="replace"),
+    }
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{res['stderr'][-3000:]}")
     return res
@@ -117,11 +123,16 @@ def measured(cmd: list[str], env: dict, cwd: Path) -> dict:
 def best_of(repeat: int, run) -> dict:
     runs = [run() for _ in range(repeat)]
     best = min(runs, key=lambda r: r["wall_s"])
-    return {**best, "walls": [r["wall_s"] for r in runs], "tree_rss": max(r["tree_rss"] for r in runs),
-            "max_rss": max(r["max_rss"] for r in runs)}
+    return {
+        **best,
+        "walls": [r["wall_s"] for r in runs],
+        "tree_rss": max(r["tree_rss"] for r in runs),
+        "max_rss": max(r["max_rss"] for r in runs),
+    }
 
 
 # --- Prefect configurations ---------------------------------------------------------------------
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -131,8 +142,12 @@ def free_port() -> int:
 
 def base_env(prefect_home: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PREFECT_HOME=str(prefect_home), DO_NOT_TRACK="1", PREFECT_SERVER_ANALYTICS_ENABLED="false",
-               PY_KEY_VALUE_DISABLE_BEARTYPE="true")
+    env.update(
+        PREFECT_HOME=str(prefect_home),
+        DO_NOT_TRACK="1",
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        PY_KEY_VALUE_DISABLE_BEARTYPE="true",
+    )
     return env
 
 
@@ -144,8 +159,12 @@ class PrefectServer:
         self.url = f"http://127.0.0.1:{self.port}/api"
         self.env = base_env(home)
         self.log = open(home / "server.log", "w")
-        self.proc = subprocess.Popen([str(PREFECT), "server", "start", "--host", "127.0.0.1", "--port",
-                                      str(self.port)], env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [str(PREFECT), "server", "start", "--host", "127.0.0.1", "--port", str(self.port)],
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.time() + 120
         while time.time() < deadline:
             try:
@@ -167,6 +186,7 @@ class PrefectServer:
 
 
 # --- inputs and specs ---------------------------------------------------------------------------
+
 
 def toml_value(v) -> str:
     if isinstance(v, bool):
@@ -194,23 +214,30 @@ def spec_dict(spec, input_path: Path) -> dict:
     """A parsed ReleaseSpec back as the TOML's sections, reading `input_path`, seed 1."""
     ds = spec.dataset
     qi = [{k: v for k, v in q.model_dump().items() if v is not None} for q in ds.qi]
-    return {"dataset": {"name": ds.name, "input": str(input_path), "person_id": ds.person_id,
-                        "sensitive": ds.sensitive, "qi": qi},
-            "technique": {"name": spec.technique.name, **spec.technique.params},
-            "output": {"dir": "releases", "state": "privpub.duckdb", "seed": 1}}
+    return {
+        "dataset": {
+            "name": ds.name,
+            "input": str(input_path),
+            "person_id": ds.person_id,
+            "sensitive": ds.sensitive,
+            "qi": qi,
+        },
+        "technique": {"name": spec.technique.name, **spec.technique.params},
+        "output": {"dir": "releases", "state": "privpub.duckdb", "seed": 1},
+    }
 
 
 def prepare(case: str, work: Path, args) -> dict:
     """Input file and spec sections of a case (written once, reused by every run)."""
-    from tasks.demo_data import census
+    from privpub.tasks.demo_data import census
 
     if case == "gen-1m":
         frame, spec = census(args.rows_1m, seed=1), make_spec(10, 3, None)
     elif case == "gen-250k":
         frame, spec = census(args.rows_250k, seed=1), make_spec(10, None, QI_250K)
     elif case == "demo":
-        from flows.demo import prepare_demo
-        from schemas.spec import load_spec
+        from privpub.flows.demo import prepare_demo
+        from privpub.schemas.spec import load_spec
 
         spec_path = prepare_demo(work / "demo", rows=5000)
         spec = load_spec(spec_path)
@@ -222,7 +249,7 @@ def prepare(case: str, work: Path, args) -> dict:
     frame.to_csv(path, index=False)
     out = {"spec": spec_dict(spec, path)}
     if case == "gen-250k":
-        from tasks.microdata import Microdata
+        from privpub.tasks.core.microdata import Microdata
 
         ax_in, categorical = anonypyx_input(frame, Microdata.from_frame(spec, frame), QI_250K)
         out["anonypyx_input"] = work / "anonypyx_in.parquet"
@@ -240,22 +267,44 @@ def publish_once(spec: dict, env: dict, work: Path) -> dict:
 
 
 def anonypyx_once(prep: dict, python: Path, work: Path) -> dict:
-    cmd = [str(python), str(EXTERNAL), "anonypyx", "--input", str(prep["anonypyx_input"]),
-           "--output", str(work / "anonypyx_out.parquet"), "--qi", ",".join(QI_250K),
-           "--categorical", ",".join(prep["categorical"]), "--sensitive", SENSITIVE, "--k", "10",
-           "--repeat", "1"]
+    cmd = [
+        str(python),
+        str(EXTERNAL),
+        "anonypyx",
+        "--input",
+        str(prep["anonypyx_input"]),
+        "--output",
+        str(work / "anonypyx_out.parquet"),
+        "--qi",
+        ",".join(QI_250K),
+        "--categorical",
+        ",".join(prep["categorical"]),
+        "--sensitive",
+        SENSITIVE,
+        "--k",
+        "10",
+        "--repeat",
+        "1",
+    ]
     return measured(cmd, dict(os.environ), work)
 
 
 # --- the table ----------------------------------------------------------------------------------
 
-TARGETS = {("gen-1m", "none"): (15, 2 * GiB), ("gen-1m", "running"): (12, 2 * GiB),
-           ("demo", "none"): (8, None), ("demo", "running"): (4, None),
-           ("muco", "none"): (10, None), ("muco", "running"): (10, None)}
-LABELS = {"gen-1m": "generalization k=10 l=3, 1M rows, 8 QIs",
-          "gen-250k": "generalization k=10, 250K rows, 5 QIs",
-          "demo": "demo: generalization k=10 l=3, 5,000 rows",
-          "muco": "MuCo delta=1/5 l=10, 40,152 rows, 7 QIs"}
+TARGETS = {
+    ("gen-1m", "none"): (15, 2 * GiB),
+    ("gen-1m", "running"): (12, 2 * GiB),
+    ("demo", "none"): (8, None),
+    ("demo", "running"): (4, None),
+    ("muco", "none"): (10, None),
+    ("muco", "running"): (10, None),
+}
+LABELS = {
+    "gen-1m": "generalization k=10 l=3, 1M rows, 8 QIs",
+    "gen-250k": "generalization k=10, 250K rows, 5 QIs",
+    "demo": "demo: generalization k=10 l=3, 5,000 rows",
+    "muco": "MuCo delta=1/5 l=10, 40,152 rows, 7 QIs",
+}
 
 
 def target_text(case: str, server: str, results: dict) -> tuple[str, str]:
@@ -280,17 +329,39 @@ def report(results: dict, cases: list[str]) -> None:
             if r is None:
                 continue
             target, verdict = target_text(case, server, results)
-            rows.append([LABELS[case], f"privpub publish, server {server}", f"{r['wall_s']:.1f}",
-                         f"{r['cpu_s']:.1f}", " / ".join(f"{w:.1f}" for w in r["walls"]), f"{r['tree_rss'] / GiB:.2f}",
-                         f"{r['max_rss'] / GiB:.2f}", target, verdict])
+            rows.append(
+                [
+                    LABELS[case],
+                    f"privpub publish, server {server}",
+                    f"{r['wall_s']:.1f}",
+                    f"{r['cpu_s']:.1f}",
+                    " / ".join(f"{w:.1f}" for w in r["walls"]),
+                    f"{r['tree_rss'] / GiB:.2f}",
+                    f"{r['max_rss'] / GiB:.2f}",
+                    target,
+                    verdict,
+                ]
+            )
         if case == "gen-250k" and ("anonypyx", "-") in results:
             r = results[("anonypyx", "-")]
-            rows.append([LABELS[case], "anonypyx Mondrian, whole process", f"{r['wall_s']:.1f}",
-                         f"{r['cpu_s']:.1f}", " / ".join(f"{w:.1f}" for w in r["walls"]), f"{r['tree_rss'] / GiB:.2f}",
-                         f"{r['max_rss'] / GiB:.2f}", "(reference)", ""])
-    print_table("End to end: a fresh process per run, wall time from start to exit",
-                ["case", "run", "wall s", "CPU s", "runs s", "tree peak GiB", "max proc GiB", "target", "result"],
-                rows)
+            rows.append(
+                [
+                    LABELS[case],
+                    "anonypyx Mondrian, whole process",
+                    f"{r['wall_s']:.1f}",
+                    f"{r['cpu_s']:.1f}",
+                    " / ".join(f"{w:.1f}" for w in r["walls"]),
+                    f"{r['tree_rss'] / GiB:.2f}",
+                    f"{r['max_rss'] / GiB:.2f}",
+                    "(reference)",
+                    "",
+                ]
+            )
+    print_table(
+        "End to end: a fresh process per run, wall time from start to exit",
+        ["case", "run", "wall s", "CPU s", "runs s", "tree peak GiB", "max proc GiB", "target", "result"],
+        rows,
+    )
 
 
 def main() -> None:
@@ -321,8 +392,9 @@ def main() -> None:
             preps[case] = prepare(case, work, args)
         if "gen-250k" in cases and not args.skip_external:
             print("anonypyx (whole process) ...", flush=True)
-            results[("anonypyx", "-")] = best_of(args.external_repeat, lambda: anonypyx_once(preps["gen-250k"],
-                                                                                    args.bench_python, work))
+            results[("anonypyx", "-")] = best_of(
+                args.external_repeat, lambda: anonypyx_once(preps["gen-250k"], args.bench_python, work)
+            )
         for server in ("none", "running"):
             home = Path(tempfile.mkdtemp(prefix=f"prefect-{server}-", dir=work))
             srv = PrefectServer(home) if server == "running" else None
@@ -340,8 +412,15 @@ def main() -> None:
     report(results, cases)
     print(f"load average at the end: {' / '.join(f'{x:.1f}' for x in os.getloadavg())} (at the start: {load0})")
     if args.json:
-        args.json.write_text(json.dumps({f"{c}|{s}": {k: v for k, v in r.items() if k not in ("stdout", "stderr")}
-                                         for (c, s), r in results.items()}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    f"{c}|{s}": {k: v for k, v in r.items() if k not in ("stdout", "stderr")}
+                    for (c, s), r in results.items()
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ estimates, group sizes, uncertainty penalty) runs --repeat times on it, each tim
 of the published table, so no column coding cached from an earlier run is reused. Prints the
 best wall time, its CPU time and microseconds per row. Target: at most 3 us a row.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,11 +16,11 @@ import time
 
 import numpy as np
 
-from schemas.spec import spec_from_dict
-from tasks.anonymize.base import Release, get_technique
-from tasks.demo_data import census, census_spec
-from tasks.evaluate import evaluate
-from tasks.microdata import Microdata
+from privpub.schemas.spec import spec_from_dict
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import Release, get_technique
+from privpub.tasks.demo_data import census, census_spec
+from privpub.tasks.evaluate import evaluate
 
 
 def main() -> None:
@@ -39,11 +40,24 @@ def main() -> None:
         figures = evaluate(tech, fresh, data)
         runs.append((time.perf_counter() - w, time.process_time() - c))
     wall, cpu = min(runs)
-    print(f"evaluate, {args.rows:,} rows, 8 QIs, k = 10, l = 3: best of {args.repeat}: {wall:.2f} s wall, "
-          f"{cpu:.2f} s CPU, {wall / args.rows * 1e6:.2f} us a row (target <= 3); runs: "
-          + ", ".join(f"{w:.2f}" for w, _ in runs))
-    print({k: figures[k] for k in ("queries", "query_error_1pct", "query_error_5pct", "query_error_10pct",
-                                   "groups", "uncertainty_penalty")})
+    print(
+        f"evaluate, {args.rows:,} rows, 8 QIs, k = 10, l = 3: best of {args.repeat}: {wall:.2f} s wall, "
+        f"{cpu:.2f} s CPU, {wall / args.rows * 1e6:.2f} us a row (target <= 3); runs: "
+        + ", ".join(f"{w:.2f}" for w, _ in runs)
+    )
+    print(
+        {
+            k: figures[k]
+            for k in (
+                "queries",
+                "query_error_1pct",
+                "query_error_5pct",
+                "query_error_10pct",
+                "groups",
+                "uncertainty_penalty",
+            )
+        }
+    )
 
 
 if __name__ == "__main__":

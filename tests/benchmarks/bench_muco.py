@@ -18,6 +18,7 @@ The Mondrian baseline of the experiment is computed here from the same partition
 generalized to its group's range (numeric, ordinal) or value set (categorical), as the
 `generalization` technique publishes it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,14 +29,14 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from schemas.spec import spec_from_dict
-from tasks.anonymize.anatomy import Anatomy
-from tasks.anonymize.base import get_technique
-from tasks.anonymize.muco import exact_sums, iloss, random_sum_queries, relative_errors
-from tasks.demo_data import CENSUS_QI, census
-from tasks.microdata import Microdata
-from tasks.partition.mondrian import mondrian_partition
-from tasks.verify import delta_probability as dp
+from privpub.schemas.spec import spec_from_dict
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import get_technique
+from privpub.tasks.demo_data import CENSUS_QI, census
+from privpub.tasks.partition.mondrian import mondrian_partition
+from privpub.tasks.techniques.anatomy.technique import Anatomy
+from privpub.tasks.techniques.muco import delta_probability as dp
+from privpub.tasks.techniques.muco.technique import exact_sums, iloss, random_sum_queries, relative_errors
 
 QI_NAMES = ("age", "sex", "education", "marital", "race", "workclass", "country")
 
@@ -50,8 +51,12 @@ def census_income(n: int, seed: int = 0) -> pd.DataFrame:
 
 def make_spec(technique: dict):
     qi = [q for q in CENSUS_QI if q["name"] in QI_NAMES]
-    return spec_from_dict({"dataset": {"name": "census", "input": "census.csv", "person_id": "pid",
-                                       "sensitive": "income", "qi": qi}, "technique": technique})
+    return spec_from_dict(
+        {
+            "dataset": {"name": "census", "input": "census.csv", "person_id": "pid", "sensitive": "income", "qi": qi},
+            "technique": technique,
+        }
+    )
 
 
 class Clock:
@@ -67,8 +72,7 @@ class Clock:
     def report(self):
         for label, w, c in self.rows:
             print(f"  {label:<28} wall {w:7.2f} s   cpu {c:7.2f} s")
-        print(f"  {'total':<28} wall {sum(r[1] for r in self.rows):7.2f} s   "
-              f"cpu {sum(r[2] for r in self.rows):7.2f} s")
+        print(f"  {'total':<28} wall {sum(r[1] for r in self.rows):7.2f} s   cpu {sum(r[2] for r in self.rows):7.2f} s")
 
 
 def bench(rows: int, delta: str, l: int, disclosure: bool) -> None:
@@ -86,15 +90,20 @@ def bench(rows: int, delta: str, l: int, disclosure: bool) -> None:
     print(f"MuCo, {rows:,} rows, {len(QI_NAMES)} QIs, delta = {delta}, l = {l}")
     clock.report()
     print(f"  anonymize split: {release.info['seconds']}")
-    print(f"  groups {release.info['groups']} (sizes {release.info['min_group']}..{release.info['max_group']}), "
-          f"randomized unchanged {release.info['randomized_unchanged']}, unchangeable {release.info['unchangeable']}")
-    print(f"  stored table entries {release.private['output_tables'].num_rows:,}; "
-          f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+    print(
+        f"  groups {release.info['groups']} (sizes {release.info['min_group']}..{release.info['max_group']}), "
+        f"randomized unchanged {release.info['randomized_unchanged']}, unchangeable {release.info['unchangeable']}"
+    )
+    print(
+        f"  stored table entries {release.private['output_tables'].num_rows:,}; "
+        f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"
+    )
     for r in results:
         print(f"  {'PASS' if r.passed else 'FAIL'} {r.model}: {r.value}")
 
 
 # --- Mondrian baseline measured on the generalized cells ------------------------------------
+
 
 def group_boxes(data: Microdata, group: np.ndarray, n_groups: int):
     """Per QI: (lo, hi) codes per group, or for categorical QIs a (groups x values) presence matrix."""
@@ -164,8 +173,11 @@ def mondrian_disclosure(data, boxes, group, n_groups, rng, targets=2000, p_match
     member = []
     for a, (dom, box) in enumerate(zip(data.domains, boxes)):
         v = data.codes[t, a]
-        member.append(box[:, v].T if dom.kind == "categorical"
-                      else (box[0][None, :] <= v[:, None]) & (v[:, None] <= box[1][None, :]))
+        member.append(
+            box[:, v].T
+            if dom.kind == "categorical"
+            else (box[0][None, :] <= v[:, None]) & (v[:, None] <= box[1][None, :])
+        )
     d = len(member)
     sums = {s: [0.0, 0.0] for s in range(1, d + 1)}
 
@@ -191,13 +203,19 @@ def experiment(rows: int, l: int, deltas: list[str], n_queries: int) -> None:
     base = Microdata.from_frame(make_spec({"name": "muco", "delta": "1/6", "l": l}), frame)
     queries = random_sum_queries(base, rng, n=n_queries)
     exact = exact_sums(base, queries)
-    lines = ["| technique | ILoss | SUM rel. error mean | SUM rel. error var | "
-             + " | ".join(f"id/attr P={p}" for p in dp.P_MATCH) + " |",
-             "|---" * (4 + len(dp.P_MATCH)) + "|"]
+    lines = [
+        "| technique | ILoss | SUM rel. error mean | SUM rel. error var | "
+        + " | ".join(f"id/attr P={p}" for p in dp.P_MATCH)
+        + " |",
+        "|---" * (4 + len(dp.P_MATCH)) + "|",
+    ]
 
     def row(name, il, err, disc):
-        cells = " | ".join(f"{disc[p][0]:.4f} / {disc[p][1]:.4f}" for p in dp.P_MATCH) if disc else \
-            " | ".join("-" for _ in dp.P_MATCH)
+        cells = (
+            " | ".join(f"{disc[p][0]:.4f} / {disc[p][1]:.4f}" for p in dp.P_MATCH)
+            if disc
+            else " | ".join("-" for _ in dp.P_MATCH)
+        )
         il_txt = f"{il:.4f}" if il is not None else "0 (QIs exact)"
         lines.append(f"| {name} | {il_txt} | {err.mean():.4f} | {err.var():.4f} | {cells} |")
         print(lines[-1], flush=True)
@@ -210,8 +228,10 @@ def experiment(rows: int, l: int, deltas: list[str], n_queries: int) -> None:
         part = tech.partition(data, g)
         rel = tech.anonymize(data, part, g)
         res = {r.model: r.value for r in tech.verify(rel, {"data": data})}
-        disc = {p: (res[f"identity disclosure (P_match={p})"], res[f"attribute disclosure (P_match={p})"])
-                for p in dp.P_MATCH}
+        disc = {
+            p: (res[f"identity disclosure (P_match={p})"], res[f"attribute disclosure (P_match={p})"])
+            for p in dp.P_MATCH
+        }
         row(f"MuCo delta={delta}", iloss(rel, data), relative_errors(tech.estimate_sums(rel, queries), exact), disc)
 
     part = mondrian_partition(base, l, l)
@@ -231,6 +251,7 @@ def experiment(rows: int, l: int, deltas: list[str], n_queries: int) -> None:
 
 # --- the publish flow end to end, on a task runner --------------------------------------------
 
+
 def _toml(value) -> str:
     """Just enough TOML for a spec: strings, numbers, lists, inline tables."""
     if isinstance(value, str):
@@ -246,12 +267,22 @@ def _toml(value) -> str:
 
 def write_flow_spec(folder, technique: dict, run: dict) -> str:
     spec = make_spec(technique)
-    sections = {"dataset": {"name": "census", "input": "census.parquet", "person_id": "pid",
-                            "sensitive": "income", "qi": [q.model_dump(exclude_none=True) for q in spec.dataset.qi]},
-                "technique": technique, "output": {"dir": "releases", "state": "privpub.duckdb", "seed": 2024},
-                "run": run}
-    text = "\n".join(f"[{name}]\n" + "\n".join(f"{k} = {_toml(v)}" for k, v in body.items()) + "\n"
-                     for name, body in sections.items())
+    sections = {
+        "dataset": {
+            "name": "census",
+            "input": "census.parquet",
+            "person_id": "pid",
+            "sensitive": "income",
+            "qi": [q.model_dump(exclude_none=True) for q in spec.dataset.qi],
+        },
+        "technique": technique,
+        "output": {"dir": "releases", "state": "privpub.duckdb", "seed": 2024},
+        "run": run,
+    }
+    text = "\n".join(
+        f"[{name}]\n" + "\n".join(f"{k} = {_toml(v)}" for k, v in body.items()) + "\n"
+        for name, body in sections.items()
+    )
     path = folder / "spec.toml"
     path.write_text(text)
     return str(path)
@@ -325,8 +356,7 @@ class ProcessTreeMeter:
         return out
 
 
-def flow_bench(rows: int, delta: str, l: int, task_runner: str, workers: int | None,
-               chunk_rows: int | None) -> None:
+def flow_bench(rows: int, delta: str, l: int, task_runner: str, workers: int | None, chunk_rows: int | None) -> None:
     import os
     import tempfile
     from pathlib import Path
@@ -337,8 +367,8 @@ def flow_bench(rows: int, delta: str, l: int, task_runner: str, workers: int | N
     os.environ.setdefault("PREFECT_RESULTS_PERSIST_BY_DEFAULT", "false")
     from prefect.testing.utilities import prefect_test_harness
 
-    from flows.publish import publish
-    from state.store import Store
+    from privpub.flows.publish import publish
+    from privpub.state.store import Store
 
     folder = Path(tempfile.mkdtemp(prefix="privpub-bench-flow-"))
     census_income(rows).to_parquet(folder / "census.parquet", index=False)
@@ -354,16 +384,24 @@ def flow_bench(rows: int, delta: str, l: int, task_runner: str, workers: int | N
             wall, cpu = time.perf_counter() - w, time.process_time() - c
     info = Store(folder / "privpub.duckdb").release(release_id)
     kinds = meter.by_kind()
-    print(f"MuCo publish flow, {rows:,} rows, {len(QI_NAMES)} QIs, delta = {delta}, l = {l}, "
-          f"task runner {task_runner} (workers {workers or ('2' if task_runner == 'dask' else 'default')})")
-    print(f"  release {release_id} ({info['status']}); published sha256 "
-          + ", ".join(f"{t.table_name} {t.sha256[:16]}" for t in info["tables"].itertuples()))
-    print(f"  wall {wall:7.2f} s   cpu flow process {cpu:7.2f} s   " +
-          "   ".join(f"cpu {k} {v:.2f} s" for k, v in sorted(kinds.items())))
+    print(
+        f"MuCo publish flow, {rows:,} rows, {len(QI_NAMES)} QIs, delta = {delta}, l = {l}, "
+        f"task runner {task_runner} (workers {workers or ('2' if task_runner == 'dask' else 'default')})"
+    )
+    print(
+        f"  release {release_id} ({info['status']}); published sha256 "
+        + ", ".join(f"{t.table_name} {t.sha256[:16]}" for t in info["tables"].itertuples())
+    )
+    print(
+        f"  wall {wall:7.2f} s   cpu flow process {cpu:7.2f} s   "
+        + "   ".join(f"cpu {k} {v:.2f} s" for k, v in sorted(kinds.items()))
+    )
     print(f"  cpu flow + workers {cpu + kinds.get('dask worker', 0.0):.2f} s")
-    print(f"  peak RSS flow process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB; "
-          "children (sampled, summed per kind): " +
-          ", ".join(f"{k} {v / 2**20:.0f} MB" for k, v in sorted(meter.peak_rss.items())))
+    print(
+        f"  peak RSS flow process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB; "
+        "children (sampled, summed per kind): "
+        + ", ".join(f"{k} {v / 2**20:.0f} MB" for k, v in sorted(meter.peak_rss.items()))
+    )
 
 
 def main() -> None:
@@ -374,8 +412,11 @@ def main() -> None:
     ap.add_argument("--no-disclosure", action="store_true")
     ap.add_argument("--experiment", action="store_true")
     ap.add_argument("--queries", type=int, default=1000)
-    ap.add_argument("--task-runner", choices=["inprocess", "dask"],
-                    help="run the whole publish flow, mapping MuCo's chunks on this task runner")
+    ap.add_argument(
+        "--task-runner",
+        choices=["inprocess", "dask"],
+        help="run the whole publish flow, mapping MuCo's chunks on this task runner",
+    )
     ap.add_argument("--workers", type=int, help="Dask worker processes / threads of the runner")
     ap.add_argument("--chunk-rows", type=int, help="[technique] chunk_rows (default: MuCo's)")
     args = ap.parse_args()

@@ -21,6 +21,7 @@ peak RSS and CPU time (user + system, the steadier figure on a shared machine) o
 scheduler and workers; sampled every 0.2 s with psutil; a process's CPU time is counted from
 the case's start, up to the last sample).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,13 +37,13 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[2]
 PRIVPUB = ROOT / ".venv" / "bin" / "privpub"
-GiB = 1024 ** 3
+GiB = 1024**3
 STAGE = re.compile(r"([A-Za-z][\w ,-]*?) done in ([\d.]+) s")
 
 
 def make_data(folder: Path, rows: int, files: int) -> None:
     """`files` Parquet files of a synthetic census, person ids unique over all of them."""
-    from tasks.demo_data import census
+    from privpub.tasks.demo_data import census
 
     marker = folder / f".complete-{rows}-{files}"
     if marker.exists():
@@ -76,7 +77,7 @@ def make_next_month(source: Path, folder: Path, rows: int, turnover: float) -> N
     import numpy as np
     import pandas as pd
 
-    from tasks.demo_data import census
+    from privpub.tasks.demo_data import census
 
     marker = folder / f".complete-{rows}-{turnover}"
     if marker.exists():
@@ -139,8 +140,14 @@ def start_cluster(workers: int, memory: str):
 
     # spilling off: the workers hold secret rows (privpub refuses a cluster that would spill)
     with dask.config.set({"distributed.worker.memory.target": False, "distributed.worker.memory.spill": False}):
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, memory_limit=memory,
-                               dashboard_address=None, scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
+        cluster = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=memory,
+            dashboard_address=None,
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+        )
     return cluster, Client(cluster, set_as_default=False)
 
 
@@ -154,8 +161,9 @@ def run_case(name: str, spec: Path, rows: int, sampler: PeakRSS, cluster_pids: d
     cpu_before = dict(sampler.cpu)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     t0 = time.perf_counter()
-    proc = subprocess.Popen([str(PRIVPUB), "publish", str(spec)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        [str(PRIVPUB), "publish", str(spec)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
     sampler.track(proc.pid, "privpub")
     stages: dict[str, float] = {}
     tail: list[str] = []
@@ -171,16 +179,26 @@ def run_case(name: str, spec: Path, rows: int, sampler: PeakRSS, cluster_pids: d
     flow_peak = max((v for (pid, label), v in sampler.peak.items() if label == "privpub"), default=0)
     time.sleep(0.5)
     cpu = {key: seconds - cpu_before.get(key, 0.0) for key, seconds in sampler.cpu.items() if key in sampler.peak}
-    return {"case": name, "rows": rows, "rc": rc, "wall": wall, "stages": stages,
-            "peaks": dict(sampler.peak), "flow_peak": flow_peak, "cpu": cpu}
+    return {
+        "case": name,
+        "rows": rows,
+        "rc": rc,
+        "wall": wall,
+        "stages": stages,
+        "peaks": dict(sampler.peak),
+        "flow_peak": flow_peak,
+        "cpu": cpu,
+    }
 
 
 def report(results: list[dict]) -> None:
     print("\n== privpub bench-scale ==")
     print(f"load average: {os.getloadavg()}")
     for r in results:
-        print(f"\n{r['case']}: {r['rows']:,} rows, exit {r['rc']}, wall {r['wall']:.1f} s, "
-              f"{r['rows'] / r['wall']:,.0f} rows/s, {r['wall'] / (r['rows'] / 1e6):.2f} s per million rows")
+        print(
+            f"\n{r['case']}: {r['rows']:,} rows, exit {r['rc']}, wall {r['wall']:.1f} s, "
+            f"{r['rows'] / r['wall']:,.0f} rows/s, {r['wall'] / (r['rows'] / 1e6):.2f} s per million rows"
+        )
         for stage, seconds in r["stages"].items():
             print(f"  stage {stage:<45} {seconds:8.2f} s")
         for (pid, label), rss in sorted(r["peaks"].items(), key=lambda kv: -kv[1]):
@@ -192,8 +210,10 @@ def report(results: list[dict]) -> None:
     if "big" in by and "small-memory" in by:
         big = by["big"]["wall"] / (by["big"]["rows"] / 1e6)
         small = by["small-memory"]["wall"] / (by["small-memory"]["rows"] / 1e6)
-        print(f"\nbig: {big:.2f} s per million rows; in memory at {by['small-memory']['rows']:,}: "
-              f"{small:.2f} s per million rows; ratio {big / small:.2f} (target <= 2)")
+        print(
+            f"\nbig: {big:.2f} s per million rows; in memory at {by['small-memory']['rows']:,}: "
+            f"{small:.2f} s per million rows; ratio {big / small:.2f} (target <= 2)"
+        )
 
 
 def main(argv=None) -> int:
@@ -204,8 +224,11 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--worker-memory", default="4GiB")
     ap.add_argument("--chunk-rows", type=int, default=1_000_000)
-    ap.add_argument("--cases", default="small-memory,small-cluster,big",
-                    help="also: series (two monthly releases of --series-rows on the cluster)")
+    ap.add_argument(
+        "--cases",
+        default="small-memory,small-cluster,big",
+        help="also: series (two monthly releases of --series-rows on the cluster)",
+    )
     ap.add_argument("--series-rows", type=int, default=4_000_000)
     ap.add_argument("--work", type=Path, default=Path("/tmp/privpub-bench-scale"))
     args = ap.parse_args(argv)
@@ -223,11 +246,14 @@ def main(argv=None) -> int:
         cluster, client = start_cluster(args.workers, args.worker_memory)
         try:
             # the nannies live in this process; each worker is a spawned child of it
-            pids = {p.pid: "cluster worker" if "spawn_main" in " ".join(p.cmdline()) else f"cluster/{p.name()}"
-                    for p in psutil.Process().children(recursive=True)}
+            pids = {
+                p.pid: "cluster worker" if "spawn_main" in " ".join(p.cmdline()) else f"cluster/{p.name()}"
+                for p in psutil.Process().children(recursive=True)
+            }
             pids[os.getpid()] = "bench process (scheduler)"
-            run = (f'[run]\ntask_runner = "dask"\naddress = "{cluster.scheduler_address}"\n'
-                   f"chunk_rows = {args.chunk_rows}")
+            run = (
+                f'[run]\ntask_runner = "dask"\naddress = "{cluster.scheduler_address}"\nchunk_rows = {args.chunk_rows}'
+            )
             if "small-cluster" in cases:
                 make_data(small_dir, args.small_rows, args.files)
                 spec = write_spec(work / "small-cluster", small_dir, run)
@@ -247,8 +273,9 @@ def main(argv=None) -> int:
                 spec = write_spec(work / "series", first_dir, run + '\n[series]\ncomposition = "warn"')
                 results.append(run_case("series-month1", spec, args.series_rows, sampler, pids))
                 month2 = spec.with_name("spec2.toml")
-                month2.write_text(spec.read_text().replace(str(first_dir), str(second_dir))
-                                  .replace("seed = 1", "seed = 2"))
+                month2.write_text(
+                    spec.read_text().replace(str(first_dir), str(second_dir)).replace("seed = 1", "seed = 2")
+                )
                 results.append(run_case("series-month2", month2, args.series_rows, sampler, pids))
         finally:
             client.close()

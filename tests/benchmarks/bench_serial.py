@@ -32,6 +32,7 @@ release must do), pairs the distinct (person, value) pairs of the whole series.
 The last lines give seconds per release r1 -> rN, the max, the least-squares slope of seconds per
 release over releases 2..N, rN/r2, and total wall and CPU seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,20 +49,22 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from schemas.spec import spec_from_dict  # noqa: E402
-from state.store import Store, stage_tables  # noqa: E402
-from tasks.anonymize.serial import SerialTechnique  # noqa: E402
-from tasks.microdata import Microdata  # noqa: E402
-from tasks.serial import statistics as stats  # noqa: E402
+from privpub.schemas.spec import spec_from_dict  # noqa: E402
+from privpub.state.store import Store, stage_tables  # noqa: E402
+from privpub.tasks.core.microdata import Microdata  # noqa: E402
+from privpub.tasks.techniques.serial import statistics as stats  # noqa: E402
+from privpub.tasks.techniques.serial.technique import SerialTechnique  # noqa: E402
 
 
 def make_pool(rng: np.random.Generator, people: int, n_values: int):
-    qi = pd.DataFrame({
-        "pid": np.arange(people),
-        "age": rng.integers(0, 100, people),
-        "zip": rng.integers(0, 1000, people),
-        "sex": rng.choice(["F", "M"], people),
-    })
+    qi = pd.DataFrame(
+        {
+            "pid": np.arange(people),
+            "age": rng.integers(0, 100, people),
+            "zip": rng.integers(0, 1000, people),
+            "sex": rng.choice(["F", "M"], people),
+        }
+    )
     weights = 1.0 / np.arange(1, n_values + 1) ** 1.1  # Zipf-like, as disease frequencies are
     weights /= weights.sum()
     values = np.array([f"d{i:03d}" for i in range(n_values)], dtype=object)
@@ -70,7 +73,7 @@ def make_pool(rng: np.random.Generator, people: int, n_values: int):
 
 def next_snapshot(rng, snapshot, pool, values, weights, churn=0.2, change=0.2):
     n = len(snapshot)
-    stay = snapshot.iloc[rng.permutation(n)[int(churn * n):]]
+    stay = snapshot.iloc[rng.permutation(n)[int(churn * n) :]]
     absent = np.setdiff1d(pool["pid"].to_numpy(), stay["pid"].to_numpy())
     newcomers = pool.iloc[rng.choice(absent, n - len(stay), replace=False)].copy()
     newcomers["dis"] = rng.choice(values, len(newcomers), p=weights)
@@ -98,13 +101,29 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     pool, values, weights = make_pool(rng, args.people, args.values)
     transient = sorted(values[np.argsort(weights)[: args.values // 10]])  # 10% least frequent
-    spec = spec_from_dict({
-        "dataset": {"name": "bench", "input": "bench.csv", "person_id": "pid", "sensitive": "dis",
-                    "qi": [{"name": "age", "kind": "numeric"}, {"name": "zip", "kind": "numeric"},
-                           {"name": "sex", "kind": "categorical"}]},
-        "technique": {"name": "serial", "l": args.l, "strategy": args.strategy, "releases": 20,
-                      "factor": 2, "transient": transient},
-    })
+    spec = spec_from_dict(
+        {
+            "dataset": {
+                "name": "bench",
+                "input": "bench.csv",
+                "person_id": "pid",
+                "sensitive": "dis",
+                "qi": [
+                    {"name": "age", "kind": "numeric"},
+                    {"name": "zip", "kind": "numeric"},
+                    {"name": "sex", "kind": "categorical"},
+                ],
+            },
+            "technique": {
+                "name": "serial",
+                "l": args.l,
+                "strategy": args.strategy,
+                "releases": 20,
+                "factor": 2,
+                "transient": transient,
+            },
+        }
+    )
     tech = SerialTechnique(spec)
     registration = pool if args.registration else None
 
@@ -113,8 +132,28 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="bench-serial-"))
     store = Store(workdir / "state.duckdb")
     history = None
-    header = ("rel", "tuples", "groups", "avg", "max", "supp", "virtual", "rows", "pairs", "hist_rows",
-              "t_data", "t_part", "t_anon", "t_verify", "t_store", "t_pairs", "t_close", "total", "cpu", "worst_p")
+    header = (
+        "rel",
+        "tuples",
+        "groups",
+        "avg",
+        "max",
+        "supp",
+        "virtual",
+        "rows",
+        "pairs",
+        "hist_rows",
+        "t_data",
+        "t_part",
+        "t_anon",
+        "t_verify",
+        "t_store",
+        "t_pairs",
+        "t_close",
+        "total",
+        "cpu",
+        "worst_p",
+    )
     print(" ".join(f"{h:>9}" for h in header))
     totals, cpus, stores, parts = [], [], [], {}
     for r in range(1, args.releases + 1):
@@ -145,12 +184,28 @@ def main() -> None:
             if hook is not None:
                 hook(con, release_id, sequence)
             marks["after"] = time.perf_counter()
+
         staged = stage_tables(workdir / "out", release.tables)
-        store.commit_release(staged=staged, series="bench", technique="serial", parameters={}, spec={},
-                             seed=args.seed, input_fingerprint=str(r), release_key=str(r), rows_in=data.n,
-                             privacy=list(results.values()), utility={}, private=release.private,
-                             info=release.info, actor="bench", flow_run_id=None, started_at=datetime.now(),
-                             based_on_sequence=r - 1, on_commit=timed_hook)
+        store.commit_release(
+            staged=staged,
+            series="bench",
+            technique="serial",
+            parameters={},
+            spec={},
+            seed=args.seed,
+            input_fingerprint=str(r),
+            release_key=str(r),
+            rows_in=data.n,
+            privacy=list(results.values()),
+            utility={},
+            private=release.private,
+            info=release.info,
+            actor="bench",
+            flow_run_id=None,
+            started_at=datetime.now(),
+            based_on_sequence=r - 1,
+            on_commit=timed_hook,
+        )
         t5, c5 = time.perf_counter(), time.process_time()
         n_hist = 0 if history is None else history.num_rows
         pairs = results["serial-global"].worst.get("pairs", 0)
@@ -159,28 +214,58 @@ def main() -> None:
         totals.append(t5 - t0)
         cpus.append(c5 - c0)
         stores.append(t5 - t4)
-        for name, t in (("t_part", t2 - t1), ("t_anon", t3 - t2), ("t_verify", t4 - t3),
-                        ("t_pairs", marks["after"] - marks["hook"]), ("t_close", t5 - marks["after"])):
+        for name, t in (
+            ("t_part", t2 - t1),
+            ("t_anon", t3 - t2),
+            ("t_verify", t4 - t3),
+            ("t_pairs", marks["after"] - marks["hook"]),
+            ("t_close", t5 - marks["after"]),
+        ):
             parts.setdefault(name, []).append(t)
-        row = (r, len(snapshot), info["groups"], f"{info['avg_group_size']:.1f}", info["max_group_size"],
-               info["suppressed"], info["virtual_members"], own_rows.num_rows,
-               pairs, n_hist,
-               f"{t1 - t0:.2f}", f"{t2 - t1:.2f}", f"{t3 - t2:.2f}", f"{t4 - t3:.2f}", f"{t5 - t4:.2f}",
-               f"{marks['after'] - marks['hook']:.2f}", f"{t5 - marks['after']:.2f}",
-               f"{t5 - t0:.2f}", f"{c5 - c0:.2f}", f"{worst:.4f}")
+        row = (
+            r,
+            len(snapshot),
+            info["groups"],
+            f"{info['avg_group_size']:.1f}",
+            info["max_group_size"],
+            info["suppressed"],
+            info["virtual_members"],
+            own_rows.num_rows,
+            pairs,
+            n_hist,
+            f"{t1 - t0:.2f}",
+            f"{t2 - t1:.2f}",
+            f"{t3 - t2:.2f}",
+            f"{t4 - t3:.2f}",
+            f"{t5 - t4:.2f}",
+            f"{marks['after'] - marks['hook']:.2f}",
+            f"{t5 - marks['after']:.2f}",
+            f"{t5 - t0:.2f}",
+            f"{c5 - c0:.2f}",
+            f"{worst:.4f}",
+        )
         size = (workdir / "state.duckdb").stat().st_size
         print(" ".join(f"{x!s:>9}" for x in row), f"state {size / 1e6:.0f}MB", flush=True)
-    for name, t in (("wall", np.asarray(totals)), ("CPU", np.asarray(cpus)),
-                    ("wall without t_store", np.asarray(totals) - np.asarray(stores))):
+    for name, t in (
+        ("wall", np.asarray(totals)),
+        ("CPU", np.asarray(cpus)),
+        ("wall without t_store", np.asarray(totals) - np.asarray(stores)),
+    ):
         rel = np.arange(1, len(t) + 1)
         slope = float(np.polyfit(rel[1:], t[1:], 1)[0]) if len(t) > 2 else float("nan")
-        print(f"{name}: s/release r1 -> r{len(t)}: {t[0]:.2f} -> {t[-1]:.2f}; max {t.max():.2f}; "
-              f"slope over r2..r{len(t)}: {slope * 1000:+.0f} ms/release; r{len(t)}/r2: "
-              f"{t[-1] / t[min(1, len(t) - 1)]:.2f}; total {t.sum():.1f} s")
+        print(
+            f"{name}: s/release r1 -> r{len(t)}: {t[0]:.2f} -> {t[-1]:.2f}; max {t.max():.2f}; "
+            f"slope over r2..r{len(t)}: {slope * 1000:+.0f} ms/release; r{len(t)}/r2: "
+            f"{t[-1] / t[min(1, len(t) - 1)]:.2f}; total {t.sum():.1f} s"
+        )
     if len(totals) > 2:
         rel = np.arange(2, len(totals) + 1)
-        print("slope over r2..rN per part (ms/release): " + ", ".join(
-            f"{name} {float(np.polyfit(rel, np.asarray(t[1:]), 1)[0]) * 1000:+.0f}" for name, t in parts.items()))
+        print(
+            "slope over r2..rN per part (ms/release): "
+            + ", ".join(
+                f"{name} {float(np.polyfit(rel, np.asarray(t[1:]), 1)[0]) * 1000:+.0f}" for name, t in parts.items()
+            )
+        )
     shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -30,6 +30,7 @@ scipy) through tests/benchmarks/bench_spine_external.py, exchanging Parquet file
 part runs --repeat (ours, pycanon) or --external-repeat (anonypyx) times; the best wall time is
 reported, with the CPU time of that run (the machine is shared: CPU time is the steadier figure).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,23 +54,24 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from schemas.spec import spec_from_dict  # noqa: E402
-from tasks.anonymize.base import get_technique  # noqa: E402
-from tasks.demo_data import CENSUS_QI, census, census_spec  # noqa: E402
-from tasks.evaluate.metrics import uncertainty_penalty  # noqa: E402
-from tasks.microdata import Microdata  # noqa: E402
-from tasks.verify.k_anonymity import k_anonymity, l_diversity  # noqa: E402
-from tasks.verify.published import equivalence_classes, qi_columns  # noqa: E402
+from privpub.schemas.spec import spec_from_dict  # noqa: E402
+from privpub.tasks.core.microdata import Microdata  # noqa: E402
+from privpub.tasks.core.technique import get_technique  # noqa: E402
+from privpub.tasks.demo_data import CENSUS_QI, census, census_spec  # noqa: E402
+from privpub.tasks.evaluate.metrics import uncertainty_penalty  # noqa: E402
+from privpub.tasks.verify.k_anonymity import k_anonymity, l_diversity  # noqa: E402
+from privpub.tasks.verify.published import equivalence_classes, qi_columns  # noqa: E402
 
 EXTERNAL = Path(__file__).with_name("bench_spine_external.py")
 DEFAULT_BENCH_PYTHON = ROOT / "bench-env" / "bin" / "python"
 ALL_QI = [q["name"] for q in CENSUS_QI]
 SPEC_EXAMPLE_QI = ["age", "sex", "education"]  # the README spec's QIs: a 3-QI point of comparison
 SENSITIVE = "occupation"
-GiB = 1024 ** 3
+GiB = 1024**3
 
 
 # --- small helpers ------------------------------------------------------------------------------
+
 
 def clock(fn, *args, **kwargs):
     """(result, wall seconds, process CPU seconds: all threads, DuckDB's included)."""
@@ -165,11 +167,16 @@ def scale_worker(rows: int, k: int, l: int | None, seed: int) -> dict:
     results, *times["verify"] = clock(tech.verify, release, {})
     peak = proc_status("VmHWM") if hwm_reset else None
     return {
-        "rows": rows, "groups": part.n_groups, "published_rows": release.tables["table"].num_rows,
-        "privacy": results_dict(results), "passed": all(r.passed for r in results),
+        "rows": rows,
+        "groups": part.n_groups,
+        "published_rows": release.tables["table"].num_rows,
+        "privacy": results_dict(results),
+        "passed": all(r.passed for r in results),
         "times": {s: {"wall": w, "cpu": c} for s, (w, c) in times.items()},
-        "total_wall": sum(w for w, _ in times.values()), "total_cpu": sum(c for _, c in times.values()),
-        "rss_before": rss_before, "peak_rss": peak,
+        "total_wall": sum(w for w, _ in times.values()),
+        "total_cpu": sum(c for _, c in times.values()),
+        "rss_before": rss_before,
+        "peak_rss": peak,
         "ru_maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
 
@@ -177,8 +184,18 @@ def scale_worker(rows: int, k: int, l: int | None, seed: int) -> dict:
 def part_scale(args) -> dict:
     runs = []
     for i in range(args.repeat):
-        cmd = [sys.executable, "-m", "tests.benchmarks.bench_spine", "--scale-worker",
-               "--rows", str(args.rows), "--k", str(args.k), "--seed", str(args.seed)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "tests.benchmarks.bench_spine",
+            "--scale-worker",
+            "--rows",
+            str(args.rows),
+            "--k",
+            str(args.k),
+            "--seed",
+            str(args.seed),
+        ]
         if args.l:
             cmd += ["--l", str(args.l)]
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
@@ -186,12 +203,19 @@ def part_scale(args) -> dict:
             raise RuntimeError(f"scale worker failed:\n{proc.stderr[-3000:]}")
         run = json.loads(proc.stdout.strip().splitlines()[-1])
         runs.append(run)
-        print(f"  scale run {i + 1}/{args.repeat}: {run['total_wall']:.2f} s wall, "
-              f"{run['total_cpu']:.2f} s CPU, peak {fmt_bytes(run['peak_rss'])}", flush=True)
+        print(
+            f"  scale run {i + 1}/{args.repeat}: {run['total_wall']:.2f} s wall, "
+            f"{run['total_cpu']:.2f} s CPU, peak {fmt_bytes(run['peak_rss'])}",
+            flush=True,
+        )
     best = min(runs, key=lambda r: r["total_wall"])
     peaks = [r["peak_rss"] for r in runs if r["peak_rss"] is not None]
-    return {"runs": runs, "best": best, "max_peak_rss": max(peaks) if peaks else None,
-            "max_ru_maxrss": max(r["ru_maxrss"] for r in runs)}
+    return {
+        "runs": runs,
+        "best": best,
+        "max_peak_rss": max(peaks) if peaks else None,
+        "max_ru_maxrss": max(r["ru_maxrss"] for r in runs),
+    }
 
 
 def report_scale(res: dict, args) -> None:
@@ -199,20 +223,28 @@ def report_scale(res: dict, args) -> None:
     rows = [[s, fmt_s(best["times"][s]["wall"]), fmt_s(best["times"][s]["cpu"])] for s in STEPS]
     rows.append(["total", fmt_s(best["total_wall"]), fmt_s(best["total_cpu"])])
     all_walls = ", ".join(f"{r['total_wall']:.2f}" for r in res["runs"])
-    print_table(f"1. Scale: {args.rows:,} census rows, 8 QIs, k = {args.k}, l = {args.l} "
-                f"(best of {len(res['runs'])} by wall time; all totals: {all_walls} s)",
-                ["step", "wall s", "CPU s"], rows)
+    print_table(
+        f"1. Scale: {args.rows:,} census rows, 8 QIs, k = {args.k}, l = {args.l} "
+        f"(best of {len(res['runs'])} by wall time; all totals: {all_walls} s)",
+        ["step", "wall s", "CPU s"],
+        rows,
+    )
     print(f"  groups {best['groups']:,}; reached {best['privacy']}; all checks passed: {best['passed']}")
-    print(f"  RSS with the input frame built: {fmt_bytes(best['rss_before'])}; peak RSS during the "
-          f"pipeline (max over runs): {fmt_bytes(res['max_peak_rss'])}; process peak incl. data "
-          f"generation: {fmt_bytes(res['max_ru_maxrss'])}")
+    print(
+        f"  RSS with the input frame built: {fmt_bytes(best['rss_before'])}; peak RSS during the "
+        f"pipeline (max over runs): {fmt_bytes(res['max_peak_rss'])}; process peak incl. data "
+        f"generation: {fmt_bytes(res['max_ru_maxrss'])}"
+    )
     ok_t = best["total_wall"] < 20
     ok_m = res["max_peak_rss"] is not None and res["max_peak_rss"] < 2 * GiB
-    print(f"  target < 20 s: {'met' if ok_t else 'MISSED'} ({best['total_wall']:.2f} s wall, "
-          f"{best['total_cpu']:.2f} s CPU); target < 2 GiB: {'met' if ok_m else 'MISSED'}")
+    print(
+        f"  target < 20 s: {'met' if ok_t else 'MISSED'} ({best['total_wall']:.2f} s wall, "
+        f"{best['total_cpu']:.2f} s CPU); target < 2 GiB: {'met' if ok_m else 'MISSED'}"
+    )
 
 
 # --- part 2: anonypyx vs ours -------------------------------------------------------------------
+
 
 def _list_from_mask(mask: np.ndarray, labels: pa.Array) -> pa.ListArray:
     """One list per row of a boolean (rows x values) matrix: the labels where it is True, in
@@ -265,8 +297,9 @@ def anonypyx_to_published(out: pd.DataFrame, data: Microdata) -> pa.Table:
             cols[name] = arr.take(per_tuple)
         else:
             onehot = [f"{name}_{v}" for v in labels.to_pylist()]
-            mask = np.column_stack([out[c].to_numpy(dtype=bool) if c in out.columns
-                                    else np.zeros(len(out), dtype=bool) for c in onehot])
+            mask = np.column_stack(
+                [out[c].to_numpy(dtype=bool) if c in out.columns else np.zeros(len(out), dtype=bool) for c in onehot]
+            )
             cols[name] = _list_from_mask(mask, labels).take(per_tuple)
     cols[SENSITIVE] = pa.array(out[SENSITIVE].astype(str).to_numpy(dtype=object)).take(per_tuple)
     return pa.table(cols)
@@ -299,11 +332,17 @@ def score(table: pa.Table, data: Microdata, spec) -> dict:
     privacy = {"k-anonymity": k_anonymity(table, cols, spec.technique.params["k"]).value}
     if spec.technique.params.get("l"):
         privacy["l-diversity"] = l_diversity(table, cols, SENSITIVE, spec.technique.params["l"]).value
-    return {"penalty": up["uncertainty_penalty"], "penalty_normalized": up["uncertainty_penalty_normalized"],
-            "per_attr": {k[len("penalty_"):]: v for k, v in up.items() if k.startswith("penalty_")},
-            "setsize_penalty": ss["total"], "setsize_penalty_normalized": ss["normalized"],
-            "setsize_per_attr": ss["per_attr"],
-            "classes": int(len(sizes)), "avg_class": float(sizes.mean()), "privacy": privacy}
+    return {
+        "penalty": up["uncertainty_penalty"],
+        "penalty_normalized": up["uncertainty_penalty_normalized"],
+        "per_attr": {k[len("penalty_") :]: v for k, v in up.items() if k.startswith("penalty_")},
+        "setsize_penalty": ss["total"],
+        "setsize_penalty_normalized": ss["normalized"],
+        "setsize_per_attr": ss["per_attr"],
+        "classes": int(len(sizes)),
+        "avg_class": float(sizes.mean()),
+        "privacy": privacy,
+    }
 
 
 def run_ours(frame: pd.DataFrame, spec, seed: int, repeat: int) -> dict:
@@ -315,9 +354,17 @@ def run_ours(frame: pd.DataFrame, spec, seed: int, repeat: int) -> dict:
         rng = np.random.default_rng(seed)
         part, pw, pcpu = clock(tech.partition, data, rng)
         release, aw, acpu = clock(tech.anonymize, data, part, rng)
-        runs.append({"encode_s": ew, "partition_s": pw, "anonymize_s": aw,
-                     "total_s": ew + pw + aw, "total_cpu_s": ec + pcpu + acpu,
-                     "partition_cpu_s": pcpu, "groups": part.n_groups})
+        runs.append(
+            {
+                "encode_s": ew,
+                "partition_s": pw,
+                "anonymize_s": aw,
+                "total_s": ew + pw + aw,
+                "total_cpu_s": ec + pcpu + acpu,
+                "partition_cpu_s": pcpu,
+                "groups": part.n_groups,
+            }
+        )
     best = min(runs, key=lambda r: r["total_s"])
     return {"runs": runs, "best": best, "data": data, "tech": tech, "release": release}
 
@@ -335,9 +382,23 @@ def part_anonypyx(args, frame: pd.DataFrame, qi: list[str], workdir: Path) -> di
     tag = f"{len(qi)}qi"
     in_path, out_path = workdir / f"anonypyx_in_{tag}.parquet", workdir / f"anonypyx_out_{tag}.parquet"
     ax_in.to_parquet(in_path, index=False)
-    ext_args = ["anonypyx", "--input", str(in_path), "--output", str(out_path), "--qi", ",".join(qi),
-                "--categorical", ",".join(categorical), "--sensitive", SENSITIVE, "--k", str(args.k),
-                "--repeat", str(args.external_repeat)]
+    ext_args = [
+        "anonypyx",
+        "--input",
+        str(in_path),
+        "--output",
+        str(out_path),
+        "--qi",
+        ",".join(qi),
+        "--categorical",
+        ",".join(categorical),
+        "--sensitive",
+        SENSITIVE,
+        "--k",
+        str(args.k),
+        "--repeat",
+        str(args.external_repeat),
+    ]
     if args.l:
         ext_args += ["--l", str(args.l)]
     print(f"  anonypyx ({len(qi)} QIs, {args.external_repeat} run(s)) ...", flush=True)
@@ -350,42 +411,80 @@ def part_anonypyx(args, frame: pd.DataFrame, qi: list[str], workdir: Path) -> di
     ax_table = anonypyx_to_published(pd.read_parquet(out_path), data)
     if ax_table.num_rows != len(frame):
         raise RuntimeError(f"anonypyx output covers {ax_table.num_rows} tuples, expected {len(frame)}")
-    res |= {"anonypyx": ax, "anonypyx_score": score(ax_table, data, spec),
-            "speedup_wall": ax["best"]["total_s"] / ours["best"]["total_s"],
-            "speedup_cpu": ax["best"]["total_cpu_s"] / ours["best"]["total_cpu_s"],
-            "speedup_partition": ax["best"]["partition_s"] / ours["best"]["partition_s"]}
+    res |= {
+        "anonypyx": ax,
+        "anonypyx_score": score(ax_table, data, spec),
+        "speedup_wall": ax["best"]["total_s"] / ours["best"]["total_s"],
+        "speedup_cpu": ax["best"]["total_cpu_s"] / ours["best"]["total_cpu_s"],
+        "speedup_partition": ax["best"]["partition_s"] / ours["best"]["partition_s"],
+    }
     return res | {"_ours": ours}
 
 
 def report_anonypyx(res: dict, args) -> None:
     qi = res["qi"]
     o, os_ = res["ours"]["best"], res["ours_score"]
-    header = ["", "partition s", "generalise s", "total s", "CPU s", "groups", "k", "l",
-              "penalty total", "normalised", "set-size total", "set-size norm."]
+    header = [
+        "",
+        "partition s",
+        "generalise s",
+        "total s",
+        "CPU s",
+        "groups",
+        "k",
+        "l",
+        "penalty total",
+        "normalised",
+        "set-size total",
+        "set-size norm.",
+    ]
 
     def row(label, part_s, gen_s, tot, cpu, sc):
         pr = sc["privacy"]
-        return [label, fmt_s(part_s), fmt_s(gen_s), fmt_s(tot), fmt_s(cpu), f"{sc['classes']:,}",
-                pr.get("k-anonymity", ""), pr.get("l-diversity", "-"), f"{sc['penalty']:,.0f}",
-                f"{sc['penalty_normalized']:.4f}", f"{sc['setsize_penalty']:,.0f}",
-                f"{sc['setsize_penalty_normalized']:.4f}"]
+        return [
+            label,
+            fmt_s(part_s),
+            fmt_s(gen_s),
+            fmt_s(tot),
+            fmt_s(cpu),
+            f"{sc['classes']:,}",
+            pr.get("k-anonymity", ""),
+            pr.get("l-diversity", "-"),
+            f"{sc['penalty']:,.0f}",
+            f"{sc['penalty_normalized']:.4f}",
+            f"{sc['setsize_penalty']:,.0f}",
+            f"{sc['setsize_penalty_normalized']:.4f}",
+        ]
 
     rows = [row("ours (encode incl.)", o["partition_s"], o["anonymize_s"], o["total_s"], o["total_cpu_s"], os_)]
     if "anonypyx" in res:
         a = res["anonypyx"]["best"]
-        rows.append(row(f"anonypyx {res['anonypyx']['version']}", a["partition_s"], a["generalise_s"],
-                        a["total_s"], a["total_cpu_s"], res["anonypyx_score"]))
-    print_table(f"2. Mondrian side by side: {args.compare_rows:,} rows, {len(qi)} QIs ({', '.join(qi)}), "
-                f"k = {args.k}, l = {args.l}; best of {args.repeat} (ours) / {args.external_repeat} (anonypyx)",
-                header, rows)
+        rows.append(
+            row(
+                f"anonypyx {res['anonypyx']['version']}",
+                a["partition_s"],
+                a["generalise_s"],
+                a["total_s"],
+                a["total_cpu_s"],
+                res["anonypyx_score"],
+            )
+        )
+    print_table(
+        f"2. Mondrian side by side: {args.compare_rows:,} rows, {len(qi)} QIs ({', '.join(qi)}), "
+        f"k = {args.k}, l = {args.l}; best of {args.repeat} (ours) / {args.external_repeat} (anonypyx)",
+        header,
+        rows,
+    )
     if "anonypyx" in res:
         ap = res["anonypyx_score"]
         faster = res["speedup_wall"] >= 50
         no_worse = os_["penalty"] <= ap["penalty"]
-        print(f"  ours is {fmt_x(res['speedup_wall'])} faster by wall time ({fmt_x(res['speedup_cpu'])} by CPU, "
-              f"{fmt_x(res['speedup_partition'])} partition alone); penalty ours/anonypyx = "
-              f"{os_['penalty'] / ap['penalty']:.3f} (set-size convention "
-              f"{os_['setsize_penalty'] / ap['setsize_penalty']:.3f})")
+        print(
+            f"  ours is {fmt_x(res['speedup_wall'])} faster by wall time ({fmt_x(res['speedup_cpu'])} by CPU, "
+            f"{fmt_x(res['speedup_partition'])} partition alone); penalty ours/anonypyx = "
+            f"{os_['penalty'] / ap['penalty']:.3f} (set-size convention "
+            f"{os_['setsize_penalty'] / ap['setsize_penalty']:.3f})"
+        )
         print(f"  target >= 50x: {'met' if faster else 'MISSED'}; penalty no worse: {'met' if no_worse else 'MISSED'}")
         per = ", ".join(f"{q} {os_['per_attr'][q]:,.0f}/{ap['per_attr'][q]:,.0f}" for q in qi)
         print(f"  penalty per QI, ours/anonypyx: {per}")
@@ -394,6 +493,7 @@ def report_anonypyx(res: dict, args) -> None:
 
 
 # --- part 3: pycanon vs our verifier ------------------------------------------------------------
+
 
 def pycanon_frame(table: pa.Table, qi: list[str]) -> pa.Table:
     """One string column per QI, as pycanon groups on plain column values."""
@@ -417,45 +517,82 @@ def part_pycanon(args, ours: dict, qi: list[str], workdir: Path) -> dict:
         results, w, c = clock(tech.verify, release, {})
         runs.append({"verify_s": w, "verify_cpu_s": c, "figures": results_dict(results)})
     best = min(runs, key=lambda r: r["verify_s"])
-    res = {"ours": {"runs": runs, "best": best}, "rows": table.num_rows,
-           "classes": equivalence_classes(table, qi_columns(table, qi)).num_rows}
+    res = {
+        "ours": {"runs": runs, "best": best},
+        "rows": table.num_rows,
+        "classes": equivalence_classes(table, qi_columns(table, qi)).num_rows,
+    }
     if args.skip_external:
         return res
     frame, cw, _ = clock(pycanon_frame, table, qi)
     path = workdir / "pycanon_in.parquet"
     pq.write_table(frame, path)
     print(f"  pycanon ({args.repeat} run(s)) ...", flush=True)
-    pyc = run_external(args.bench_python, ["pycanon", "--input", str(path), "--qi", ",".join(qi),
-                                           "--sensitive", SENSITIVE, "--repeat", str(args.repeat)])
+    pyc = run_external(
+        args.bench_python,
+        ["pycanon", "--input", str(path), "--qi", ",".join(qi), "--sensitive", SENSITIVE, "--repeat", str(args.repeat)],
+    )
     for r in pyc["runs"]:
         r["total_s"], r["total_cpu_s"] = r["k_s"] + r["l_s"], r["k_cpu_s"] + r["l_cpu_s"]
     pyc["best"] = min(pyc["runs"], key=lambda r: r["total_s"])
     pyc["convert_s"] = cw
-    return res | {"pycanon": pyc, "speedup_wall": pyc["best"]["total_s"] / best["verify_s"],
-                  "speedup_cpu": pyc["best"]["total_cpu_s"] / best["verify_cpu_s"]}
+    return res | {
+        "pycanon": pyc,
+        "speedup_wall": pyc["best"]["total_s"] / best["verify_s"],
+        "speedup_cpu": pyc["best"]["total_cpu_s"] / best["verify_cpu_s"],
+    }
 
 
 def report_pycanon(res: dict, args) -> None:
     o = res["ours"]["best"]
-    rows = [["ours (tech.verify)", "-", "-", fmt_s(o["verify_s"]), fmt_s(o["verify_cpu_s"]),
-             o["figures"].get("k-anonymity"), o["figures"].get("l-diversity", "-"), f"{res['classes']:,}"]]
+    rows = [
+        [
+            "ours (tech.verify)",
+            "-",
+            "-",
+            fmt_s(o["verify_s"]),
+            fmt_s(o["verify_cpu_s"]),
+            o["figures"].get("k-anonymity"),
+            o["figures"].get("l-diversity", "-"),
+            f"{res['classes']:,}",
+        ]
+    ]
     if "pycanon" in res:
         p = res["pycanon"]["best"]
-        rows.append([f"pycanon {res['pycanon']['version']}", fmt_s(p["k_s"]), fmt_s(p["l_s"]), fmt_s(p["total_s"]),
-                     fmt_s(p["total_cpu_s"]), p["k"], p["l"], f"{res['pycanon']['classes']:,}"])
-    print_table(f"3. Verification of our published table: {res['rows']:,} rows, 8 QIs; best of {args.repeat}",
-                ["", "k s", "l s", "k + l s", "CPU s", "k", "l", "classes"], rows)
+        rows.append(
+            [
+                f"pycanon {res['pycanon']['version']}",
+                fmt_s(p["k_s"]),
+                fmt_s(p["l_s"]),
+                fmt_s(p["total_s"]),
+                fmt_s(p["total_cpu_s"]),
+                p["k"],
+                p["l"],
+                f"{res['pycanon']['classes']:,}",
+            ]
+        )
+    print_table(
+        f"3. Verification of our published table: {res['rows']:,} rows, 8 QIs; best of {args.repeat}",
+        ["", "k s", "l s", "k + l s", "CPU s", "k", "l", "classes"],
+        rows,
+    )
     if "pycanon" in res:
         p = res["pycanon"]["best"]
-        same = (p["k"] == o["figures"].get("k-anonymity") and p["l"] == o["figures"].get("l-diversity")
-                and res["pycanon"]["classes"] == res["classes"])
+        same = (
+            p["k"] == o["figures"].get("k-anonymity")
+            and p["l"] == o["figures"].get("l-diversity")
+            and res["pycanon"]["classes"] == res["classes"]
+        )
         print(f"  (conversion to pycanon's string columns, untimed above: {res['pycanon']['convert_s']:.2f} s)")
-        print(f"  ours is {fmt_x(res['speedup_wall'])} faster by wall time ({fmt_x(res['speedup_cpu'])} by CPU); "
-              f"identical figures: {'met' if same else 'MISSED'}; >= 20x: "
-              f"{'met' if res['speedup_wall'] >= 20 else 'MISSED'}")
+        print(
+            f"  ours is {fmt_x(res['speedup_wall'])} faster by wall time ({fmt_x(res['speedup_cpu'])} by CPU); "
+            f"identical figures: {'met' if same else 'MISSED'}; >= 20x: "
+            f"{'met' if res['speedup_wall'] >= 20 else 'MISSED'}"
+        )
 
 
 # --- main ---------------------------------------------------------------------------------------
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -466,9 +603,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=2, help="runs of our timed parts and of pycanon")
     ap.add_argument("--external-repeat", type=int, default=2, help="runs of anonypyx (slow)")
-    ap.add_argument("--compare-qi", action="append", default=None,
-                    help="comma-separated QI set for part 2 (repeatable); default: all 8, then "
-                         "age,sex,education")
+    ap.add_argument(
+        "--compare-qi",
+        action="append",
+        default=None,
+        help="comma-separated QI set for part 2 (repeatable); default: all 8, then age,sex,education",
+    )
     ap.add_argument("--parts", default="1,2,3")
     ap.add_argument("--bench-python", type=Path, default=DEFAULT_BENCH_PYTHON)
     ap.add_argument("--skip-external", action="store_true", help="ours only (no bench-env)")

@@ -20,6 +20,7 @@ sensitive value). Partitioning and generalisation are timed separately, as `anon
 pycanon: `pycanon.anonymity.k_anonymity(df, qi)` and `l_diversity(df, qi, [sensitive])` on the
 published table with one string column per QI.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,15 @@ def run_anonypyx(args) -> dict:
     runs = []
     best = None
     for _ in range(args.repeat):
-        anon = Anonymiser(df, k=args.k, l=args.l, feature_columns=qi, sensitive_column=args.sensitive,
-                          algorithm="Mondrian", generalisation_strategy="machine-readable")
+        anon = Anonymiser(
+            df,
+            k=args.k,
+            l=args.l,
+            feature_columns=qi,
+            sensitive_column=args.sensitive,
+            algorithm="Mondrian",
+            generalisation_strategy="machine-readable",
+        )
         parts, pw, pc = _clock(anon.algorithm.partition, anon.parameters)
 
         def generalise():
@@ -55,15 +63,21 @@ def run_anonypyx(args) -> dict:
             return schema.generalise(anon.df, parts)
 
         out, gw, gc = _clock(generalise)
-        run = {"partition_s": pw, "partition_cpu_s": pc, "generalise_s": gw, "generalise_cpu_s": gc,
-               "groups": len(parts), "output_rows": len(out)}
+        run = {
+            "partition_s": pw,
+            "partition_cpu_s": pc,
+            "generalise_s": gw,
+            "generalise_cpu_s": gc,
+            "groups": len(parts),
+            "output_rows": len(out),
+        }
         runs.append(run)
         if best is None or pw + gw < best[0]:
             best = (pw + gw, out)
     best[1].to_parquet(args.output, index=False)
     import anonypyx
-    return {"tool": "anonypyx", "version": _version("anonypyx"), "runs": runs,
-            "module": anonypyx.__file__}
+
+    return {"tool": "anonypyx", "version": _version("anonypyx"), "runs": runs, "module": anonypyx.__file__}
 
 
 def run_pycanon(args) -> dict:

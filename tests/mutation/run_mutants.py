@@ -9,6 +9,7 @@ pass, or no verdict would mean anything. Exit status 1 when a mutant survives.
 
     python tests/mutation/run_mutants.py [--only NAME_PART] [--markdown FILE]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,10 +27,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 GENERALIZED = ["tests/test_verify_k_anonymity.py", "tests/test_golden_spine.py", "tests/test_thresholds.py"]
 MUCO = ["tests/test_muco.py", "tests/test_muco_verifier.py", "tests/test_thresholds.py"]
-PRESENCE = ["tests/test_presence_association.py", "tests/test_ambiguity.py", "tests/test_priview.py",
-            "tests/test_thresholds.py"]
-BUTTERFLY = ["tests/test_butterfly.py", "tests/test_butterfly_properties.py", "tests/test_thresholds.py",
-             "tests/test_chunked_verify.py"]
+PRESENCE = [
+    "tests/test_presence_association.py",
+    "tests/test_ambiguity.py",
+    "tests/test_priview.py",
+    "tests/test_thresholds.py",
+]
+BUTTERFLY = [
+    "tests/test_butterfly.py",
+    "tests/test_butterfly_properties.py",
+    "tests/test_thresholds.py",
+    "tests/test_chunked_verify.py",
+]
 SERIAL = ["tests/test_serial_guarantee.py", "tests/test_serial_technique.py", "tests/test_thresholds.py"]
 AUDIT = ["tests/audit/test_golden.py", "tests/audit/test_properties.py", "tests/test_thresholds.py"]
 ANATOMY = ["tests/test_anatomy.py", "tests/test_thresholds.py", "tests/test_chunked_verify.py"]
@@ -48,99 +57,282 @@ class Mutant:
 
 MUTANTS = [
     # k-anonymity and distinct l-diversity (generalization)
-    Mutant("k-anonymity accepts a class of k - 1", "tasks/verify/k_anonymity.py",
-           "reached >= k,", "reached >= k - 1,", GENERALIZED),
-    Mutant("k-anonymity refuses a class of exactly k", "tasks/verify/k_anonymity.py",
-           "reached >= k,", "reached > k,", GENERALIZED),
-    Mutant("l-diversity accepts l - 1 values", "tasks/verify/k_anonymity.py",
-           "reached >= l,", "reached >= l - 1,", GENERALIZED),
+    Mutant(
+        "k-anonymity accepts a class of k - 1",
+        "tasks/verify/k_anonymity.py",
+        "reached >= k,",
+        "reached >= k - 1,",
+        GENERALIZED,
+    ),
+    Mutant(
+        "k-anonymity refuses a class of exactly k",
+        "tasks/verify/k_anonymity.py",
+        "reached >= k,",
+        "reached > k,",
+        GENERALIZED,
+    ),
+    Mutant(
+        "l-diversity accepts l - 1 values",
+        "tasks/verify/k_anonymity.py",
+        "reached >= l,",
+        "reached >= l - 1,",
+        GENERALIZED,
+    ),
     # MuCo
-    Mutant("delta-probability accepts ratios up to 1.5 delta (issue 18)", "tasks/verify/delta_probability.py",
-           'float(delta) * stats["sum"]', '1.5 * float(delta) * stats["sum"]', MUCO),
-    Mutant("delta-probability tolerance 1e-6 instead of 1e-9", "tasks/verify/delta_probability.py",
-           "TOL = 1e-9", "TOL = 1e-6", MUCO),
-    Mutant("cover asks ceil(1/delta) - 1 tuples (issue 18)", "tasks/verify/delta_probability.py",
-           "need = math.ceil(1 / Fraction(delta))", "need = math.ceil(1 / Fraction(delta)) - 1", MUCO),
-    Mutant("cover verdict accepts ceil(1/delta) - 1 (reported threshold unchanged)",
-           "tasks/verify/delta_probability.py", "worst_n >= need", "worst_n >= need - 1", MUCO),
-    Mutant("cover refuses exactly ceil(1/delta) tuples", "tasks/verify/delta_probability.py",
-           "worst_n >= need", "worst_n > need", MUCO),
-    Mutant("Definition 1 ignores a tuple missing on one QI", "tasks/verify/delta_probability.py",
-           "if len(per_attr) < len(rows):", "if False:", MUCO),
-    Mutant("Definition 1 accepts row sums off by 0.1", "tasks/verify/delta_probability.py",
-           "passed=(err <= 1e-6)", "passed=(err <= 1e-1)", MUCO),
-    Mutant("Definition 1 accepts a negative entry", "tasks/verify/delta_probability.py",
-           "(err <= 1e-6) and not neg", "(err <= 1e-6)", MUCO),
+    Mutant(
+        "delta-probability accepts ratios up to 1.5 delta (issue 18)",
+        "tasks/techniques/muco/delta_probability.py",
+        'float(delta) * stats["sum"]',
+        '1.5 * float(delta) * stats["sum"]',
+        MUCO,
+    ),
+    Mutant(
+        "delta-probability tolerance 1e-6 instead of 1e-9",
+        "tasks/techniques/muco/delta_probability.py",
+        "TOL = 1e-9",
+        "TOL = 1e-6",
+        MUCO,
+    ),
+    Mutant(
+        "cover asks ceil(1/delta) - 1 tuples (issue 18)",
+        "tasks/techniques/muco/delta_probability.py",
+        "need = math.ceil(1 / Fraction(delta))",
+        "need = math.ceil(1 / Fraction(delta)) - 1",
+        MUCO,
+    ),
+    Mutant(
+        "cover verdict accepts ceil(1/delta) - 1 (reported threshold unchanged)",
+        "tasks/techniques/muco/delta_probability.py",
+        "worst_n >= need",
+        "worst_n >= need - 1",
+        MUCO,
+    ),
+    Mutant(
+        "cover refuses exactly ceil(1/delta) tuples",
+        "tasks/techniques/muco/delta_probability.py",
+        "worst_n >= need",
+        "worst_n > need",
+        MUCO,
+    ),
+    Mutant(
+        "Definition 1 ignores a tuple missing on one QI",
+        "tasks/techniques/muco/delta_probability.py",
+        "if len(per_attr) < len(rows):",
+        "if False:",
+        MUCO,
+    ),
+    Mutant(
+        "Definition 1 accepts row sums off by 0.1",
+        "tasks/techniques/muco/delta_probability.py",
+        "passed=(err <= 1e-6)",
+        "passed=(err <= 1e-1)",
+        MUCO,
+    ),
+    Mutant(
+        "Definition 1 accepts a negative entry",
+        "tasks/techniques/muco/delta_probability.py",
+        "(err <= 1e-6) and not neg",
+        "(err <= 1e-6)",
+        MUCO,
+    ),
     # Ambiguity and PriView
-    Mutant("Ambiguity alpha-presence checked against 1.5 alpha", "tasks/verify/presence.py",
-           "worst_and_check(num, den, alpha)", "worst_and_check(num, den, alpha * 3 / 2)", PRESENCE),
-    Mutant("PriView alpha-presence checked against 1.5 alpha", "tasks/verify/presence.py",
-           "worst_and_check(num, den, alpha)", "worst_and_check(num, den, alpha * 3 / 2)", PRESENCE,
-           occurrence=2),
-    Mutant("Ambiguity beta-association checked against 1.5 beta", "tasks/verify/association.py",
-           "worst_and_check(num, den, beta)", "worst_and_check(num, den, beta * 3 / 2)", PRESENCE),
-    Mutant("PriView beta-association checked against 1.5 beta", "tasks/verify/association.py",
-           "worst_and_check(num, den, beta)", "worst_and_check(num, den, beta * 3 / 2)", PRESENCE,
-           occurrence=2),
-    Mutant("presence / association comparison loosened by one unit", "tasks/verify/presence.py",
-           "num * threshold.denominator > threshold.numerator * den",
-           "num * threshold.denominator > threshold.numerator * den + 1", PRESENCE),
+    Mutant(
+        "Ambiguity alpha-presence checked against 1.5 alpha",
+        "tasks/techniques/ambiguity/presence.py",
+        "worst_and_check(num, den, alpha)",
+        "worst_and_check(num, den, alpha * 3 / 2)",
+        PRESENCE,
+    ),
+    Mutant(
+        "PriView alpha-presence checked against 1.5 alpha",
+        "tasks/techniques/ambiguity/presence.py",
+        "worst_and_check(num, den, alpha)",
+        "worst_and_check(num, den, alpha * 3 / 2)",
+        PRESENCE,
+        occurrence=2,
+    ),
+    Mutant(
+        "Ambiguity beta-association checked against 1.5 beta",
+        "tasks/techniques/ambiguity/association.py",
+        "worst_and_check(num, den, beta)",
+        "worst_and_check(num, den, beta * 3 / 2)",
+        PRESENCE,
+    ),
+    Mutant(
+        "PriView beta-association checked against 1.5 beta",
+        "tasks/techniques/ambiguity/association.py",
+        "worst_and_check(num, den, beta)",
+        "worst_and_check(num, den, beta * 3 / 2)",
+        PRESENCE,
+        occurrence=2,
+    ),
+    Mutant(
+        "presence / association comparison loosened by one unit",
+        "tasks/techniques/ambiguity/presence.py",
+        "num * threshold.denominator > threshold.numerator * den",
+        "num * threshold.denominator > threshold.numerator * den + 1",
+        PRESENCE,
+    ),
     # Anatomy
-    Mutant("Anatomy l-diversity accepts l - 1 values", "tasks/anonymize/anatomy.py",
-           "fewest >= l", "fewest >= l - 1", ANATOMY),
-    Mutant("Anatomy size check: one agreeing chunk is enough", "tasks/anonymize/anatomy.py",
-           'all(f["consistent"] for f in figures)', 'any(f["consistent"] for f in figures)', ANATOMY),
-    Mutant("Anatomy disclosure bound 1/(l - 1)", "tasks/anonymize/anatomy.py",
-           "worst_frac <= Fraction(1, l)", "worst_frac <= Fraction(1, l - 1)", ANATOMY),
+    Mutant(
+        "Anatomy l-diversity accepts l - 1 values",
+        "tasks/techniques/anatomy/technique.py",
+        "fewest >= l",
+        "fewest >= l - 1",
+        ANATOMY,
+    ),
+    Mutant(
+        "Anatomy size check: one agreeing chunk is enough",
+        "tasks/techniques/anatomy/technique.py",
+        'all(f["consistent"] for f in figures)',
+        'any(f["consistent"] for f in figures)',
+        ANATOMY,
+    ),
+    Mutant(
+        "Anatomy disclosure bound 1/(l - 1)",
+        "tasks/techniques/anatomy/technique.py",
+        "worst_frac <= Fraction(1, l)",
+        "worst_frac <= Fraction(1, l - 1)",
+        ANATOMY,
+    ),
     # Butterfly
-    Mutant("Butterfly per-QID k checked as k - 1", "tasks/verify/multi_qid.py",
-           "checks.thresholds.append(k)", "checks.thresholds.append(k - 1)", BUTTERFLY),
-    Mutant("Butterfly k-anonymity accepts a class of k - 1", "tasks/verify/class_chunks.py",
-           "reached >= k,", "reached >= k - 1,", BUTTERFLY),
-    Mutant("Butterfly class sizes: the largest chunk's part, not the sum", "tasks/verify/class_chunks.py",
-           "np.add.at(size, ids", "np.maximum.at(size, ids", BUTTERFLY),
-    Mutant("Butterfly checks every QID but the last", "tasks/verify/multi_qid.py",
-           "enumerate(qids, start=1)", "enumerate(qids[:-1], start=1)", BUTTERFLY),
-    Mutant("two-level union QID checked as k' - 1", "tasks/verify/multi_qid.py",
-           "checks.thresholds.append(k_prime)", "checks.thresholds.append(k_prime - 1)", BUTTERFLY),
+    Mutant(
+        "Butterfly per-QID k checked as k - 1",
+        "tasks/techniques/butterfly/multi_qid.py",
+        "checks.thresholds.append(k)",
+        "checks.thresholds.append(k - 1)",
+        BUTTERFLY,
+    ),
+    Mutant(
+        "Butterfly k-anonymity accepts a class of k - 1",
+        "tasks/verify/class_chunks.py",
+        "reached >= k,",
+        "reached >= k - 1,",
+        BUTTERFLY,
+    ),
+    Mutant(
+        "Butterfly class sizes: the largest chunk's part, not the sum",
+        "tasks/verify/class_chunks.py",
+        "np.add.at(size, ids",
+        "np.maximum.at(size, ids",
+        BUTTERFLY,
+    ),
+    Mutant(
+        "Butterfly checks every QID but the last",
+        "tasks/techniques/butterfly/multi_qid.py",
+        "enumerate(qids, start=1)",
+        "enumerate(qids[:-1], start=1)",
+        BUTTERFLY,
+    ),
+    Mutant(
+        "two-level union QID checked as k' - 1",
+        "tasks/techniques/butterfly/multi_qid.py",
+        "checks.thresholds.append(k_prime)",
+        "checks.thresholds.append(k_prime - 1)",
+        BUTTERFLY,
+    ),
     # serial publishing
-    Mutant("serial global guarantee p <= 1/(l - 1)", "tasks/verify/serial_guarantee.py",
-           "np.asarray(l * q >= (l - 1) * d, dtype=bool)", "np.asarray((l - 1) * q >= (l - 2) * d, dtype=bool)",
-           SERIAL),
-    Mutant("serial global guarantee refuses p = 1/l", "tasks/verify/serial_guarantee.py",
-           "np.asarray(l * q >= (l - 1) * d, dtype=bool)", "np.asarray(l * q > (l - 1) * d, dtype=bool)", SERIAL),
-    Mutant("serial global verdict tolerates one breaching pair", "tasks/verify/serial_guarantee.py",
-           'summary["breaching"] == 0', 'summary["breaching"] <= 1', SERIAL),
-    Mutant("serial localized guarantee n(s)/|G| <= 1/(l - 1)", "tasks/verify/serial_groups.py",
-           "loc_ok = l * cnt <= size_of[gv_gid]", "loc_ok = (l - 1) * cnt <= size_of[gv_gid]", SERIAL),
+    Mutant(
+        "serial global guarantee p <= 1/(l - 1)",
+        "tasks/techniques/serial/guarantee.py",
+        "np.asarray(l * q >= (l - 1) * d, dtype=bool)",
+        "np.asarray((l - 1) * q >= (l - 2) * d, dtype=bool)",
+        SERIAL,
+    ),
+    Mutant(
+        "serial global guarantee refuses p = 1/l",
+        "tasks/techniques/serial/guarantee.py",
+        "np.asarray(l * q >= (l - 1) * d, dtype=bool)",
+        "np.asarray(l * q > (l - 1) * d, dtype=bool)",
+        SERIAL,
+    ),
+    Mutant(
+        "serial global verdict tolerates one breaching pair",
+        "tasks/techniques/serial/guarantee.py",
+        'summary["breaching"] == 0',
+        'summary["breaching"] <= 1',
+        SERIAL,
+    ),
+    Mutant(
+        "serial localized guarantee n(s)/|G| <= 1/(l - 1)",
+        "tasks/techniques/serial/groups.py",
+        "loc_ok = l * cnt <= size_of[gv_gid]",
+        "loc_ok = (l - 1) * cnt <= size_of[gv_gid]",
+        SERIAL,
+    ),
     # the online auditor
-    Mutant("auditor consults the secret when floor(Delta) = l - 1", "tasks/audit/decide.py",
-           "self.floor() >= l", "self.floor() >= l - 1", AUDIT),
-    Mutant("auditor answers when someone keeps l - 1 values", "tasks/audit/decide.py",
-           "if min(len(s) for s in values_after) >= l:", "if min(len(s) for s in values_after) >= l - 1:", AUDIT),
+    Mutant(
+        "auditor consults the secret when floor(Delta) = l - 1",
+        "tasks/audit/decide.py",
+        "self.floor() >= l",
+        "self.floor() >= l - 1",
+        AUDIT,
+    ),
+    Mutant(
+        "auditor answers when someone keeps l - 1 values",
+        "tasks/audit/decide.py",
+        "if min(len(s) for s in values_after) >= l:",
+        "if min(len(s) for s in values_after) >= l - 1:",
+        AUDIT,
+    ),
     # (not a mutant: `distinct_values(m) < l` -> `< l - 1` in classify is equivalent, because an
     # answer with fewer than l distinct values leaves its own people fewer than l values, which
     # the next test finds; see docs/testing.md)
-    Mutant("auditor misses groups an answer narrows to l - 1 values", "tasks/audit/decide.py",
-           "prog.can_be_narrow(work, c, l - 1)", "prog.can_be_narrow(work, c, l - 2)", AUDIT),
-    Mutant("auditor's Delta = G shortcut needs groups of l - 1", "tasks/audit/decide.py",
-           "(prog.sizes < l)", "(prog.sizes < l - 1)", AUDIT),
+    Mutant(
+        "auditor misses groups an answer narrows to l - 1 values",
+        "tasks/audit/decide.py",
+        "prog.can_be_narrow(work, c, l - 1)",
+        "prog.can_be_narrow(work, c, l - 2)",
+        AUDIT,
+    ),
+    Mutant(
+        "auditor's Delta = G shortcut needs groups of l - 1",
+        "tasks/audit/decide.py",
+        "(prog.sizes < l)",
+        "(prog.sizes < l - 1)",
+        AUDIT,
+    ),
     # the series composition check (issue 17)
-    Mutant("composition accepts l - 1 candidate values", "tasks/compose/check.py",
-           "(fig < self.threshold)", "(fig < self.threshold - 1)", SERIES),
-    Mutant("composition forgets earlier transient groups", "tasks/compose/algebra.py",
-           "np.minimum(prior.min_t[prev], t_here)", "t_here", SERIES),
-    Mutant("composition keeps a value the new group lacks", "tasks/compose/algebra.py",
-           "held = here > 0", "held = here >= 0", SERIES),
-    Mutant("composition counts records of the newest group only", "tasks/compose/algebra.py",
-           "np.minimum(prior.minc[p2], here)", "here", SERIES),
+    Mutant(
+        "composition accepts l - 1 candidate values",
+        "tasks/compose/check.py",
+        "(fig < self.threshold)",
+        "(fig < self.threshold - 1)",
+        SERIES,
+    ),
+    Mutant(
+        "composition forgets earlier transient groups",
+        "tasks/compose/algebra.py",
+        "np.minimum(prior.min_t[prev], t_here)",
+        "t_here",
+        SERIES,
+    ),
+    Mutant(
+        "composition keeps a value the new group lacks",
+        "tasks/compose/algebra.py",
+        "held = here > 0",
+        "held = here >= 0",
+        SERIES,
+    ),
+    Mutant(
+        "composition counts records of the newest group only",
+        "tasks/compose/algebra.py",
+        "np.minimum(prior.minc[p2], here)",
+        "here",
+        SERIES,
+    ),
 ]
 
 
 def copy_tree(dest: Path) -> None:
     """The files git knows (tracked and untracked, not ignored): no venv, no caches."""
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
-                            capture_output=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True, capture_output=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, listed):
         src = ROOT / rel
         if src.is_file():
@@ -153,15 +345,20 @@ def replace(text: str, old: str, new: str, occurrence: int) -> str:
     if len(starts) < occurrence:
         raise SystemExit(f"mutant text {old!r} occurs {len(starts)} time(s), not {occurrence}")
     at = starts[occurrence - 1]
-    return text[:at] + new + text[at + len(old):]
+    return text[:at] + new + text[at + len(old) :]
 
 
 def run_tests(tree: Path, tests: list[str]) -> tuple[bool, str, float]:
     """(all passed, the first failing test, seconds)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-rf", "--hypothesis-seed=0", *tests],
-                          cwd=tree, env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-x", "-q", "-rf", "--hypothesis-seed=0", *tests],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     failed = re.findall(r"^FAILED (\S+)", proc.stdout, flags=re.M)
     if proc.returncode not in (0, 1):
         failed = failed or [f"pytest exit {proc.returncode}"]
@@ -177,8 +374,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="privpub-mutants-") as tmp:
         tree = Path(tmp)
         copy_tree(tree)
-        where = subprocess.run([sys.executable, "-c", "import tasks; print(tasks.__file__)"], cwd=tree,
-                               env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True)
+        where = subprocess.run(
+            [sys.executable, "-c", "import tasks; print(tasks.__file__)"],
+            cwd=tree,
+            env={**os.environ, "PYTHONPATH": str(tree)},
+            capture_output=True,
+            text=True,
+        )
         if not where.stdout.startswith(str(tree)):
             raise SystemExit(f"the copy is not what gets imported: {where.stdout or where.stderr}")
         baseline = sorted({t for m in mutants for t in m.tests})
@@ -207,7 +409,9 @@ def main() -> int:
     if args.markdown:
         args.markdown.write_text("\n".join(table) + "\n")
     survived = [m.name for m, verdict, _ in rows if verdict == "SURVIVED"]
-    print(f"{len(rows) - len(survived)} of {len(rows)} mutants killed" + (f"; survived: {survived}" if survived else ""))
+    print(
+        f"{len(rows) - len(survived)} of {len(rows)} mutants killed" + (f"; survived: {survived}" if survived else "")
+    )
     return 1 if survived else 0
 
 
