@@ -60,3 +60,24 @@ def test_the_public_names_and_their_sources_agree():
     import privpub
 
     assert set(privpub.__all__) - {"__version__"} == set(privpub._PUBLIC)
+
+
+def test_the_wheel_installs_only_privpub(tmp_path):
+    """`pip install .` must not put `flows`, `tasks`, `state`, ... on a user's sys.path."""
+    import subprocess
+    import sys
+    import zipfile
+
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("privpub-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names} == {
+        "privpub",
+        f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info",
+    }
+    assert "privpub/__init__.py" in names and "privpub/tasks/techniques/muco/technique.py" in names
+    assert not [n for n in names if n.startswith("privpub/flows/privpub/")]  # the root is not packaged twice

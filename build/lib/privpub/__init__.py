@@ -1,0 +1,69 @@
+"""privpub: privacy-preserving microdata publishing.
+
+This folder is the package `privpub` itself (pyproject.toml maps it with `package-dir`; the
+product's top-level folders stay where the design card puts them and import as
+`privpub.flows`, `privpub.tasks`, `privpub.schemas`, `privpub.state`, `privpub.deployments`).
+
+The public surface, what a user may rely on, is `__all__` below; every other module is internal.
+Names load on first use, so `import privpub` costs nothing until one is touched.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# public name -> (module, attribute)
+_PUBLIC: dict[str, tuple[str, str]] = {
+    "publish": ("privpub.flows.publish", "publish"),
+    "verify": ("privpub.flows.reverify", "reverify"),
+    "Store": ("privpub.state.store", "Store"),
+    "ReleaseSpec": ("privpub.schemas.spec", "ReleaseSpec"),
+    "load_spec": ("privpub.schemas.spec", "load_spec"),
+    "spec_from_dict": ("privpub.schemas.spec", "spec_from_dict"),
+    "technique_names": ("privpub.tasks.core.technique", "technique_names"),
+    "SpecError": ("privpub.schemas.spec", "SpecError"),
+    "InputError": ("privpub.schemas.input", "InputError"),
+    "PrivacyRefused": ("privpub.tasks.core.technique", "PrivacyRefused"),
+}
+
+__all__ = [
+    "InputError",
+    "PrivacyRefused",
+    "ReleaseSpec",
+    "SpecError",
+    "Store",
+    "__version__",
+    "load_spec",
+    "publish",
+    "spec_from_dict",
+    "technique_names",
+    "verify",
+]
+
+if TYPE_CHECKING:
+    from privpub.flows.publish import publish as publish
+    from privpub.flows.reverify import reverify as verify
+    from privpub.schemas.input import InputError as InputError
+    from privpub.schemas.spec import ReleaseSpec as ReleaseSpec
+    from privpub.schemas.spec import SpecError as SpecError
+    from privpub.schemas.spec import load_spec as load_spec
+    from privpub.schemas.spec import spec_from_dict as spec_from_dict
+    from privpub.state.store import Store as Store
+    from privpub.tasks.core.technique import PrivacyRefused as PrivacyRefused
+    from privpub.tasks.core.technique import technique_names as technique_names
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'privpub' has no attribute {name!r}")
+    module, attr = _PUBLIC[name]
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,116 @@
+"""Who started a run and what became of an attempt: the audit trail's side of a run.
+
+Light on purpose (no Prefect import at module level): the CLI records attempts refused before
+Prefect starts.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import sys
+from datetime import UTC
+from pathlib import Path
+
+from privpub.state.store import Store, lock_wait_seconds, notice
+
+
+def current_actor(actor: str | None) -> str:
+    """The `actor` given (the CLI's --as, a deployment's parameter), else the deployment, else
+    the OS user."""
+    if actor:
+        return actor
+    try:
+        if "prefect" not in sys.modules:
+            raise ImportError  # a CLI run before Prefect started: not a deployment
+        from prefect.runtime import deployment
+
+        if deployment.name:
+            return f"deployment:{deployment.name}"
+    except Exception:
+        pass
+    try:
+        return getpass.getuser()
+    except Exception:
+        return os.environ.get("USER", "unknown")
+
+
+# set by the CLI before it runs a flow in its own process
+STARTED_BY_CLI = False
+
+
+def attribution() -> dict:
+    """What started this run: trigger (cli, schedule, manual for a UI/API run of a deployment,
+    retry, direct for a Python call), the deployment and, for a scheduled run, its slot."""
+    out: dict = {"trigger": "cli" if STARTED_BY_CLI else "direct", "deployment": None, "scheduled_for": None}
+    run_id = flow_run_id()
+    if run_id is None:
+        return out
+    try:
+        from uuid import UUID
+
+        from prefect.client.orchestration import get_client
+        from prefect.runtime import deployment
+
+        with get_client(sync_client=True) as client:
+            run = client.read_flow_run(UUID(run_id))
+        if run.deployment_id is None:
+            return out
+        out["deployment"] = deployment.name or str(run.deployment_id)
+        if run.run_count > 1:
+            out["trigger"] = "retry"
+        elif run.auto_scheduled:
+            out["trigger"] = "schedule"
+        else:
+            out["trigger"] = "manual"
+        if run.auto_scheduled and run.expected_start_time:  # the slot, in UTC like every timestamp
+            slot = run.expected_start_time
+            out["scheduled_for"] = slot.astimezone(UTC).replace(tzinfo=None) if slot.tzinfo else slot
+    except Exception as exc:  # attribution must not stop a release
+        notice(f"warning: could not read the flow run's trigger ({type(exc).__name__})")
+    return out
+
+
+def flow_run_id() -> str | None:
+    if "prefect" not in sys.modules:
+        return None
+    try:
+        from prefect.runtime import flow_run
+
+        return str(flow_run.id) if flow_run.id else None
+    except Exception:
+        return None
+
+
+def record_failure(spec_path: str, overrides: dict | None, actor: str | None, exc: BaseException, message: str) -> None:
+    """An audit-log row for a failed attempt, in the state file the spec names (or would name:
+    a spec that cannot be read still has a folder). A state file that cannot be written gets it
+    in its journal, folded into audit_log by the next writer."""
+    import tomllib
+
+    series, state = None, None
+    try:
+        data = tomllib.loads(Path(spec_path).read_text()) if spec_path else {}
+        for section, values in (overrides or {}).items():
+            if isinstance(values, dict) and isinstance(data.get(section, {}), dict):
+                data[section] = {**data.get(section, {}), **values}
+        series = (data.get("dataset") or {}).get("name")
+        state = (data.get("output") or {}).get("state", "privpub.duckdb")
+    except Exception:
+        state = "privpub.duckdb"
+    base = Path(spec_path).resolve().parent if spec_path else Path.cwd()
+    path = Path(str(state)).expanduser()
+    path = path if path.is_absolute() else base / path
+    if not path.parent.is_dir():
+        notice(f"warning: this failed attempt could not be logged (no folder {path.parent})")
+        return
+    where = Store(path, lock_timeout=min(lock_wait_seconds(), 30)).log_attempt(
+        current_actor(actor),
+        "publish",
+        series,
+        "failed",
+        flow_run_id(),
+        {"error": type(exc).__name__, "message": message, "spec": spec_path, **attribution()},
+    )
+    if where != "audit_log":
+        notice(f"warning: the state file could not be written; this failed attempt went to {where}")

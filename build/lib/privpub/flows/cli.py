@@ -1,0 +1,496 @@
+"""The `privpub` command line.
+
+    privpub publish SPEC.toml          publish the next release of the spec's series
+    privpub serial SPEC.toml           the next release of a serial series (global guarantee)
+    privpub history [--state FILE]     list committed releases
+    privpub verify RELEASE_ID          re-verify a committed release from its published files
+    privpub report RELEASE_ID          (re)write and show the HTML report of a release
+    privpub demo                       publish a release of the embedded sample data
+    privpub audit init|ask|batch|log [--summary]   the online auditor (l-uncertainty)
+    privpub server start|stop|status   the release service (Prefect server, UI, deployments)
+
+Exit status 0 on success; on failure one line `privpub: error: ...` and status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+# Offline and quiet before Prefect is imported (see docs/ARCHITECTURE.md, "Running offline").
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PY_KEY_VALUE_DISABLE_BEARTYPE", "true")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+os.environ.setdefault("PREFECT_RESULTS_PERSIST_BY_DEFAULT", "false")
+
+DEFAULT_STATE = "privpub.duckdb"
+
+from privpub.flows.errors import CliError  # noqa: E402  (light: no Prefect, no pandas)
+
+
+def warn(message: str) -> None:
+    print(f"privpub: warning: {message}", file=sys.stderr, flush=True)
+
+
+def _quiet_tracebacks() -> None:
+    """Prefect's console log prints a task's traceback when it fails; at the terminal the one
+    `privpub: error:` line says what happened (PRIVPUB_DEBUG=1 keeps the tracebacks)."""
+    import logging
+
+    if os.environ.get("PRIVPUB_DEBUG"):
+        return
+
+    def strip(record: logging.LogRecord) -> bool:
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+    for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+        for handler in getattr(logger, "handlers", []):
+            if type(handler).__name__ == "PrefectConsoleHandler" and strip not in handler.filters:
+                handler.addFilter(strip)
+
+
+def _state_path(args) -> Path:
+    if getattr(args, "spec", None):
+        from privpub.schemas.spec import load_spec
+
+        return load_spec(args.spec).state_path
+    return Path(args.state or os.environ.get("PRIVPUB_STATE", DEFAULT_STATE))
+
+
+def check_spec(spec_path: str, overrides: dict | None = None):
+    """The cheap checks, before anything starts: the spec, its technique's parameters, and that
+    the output folder and the state file can be used."""
+    from privpub.schemas.spec import resolve_spec
+    from privpub.state.store import Store, check_output_dir
+    from privpub.tasks.compose.check import series_settings
+    from privpub.tasks.core.technique import get_technique
+
+    spec = resolve_spec(spec_path, None, overrides)
+    series_settings(spec, get_technique(spec))
+    check_output_dir(spec.output_dir)
+    Store(spec.state_path).check_usable()
+    return spec
+
+
+def check_input(spec) -> None:
+    """The input read and validated as the flow would; bad input fails here, with one message and
+    nothing written. The flow, run next in this process, takes the result instead of reading the
+    file again (UI-started runs, with no CLI in front of them, read and validate it themselves)."""
+    from privpub.flows.cluster import uses_cluster
+    from privpub.schemas.input import input_files
+    from privpub.tasks.core.technique import get_technique
+    from privpub.tasks.validate import check_input as check
+
+    technique = get_technique(spec)
+    if uses_cluster(spec, technique):  # read and validated by the cluster's workers, in the flow
+        input_files(spec)
+        return
+    check(spec, technique)  # kept for the flow this process runs next
+
+
+def _record_refusal(args, spec_path: str, overrides: dict | None, exc: Exception) -> None:
+    """A run refused before Prefect started still leaves its audit row (nothing else)."""
+    from privpub.flows.attempts import record_failure
+    from privpub.flows.errors import public_message
+
+    record_failure(spec_path, overrides, args.actor, exc, public_message(exc))
+
+
+def _run_flow(args, spec_path: str, overrides: dict | None, start) -> int:
+    """Preflight while the Prefect API comes up, run the flow, print the id and the summary.
+    Once a release is committed the command succeeds: whatever fails afterwards is a warning."""
+    from privpub.flows import attempts
+    from privpub.flows.server import prefect_api
+
+    attempts.STARTED_BY_CLI = True
+    try:
+        spec = check_spec(spec_path, overrides)
+    except Exception as exc:
+        _record_refusal(args, spec_path, overrides, exc)
+        raise
+    with prefect_api() as ready:  # the server starts while the input is checked
+        try:
+            check_input(spec)
+        except Exception as exc:
+            _record_refusal(args, spec_path, overrides, exc)
+            raise
+        ready()
+        from privpub.flows import publish as pub
+
+        _quiet_tracebacks()
+        printed: list[str] = []
+
+        def announce(release_id: str) -> None:
+            print(release_id, flush=True)
+            printed.append(release_id)
+
+        pub.ON_COMMIT.append(announce)
+        try:
+            release_id = start(spec)
+        except BaseException as exc:
+            if not pub.COMMITTED or isinstance(exc, CliError):
+                raise
+            release_id = pub.COMMITTED[-1]
+            if release_id not in printed:
+                print(release_id, flush=True)
+            warn(
+                f"release {release_id} is committed, but the run failed after the commit "
+                f"({type(exc).__name__}); `privpub report {release_id}` rewrites its report"
+            )
+            return 0
+        finally:
+            pub.ON_COMMIT.remove(announce)
+        if release_id not in printed:  # a recognised re-run: nothing was committed
+            print(release_id, flush=True)
+        if not args.quiet:
+            try:
+                print_summary(spec.state_path, release_id)
+            except Exception as exc:
+                warn(f"release {release_id} is committed; its summary could not be printed ({type(exc).__name__})")
+    return 0
+
+
+def print_summary(state: Path, release_id: str) -> None:
+    from privpub.state.store import Store
+    from privpub.tasks.core.technique import PrivacyResult
+    from privpub.tasks.report import summary_lines
+
+    store = Store(state)
+    rel = store.release(release_id)
+    m = rel["metrics"]
+    privacy = [
+        PrivacyResult(r.name, r.text_value, r.threshold, bool(r.passed)) for r in m[m.kind == "privacy"].itertuples()
+    ]
+    utility = {}
+    for r in m[m.kind == "utility"].itertuples():
+        utility[r.name] = r.value if r.value is not None and r.value == r.value else r.text_value
+    for key in ("groups", "max_group_size", "suppressed_rows", "queries"):
+        if key in utility:
+            utility[key] = int(utility[key])
+    for line in summary_lines(rel, privacy, utility):
+        print(f"  {line}")
+    out = Path(rel["output_dir"]) / release_id
+    print(f"  published files: {out}/")
+    for t in rel["tables"].itertuples():
+        print(f"    {t.file} ({t.n_rows} rows)")
+    print(f"  report: {out / 'report.html'}")
+    print(f"  history: {store.path}  (privpub history --state {store.path})")
+
+
+def cmd_publish(args) -> int:
+    overrides: dict = {}
+    if args.seed is not None:
+        overrides["output"] = {"seed": args.seed}
+    run = {
+        k: v
+        for k, v in (("task_runner", getattr(args, "task_runner", None)), ("workers", getattr(args, "workers", None)))
+        if v is not None
+    }
+    if run:
+        overrides["run"] = run
+    overrides = overrides or None
+
+    def start(spec):
+        from privpub.flows.publish import publish
+
+        return publish(str(Path(args.spec).resolve()), overrides=overrides, actor=args.actor)
+
+    return _run_flow(args, args.spec, overrides, start)
+
+
+def cmd_serial(args) -> int:
+    """The next release of a serial series: refuses a spec whose technique keeps no history."""
+    from privpub.schemas.spec import resolve_spec
+    from privpub.tasks.core.technique import get_technique
+
+    if not get_technique(resolve_spec(args.spec, None, None)).uses_history:
+        raise CliError(
+            "privpub serial needs a technique that publishes series "
+            '([technique] name = "serial"); use privpub publish for one-off releases'
+        )
+
+    def start(spec):
+        from privpub.flows.publish import call_flow
+        from privpub.flows.serial import serial_flow
+
+        return call_flow(serial_flow, spec_path=str(Path(args.spec).resolve()), actor=args.actor)
+
+    return _run_flow(args, args.spec, None, start)
+
+
+def cmd_history(args) -> int:
+    from privpub.state.store import Store
+
+    frame = Store(_state_path(args)).history(args.series)
+    if frame.empty:
+        print("no releases yet")
+        return 0
+    with_cols = frame.assign(created_at=frame.created_at.astype(str).str.slice(0, 19))
+    print(with_cols.to_string(index=False))
+    return 0
+
+
+def cmd_trail(args) -> int:
+    """The audit trail for a compliance officer: every attempt, its outcome, release and trigger."""
+    from datetime import datetime
+
+    from privpub.state.store import Store
+
+    since = None
+    if args.since:
+        try:
+            since = datetime.fromisoformat(args.since)
+        except ValueError:
+            raise CliError(f"--since {args.since!r} is not a date (YYYY-MM-DD or an ISO timestamp)") from None
+    frame = Store(_state_path(args)).trail(args.series, since)
+    if args.format == "json":
+        for line in frame.to_json(orient="records", lines=True, date_format="iso").splitlines():
+            if line.strip():
+                print(line)
+    else:
+        sys.stdout.write(frame.to_csv(index=False))
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from privpub.flows.reverify import reverify
+
+    ok, lines = reverify(_state_path(args), args.release_id, actor=args.actor)
+    for line in lines:
+        print(line)
+    return 0 if ok else 1
+
+
+def cmd_report(args) -> int:
+    from privpub.flows.reverify import rewrite_report
+
+    print(rewrite_report(_state_path(args), args.release_id))
+    return 0
+
+
+def cmd_audit(args) -> int:
+    import json
+
+    from privpub.flows import audit
+    from privpub.flows.attempts import current_actor
+
+    actor = current_actor(args.actor)
+    if args.audit_command == "init":
+        from privpub.schemas.spec import load_spec
+
+        spec = load_spec(args.spec)
+        name = audit.init_audit(spec, actor)
+        print(json.dumps({"registered": name, "state": str(spec.state_path.resolve()), **audit.audit_settings(spec)}))
+        return 0
+    state = _state_path(args)
+    if args.audit_command == "ask":
+        print(json.dumps(audit.ask(state, args.where, actor, args.table), default=str))
+        return 0
+    if args.audit_command == "batch":
+        queries = _read_batch(Path(args.file))
+        from privpub.flows.audit_batch import audit_flow
+        from privpub.flows.publish import call_flow
+        from privpub.flows.server import prefect_api
+
+        with prefect_api() as ready:
+            ready()
+            _quiet_tracebacks()
+            responses = call_flow(
+                audit_flow, state=str(Path(state).resolve()), queries=queries, actor=actor, table=args.table
+            )
+        for response in responses:
+            print(json.dumps(response, default=str))
+        return 0
+    from privpub.state.store import Store
+
+    log = Store(state).audit_log()
+    log = log[log.action.str.startswith("audit-")]
+    if args.summary:
+        for table in audit.summary(log):
+            print(json.dumps(table))
+        return 0
+    for row in log.itertuples():
+        print(
+            json.dumps(
+                {
+                    "at": str(row.logged_at),
+                    "requester": row.actor,
+                    "action": row.action,
+                    "table": row.target,
+                    "response": row.outcome,
+                    **json.loads(row.detail or "{}"),
+                },
+                default=str,
+            )
+        )
+    return 0
+
+
+def _read_batch(path: Path) -> list[dict]:
+    """A batch file: one query per line, either a bare SQL predicate or a JSON object
+    {"where": ..., "as": requester, "id": name}; blank lines and # comments are skipped."""
+    import json
+
+    if not path.is_file():
+        raise CliError(f"batch file not found: {path}")
+    queries = []
+    for n, line in enumerate(path.read_text().splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("{"):
+            try:
+                q = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise CliError(f"{path}, line {n}: not valid JSON ({exc})") from None
+            if "where" not in q:
+                raise CliError(f'{path}, line {n}: a query needs a "where" predicate')
+            queries.append(q)
+        else:
+            queries.append({"where": line})
+    if not queries:
+        raise CliError(f"{path} holds no query")
+    return queries
+
+
+def cmd_demo(args) -> int:
+    from privpub.flows.demo import prepare_demo
+
+    spec_path = prepare_demo(Path(args.dir), rows=args.rows)
+    print(f"demo data and spec: {spec_path}")
+    args.spec, args.seed, args.quiet = str(spec_path), None, False
+    return cmd_publish(args)
+
+
+def cmd_server(args) -> int:
+    from privpub.flows.service import command
+
+    return command(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="privpub", description="privacy-preserving microdata publishing")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    sp = sub.add_parser("publish", help="publish the next release of a series")
+    sp.add_argument("spec", help="the release spec (TOML)")
+    sp.add_argument("--seed", type=int, help="override the spec's seed")
+    sp.add_argument("--as", dest="actor", help="who runs this (audit log); default: the OS user")
+    sp.add_argument("--quiet", action="store_true", help="print only the release id")
+    sp.add_argument(
+        "--task-runner",
+        choices=["inprocess", "dask"],
+        help="where a technique's chunk tasks run (overrides [run] task_runner; "
+        "default in-process); the release is the same either way",
+    )
+    sp.add_argument(
+        "--workers",
+        type=int,
+        help="threads (inprocess) or Dask worker processes (overrides [run] workers; Dask default 2)",
+    )
+    sp.set_defaults(func=cmd_publish)
+
+    sp = sub.add_parser("serial", help="publish the next release of a serial series (global guarantee)")
+    sp.add_argument("spec", help='the release spec (TOML), [technique] name = "serial"')
+    sp.add_argument("--as", dest="actor", help="who runs this (audit log); default: the OS user")
+    sp.add_argument("--quiet", action="store_true", help="print only the release id")
+    sp.set_defaults(func=cmd_serial)
+
+    for name, func, hlp in (
+        ("history", cmd_history, "list committed releases"),
+        ("verify", cmd_verify, "re-verify a committed release from its published files"),
+        ("report", cmd_report, "(re)write the HTML report of a release"),
+    ):
+        sp = sub.add_parser(name, help=hlp)
+        if name != "history":
+            sp.add_argument("release_id")
+        sp.add_argument("--state", help=f"the state file (default ${'{'}PRIVPUB_STATE{'}'} or ./{DEFAULT_STATE})")
+        sp.add_argument("--spec", help="take the state file from this spec")
+        if name == "history":
+            sp.add_argument("--series", help="only this series")
+        sp.add_argument("--as", dest="actor", help="who runs this (audit log)")
+        sp.set_defaults(func=func)
+
+    sp = sub.add_parser("trail", help="export the audit trail (every attempt and its outcome)")
+    sp.add_argument("--state", help=f"the state file (default ${'{'}PRIVPUB_STATE{'}'} or ./{DEFAULT_STATE})")
+    sp.add_argument("--spec", help="take the state file from this spec")
+    sp.add_argument("--series", help="only this series")
+    sp.add_argument("--since", help="only attempts from this date on (YYYY-MM-DD, UTC)")
+    sp.add_argument("--format", choices=["csv", "json"], default="csv", help="csv (default) or JSON lines")
+    sp.set_defaults(func=cmd_trail)
+
+    sp = sub.add_parser("audit", help="answer online microdata queries under l-uncertainty")
+    audit_sub = sp.add_subparsers(dest="audit_command", required=True)
+    a = audit_sub.add_parser("init", help="register a secret table ([audit] l, budget, strategy)")
+    a.add_argument("spec")
+    a.add_argument("--as", dest="actor")
+    for name, hlp in (
+        ("ask", "decide one query"),
+        ("batch", "decide a file of concurrent queries (Prefect flow)"),
+        ("log", "the decisions, as JSON lines"),
+    ):
+        a = audit_sub.add_parser(name, help=hlp)
+        if name == "ask":
+            a.add_argument("--where", required=True, help="SQL predicate over the QI columns")
+        if name == "batch":
+            a.add_argument("file", help='one predicate (or JSON object with "where") per line')
+        if name == "log":
+            a.add_argument(
+                "--summary",
+                action="store_true",
+                help="per table: how many queries were answered, denied (exactly or by the budget), refused",
+            )
+        a.add_argument("--as", dest="actor", help="the requester (audit log)")
+        a.add_argument("--state", help=f"the state file (default ./{DEFAULT_STATE})")
+        a.add_argument("--spec", help="take the state file from this spec")
+        a.add_argument("--table", help="which registered table, when there are several")
+    sp.set_defaults(func=cmd_audit)
+
+    sp = sub.add_parser("demo", help="publish a release of the embedded census sample")
+    sp.add_argument("--dir", default="demo", help="where the demo data, releases and history go")
+    sp.add_argument("--rows", type=int, default=5000)
+    sp.add_argument("--as", dest="actor")
+    sp.set_defaults(func=cmd_demo)
+
+    sp = sub.add_parser("server", help="the release service: Prefect server, UI and served deployments")
+    server_sub = sp.add_subparsers(dest="server_command", required=True)
+    for name, hlp in (
+        ("start", "start it, detached (state and releases in the home folder)"),
+        ("stop", "stop it (serve first, then the server)"),
+        ("status", "running or not, and where"),
+    ):
+        a = server_sub.add_parser(name, help=hlp)
+        if name == "start":
+            a.add_argument("--port", type=int, default=4200, help="the UI's and API's port (default 4200)")
+        a.add_argument("--home", help="the service's folder (default $PRIVPUB_HOME or ~/.privpub)")
+    sp.set_defaults(func=cmd_server)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from privpub.state.permissions import private_umask
+
+    private_umask()  # secret-bearing files owner-only; published ones follow the operator's umask
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("privpub: interrupted; nothing was published by this run", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        from privpub.flows.errors import public_message
+
+        if os.environ.get("PRIVPUB_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        print(f"privpub: error: {public_message(exc)}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""Where Dask work runs: a LocalCluster started by privpub, or an existing cluster ([run] address).
+
+Secret rows travel only between the flow process and the workers. A worker may spill what it
+holds to its scratch disk under memory pressure only when [run] allow_spill says so: a local
+cluster then gets no memory limit at all (nothing to spill against), and an existing cluster is
+checked at connection time and refused if its workers would spill.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from privpub.schemas.spec import RunSpec
+
+# Dask's memory thresholds that write a worker's data to disk (fractions of its memory limit)
+SPILL_KEYS = ("distributed.worker.memory.target", "distributed.worker.memory.spill")
+
+
+class ClusterError(RuntimeError):
+    """The Dask cluster cannot be used as [run] asks (unreachable, or it would spill secrets)."""
+
+
+def local_cluster_kwargs(run: RunSpec) -> dict:
+    """A LocalCluster of `workers` processes, one thread each (the work is CPU-bound numpy). No
+    memory limit unless spilling is allowed, hence no spilling of secret rows; no dashboard (the
+    scheduler's health endpoint still listens, so it gets a free loopback port rather than the
+    shared default 8787)."""
+    return {
+        "n_workers": run.workers or 2,
+        "threads_per_worker": 1,
+        "processes": True,
+        "memory_limit": "auto" if run.allow_spill else 0,
+        "dashboard_address": None,
+        "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0"},
+    }
+
+
+def dask_task_runner(run: RunSpec):
+    """Prefect's Dask task runner for a technique's mapped chunks: on the existing cluster at
+    [run] address, else on a LocalCluster of its own."""
+    from prefect_dask import DaskTaskRunner
+
+    if run.address:
+        with dask_client(run):  # refuses, before the flow starts, a cluster that would spill
+            pass
+        return DaskTaskRunner(address=run.address)
+    return DaskTaskRunner(cluster_class="distributed.LocalCluster", cluster_kwargs=local_cluster_kwargs(run))
+
+
+def _worker_spills(dask_worker) -> bool:
+    """Runs on each worker: would it write data to its scratch disk under memory pressure?"""
+    manager = getattr(dask_worker, "memory_manager", None)
+    if manager is None or not manager.memory_limit:
+        return False
+    return bool(manager.memory_target_fraction) or bool(manager.memory_spill_fraction)
+
+
+def check_no_spill(client, run: RunSpec) -> None:
+    if run.allow_spill:
+        return
+    spilling = sorted(addr for addr, spills in client.run(_worker_spills).items() if spills)
+    if spilling:
+        raise ClusterError(
+            f"{len(spilling)} Dask worker(s) (e.g. {spilling[0]}) may spill data to disk under memory "
+            "pressure, and privpub's chunks hold secret rows: start the workers with "
+            f"{SPILL_KEYS[0]} and {SPILL_KEYS[1]} set to false (or --memory-limit 0), or set "
+            "[run] allow_spill = true"
+        )
+
+
+@contextlib.contextmanager
+def dask_client(run: RunSpec) -> Iterator:
+    """A distributed Client for the run: the existing cluster at [run] address (checked not to
+    spill unless allowed), else a LocalCluster closed on exit."""
+    from distributed import Client, LocalCluster
+
+    if run.address:
+        try:
+            client = Client(run.address, timeout="20s", set_as_default=False)
+        except OSError as exc:
+            raise ClusterError(f"cannot reach the Dask scheduler at {run.address}: {type(exc).__name__}") from None
+        try:
+            check_no_spill(client, run)
+            yield client
+        finally:
+            client.close()
+        return
+    with LocalCluster(**local_cluster_kwargs(run)) as cluster, Client(cluster, set_as_default=False) as client:
+        yield client
+
+
+# the clients (and local clusters) opened by releases of this process; run_attempt closes them
+_OPEN: list[contextlib.ExitStack] = []
+
+
+def uses_cluster(spec, technique) -> bool:
+    """Does this release read its input and partition on a Dask cluster? ([run] task_runner =
+    "dask", a technique that can (Technique.distributed), Parquet input: a file, folder or glob.
+    A CSV file or a DuckDB table is read in the flow process as before.)"""
+    from privpub.schemas.input import PARQUET_SUFFIXES, InputError, input_files
+
+    if spec.run.task_runner != "dask" or not getattr(technique, "distributed", False) or not spec.dataset.input:
+        return False
+    try:
+        files = input_files(spec)
+    except (InputError, OSError):
+        return False  # the in-memory path reports it
+    return all(f.suffix.lower() in PARQUET_SUFFIXES for f in files)
+
+
+def cluster_input(spec, technique):
+    """Open the run's cluster, then read, validate and code the input on its workers. Returns the
+    input's fingerprint and the ClusterData (whose client stays open until close_clusters)."""
+    from privpub.schemas.input import InputError
+    from privpub.tasks.cluster.input import load_on_cluster
+    from privpub.tasks.validate import input_fingerprint
+
+    stack = contextlib.ExitStack()
+    _OPEN.append(stack)
+    client = stack.enter_context(dask_client(spec.run))
+    data = load_on_cluster(spec, client)
+    try:
+        technique.check_data(data)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    return input_fingerprint(spec), data
+
+
+def close_clusters() -> None:
+    while _OPEN:
+        _OPEN.pop().close()

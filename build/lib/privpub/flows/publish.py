@@ -1,0 +1,656 @@
+"""The `publish` flow: validate -> partition -> anonymize -> verify -> evaluate -> commit -> report.
+
+Thin by design: every step is a plain function from tasks/; this module only wires them as
+Prefect tasks. No task caches or persists its result: several of them carry the secret rows,
+which must never land in Prefect's result storage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import sys
+import time
+from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from prefect import flow, task, unmapped
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
+from prefect.utilities.annotations import quote
+
+from privpub.flows.attempts import attribution, current_actor, record_failure
+from privpub.flows.attempts import flow_run_id as _flow_run_id
+from privpub.flows.cluster import close_clusters, cluster_input, uses_cluster
+from privpub.flows.errors import expected_errors, public_message
+from privpub.schemas.published import check_published
+from privpub.schemas.spec import ReleaseSpec, RunSpec, resolve_spec
+from privpub.state.store import Store, check_output_dir, stage_tables
+from privpub.tasks import report as report_mod
+from privpub.tasks.compose.check import SeriesCheck
+from privpub.tasks.core.failpoints import failpoint
+from privpub.tasks.core.technique import PrivacyRefused, Technique, get_technique
+from privpub.tasks.evaluate import evaluate, evaluation_workload, utility_summary
+from privpub.tasks.validate import checked_input, load_input, validate
+
+# No caching, no persisted results: inputs and outputs of these tasks hold secret rows.
+SECRET = dict(cache_policy=NO_CACHE, persist_result=False)
+
+
+def transient(task, task_run, state) -> bool:
+    """Retry only what may succeed on a second try (a disk or network hiccup); a missing file,
+    bad input, a bad spec, a refusal or a busy state file (already waited for) fails at once."""
+    try:
+        exc = state.result(raise_on_failure=False)
+    except Exception:
+        return False
+    return isinstance(exc, OSError) and not isinstance(
+        exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+    )
+
+
+IO_RETRIES = dict(retries=2, retry_delay_seconds=[1, 5], retry_condition_fn=transient)
+# ids of the releases this process committed: whatever fails afterwards (artifacts, the summary,
+# Prefect's own bookkeeping) must not turn a committed release into a failed command
+COMMITTED: list[str] = []
+# called with the release id right after the commit (the CLI prints it there)
+ON_COMMIT: list = []
+# errors that ended this process's flow runs (the CLI runs flows in-process and re-raises them)
+FAILURES: list[BaseException] = []
+
+
+def progress(message: str) -> None:
+    """Progress for the person at the terminal (stderr) and for the Prefect run log."""
+    try:
+        from prefect.logging import get_run_logger
+
+        get_run_logger().info(message)  # the run logger also prints to the console
+    except Exception:  # outside a run context (plain function calls in tests)
+        print(f"[privpub] {message}", file=sys.stderr, flush=True)
+
+
+def _timed(label: str, fn, *args):
+    t0 = time.perf_counter()
+    out = fn(*args)
+    progress(f"{label} done in {time.perf_counter() - t0:.2f} s")
+    return out
+
+
+@task(name="load-input", **SECRET, **IO_RETRIES)
+def load_input_task(spec: ReleaseSpec):
+    return _timed("load input", load_input, spec)
+
+
+@task(name="load-input-on-cluster", **SECRET)
+def cluster_input_task(spec: ReleaseSpec, technique):
+    fp, data = _timed("load and validate input on the Dask cluster", cluster_input, spec, technique)
+    progress(f"{data.n} valid rows in {len(data.parts)} partitions, {len(data.domains)} quasi-identifiers")
+    return fp, data
+
+
+@task(name="validate", **SECRET)
+def validate_task(frame, spec: ReleaseSpec, technique):
+    data = _timed("validate", validate, frame, spec, technique)
+    progress(f"{data.n} valid rows, {len(data.domains)} quasi-identifiers")
+    return data
+
+
+@task(name="partition", **SECRET)
+def partition_task(technique, data, rng):
+    failpoint("partition")
+    part = _timed("partition", technique.partition, data, rng)
+    progress(f"{part.n_groups} QI-groups")
+    return part
+
+
+@task(name="anonymize", **SECRET)
+def anonymize_task(technique, data, part, rng):
+    failpoint("anonymize")
+    return _timed("anonymize", technique.anonymize, data, part, rng)
+
+
+@task(name="anonymize-plan", **SECRET)
+def plan_chunks_task(technique, data, part, rng):
+    failpoint("anonymize")
+    return technique.plan_chunks(data, part, rng)
+
+
+# mapped over the flow's task runner: may run in a Dask worker process, which must write nothing
+@task(name="anonymize-chunk", **SECRET)
+def anonymize_chunk_task(technique, chunk):
+    return technique.anonymize_chunk(chunk)
+
+
+@task(name="anonymize-combine", **SECRET)
+def combine_chunks_task(technique, data, part, plan, results, rng):
+    return technique.combine_chunks(data, part, plan, results, rng)
+
+
+def anonymize_step(technique, data, part, rng, run: RunSpec):
+    """One anonymize task, or, for a technique that splits its work (Technique.plan_chunks), a
+    task per chunk mapped over the task runner and a combine step in the flow process."""
+    t0 = time.perf_counter()
+    plan = plan_chunks_task(technique, data, part, rng)
+    if plan is None:
+        return anonymize_task(technique, data, part, rng)
+    results = _map_chunks(technique, plan.chunks, run)
+    release = combine_chunks_task(technique, data, part, plan, results, rng)
+    progress(f"anonymize done in {time.perf_counter() - t0:.2f} s ({len(plan.chunks)} chunks)")
+    return release
+
+
+def _map_chunks(technique, chunks: list, run: RunSpec, chunk_task=None) -> list:
+    """The chunk results, on the flow's task runner when it is the one [run] asks for. A flow
+    started from a deployment or called directly has its default runner (Prefect fixes it before
+    the flow reads its spec): for [run] task_runner = "dask" the chunks then get a Dask runner of
+    their own, so the spec is honoured however the flow was started."""
+    from prefect.context import FlowRunContext
+
+    chunk_task = chunk_task or anonymize_chunk_task
+    ctx = FlowRunContext.get()
+    current = type(ctx.task_runner).__name__ if ctx and ctx.task_runner else ""
+    if run.task_runner == "dask" and current != "DaskTaskRunner":
+        with ExitStack() as here:
+            runners = _OWN_RUNNERS.get() or {"stack": here}  # the run's scope, else this call's
+            if "runner" not in runners:
+                progress(f"chunks go to a Dask cluster of {run.workers or 2} workers")
+                runners["runner"] = runners["stack"].enter_context(make_task_runner(run))
+            futures = runners["runner"].map(chunk_task, {"technique": unmapped(technique), "chunk": chunks})
+            return [f.result() for f in futures]
+    return chunk_task.map(unmapped(technique), chunks).result()
+
+
+# The Dask runner _map_chunks opens for a flow run started without it: one for all of the run's
+# chunked steps (anonymize, verify, evaluate), closed when the run ends (own_runners).
+_OWN_RUNNERS: ContextVar[dict | None] = ContextVar("privpub_own_runners", default=None)
+
+
+@contextmanager
+def own_runners():
+    with ExitStack() as stack:
+        token = _OWN_RUNNERS.set({"stack": stack})
+        try:
+            yield
+        finally:
+            _OWN_RUNNERS.reset(token)
+
+
+@task(name="verify", **SECRET)
+def verify_task(technique, release, spec: ReleaseSpec, context: dict):
+    check_published(release, spec, technique)
+    return _timed("verify", technique.verify, release, context)
+
+
+@task(name="series-composition", **SECRET)
+def composition_task(check: SeriesCheck, data, part):
+    return _timed("series composition", check.check_release, data, part)
+
+
+@task(name="evaluate", **SECRET)
+def evaluate_task(technique, release, data, workload_seed: int):
+    return _timed("evaluate", evaluate, technique, release, data, workload_seed)
+
+
+# verify and evaluate of a technique that splits their per-row work (Technique.plan_verify,
+# plan_utility): a plan, chunks mapped over the task runner like anonymize's, a combine step
+@task(name="verify-plan", **SECRET)
+def verify_plan_task(technique, release, spec: ReleaseSpec, context: dict):
+    plan = technique.plan_verify(release, context)
+    if plan is not None:  # else verify_task checks the schema
+        check_published(release, spec, technique)
+    return plan
+
+
+@task(name="verify-chunk", **SECRET)
+def verify_chunk_task(technique, chunk):
+    return technique.verify_chunk(chunk)
+
+
+@task(name="verify-combine", **SECRET)
+def verify_combine_task(technique, release, context: dict, plan, results):
+    return technique.combine_verify(release, context, plan, results)
+
+
+@task(name="evaluate-plan", **SECRET)
+def evaluate_plan_task(technique, release, data, workload_seed: int):
+    workload = evaluation_workload(data, workload_seed)
+    return workload, technique.plan_utility(release, data, workload)
+
+
+@task(name="evaluate-chunk", **SECRET)
+def evaluate_chunk_task(technique, chunk):
+    return technique.utility_chunk(chunk)
+
+
+@task(name="evaluate-combine", **SECRET)
+def evaluate_combine_task(technique, release, data, workload, plan, results):
+    estimate, figures = technique.combine_utility(release, data, workload, plan, results)
+    return utility_summary(technique, release, data, workload, estimate, figures)
+
+
+def verify_and_evaluate(technique, release, spec: ReleaseSpec, context: dict, data, workload_seed: int):
+    """verify, then (when it passes) evaluate; each as one task or, when the technique splits it,
+    as chunks on the task runner. Returns (privacy results, utility figures or None if refused).
+
+    The release and the context are passed quoted: Prefect would otherwise walk every item of
+    every list they hold (a MuCo release lists its unchangeable rows) for each task, seconds at
+    a million rows."""
+    release, context = quote(release), quote(context)
+    t0 = time.perf_counter()
+    plan = verify_plan_task(technique, release, spec, context) if _splits(technique, "plan_verify") else None
+    if plan is None:
+        privacy = verify_task(technique, release, spec, context)
+    else:
+        results = _map_chunks(technique, plan.chunks, spec.run, verify_chunk_task)
+        privacy = verify_combine_task(technique, release, context, plan, results)
+        progress(f"verify done in {time.perf_counter() - t0:.2f} s ({len(plan.chunks)} chunks)")
+    if any(not r.passed for r in privacy):
+        return privacy, None
+    t0 = time.perf_counter()
+    if not _splits(technique, "plan_utility"):
+        return privacy, evaluate_task(technique, release, data, workload_seed)
+    workload, plan = evaluate_plan_task(technique, release, data, workload_seed)
+    if plan is None:
+        return privacy, evaluate_task(technique, release, data, workload_seed)
+    results = _map_chunks(technique, plan.chunks, spec.run, evaluate_chunk_task)
+    utility = evaluate_combine_task(technique, release, data, workload, plan, results)
+    progress(f"evaluate done in {time.perf_counter() - t0:.2f} s ({len(plan.chunks)} chunks)")
+    return privacy, utility
+
+
+def _splits(technique, hook: str) -> bool:
+    """Whether the technique has this chunk hook (else its step stays one task: no plan task)."""
+    return getattr(type(technique), hook) is not getattr(Technique, hook)
+
+
+@task(name="stage-files", **SECRET, **IO_RETRIES)
+def stage_task(output_dir: Path, tables):
+    return _timed("write files", stage_tables, output_dir, tables)
+
+
+@task(name="commit", **SECRET, retries=2, retry_delay_seconds=[2, 10], retry_condition_fn=transient)
+def commit_task(store: Store, kwargs: dict):
+    return store.commit_release(**kwargs)
+
+
+def draw_seed() -> int:
+    return secrets.randbits(63)
+
+
+def release_key(spec: ReleaseSpec, fingerprint: str, seed: int) -> str:
+    body = {
+        "series": spec.dataset.name,
+        "input": fingerprint,
+        "seed": seed,
+        "technique": spec.technique.model_dump(),
+        "dataset": spec.dataset.model_dump(exclude={"input", "table"}),
+    }
+    if spec.section("series"):  # keep_groups changes the release (absent: keys as before)
+        body["series_options"] = spec.section("series")
+    body = json.dumps(body, sort_keys=True, default=str)
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+# the figures the report follows over a series (beside the privacy figures)
+SERIES_FIGURES = ["query_error_1pct", "uncertainty_penalty_normalized", "suppressed_rows"]
+
+
+def run_release(
+    spec: ReleaseSpec,
+    actor: str | None = None,
+    context: dict | None = None,
+    store: Store | None = None,
+    new_release: bool = False,
+    spec_path: str | None = None,
+) -> dict[str, Any]:
+    """The pipeline itself; returns a summary dict (release id, figures, where things are).
+
+    new_release: publish even if this flow run (a retry) or this deployment's scheduled slot
+    already published a release of the series (without it, that release is returned)."""
+    started = datetime.now(UTC).replace(tzinfo=None)
+    technique = get_technique(spec)
+    series_check = SeriesCheck(spec, technique)
+    seed = spec.output.seed if spec.output.seed is not None else draw_seed()
+    store = store or Store(spec.state_path)
+    check_output_dir(spec.output_dir)  # before any work: a run must not fail only at the end
+    store.check_usable()
+    store.watch_output_dir(spec.output_dir)
+    who, run_id, origin = current_actor(actor), _flow_run_id(), attribution()
+    done = store.published_for(spec.dataset.name, run_id, origin["deployment"], origin["scheduled_for"])
+    if done and not new_release:
+        progress(
+            f"already published as {done} by this run or for this scheduled slot: nothing to do "
+            "(new_release=true publishes another)"
+        )
+        store.log(who, "publish", done, "already-published", run_id, origin)
+        return {"release_id": done, "created": False, "state": str(store.path)}
+    if done:
+        progress(f"a release ({done}) exists for this run or slot; new_release=true asks for another")
+    progress(
+        f"series '{spec.dataset.name}', technique '{technique.name}', seed {seed}, "
+        f"started by {who} ({origin['trigger']})"
+    )
+
+    on_cluster = uses_cluster(spec, technique)  # read, validated and partitioned by Dask workers
+    if on_cluster:
+        series_check.check_cluster()
+    checked = None if on_cluster else checked_input(spec)  # the CLI read it a moment ago
+    if on_cluster:
+        fp, data = cluster_input_task(spec, technique)
+    elif checked is not None:
+        frame, fp, data = checked
+        progress(f"{data.n} valid rows (read and validated before the run started)")
+    else:
+        frame, fp = load_input_task(spec)
+        data = validate_task(frame, spec, technique)
+    key = release_key(spec, fp, seed)
+    existing = store.find_by_key(key)
+    if existing:
+        progress(f"already published as {existing} (same input, parameters and seed): nothing to do")
+        store.log(
+            who,
+            "publish",
+            existing,
+            "recognised",
+            run_id,
+            {"reason": "same series, input, parameters and seed as an existing release", **origin},
+        )
+        return {"release_id": existing, "created": False, "state": str(store.path)}
+
+    # independent streams: the release's draws do not depend on how the workload is drawn
+    release_seq, _ = np.random.SeedSequence(seed).spawn(2)
+    rng = np.random.default_rng(release_seq)
+    # the composition check reads the summaries it combines: another release of the series
+    # committed meanwhile would make them stale, so the commit checks the sequence
+    based_on = store.last_sequence(spec.dataset.name)
+    if on_cluster:  # its people are read batch by batch at the composition check
+        series_check.prepare_cluster(store, data)
+    else:
+        series_check.prepare(store, data)
+    if based_on and series_check.prior is None and not technique.guards_series and not on_cluster:
+        progress(
+            f"series composition: the {based_on} earlier releases of the series have no stored groups "
+            "(published before privpub kept them); the check starts with this release"
+        )
+    history = technique.prior_context(store, spec)
+    data.extra.update(history)
+    part = partition_task(technique, data, rng)
+    if series_check.settings.keep_groups:
+        part = series_check.keep_groups(data, part)
+        progress(f"{part.n_groups} groups kept from earlier releases ({part.info['merge_rounds']} merge rounds)")
+    release = anonymize_step(technique, data, part, rng, spec.run)
+    privacy, utility = verify_and_evaluate(
+        technique,
+        release,
+        spec,
+        {**(context or {}), **history, "data": data},
+        data,
+        int(spec.section("evaluate").get("workload_seed", 0)),
+    )
+    privacy = privacy + composition_task(series_check, data, part)
+    failed = [r for r in privacy if not r.passed and not series_check.tolerated(r)]
+    for r in privacy:
+        if not r.passed and series_check.tolerated(r):
+            what = f"{r.worst['below']} people below {r.threshold} when all releases of the series are combined"
+            progress(f'warning: {r.model}: {what}; published because [series] composition = "warn"')
+    if failed:
+        detail = {r.model: {"value": str(r.value), "threshold": str(r.threshold), "worst": r.worst} for r in failed}
+        store.log(who, "publish", spec.dataset.name, "refused", run_id, {**detail, **origin})
+        series_check.discard()
+        raise PrivacyRefused(
+            "release refused, privacy check failed: "
+            + "; ".join(f"{r.model} reached {r.value}, required {r.threshold}" for r in failed)
+        )
+
+    staged = stage_task(spec.output_dir, release.tables)
+    # before the commit reads release.private: a hook may move state out of it into its own tables
+    on_commit = chain_hooks(technique.commit_hook(release), series_check.commit_hook())
+    sizes = technique.group_sizes(release)
+    meta = {
+        "series": spec.dataset.name,
+        "technique": technique.name,
+        "parameters": spec.technique.params,
+        "seed": seed,
+        "rows_in": data.n,
+        "actor": who,
+        "flow_run_id": run_id,
+        "input_fingerprint": fp,
+        "spec_path": spec_path,
+        **origin,
+        "hashes": {meta_["file"]: meta_["sha256"] for meta_ in staged.files.values()},
+    }
+    series_names = [r.model for r in privacy] + SERIES_FIGURES
+    earlier = store.series_figures(spec.dataset.name, series_names)
+
+    def write_report(release_id: str, sequence: int, folder: Path) -> None:
+        # inside the commit, once the id is known: a committed release always has its report
+        failpoint("report")
+        final = spec.output_dir.resolve() / release_id
+        meta.update(
+            release_id=release_id,
+            sequence=sequence,
+            created_at=datetime.now(UTC),
+            files=[str(final / m["file"]) for m in staged.files.values()],
+        )
+        this = [
+            {"sequence": sequence, "release_id": release_id, "name": r.model, "value": str(r.value)} for r in privacy
+        ]
+        this += [
+            {"sequence": sequence, "release_id": release_id, "name": n, "value": str(utility[n])}
+            for n in SERIES_FIGURES
+            if n in utility
+        ]
+        meta["series_figures"] = (
+            pd.concat([earlier, pd.DataFrame(this)], ignore_index=True)
+            if earlier is not None and len(earlier)
+            else pd.DataFrame(this)
+        )
+        report_mod.write_html_report(folder / "report.html", meta, privacy, utility, sizes)
+
+    try:
+        release_id, created = commit_task(
+            store,
+            quote(
+                dict(  # quoted: see verify_and_evaluate
+                    staged=staged,
+                    series=spec.dataset.name,
+                    technique=technique.name,
+                    parameters=spec.technique.params,
+                    spec=spec.model_dump(),
+                    seed=seed,
+                    input_fingerprint=fp,
+                    release_key=key,
+                    rows_in=data.n,
+                    privacy=privacy,
+                    utility=utility,
+                    private=release.private,
+                    info=release.info,
+                    actor=who,
+                    flow_run_id=run_id,
+                    started_at=started,
+                    attribution={**origin, "new_release": new_release},
+                    based_on_sequence=based_on,
+                    on_commit=on_commit,
+                    before_commit=write_report,
+                )
+            ),
+        )
+    finally:
+        staged.release_owner()
+        series_check.discard()  # written by the commit, or of no use after a failed one
+    COMMITTED.append(release_id)
+    for announce in ON_COMMIT:  # the CLI prints the id now, before the run's bookkeeping
+        announce(release_id)
+    failpoint("published")
+    meta.setdefault("release_id", release_id)  # a recognised re-run wrote no report
+    meta.setdefault("sequence", int(release_id.split("-")[-2]))
+    out_dir = spec.output_dir.resolve() / release_id
+    progress(f"committed release {release_id}: {out_dir}")
+    _name_flow_run(run_id, release_id)
+    meta["report"] = str(out_dir / "report.html")
+    _artifacts(meta, privacy, utility)  # after the commit: a failure here is a warning only
+    return {
+        **meta,
+        "release_id": release_id,
+        "created": created,
+        "privacy": privacy,
+        "utility": utility,
+        "report": str(out_dir / "report.html"),
+        "state": str(store.path),
+        "output_dir": str(out_dir),
+    }
+
+
+def chain_hooks(*hooks):
+    """One commit hook running the given ones (None skipped) in order, in the same transaction."""
+    hooks = [h for h in hooks if h is not None]
+
+    def run(con, release_id: str, sequence: int) -> None:
+        for hook in hooks:
+            hook(con, release_id, sequence)
+
+    return run
+
+
+def _name_flow_run(run_id: str | None, release_id: str) -> None:
+    """The flow run is renamed after its release, so the UI's run list links to it."""
+    if run_id is None:
+        return
+    try:
+        from uuid import UUID
+
+        from prefect.client.orchestration import get_client
+
+        with get_client(sync_client=True) as client:
+            client.update_flow_run(UUID(run_id), name=f"{release_id}")
+    except Exception as exc:
+        progress(f"warning: could not rename the flow run ({type(exc).__name__})")
+
+
+def _artifacts(meta, privacy, utility) -> None:
+    try:
+        create_markdown_artifact(
+            markdown=report_mod.markdown_summary(meta, privacy, utility),
+            key="release-summary",
+            description=f"release {meta['release_id']}",
+        )
+        if meta.get("report"):  # the artifacts link to the report; the report names this run
+            from prefect.artifacts import create_link_artifact
+
+            create_link_artifact(
+                link=Path(meta["report"]).as_uri(),
+                link_text=f"report of {meta['release_id']}",
+                key="release-report",
+                description=str(Path(meta["report"]).parent),
+            )
+        rows = [
+            {
+                "kind": "privacy",
+                "figure": r.model,
+                "value": str(r.value),
+                "required": str(r.threshold),
+                "result": "pass" if r.passed else "FAIL",
+            }
+            for r in privacy
+        ]
+        rows += [
+            {"kind": "utility", "figure": k, "value": report_mod.fmt(v), "required": "", "result": ""}
+            for k, v in utility.items()
+        ]
+        create_table_artifact(table=rows, key="release-figures", description="privacy and utility")
+    except Exception as exc:  # artifacts are a convenience; the release is already committed
+        progress(f"warning: could not create Prefect artifacts: {type(exc).__name__}: {exc}")
+
+
+@flow(name="publish", persist_result=False, validate_parameters=True)
+def publish_flow(
+    spec_path: str = "", overrides: dict | None = None, actor: str | None = None, new_release: bool = False
+):
+    """Publish the next release of the series described by the spec file.
+
+    spec_path: a TOML spec (see README); overrides: e.g. {"technique": {"k": 20}} merged over it;
+    actor: who asks (the audit log); new_release: publish again although this run (a retry) or
+    this scheduled slot already published one. Returns the release id.
+    """
+    return run_attempt(spec_path, overrides, actor, new_release)
+
+
+def run_attempt(spec_path: str, overrides: dict | None, actor: str | None, new_release: bool = False):
+    """The body of the publish and serial flows: the release id, or a Failed state whose message
+    is the error's one line. Returning the state (not raising) keeps Prefect from pickling the
+    exception into its result storage; the attempt gets its audit-log row either way."""
+    committed = len(COMMITTED)
+    try:
+        with own_runners():
+            release_id = run_release(
+                resolve_spec(spec_path, None, overrides), actor=actor, new_release=new_release, spec_path=spec_path
+            )["release_id"]
+        close_clusters()
+        return release_id
+    except Exception as exc:
+        close_clusters()
+        if len(COMMITTED) > committed:  # the release exists: what failed after it is a warning
+            progress(
+                f"warning: release {COMMITTED[-1]} is committed, but a step after the commit "
+                f"failed ({type(exc).__name__})"
+            )
+            return COMMITTED[-1]
+        if not isinstance(exc, PrivacyRefused):  # a refusal was logged with its figures
+            record_failure(spec_path, overrides, actor, exc, public_message(exc))
+        return failed_state(exc)
+
+
+def failed_state(exc: Exception):
+    """The Failed state a flow returns for `exc`: its one-line public message as the state
+    message. Remembered in FAILURES for an in-process caller (call_flow raises it again)."""
+    from prefect.states import Failed
+
+    FAILURES.append(exc)
+    if not isinstance(exc, expected_errors()):
+        import traceback
+
+        # frames only: the exception's own text may quote data
+        progress("internal error; traceback (frames only):\n" + "".join(traceback.format_tb(exc.__traceback__)))
+    return Failed(message=public_message(exc))
+
+
+def make_task_runner(run: RunSpec):
+    """The task runner [run] asks for. Only mapped tasks (a technique's chunks) use it; every
+    other step, and every store write, stays in the flow process."""
+    if run.task_runner == "dask":
+        from privpub.flows.cluster import dask_task_runner
+
+        return dask_task_runner(run)
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    return ThreadPoolTaskRunner(max_workers=run.workers)
+
+
+def publish(spec_path: str, overrides: dict | None = None, actor: str | None = None) -> str:
+    """Run `publish_flow` on the task runner of the spec's [run] section (overrides included).
+
+    A flow's task runner is fixed before the flow reads its spec, so the choice is made here;
+    the release is the same whichever runner and however many workers run it."""
+    spec = resolve_spec(spec_path, None, overrides)
+    # a technique working on the cluster itself (flows/cluster.py) maps no chunks: no second cluster
+    run = RunSpec() if uses_cluster(spec, get_technique(spec)) else spec.run
+    flow_ = publish_flow.with_options(task_runner=make_task_runner(run))
+    return call_flow(flow_, spec_path=spec_path, overrides=overrides, actor=actor)
+
+
+def call_flow(flow_, **parameters) -> str:
+    """Run a publish-like flow in this process: its result, or the error that failed it, raised
+    again here (the flow ends Failed with the error's one line rather than raising it)."""
+    seen = len(FAILURES)
+    state = flow_(**parameters, return_state=True)
+    if state.is_completed():
+        return state.result()
+    if len(FAILURES) > seen:
+        raise FAILURES[-1]
+    raise RuntimeError(f"the {flow_.name} flow ended {state.type.value}: {state.message}")

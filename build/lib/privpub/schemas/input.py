@@ -1,0 +1,270 @@
+"""The input microdata: reading it, and the pandera schema built from the spec.
+
+Errors name the row and the column. Rows are counted from 1 in data order, the header not
+counted (row 1 is line 2 of a CSV file).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pandera.pandas as pa
+from pandera.errors import SchemaErrors
+
+from privpub.schemas.spec import ReleaseSpec
+
+
+class InputError(ValueError):
+    """The input cannot be published as it is; the message says where and why. It names rows by
+    position and columns by name, never a person id or a cell's value (both are secret)."""
+
+
+# The longest text cell accepted (characters). Text columns become fixed-width arrays in places
+# (numpy's str dtype is as wide as the longest item), so one huge cell would cost its width in
+# every row; the limit keeps that bounded. Documented in the README.
+MAX_CELL_CHARS = 256
+
+
+def _existing_file(path, what: str):
+    if path.is_dir():
+        raise InputError(f"{what} {path} is a directory, not a file")
+    if not path.is_file():
+        raise InputError(f"{what} not found: {path}")
+
+
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def _is_glob(text: str) -> bool:
+    return any(ch in text for ch in "*?[")
+
+
+def input_files(spec: ReleaseSpec) -> list[Path]:
+    """The files of `[dataset] input`: the file itself; for a folder, the Parquet files directly
+    inside it; for a glob, the files it matches (all Parquet). Sorted by path, which is also the
+    order of the rows. A folder without Parquet files (or one of CSV files) is refused as before:
+    only a partitioned Parquet dataset may be a folder."""
+    text = spec.dataset.input
+    if _is_glob(text):
+        pattern = spec.path(text)
+        files = sorted(p for p in Path(pattern.anchor).glob(str(pattern.relative_to(pattern.anchor))) if p.is_file())
+        if not files:
+            raise InputError(f"input glob {pattern} matches no file")
+        odd = [p for p in files if p.suffix.lower() not in PARQUET_SUFFIXES]
+        if odd:
+            raise InputError(
+                f"input glob {pattern} matches {odd[0].name}, not a Parquet file (a glob may only name Parquet files)"
+            )
+        return files
+    path = spec.path(text)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in PARQUET_SUFFIXES)
+        if files:
+            return files
+    _existing_file(path, "input file")
+    return [path]
+
+
+def files_root(files: list[Path]) -> Path:
+    """The folder the files' names are taken relative to (fingerprint, messages)."""
+    return Path(os.path.commonpath([str(p.parent) for p in files]))
+
+
+def _read_parquet_files(files: list[Path]) -> pd.DataFrame:
+    if len(files) == 1:
+        return pd.read_parquet(files[0])
+    return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+
+
+def _first_bad_utf8(path, header: list[str] | None) -> str:
+    """Where a CSV stops being UTF-8: 'row R, column 'c'' (found line by line, error path only)."""
+    import csv
+
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                fields = next(csv.reader([raw.decode("utf-8", errors="replace")]), [])
+                col = next((i for i, v in enumerate(fields) if "\ufffd" in v), None)
+                where = f"row {line_no}" if line_no else "the header"
+                if header and col is not None and col < len(header) and line_no:
+                    return f"{where}, column '{header[col]}'"
+                return where
+    return "somewhere"
+
+
+def read_input(spec: ReleaseSpec) -> pd.DataFrame:
+    ds = spec.dataset
+    if ds.table:
+        import duckdb
+
+        db, _, table = ds.table.rpartition(":")
+        if not db:
+            raise InputError("[dataset] table must look like 'file.duckdb:table_name'")
+        path = spec.path(db)
+        _existing_file(path, "DuckDB file")
+        try:
+            with duckdb.connect(str(path), read_only=True) as con:
+                return con.sql(f'SELECT * FROM "{table.replace(chr(34), chr(34) * 2)}"').df()
+        except duckdb.Error as exc:
+            raise InputError(f"cannot read table '{table}' from {path}: {type(exc).__name__}") from None
+    files = input_files(spec)
+    path = files[0] if len(files) == 1 else files_root(files)
+    suffix = files[0].suffix.lower()
+    if suffix not in (".parquet", ".pq", ".csv", ".txt", ".gz"):
+        raise InputError(f"{path}: unknown input format '{suffix}' (use .csv or .parquet)")
+    try:
+        if suffix in PARQUET_SUFFIXES:
+            return _read_parquet_files(files)
+        return pd.read_csv(path, skipinitialspace=True, encoding="utf-8")
+    except UnicodeDecodeError:
+        try:
+            header = pd.read_csv(path, nrows=0, encoding="latin-1").columns.tolist()
+        except Exception:
+            header = None
+        raise InputError(f"input rejected: {_first_bad_utf8(path, header)}: not UTF-8 text") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        # the parser's messages name lines and field counts, never cell values
+        raise InputError(f"cannot read {path}: {str(exc).strip().splitlines()[-1]}") from None
+    except Exception as exc:  # any other reader failure: its class only (a message may quote data)
+        raise InputError(
+            f"cannot read {path}: {type(exc).__name__} (is it a valid "
+            f"{'Parquet' if suffix in ('.parquet', '.pq') else 'CSV'} file?)"
+        ) from None
+
+
+def _in_set(values: list[str], what: str) -> pa.Check:
+    allowed = set(values)
+    return pa.Check(lambda s: s.astype(str).isin(allowed), error=f"value not in the {what}")
+
+
+def _finite(s: pd.Series):
+    """Numbers must be finite; text and other cells pass (their own checks apply)."""
+    if pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype):
+        return pd.Series(np.isfinite(s.to_numpy(dtype=float, na_value=0.0)), index=s.index)
+    return True
+
+
+def _short_text(s: pd.Series):
+    if pd.api.types.is_numeric_dtype(s.dtype):
+        return True
+    text = s if isinstance(s.dtype, pd.StringDtype) else s.astype("string")
+    return text.str.len().fillna(0).le(MAX_CELL_CHARS)
+
+
+FINITE = pa.Check(_finite, error="finite")
+SHORT = pa.Check(_short_text, error="cell_length")
+
+
+def input_schema(spec: ReleaseSpec) -> pa.DataFrameSchema:
+    ds = spec.dataset
+    cols: dict[str, pa.Column] = {
+        ds.person_id: pa.Column(nullable=False, checks=[FINITE, SHORT], title="person id"),
+        ds.sensitive: pa.Column(nullable=False, checks=[FINITE, SHORT], title="sensitive attribute"),
+    }
+    for q in ds.qi:
+        if q.kind == "numeric":
+            cols[q.name] = pa.Column(float, coerce=True, nullable=False, checks=FINITE)
+        elif q.hierarchy:
+            leaves = {c for kids in q.hierarchy.values() for c in kids if c not in q.hierarchy}
+            cols[q.name] = pa.Column(nullable=False, checks=[SHORT, _in_set(sorted(leaves), "hierarchy's leaves")])
+        elif q.order:
+            cols[q.name] = pa.Column(nullable=False, checks=[SHORT, _in_set(q.order, "declared order")])
+        else:
+            cols[q.name] = pa.Column(nullable=False, checks=[FINITE, SHORT])
+    return pa.DataFrameSchema(cols, strict=False)
+
+
+def _problem(check: str) -> str:
+    if check == "not_nullable":
+        return "is empty (null)"
+    if check.startswith("coerce_dtype") or "dtype" in check:
+        return "not a number"
+    if check == "finite":
+        return "not a finite number (inf or nan)"
+    if check == "cell_length":
+        return f"text longer than {MAX_CELL_CHARS} characters"
+    if check.startswith("value not in the"):
+        return check
+    return f"fails '{check}'"
+
+
+def _describe(cases: pd.DataFrame, frame: pd.DataFrame, limit: int = 3) -> str:
+    """One line: per (column, problem) its first row and how many more rows share it. No cell
+    value is quoted: values are secret, rows are named by position."""
+    position = pd.Series(np.arange(1, len(frame) + 1), index=frame.index)
+    cases = cases.assign(
+        check=cases["check"].astype(str).map(_problem), row=cases["index"].map(position) if "index" in cases else np.nan
+    )
+    cases = cases.drop_duplicates(subset=["column", "check", "row"])
+    groups = []
+    for (col, check), g in cases.groupby(["column", "check"], sort=False, dropna=False):
+        rows = g["row"].dropna()
+        first = int(rows.min()) if len(rows) else None
+        groups.append((first if first is not None else 0, col, check, len(g)))
+    groups.sort(key=lambda t: t[0])
+    parts = []
+    for first, col, check, count in groups[:limit]:
+        where = f"row {first}, " if first else ""
+        more = f" (and {count - 1:,} more row(s) with this problem)" if count > 1 else ""
+        parts.append(f"{where}column '{col}': {check}{more}")
+    rest = len(groups) - limit
+    return "; ".join(parts) + (f"; and {rest} more kind(s) of problem" if rest > 0 else "")
+
+
+def _duplicate_ids(frame: pd.DataFrame, pid: str) -> str | None:
+    repeated = frame[pid].duplicated(keep="first").to_numpy()
+    if not repeated.any():
+        return None
+    second = int(np.argmax(repeated))
+    first = int(np.argmax((frame[pid] == frame[pid].iloc[second]).to_numpy()))
+    more = int(repeated.sum()) - 1
+    return f"row {second + 1}, column '{pid}': repeats the person id of row {first + 1} (person ids must be unique)" + (
+        f"; and {more:,} more repeated id(s)" if more else ""
+    )
+
+
+def _masked_infinities(frame: pd.DataFrame, spec: ReleaseSpec, cases: pd.DataFrame) -> pd.DataFrame:
+    """A numeric column that cannot be coerced skips its other checks, so an `inf` above the
+    first non-number would go unnamed: its rows, as failure cases of the finite check."""
+    failed = set(cases.loc[cases["check"].astype(str).str.contains("dtype"), "column"].dropna())
+    found = []
+    for q in spec.dataset.qi:
+        if q.kind == "numeric" and q.name in failed:
+            values = pd.to_numeric(frame[q.name], errors="coerce").to_numpy(dtype=float, na_value=0.0)
+            rows = frame.index[np.isinf(values)]
+            found.append(pd.DataFrame({"column": q.name, "check": "finite", "index": rows}))
+    return pd.concat(found, ignore_index=True) if found else cases.iloc[:0]
+
+
+def validate_input(frame: pd.DataFrame, spec: ReleaseSpec) -> pd.DataFrame:
+    """Check the input against the spec; return only the columns the release uses, typed."""
+    ds = spec.dataset
+    needed = [ds.person_id, *ds.qi_names, ds.sensitive]
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise InputError(
+            f"input is missing column(s) {', '.join(repr(m) for m in missing)}; "
+            f"it has {', '.join(map(str, frame.columns))}"
+        )
+    if frame.empty:
+        raise InputError("input has no rows")
+    frame = frame[needed].reset_index(drop=True)
+    try:
+        out = input_schema(spec).validate(frame, lazy=True)
+    except SchemaErrors as err:
+        cases = pd.concat([err.failure_cases, _masked_infinities(frame, spec, err.failure_cases)], ignore_index=True)
+        raise InputError("input rejected: " + _describe(cases, frame)) from None
+    dup = _duplicate_ids(frame, ds.person_id)
+    if dup:
+        raise InputError("input rejected: " + dup)
+    for q in ds.qi:
+        if q.kind != "numeric":
+            out[q.name] = out[q.name].astype(str).astype(object)
+        elif pd.api.types.is_integer_dtype(frame[q.name].dtype):
+            out[q.name] = frame[q.name]  # keep integers integral in the published ranges
+    return out

@@ -1,0 +1,279 @@
+"""The ReleaseSpec: what a data steward writes in a TOML file (or passes as flow parameters).
+
+Relative paths in a spec file are resolved against the spec file's own folder, so a spec
+works the same whichever directory the command is started from.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import tomllib
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class SpecError(ValueError):
+    """A spec that cannot be used; the message says which key and why."""
+
+
+# Optional sections beside the modelled ones, with the keys each accepts (read by spec.section()).
+EXTRA_SECTIONS: dict[str, tuple[str, ...]] = {
+    "evaluate": ("workload_seed",),
+    "audit": ("l", "budget", "time_budget", "strategy"),
+    "series": ("composition", "transient", "l", "keep_groups"),  # tasks/compose/check.py
+}
+
+
+def unknown_key(where: str, key: str, valid: list[str] | tuple[str, ...]) -> SpecError:
+    """The one message for a key nobody reads: '[technique] kk: unknown key; did you mean k?'."""
+    near = difflib.get_close_matches(str(key), [str(v) for v in valid], n=1, cutoff=0.5)
+    hint = f"did you mean {near[0]}?" if near else f"valid keys: {', '.join(map(str, valid)) or 'none'}"
+    return SpecError(f"{where} {key}: unknown key; {hint}")
+
+
+def check_known_keys(where: str, given: dict[str, Any], valid: list[str] | tuple[str, ...]) -> None:
+    for key in given:
+        if key not in valid:
+            raise unknown_key(where, key, valid)
+
+
+def _check_finite(value: Any, path: tuple = ()) -> None:
+    """TOML and JSON overrides can carry inf and nan: no parameter accepts them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SpecError(f"{_where(path)} = {value}: not a finite number")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_finite(v, (*path, k))
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_finite(v, (*path, i))
+
+
+class QISpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    kind: Literal["numeric", "ordinal", "categorical"]
+    # ordinal: the order of the values (required); categorical: optional display order
+    order: list[str] | None = None
+    # categorical: optional generalization tree {parent: [children]}; leaves are data values
+    hierarchy: dict[str, list[str]] | None = None
+
+    @model_validator(mode="after")
+    def _ordinal_needs_order(self) -> QISpec:
+        if self.kind == "ordinal" and not self.order:
+            raise ValueError(f"ordinal quasi-identifier '{self.name}' needs an 'order' list")
+        if self.order is not None and len(set(self.order)) != len(self.order):
+            raise ValueError(f"quasi-identifier '{self.name}': 'order' repeats a value")
+        return self
+
+
+class DatasetSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, description="the series name")
+    input: str | None = Field(default=None, description="CSV or Parquet file")
+    table: str | None = Field(default=None, description="or a table in a DuckDB file: 'file.duckdb:table'")
+    person_id: str
+    sensitive: str
+    qi: list[QISpec] = Field(min_length=1)
+    registration: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> DatasetSpec:
+        if not self.input and not self.table:
+            raise ValueError("[dataset] needs 'input' (a CSV or Parquet file) or 'table'")
+        names = [q.name for q in self.qi]
+        if len(set(names)) != len(names):
+            raise ValueError("[dataset] qi lists a column twice")
+        for col in (self.person_id, self.sensitive):
+            if col in names:
+                raise ValueError(
+                    f"[dataset] column '{col}' cannot be both a quasi-identifier and the person id or sensitive column"
+                )
+        if self.person_id == self.sensitive:
+            raise ValueError("[dataset] person_id and sensitive must be different columns")
+        return self
+
+    @property
+    def qi_names(self) -> list[str]:
+        return [q.name for q in self.qi]
+
+    def qi_spec(self, name: str) -> QISpec:
+        return next(q for q in self.qi if q.name == name)
+
+
+class TechniqueSpec(BaseModel):
+    """`name` picks the technique in the registry; every other key is a parameter of it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = "generalization"
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.params.get(key, default)
+
+    def fraction(self, key: str, default: Any = None) -> Fraction | None:
+        """A probability parameter given as 0.1667 or as "1/6"."""
+        value = self.get(key, default)
+        if value is None:
+            return None
+        try:
+            return Fraction(str(value)).limit_denominator(10**6)
+        except (ValueError, ZeroDivisionError) as exc:
+            raise SpecError(f"[technique] {key} = {value!r} is not a number or fraction") from exc
+
+
+class OutputSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    dir: str = "releases"
+    state: str = "privpub.duckdb"
+    seed: int | None = Field(default=None, ge=0)
+
+
+class RunSpec(BaseModel):
+    """How the flow runs, never what it publishes: a release is the same on every task runner.
+
+    task_runner: "inprocess" (threads of the flow process, the default) or "dask" (a local Dask
+    cluster of `workers` processes, default 2) for the tasks a technique maps over its chunks.
+    address: an existing Dask scheduler ("tcp://host:port") instead of a local cluster.
+    chunk_rows: on Dask, the most rows one worker finishes alone (a technique that distributes
+    its partitioning splits the table across workers until every part is this small); also the
+    published rows per verify chunk of a technique that verifies in chunks (butterfly,
+    union-qid, anatomy, serial, ambiguity, priview; a release of at most chunk_rows published
+    rows is verified in one step).
+    allow_spill: let Dask workers spill chunks (secret rows) to their scratch disk under memory
+    pressure; off by default, so secret rows stay in memory."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_runner: Literal["inprocess", "dask"] = "inprocess"
+    workers: int | None = Field(default=None, ge=1)
+    address: str | None = Field(default=None, pattern=r"^(tcp|tls)://[^\s/:]+:[0-9]{1,5}$")
+    chunk_rows: int = Field(default=2_000_000, ge=1)
+    allow_spill: bool = False
+
+    @model_validator(mode="after")
+    def _address_needs_dask(self) -> RunSpec:
+        if self.address and self.task_runner != "dask":
+            raise ValueError('address names a Dask scheduler: it needs task_runner = "dask"')
+        if self.address and self.workers:
+            raise ValueError("workers sizes a local cluster; an existing cluster (address) has its own")
+        return self
+
+
+class ReleaseSpec(BaseModel):
+    # extra sections are allowed only when listed in EXTRA_SECTIONS (checked in spec_from_dict)
+    model_config = ConfigDict(extra="allow")
+
+    dataset: DatasetSpec
+    technique: TechniqueSpec = TechniqueSpec()
+    output: OutputSpec = OutputSpec()
+    run: RunSpec = RunSpec()
+    base_dir: str = "."
+
+    def path(self, relative: str) -> Path:
+        p = Path(relative).expanduser()
+        return p if p.is_absolute() else Path(self.base_dir) / p
+
+    @property
+    def output_dir(self) -> Path:
+        return self.path(self.output.dir)
+
+    @property
+    def state_path(self) -> Path:
+        return self.path(self.output.state)
+
+    def section(self, name: str) -> dict[str, Any]:
+        """An optional extra section such as [audit]."""
+        return dict((self.model_extra or {}).get(name) or {})
+
+
+def _where(loc: tuple) -> str:
+    """A pydantic error location as the user wrote it: ('dataset', 'qi', 0, 'ordr') ->
+    '[dataset] qi[1] ordr'."""
+    parts = [f"[{loc[0]}]"] if loc else []
+    for p in loc[1:]:
+        if isinstance(p, int):
+            parts[-1] += f"[{p + 1}]"
+        else:
+            parts.append(str(p))
+    return " ".join(parts)
+
+
+def _valid_keys(loc: tuple) -> list[str]:
+    """The keys allowed where an unknown key was found (for the 'did you mean' hint)."""
+    models = {"dataset": DatasetSpec, "output": OutputSpec, "run": RunSpec}
+    model = models.get(loc[0]) if loc else None
+    if model is DatasetSpec and len(loc) >= 3 and loc[1] == "qi":
+        model = QISpec
+    return list(model.model_fields) if model else []
+
+
+def spec_from_dict(data: dict[str, Any], base_dir: str | Path = ".") -> ReleaseSpec:
+    """Validate a spec. Strict: an unknown section or key, or a non-finite number, is refused
+    with one message naming it (technique parameters are checked by the technique itself)."""
+    if not isinstance(data, dict):
+        raise SpecError("a spec must be a table of sections ([dataset], [technique], ...)")
+    _check_finite(data)
+    known = [*ReleaseSpec.model_fields, *EXTRA_SECTIONS]
+    for section, body in data.items():
+        if section == "base_dir":
+            continue
+        if section not in known:
+            near = difflib.get_close_matches(section, known, n=1, cutoff=0.5)
+            raise SpecError(
+                f"[{section}]: unknown section; "
+                + (f"did you mean [{near[0]}]?" if near else f"valid: {', '.join(known)}")
+            )
+        if section in EXTRA_SECTIONS:
+            if not isinstance(body, dict):
+                raise SpecError(f"[{section}] must be a table of keys")
+            check_known_keys(f"[{section}]", body, EXTRA_SECTIONS[section])
+    try:
+        return ReleaseSpec.model_validate({**data, "base_dir": str(base_dir)})
+    except ValidationError as exc:
+        for err in exc.errors():
+            if err["type"] == "extra_forbidden":
+                loc = tuple(err["loc"])
+                raise unknown_key(_where(loc[:-1]), loc[-1], _valid_keys(loc)) from None
+        problems = "; ".join(f"{_where(tuple(err['loc']))}: {err['msg']}" for err in exc.errors())
+        raise SpecError(f"invalid spec: {problems}") from None
+
+
+def load_spec(path: str | Path) -> ReleaseSpec:
+    path = Path(path)
+    if path.is_dir():
+        raise SpecError(f"spec {path} is a directory, not a TOML file")
+    if not path.is_file():
+        raise SpecError(f"spec file not found: {path}")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{path} is not valid TOML: {exc}") from None
+    return spec_from_dict(data, base_dir=path.resolve().parent)
+
+
+def resolve_spec(spec_path: str | None, spec: dict | None, overrides: dict | None) -> ReleaseSpec:
+    """The spec file (or a spec dict) with a run's overrides merged over it, section by section
+    (e.g. a deployment's {"technique": {"k": 20}}), then checked as strictly as a file."""
+    if spec_path:
+        base = load_spec(spec_path)
+        data = base.model_dump(exclude={"base_dir"})
+        base_dir = base.base_dir
+    else:
+        data, base_dir = dict(spec or {}), str(Path.cwd())
+    for section, values in (overrides or {}).items():
+        if not isinstance(values, dict) or not isinstance(data.get(section, {}), dict):
+            raise SpecError(f'overrides: [{section}] must be a table of keys, e.g. {{"technique": {{"k": 20}}}}')
+        data[section] = {**data.get(section, {}), **values}
+    return spec_from_dict(data, base_dir=base_dir)

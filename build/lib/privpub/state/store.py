@@ -1,0 +1,860 @@
+"""The DuckDB store: it opens every connection to the state database. A technique's own SQL runs
+only on connections lent by it: `query(fn)` (read-only) and `commit_release(on_commit=...)`
+(inside the commit transaction).
+
+Commit protocol of one release (a crash at any point leaves either no release or a whole one):
+1. the published tables are written as Parquet under <dir>/.staging/<token>/ while the writing
+   process holds an flock on <token>/.owner (the kernel drops it if the process dies);
+2. one DuckDB transaction inserts the release row, its tables, metrics, private metadata and an
+   audit-log row: this COMMIT is the moment the release exists;
+3. the staging folder is renamed to <dir>/<release_id>/.
+Recovery runs whenever the store is opened for writing: a staging folder whose release committed
+is renamed into place (roll forward); one whose owner is gone and that never committed is deleted
+(roll back). Writers serialise on an flock of <state>.lock, readers share it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import io
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from privpub.state.migrations import MIGRATIONS
+from privpub.state.permissions import as_published, make_public_dir, owner_only, private_umask
+from privpub.tasks.core.failpoints import failpoint
+
+STAGING = ".staging"
+
+
+class StateBusy(RuntimeError):
+    """Another process holds the state file longer than we are willing to wait."""
+
+
+class StaleHistory(RuntimeError):
+    """The series' history changed between reading it and committing."""
+
+
+class StateError(RuntimeError):
+    """The state database does not hold what was asked for."""
+
+
+def lock_wait_seconds() -> float:
+    """How long a command waits for a state file another process holds (the one lock-wait
+    policy: privpub's own writers and an analyst's open DuckDB session alike). Setting:
+    PRIVPUB_LOCK_WAIT, seconds, default 300."""
+    try:
+        return max(0.0, float(os.environ.get("PRIVPUB_LOCK_WAIT", "300")))
+    except ValueError:
+        return 300.0
+
+
+def notice(message: str) -> None:
+    """A warning line for the operator: the run logger inside a flow, else stderr (a command that
+    runs no flow never imports Prefect for it)."""
+    import sys
+
+    try:
+        if "prefect" not in sys.modules:
+            raise LookupError
+        from prefect.logging import get_run_logger
+
+        get_run_logger().warning(message)
+    except Exception:
+        print(f"[privpub] {message}", file=sys.stderr, flush=True)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _hash_into(h, path: Path) -> None:
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    _hash_into(h, path)
+    return h.hexdigest()
+
+
+def sha256_files(files: list[Path], root: Path) -> str:
+    """One sha256 over several files (a partitioned input, a folder table): for each file in
+    the order of its name relative to `root` (POSIX form), the name in UTF-8, a NUL byte, its
+    size as 8 bytes big-endian, then its bytes. Renaming, adding, removing or changing any file
+    changes it; listing order does not."""
+    h = hashlib.sha256()
+    named = sorted((Path(f).resolve().relative_to(Path(root).resolve()).as_posix(), Path(f)) for f in files)
+    for name, path in named:
+        h.update(name.encode() + b"\0" + path.stat().st_size.to_bytes(8, "big"))
+        _hash_into(h, path)
+    return h.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_files(folder: Path) -> None:
+    for path in folder.iterdir():
+        if path.is_file() and not path.name.startswith("."):
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())
+    _fsync_dir(folder)
+
+
+@dataclass
+class StagedFiles:
+    """Published tables written to a hidden staging folder, not yet part of any release."""
+
+    token: str
+    output_dir: Path
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _owner: Any = None
+
+    @property
+    def path(self) -> Path:
+        return self.output_dir / STAGING / self.token
+
+    def release_owner(self) -> None:
+        if self._owner is not None:
+            self._owner.close()
+            self._owner = None
+
+    def discard(self) -> None:
+        self.release_owner()
+        shutil.rmtree(self.path, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            self.path.parent.rmdir()  # only succeeds when no other staging folder is there
+
+
+def open_staging(output_dir: Path) -> StagedFiles:
+    """A new private staging folder under `<output_dir>/.staging/`, its `.owner` flock held (the
+    kernel drops it if this process dies, and the next writer then deletes the folder)."""
+    private_umask()  # staged files are secret until the commit publishes them
+    staged = StagedFiles(uuid.uuid4().hex[:12], Path(output_dir).resolve())
+    make_public_dir(staged.output_dir)
+    staged.path.mkdir(parents=True, exist_ok=False)
+    owner = open(staged.path / ".owner", "w")
+    fcntl.flock(owner, fcntl.LOCK_EX)
+    staged._owner = owner
+    return staged
+
+
+def stage_tables(output_dir: Path, tables: dict[str, Any]) -> StagedFiles:
+    """Write each table as `<name>.parquet` into a new staging folder; a PartedTable (already
+    written as parts, in a staging folder of its own) is moved in as the folder `<name>/`."""
+    from privpub.tasks.core.parted_table import PartedTable
+
+    staged = open_staging(output_dir)
+    try:
+        for name, table in tables.items():
+            if isinstance(table, PartedTable):
+                path = staged.path / name
+                os.replace(table.folder, path)
+                table.folder = path
+                if getattr(table, "draft", None) is not None:  # the now empty folder it was written in
+                    table.draft.discard()
+                _fsync_files(path)
+                staged.files[name] = {"file": name, "n_rows": table.num_rows, "sha256": sha256_files(table.parts, path)}
+            else:
+                path = staged.path / f"{name}.parquet"
+                pq.write_table(table, path)
+                with open(path, "rb") as f:
+                    os.fsync(f.fileno())
+                staged.files[name] = {"file": path.name, "n_rows": table.num_rows, "sha256": sha256_file(path)}
+            failpoint("stage")
+        _fsync_dir(staged.path)
+    except BaseException:
+        staged.discard()
+        raise
+    return staged
+
+
+def published_sha256(path: Path) -> str:
+    """The fingerprint of a published table: its file's sha256, or sha256_files over a folder's
+    parts (what the commit recorded)."""
+    path = Path(path)
+    if path.is_dir():
+        return sha256_files([p for p in path.iterdir() if p.is_file()], path)
+    return sha256_file(path)
+
+
+def _table_to_parquet_bytes(table: pa.Table) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    return buf.getvalue()
+
+
+def check_output_dir(folder: Path, what: str = "output folder") -> None:
+    """Before any work: the folder exists or can be created, and can be written."""
+    folder = Path(folder).resolve()
+    p = folder
+    while not p.exists():
+        p = p.parent
+    if not p.is_dir():
+        raise StateError(f"the {what} {folder} cannot be created: {p} is a file, not a folder")
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise StateError(f"the {what} {folder} is not writable ({p} does not allow it)")
+
+
+class Store:
+    def __init__(self, path: str | Path, lock_timeout: float | None = None):
+        self.path = Path(path).resolve()
+        self.lock_timeout = lock_wait_seconds() if lock_timeout is None else lock_timeout
+
+    # --- locking and connections ----------------------------------------------------------
+    def _wait(self, attempt: int, deadline: float, holder: str) -> None:
+        """Bounded backoff (0.1 s doubling to 2 s); the first wait is announced, the end says who."""
+        if time.monotonic() > deadline:
+            raise StateBusy(
+                f"the state file {self.path} is busy ({holder}); waited {self.lock_timeout:.0f} s (PRIVPUB_LOCK_WAIT)"
+            ) from None
+        if attempt == 0:
+            notice(f"the state file {self.path} is busy ({holder}); waiting up to {self.lock_timeout:.0f} s")
+        time.sleep(min(2.0, 0.1 * 2 ** min(attempt, 5)))
+
+    @contextlib.contextmanager
+    def _flock(self, mode: int) -> Iterator[None]:
+        private_umask()
+        if self.path.is_dir():
+            raise StateError(f"the state file {self.path} is a directory")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            lock = open(str(self.path) + ".lock", "a")
+        except OSError as exc:
+            raise StateError(f"cannot use the state file {self.path}: {exc.strerror}") from None
+        with lock:
+            deadline = time.monotonic() + self.lock_timeout
+            attempt = 0
+            while True:
+                try:
+                    fcntl.flock(lock, mode | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    self._wait(attempt, deadline, "another privpub process is writing it")
+                    attempt += 1
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _connect(self, read_only: bool) -> duckdb.DuckDBPyConnection:
+        """DuckDB's own file lock (an analyst's `duckdb privpub.duckdb` holds it for writing) is
+        waited for under the same policy; a file that is not a DuckDB database is named."""
+        deadline = time.monotonic() + self.lock_timeout
+        attempt = 0
+        while True:
+            try:
+                con = duckdb.connect(str(self.path), read_only=read_only)
+                break
+            except duckdb.IOException as exc:
+                text = str(exc)
+                if "not a valid DuckDB database" in text:
+                    raise StateError(f"{self.path} is not a privpub state file (not a DuckDB database)") from None
+                if "lock" not in text:
+                    raise StateError(f"cannot open the state file {self.path}: {text.splitlines()[0]}") from None
+                holder = text.split("Conflicting lock is held in", 1)[-1].split(".")[0].strip()
+                self._wait(attempt, deadline, f"held open by {holder}" if holder != text else "locked")
+                attempt += 1
+            except duckdb.Error as exc:
+                raise StateError(f"cannot open the state file {self.path}: {str(exc).splitlines()[0]}") from None
+        if not read_only:
+            owner_only(self.path)  # also tightens a state file created by an older version
+        return con
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with self._flock(fcntl.LOCK_EX):
+            con = self._connect(read_only=False)
+            try:
+                self._migrate(con)
+                self._recover(con)
+                self._fold_journal(con)
+                yield con
+            finally:
+                con.close()
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        if not self.path.exists():
+            raise StateError(f"no state file at {self.path} (nothing has been published there yet)")
+        with self._flock(fcntl.LOCK_SH):
+            con = self._connect(read_only=True)
+            try:
+                yield con
+            finally:
+                con.close()
+
+    def check_usable(self) -> None:
+        """Before any work: the state file's folder is writable and an existing state file is a
+        DuckDB database (waiting, under the lock-wait policy, if another process holds it)."""
+        check_output_dir(self.path.parent, "state file's folder")
+        if self.path.exists():
+            with self.read():
+                pass
+
+    # --- attempts that could not be logged ----------------------------------------------------
+    @property
+    def journal_path(self) -> Path:
+        return Path(str(self.path) + ".journal")
+
+    def log_attempt(
+        self,
+        actor: str,
+        action: str,
+        target: str | None,
+        outcome: str,
+        flow_run_id: str | None = None,
+        detail: dict | None = None,
+    ) -> str:
+        """Log an attempt; when the state file cannot be written (locked, corrupt, unwritable
+        folder), append it to the journal beside it, which the next writer folds into audit_log.
+        Returns where it went ("audit_log", "journal" or "nowhere")."""
+        try:
+            self.log(actor, action, target, outcome, flow_run_id, detail)
+            return "audit_log"
+        except Exception:
+            entry = {
+                "logged_at": _now().isoformat(),
+                "actor": actor,
+                "action": action,
+                "target": target,
+                "outcome": outcome,
+                "flow_run_id": flow_run_id,
+                "detail": detail or {},
+            }
+            try:
+                private_umask()
+                with open(self.journal_path, "a") as f:
+                    f.write(json.dumps(entry, default=str) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+                return "journal"
+            except OSError:
+                return "nowhere"
+
+    def _fold_journal(self, con: duckdb.DuckDBPyConnection) -> None:
+        if not self.journal_path.is_file():
+            return
+        lines = self.journal_path.read_text().splitlines()
+        con.execute("BEGIN TRANSACTION")
+        for line in lines:
+            try:
+                e = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut short by a crash
+            con.execute(
+                "INSERT INTO audit_log (logged_at, actor, action, target, outcome, flow_run_id, "
+                "detail) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    e["logged_at"],
+                    e["actor"],
+                    e["action"],
+                    e["target"],
+                    e["outcome"],
+                    e["flow_run_id"],
+                    json.dumps({**e["detail"], "journaled": True}, default=str),
+                ],
+            )
+        con.execute("COMMIT")
+        self.journal_path.unlink()
+
+    # --- schema ---------------------------------------------------------------------------
+    def _migrate(self, con: duckdb.DuckDBPyConnection) -> None:
+        con.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+            "description VARCHAR, applied_at TIMESTAMP)"
+        )
+        done = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
+        for version, description, sql in MIGRATIONS:
+            if version in done:
+                continue
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.execute(sql)
+                con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, description, _now()])
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+
+    def schema_version(self) -> int:
+        with self.read() as con:
+            return con.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
+
+    def upgrade(self) -> None:
+        """Apply pending migrations now, so that readers (read-only connections, which never
+        migrate) see the current schema of a state file written by an earlier version."""
+        if self.path.exists() and self.schema_version() < MIGRATIONS[-1][0]:
+            with self.write():
+                pass
+
+    # --- recovery -------------------------------------------------------------------------
+    def _recover(self, con: duckdb.DuckDBPyConnection, extra_dirs: list[Path] | None = None) -> None:
+        dirs = {Path(r[0]) for r in con.execute("SELECT DISTINCT output_dir FROM release_rows").fetchall()}
+        dirs.update(self._recovery_dirs)
+        committed = dict(con.execute("SELECT staging_dir, release_id FROM release_rows").fetchall())
+        for out in dirs:
+            staging_root = out / STAGING
+            if not staging_root.is_dir():
+                continue
+            for staged in staging_root.iterdir():
+                if not self._owner_gone(staged):
+                    continue  # a live process is still writing it
+                release_id = committed.get(staged.name)
+                if release_id and not (out / release_id).exists():
+                    (staged / ".owner").unlink(missing_ok=True)
+                    as_published(staged)
+                    os.rename(staged, out / release_id)  # roll forward a committed release
+                else:
+                    shutil.rmtree(staged, ignore_errors=True)  # roll back an abandoned one
+            with contextlib.suppress(OSError):
+                staging_root.rmdir()
+
+    _recovery_dirs: set[Path] = set()
+
+    def watch_output_dir(self, output_dir: Path) -> None:
+        """Also recover staging folders under this output folder (before any release there)."""
+        self._recovery_dirs = set(self._recovery_dirs) | {Path(output_dir).resolve()}
+
+    @staticmethod
+    def _owner_gone(staged: Path) -> bool:
+        owner = staged / ".owner"
+        if not owner.exists():
+            return True
+        with open(owner, "a") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            fcntl.flock(f, fcntl.LOCK_UN)
+            return True
+
+    # --- releases -------------------------------------------------------------------------
+    def find_by_key(self, release_key: str) -> str | None:
+        if not self.path.exists():
+            return None
+        with self.read() as con:
+            if not _has_table(con, "release_rows"):
+                return None
+            row = con.execute("SELECT release_id FROM release_rows WHERE release_key = ?", [release_key]).fetchone()
+            return row[0] if row else None
+
+    def commit_release(
+        self,
+        *,
+        staged: StagedFiles,
+        series: str,
+        technique: str,
+        parameters: dict,
+        spec: dict,
+        seed: int,
+        input_fingerprint: str,
+        release_key: str,
+        rows_in: int,
+        privacy: list,
+        utility: dict,
+        private: dict,
+        info: dict,
+        actor: str,
+        flow_run_id: str | None,
+        started_at: datetime,
+        based_on_sequence: int | None = None,
+        on_commit: Callable[[duckdb.DuckDBPyConnection, str, int], None] | None = None,
+        before_commit: Callable[[str, int, Path], None] | None = None,
+        attribution: dict | None = None,
+    ) -> tuple[str, bool]:
+        """Commit a staged release; returns (release_id, created). A release with the same key
+        (same series, input, parameters and seed) is recognised and not duplicated.
+
+        based_on_sequence: for techniques whose release depends on the series' history, the
+        last sequence they read; if another release of the series committed since, the commit
+        is refused (its statistics would be stale) and nothing is written.
+        on_commit(con, release_id, sequence): the technique's own writes (e.g. the serial
+        statistics), run inside the commit transaction so they exist exactly when the release does.
+        before_commit(release_id, sequence, folder): writes further files of the release (the
+        report) into its staging folder once its id is known, before the COMMIT, so a committed
+        release always has them."""
+        self.watch_output_dir(staged.output_dir)
+        with self.write() as con:
+            existing = con.execute(
+                "SELECT release_id FROM release_rows WHERE release_key = ?", [release_key]
+            ).fetchone()
+            if existing:
+                staged.discard()
+                self._log(
+                    con,
+                    actor,
+                    "publish",
+                    existing[0],
+                    "recognised",
+                    flow_run_id,
+                    {"reason": "same series, input, parameters and seed as an existing release", **(attribution or {})},
+                )
+                return existing[0], False
+            con.execute("BEGIN TRANSACTION")
+            try:
+                seq = con.execute(
+                    "SELECT coalesce(max(sequence), 0) + 1 FROM release_rows WHERE series = ?", [series]
+                ).fetchone()[0]
+                if based_on_sequence is not None and seq - 1 != based_on_sequence:
+                    raise StaleHistory(
+                        f"release #{seq - 1} of series '{series}' was committed while this "
+                        f"one was computed from the history up to #{based_on_sequence}; "
+                        "run it again"
+                    )
+                release_id = f"{series}-{seq:04d}-{staged.token[:6]}"
+                row = {
+                    "release_id": release_id,
+                    "series": series,
+                    "sequence": seq,
+                    "technique": technique,
+                    "parameters": json.dumps(parameters, default=str),
+                    "spec": json.dumps(spec, default=str),
+                    "seed": seed,
+                    "input_fingerprint": input_fingerprint,
+                    "release_key": release_key,
+                    "status": "committed",
+                    "rows_in": rows_in,
+                    "output_dir": str(staged.output_dir),
+                    "staging_dir": staged.token,
+                    "flow_run_id": flow_run_id,
+                    "actor": actor,
+                    "started_at": started_at,
+                    "created_at": _now(),
+                    **{k: (attribution or {}).get(k) for k in ("trigger", "deployment", "scheduled_for")},
+                }
+                con.execute(
+                    f"INSERT INTO release_rows ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                    list(row.values()),
+                )
+                for name, meta in staged.files.items():
+                    con.execute(
+                        "INSERT INTO release_tables VALUES (?, ?, ?, ?, ?)",
+                        [release_id, name, meta["file"], meta["n_rows"], meta["sha256"]],
+                    )
+                for res in privacy:
+                    con.execute(
+                        "INSERT INTO release_metrics VALUES (?, 'privacy', ?, ?, ?, ?, ?, ?)",
+                        [
+                            release_id,
+                            res.model,
+                            _as_float(res.value),
+                            str(res.value),
+                            None if res.threshold is None else str(res.threshold),
+                            res.passed,
+                            json.dumps(res.worst, default=str),
+                        ],
+                    )
+                for name, value in utility.items():
+                    con.execute(
+                        "INSERT INTO release_metrics VALUES (?, 'utility', ?, ?, ?, NULL, NULL, NULL)",
+                        [release_id, name, _as_float(value), str(value)],
+                    )
+                for name, obj in private.items():
+                    if isinstance(obj, pa.Table):
+                        con.execute(
+                            "INSERT INTO release_private VALUES (?, ?, 'parquet', ?)",
+                            [release_id, name, _table_to_parquet_bytes(obj)],
+                        )
+                    else:
+                        con.execute(
+                            "INSERT INTO release_private VALUES (?, ?, 'json', ?)",
+                            [release_id, name, json.dumps(obj, default=str).encode()],
+                        )
+                if on_commit is not None:
+                    on_commit(con, release_id, seq)
+                if before_commit is not None:
+                    before_commit(release_id, seq, staged.path)
+                    _fsync_files(staged.path)
+                self._log(
+                    con,
+                    actor,
+                    "publish",
+                    release_id,
+                    "committed",
+                    flow_run_id,
+                    {"rows_in": rows_in, "info": info, **(attribution or {})},
+                )
+                failpoint("commit")
+                con.execute("COMMIT")
+            except StaleHistory:
+                con.execute("ROLLBACK")
+                staged.discard()
+                raise
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            # the release exists: make its files visible under their final name
+            failpoint("after-commit")
+            staged.release_owner()
+            (staged.path / ".owner").unlink(missing_ok=True)
+            as_published(staged.path)
+            os.rename(staged.path, staged.output_dir / release_id)
+            with contextlib.suppress(OSError):
+                (staged.output_dir / STAGING).rmdir()
+            return release_id, True
+
+    def latest_release(
+        self, series: str, technique: str | None = None, before_sequence: int | None = None
+    ) -> str | None:
+        """Id of the newest committed release of a series (optionally of one technique, and
+        before a given sequence number)."""
+        if not self.path.exists():
+            return None
+        sql = "SELECT release_id FROM release_rows WHERE series = ?"
+        args: list[Any] = [series]
+        if technique:
+            sql += " AND technique = ?"
+            args.append(technique)
+        if before_sequence is not None:
+            sql += " AND sequence < ?"
+            args.append(before_sequence)
+        with self.read() as con:
+            if not _has_table(con, "release_rows"):
+                return None
+            row = con.execute(sql + " ORDER BY sequence DESC LIMIT 1", args).fetchone()
+        return row[0] if row else None
+
+    def published_for(
+        self, series: str, flow_run_id: str | None, deployment: str | None, scheduled_for: datetime | None
+    ) -> str | None:
+        """The release this flow run (a retry or re-run of it), or another run of the same
+        deployment for the same scheduled slot, already published for the series."""
+        if not self.path.exists() or not (flow_run_id or scheduled_for):
+            return None
+        with self.read() as con:
+            if not _has_table(con, "release_rows"):
+                return None
+            cols = {
+                r[0]
+                for r in con.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = 'release_rows'"
+                ).fetchall()
+            }
+            slot = (
+                "OR (deployment = ? AND scheduled_for = ? AND trigger IN ('schedule', 'retry'))"
+                if "scheduled_for" in cols and scheduled_for and deployment
+                else ""
+            )
+            args = [series, flow_run_id] + ([deployment, scheduled_for] if slot else [])
+            row = con.execute(
+                f"SELECT release_id FROM release_rows WHERE series = ? AND "
+                f"(flow_run_id = ? {slot}) ORDER BY sequence DESC LIMIT 1",
+                args,
+            ).fetchone()
+        return row[0] if row else None
+
+    def last_sequence(self, series: str) -> int:
+        if not self.path.exists():
+            return 0
+        with self.read() as con:
+            if not _has_table(con, "release_rows"):
+                return 0
+            return con.execute(
+                "SELECT coalesce(max(sequence), 0) FROM release_rows WHERE series = ?", [series]
+            ).fetchone()[0]
+
+    def log(
+        self,
+        actor: str,
+        action: str,
+        target: str | None,
+        outcome: str,
+        flow_run_id: str | None = None,
+        detail: dict | None = None,
+    ) -> None:
+        with self.write() as con:
+            self._log(con, actor, action, target, outcome, flow_run_id, detail or {})
+
+    @staticmethod
+    def _log(con, actor, action, target, outcome, flow_run_id, detail) -> None:
+        con.execute(
+            "INSERT INTO audit_log (logged_at, actor, action, target, outcome, flow_run_id, detail) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [_now(), actor, action, target, outcome, flow_run_id, json.dumps(detail, default=str)],
+        )
+
+    # --- reading ---------------------------------------------------------------------------
+    def query(self, fn: Callable[[duckdb.DuckDBPyConnection], Any]) -> Any:
+        """fn(con) on a read-only connection under the shared lock (a technique's own lookups)."""
+        with self.read() as con:
+            return fn(con)
+
+    def history(self, series: str | None = None):
+        with self.read() as con:
+            cols = {
+                r[0]
+                for r in con.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = 'releases'"
+                ).fetchall()
+            }
+            extra = ", trigger, actor, flow_run_id" if "trigger" in cols else ", actor, flow_run_id"
+            sql = f"SELECT release_id, series, sequence, technique, status, seed, created_at{extra} FROM releases"
+            if series:
+                return con.execute(sql + " WHERE series = ? ORDER BY sequence", [series]).df()
+            return con.execute(sql + " ORDER BY series, sequence").df()
+
+    def release(self, release_id: str) -> dict[str, Any]:
+        with self.read() as con:
+            cur = con.execute("SELECT * FROM release_rows WHERE release_id = ?", [release_id])
+            row = cur.fetchone()
+            if row is None:
+                raise StateError(f"no committed release '{release_id}' in {self.path}")
+            rel = dict(zip([d[0] for d in cur.description], row))
+            rel["spec"] = json.loads(rel["spec"])
+            rel["parameters"] = json.loads(rel["parameters"])
+            rel["tables"] = con.execute(
+                "SELECT table_name, file, n_rows, sha256 FROM release_tables WHERE release_id = ? ORDER BY table_name",
+                [release_id],
+            ).df()
+            rel["metrics"] = con.execute(
+                "SELECT kind, name, value, text_value, threshold, passed, detail "
+                "FROM release_metrics WHERE release_id = ? ORDER BY kind, name",
+                [release_id],
+            ).df()
+            return rel
+
+    def private(self, release_id: str) -> dict[str, Any]:
+        with self.read() as con:
+            rows = con.execute(
+                "SELECT name, format, payload FROM release_private WHERE release_id = ?", [release_id]
+            ).fetchall()
+        out: dict[str, Any] = {}
+        for name, fmt, payload in rows:
+            out[name] = pq.read_table(io.BytesIO(payload)) if fmt == "parquet" else json.loads(bytes(payload))
+        return out
+
+    # --- the online auditor -------------------------------------------------------------------
+    def register_audit_table(self, name: str, spec: dict, fingerprint: str, knowledge: dict, actor: str) -> None:
+        with self.write() as con:
+            if con.execute("SELECT 1 FROM audit_tables WHERE name = ?", [name]).fetchone():
+                raise StateError(
+                    f"table '{name}' is already registered with the auditor; its "
+                    "knowledge must not be forgotten (use another dataset name)"
+                )
+            con.execute("BEGIN TRANSACTION")
+            con.execute(
+                "INSERT INTO audit_tables VALUES (?, ?, ?, ?, 0, ?, ?)",
+                [name, json.dumps(spec, default=str), fingerprint, json.dumps(knowledge), _now(), _now()],
+            )
+            self._log(con, actor, "audit-init", name, "registered", None, {"fingerprint": fingerprint})
+            con.execute("COMMIT")
+
+    def audit_tables(self) -> list[str]:
+        with self.read() as con:
+            if not _has_table(con, "audit_tables"):
+                return []
+            return [r[0] for r in con.execute("SELECT name FROM audit_tables ORDER BY name").fetchall()]
+
+    @contextlib.contextmanager
+    def audit_session(self, name: str) -> Iterator[dict[str, Any]]:
+        """Exclusive access to one registered table's knowledge. The caller decides and fills
+        session["knowledge"] and session["log"]; both are committed in one transaction on exit,
+        so a decision is remembered exactly when it is logged (and before it is shown)."""
+        with self.write() as con:
+            row = con.execute("SELECT spec, fingerprint, knowledge FROM audit_tables WHERE name = ?", [name]).fetchone()
+            if row is None:
+                raise StateError(
+                    f"no table '{name}' registered with the auditor in {self.path} (privpub audit init SPEC)"
+                )
+            session = {"spec": json.loads(row[0]), "fingerprint": row[1], "knowledge": json.loads(row[2]), "log": []}
+            yield session
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.execute(
+                    "UPDATE audit_tables SET knowledge = ?, decisions = decisions + ?, updated_at = ? WHERE name = ?",
+                    [json.dumps(session["knowledge"]), len(session["log"]), _now(), name],
+                )
+                for entry in session["log"]:
+                    self._log(
+                        con,
+                        entry["actor"],
+                        "audit-query",
+                        name,
+                        entry["response"],
+                        entry.get("flow_run_id"),
+                        entry["detail"],
+                    )
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+
+    def series_figures(self, series: str, names: list[str]):
+        """The given figures of every committed release of a series, one row per release (the
+        report's 'place in its series' table)."""
+        if not self.path.exists():
+            return None
+        with self.read() as con:
+            if not _has_table(con, "release_rows"):
+                return None
+            return con.execute(
+                "SELECT r.sequence, r.release_id, r.created_at, m.name, coalesce(m.text_value, "
+                "CAST(m.value AS VARCHAR)) AS value FROM release_rows r JOIN release_metrics m "
+                "USING (release_id) WHERE r.series = ? AND list_contains(?, m.name) ORDER BY r.sequence",
+                [series, names],
+            ).df()
+
+    def trail(self, series: str | None = None, since: datetime | None = None):
+        """Every attempt with what it touched, for an auditor: the audit log joined with the
+        releases (series, sequence, technique), the trigger and the error of failed attempts."""
+        with self.read() as con:
+            cols = {
+                r[0]
+                for r in con.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = 'release_rows'"
+                ).fetchall()
+            }
+            trig = "coalesce(r.trigger, a.detail->>'trigger')" if "trigger" in cols else "a.detail->>'trigger'"
+            sql = f"""
+                SELECT a.logged_at, a.actor, a.action, a.outcome,
+                       coalesce(r.series, CASE WHEN a.action = 'publish' THEN a.target END) AS series,
+                       r.release_id, r.sequence, r.technique, {trig} AS trigger,
+                       a.detail->>'deployment' AS deployment, a.detail->>'scheduled_for' AS scheduled_for,
+                       a.flow_run_id, a.detail->>'error' AS error,
+                       coalesce(a.detail->>'message', a.detail->>'why') AS message
+                FROM audit_log a LEFT JOIN release_rows r ON r.release_id = a.target
+                WHERE (? IS NULL OR coalesce(r.series, a.target) = ?) AND (? IS NULL OR a.logged_at >= ?)
+                ORDER BY a.id"""
+            return con.execute(sql, [series, series, since, since]).df()
+
+    def audit_log(self):
+        with self.read() as con:
+            return con.execute("SELECT * FROM audit_log ORDER BY id").df()
+
+
+def _has_table(con, name: str) -> bool:
+    return bool(
+        con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]).fetchone()[0]
+    )
+
+
+def _as_float(value: Any) -> float | None:
+    try:
+        from fractions import Fraction
+
+        return float(Fraction(str(value))) if isinstance(value, str) else float(value)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None

@@ -1,0 +1,418 @@
+"""The l-uncertainty auditor: Algorithm 2 with the delay (Definition 5) and joint (Definition 6)
+strategies, over the knowledge dictionary of knowledge.py.
+
+The secret table is a callable `secret(ids) -> values` that the auditor calls in exactly one place,
+`_read_secret`, and only after the simulatable stage (compute_delta, a function of the knowledge
+and the query alone) has declared the query l-safe. Negative denials, delays and budget denials
+therefore never touch it, which tests check by instrumenting the callable.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+import pandas as pd
+
+from privpub.tasks.audit.decide import (
+    Answer,
+    DeltaReport,
+    answer_facts,
+    answer_is_unsafe,
+    compute_delta,
+    materialize,
+    restricted,
+)
+from privpub.tasks.audit.knowledge import Denial, Knowledge, Universe, plain, sort_values
+from privpub.tasks.audit.program import BudgetExceeded, Constraint, Work
+
+STATE_FORMAT = "privpub.audit/1"
+STRATEGIES = ("simulatable", "delay", "joint")
+SecretReader = Callable[[Sequence[Hashable]], Sequence[Hashable]]
+
+
+@dataclass(frozen=True)
+class Decision:
+    query_id: str
+    response: str  # answer | negative-denial | positive-denial | delayed
+    ids: tuple = ()  # the selected people, for an answer
+    values: tuple = ()  # their sorted sensitive values, for an answer
+    reason: str = ""
+    budget_hit: bool = False
+    joint: tuple = ()  # ids of the queries decided together with this one (joint strategy)
+    floor_delta: int | None = None  # floor(Delta) when computed (None: Delta empty or unknown)
+    possible_answers: int | None = None  # how many answers the adversary considers possible
+    unsafe_answers: int | None = None
+    solves: int = 0  # integer programs this decision needed
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["ids"] = [plain(i) for i in self.ids]
+        d["values"] = [plain(v) for v in self.values]
+        d["joint"] = list(self.joint)
+        return d
+
+
+def secret_from_mapping(mapping: Mapping[Hashable, Hashable]) -> SecretReader:
+    """A secret reader over an in-memory id -> value mapping."""
+    return lambda ids: [mapping[i] for i in ids]
+
+
+@dataclass
+class Pending:
+    query_id: str
+    ids: tuple
+
+
+class Auditor:
+    """Decides microdata queries under l-uncertainty.
+
+    population: a DataFrame with the id column and the public QI columns.
+    sensitive_values: the public multiset of sensitive values (closed world), or with
+        open_world=True the public domain of values.
+    secret: reads the real values of the given ids; consulted only after the simulatable check.
+    budget: maximal number of integer programs one decision may solve; beyond it the query is
+        denied without reading the secret (a simulatable denial is always safe).
+    time_budget: maximal wall-clock seconds of one decision's simulatable stage, same denial.
+    """
+
+    def __init__(
+        self,
+        population: pd.DataFrame,
+        sensitive_values: Sequence[Hashable],
+        l: int,
+        secret: SecretReader | None = None,
+        *,
+        id_column: str | None = None,
+        budget: int | None = None,
+        strategy: str = "simulatable",
+        open_world: bool = False,
+        max_joint: int = 3,
+        time_budget: float | None = None,
+    ):
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}")
+        if l < 1:
+            raise ValueError("l must be at least 1")
+        self.id_column = id_column or population.columns[0]
+        self.population = population.reset_index(drop=True)
+        people = [plain(i) for i in self.population[self.id_column].tolist()]
+        if len(set(people)) != len(people):
+            raise ValueError(f"column '{self.id_column}' repeats an id")
+        values = [plain(v) for v in sensitive_values]
+        self.universe = Universe.open(people, values) if open_world else Universe.closed(people, values)
+        self.l = l
+        self.budget = budget
+        if time_budget is not None and not time_budget > 0:
+            raise ValueError("time_budget must be a positive number of seconds")
+        self.time_budget = time_budget
+        self.strategy = strategy
+        self.max_joint = max_joint
+        self.knowledge = Knowledge(self.universe)
+        self.pool: list[Pending] = []  # delayed queries (delay) / waiting pool (joint)
+        self.resolved: list[Decision] = []  # decisions on pooled queries, oldest first
+        self._secret = secret
+        self._counter = 0
+
+    def new_work(self) -> Work:
+        """The solve and time budgets of one simulatable check."""
+        return Work(self.budget, self.time_budget)
+
+    # -- asking ----------------------------------------------------------------------------------
+    def ask(self, ids: Iterable[Hashable], query_id: str | None = None) -> Decision:
+        """Decide one query given as the set of selected ids."""
+        query_id = query_id or self._next_id()
+        ids = tuple(sort_values({plain(i) for i in ids}))
+        decision = self._decide_new(query_id, ids)
+        if self.strategy != "simulatable" and decision.response in ("answer", "positive-denial"):
+            self._revisit_pool()
+        return decision
+
+    def ask_where(self, predicate: str, query_id: str | None = None) -> Decision:
+        """Decide the query selecting the people whose public QI values satisfy a SQL predicate."""
+        from privpub.tasks.audit.query import select_ids
+
+        return self.ask(select_ids(self.population, predicate, self.id_column), query_id)
+
+    def take_resolved(self) -> list[Decision]:
+        """Decisions reached on earlier delayed / pooled queries since the last call."""
+        out, self.resolved = self.resolved, []
+        return out
+
+    def possible_values(self) -> dict[Hashable, list]:
+        """Every person's values across the knowledge dictionary (what the adversary knows)."""
+        sets = materialize(self.knowledge, Work()).possible_values(Work())
+        return {p: sort_values(s) for p, s in zip(self.universe.people, sets)}
+
+    def add_public_fact(self, ids: Iterable[Hashable], values: Sequence[Hashable]) -> None:
+        """Record a fact the adversary already has (released before this auditor existed, e.g.
+        the thesis's F1). It narrows the knowledge without any check."""
+        fact = Constraint(
+            self.universe.members([plain(i) for i in ids]), self.universe.counts_of([plain(v) for v in values])
+        )
+        self.knowledge = materialize(self.knowledge, Work()).restrict([fact])
+        if not self.knowledge.branches:
+            raise ValueError("the fact contradicts what is already known")
+
+    # -- Algorithm 2 -----------------------------------------------------------------------------
+    def _decide_new(self, query_id: str, ids: tuple) -> Decision:
+        sets = [self.universe.members(ids)]
+        work = self.new_work()
+        try:
+            report = compute_delta(self.knowledge, sets, self.l, work, need=self.l)
+        except BudgetExceeded as err:
+            return Decision(
+                query_id,
+                "negative-denial",
+                reason=(f"work budget hit ({err}); denied without reading the secret table"),
+                budget_hit=True,
+                solves=work.solves,
+            )
+        stats = dict(
+            floor_delta=report.floor(),
+            solves=work.solves,
+            possible_answers=None if report.answers is None else len(report.answers),
+            unsafe_answers=None if report.everything or report.implicit else len(report.unsafe),
+        )
+        if not report.is_safe_query(self.l):
+            why = (
+                f"denying could narrow a person to {report.floor()} value(s) < l={self.l} "
+                f"across the {len(report.unsafe)} unsafe answer(s); decided without the secret"
+            )
+            if self.strategy == "simulatable":
+                return Decision(query_id, "negative-denial", reason=why, **stats)
+            self.pool.append(Pending(query_id, ids))
+            return Decision(query_id, "delayed", reason=why + "; waiting for more knowledge", **stats)
+        return self._consult(query_id, ids, sets, report, stats)
+
+    def _consult(
+        self, query_id: str, ids: tuple, sets, report: DeltaReport, stats: dict, joint: tuple = ()
+    ) -> Decision:
+        """The non-simulatable stage: read the secret, answer or deny positively, update G."""
+        if report.everything:
+            # Delta = G: every instance gets a denial, so the response is known without the secret
+            # and G := Delta leaves the knowledge unchanged.
+            return Decision(
+                query_id,
+                "positive-denial",
+                reason=("every possible answer is unsafe (" + report.shortcut + "); knowledge unchanged"),
+                joint=joint,
+                **stats,
+            )
+        answer = self._read_secret(sets)
+        if report.answers is not None and answer not in report.answers:
+            raise ValueError("the secret table contradicts the public knowledge")
+        after = None
+        if report.implicit:
+            unsafe, after = answer_is_unsafe(self.knowledge, sets, answer, self.l)
+            if unsafe:
+                self.knowledge = Knowledge(self.universe, denial=Denial(self.knowledge, tuple(sets), self.l))
+                return Decision(
+                    query_id,
+                    "positive-denial",
+                    reason=(
+                        "the real answer is unsafe; the adversary learns the table is among the unsafe "
+                        f"answers, where everyone keeps >= {self.l} values"
+                    ),
+                    joint=joint,
+                    **stats,
+                )
+        if answer in report.unsafe:
+            self.knowledge = Knowledge.union(
+                self.universe, [restricted(self.knowledge, sets, a, b) for a, b in report.unsafe.items()]
+            )
+            return Decision(
+                query_id,
+                "positive-denial",
+                reason=(
+                    f"the real answer is unsafe; the adversary learns the table is among the "
+                    f"{len(report.unsafe)} unsafe answer(s), where everyone keeps >= {self.l} values"
+                ),
+                joint=joint,
+                **stats,
+            )
+        self.knowledge = after if after is not None else self._with_answer(sets, answer, report)
+        return Decision(
+            query_id,
+            "answer",
+            ids=ids,
+            values=tuple(self.universe.multiset(answer[0])),
+            reason="safe to read the secret table and the real answer keeps l-uncertainty",
+            joint=joint,
+            **stats,
+        )
+
+    def _with_answer(self, sets, answer: Answer, report: DeltaReport) -> Knowledge:
+        if report.answers is not None:
+            return restricted(self.knowledge, sets, answer, report.answers[answer])
+        restricted_g = self.knowledge.restrict(answer_facts(sets, answer))
+        if not restricted_g.branches:
+            raise ValueError("the secret table contradicts the public knowledge")
+        return restricted_g
+
+    def _read_secret(self, sets: list[frozenset[int]]) -> Answer:
+        if self._secret is None:
+            raise RuntimeError("no secret table: this auditor can only simulate")
+        counts = []
+        for s in sets:
+            ids = [self.universe.people[p] for p in sorted(s)]
+            counts.append(self.universe.counts_of([plain(v) for v in self._secret(ids)]))
+        return tuple(counts)
+
+    # -- delay and joint strategies --------------------------------------------------------------
+    def _revisit_pool(self) -> None:
+        """Knowledge changed: pooled queries may now be decidable."""
+        changed = True
+        while changed and self.pool:
+            changed = self._delay_round() if self.strategy == "delay" else self._joint_round()
+
+    def _delay_round(self) -> bool:
+        """Definition 5: answer a delayed query iff Delta(q_v, G, l) is empty."""
+        for pending in list(self.pool):
+            sets = [self.universe.members(pending.ids)]
+            work = self.new_work()
+            try:
+                report = compute_delta(self.knowledge, sets, self.l, work, need=self.l)
+            except BudgetExceeded:
+                continue
+            if report.empty:
+                self.pool.remove(pending)
+                stats = dict(
+                    floor_delta=None,
+                    solves=work.solves,
+                    unsafe_answers=0,
+                    possible_answers=None if report.answers is None else len(report.answers),
+                )
+                self.resolved.append(self._consult(pending.query_id, pending.ids, sets, report, stats))
+                return True
+        return False
+
+    def _joint_round(self) -> bool:
+        """Definition 6: find pooled queries that together pass the check, decide them at once.
+
+        The definition's trigger (sum of the separate floor(Delta) >= l) only selects candidates;
+        the group is then checked as one compound query against every instance (the "subtlety"
+        the thesis discusses), since the summed floors can overstate the uncertainty.
+        """
+        if len(self.pool) < 2:
+            return False
+        floors = {}
+        for pending in self.pool:
+            work = self.new_work()
+            try:
+                rep = compute_delta(self.knowledge, [self.universe.members(pending.ids)], self.l, work)
+            except BudgetExceeded:
+                continue
+            floors[pending.query_id] = rep.floor() or 0
+        for size in range(2, min(self.max_joint, len(self.pool)) + 1):
+            for group in itertools.combinations(self.pool, size):
+                if any(p.query_id not in floors for p in group):
+                    continue
+                if sum(floors[p.query_id] for p in group) < self.l:
+                    continue
+                sets = [self.universe.members(p.ids) for p in group]
+                work = self.new_work()
+                try:
+                    report = compute_delta(self.knowledge, sets, self.l, work, need=self.l)
+                except BudgetExceeded:
+                    continue
+                if not report.is_safe_query(self.l):
+                    continue
+                self._decide_group(group, sets, report, work.solves)
+                return True
+        return False
+
+    def _decide_group(self, group, sets, report: DeltaReport, solves: int) -> None:
+        for p in group:
+            self.pool.remove(p)
+        names = tuple(p.query_id for p in group)
+        stats = dict(
+            floor_delta=report.floor(),
+            solves=solves,
+            possible_answers=None if report.answers is None else len(report.answers),
+            unsafe_answers=None if report.everything or report.implicit else len(report.unsafe),
+        )
+        answer = None if report.everything else self._read_secret(sets)
+        if answer is None or answer in report.unsafe:
+            if answer is not None:
+                self.knowledge = Knowledge.union(
+                    self.universe, [restricted(self.knowledge, sets, a, b) for a, b in report.unsafe.items()]
+                )
+            for p in group:
+                self.resolved.append(
+                    Decision(
+                        p.query_id,
+                        "positive-denial",
+                        joint=names,
+                        reason=("denied together: some answer of the joint group is unsafe"),
+                        **stats,
+                    )
+                )
+            return
+        self.knowledge = self._with_answer(sets, answer, report)
+        for p, counts in zip(group, answer):
+            self.resolved.append(
+                Decision(
+                    p.query_id,
+                    "answer",
+                    ids=p.ids,
+                    joint=names,
+                    values=tuple(self.universe.multiset(counts)),
+                    reason="answered together with its joint group",
+                    **stats,
+                )
+            )
+
+    # -- persistence -----------------------------------------------------------------------------
+    def to_state(self) -> dict:
+        """A JSON-serialisable snapshot of everything the auditor must remember."""
+        return {
+            "format": STATE_FORMAT,
+            "l": self.l,
+            "budget": self.budget,
+            "time_budget": self.time_budget,
+            "strategy": self.strategy,
+            "max_joint": self.max_joint,
+            "universe": self.universe.fingerprint(),
+            "knowledge": self.knowledge.to_state(),
+            "pool": [{"query_id": p.query_id, "ids": [plain(i) for i in p.ids]} for p in self.pool],
+            "counter": self._counter,
+        }
+
+    @classmethod
+    def from_state(
+        cls,
+        state: dict,
+        population: pd.DataFrame,
+        sensitive_values: Sequence[Hashable],
+        secret: SecretReader | None = None,
+        *,
+        id_column: str | None = None,
+    ) -> Auditor:
+        """Rebuild an auditor after a restart; the population and values must be the same."""
+        if state.get("format") != STATE_FORMAT:
+            raise ValueError(f"not an auditor state ({state.get('format')!r})")
+        open_world = state["universe"]["totals"] is None
+        auditor = cls(
+            population,
+            sensitive_values,
+            state["l"],
+            secret,
+            id_column=id_column,
+            budget=state["budget"],
+            strategy=state["strategy"],
+            open_world=open_world,
+            max_joint=state["max_joint"],
+            time_budget=state.get("time_budget"),
+        )
+        if auditor.universe.fingerprint() != state["universe"]:
+            raise ValueError("the population or the sensitive values differ from the saved state")
+        auditor.knowledge = Knowledge.from_state(auditor.universe, state["knowledge"])
+        auditor.pool = [Pending(p["query_id"], tuple(p["ids"])) for p in state["pool"]]
+        auditor._counter = state["counter"]
+        return auditor
+
+    def _next_id(self) -> str:
+        self._counter += 1
+        return f"q{self._counter}"

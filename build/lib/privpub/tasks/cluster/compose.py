@@ -1,0 +1,203 @@
+"""The series composition check of a release made on a Dask cluster: the algebra of
+tasks/compose/algebra.py, run in the flow one batch of people at a time.
+
+Who is in which group stays on the workers: each node finished on a worker keeps its `members`
+(person id, group, value, file and row; tasks/partition/distributed.py). A batch is a run of
+consecutive nodes holding at most BATCH_PEOPLE people (at least one node). Nodes hold whole
+groups, so a batch's members are all the records of its groups: the flow gathers them, counts
+records per (group, value) of those groups, reads the batch's summaries from the state database
+(`state.load`, the in-memory check's reader), composes, keeps the figures, and writes the new
+summaries as Parquet files into a private staging folder (`state.store.open_staging`:
+owner-only, deleted if the process dies) that the commit hook reads (`state.table_writer`). The
+flow holds one batch at a time.
+
+The figures are the in-memory check's, person by person: a person's summary depends only on its
+own groups. Sets are shared within a batch only, which changes their numbering, not their
+contents.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from privpub.schemas.input import InputError
+from privpub.tasks.compose import state
+
+BATCH_PEOPLE = 1_000_000
+TABLES = ("_compose_people", "_compose_sets", "_compose_info")
+
+
+def batches(sizes: np.ndarray, limit: int) -> list[tuple[int, int]]:
+    """Runs [a, b) of consecutive nodes of at most `limit` rows in all (a larger node alone)."""
+    out, start, rows = [], 0, 0
+    for i, size in enumerate(sizes):
+        if i > start and rows + size > limit:
+            out.append((start, i))
+            start, rows = i, 0
+        rows += int(size)
+    if len(sizes):
+        out.append((start, len(sizes)))
+    return out
+
+
+@dataclass
+class Worst:
+    """The figures over all batches: the fewest, where, and how many fall below."""
+
+    figure: int = np.iinfo(np.int64).max
+    file: int = -1
+    row: int = -1
+    below: int = 0
+    people: int = 0
+    returning: int = 0
+
+    def add(self, fig: np.ndarray, file: np.ndarray, row: np.ndarray, threshold: int, returning: int) -> None:
+        if len(fig):
+            i = int(np.argmin(fig))
+            if fig[i] < self.figure:
+                self.figure, self.file, self.row = int(fig[i]), int(file[i]), int(row[i])
+        self.below += int((fig < threshold).sum())
+        self.people += len(fig)
+        self.returning += returning
+
+
+@dataclass
+class Staged:
+    """What the commit hook writes: the staged Parquet files and the series' next keys."""
+
+    draft: object
+    files: dict = field(default_factory=lambda: {name: [] for name in TABLES})
+    sid: int | None = None
+    release: int = -1
+    values: pa.Table | None = None
+    next_ids: tuple[int, int, int] = (0, 0, 0)
+
+
+def compose_on_cluster(check, store, data, cpart):
+    """The composition figures of a release made on the cluster (check: the SeriesCheck), and what
+    its commit writes (`Staged`). Refuses, naming file and row, a returning person whose
+    permanent value changed."""
+    from privpub.state.store import open_staging
+
+    staged = Staged(open_staging(check.spec.output_dir))
+    weakref.finalize(staged, staged.draft.discard)
+    try:
+        return _compose_batches(check, store, data, cpart, staged)
+    except BaseException:
+        staged.draft.discard()
+        raise
+
+
+def _compose_batches(check, store, data, cpart, staged: Staged):
+    from privpub.tasks.compose.check import same_transient, summarise
+
+    client, spec, settings = data.client, check.spec, check.settings
+    worst = Worst()
+    code_to_vkey = None
+    next_cohort = 0
+    pkey_base = set_base = 0
+    prior_seen = False
+    offset = cpart.group_offset
+    for number, (a, b) in enumerate(batches(np.asarray(cpart.ready_sizes), BATCH_PEOPLE)):
+        parts = client.gather(cpart.members[a:b])
+        cpart.members[a:b] = [None] * (b - a)  # each node's members are read once
+        rows = pa.concat_tables(parts)
+        del parts
+        persons = rows.column("person").combine_chunks()
+        group = _batch_groups(rows, cpart, a, b)  # global group ids
+        code = rows.column("s").to_numpy().astype(np.int64)
+        file, row = rows.column("file").to_numpy(), rows.column("row").to_numpy()
+        del rows
+        prior = state.load(store, spec.dataset.name, persons, check.values)
+        if code_to_vkey is None:  # the series' head is the same for every batch
+            prior_seen = prior is not None
+            if prior is not None:
+                same_transient(prior, settings, spec.dataset.name)
+                staged.sid, staged.release = prior.sid, prior.release
+                pkey_base, set_base, next_cohort = prior.next_pkey, prior.next_set, prior.next_cohort
+            code_to_vkey, staged.values = state.value_keys(prior, check.values)
+        if prior is not None:
+            _refuse_changed_values(check, prior, code, file, row, data.files)
+        first = int(offset[a])  # a batch holds whole groups: number them from its first
+        sets, row_set = summarise(prior, group - first, code, int(offset[b]) - first, check.transient, bool(settings.l))
+        if prior is not None:
+            worst.add(check.figures(sets, row_set), file, row, check.threshold, int((prior.set_of_row >= 0).sum()))
+        pkey = prior.pkey.copy() if prior else np.full(len(group), -1, np.int64)
+        fresh = pkey < 0
+        pkey[fresh] = pkey_base + np.arange(int(fresh.sum()))
+        pkey_base += int(fresh.sum())
+        tables = state.summary_tables(
+            code_to_vkey,
+            persons=persons,
+            pkey=pkey,
+            set_id=row_set + set_base,
+            code=code,
+            cohort=next_cohort + group,
+            gid=group,
+            sets=sets,
+            set_base=set_base,
+        )
+        set_base += sets.size
+        for name, table in zip(TABLES, tables):
+            path = staged.draft.path / f"{name}-{number:05d}.parquet"
+            pq.write_table(table, path)
+            staged.files[name].append(str(path))
+    staged.next_ids = (pkey_base, set_base, next_cohort + cpart.n_groups)
+    results = []
+    if prior_seen:
+        what = "candidate values" if settings.l else "records that can be the person's"
+        results.append(_result(check, worst, staged.release + 1, what, data.files))
+    return results, staged
+
+
+def _batch_groups(rows: pa.Table, cpart, a: int, b: int) -> np.ndarray:
+    """The global group of each member of nodes [a, b): its node's group number plus the node's
+    first global group id (the members come node after node, ready_sizes rows each)."""
+    sizes = np.asarray(cpart.ready_sizes[a:b], dtype=np.int64)
+    return rows.column("group").to_numpy() + np.repeat(cpart.group_offset[a:b], sizes)
+
+
+def _result(check, worst: Worst, releases: int, what: str, files: list[str]):
+    from pathlib import Path
+
+    from privpub.tasks.core.technique import PrivacyResult
+
+    return PrivacyResult(
+        check.model,
+        worst.figure,
+        check.threshold,
+        worst.below == 0,
+        {
+            "file": Path(files[worst.file]).name,
+            "row": worst.row + 1,
+            "below": worst.below,
+            "people": worst.people,
+            "returning": worst.returning,
+            "releases": releases,
+            "measures": what,
+            "mode": check.settings.mode,
+            "adversary": "holds every release of the series",
+        },
+    )
+
+
+def _refuse_changed_values(check, prior, code, file, row, files) -> None:
+    """SeriesCheck.prepare's test of the model, on one batch (named by file and row)."""
+    from pathlib import Path
+
+    from privpub.tasks.compose.check import broken_rows
+
+    broken = np.flatnonzero(broken_rows(prior, code, check.transient))
+    if len(broken):
+        i = broken[np.lexsort((row[broken], file[broken]))[0]]
+        raise InputError(
+            f"{Path(files[file[i]]).name}: row {row[i] + 1}, column '{check.spec.dataset.sensitive}': "
+            "the value differs from this person's value in an earlier release of the series "
+            f"({len(broken)} rows in this batch); a value that changes must be named in "
+            "[series] transient"
+        )

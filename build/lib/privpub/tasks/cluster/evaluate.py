@@ -1,0 +1,160 @@
+"""The shared workload evaluated on a Dask cluster: the same queries and figures as the
+in-memory path, from the coded partitions the workers hold and the published parts.
+
+The workload's draws need, per QI, the histogram of its codes and, per set of QIs, their joint
+histogram: sums of the partitions' histograms (added up on the workers). A drawn row is the nth
+selected row in input order (files in name order): the partitions' selected counts say which
+partition holds it, and that partition returns its sensitive value; all drawn rows are looked up
+in two rounds. Exact answers are sums of the partitions' answers (integers, so equal); the
+technique's estimates and penalties are sums over the published parts (floats, added in another
+order than in memory: equal up to rounding).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+
+from privpub.tasks.cluster.partition import _reduce
+from privpub.tasks.core.microdata import HasDomains, QIDomain
+from privpub.tasks.evaluate.counting import count_in_microdata
+from privpub.tasks.evaluate.workload import _Selections, make_workload
+
+PRECOMPUTE_KEYS = 300  # joint histograms computed up front (C(8, 2) + C(8, 3) = 84 for 8 QIs)
+
+
+@dataclass
+class PartView(HasDomains):
+    """What the workload and the counts read from one coded partition (codes as (n, D))."""
+
+    domains: list[QIDomain]
+    codes: np.ndarray
+    sensitive_values: np.ndarray
+    sensitive_codes: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.sensitive_codes)
+
+
+def _selections(part, meta) -> _Selections:
+    domains, s_values = meta
+    return _Selections(PartView(domains, part.xt.T, s_values, part.s))
+
+
+def part_counts(part, meta) -> list[np.ndarray]:
+    return _selections(part, meta).counts
+
+
+def part_joints(part, meta, keys: list[tuple[int, ...]]) -> dict:
+    select = _selections(part, meta)
+    return {key: select.joint(list(key)) for key in keys}
+
+
+def _add_joints(a: dict, b: dict) -> dict:
+    return {key: a[key] + b[key] for key in a}
+
+
+def part_count_rows(part, meta, attrs: list[int], picks: list[np.ndarray]) -> int:
+    return _selections(part, meta).count_rows(attrs, picks)
+
+
+def part_selected(part, meta, draws: list[tuple]) -> np.ndarray:
+    select = _selections(part, meta)
+    return np.array([select.count(attrs, picks) for attrs, picks in draws], dtype=np.int64)
+
+
+def part_drawn_codes(part, meta, wanted: list[tuple]) -> list[int]:
+    """The sensitive code of each (attrs, picks, nth, count) row of this partition."""
+    select = _selections(part, meta)
+    return [int(part.s[select.nth_row(*w)]) for w in wanted]
+
+
+def part_answers(part, meta, workload) -> np.ndarray:
+    domains, s_values = meta
+    return count_in_microdata(PartView(domains, part.xt.T, s_values, part.s), workload)
+
+
+class ClusterSelections:
+    """_Selections over a cluster's partitions (the same counts, the same drawn rows)."""
+
+    def __init__(self, data, max_attrs: int = 3):
+        self.data, self.client, self.n = data, data.client, data.n
+        self.meta = self.client.scatter((data.domains, data.sensitive_values), broadcast=True)
+        self.sizes = [d.size for d in data.domains]
+        per_part = self._each(part_counts)
+        self.counts = [np.sum([c[j] for c in per_part], axis=0) for j in range(len(self.sizes))]
+        self._joint: dict[tuple[int, ...], np.ndarray] = {}
+        # every joint histogram a draw may ask for, in one round (a round each costs ~100x more)
+        keys = [
+            key
+            for m in range(2, max_attrs + 1)
+            for key in combinations(range(len(self.sizes)), m)
+            if not self.too_large(list(key))
+        ]
+        if 0 < len(keys) <= PRECOMPUTE_KEYS:
+            self._joint = _reduce(
+                self.client,
+                [self.client.submit(part_joints, p, self.meta, keys, pure=False) for p in data.parts],
+                _add_joints,
+            )
+
+    def _each(self, fn, *args) -> list:
+        return self.client.gather([self.client.submit(fn, p, self.meta, *args, pure=False) for p in self.data.parts])
+
+    too_large = _Selections.too_large
+
+    def count(self, attrs: list[int], picks: list[np.ndarray]) -> int:
+        if len(attrs) == 1:
+            return int(self.counts[attrs[0]][picks[0]].sum())
+        if self.too_large(attrs):
+            return int(sum(self._each(part_count_rows, attrs, picks)))
+        key = tuple(attrs)
+        if key not in self._joint:
+            self._joint[key] = _reduce(
+                self.client,
+                [self.client.submit(part_joints, p, self.meta, [key], pure=False) for p in self.data.parts],
+                _add_joints,
+            )[key]
+        return int(self._joint[key][np.ix_(*picks)].sum())
+
+    def drawn_values(self, draws: list[tuple]) -> list:
+        if not draws:
+            return []
+        selected = np.array(self._each(part_selected, [(a, p) for a, p, _, _ in draws]))  # (parts, draws)
+        before = np.cumsum(selected, axis=0) - selected
+        wanted: list[list] = [[] for _ in self.data.parts]
+        where = []
+        for q, (attrs, picks, nth, _) in enumerate(draws):
+            part = int(np.searchsorted(np.cumsum(selected[:, q]), nth, side="right"))
+            where.append((part, len(wanted[part])))
+            wanted[part].append((attrs, picks, int(nth - before[part, q]), int(selected[part, q])))
+        futures = [
+            self.client.submit(part_drawn_codes, p, self.meta, w, pure=False) if w else None
+            for p, w in zip(self.data.parts, wanted)
+        ]
+        codes = [self.client.gather(f) if f is not None else [] for f in futures]
+        return [self.data.sensitive_values[codes[part][i]] for part, i in where]
+
+
+def cluster_workload(data, rng, per_band: int):
+    """The workload drawn from the cluster's partitions, and its exact answers."""
+    select = ClusterSelections(data)
+    workload = make_workload(data, rng, per_band=per_band, select=select)
+    if not workload:
+        return workload, np.zeros(0)
+    actual = np.sum(select._each(part_answers, workload), axis=0)
+    return workload, actual
+
+
+def combine_penalties(per_part: list[dict], rows: int, names: list[str]) -> dict[str, float]:
+    """uncertainty_penalty of a whole table from its parts' (sums per attribute)."""
+    per_attr = {name: float(sum(p[f"penalty_{name}"] for p in per_part)) for name in names}
+    total = float(sum(per_attr.values()))
+    return {
+        "uncertainty_penalty": total,
+        "uncertainty_penalty_normalized": total / (max(rows, 1) * max(len(names), 1)),
+        **{f"penalty_{k}": v for k, v in per_attr.items()},
+    }

@@ -1,0 +1,310 @@
+"""Mondrian on a Dask cluster: the top of the split tree from per-partition histograms, the
+subtrees below it finished on one worker each.
+
+A node's split depends on its own rows only (their ranges, the lower median of a dimension, the
+>= k and l-diversity tests), so the tree can be grown anywhere the rows are. Level by level,
+every worker reports, for every open node, the histograms of its rows' codes per dimension over
+a range known to hold the node (the root: the whole domains; a child: its parent's range cut at
+the split value), and, with l, which sensitive values lie below, at and above each median. The
+sums are exactly the histograms of the whole node: its exact range per dimension (the first and
+last occupied bins, `node_bounds`), and through `median_from_histograms` and `allowed_splits`
+(the spine's own) the same split as the in-memory `split_levels`. Workers then move their rows
+to the children (a node id per row) and, in the same pass, histogram the next level, so a level
+costs one pass over the rows (two with l).
+A node is split this way while it holds more than `chunk_rows` rows; below that its rows are
+gathered on one worker, which finishes its subtree with today's `mondrian_partition` and builds
+its part of the published table. The groups, their boxes and the published rows are those of
+the in-memory release; only the row order differs (each part is shuffled on its own, from a
+generator spawned for it).
+
+Memory: a worker holds its partitions' codes (4 bytes per QI and row, plus the sensitive code
+and a node id); the flow holds per open node D histograms over its code ranges (and with l a
+3 x D x |S| bitmap), never rows; a finishing worker holds one node (<= chunk_rows rows, unless a
+node that no dimension can split is larger).
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from privpub.tasks.partition.mondrian import (
+    PartitionError,
+    _TreeBuilder,
+    allowed_splits,
+    histogram_offsets,
+    median_from_histograms,
+    mondrian_partition,
+    normalised_widths,
+)
+
+
+def _open_rows(part, assign, lookup):
+    """Rows of this partition in an open node: their positions and the node's open index."""
+    nodes = np.zeros(part.n, dtype=np.int64) if assign is None else assign
+    idx = lookup[nodes]
+    rows = np.flatnonzero(idx >= 0)
+    return rows, idx[rows]
+
+
+def part_histograms(part, assign, lookup: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+    """On a worker: per (open node, dimension), node-major, the histogram of its rows' codes over
+    the node's global [lo, hi], concatenated as `histogram_offsets` lays them out."""
+    rows, i = _open_rows(part, assign, lookup)
+    D = part.xt.shape[0]
+    offset = histogram_offsets(lo, hi)
+    bins = int((hi - lo + 1).sum())
+    hist = np.zeros(bins, dtype=np.int64)
+    for d in range(D):
+        seg = i * D + d
+        hist += np.bincount(offset[seg] + (part.xt[d, rows] - lo[seg]), minlength=bins)
+    return hist
+
+
+def part_presence(part, assign, lookup: np.ndarray, med: np.ndarray, n_s: int):
+    """On a worker: per (open node, dimension), which sensitive codes occur below (0), at (1) and
+    above (2) the node's median on that dimension."""
+    rows, i = _open_rows(part, assign, lookup)
+    n_open, D = med.shape
+    seen = np.zeros((n_open, D, 3, n_s), dtype=bool)
+    s = part.s[rows]
+    for d in range(D):
+        key, m = part.xt[d, rows], med[i, d]
+        seen[i, d, (key > m).astype(np.int64) + (key >= m), s] = True
+    return seen
+
+
+def part_assign(
+    part,
+    assign,
+    dim_of: np.ndarray,
+    value_of: np.ndarray,
+    left_of: np.ndarray,
+    lookup: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+):
+    """On a worker: each row of a node that was split moves to its left or right child; in the
+    same pass over the rows, the histograms of the next level's open nodes (`part_histograms`
+    over the ranges the flow gives them). Returns (node id per row, histograms)."""
+    nodes = np.zeros(part.n, dtype=np.int64) if assign is None else assign
+    dims = dim_of[nodes]
+    rows = np.flatnonzero(dims >= 0)
+    parent = nodes[rows]
+    right = part.xt[dims[rows], rows] > value_of[parent]
+    out = nodes.copy()
+    out[rows] = left_of[parent] + right
+    return out, part_histograms(part, out, lookup, lo, hi)
+
+
+def node_bounds(hist: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per segment of a summed histogram over [lo, hi]: the lowest and highest code that occurs
+    (every segment holds rows, so both exist): the node's exact range on that dimension."""
+    offset = histogram_offsets(lo, hi)
+    index = np.arange(len(hist), dtype=np.int64)
+    occupied = hist > 0
+    first = np.minimum.reduceat(np.where(occupied, index, len(hist)), offset)
+    last = np.maximum.reduceat(np.where(occupied, index, -1), offset)
+    return lo + (first - offset), lo + (last - offset)
+
+
+def extract_node(part, assign, node: int):
+    """On a worker: this partition's rows in one node: codes, sensitive codes, and for the series
+    composition their person ids and positions in the file."""
+    nodes = np.zeros(part.n, dtype=np.int64) if assign is None else assign
+    rows = np.flatnonzero(nodes == node)
+    return part.xt[:, rows], part.s[rows], part.person.take(rows), rows
+
+
+def _reduce(client, futures: list, fn):
+    """Combine futures pairwise on the workers; gather only the result."""
+    while len(futures) > 1:
+        futures = [
+            client.submit(fn, *futures[i : i + 2], pure=False) if i + 1 < len(futures) else futures[i]
+            for i in range(0, len(futures), 2)
+        ]
+    return futures[0].result()
+
+
+def _add(a, b):
+    return a + b
+
+
+def _either(a, b):
+    return a | b
+
+
+@dataclass
+class ClusterPartition:
+    """The top of the split tree; `ready`: the nodes each finished on one worker (node order)."""
+
+    ready: np.ndarray
+    ready_sizes: np.ndarray
+    assign: list  # per partition: a future of its rows' node ids (None: all at the root)
+    tree: _TreeBuilder
+    levels: int
+    info: dict = field(default_factory=dict)
+    n_groups: int | None = None  # known once the subtrees are finished
+    members: list = field(default_factory=list)  # per ready node: a future of its `members`
+    group_offset: np.ndarray | None = None  # (ready + 1,) the first global group id of each node
+
+
+def distributed_mondrian(data, k: int, l: int | None, chunk_rows: int) -> ClusterPartition:
+    """Split on the cluster until every node holds at most `chunk_rows` rows (or cannot split)."""
+    n, client, D = data.n, data.client, len(data.domains)
+    if k < 1:
+        raise PartitionError("k must be at least 1")
+    if n < k:
+        raise PartitionError(f"k = {k} is larger than the table ({n} rows): no k-anonymous release exists")
+    use_l = l is not None and l > 1
+    n_s = max(len(data.sensitive_values), 1)
+    if use_l and n_s < l:
+        raise PartitionError(f"l = {l} but the table has only {n_s} distinct sensitive values")
+    tree = _TreeBuilder(n)
+    assign: list = [None] * len(data.parts)
+    open_nodes, open_sizes = np.array([0], dtype=np.int64), np.array([n], dtype=np.int64)
+    ready, ready_sizes = [], []
+    if n <= chunk_rows:
+        ready, ready_sizes, open_nodes = [open_nodes], [open_sizes], open_nodes[:0]
+    levels = 0
+    # the histograms of the open nodes over ranges that hold their rows: at the root the whole
+    # domains, below it the parent's range with the split dimension cut at the split value
+    lo_flat = np.zeros(D, dtype=np.int64)
+    hi_flat = np.array([dom.size - 1 for dom in data.domains], dtype=np.int64)
+    lookup = np.zeros(1, dtype=np.int64)
+    hists = (
+        [client.submit(part_histograms, p, None, lookup, lo_flat, hi_flat, pure=False) for p in data.parts]
+        if len(open_nodes)
+        else []
+    )
+    while len(open_nodes):
+        levels += 1
+        n_open, total = len(open_nodes), open_sizes
+        hist = _reduce(client, hists, _add)
+        lo_exact, hi_exact = node_bounds(hist, lo_flat, hi_flat)  # node-major: index node * D + d
+        med, n_le, n_lt = (
+            x.reshape(n_open, D) for x in median_from_histograms(hist, lo_flat, hi_flat, np.repeat(total, D))
+        )
+        diverse_le = diverse_lt = True
+        if use_l:
+            seen = _reduce(
+                client,
+                [client.submit(part_presence, p, a, lookup, med, n_s, pure=False) for p, a in zip(data.parts, assign)],
+                _either,
+            )
+            below, at, above = seen[:, :, 0], seen[:, :, 1], seen[:, :, 2]
+            diverse_le = ((below | at).sum(-1) >= l) & (above.sum(-1) >= l)
+            diverse_lt = (below.sum(-1) >= l) & ((at | above).sum(-1) >= l)
+        ok, use_lt = allowed_splits(n_le, n_lt, total[:, None], k, diverse_le, diverse_lt)
+        lo, hi = lo_exact.reshape(n_open, D), hi_exact.reshape(n_open, D)
+        widths = normalised_widths(data.domains, lo.T, hi.T)
+        # the widest dimension that can split, as split_levels tries them
+        dim_order = np.argsort(-widths, axis=1, kind="stable")
+        row = np.arange(n_open)[:, None]
+        usable = (ok & (widths > 0))[row, dim_order]
+        can = usable.any(axis=1)
+        dim = dim_order[np.arange(n_open), usable.argmax(axis=1)]
+        ready.append(open_nodes[~can])
+        ready_sizes.append(open_sizes[~can])
+        sp = np.flatnonzero(can)
+        if not len(sp):
+            break
+        d_sp = dim[sp]
+        lt = use_lt[sp, d_sp]
+        value = np.where(lt, med[sp, d_sp] - 1, med[sp, d_sp])
+        n_left = np.where(lt, n_lt[sp, d_sp], n_le[sp, d_sp])
+        lefts, _ = tree.split(open_nodes[sp], d_sp, value, n_left, total[sp] - n_left)
+        dim_of = np.full(tree.n_nodes, -1, dtype=np.int64)
+        value_of = np.zeros(tree.n_nodes, dtype=np.int64)
+        left_of = np.zeros(tree.n_nodes, dtype=np.int64)
+        dim_of[open_nodes[sp]], value_of[open_nodes[sp]], left_of[open_nodes[sp]] = d_sp, value, lefts
+        kids = np.ravel(np.column_stack([lefts, lefts + 1]))
+        kid_sizes = np.ravel(np.column_stack([n_left, total[sp] - n_left]))
+        kid_lo, kid_hi = np.repeat(lo[sp], 2, axis=0), np.repeat(hi[sp], 2, axis=0)
+        pair = np.arange(len(sp))
+        kid_hi[2 * pair, d_sp] = value  # left child: codes <= value on the split dimension
+        kid_lo[2 * pair + 1, d_sp] = value + 1
+        small = kid_sizes <= chunk_rows
+        ready.append(kids[small])
+        ready_sizes.append(kid_sizes[small])
+        open_nodes, open_sizes = kids[~small], kid_sizes[~small]
+        lo_flat, hi_flat = kid_lo[~small].ravel(), kid_hi[~small].ravel()
+        lookup = np.full(tree.n_nodes, -1, dtype=np.int64)
+        lookup[open_nodes] = np.arange(len(open_nodes))
+        moved = [
+            client.submit(part_assign, p, a, dim_of, value_of, left_of, lookup, lo_flat, hi_flat, pure=False)
+            for p, a in zip(data.parts, assign)
+        ]
+        assign = [client.submit(operator.getitem, f, 0, pure=False) for f in moved]
+        hists = [client.submit(operator.getitem, f, 1, pure=False) for f in moved]
+        del moved
+    ready_nodes = np.concatenate(ready)
+    order = np.argsort(ready_nodes)
+    return ClusterPartition(
+        ready_nodes[order],
+        np.concatenate(ready_sizes)[order],
+        assign,
+        tree,
+        levels,
+        info={"partitioner": "mondrian", "k": k, "l": l, "distributed_levels": levels, "chunks": len(ready_nodes)},
+    )
+
+
+def finish_node(meta: tuple, k: int, l: int | None, seed, *pieces):
+    """On a worker: one node's rows (its pieces from every partition, in file order), its subtree
+    finished by the in-memory Mondrian, and its part of the published table, rows shuffled by its
+    own generator. Returns (table, group sizes) and, kept on the worker for the series
+    composition, who is in which of the node's groups (`members`)."""
+    import pyarrow as pa
+
+    from privpub.tasks.core.microdata import Microdata
+    from privpub.tasks.partition.generalized_table import generalized_table
+
+    spec, domains, s_values, integer = meta
+    xt = np.concatenate([p[0] for p in pieces], axis=1)
+    s = np.concatenate([p[1] for p in pieces])
+    data = Microdata.from_codes(spec, domains, np.ascontiguousarray(xt.T), s_values, s, integer)
+    part = mondrian_partition(data, k, l)
+    order = np.random.default_rng(seed).permutation(data.n)
+    members = pa.table(
+        {
+            "person": pa.concat_arrays([p[2] for p in pieces]),
+            "group": part.group.astype(np.int64),
+            "s": s.astype(np.int32),
+            "file": np.repeat(np.arange(len(pieces), dtype=np.int32), [len(p[1]) for p in pieces]),
+            "row": np.concatenate([p[3] for p in pieces]).astype(np.int64),
+        }
+    )
+    return (generalized_table(data, part.group, part.n_groups, order), part.sizes), members
+
+
+def finish_on_cluster(data, cpart: ClusterPartition, k: int, l: int | None, rng, write_part) -> np.ndarray:
+    """Finish every ready node on a worker; `write_part(index, table)` is called in the flow as
+    each part arrives (in any order; index = the node's rank). Returns the group sizes, node
+    order (the group ids made global by each node's offset). Each node's `members` stay on the
+    workers: `cpart.members` (futures, node order) and `cpart.group_offset`."""
+    from distributed import as_completed
+
+    client = data.client
+    meta = client.scatter((data.spec, data.domains, data.sensitive_values, data.integer), broadcast=True)
+    seeds = np.random.SeedSequence(int(rng.integers(2**63))).spawn(len(cpart.ready))
+    futures, members = {}, []
+    for index, node in enumerate(cpart.ready):
+        pieces = [client.submit(extract_node, p, a, int(node), pure=False) for p, a in zip(data.parts, cpart.assign)]
+        done = client.submit(finish_node, meta, k, l, seeds[index], *pieces, pure=False)
+        futures[client.submit(operator.getitem, done, 0, pure=False)] = index
+        members.append(client.submit(operator.getitem, done, 1, pure=False))
+        del done
+    sizes: list = [None] * len(cpart.ready)
+    for future in as_completed(list(futures), loop=client.loop):
+        index = futures.pop(future)
+        table, sizes[index] = future.result()
+        write_part(index, table)
+        del table
+        future.release()
+    cpart.members = members
+    cpart.group_offset = np.concatenate([[0], np.cumsum([len(x) for x in sizes])]).astype(np.int64)
+    cpart.n_groups = int(cpart.group_offset[-1])
+    return np.concatenate(sizes)

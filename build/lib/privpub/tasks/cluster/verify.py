@@ -1,0 +1,215 @@
+"""Verification of a published table written as a folder of parts, part by part: on the Dask
+workers when the table has a client (a release built on a cluster, or `privpub verify` of a spec
+whose [run] is Dask), else in this process one part at a time.
+
+Equivalence classes are rows with identical published QI cells, wherever they are: each part is
+reduced to (class key, sensitive value, rows) by a DuckDB GROUP BY (the key: the row's published
+cells as one string, `class_keys`), the partial rows are bucketed by a hash of the key, and each
+bucket (on one worker) adds them up per class.
+The figures are those of `class_profile` on the whole table: the smallest class, the fewest
+distinct sensitive values, every class's size. A worker reads a part from the shared file system
+when it can see the file, else the flow reads it and sends it (one part in the flow at a time).
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from privpub.tasks.core.technique import PrivacyResult
+
+BUCKETS = 16
+
+
+def read_part(source) -> pa.Table:
+    return pq.read_table(source) if isinstance(source, str) else source
+
+
+def part_sources(parted) -> list:
+    """What each part task reads: the file's path if every worker sees it, else the table."""
+    paths = [str(p) for p in parted.parts]
+    client = getattr(parted, "client", None)
+    if client is None or not paths:
+        return paths
+    if all(client.run(os.path.isfile, paths[0]).values()):
+        return paths
+    return [client.scatter(pq.read_table(p), hash=False) for p in paths]
+
+
+def map_parts(parted, fn, *args) -> list:
+    """fn(table of one part, *args) for every part: results in part order."""
+    client = getattr(parted, "client", None)
+    if client is None:
+        return [fn(read_part(s), *args) for s in part_sources(parted)]
+    futures = [client.submit(_on_part, fn, s, *args, pure=False) for s in part_sources(parted)]
+    return client.gather(futures)
+
+
+def _on_part(fn, source, *args):
+    return fn(read_part(source), *args)
+
+
+# One string per row names its class: each published cell as text (a list's items joined by
+# U+001F), the cells joined by U+001E. class_keys refuses a table in which a value holds either.
+_ITEM, _CELL = "\x1f", "\x1e"
+
+
+def class_keys(table: pa.Table, columns: list[str]) -> pa.Array:
+    texts = []
+    for name in columns:
+        col = table.column(name)
+        if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+            items = pc.cast(col, pa.list_(pa.string()))
+            flat = pc.list_flatten(items)
+            text = pc.binary_join(items, _ITEM)
+        else:
+            flat = text = pc.cast(col, pa.string())
+        if pc.any(pc.or_(pc.match_substring(flat, _ITEM), pc.match_substring(flat, _CELL))).as_py():
+            raise ValueError(f"a published value of '{name}' contains the control character U+001E or U+001F")
+        texts.append(text)
+    return pc.binary_join_element_wise(*texts, _CELL)
+
+
+def cells_of(key: str, table_schema: pa.Schema, columns: list[str]) -> dict:
+    """The published cells a class key stands for (for the report's worst class)."""
+    out = {}
+    for name, text in zip(columns, key.split(_CELL)):
+        kind = table_schema.field(name).type
+        if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            out[name] = text.split(_ITEM)
+        elif pa.types.is_integer(kind):
+            out[name] = int(text)
+        elif pa.types.is_floating(kind):
+            out[name] = float(text)
+        else:
+            out[name] = text
+    return out
+
+
+def class_partials(table: pa.Table, columns: list[str], sensitive: str | None, buckets: int) -> list[pa.Table]:
+    """One part's rows per (class key, sensitive value), split into hash buckets of the key."""
+    rows = pa.table(
+        {
+            "key": class_keys(table, columns),
+            "s": table.column(sensitive) if sensitive else pa.nulls(table.num_rows, pa.string()),
+        }
+    )
+    con = duckdb.connect(config={"threads": 1})
+    con.register("part", rows)
+    grouped = con.sql(
+        f"SELECT key, s, count(*) AS n, hash(key) % {buckets} AS bucket FROM part GROUP BY key, s"
+    ).to_arrow_table()
+    bucket = grouped.column("bucket").to_numpy()
+    grouped = grouped.drop_columns(["bucket"])
+    return [grouped.filter(pa.array(bucket == b)) for b in range(buckets)]
+
+
+def bucket_classes(*partials: pa.Table) -> dict:
+    """The classes of one bucket: sizes, distinct sensitive values, the worst classes' keys."""
+    con = duckdb.connect(config={"threads": 1})
+    con.register("partial", pa.concat_tables(partials).combine_chunks())
+    classes = con.sql(
+        "SELECT key, sum(n)::BIGINT AS size, count(DISTINCT s) AS distinct_s FROM partial GROUP BY key"
+    ).to_arrow_table()
+    if classes.num_rows == 0:
+        return {"size": np.zeros(0, np.int64), "distinct": np.zeros(0, np.int64), "smallest": None, "least": None}
+    size = classes.column("size").to_numpy()
+    distinct = classes.column("distinct_s").to_numpy()
+    keys = classes.column("key")
+    return {
+        "size": size,
+        "distinct": distinct,
+        "smallest": keys[int(size.argmin())].as_py(),
+        "least": keys[int(distinct.argmin())].as_py(),
+    }
+
+
+@dataclass
+class Classes:
+    """The equivalence classes of a parted table (no per-row arrays)."""
+
+    size: np.ndarray
+    distinct: np.ndarray | None
+    smallest: dict  # cells of a smallest class
+    least: dict  # cells of a class with the fewest distinct sensitive values
+
+
+def parted_classes(parted, columns: list[str], sensitive: str | None) -> Classes:
+    client = getattr(parted, "client", None)
+    if client is None:
+        partials = [class_partials(read_part(s), columns, sensitive, 1)[0] for s in part_sources(parted)]
+        results = [bucket_classes(*partials)]
+    else:
+        per_part = [
+            client.submit(_on_part, class_partials, s, columns, sensitive, BUCKETS, pure=False)
+            for s in part_sources(parted)
+        ]
+        results = client.gather(
+            [
+                client.submit(
+                    bucket_classes, *[client.submit(operator.getitem, f, b, pure=False) for f in per_part], pure=False
+                )
+                for b in range(BUCKETS)
+            ]
+        )
+        del per_part
+    results = [r for r in results if len(r["size"])]
+    size = np.concatenate([r["size"] for r in results])
+    distinct = np.concatenate([r["distinct"] for r in results])
+    worst_k = min(range(len(results)), key=lambda i: results[i]["size"].min())
+    worst_l = min(range(len(results)), key=lambda i: results[i]["distinct"].min())
+    schema = parted.schema
+    return Classes(
+        size,
+        distinct if sensitive else None,
+        cells_of(results[worst_k]["smallest"], schema, columns),
+        cells_of(results[worst_l]["least"], schema, columns),
+    )
+
+
+def _describe(cells: dict, size: int, distinct: int | None = None) -> dict:
+    out = {c: list(v) if isinstance(v, (list, tuple)) else v for c, v in cells.items()}
+    out["size"] = int(size)
+    if distinct is not None:
+        out["distinct_sensitive"] = int(distinct)
+    return out
+
+
+def parted_k_and_l(parted, columns: list[str], sensitive: str, k: int | None, l: int | None) -> list[PrivacyResult]:
+    """k-anonymity (and distinct l-diversity when l is set) of a parted table; the class sizes
+    are kept on the table for the group-size figures of the same release."""
+    classes = parted_classes(parted, columns, sensitive)
+    parted.class_sizes = classes.size
+    reached = int(classes.size.min())
+    out = [
+        PrivacyResult(
+            "k-anonymity",
+            reached,
+            k,
+            k is None or reached >= k,
+            {"class": _describe(classes.smallest, reached), "classes": len(classes.size)},
+        )
+    ]
+    if l:
+        fewest = int(classes.distinct.min())
+        size_of_least = int(classes.size[classes.distinct.argmin()])
+        out.append(
+            PrivacyResult(
+                "l-diversity", fewest, l, fewest >= l, {"class": _describe(classes.least, size_of_least, fewest)}
+            )
+        )
+    return out
+
+
+def parted_class_sizes(parted, columns: list[str]) -> np.ndarray:
+    sizes = getattr(parted, "class_sizes", None)
+    if sizes is None:
+        sizes = parted.class_sizes = parted_classes(parted, columns, None).size
+    return sizes

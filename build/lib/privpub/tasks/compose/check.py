@@ -1,0 +1,288 @@
+"""The series composition check: the verifier also plays the adversary who holds every committed
+release of the series (tasks/compose/algebra.py says what that adversary learns).
+
+`SeriesCheck` is used by the publish flow for every technique:
+  prepare(store, data)   reads the summaries of this input's people (before any work) and refuses
+                         an input that breaks the model (a value changed but is not transient);
+                         on a Dask cluster check_cluster, and the people are read at the check
+  keep_groups(data, part) the safe option: returning people stay in their earlier groups
+  check_release(data, part) the figures of the people of the new release -> [PrivacyResult]
+  commit_hook()          the new summaries, written inside the release's commit
+Settings come from `[series]`: composition = "refuse" (default) | "warn", transient = [values],
+l (default: the technique's l), keep_groups = false.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from privpub.schemas.input import InputError
+from privpub.schemas.spec import ReleaseSpec, SpecError
+from privpub.tasks.cluster.partition import ClusterPartition
+from privpub.tasks.compose import state
+from privpub.tasks.compose.algebra import GroupCounts, Sets, compose, shared
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import Partition, PrivacyResult, Technique
+
+MODES = ("refuse", "warn")
+
+
+@dataclass(frozen=True)
+class SeriesSettings:
+    mode: str
+    transient: tuple[str, ...]
+    l: int | None  # the fewest candidate values allowed (None: check k instead)
+    k: int | None  # the fewest records that can be a person's, when there is no l
+    keep_groups: bool
+
+
+def series_settings(spec: ReleaseSpec, technique: Technique) -> SeriesSettings:
+    """[series] read strictly (unknown keys were refused by the spec check)."""
+    sec = spec.section("series")
+    mode = sec.get("composition", "refuse")
+    if mode not in MODES:
+        raise SpecError(f'[series] composition must be "refuse" or "warn", got {mode!r}')
+    transient = sec.get("transient", [])
+    if not isinstance(transient, list) or any(isinstance(v, (bool, list, dict)) for v in transient):
+        raise SpecError("[series] transient must be a list of sensitive values")
+    keep = sec.get("keep_groups", False)
+    if not isinstance(keep, bool):
+        raise SpecError(f"[series] keep_groups must be true or false, got {keep!r}")
+    if keep and not technique.accepts_kept_groups:
+        raise SpecError(
+            f"[series] keep_groups: technique '{technique.name}' builds groups it cannot "
+            "hand over; keep_groups works with generalization"
+        )
+    l = sec.get("l", technique.params.get("l"))
+    if l is not None and (isinstance(l, bool) or not isinstance(l, int) or l < 1):
+        raise SpecError(f"[series] l must be an integer >= 1, got {l!r}")
+    k = technique.params.get("k")
+    if l is None and not isinstance(k, int):
+        l = 2  # a technique with neither l nor k: nobody's value may be pinned
+    return SeriesSettings(mode, tuple(str(v) for v in transient), l, k if l is None else None, keep)
+
+
+class SeriesCheck:
+    def __init__(self, spec: ReleaseSpec, technique: Technique):
+        self.spec, self.technique = spec, technique
+        self.settings = series_settings(spec, technique)
+        self.prior: state.Prior | None = None
+        self._composed = None
+        self.cohort: np.ndarray | None = None  # per row, set by keep_groups
+        self._staged = None  # a cluster release's staged summaries (tasks/compose/cluster.py)
+        self.store = None
+
+    @property
+    def model(self) -> str:
+        return "series-composition-l" if self.settings.l else "series-composition-k"
+
+    @property
+    def threshold(self) -> int:
+        return self.settings.l or self.settings.k
+
+    # --- before any work ------------------------------------------------------------------
+    def prepare(self, store, data: Microdata) -> None:
+        ds = self.spec.dataset
+        self.persons = state.person_text(data.frame[ds.person_id])
+        self.values = np.asarray(data.sensitive_values).astype(str).astype(object)
+        self.codes = data.sensitive_codes
+        self.transient = np.isin(self.values, list(self.settings.transient))
+        if self.technique.guards_series:  # its own verifier is the series check
+            return
+        self.prior = state.load(store, ds.name, self.persons, self.values)
+        if self.prior is None:
+            return
+        same_transient(self.prior, self.settings, ds.name)
+        broken = broken_rows(self.prior, data.sensitive_codes, self.transient)
+        if broken.any():
+            rows = np.flatnonzero(broken)
+            raise InputError(
+                f"row {rows[0] + 1}, column '{ds.sensitive}': the value differs from this "
+                f"person's value in an earlier release of the series ({len(rows)} rows); "
+                "a value that changes must be named in [series] transient"
+            )
+
+    # --- on a Dask cluster (tasks/compose/cluster.py) ---------------------------------------------
+    def check_cluster(self) -> None:
+        """Before any work on a cluster: keep_groups does not run there (it would need the
+        earlier cohorts on the workers)."""
+        if self.settings.keep_groups and not self.technique.guards_series:
+            raise SpecError("[series] keep_groups does not run on a Dask cluster yet; publish in memory")
+
+    def prepare_cluster(self, store, data) -> None:
+        """The input read on a cluster: its people are read batch by batch at the check
+        (`check_release`), and the model is tested there."""
+        self.store = store
+        self.values = np.asarray(data.sensitive_values).astype(str).astype(object)
+        self.transient = np.isin(self.values, list(self.settings.transient))
+
+    def discard(self) -> None:
+        """Delete a cluster release's staged summaries (person ids): after its commit, or when the
+        release is refused."""
+        if self._staged is not None:
+            self._staged.draft.discard()
+
+    # --- the safe option ----------------------------------------------------------------------
+    def keep_groups(self, data: Microdata, part: Partition) -> Partition:
+        from privpub.tasks.compose.keep_groups import kept_partition
+
+        return kept_partition(self, data, part)
+
+    # --- the check ------------------------------------------------------------------------------
+    def compose(self, data: Microdata, group: np.ndarray, n_groups: int):
+        return compose_rows(self.prior, group, data.sensitive_codes, n_groups, self.transient)
+
+    def figures(self, sets: Sets, row_set: np.ndarray) -> np.ndarray:
+        """Per row: fewest candidate values (or records, for k); a large number when unpublished."""
+        per_set = sets.candidates() if self.settings.l else sets.identity()
+        return np.where(row_set >= 0, per_set[np.clip(row_set, 0, None)], np.iinfo(np.int64).max)
+
+    def check_release(self, data, part) -> list[PrivacyResult]:
+        """The figures of a release: in memory (`check`) or, for a partition made on a cluster,
+        batch by batch (tasks/compose/cluster.py)."""
+        if self.technique.guards_series:
+            return []
+        if isinstance(part, ClusterPartition):
+            from privpub.tasks.cluster.compose import compose_on_cluster
+
+            results, self._staged = compose_on_cluster(self, self.store, data, part)
+            return results
+        return self.check(data, part.group, part.n_groups)
+
+    def check(self, data: Microdata, group: np.ndarray, n_groups: int) -> list[PrivacyResult]:
+        if self.technique.guards_series:
+            return []
+        sets, row_set = summarise(
+            self.prior, group, data.sensitive_codes, n_groups, self.transient, bool(self.settings.l)
+        )
+        self._composed = (group, sets, row_set)
+        if self.prior is None:  # the first release with summaries: nothing to combine yet
+            return []
+        fig = self.figures(sets, row_set)
+        published = row_set >= 0
+        below = published & (fig < self.threshold)
+        worst = int(np.argmin(fig))
+        what = "candidate values" if self.settings.l else "records that can be the person's"
+        return [
+            PrivacyResult(
+                self.model,
+                int(fig[worst]),
+                self.threshold,
+                not below.any(),
+                {
+                    "row": worst + 1,
+                    "below": int(below.sum()),
+                    "people": int(published.sum()),
+                    "returning": int((published & (self.prior.set_of_row >= 0)).sum()),
+                    "releases": self.prior.release + 1,
+                    "measures": what,
+                    "mode": self.settings.mode,
+                    "adversary": "holds every release of the series",
+                },
+            )
+        ]
+
+    def tolerated(self, result: PrivacyResult) -> bool:
+        """A failed composition figure under composition = "warn": published and recorded."""
+        return result.model == self.model and self.settings.mode == "warn"
+
+    # --- the commit ------------------------------------------------------------------------------
+    def commit_hook(self):
+        if self._staged is not None:  # a release made on a cluster: its batches were staged
+            staged = self._staged
+            tables = {**staged.files, "_compose_values": staged.values}
+            write = state.table_writer(
+                self.spec.dataset.name, staged.sid, tables, staged.next_ids, list(self.settings.transient)
+            )
+
+            return write
+        if self._composed is None:  # nothing composed (a technique that guards its own series)
+            return None
+        group, sets, row_set = self._composed
+        cohort = self.cohort
+        prior = self.prior
+        rows = np.flatnonzero(row_set >= 0)
+        pkey = prior.pkey[rows].copy() if prior else np.full(len(rows), -1, np.int64)
+        fresh = pkey < 0
+        next_pkey = prior.next_pkey if prior else 0
+        pkey[fresh] = next_pkey + np.arange(int(fresh.sum()))
+        set_base = prior.next_set if prior else 0
+        next_cohort = prior.next_cohort if prior else 0
+        if cohort is None:  # without keep_groups every release starts new cohorts
+            cohort = next_cohort + group
+        kept = cohort[rows]
+        next_ids = (
+            next_pkey + int(fresh.sum()),
+            set_base + sets.size,
+            max(next_cohort, int(kept.max()) + 1 if len(kept) else 0),
+        )
+        return state.writer(
+            self.spec.dataset.name,
+            prior,
+            persons=self.persons.take(rows),
+            pkey=pkey,
+            set_id=row_set[rows] + set_base,
+            code=self.codes[rows],
+            cohort=kept,
+            gid=group[rows],
+            sets=sets,
+            set_base=set_base,
+            values=self.values,
+            next_ids=next_ids,
+            transient=list(self.settings.transient),
+        )
+
+
+def broken_rows(prior: state.Prior, codes: np.ndarray, transient: np.ndarray) -> np.ndarray:
+    """Per row: a returning person whose value differs from its latest stored one, where the two
+    are not both transient (the model says a permanent value never changes)."""
+    back = prior.stored_vkey >= 0
+    changed = back & (prior.stored_vkey != prior.code_to_vkey[codes])
+    was_transient = (
+        prior.vkey_transient[np.clip(prior.stored_vkey, 0, None)]
+        if len(prior.vkey_transient)
+        else np.zeros(len(back), bool)
+    )
+    return changed & ~(transient[codes] & was_transient)
+
+
+def same_transient(prior: state.Prior, settings: SeriesSettings, series: str) -> None:
+    if sorted(prior.transient) != sorted(settings.transient):
+        raise SpecError(
+            f"[series] transient differs from the list release #{prior.release} of "
+            f"series '{series}' was checked with; a series keeps one list"
+        )
+
+
+def compose_rows(
+    prior: state.Prior | None, group: np.ndarray, codes: np.ndarray, n_groups: int, transient: np.ndarray
+) -> tuple[GroupCounts, Sets, np.ndarray]:
+    """One release's records per (group, value), its people's new summaries and each row's set."""
+    counts = GroupCounts.of(group, codes, n_groups, transient)
+    sets, row_set = compose(
+        prior.sets if prior else Sets.empty(),
+        prior.set_of_row if prior else np.full(len(group), -1, np.int64),
+        group,
+        counts,
+        ~transient,
+    )
+    return counts, sets, row_set
+
+
+def summarise(
+    prior: state.Prior | None,
+    group: np.ndarray,
+    codes: np.ndarray,
+    n_groups: int,
+    transient: np.ndarray,
+    by_values: bool,
+) -> tuple[Sets, np.ndarray]:
+    """The new summaries as they are stored (equal ones shared) and each row's set (-1: not
+    published). by_values: an l check, whose summaries need no record counts."""
+    _, sets, row_set = compose_rows(prior, group, codes, n_groups, transient)
+    if by_values:  # the record counts serve only the k figure: without them most people
+        sets.minc[:] = 0  # share a handful of summaries (a later k check would read 0: refuse)
+    sets, index = shared(sets)
+    return sets, np.where(row_set >= 0, index[np.clip(row_set, 0, None)], -1)

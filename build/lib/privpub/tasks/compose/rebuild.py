@@ -1,0 +1,121 @@
+"""The composition figure of a committed release, rebuilt from the stored groups of every release
+of its series up to it (`compose_membership`), for `privpub verify`: it does not trust the
+summaries the publish read, it replays the series.
+
+In batches of people, so the process holds one batch's rows and summaries, not the series': a
+person's summary depends only on its own earlier summary and on its groups' records per value in
+each release. DuckDB counts the records per (release, group, value) of the whole series once, into
+a temporary table of the read connection (held by DuckDB, not by the arrays of a batch). A
+batch is a range of person keys, so it holds every row of each of its people; release by release
+it reads its people's rows and the counts of the groups they are in (whole groups, whoever else
+is in them). Sets are shared within a batch only, which changes their numbering, not their
+contents, so the figures are those of one replay of everybody.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+
+from privpub.tasks.compose.algebra import GroupCounts, Sets, compose, shared
+
+BATCH_PEOPLE = 1_000_000  # people replayed at once (as a cluster publish composes them)
+COUNTS = "_replay_counts"  # the series' records per (release, group, value): a temporary table
+GROUPS = "_replay_groups"  # a batch's groups in one release, shown to the read connection
+
+
+def _concat(a: Sets, b: Sets) -> Sets:
+    return Sets(
+        np.concatenate([a.ptr, b.ptr[1:] + a.ptr[-1]]),
+        np.concatenate([a.value, b.value]),
+        np.concatenate([a.minc, b.minc]),
+        np.concatenate([a.min_t, b.min_t]),
+        np.concatenate([a.min_tc, b.min_tc]),
+    )
+
+
+def replay(
+    store, series: str, sequence: int, by_values: bool, threshold: int, batch_people: int = BATCH_PEOPLE
+) -> tuple[int, int, int] | None:
+    """(fewest figure, people below the threshold, releases replayed) for the people of the
+    newest release up to `sequence` with stored groups, or None when the series has none.
+    by_values: candidate values (the l figure), else records (the k figure)."""
+    return store.query(lambda con: _replay(con, series, sequence, by_values, threshold, batch_people))
+
+
+def _replay(con, series, sequence, by_values, threshold, batch_people):
+    head = con.execute("SELECT sid, transient FROM compose_head WHERE series = ?", [series]).fetchone()
+    if head is None:
+        return None
+    sid, transient = head
+    values = con.execute("SELECT value FROM compose_values WHERE sid = ? ORDER BY vkey", [sid]).fetchall()
+    transient_mask = np.isin(np.array([v for (v,) in values], dtype=object), json.loads(transient))
+    lo, hi, releases = con.execute(
+        "SELECT min(pkey), max(pkey), list(DISTINCT release ORDER BY release) FROM compose_membership "
+        "WHERE sid = ? AND release <= ?",
+        [sid, sequence],
+    ).fetchone()
+    if not releases:
+        return None
+    fewest, below = np.iinfo(np.int64).max, 0
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {COUNTS} (release INTEGER, gid BIGINT, vkey INTEGER, n BIGINT)")
+    try:
+        for release in releases:  # one release at a time: DuckDB holds one release's groups to count them
+            con.execute(
+                f"INSERT INTO {COUNTS} SELECT release, gid, vkey, count(*) FROM compose_membership "
+                "WHERE sid = ? AND release = ? GROUP BY ALL",
+                [sid, release],
+            )
+        for first in range(lo, hi + 1, batch_people):  # the figures folded over the batches
+            people = (first, min(first + batch_people, hi + 1))
+            fig = _batch(con, sid, people, releases, transient_mask, by_values)
+            fewest = int(fig.min(initial=fewest))
+            below += int((fig < threshold).sum())
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {COUNTS}")
+    return fewest, below, len(releases)
+
+
+def _batch(
+    con, sid: int, people: tuple[int, int], releases: list[int], transient: np.ndarray, by_values: bool
+) -> np.ndarray:
+    """The figures, in the newest release, of the people whose keys are in [people[0], people[1])
+    (none when they are not in it): replayed release by release, one release's rows at a time."""
+    set_of = np.full(people[1] - people[0], -1, np.int64)
+    sets = Sets.empty()
+    for release in releases:
+        rows = con.execute(
+            "SELECT pkey, gid, vkey FROM compose_membership WHERE sid = $sid AND release = $r "
+            "AND pkey >= $a AND pkey < $b",
+            {"sid": sid, "r": release, "a": people[0], "b": people[1]},
+        ).fetchnumpy()
+        if not len(rows["pkey"]):
+            continue
+        person = np.asarray(rows["pkey"], np.int64) - people[0]
+        groups, g = np.unique(rows["gid"], return_inverse=True)  # the batch's groups, numbered densely
+        new, row_set = compose(sets, set_of[person], g, _group_counts(con, release, groups, transient), ~transient)
+        if release == releases[-1]:
+            return (new.candidates() if by_values else new.identity())[row_set]
+        set_of[person] = row_set + sets.size
+        sets, index = shared(_concat(sets, new))  # absent people keep their sets
+        set_of = np.where(set_of >= 0, index[np.clip(set_of, 0, None)], -1)
+    return np.zeros(0, np.int64)
+
+
+def _group_counts(con, release: int, groups: np.ndarray, transient: np.ndarray) -> GroupCounts:
+    """Every record of the release's `groups` (sorted ids), whoever holds it, counted per value;
+    the groups numbered by their position in `groups`."""
+    con.register(GROUPS, pa.table({"gid": groups, "pos": np.arange(len(groups), dtype=np.int64)}))
+    try:  # keyed and sorted by DuckDB: position * values + value
+        got = con.execute(
+            f"SELECT g.pos * ? + c.vkey AS key, c.n FROM {COUNTS} c JOIN {GROUPS} g USING (gid) "
+            "WHERE c.release = ? ORDER BY key",
+            [len(transient), release],
+        ).fetchnumpy()
+    finally:
+        con.unregister(GROUPS)
+    return GroupCounts.of_counts(
+        np.asarray(got["key"], np.int64), np.asarray(got["n"], np.int64), len(groups), transient
+    )

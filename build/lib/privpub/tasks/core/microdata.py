@@ -1,0 +1,164 @@
+"""Validated input in the shape the algorithms use: integer codes per quasi-identifier.
+
+Every QI gets a domain (its ordered list of possible values) and each row a code, the position of
+its value in that domain. Partitioners work on codes; published tables decode them back.
+- numeric: the sorted distinct values present (code order = numeric order)
+- ordinal: the spec's `order`
+- categorical: the hierarchy's leaves in depth-first order (so every subtree is a contiguous code
+  range), else the spec's `order`, else the sorted distinct values present
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from privpub.schemas.spec import QISpec, ReleaseSpec
+
+
+@dataclass(frozen=True)
+class QIDomain:
+    name: str
+    kind: str  # numeric | ordinal | categorical
+    values: np.ndarray  # domain values in code order
+    hierarchy: dict[str, list[str]] | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.values)
+
+    @property
+    def span(self) -> float:
+        """Width of the whole domain: value range for numeric, code range otherwise."""
+        if self.kind == "numeric":
+            return float(self.values[-1] - self.values[0]) if self.size else 0.0
+        return float(self.size - 1)
+
+    def width(self, lo_code: np.ndarray, hi_code: np.ndarray) -> np.ndarray:
+        """Width of code ranges in the same unit as `span`."""
+        if self.kind == "numeric":
+            v = self.values.astype(float)
+            return v[hi_code] - v[lo_code]
+        return (hi_code - lo_code).astype(float)
+
+
+def hierarchy_leaves(hierarchy: dict[str, list[str]]) -> list[str]:
+    """Leaves in depth-first order, from the root(s) (nodes that are nobody's child)."""
+    children = {c for kids in hierarchy.values() for c in kids}
+    roots = [p for p in hierarchy if p not in children]
+    out: list[str] = []
+    stack = list(reversed(roots))
+    while stack:
+        node = stack.pop()
+        kids = hierarchy.get(node)
+        if kids:
+            stack.extend(reversed(kids))
+        else:
+            out.append(node)
+    return out
+
+
+def distinct_values(q: QISpec, column: pd.Series) -> np.ndarray | None:
+    """What a QI's domain needs from the data: the sorted distinct values (floats for numeric,
+    text otherwise), or None when the spec fixes the domain (an order or a hierarchy). A table
+    read in partitions combines these with `merge_distinct`."""
+    if q.kind == "numeric":
+        return np.unique(column.to_numpy(dtype=float))
+    if q.hierarchy or q.order:
+        return None
+    return np.array(sorted(pd.unique(column.astype(str))), dtype=object)
+
+
+def merge_distinct(parts: list[np.ndarray | None]) -> np.ndarray | None:
+    if parts[0] is None:
+        return None
+    return np.unique(np.concatenate(parts))
+
+
+def domain_from_distinct(q: QISpec, distinct: np.ndarray | None) -> QIDomain:
+    if q.kind == "numeric":
+        return QIDomain(q.name, "numeric", distinct)
+    if q.hierarchy:
+        values = hierarchy_leaves(q.hierarchy)
+    elif q.order:
+        values = list(q.order)
+    else:
+        values = list(distinct)
+    return QIDomain(q.name, q.kind, np.array(values, dtype=object), q.hierarchy)
+
+
+def build_domain(q: QISpec, column: pd.Series) -> QIDomain:
+    return domain_from_distinct(q, distinct_values(q, column))
+
+
+def encode(domain: QIDomain, column: pd.Series) -> np.ndarray:
+    if domain.kind == "numeric":
+        return np.searchsorted(domain.values, column.to_numpy(dtype=float)).astype(np.int32)
+    # factorize once, then map the few distinct values onto the domain (no per-row str())
+    codes, uniques = pd.factorize(column)
+    lookup = pd.Index(np.asarray(domain.values, dtype=object).astype(str)).get_indexer(pd.Index(uniques).astype(str))
+    return np.where(codes >= 0, lookup[codes], -1).astype(np.int32)
+
+
+class HasDomains:
+    """What readers of a table's QIs ask of anything with `domains` (Microdata, a cluster
+    partition's view): the QI names and a QI's domain by name."""
+
+    domains: list[QIDomain]
+
+    @property
+    def qi_names(self) -> list[str]:
+        return [d.name for d in self.domains]
+
+    def domain(self, name: str) -> QIDomain:
+        return next(d for d in self.domains if d.name == name)
+
+
+@dataclass
+class Microdata(HasDomains):
+    """The validated frame plus per-QI codes and sensitive-value codes."""
+
+    spec: ReleaseSpec
+    frame: pd.DataFrame
+    domains: list[QIDomain]
+    codes: np.ndarray  # (n, d) int32, column j = QI j
+    sensitive_values: np.ndarray  # distinct sensitive values, sorted
+    sensitive_codes: np.ndarray  # (n,) int32
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_frame(cls, spec: ReleaseSpec, frame: pd.DataFrame) -> Microdata:
+        ds = spec.dataset
+        domains = [build_domain(q, frame[q.name]) for q in ds.qi]
+        codes = np.empty((len(frame), len(domains)), dtype=np.int32)
+        for j, dom in enumerate(domains):
+            codes[:, j] = encode(dom, frame[dom.name])
+        s_codes, s_values = pd.factorize(frame[ds.sensitive], sort=True)
+        return cls(spec, frame, domains, codes, np.asarray(s_values), s_codes.astype(np.int32))
+
+    @classmethod
+    def from_codes(
+        cls,
+        spec: ReleaseSpec,
+        domains: list[QIDomain],
+        codes: np.ndarray,
+        sensitive_values: np.ndarray,
+        sensitive_codes: np.ndarray,
+        integer: dict[str, bool],
+    ) -> Microdata:
+        """Microdata of some rows whose codes were computed against domains and sensitive values
+        of a whole table (a chunk of a table read in partitions). The frame holds what published
+        tables read back: numeric QI values (integers stay integers) and the sensitive values."""
+        cols = {}
+        for j, dom in enumerate(domains):
+            if dom.kind == "numeric":
+                vals = dom.values[codes[:, j]]
+                cols[dom.name] = vals.astype(np.int64) if integer.get(dom.name) else vals
+        cols[spec.dataset.sensitive] = sensitive_values[sensitive_codes]
+        return cls(spec, pd.DataFrame(cols), domains, codes, sensitive_values, sensitive_codes)
+
+    @property
+    def n(self) -> int:
+        return len(self.frame)

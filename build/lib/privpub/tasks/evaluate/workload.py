@@ -1,0 +1,218 @@
+"""The shared utility workload: count queries with QI predicates and one sensitive value.
+
+    SELECT count(*) FROM T WHERE <cond on QI_1> AND ... AND S = v
+
+A condition is either an inclusive numeric range (`lo <= x <= hi`) or a set of allowed values
+(ordinal / categorical). Every technique answers the same queries through its own estimator,
+so the techniques are comparable in one table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class RangeCond:
+    lo: float
+    hi: float  # inclusive
+
+    def sql(self, col: str) -> str:
+        return f'"{col}" BETWEEN {self.lo!r} AND {self.hi!r}'
+
+
+@dataclass(frozen=True)
+class SetCond:
+    values: frozenset
+
+    def sql(self, col: str) -> str:
+        items = ", ".join("'" + str(v).replace("'", "''") + "'" for v in sorted(self.values, key=str))
+        return f'"{col}" IN ({items})'
+
+
+@dataclass(frozen=True)
+class CountQuery:
+    conditions: tuple[tuple[str, RangeCond | SetCond], ...]  # (qi name, condition)
+    sensitive_value: Any
+    selectivity: float = 0.0  # the target band it was drawn for
+
+    def sql_where(self, sensitive_col: str) -> str:
+        parts = [cond.sql(col) for col, cond in self.conditions]
+        v = self.sensitive_value
+        lit = repr(v) if isinstance(v, (int, float)) else "'" + str(v).replace("'", "''") + "'"
+        parts.append(f'"{sensitive_col}" = {lit}')
+        return " AND ".join(parts)
+
+
+SELECTIVITIES = (0.01, 0.05, 0.10)
+
+
+def _condition(dom, freq: np.ndarray, coverage: float, rng: np.random.Generator):
+    """A condition on one QI that selects about `coverage` of the rows (`freq`: the share of rows
+    holding each code), and the codes it selects: a boolean array over the domain."""
+    picked = np.zeros(dom.size, dtype=bool)
+    if dom.kind == "categorical" and not dom.hierarchy:
+        chosen, mass = [], 0.0
+        for c in rng.permutation(dom.size):
+            if freq[c] == 0:
+                continue
+            chosen.append(c)
+            mass += freq[c]
+            if mass >= coverage:
+                break
+        picked[chosen] = True
+        return SetCond(frozenset(str(v) for v in dom.values[picked])), picked
+    # ordered domain: a contiguous code range holding about `coverage` of the mass
+    cdf = np.cumsum(freq)
+    start_q = rng.uniform(0, max(1e-9, 1 - coverage))
+    lo = int(np.searchsorted(cdf, start_q, side="right"))
+    hi = int(np.searchsorted(cdf, min(1.0, start_q + coverage) - 1e-12))
+    lo, hi = min(lo, dom.size - 1), min(max(hi, lo), dom.size - 1)
+    picked[lo : hi + 1] = True
+    if dom.kind == "numeric":
+        return RangeCond(float(dom.values[lo]), float(dom.values[hi])), picked
+    return SetCond(frozenset(str(v) for v in dom.values[lo : hi + 1])), picked
+
+
+class _Selections:
+    """How many rows a conjunction of per-QI code sets selects, and which rows.
+
+    Counts come from the joint histogram of the QIs involved (built once per set of QIs), so a
+    rejected draw costs no pass over the rows; only an accepted query's drawn row is looked for,
+    block by block from the nearer end (a quarter of the rows on average)."""
+
+    BLOCK = 1 << 16
+
+    def __init__(self, data):
+        self.n = data.n
+        self.sensitive_values, self.sensitive_codes = data.sensitive_values, data.sensitive_codes
+        self.sizes = [d.size for d in data.domains]
+        # the smallest integer type that holds the codes: cheaper comparisons and gathers
+        self.columns = [
+            np.ascontiguousarray(data.codes[:, j]).astype(np.uint8 if d.size <= 256 else np.int32)
+            for j, d in enumerate(data.domains)
+        ]
+        self.counts = [np.bincount(c, minlength=s) for c, s in zip(self.columns, self.sizes)]
+        self._joint: dict[tuple[int, ...], np.ndarray] = {}
+
+    def count(self, attrs: list[int], picks: list[np.ndarray]) -> int:
+        if len(attrs) == 1:
+            return int(self.counts[attrs[0]][picks[0]].sum())
+        key = tuple(attrs)
+        if self.too_large(attrs):
+            return self.count_rows(attrs, picks)
+        if key not in self._joint:
+            self._joint[key] = self.joint(attrs)
+        return int(self._joint[key][np.ix_(*picks)].sum())
+
+    def too_large(self, attrs: list[int]) -> bool:
+        """Would the joint histogram of these QIs outgrow the table (then count directly)?"""
+        return np.prod([float(self.sizes[j]) for j in attrs]) > max(4 * self.n, 1 << 16)
+
+    def joint(self, attrs: list[int]) -> np.ndarray:
+        """The joint histogram of the QIs' codes."""
+        dims = [self.sizes[j] for j in attrs]
+        flat = self.columns[attrs[0]].astype(np.int32 if np.prod(dims, dtype=float) < 2**31 else np.int64)
+        for j in attrs[1:]:
+            flat *= self.sizes[j]
+            flat += self.columns[j]
+        return np.bincount(flat, minlength=int(np.prod(dims))).reshape(dims)
+
+    def count_rows(self, attrs: list[int], picks: list[np.ndarray]) -> int:
+        return int(np.count_nonzero(self._mask(attrs, picks, slice(0, self.n))))
+
+    def _mask(self, attrs: list[int], picks: list[np.ndarray], rows: slice) -> np.ndarray:
+        mask = np.ones(rows.stop - rows.start, dtype=bool)
+        for j, picked in zip(attrs, picks):
+            col = self.columns[j][rows]
+            codes = np.flatnonzero(picked)
+            if len(codes) == codes[-1] - codes[0] + 1:  # a contiguous range: two comparisons
+                mask &= (col >= codes[0]) & (col <= codes[-1])
+            elif len(codes) <= 3:  # a few codes: comparisons beat a gather
+                mask &= np.logical_or.reduce([col == c for c in codes])
+            else:
+                mask &= picked[col]
+        return mask
+
+    def nth_row(self, attrs: list[int], picks: list[np.ndarray], nth: int, count: int) -> int:
+        """The row number of the nth of the `count` selected rows (0-based, in row order),
+        reading blocks of rows from the nearer end only until it is found."""
+        from_end = nth >= count - nth  # then find the (count - 1 - nth)th from the last row
+        left = count - 1 - nth if from_end else nth
+        starts = range(0, self.n, self.BLOCK)
+        for start in reversed(starts) if from_end else starts:
+            hits = np.flatnonzero(self._mask(attrs, picks, slice(start, min(start + self.BLOCK, self.n))))
+            if left < len(hits):
+                return start + int(hits[len(hits) - 1 - left] if from_end else hits[left])
+            left -= len(hits)
+        raise IndexError("fewer selected rows than counted")
+
+    def drawn_values(self, draws: list[tuple]) -> list:
+        """The sensitive value of each draw's (attrs, picks, nth, count) selected row."""
+        codes = [self.sensitive_codes[self.nth_row(*draw)] for draw in draws]
+        return [self.sensitive_values[c] for c in codes]
+
+
+def make_workload(
+    data, rng: np.random.Generator, per_band: int = 100, selectivities=SELECTIVITIES, max_attrs: int = 3, select=None
+) -> list[CountQuery]:
+    """Random count queries whose QI predicates select about 1%, 5%, 10% of the rows.
+
+    Each query takes 1..max_attrs random QIs; its sensitive value is drawn from the rows its
+    predicate selects, so every query has a non-zero true answer (relative error is defined).
+    The values are looked up once every query is drawn (they draw no random numbers), all at
+    once: `select` (default: the rows in this process) may be a cluster's partitions
+    (tasks/evaluate/distributed.py), where a lookup is a round trip.
+    """
+    queries: list[CountQuery] = []
+    n_qi = len(data.domains)
+    if data.n == 0:
+        return queries
+    select = select or _Selections(data)
+    draws: list[tuple] = []
+    freqs = [c / max(data.n, 1) for c in select.counts]
+    for sel in selectivities:
+        made, tries = 0, 0
+        while made < per_band and tries < per_band * 50:
+            tries += 1
+            m = int(rng.integers(1, min(max_attrs, n_qi) + 1))
+            attrs = sorted(rng.choice(n_qi, size=m, replace=False).tolist())
+            conds, picks = [], []
+            for j in attrs:
+                cond, picked = _condition(data.domains[j], freqs[j], sel ** (1 / m), rng)
+                conds.append((data.domains[j].name, cond))
+                picks.append(picked)
+            count = select.count(attrs, picks)
+            actual = count / data.n  # the selected share of rows
+            if not (sel / 2 <= actual <= sel * 2):
+                continue
+            draws.append((attrs, picks, int(rng.integers(count)), count))
+            queries.append(CountQuery(tuple(conds), None, sel))
+            made += 1
+    values = select.drawn_values(draws)
+    return [
+        CountQuery(q.conditions, v.item() if hasattr(v, "item") else v, q.selectivity) for q, v in zip(queries, values)
+    ]
+
+
+def exact_answers(frame, workload: list[CountQuery], sensitive: str) -> np.ndarray:
+    """True answers on the original table: one DuckDB scan, one conditional sum per query. The
+    SQL reference of counting.count_in_microdata (what evaluate uses), kept for tests and
+    experiments that start from a frame."""
+    if not workload:
+        return np.zeros(0)
+    import duckdb
+
+    con = duckdb.connect()
+    con.register("frame", frame)
+    con.execute("CREATE TABLE original AS SELECT * FROM frame")  # scanning a table beats a pandas scan
+    # CASE inside one aggregate per query: DuckDB evaluates hundreds of FILTER clauses ~8x slower
+    aggs = ", ".join(
+        f"coalesce(sum(CASE WHEN {q.sql_where(sensitive)} THEN 1 ELSE 0 END), 0) AS q{i}"
+        for i, q in enumerate(workload)
+    )
+    row = con.execute(f"SELECT {aggs} FROM original").fetchone()
+    return np.asarray(row, dtype=float)

@@ -1,0 +1,356 @@
+"""Mondrian strict multidimensional partitioning (LeFevre, DeWitt, Ramakrishnan, ICDE 2006).
+
+A partition is split on the dimension with the widest normalised range, at the median; the split
+is allowed when both halves keep at least k rows (and, when asked, at least l distinct sensitive
+values). When the widest dimension cannot be split, the next widest is tried; a partition that no
+dimension can split is a final QI-group.
+
+Instead of recursing node by node (one Python call per partition: ~10^5 calls for a million rows),
+all partitions of one depth are split together with a handful of numpy passes over their rows
+(medians from per-segment histograms, no sort), so the cost is O(depth x n) array work with no
+per-row Python. The binary split tree is kept:
+the Butterfly technique walks it bottom-up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import Partition
+
+
+class PartitionError(ValueError):
+    """The data cannot meet the requested k / l at all."""
+
+
+@dataclass
+class SplitTree:
+    """Binary hierarchy of partitions. Node 0 is the whole table.
+
+    left/right: child node ids (-1 for a leaf); dim: QI index split on (-1 for a leaf);
+    value: split code (left child = rows with code <= value); group: the QI-group id of a leaf
+    (-1 for internal nodes).
+    """
+
+    parent: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    dim: np.ndarray
+    value: np.ndarray
+    size: np.ndarray
+    group: np.ndarray
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.parent)
+
+    def is_leaf(self, node: int) -> bool:
+        return self.left[node] < 0
+
+    def bottom_up(self) -> np.ndarray:
+        """Internal node ids, children before parents (ids grow with depth)."""
+        internal = np.flatnonzero(self.left >= 0)
+        return internal[::-1]
+
+    def leaf_of_group(self) -> np.ndarray:
+        """Node id of each QI-group."""
+        leaves = np.flatnonzero(self.group >= 0)
+        out = np.empty(len(leaves), dtype=np.int64)
+        out[self.group[leaves]] = leaves
+        return out
+
+
+class _TreeBuilder:
+    """Collects the splits of each level as arrays; node ids are handed out in split order."""
+
+    def __init__(self, n: int):
+        self.n_nodes, self.root_size = 1, n
+        self.splits: list[tuple[np.ndarray, ...]] = []  # (node, dim, value, left size, right size)
+
+    def split(self, nodes, dims, values, left_sizes, right_sizes) -> tuple[np.ndarray, np.ndarray]:
+        lefts = np.arange(self.n_nodes, self.n_nodes + 2 * len(nodes), 2)
+        self.n_nodes += 2 * len(nodes)
+        self.splits.append((nodes, dims, values, left_sizes, right_sizes))
+        return lefts, lefts + 1
+
+    def build(self, leaf_nodes: np.ndarray) -> SplitTree:
+        n = self.n_nodes
+        parent, left, right, dim, value, group = (np.full(n, -1, dtype=np.int64) for _ in range(6))
+        size = np.empty(n, dtype=np.int64)
+        size[0] = self.root_size
+        if self.splits:
+            node, d, v, ls, rs = (np.concatenate(x).astype(np.int64) for x in zip(*self.splits))
+            lefts = np.arange(1, n, 2)
+            left[node], right[node], dim[node], value[node] = lefts, lefts + 1, d, v
+            parent[lefts], parent[lefts + 1] = node, node
+            size[lefts], size[lefts + 1] = ls, rs
+        group[leaf_nodes] = np.arange(len(leaf_nodes))
+        return SplitTree(parent, left, right, dim, value, size, group)
+
+
+def _segment_ids(sizes: np.ndarray) -> np.ndarray:
+    return np.repeat(np.arange(len(sizes)), sizes)
+
+
+def _distinct_per_side(
+    seg: np.ndarray, side: np.ndarray, s: np.ndarray, n_seg: int, n_s: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct sensitive values on the left (side 0) and right (side 1) of each segment."""
+    key = (seg.astype(np.int64) * 2 + side) * n_s + s
+    if 2 * n_seg * n_s <= 50_000_000:  # a presence bitmap is linear; np.unique would sort
+        seen = np.zeros(2 * n_seg * n_s, dtype=bool)
+        seen[key] = True
+        counts = seen.reshape(2 * n_seg, n_s).sum(axis=1)
+    else:
+        counts = np.bincount(np.unique(key) // n_s, minlength=2 * n_seg)
+    return counts[0::2], counts[1::2]
+
+
+def _median_counts(
+    key: np.ndarray, w: np.ndarray | None, local: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: np.ndarray
+):
+    """Per segment: the lower median row's key and how many rows have keys <= / < it.
+
+    w: rows per item (None: one each); total: rows per segment. A histogram per segment over its
+    own [lo, hi] code range replaces a sort (one bincount, one cumulative sum) unless the ranges
+    would need far more bins than there are items (sparse numeric codes)."""
+    if int((hi - lo + 1).sum()) > 4 * len(key) + (1 << 16):
+        return median_by_sort(key, w, local, total)
+    return median_by_histogram(key, w, local, lo, hi, total)
+
+
+def _median_targets(total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of the earlier segments, and the running row count that reaches each lower median."""
+    before = np.concatenate(([0], np.cumsum(total)[:-1]))
+    return before, before + (total - 1) // 2 + 1
+
+
+def histogram_offsets(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Where each segment's histogram over its [lo, hi] codes starts in one concatenated vector."""
+    return np.concatenate(([0], np.cumsum(hi - lo + 1)[:-1])).astype(np.int64)
+
+
+def median_by_histogram(key, w, local, lo, hi, total):
+    offset = histogram_offsets(lo, hi)
+    hist = np.bincount(offset[local] + (key - lo[local]), weights=w, minlength=int((hi - lo + 1).sum())).astype(
+        np.int64
+    )
+    return median_from_histograms(hist, lo, hi, total)
+
+
+def median_from_histograms(hist: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: np.ndarray):
+    """Per segment, from its histogram over [lo, hi] (concatenated, `histogram_offsets`): the
+    lower median code and the rows <= / < it. Shared with the distributed top of the tree
+    (tasks/partition/distributed.py), whose histograms are sums over partitions."""
+    before, target = _median_targets(total)
+    offset = histogram_offsets(lo, hi)
+    cum = np.cumsum(hist)
+    at = np.searchsorted(cum, target, side="left")  # first bin reaching the target: never empty
+    n_le = cum[at] - before
+    return lo + (at - offset), n_le, n_le - hist[at]
+
+
+def allowed_splits(n_le, n_lt, total, k: int, diverse_le=True, diverse_lt=True):
+    """Which of "<= median" / "< median" keep >= k rows (and enough diversity) on both sides, and
+    whether "<" is the one used (the more balanced allowed one)."""
+    ok_le = (n_le >= k) & (total - n_le >= k) & diverse_le
+    ok_lt = (n_lt >= k) & (total - n_lt >= k) & diverse_lt
+    use_lt = ok_lt & (~ok_le | (np.abs(total - 2 * n_lt) < np.abs(total - 2 * n_le)))
+    return ok_le | ok_lt, use_lt
+
+
+def normalised_widths(doms: list, lo_all: np.ndarray, hi_all: np.ndarray) -> np.ndarray:
+    """(P, D) width of each segment's range per dimension over the dimension's whole span."""
+    widths = np.zeros((lo_all.shape[1], len(doms)))
+    for d, dom in enumerate(doms):
+        if dom.span > 0:
+            widths[:, d] = dom.width(lo_all[d], hi_all[d]) / dom.span
+    return widths
+
+
+def median_by_sort(key, w, local, total):
+    _, target = _median_targets(total)
+    w = np.ones(len(key), dtype=np.int64) if w is None else w
+    order = np.lexsort((key, local))
+    med = key[order][np.searchsorted(np.cumsum(w[order]), target, side="left")]
+    n_le = np.bincount(local, weights=w * (key <= med[local]), minlength=len(total)).astype(np.int64)
+    n_lt = np.bincount(local, weights=w * (key < med[local]), minlength=len(total)).astype(np.int64)
+    return med, n_le, n_lt
+
+
+def _left_first(left: np.ndarray, local: np.ndarray, starts: np.ndarray, n_left: np.ndarray) -> np.ndarray:
+    """Destination of each row when every segment is stably reordered left rows first."""
+    left_i = left.astype(np.int64)
+    before = np.cumsum(left_i) - left_i  # left rows before this one, over all segments
+    rank_left = before - before[starts][local]
+    rank_right = (np.arange(len(left)) - starts[local]) - rank_left
+    return starts[local] + np.where(left, rank_left, n_left[local] + rank_right)
+
+
+def split_levels(
+    xt: np.ndarray,
+    doms: list,
+    k: int,
+    rows: np.ndarray,
+    sizes: np.ndarray,
+    labels: np.ndarray,
+    *,
+    l: int | None = None,
+    s: np.ndarray | None = None,
+    tree: _TreeBuilder | None = None,
+    dim_names: np.ndarray | None = None,
+    weights: np.ndarray | None = None,
+):
+    """Split contiguous row segments level by level until no segment can be split.
+
+    xt: (D, n) codes per dimension; rows/sizes: the starting segments (each contiguous in
+    `rows`); labels: one label per starting segment. With a tree, each split creates two child
+    nodes and the labels are node ids; without, children keep their segment's label (so a final
+    group says which starting segment it came from). Returns (rows, sizes, labels) of the final
+    groups, each group contiguous in rows.
+
+    The codes (and sensitive codes) travel with the rows, reordered with them at every split,
+    so every read is sequential instead of a random gather into the whole table.
+
+    weights: optionally, how many table rows each item stands for (Butterfly's wings run on
+    distinct points: rows equal on every split column are never separated). Medians and the
+    >= k tests then count rows through the weights; returned sizes count items.
+    """
+    D = len(doms)
+    use_l = l is not None and l > 1
+    if use_l and weights is not None:
+        raise ValueError("l-diversity needs one item per row: no weights")
+    n_s = max(int(s.max()) + 1, 1) if use_l and len(s) else 1
+    xs = xt[:, rows]
+    ss = s[rows] if use_l else None
+    ws = None if weights is None else np.asarray(weights, dtype=np.int64)[rows]
+    leaf_rows: list[np.ndarray] = []
+    leaf_sizes: list[np.ndarray] = []
+    leaf_labels: list[np.ndarray] = []
+    while len(sizes):
+        P = len(sizes)
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        seg = _segment_ids(sizes)
+        lo_all = np.minimum.reduceat(xs, starts, axis=1)
+        hi_all = np.maximum.reduceat(xs, starts, axis=1)
+        seg_rows = sizes if ws is None else np.add.reduceat(ws, starts)
+        widths = normalised_widths(doms, lo_all, hi_all)
+        dim_order = np.argsort(-widths, axis=1, kind="stable")
+        open_ = np.ones(P, dtype=bool)
+        child: list[tuple] = []
+
+        for attempt in range(D):
+            dims = dim_order[:, attempt]
+            cand = open_ & (widths[np.arange(P), dims] > 0)
+            if not cand.any():
+                break
+            pos = np.flatnonzero(cand[seg])
+            c_idx = np.flatnonzero(cand)
+            c_dims = dims[c_idx]
+            c_sizes = sizes[c_idx]
+            local = np.repeat(np.arange(len(c_idx)), c_sizes)
+            key = xs[c_dims[local], pos].astype(np.int64)
+            lo = lo_all[c_dims, c_idx].astype(np.int64)
+            hi = hi_all[c_dims, c_idx].astype(np.int64)
+            total = seg_rows[c_idx]
+            med, n_le, n_lt = _median_counts(key, None if ws is None else ws[pos], local, lo, hi, total)
+            diverse_le = diverse_lt = True
+            if use_l:
+                s_sub = ss[pos]
+                med_row = med[local]
+                a, b = _distinct_per_side(local, (key > med_row).astype(np.int64), s_sub, len(c_idx), n_s)
+                diverse_le = (a >= l) & (b >= l)
+                a, b = _distinct_per_side(local, (key >= med_row).astype(np.int64), s_sub, len(c_idx), n_s)
+                diverse_lt = (a >= l) & (b >= l)
+            split, use_lt = allowed_splits(n_le, n_lt, total, k, diverse_le, diverse_lt)
+            if not split.any():
+                continue
+            threshold = np.where(use_lt, med - 1, med)
+            n_left = np.where(use_lt, n_lt, n_le)
+            sp = np.flatnonzero(split)
+            # the rows of the splitting segments, each segment reordered left rows first
+            take = split[local]
+            s_rows, s_local, s_key = pos[take], local[take], key[take]
+            remap = np.cumsum(split) - 1  # candidate index -> index among splitting segments
+            s_local = remap[s_local]
+            s_starts = np.concatenate(([0], np.cumsum(c_sizes[sp])[:-1]))
+            goes_left = s_key <= threshold[sp][s_local]
+            # items (not rows) on the left of each splitting segment
+            items_left = (
+                n_left[sp]
+                if ws is None
+                else np.bincount(s_local, weights=goes_left, minlength=len(sp)).astype(np.int64)
+            )
+            dest = _left_first(goes_left, s_local, s_starts, items_left)
+            order = np.empty_like(s_rows)
+            order[dest] = s_rows
+            pair = np.empty(2 * len(sp), dtype=np.int64)
+            pair[0::2], pair[1::2] = items_left, c_sizes[sp] - items_left
+            parents = labels[c_idx[sp]]
+            if tree is not None:
+                lefts, rights = tree.split(
+                    parents, dim_names[c_dims[sp]], threshold[sp], n_left[sp], total[sp] - n_left[sp]
+                )
+                kids = np.ravel(np.column_stack([lefts, rights]))
+            else:
+                kids = np.repeat(parents, 2)
+            child.append((order, pair, kids))
+            open_[c_idx[sp]] = False
+
+        if open_.any():  # no dimension can split these: final groups
+            leaf_rows.append(rows[open_[seg]])
+            leaf_sizes.append(sizes[open_])
+            leaf_labels.append(labels[open_])
+        if child:
+            # positions (into the current arrays) of the next level's rows, segment by segment
+            order = np.concatenate([c[0] for c in child])
+            rows, xs = rows[order], xs[:, order]
+            ss = ss[order] if use_l else None
+            ws = None if ws is None else ws[order]
+            sizes = np.concatenate([c[1] for c in child])
+            labels = np.concatenate([c[2] for c in child])
+        else:
+            sizes = sizes[:0]
+    return np.concatenate(leaf_rows), np.concatenate(leaf_sizes), np.concatenate(leaf_labels)
+
+
+def mondrian_partition(data: Microdata, k: int, l: int | None = None, columns: list[int] | None = None) -> Partition:
+    """QI-groups of at least k rows (and l distinct sensitive values when l is given).
+
+    columns: which QIs (indices into data.domains) to partition on; default all.
+    """
+    cols = list(range(len(data.domains))) if columns is None else list(columns)
+    n = data.n
+    if k < 1:
+        raise PartitionError("k must be at least 1")
+    if n < k:
+        raise PartitionError(f"k = {k} is larger than the table ({n} rows): no k-anonymous release exists")
+    s = data.sensitive_codes.astype(np.int64)
+    if l is not None and l > 1 and len(np.unique(s)) < l:
+        raise PartitionError(f"l = {l} but the table has only {len(np.unique(s))} distinct sensitive values")
+
+    xt = np.ascontiguousarray(data.codes[:, cols].T)  # (D, n): per-dimension rows are contiguous
+    tree = _TreeBuilder(n)
+    leaf_rows, leaf_sizes, leaf_nodes = split_levels(
+        xt,
+        [data.domains[c] for c in cols],
+        k,
+        np.arange(n, dtype=np.int64),
+        np.array([n], dtype=np.int64),
+        np.array([0], dtype=np.int64),
+        l=l,
+        s=s,
+        tree=tree,
+        dim_names=np.asarray(cols),
+    )
+    group = np.empty(n, dtype=np.int64)
+    group[leaf_rows] = np.repeat(np.arange(len(leaf_sizes)), leaf_sizes)
+    return Partition(
+        group=group,
+        n_groups=len(leaf_sizes),
+        tree=tree.build(leaf_nodes),
+        info={"partitioner": "mondrian", "k": k, "l": l},
+    )

@@ -1,0 +1,377 @@
+"""Technique `priview` (Wang, JCST 2010, Section 8): AT(<m-1 QIs>, gid) with one row per person and
+ST(gid, <QI'>, <sensitive>, count), for the split QI' that gives the smallest workload error.
+
+The paper builds PriView groups like Ambiguity's and claims Pr(t in T) = 1/|G| and
+Pr((t, s) | t) = c/|G| (Theorem 6). Under its own possible-world definition that is wrong: ST
+shows QI' next to S, so for t = (a, q') the adversary only chooses among the n units of ST[G]
+carrying q' (see tasks/verify/association.py), and a repeated AT row raises presence. With each
+AT row unique in its group and each (q', s) at most once, the exact figures are
+    Pr(t in T) = n_q' / |G|        Pr((t, s) | t) = 1 / n_q'
+so a group is built from blocks: a block is ceil(1/beta) rows sharing one QI' value with distinct
+sensitive values (bucketized on (QI', S), largest buckets first, as the paper's Section 8.3
+says), and a group joins ceil(1/alpha) blocks of distinct QI' values. Rows of a group are
+chosen so that their AT parts differ. Leftover blocks join groups lacking their QI' value;
+leftover rows join a group only when the exact check still passes, else they are suppressed.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from math import ceil
+from typing import Any
+
+import numpy as np
+import pandera.pandas as pa_schema
+import pyarrow as pa
+
+from privpub.schemas.spec import ReleaseSpec
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import Partition, Release, Technique, register
+from privpub.tasks.evaluate.workload import CountQuery, exact_answers, make_workload
+from privpub.tasks.techniques.ambiguity.association import priview_association_part
+from privpub.tasks.techniques.ambiguity.group_chunks import GroupChunk, GroupChunkedVerify, Worst
+from privpub.tasks.techniques.ambiguity.presence import labeled_association, labeled_presence, priview_presence_part
+from privpub.tasks.techniques.ambiguity.technique import (
+    DEFAULT_WINDOW,
+    RESIDUE_TRIES,
+    Buckets,
+    GroupIndex,
+    column_np,
+    condition_mask,
+    diversity,
+    encode,
+    gid_column,
+    probability_param,
+    rows_by_value,
+    sensitive_array,
+    value_array,
+)
+
+
+def row_ids(codes: np.ndarray) -> np.ndarray:
+    """An id per distinct row of `codes` (equal rows, equal ids)."""
+    if codes.shape[1] == 0:
+        return np.zeros(len(codes), np.int64)
+    return np.unique(codes, axis=0, return_inverse=True)[1].ravel().astype(np.int64)
+
+
+class Split:
+    """Codes seen through one split: the QI' code, the sensitive code and an AT-row id."""
+
+    def __init__(self, codes: np.ndarray, s_codes: np.ndarray, j: int):
+        self.q = codes[:, j].astype(np.int64)
+        self.s = s_codes.astype(np.int64)
+        self.at = row_ids(np.delete(codes, j, axis=1))
+        self.n_q = int(self.q.max()) + 1 if len(self.q) else 0
+        self.n_s = int(self.s.max()) + 1 if len(self.s) else 0
+
+    def group_ok(self, rows: np.ndarray, alpha: Fraction, beta: Fraction) -> bool:
+        """The exact check of tasks/verify for one group, from its rows."""
+        g = len(rows)
+        m_max = int(np.bincount(np.unique(self.at[rows], return_inverse=True)[1]).max())
+        pair, c = np.unique(self.q[rows] * self.n_s + self.s[rows], return_counts=True)
+        n_of_q = np.bincount(self.q[rows], minlength=self.n_q)
+        if m_max > 1 and c.max() > 1:
+            return False  # the verifier would need the distinct-relations count: avoid
+        if labeled_presence(g, int(n_of_q.max()), m_max) > alpha or Fraction(1, len(pair)) > alpha:
+            return False
+        for qs, cnt in zip(pair.tolist(), c.tolist()):
+            n = int(n_of_q[qs // self.n_s])
+            if Fraction(cnt, g) > beta or any(labeled_association(g, cnt, n, m) > beta for m in range(1, m_max + 1)):
+                return False
+        return True
+
+
+def block_groups(
+    codes: np.ndarray,
+    s_codes: np.ndarray,
+    j: int,
+    alpha: Fraction,
+    beta: Fraction,
+    rng: np.random.Generator,
+    window: int = DEFAULT_WINDOW,
+) -> tuple[np.ndarray, int, dict]:
+    """QI-groups of ceil(1/alpha) blocks; returns (group per row, -1 = suppressed; count; info)."""
+    sp = Split(codes, s_codes, j)
+    n = len(s_codes)
+    ell, K = diversity(beta), max(1, ceil(1 / alpha))
+    buckets = Buckets(sp.q * sp.n_s + sp.s, sp.n_q * sp.n_s, rng)
+    rem = buckets.remaining.reshape(sp.n_q, sp.n_s)  # a view: takes update it
+    mark = np.zeros(int(sp.at.max()) + 1 if n else 1, np.int64)
+    group = np.full(n, -1, np.int64)
+    members: list[list[int]] = []
+    values: list[set[int]] = []
+    stamp = 0
+
+    def block(v: int) -> list[int]:
+        rows = []
+        for s in np.argsort(-rem[v], kind="stable")[:ell]:
+            b = v * sp.n_s + int(s)
+            cands = buckets.window(b, window)
+            fresh = np.flatnonzero(mark[sp.at[cands]] != stamp)
+            row = buckets.take(b, int(fresh[0]) if len(fresh) else 0)
+            mark[sp.at[row]] = stamp
+            rows.append(row)
+        return rows
+
+    def can_block() -> np.ndarray:
+        return np.count_nonzero(rem, axis=1) >= ell
+
+    # Step 2: K blocks of distinct QI' values, largest values first
+    while True:
+        avail = np.flatnonzero(can_block())
+        if len(avail) < K:
+            break
+        chosen = avail[np.argsort(-rem[avail].sum(axis=1), kind="stable")[:K]]
+        stamp += 1
+        rows = [r for v in chosen.tolist() for r in block(v)]
+        members.append(rows)
+        values.append(set(chosen.tolist()))
+    n_main = len(members)
+    # leftover blocks: into groups that lack their value
+    order = rng.permutation(n_main).tolist() if n_main else []
+    for v in np.flatnonzero(can_block()).tolist():
+        for g in order:
+            if not can_block()[v]:
+                break
+            if v in values[g]:
+                continue
+            stamp += 1
+            mark[sp.at[members[g]]] = stamp
+            rows = block(v)
+            if sp.group_ok(np.asarray(members[g] + rows), alpha, beta):
+                members[g].extend(rows)
+                values[g].add(v)
+            else:  # give the rows back as residues
+                group[rows] = -2
+    # groups whose AT rows could not all differ are checked exactly; a failing one is dissolved
+    for g, rows in enumerate(members):
+        if len(set(sp.at[rows].tolist())) < len(rows) and not sp.group_ok(np.asarray(rows), alpha, beta):
+            group[rows] = -2
+            members[g], values[g] = [], set()
+    for g, rows in enumerate(members):
+        group[rows] = g
+    # Step 3: residues into groups that hold their QI' value, if the exact check passes
+    residues = np.concatenate([buckets.rest(), np.flatnonzero(group == -2)])
+    group[group == -2] = -1
+    residues = residues[group[residues] < 0]
+    placed = place_residues(sp, members, values, residues[rng.permutation(len(residues))], alpha, beta, group)
+    # renumber the groups that survived
+    alive = np.flatnonzero([len(m) > 0 for m in members])
+    remap = np.full(len(members) + 1, -1, np.int64)
+    remap[alive] = np.arange(len(alive))
+    group = remap[group]  # -1 maps through the extra last slot
+    info = {
+        "groups": int(len(alive)),
+        "residues": int(len(residues)),
+        "residues_placed": placed,
+        "suppressed": int(np.count_nonzero(group < 0)),
+        "blocks_per_group": K,
+        "block_size": ell,
+    }
+    return group, int(len(alive)), info
+
+
+def place_residues(
+    sp: Split,
+    members: list[list[int]],
+    values: list[set[int]],
+    residues: np.ndarray,
+    alpha: Fraction,
+    beta: Fraction,
+    group: np.ndarray,
+) -> int:
+    """Step 3 for PriView: a residue (q', s) may only join a group that already has q' rows
+    without s (a lone q' row would be linked to s for certain), and must keep n_q'/|G| <= alpha.
+    Groups are screened by these counts first; the exact check runs only on survivors."""
+    size = [len(m) for m in members]
+    n_v: dict[tuple[int, int], int] = {}
+    pairs: set[tuple[int, int, int]] = set()
+    for g, rows in enumerate(members):
+        for r in rows:
+            n_v[(g, int(sp.q[r]))] = n_v.get((g, int(sp.q[r])), 0) + 1
+            pairs.add((g, int(sp.q[r]), int(sp.s[r])))
+
+    def roomy(g: int, v: int) -> bool:
+        return (n_v[(g, v)] + 1) * alpha.denominator <= alpha.numerator * (size[g] + 1)
+
+    eligible: dict[int, list[int]] = {}
+    placed = 0
+    for r in residues.tolist():
+        v, s = int(sp.q[r]), int(sp.s[r])
+        if v not in eligible:
+            eligible[v] = [g for g, vs in enumerate(values) if v in vs and roomy(g, v)]
+        for g in eligible[v][:RESIDUE_TRIES]:
+            if (g, v, s) in pairs or not sp.group_ok(np.asarray(members[g] + [r]), alpha, beta):
+                continue
+            members[g].append(r)
+            group[r] = g
+            size[g] += 1
+            n_v[(g, v)] += 1
+            pairs.add((g, v, s))
+            if not roomy(g, v):
+                eligible[v].remove(g)
+            placed += 1
+            break
+    return placed
+
+
+def priview_tables(data: Microdata, group: np.ndarray, j: int) -> dict[str, pa.Table]:
+    kept = np.flatnonzero(group >= 0)
+    at_idx = [i for i in range(len(data.domains)) if i != j]
+    # sort AT rows by (gid, values) so their order says nothing about the pairing with ST
+    keys = [data.codes[kept, i] for i in reversed(at_idx)] + [group[kept]]
+    rows = kept[np.lexsort(keys)] if len(kept) else kept
+    at = {data.domains[i].name: value_array(data, i, data.codes[rows, i]) for i in at_idx}
+    at["gid"] = pa.array(group[rows])
+    n_q, n_s = data.domains[j].size, max(len(data.sensitive_values), 1)
+    key = (group[kept] * n_q + data.codes[kept, j]) * n_s + data.sensitive_codes[kept]
+    uniq, cnt = np.unique(key, return_counts=True)
+    st = {
+        "gid": pa.array(uniq // (n_q * n_s)),
+        data.domains[j].name: value_array(data, j, (uniq // n_s) % n_q),
+        data.spec.dataset.sensitive: sensitive_array(data, uniq % n_s),
+        "count": pa.array(cnt.astype(np.int64)),
+    }
+    return {"AT": pa.table(at), "ST": pa.table(st)}
+
+
+def st_qi_of(st: pa.Table, sensitive: str) -> str:
+    cols = [c for c in st.column_names if c not in ("gid", sensitive, "count")]
+    if len(cols) != 1:
+        raise ValueError(f"a PriView ST needs exactly one QI column, found {cols}")
+    return cols[0]
+
+
+def priview_estimates(tables: dict[str, pa.Table], sensitive: str, workload: list[CountQuery]) -> np.ndarray:
+    """Fig. 5 over two tables: per group c x l / k, c from ST (S = v and the QI' condition),
+    l / k the share of the group's AT rows meeting every AT condition."""
+    at, st = tables["AT"], tables["ST"]
+    st_qi = st_qi_of(st, sensitive)
+    index = GroupIndex(column_np(at, "gid"), column_np(st, "gid"))
+    at_g = index(column_np(at, "gid"))
+    k = np.bincount(at_g, minlength=len(index)).astype(float)
+    st_g = index(column_np(st, "gid"))
+    st_c = column_np(st, "count").astype(float)
+    decoded: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    cache: dict[tuple[str, Any], np.ndarray] = {}
+
+    def mask(col: str, cond) -> np.ndarray:
+        """Rows of AT (or of ST for QI') meeting a condition, evaluated on distinct values."""
+        if col not in decoded:
+            decoded[col] = encode(st if col == st_qi else at, col)
+        if (col, cond) not in cache:
+            uniq, inv = decoded[col]
+            cache[(col, cond)] = condition_mask(cond, uniq)[inv]
+        return cache[(col, cond)]
+
+    by_s = rows_by_value(st, sensitive)
+    out = np.zeros(len(workload))
+    for i, q in enumerate(workload):
+        rows = by_s.get(q.sensitive_value, np.zeros(0, np.int64))
+        c = st_c[rows]
+        share = np.ones(len(index))
+        at_conds = [(col, cond) for col, cond in q.conditions if col != st_qi]
+        for col, cond in q.conditions:
+            if col == st_qi:
+                c = c * mask(col, cond)[rows]
+        if at_conds:
+            hit = np.logical_and.reduce([mask(col, cond) for col, cond in at_conds])
+            share = np.bincount(at_g[hit], minlength=len(index)) / np.where(k > 0, k, 1.0)
+        out[i] = float((c * share[st_g[rows]]).sum())
+    return out
+
+
+@register("priview")
+class PriView(GroupChunkedVerify, Technique):
+    parameters = ("alpha", "beta", "window", "probe_queries", "st_qi")
+    table_names = ("AT", "ST")
+
+    def check_params(self) -> None:
+        self.alpha = probability_param(self, "alpha")
+        self.beta = probability_param(self, "beta")
+        self.window = self.int_param("window", default=DEFAULT_WINDOW, minimum=1)
+        self.probe_queries = self.int_param("probe_queries", default=50, minimum=1)
+        st_qi = self.params.get("st_qi")  # optional: fix the split instead of choosing it
+        if st_qi is not None and st_qi not in self.spec.dataset.qi_names:
+            from privpub.schemas.spec import SpecError
+
+            raise SpecError(f"[technique] st_qi = {st_qi!r} is not a quasi-identifier")
+        self.st_qi = st_qi
+
+    def check_data(self, data: Microdata) -> None:
+        if len(data.domains) < 2:
+            raise ValueError("PriView needs at least two quasi-identifiers (one goes to ST)")
+        ell = diversity(self.beta)
+        if len(data.sensitive_values) < ell:
+            raise ValueError(
+                f"beta = {self.beta} needs {ell} distinct sensitive values per QI' "
+                f"value, the table has {len(data.sensitive_values)}"
+            )
+
+    def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
+        """Build every candidate split (or the fixed one) and keep the smallest workload error."""
+        names = data.qi_names
+        candidates = [names.index(self.st_qi)] if self.st_qi else list(range(len(names)))
+        probe_rng, build_rng = rng.spawn(2)
+        workload = make_workload(data, probe_rng, per_band=self.probe_queries)
+        actual = exact_answers(data.frame, workload, data.spec.dataset.sensitive)
+        best, errors = None, {}
+        for j in candidates:
+            group, n_groups, info = block_groups(
+                data.codes, data.sensitive_codes, j, self.alpha, self.beta, build_rng, self.window
+            )
+            est = priview_estimates(priview_tables(data, group, j), data.spec.dataset.sensitive, workload)
+            ok = actual > 0
+            err = float(np.mean(np.abs(actual[ok] - est[ok]) / actual[ok])) if ok.any() else 0.0
+            errors[names[j]] = {"error": err, "suppressed": info["suppressed"]}
+            if best is None or err < best[0]:
+                best = (err, j, group, n_groups, info)
+        err, j, group, n_groups, info = best
+        return Partition(group, n_groups, info={**info, "st_qi": names[j], "probe_error": err, "split_errors": errors})
+
+    def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
+        j = data.qi_names.index(part.info["st_qi"])
+        info = {**part.info, "groups": part.n_groups, "suppressed": int(np.count_nonzero(part.group < 0))}
+        return Release(priview_tables(data, part.group, j), info=info)
+
+    # verify: alpha-presence and beta-association per group, in chunks of group ids
+    # (GroupChunkedVerify: one step up to [run] chunk_rows published rows)
+    def verified_tables(self, release: Release) -> dict[str, pa.Table]:
+        return {"AT": release.tables["AT"], "ST": release.tables["ST"]}
+
+    def check_chunk(self, chunk: GroupChunk) -> list[Worst]:
+        at, st = chunk.tables["AT"], chunk.tables["ST"]
+        s = self.spec.dataset.sensitive
+        st_qi = st_qi_of(st, s)
+        return [
+            priview_presence_part(at, st, st_qi, s, self.alpha),
+            priview_association_part(at, st, st_qi, s, self.beta, chunk.rows["ST"]),
+        ]
+
+    def estimate_counts(self, release: Release, workload: list[CountQuery]) -> np.ndarray:
+        return priview_estimates(release.tables, self.spec.dataset.sensitive, workload)
+
+    def group_sizes(self, release: Release) -> np.ndarray:
+        at = release.tables["AT"]
+        _, counts = np.unique(column_np(at, "gid"), return_counts=True)
+        return counts
+
+    def table_schemas(self, spec: ReleaseSpec) -> dict[str, Any]:
+        ds = spec.dataset
+        qis = {q: pa_schema.Column(nullable=False, required=False) for q in ds.qi_names}
+        one_qi = pa_schema.Check(
+            lambda df: sum(q in df.columns for q in ds.qi_names) == 1, error="ST holds exactly one quasi-identifier"
+        )
+        at = pa_schema.DataFrameSchema({**qis, "gid": gid_column()}, strict=True)
+        st = pa_schema.DataFrameSchema(
+            {
+                "gid": gid_column(),
+                **qis,
+                ds.sensitive: pa_schema.Column(nullable=False),
+                "count": pa_schema.Column("int64", checks=pa_schema.Check.ge(1), coerce=True),
+            },
+            checks=[one_qi],
+            strict=True,
+        )
+        return {"AT": at, "ST": st}

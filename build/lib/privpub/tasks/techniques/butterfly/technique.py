@@ -1,0 +1,211 @@
+"""Techniques `butterfly` (Pei, Tao, Li, Xiao) and `union-qid` (its baseline): one release that is
+k-anonymous for every listed QID.
+
+[technique] keys: k, qids = [[...], [...]] (lists of QI names), optional k_prime (< k, the
+two-level framework of Section 5.2: k'-anonymous on the union QID as well).
+
+Published `table`: one row per input row, shuffled; each QI generalized the spine's way
+(<qi>_lo/<qi>_hi or a list); for butterfly the body attributes carry the unit's range and each
+wing attribute its wing group's range; the sensitive column kept.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from privpub.schemas.published import generalized_table_schema
+from privpub.schemas.spec import SpecError
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import ChunkPlan, Partition, PrivacyResult, Release, Technique, register
+from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
+from privpub.tasks.evaluate.metrics import uncertainty_penalty
+from privpub.tasks.partition.generalized_table import GroupIndex, generalized_columns, generalized_table
+from privpub.tasks.partition.mondrian import PartitionError, mondrian_partition
+from privpub.tasks.techniques.butterfly import multi_qid
+from privpub.tasks.techniques.butterfly.core import Assignment, Points, butterflies, layout
+from privpub.tasks.verify.class_chunks import ClassChunk, class_partials
+
+
+class _MultiQID(Technique):
+    """Parameters, verification and utility shared by butterfly and union-qid."""
+
+    parameters = ("k", "k_prime", "qids")
+
+    def check_params(self) -> None:
+        self.k = self.int_param("k", minimum=1)
+        if self.k is None:
+            raise SpecError(f"[technique] {self.name or 'butterfly'} needs k (an integer >= 1)")
+        self.k_prime = self.int_param("k_prime", default=None, minimum=1)
+        if self.k_prime is not None and self.k_prime >= self.k:
+            raise SpecError(f"[technique] k_prime must be smaller than k = {self.k}, got {self.k_prime}")
+        qids = self.params.get("qids")
+        if (
+            not isinstance(qids, list)
+            or not qids
+            or not all(isinstance(q, list) and q and all(isinstance(c, str) for c in q) for q in qids)
+        ):
+            raise SpecError("[technique] qids must be a non-empty list of non-empty lists of QI names")
+        known = self.spec.dataset.qi_names
+        for q in qids:
+            for c in q:
+                if c not in known:
+                    raise SpecError(
+                        f"[technique] qids: '{c}' is not a quasi-identifier in [dataset] qi ({', '.join(known)})"
+                    )
+            if len(set(q)) != len(q):
+                raise SpecError(f"[technique] qids: {q} lists a column twice")
+        self.qids: list[list[str]] = [list(q) for q in qids]
+        self.union = [n for n in known if any(n in q for q in self.qids)]
+        # the adversary's union of all QIDs plus any declared QI no QID lists
+        self.layout = layout(known, self.qids)
+
+    def check_data(self, data: Microdata) -> None:
+        if data.n < self.k:
+            raise ValueError(f"k = {self.k} is larger than the table ({data.n} rows)")
+
+    # verify: every QID's classes counted in runs of `[run] chunk_rows` published rows (verify
+    # chunks on the task runner), added up per class in the flow (tasks/verify/multi_qid.py)
+    def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
+        plan = self.verify_plan(release)
+        return self.combine_verify(release, context, plan, [self.verify_chunk(c) for c in plan.chunks])
+
+    def plan_verify(self, release: Release, context: dict[str, Any]) -> ChunkPlan | None:
+        """None (one verify step) for a table of at most chunk_rows rows."""
+        return None if release.tables["table"].num_rows <= self.spec.run.chunk_rows else self.verify_plan(release)
+
+    def verify_plan(self, release: Release) -> ChunkPlan:
+        table = release.tables["table"]
+        checks = multi_qid.multi_qid_checks(table, self.qids, self.k, self.k_prime, self.union)
+        return ChunkPlan(multi_qid.multi_qid_plan(table, checks, self.spec.run.chunk_rows), checks)
+
+    def verify_chunk(self, chunk: ClassChunk) -> list[pa.Table]:
+        return class_partials(chunk)
+
+    def combine_verify(
+        self, release: Release, context: dict[str, Any], plan: ChunkPlan, results: list
+    ) -> list[PrivacyResult]:
+        return multi_qid.multi_qid_results(plan.state, results)
+
+    def estimate_counts(self, release: Release, workload) -> np.ndarray:
+        ds = self.spec.dataset
+        return estimate_from_generalized(release.tables["table"], ds.qi_names, ds.sensitive, workload)
+
+    def utility(self, release: Release, data: Microdata) -> dict[str, float]:
+        """Definition 1 over the union QID, split into common (body) and distinct attributes."""
+        table = release.tables["table"]
+        out = uncertainty_penalty(table, data, self.union)
+        common = [data.qi_names[j] for j in self.layout.body if data.qi_names[j] in self.union]
+        out["uncertainty_penalty_common"] = sum(out[f"penalty_{c}"] for c in common)
+        out["uncertainty_penalty_distinct"] = out["uncertainty_penalty"] - out["uncertainty_penalty_common"]
+        return out
+
+    def group_sizes(self, release: Release) -> np.ndarray:
+        """Equivalence classes over the union QID, as the published table shows them."""
+        from privpub.tasks.verify.published import class_profile, qi_columns
+
+        table = release.tables["table"]
+        return class_profile(table, qi_columns(table, self.union))["size"]
+
+    def table_schemas(self, spec) -> dict[str, Any]:
+        return {"table": generalized_table_schema(spec.dataset)}
+
+
+@register("union-qid")
+class UnionQID(_MultiQID):
+    """The naive method of Section 2.2: Mondrian k-anonymization on the union QID."""
+
+    def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
+        cols = [data.qi_names.index(c) for c in self.union]
+        return mondrian_partition(data, self.k, columns=cols)
+
+    def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
+        table = generalized_table(data, part.group, part.n_groups, rng.permutation(data.n))
+        return Release({"table": table}, info={"groups": part.n_groups})
+
+
+@register("butterfly")
+class Butterfly(_MultiQID):
+    """Butterflies over a Mondrian hierarchy on the union QID (Sections 4-5)."""
+
+    def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
+        points, row_point, k = self._points(data)
+        assign = butterflies(points, self.layout, k)
+        unit = assign.unit[row_point]
+        return Partition(
+            unit,
+            assign.n_units,
+            info={
+                "assignment": assign,
+                "row_point": row_point,
+                "k_points": k,
+                **assign.stats,
+                "rows_in_butterflies": int(assign.in_butterfly[row_point].sum()),
+            },
+        )
+
+    def _points(self, data: Microdata) -> tuple[Points, np.ndarray, int]:
+        """One-level: every row is a point, k as given. Two-level (k_prime): Mondrian k'-classes on
+        the union become points (their bounds, their size as weight), anonymized with ceil(k/k')."""
+        if self.k_prime is None:
+            return Points.of_rows(data.codes, data.domains), np.arange(data.n), self.k
+        cols = [data.qi_names.index(c) for c in self.union]
+        part = mondrian_partition(data, self.k_prime, columns=cols)
+        k_points = math.ceil(self.k / self.k_prime)
+        if part.n_groups < k_points:
+            raise PartitionError(
+                f"k_prime = {self.k_prime} leaves {part.n_groups} classes on the union QID, "
+                f"fewer than ceil(k/k') = {k_points}: no two-level release exists"
+            )
+        lo, hi = _bounds(part.group, part.n_groups, data.codes)
+        base = Points.of_rows(lo, data.domains)
+        top = Points.of_rows(hi, data.domains)
+        points = Points(
+            (lo + hi) // 2,
+            data.domains,
+            base.x_lo,
+            top.x_hi,
+            np.bincount(part.group, minlength=part.n_groups).astype(float),
+        )
+        return points, part.group, k_points
+
+    def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
+        assign: Assignment = part.info["assignment"]
+        row_point = part.info["row_point"]
+        names = data.qi_names
+        blocks = [([names[j] for j in self.layout.body], assign.unit, assign.n_units)]
+        blocks += [
+            ([names[j] for j in attrs], w, nw)
+            for attrs, w, nw in zip(self.layout.wings, assign.wing, assign.n_wing)
+            if attrs
+        ]
+        order = rng.permutation(data.n)
+        cols: dict[str, pa.Array] = {}
+        for qi_names, group, n_groups in blocks:
+            row_group = group[row_point]
+            per_group = generalized_columns(data, row_group, n_groups, qi_names)
+            idx = pa.array(row_group[order])
+            cols.update({c: arr.take(idx) for c, arr in per_group.items()})
+        published = {c: cols[c] for c in _column_order(data)}
+        s = self.spec.dataset.sensitive
+        published[s] = pa.array(data.frame[s].to_numpy()[order])
+        info = {k: v for k, v in part.info.items() if k not in ("assignment", "row_point")}
+        return Release({"table": pa.table(published)}, info=info)
+
+
+def _bounds(group: np.ndarray, n_groups: int, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-group min and max codes of every QI: (n_groups, d) each."""
+    index = GroupIndex(group, n_groups)
+    pairs = [index.bounds(codes[:, j]) for j in range(codes.shape[1])]
+    return np.stack([p[0] for p in pairs], axis=1), np.stack([p[1] for p in pairs], axis=1)
+
+
+def _column_order(data: Microdata) -> list[str]:
+    """Published columns in the QIs' declared order, as the spine lays them out."""
+    out = []
+    for dom in data.domains:
+        out += [f"{dom.name}_lo", f"{dom.name}_hi"] if dom.kind == "numeric" else [dom.name]
+    return out

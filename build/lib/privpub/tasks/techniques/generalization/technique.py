@@ -1,0 +1,98 @@
+"""Technique `generalization`: Mondrian QI-groups, each QI replaced by its group's range or set,
+sensitive values kept (k-anonymity, optionally distinct l-diversity)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from privpub.schemas.published import generalized_table_schema
+from privpub.schemas.spec import SpecError
+from privpub.tasks.cluster.evaluate import PartView, combine_penalties
+from privpub.tasks.cluster.input import ClusterData
+from privpub.tasks.cluster.partition import ClusterPartition, distributed_mondrian
+from privpub.tasks.cluster.verify import map_parts, parted_class_sizes, parted_k_and_l
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.parted_table import PartedTable, publish_parts
+from privpub.tasks.core.technique import Partition, PrivacyResult, Release, Technique, register
+from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
+from privpub.tasks.evaluate.metrics import uncertainty_penalty
+from privpub.tasks.partition.generalized_table import generalized_table
+from privpub.tasks.partition.mondrian import mondrian_partition
+from privpub.tasks.verify.k_anonymity import k_and_l, k_anonymity
+from privpub.tasks.verify.published import qi_columns
+
+
+@register("generalization")
+class Generalization(Technique):
+    parameters = ("k", "l")
+    distributed = True
+    table_names = ("table",)
+    accepts_kept_groups = True  # anonymize builds each group's box from whatever rows it holds
+
+    def check_params(self) -> None:
+        self.k = self.int_param("k", minimum=1)
+        if self.k is None:
+            raise SpecError("[technique] generalization needs k (an integer >= 1)")
+        self.l = self.int_param("l", default=None, minimum=1)
+
+    def check_data(self, data: Microdata) -> None:
+        if data.n < self.k:
+            raise ValueError(f"k = {self.k} is larger than the table ({data.n} rows)")
+        self.check_diversity(data, self.l)
+
+    def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
+        if isinstance(data, ClusterData):  # the top of the tree on the cluster (distributed.py)
+            return distributed_mondrian(data, self.k, self.l, self.spec.run.chunk_rows)
+        return mondrian_partition(data, self.k, self.l)
+
+    def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
+        if isinstance(part, ClusterPartition):
+            table, sizes = publish_parts(data, part, self.k, self.l, rng, self.spec.output_dir)
+            return Release(
+                {"table": table},
+                info={"groups": len(sizes), "chunks": len(part.ready), "distributed_levels": part.levels},
+            )
+        order = rng.permutation(data.n)
+        table = generalized_table(data, part.group, part.n_groups, order)
+        return Release({"table": table}, info={"groups": part.n_groups})
+
+    def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
+        table = release.tables["table"]
+        ds = self.spec.dataset
+        cols = qi_columns(table, ds.qi_names)
+        if isinstance(table, PartedTable):  # part by part, on its cluster if it has one
+            return parted_k_and_l(table, cols, ds.sensitive, self.k, self.l)
+        if self.l:
+            return k_and_l(table, cols, ds.sensitive, self.k, self.l)
+        return [k_anonymity(table, cols, self.k)]
+
+    def estimate_counts(self, release: Release, workload) -> np.ndarray:
+        ds = self.spec.dataset
+        table = release.tables["table"]
+        if isinstance(table, PartedTable):
+            return np.sum(map_parts(table, estimate_from_generalized, ds.qi_names, ds.sensitive, workload), axis=0)
+        return estimate_from_generalized(table, ds.qi_names, ds.sensitive, workload)
+
+    def group_sizes(self, release: Release) -> np.ndarray:
+        """Equivalence-class sizes as the published table shows them."""
+        from privpub.tasks.verify.published import class_profile
+
+        table = release.tables["table"]
+        cols = qi_columns(table, self.spec.dataset.qi_names)
+        if isinstance(table, PartedTable):
+            return parted_class_sizes(table, cols)
+        return class_profile(table, cols)["size"]
+
+    def utility(self, release: Release, data: Microdata) -> dict[str, float]:
+        table = release.tables["table"]
+        if isinstance(table, PartedTable):
+            view = PartView(
+                data.domains, np.zeros((0, len(data.domains)), np.int32), data.sensitive_values, np.zeros(0, np.int32)
+            )
+            return combine_penalties(map_parts(table, uncertainty_penalty, view), table.num_rows, data.qi_names)
+        return uncertainty_penalty(table, data)
+
+    def table_schemas(self, spec) -> dict[str, Any]:
+        return {"table": generalized_table_schema(spec.dataset)}

@@ -1,0 +1,297 @@
+"""MuCo random output tables (Li et al., Section 4): one linear program per QI-group and QI.
+
+For a group of m tuples with original values x_1..x_m and the n distinct values v_1..v_n of the
+group as output columns, the random output table P (m x n) solves
+
+    min  sum_ij dis(x_i, v_j) p_ij
+    s.t. sum_j p_ij = 1,   p_ij >= 0,   p_ij <= delta * sum_k p_kj      (delta-probability)
+
+Speed-ups, all exact (tests/test_muco_tables.py checks them against the LP above, row by row):
+
+1. Class reduction. Tuples with the same original value have the same cost row, and the feasible
+   set is convex and invariant under permuting them, so averaging the rows of an optimal P over
+   each such class gives a feasible P with the same cost. Hence an optimal P exists with one row
+   per distinct value ("class"): an n x n table Q with class weights w_j (tuples per class), the
+   column mass c_k = sum_j w_j q_jk, and constraints q_jk <= delta c_k.
+2. Trivial groups need no solver: with one distinct value, P is all ones; when every class holds
+   at least ceil(1/delta) tuples, keeping every value (Q = I) costs 0, the lower bound, and is
+   feasible (1 <= delta w_j).
+3. Batching. The remaining LPs are independent, so many of them form one block-diagonal sparse
+   LP solved by one HiGHS call. c_k is kept as a variable so the cap rows have two non-zeros
+   (q_jk - delta c_k <= 0) instead of n. Blocks of ~2,000 variables are fastest (the simplex
+   cost grows faster than linearly in the block size; one call per group costs ~2 ms overhead).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import linprog
+
+from privpub.tasks.core.microdata import QIDomain
+
+# HiGHS's default primal feasibility tolerance (1e-7) is looser than the verifier's check;
+# presolve finds nothing to remove in these blocks and costs ~25% of the solve time
+LP_OPTIONS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10, "presolve": False}
+ZERO = 1e-12  # probabilities below this are solver noise and are set to 0
+CHUNK_VARS = 2000
+
+
+class MuCoError(ValueError):
+    """The data or the parameters admit no delta-probability release."""
+
+
+def min_group_size(delta: Fraction) -> int:
+    """Property 1: a group of m tuples can meet delta only if delta >= 1/m, i.e. m >= ceil(1/delta)."""
+    return math.ceil(1 / Fraction(delta))
+
+
+# --- distances -------------------------------------------------------------------------------
+
+
+def hierarchy_distances(domain: QIDomain) -> np.ndarray:
+    """Edges on the tree path between every pair of leaves (a forest gets a virtual root)."""
+    parent: dict[str, str] = {}
+    for p, kids in (domain.hierarchy or {}).items():
+        for c in kids:
+            parent[c] = p
+    chains = []
+    for leaf in domain.values:
+        chain = [str(leaf)]
+        while chain[-1] in parent:
+            chain.append(parent[chain[-1]])
+        chains.append(chain[::-1] if chain else chain)  # root ... leaf
+    size = domain.size
+    out = np.zeros((size, size))
+    for a in range(size):
+        for b in range(a + 1, size):
+            ca, cb = chains[a], chains[b]
+            common = 0
+            while common < min(len(ca), len(cb)) and ca[common] == cb[common]:
+                common += 1
+            # no common root: the two trees hang under one virtual root
+            out[a, b] = out[b, a] = len(ca) + len(cb) - 2 * common
+    return out
+
+
+class Distance:
+    """dis() of Definition 4.1 on the integer codes of one QI.
+
+    numeric: l1 on the values; ordinal: l1 on the codes (positions in the order);
+    categorical: tree distance with a hierarchy, else 0/1.
+    """
+
+    def __init__(self, domain: QIDomain):
+        self.domain = domain
+        self.flat = domain.kind == "categorical" and not domain.hierarchy
+        self.matrix = hierarchy_distances(domain) if domain.kind == "categorical" and domain.hierarchy else None
+        self.points = domain.values.astype(float) if domain.kind == "numeric" else np.arange(domain.size, dtype=float)
+
+    def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if self.matrix is not None:
+            return self.matrix[a, b]
+        if self.flat:
+            return (np.asarray(a) != np.asarray(b)).astype(float)
+        return np.abs(self.points[a] - self.points[b])
+
+    def max_over(self, codes: np.ndarray) -> float:
+        """dis_max: the largest distance between two of the given codes."""
+        u = np.unique(codes)
+        if len(u) < 2:
+            return 0.0
+        if self.matrix is not None:
+            return float(self.matrix[np.ix_(u, u)].max())
+        if self.flat:
+            return 1.0
+        return float(self.points[u].max() - self.points[u].min())
+
+    @property
+    def domain_max(self) -> float:
+        """Largest distance in the whole domain (the ILoss normaliser)."""
+        return self.max_over(np.arange(self.domain.size))
+
+
+# --- the tables of one attribute over all groups ---------------------------------------------
+
+
+@dataclass
+class ClassTables:
+    """Class-reduced output tables of one QI for every group.
+
+    Group g owns classes ptr[g]..ptr[g+1]-1 (its distinct values, in code order). Class c has
+    `code[c]` and `weight[c]` tuples; its output distribution is q[qptr[c]:qptr[c] + n_g] over the
+    group's classes, in the same order. `tuple_class[r]` is the class of input row r.
+    """
+
+    ptr: np.ndarray
+    code: np.ndarray
+    weight: np.ndarray
+    qptr: np.ndarray
+    q: np.ndarray
+    tuple_class: np.ndarray
+    cost: np.ndarray  # optimal LP objective per group (sum over the group's tuples)
+
+    def group_of_class(self) -> np.ndarray:
+        return np.repeat(np.arange(len(self.ptr) - 1), np.diff(self.ptr))
+
+    def row(self, c: int) -> np.ndarray:
+        g = int(np.searchsorted(self.ptr, c, side="right") - 1)
+        n = self.ptr[g + 1] - self.ptr[g]
+        return self.q[self.qptr[c] : self.qptr[c] + n]
+
+    def table(self, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(codes, weights, Q) of group g: Q[i, k] = P(class i outputs class k's value)."""
+        lo, hi = self.ptr[g], self.ptr[g + 1]
+        n = hi - lo
+        Q = self.q[self.qptr[lo] : self.qptr[lo] + n * n].reshape(n, n)
+        return self.code[lo:hi], self.weight[lo:hi], Q
+
+
+def group_classes(group: np.ndarray, codes: np.ndarray, n_groups: int):
+    """Distinct (group, code) pairs in (group, code) order, their counts, and each row's class."""
+    base = int(codes.max()) + 1 if len(codes) else 1
+    key = group.astype(np.int64) * base + codes
+    uniq, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+    g_of = uniq // base
+    ptr = np.searchsorted(g_of, np.arange(n_groups + 1))
+    return ptr, (uniq % base).astype(np.int64), counts.astype(np.int64), inverse.astype(np.int64)
+
+
+def concat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenation of arange(s, s + n) for every (s, n), without a Python loop."""
+    offsets = np.cumsum(lengths) - lengths
+    return np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))
+
+
+def _pairs(ptr: np.ndarray, groups: np.ndarray):
+    """For the listed groups: every (row class, column class) pair of each n x n block,
+    the block each pair belongs to and its position inside the block."""
+    n = np.diff(ptr)[groups]
+    sq = n * n
+    block = np.repeat(np.arange(len(groups)), sq)
+    local = np.arange(int(sq.sum())) - np.repeat(np.cumsum(sq) - sq, sq)
+    start = ptr[groups][block]
+    nb = n[block]
+    return start + local // nb, start + local % nb, block, local
+
+
+def _solve_block(rows: np.ndarray, cols: np.ndarray, cost: np.ndarray, weight: np.ndarray, delta: float) -> np.ndarray:
+    """One block-diagonal LP over many class-reduced tables; returns q per pair.
+
+    Variables: q for every pair, then c (column mass) for every class; rows/cols are class
+    positions 0..C-1 and weight[k] the tuples of class k.
+    """
+    P, C = len(rows), len(weight)
+    pairs = np.arange(P)
+    # equalities: row sums = 1 (rows 0..C-1); c_k - sum_j w_j q_jk = 0 (rows C..2C-1)
+    eq_r = np.concatenate([rows, C + cols, C + np.arange(C)])
+    eq_c = np.concatenate([pairs, pairs, P + np.arange(C)])
+    eq_v = np.concatenate([np.ones(P), -weight[rows].astype(float), np.ones(C)])
+    A_eq = sp.csr_matrix((eq_v, (eq_r, eq_c)), shape=(2 * C, P + C))
+    b_eq = np.concatenate([np.ones(C), np.zeros(C)])
+    # delta-probability: q_jk - delta c_k <= 0
+    ub_r = np.concatenate([pairs, pairs])
+    ub_c = np.concatenate([pairs, P + cols])
+    ub_v = np.concatenate([np.ones(P), np.full(P, -delta)])
+    A_ub = sp.csr_matrix((ub_v, (ub_r, ub_c)), shape=(P, P + C))
+    res = linprog(
+        np.concatenate([cost, np.zeros(C)]),
+        A_ub=A_ub,
+        b_ub=np.zeros(P),
+        A_eq=A_eq,
+        b_eq=b_eq,
+        bounds=(0, None),
+        method="highs-ds",
+        options=LP_OPTIONS,
+    )
+    if res.status != 0:
+        raise MuCoError(f"the output-table LP failed: {res.message}")
+    return res.x[:P]
+
+
+def _clean(q: np.ndarray, row_of_pair: np.ndarray, n_rows: int) -> np.ndarray:
+    q = np.where(q < ZERO, 0.0, q)
+    sums = np.bincount(row_of_pair, weights=q, minlength=n_rows)
+    return q / sums[row_of_pair]
+
+
+def output_tables(
+    group: np.ndarray, n_groups: int, codes: np.ndarray, dist: Distance, delta: Fraction, chunk_vars: int = CHUNK_VARS
+) -> ClassTables:
+    """Optimal random output tables of one QI for every group (class-reduced, see module doc)."""
+    ptr, code, weight, tuple_class = group_classes(group, codes, n_groups)
+    n_g = np.diff(ptr)
+    m_g = np.bincount(group, minlength=n_groups)
+    need = min_group_size(delta)
+    if (m_g < need).any():
+        g = int(np.argmin(m_g))
+        raise MuCoError(
+            f"QI-group {g} has {m_g[g]} tuples; delta = {delta} needs at least "
+            f"ceil(1/delta) = {need} per group (Property 1)"
+        )
+    sq = n_g * n_g
+    qptr_group = np.concatenate([[0], np.cumsum(sq)])
+    cls_group = np.repeat(np.arange(n_groups), n_g)
+    qptr = qptr_group[cls_group] + (np.arange(len(code)) - ptr[cls_group]) * n_g[cls_group]
+    q = np.zeros(int(sq.sum()))
+    cost = np.zeros(n_groups)
+
+    light = np.bincount(cls_group, weights=weight < need, minlength=n_groups) > 0
+    trivial = np.flatnonzero(~light | (n_g == 1))
+    r, c, _, _ = _pairs(ptr, trivial)  # identity tables: every tuple keeps its value
+    q[concat_ranges(qptr_group[trivial], sq[trivial])] = (r == c).astype(float)
+
+    hard = np.flatnonzero(light & (n_g > 1))
+    cum = np.cumsum(sq[hard])
+    cuts = np.searchsorted(cum, np.arange(chunk_vars, int(cum[-1]) if len(cum) else 0, chunk_vars))
+    edges = np.unique(np.concatenate([[0], cuts, [len(hard)]]))
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        gs = hard[lo:hi]
+        rows, cols, block, local = _pairs(ptr, gs)
+        cls = concat_ranges(ptr[gs], n_g[gs])
+        off = ptr[gs] - (np.cumsum(n_g[gs]) - n_g[gs])  # global class id -> position in cls
+        rows_l, cols_l = rows - off[block], cols - off[block]
+        d = dist(code[rows], code[cols])
+        qs = _solve_block(rows_l, cols_l, d * weight[rows], weight[cls], float(delta))
+        qs = _clean(qs, rows_l, len(cls))
+        q[qptr_group[gs][block] + local] = qs
+        cost[gs] = np.bincount(block, weights=qs * d * weight[rows], minlength=len(gs))
+    return ClassTables(ptr, code, weight, qptr, q, tuple_class, cost)
+
+
+# --- references: the paper's LP, one group at a time ----------------------------------------
+
+
+def solve_tuple_lp(D: np.ndarray, delta: float) -> tuple[np.ndarray, float]:
+    """The LP of Section 4 verbatim: D[i, j] = dis(x_i, v_j) for m tuples x n output values.
+
+    Cap rows are p_ij - delta * sum_k p_kj <= 0 with all m + 1 terms, exactly as written.
+    """
+    m, n = D.shape
+    nv = m * n
+    idx = np.arange(nv).reshape(m, n)
+    A_eq = np.zeros((m, nv))
+    for i in range(m):
+        A_eq[i, idx[i]] = 1
+    A_ub = np.zeros((nv, nv))
+    for i in range(m):
+        for j in range(n):
+            A_ub[idx[i, j], idx[:, j]] -= delta
+            A_ub[idx[i, j], idx[i, j]] += 1
+    res = linprog(
+        D.ravel(),
+        A_ub=A_ub,
+        b_ub=np.zeros(nv),
+        A_eq=A_eq,
+        b_eq=np.ones(m),
+        bounds=(0, None),
+        method="highs",
+        options=LP_OPTIONS,
+    )
+    if res.status != 0:
+        raise MuCoError(f"LP failed: {res.message}")
+    return res.x.reshape(m, n), float(res.fun)

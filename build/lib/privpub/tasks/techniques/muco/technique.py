@@ -1,0 +1,696 @@
+"""MuCo, the mutual-cover technique (Li et al.): Algorithms 1 and 2.
+
+1. Partition with Mondrian under distinct l-diversity, groups of at least ceil(1/delta) tuples
+   (Property 1: a smaller group cannot meet delta).
+2. For every group and QI, the optimal random output table (muco_tables.py).
+3. Each tuple draws its output value on each QI from its row of the table.
+4. randomize_unchanged_tuples (Algorithm 2): a tuple whose QI values all came out unchanged gets
+   one QI, chosen with weight dis_max(attr, group) / dis_max(attr, T), replaced by another value of
+   its group. Replacements are drawn among the values whose column carries probability mass, so
+   Corollary 3.2 still holds for every published cell; a tuple whose group offers no other such
+   value on any QI cannot change and is reported.
+5. Publish `table`: one row per input row in a random order, QIs perturbed, sensitive unchanged.
+   The output tables and the row mapping are private metadata for the verifier.
+
+Steps 2-4 are independent per group: they run per chunk of consecutive groups (Technique's
+plan_chunks / anonymize_chunk / combine_chunks), each chunk with its own generator spawned from
+the release's seed sequence, so the flow can map them over a Dask task runner and the release is
+the same on every runner. Step 5 (the shuffle and the tables) combines them in the flow process.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from privpub.schemas.spec import ReleaseSpec, SpecError
+from privpub.tasks.core.compact_table import CompactTable
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import ChunkPlan, Partition, PrivacyResult, Release, Technique, chunk_bounds, register
+from privpub.tasks.evaluate.workload import RangeCond, SetCond
+from privpub.tasks.techniques.muco import delta_probability as dp
+from privpub.tasks.techniques.muco.tables import (
+    ClassTables,
+    Distance,
+    MuCoError,
+    concat_ranges,
+    min_group_size,
+    output_tables,
+)
+
+
+def parse_delta(spec: ReleaseSpec) -> Fraction:
+    delta = spec.technique.fraction("delta")
+    if delta is None:
+        raise SpecError('[technique] muco needs delta, e.g. delta = 0.1667 or delta = "1/6"')
+    if not 0 < delta <= 1:
+        raise SpecError(f"[technique] delta = {delta} must be in (0, 1]")
+    return delta
+
+
+# --- drawing from the tables -----------------------------------------------------------------
+
+
+def draw_outputs(t: ClassTables, rng: np.random.Generator) -> np.ndarray:
+    """For every input row, the class (index into t.code) of its output value.
+
+    Class rows lie back to back in t.q; key = class id + cumulative probability inside the row
+    is increasing over the whole array, so one searchsorted draws every row at once.
+    """
+    n_cls = len(t.code)
+    row_len = np.diff(t.ptr)[t.group_of_class()]
+    row_id = np.repeat(np.arange(n_cls), row_len)
+    cum = np.cumsum(t.q)
+    start = np.repeat(cum[t.qptr] - t.q[t.qptr], row_len)
+    within = cum - start
+    within[t.qptr + row_len - 1] = 1.0  # absorb round-off: every row ends exactly at 1
+    keys = row_id + within
+    c = t.tuple_class
+    pos = np.searchsorted(keys, c + rng.random(len(c)), side="right")
+    pos = np.minimum(pos, t.qptr[c] + row_len[c] - 1)
+    g_of = t.group_of_class()
+    return t.ptr[g_of[c]] + (pos - t.qptr[c])
+
+
+def column_mass(t: ClassTables) -> np.ndarray:
+    """sum_i p_ik per class k (the expected number of tuples publishing class k's value)."""
+    g_of = t.group_of_class()
+    row_len = np.diff(t.ptr)[g_of]
+    row_cls = np.repeat(np.arange(len(t.code)), row_len)
+    col_cls = t.ptr[g_of[row_cls]] + (np.arange(len(t.q)) - np.repeat(t.qptr, row_len))
+    return np.bincount(col_cls, weights=t.q * t.weight[row_cls], minlength=len(t.code))
+
+
+def group_dis_max(t: ClassTables, dist: Distance) -> np.ndarray:
+    """dis_max(attr, group) for every group."""
+    n_groups = len(t.ptr) - 1
+    if dist.matrix is not None:
+        return np.array([dist.max_over(t.code[t.ptr[g] : t.ptr[g + 1]]) for g in range(n_groups)])
+    n_g = np.diff(t.ptr)
+    if dist.flat:
+        return (n_g > 1).astype(float)
+    pts = dist.points[t.code]  # classes are in code order: first and last are min and max
+    return pts[t.ptr[1:] - 1] - pts[t.ptr[:-1]]
+
+
+def randomize_unchanged(
+    group: np.ndarray,
+    tables: list[ClassTables],
+    dists: list[Distance],
+    totals: np.ndarray,
+    out_cls: np.ndarray,
+    rng: np.random.Generator,
+):
+    """Algorithm 2, vectorised, over the rows of `tables` (group: their group ids, numbered as in
+    the tables; totals: dis_max(attr, T) per QI over the whole table). out_cls (n x d) is updated
+    in place.
+
+    The paper loops "pick a QI by weight, replace its value" until the tuple differs; we pick
+    among the QIs that can change (weight > 0 and another positive-mass value in the group) and
+    draw a value different from the original, so one step suffices.
+
+    Returns (rows that were randomized, rows that cannot change).
+    """
+    n, d = out_cls.shape
+    orig_cls = np.column_stack([t.tuple_class for t in tables])
+    unchanged = np.flatnonzero((out_cls == orig_cls).all(axis=1))
+    if not len(unchanged):
+        return unchanged, unchanged
+    g = group[unchanged]
+    weights = np.zeros((len(unchanged), d))
+    positive = []
+    for a, (t, dist, total) in enumerate(zip(tables, dists, totals)):
+        pos = column_mass(t) > 0
+        positive.append(pos)
+        n_pos = np.add.reduceat(pos.astype(np.int64), t.ptr[:-1]) if len(t.code) else np.zeros(0)
+        n_pos = np.where(np.diff(t.ptr) > 0, n_pos, 0)
+        others = n_pos[g] - pos[orig_cls[unchanged, a]]  # other values with mass in the group
+        w = group_dis_max(t, dist)[g] / total if total > 0 else np.zeros(len(g))
+        weights[:, a] = np.where(others > 0, w, 0.0)
+    stuck = weights.sum(axis=1) <= 0
+    movers = unchanged[~stuck]
+    wm = weights[~stuck]
+    cum = np.cumsum(wm, axis=1)
+    # first QI whose cumulative weight exceeds r * total: zero-weight QIs are never picked
+    pick = (cum <= rng.random(len(movers))[:, None] * cum[:, -1:]).sum(axis=1)
+    pick = np.minimum(pick, d - 1)
+    u = rng.random(len(movers))
+    for a in range(d):
+        sel = pick == a
+        if not sel.any():
+            continue
+        t, pos = tables[a], positive[a]
+        rows = movers[sel]
+        gg = group[rows]
+        # the positive classes of each group, listed group by group
+        pos_cls = np.flatnonzero(pos)
+        first = np.searchsorted(pos_cls, t.ptr[gg])
+        count = np.searchsorted(pos_cls, t.ptr[gg + 1]) - first
+        own = orig_cls[rows, a]
+        own_pos = pos[own]
+        k = np.floor(u[sel] * (count - own_pos)).astype(np.int64)  # uniform over the others
+        own_rank = np.searchsorted(pos_cls, own) - first
+        k = np.where(own_pos & (k >= own_rank), k + 1, k)
+        out_cls[rows, a] = pos_cls[first + k]
+    return movers, unchanged[stuck]
+
+
+# --- chunks of groups: the per-group work, independent of every other chunk -----------------
+
+# Rows per chunk of whole groups. The chunk layout (and so each chunk's random stream) follows
+# from the data and this number only, never from the task runner or its workers.
+CHUNK_ROWS = 50_000
+
+
+@dataclass
+class MuCoChunk:
+    """Everything one chunk of consecutive groups needs (it may run in a Dask worker)."""
+
+    index: int
+    rows: np.ndarray  # input rows of the chunk, grouped by group
+    group: np.ndarray  # group of each row, renumbered 0..n_groups-1 inside the chunk
+    n_groups: int
+    codes: np.ndarray  # (len(rows), d) QI codes
+    seed: np.random.SeedSequence  # spawned from the release's stream for this chunk index
+    dists: list[Distance]
+    totals: np.ndarray  # dis_max(attr, T) per QI over the whole table (Algorithm 2's weights)
+    delta: Fraction
+
+
+@dataclass
+class MuCoChunkResult:
+    out_codes: np.ndarray  # (len(rows), d) published codes
+    moved: np.ndarray  # chunk rows changed by Algorithm 2
+    stuck: np.ndarray  # chunk rows Algorithm 2 cannot change
+    entries: list[tuple[np.ndarray, np.ndarray, np.ndarray]]  # per QI: (chunk row, code, p) with p > 0
+    lp_cost: np.ndarray  # per QI
+    seconds: dict[str, float]
+
+
+def run_chunk(chunk: MuCoChunk) -> MuCoChunkResult:
+    """Steps 2-4 for one chunk: output tables, draws, Algorithm 2, the stored-table entries."""
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(chunk.seed)
+    tables = [
+        output_tables(chunk.group, chunk.n_groups, chunk.codes[:, a], dist, chunk.delta)
+        for a, dist in enumerate(chunk.dists)
+    ]
+    t1 = time.perf_counter()
+    out_cls = np.column_stack([draw_outputs(t, rng) for t in tables])
+    moved, stuck = randomize_unchanged(chunk.group, tables, chunk.dists, chunk.totals, out_cls, rng)
+    out_codes = np.column_stack([t.code[out_cls[:, a]] for a, t in enumerate(tables)])
+    return MuCoChunkResult(
+        out_codes,
+        moved,
+        stuck,
+        [table_entries(t) for t in tables],
+        np.array([t.cost.sum() for t in tables]),
+        {"output_tables": t1 - t0, "draw": time.perf_counter() - t1},
+    )
+
+
+def table_entries(t: ClassTables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The non-zero entries of every tuple's row of P: (row, output code, probability)."""
+    g_of = t.group_of_class()
+    row_len = np.diff(t.ptr)[g_of]
+    row_cls = np.repeat(np.arange(len(t.code)), row_len)
+    col_cls = t.ptr[g_of[row_cls]] + (np.arange(len(t.q)) - np.repeat(t.qptr, row_len))
+    nz = np.flatnonzero(t.q > 0)  # non-zero entries, grouped by row class
+    nz_ptr = np.searchsorted(row_cls[nz], np.arange(len(t.code) + 1))
+    order = np.argsort(t.tuple_class, kind="stable")  # rows grouped by class
+    k = np.diff(nz_ptr)[t.tuple_class[order]]
+    entry = nz[concat_ranges(nz_ptr[t.tuple_class[order]], k)]
+    return np.repeat(order, k), t.code[col_cls[entry]], t.q[entry]
+
+
+# --- the technique ---------------------------------------------------------------------------
+
+
+@register("muco")
+class MuCo(Technique):
+    parameters = ("delta", "l", "chunk_rows")
+    table_names = ("table",)
+
+    def check_params(self) -> None:
+        self.delta = parse_delta(self.spec)
+        self.l = self.int_param("l", None)
+        # part of the result (each chunk draws from its own stream), hence a technique parameter
+        self.chunk_rows = self.int_param("chunk_rows", CHUNK_ROWS)
+
+    def check_data(self, data: Microdata) -> None:
+        need = min_group_size(self.delta)
+        if data.n < need:
+            raise MuCoError(
+                f"{data.n} rows: delta = {self.delta} needs groups of at least "
+                f"ceil(1/delta) = {need} tuples (Property 1)"
+            )
+        self.check_diversity(data, self.l)
+
+    def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
+        from privpub.tasks.partition.mondrian import PartitionError, mondrian_partition
+
+        self.check_data(data)
+        try:
+            part = mondrian_partition(data, min_group_size(self.delta), self.l)
+        except PartitionError as exc:
+            raise MuCoError(f"MuCo cannot partition this table: {exc}") from exc
+        return part
+
+    def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
+        return self.anonymize_in_chunks(data, part, rng)
+
+    def plan_chunks(self, data: Microdata, part: Partition, rng: np.random.Generator) -> ChunkPlan:
+        need = min_group_size(self.delta)
+        sizes = part.sizes
+        if (sizes < need).any():
+            raise MuCoError(f"a QI-group has {sizes.min()} tuples; delta = {self.delta} needs {need} (Property 1)")
+        bounds = chunk_bounds(sizes, self.chunk_rows)
+        order = np.argsort(part.group, kind="stable")  # rows grouped by group
+        first_row = np.concatenate([[0], np.cumsum(sizes)])
+        dists = [Distance(dom) for dom in data.domains]
+        totals = np.array([dist.max_over(data.codes[:, a]) for a, dist in enumerate(dists)])
+        # one stream per chunk index, spawned from the release's seed sequence: the draws do not
+        # depend on which worker runs a chunk, or when
+        seeds = rng.bit_generator.seed_seq.spawn(len(bounds) - 1)
+        chunks = []
+        for i, (g_lo, g_hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+            rows = order[first_row[g_lo] : first_row[g_hi]]
+            chunks.append(
+                MuCoChunk(
+                    i,
+                    rows,
+                    part.group[rows] - g_lo,
+                    int(g_hi - g_lo),
+                    data.codes[rows],
+                    seeds[i],
+                    dists,
+                    totals,
+                    self.delta,
+                )
+            )
+        return ChunkPlan(chunks)
+
+    def anonymize_chunk(self, chunk: MuCoChunk) -> MuCoChunkResult:
+        return run_chunk(chunk)
+
+    def combine_chunks(
+        self,
+        data: Microdata,
+        part: Partition,
+        plan: ChunkPlan,
+        results: list[MuCoChunkResult],
+        rng: np.random.Generator,
+    ) -> Release:
+        t0 = time.perf_counter()
+        chunks: list[MuCoChunk] = plan.chunks
+        out_codes = np.empty(data.codes.shape, dtype=np.int64)
+        for c, r in zip(chunks, results):
+            out_codes[c.rows] = r.out_codes
+        moved = np.concatenate([c.rows[r.moved] for c, r in zip(chunks, results)])
+        stuck = np.concatenate([c.rows[r.stuck] for c, r in zip(chunks, results)])
+
+        perm = rng.permutation(data.n)  # published row i is input row perm[i]
+        pub_row = np.empty(data.n, dtype=np.int64)
+        pub_row[perm] = np.arange(data.n)
+        table = publish_table(data, out_codes[perm], perm)
+        private = {
+            "delta": str(self.delta),
+            "output_tables": stored_tables(data, part, chunks, results, pub_row),
+            "value_codes": value_codes(data),
+            "source_row": pa.table({"source_row": perm}),
+            "unchangeable_rows": np.sort(pub_row[stuck]).tolist(),
+        }
+        cost = np.sum([r.lp_cost for r in results], axis=0)
+        info = {
+            "groups": int(part.n_groups),
+            "min_group": int(part.sizes.min()),
+            "max_group": int(part.sizes.max()),
+            "randomized_unchanged": int(len(moved)),
+            "unchangeable": int(len(stuck)),
+            "chunks": len(chunks),
+            "lp_cost": {d.name: float(c) for d, c in zip(data.domains, cost)},
+            # summed over chunks (CPU-like when chunks ran in parallel)
+            "seconds": {
+                "output_tables": round(sum(r.seconds["output_tables"] for r in results), 3),
+                "draw": round(sum(r.seconds["draw"] for r in results), 3),
+                "combine": round(time.perf_counter() - t0, 3),
+            },
+        }
+        return Release({"table": table}, private, info)
+
+    # verify and evaluate: the per-row work in chunks (Technique's verify / utility hooks). A
+    # release of at most chunk_rows rows is checked and evaluated in one step each (what the chunks
+    # would save there is less than the flow's cost of a task a chunk); the figures are the same.
+    def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
+        """Every chunk of the verify plan, one after the other, in this process."""
+        plan = self.verify_plan(release, context)
+        return self.combine_verify(release, context, plan, [self.verify_chunk(c) for c in plan.chunks])
+
+    def plan_verify(self, release: Release, context: dict[str, Any]) -> ChunkPlan | None:
+        return None if self._small(release) else self.verify_plan(release, context)
+
+    def _small(self, release: Release) -> bool:
+        return release.tables["table"].num_rows <= self.chunk_rows
+
+    def verify_plan(self, release: Release, context: dict[str, Any]) -> ChunkPlan:
+        """The verdicts (one chunk), and with the original data (context["data"]) the Section 5.1
+        figures in runs of QI subsets."""
+        verdicts = verdict_chunk(release, self.spec)
+        data = (context or {}).get("data")
+        if data is None:
+            return ChunkPlan([verdicts])
+        figures, subsets = disclosure_chunks(release, data)
+        return ChunkPlan([verdicts, *figures], subsets)
+
+    def verify_chunk(self, chunk: VerdictChunk | DisclosureChunk) -> list:
+        if isinstance(chunk, VerdictChunk):
+            return chunk.run()
+        return dp.subset_means(chunk.inputs, chunk.subsets)
+
+    def combine_verify(
+        self, release: Release, context: dict[str, Any], plan: ChunkPlan, results: list
+    ) -> list[PrivacyResult]:
+        verdicts, *means = results
+        if plan.state is None:
+            return verdicts
+        subsets = plan.state  # every subset, the whole set of QIs among them
+        figures = dp.disclosure_figures(max(map(len, subsets)), subsets, [m for r in means for m in r])
+        return verdicts + disclosure_results(figures)
+
+    def estimate_counts(self, release: Release, workload: Any) -> np.ndarray:
+        """The published table holds plain (randomized) values: its own exact counts."""
+        return count_chunk(CountChunk(CompactTable(release.tables["table"]), *self._count_args(workload)))
+
+    def _count_args(self, workload: Any) -> tuple[list[str], str, Any]:
+        used = sorted({name for q in workload for name, _ in q.conditions})
+        return used, self.spec.dataset.sensitive, workload
+
+    def estimate_sums(self, release: Release, queries: list[SumQuery]) -> np.ndarray:
+        table = release.tables["table"].to_pandas()
+        s = table[self.spec.dataset.sensitive].to_numpy(dtype=float)
+        index = ColumnIndex(table)
+        return np.array([float(s[index.mask(q.conditions)].sum()) for q in queries])
+
+    def utility(self, release: Release, data: Microdata) -> dict[str, float]:
+        """Figures the shared count workload does not cover (the flow may merge them)."""
+        return {"iloss": iloss(release, data)}
+
+    def plan_utility(self, release: Release, data: Microdata, workload: Any) -> ChunkPlan | None:
+        """The workload's counts over runs of published rows (integer counts: their sum is the
+        whole table's), and ILoss per run of QIs (each QI's cells whole, so the mean is the same
+        sum in the same order). None (estimate_counts and utility in one step) for a small release."""
+        if self._small(release):
+            return None
+        table = release.tables["table"]
+        rows = max(1, -(-table.num_rows // UTILITY_CHUNKS))
+        counts = [
+            CountChunk(CompactTable(table.slice(lo, rows)), *self._count_args(workload))
+            for lo in range(0, table.num_rows, rows)
+        ]
+        cells = iloss_inputs(release, data)
+        qis = np.array_split(np.arange(len(cells)), min(UTILITY_CHUNKS, len(cells)))
+        return ChunkPlan(counts + [ILossChunk([cells[a] for a in run]) for run in qis], len(counts))
+
+    def utility_chunk(self, chunk: CountChunk | ILossChunk) -> np.ndarray | list[np.ndarray]:
+        return count_chunk(chunk) if isinstance(chunk, CountChunk) else [iloss_cells(*c) for c in chunk.qis]
+
+    def combine_utility(
+        self, release: Release, data: Microdata, workload: Any, plan: ChunkPlan, results: list
+    ) -> tuple[np.ndarray, dict[str, float]]:
+        estimate = np.zeros(len(workload))
+        for counts in results[: plan.state]:
+            estimate = estimate + counts
+        losses = [cells for r in results[plan.state :] for cells in r]
+        return estimate, {"iloss": float(np.mean(np.column_stack(losses)))}
+
+    def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
+        import pandera.pandas as pdr
+
+        ds = data_spec.dataset
+        cols = {name: pdr.Column(nullable=False) for name in [*ds.qi_names, ds.sensitive]}
+        return {"table": pdr.DataFrameSchema(cols, strict=True)}
+
+
+def publish_table(data: Microdata, codes: np.ndarray, perm: np.ndarray) -> pa.Table:
+    cols = {}
+    for a, dom in enumerate(data.domains):
+        values = dom.values[codes[:, a]]
+        src = data.frame[dom.name]
+        if dom.kind == "numeric" and pd.api.types.is_integer_dtype(src.dtype):
+            values = values.astype(np.int64)
+        cols[dom.name] = pa.array(values if dom.kind == "numeric" else values.astype(str))
+    sens = data.spec.dataset.sensitive
+    cols[sens] = pa.array(data.frame[sens].to_numpy()[perm])
+    return pa.table(cols)
+
+
+def stored_tables(
+    data: Microdata, part: Partition, chunks: list[MuCoChunk], results: list[MuCoChunkResult], pub_row: np.ndarray
+) -> pa.Table:
+    """Long form of every table P: one row per (QI, tuple, output value) with p > 0."""
+    parts = []
+    for a, dom in enumerate(data.domains):
+        rows = np.concatenate([c.rows[r.entries[a][0]] for c, r in zip(chunks, results)])
+        parts.append(
+            pa.table(
+                {
+                    "attribute": pa.array(np.full(len(rows), dom.name)),
+                    "gid": pa.array(part.group[rows].astype(np.int32)),
+                    "row": pa.array(pub_row[rows]),
+                    "code": pa.array(np.concatenate([r.entries[a][1] for r in results]).astype(np.int32)),
+                    "prob": pa.array(np.concatenate([r.entries[a][2] for r in results])),
+                }
+            )
+        )
+    return pa.concat_tables(parts)
+
+
+def value_codes(data: Microdata) -> pa.Table:
+    attrs, codes, values = [], [], []
+    for dom in data.domains:
+        attrs.append(np.full(dom.size, dom.name))
+        codes.append(np.arange(dom.size, dtype=np.int32))
+        values.append(dp.canonical(dom.values, dom.kind == "numeric"))
+    return pa.table(
+        {
+            "attribute": np.concatenate(attrs),
+            "code": np.concatenate(codes),
+            "value": pa.array(np.concatenate(values).astype(str)),
+        }
+    )
+
+
+# --- verification ----------------------------------------------------------------------------
+
+
+@dataclass
+class VerdictChunk:
+    """The three verdicts: distributions, delta-probability and mutual cover, each a check of
+    delta_probability (a module function, so it pickles) with its arguments. They run one after
+    the other in one chunk: each reads the whole stored table (hundreds of MB as a pandas frame at
+    a million rows), so side by side they would multiply the peak memory."""
+
+    checks: list[tuple[Any, tuple]]
+
+    def run(self) -> list[PrivacyResult]:
+        return [check(*args) for check, args in self.checks]
+
+
+def verdict_chunk(release: Release, spec: ReleaseSpec) -> VerdictChunk:
+    """From the stored tables and the published table only."""
+    delta = Fraction(release.private["delta"])
+    tables = release.private["output_tables"]
+    return VerdictChunk(
+        [
+            (dp.check_distributions, (tables,)),
+            (dp.check_delta_probability, (tables, delta)),
+            (
+                dp.check_cover,
+                (tables, release.tables["table"], release.private["value_codes"], delta, spec.dataset.qi_names),
+            ),
+        ]
+    )
+
+
+def verify_muco(release: Release, spec: ReleaseSpec) -> list[PrivacyResult]:
+    """The verdicts, in this process."""
+    return verdict_chunk(release, spec).run()
+
+
+# Runs of QI subsets the Section 5.1 figures are split into. Each run gets every target and the
+# whole published table (a copy per Dask task) and holds its own keys (about 250 MB at a million
+# rows), so a few runs beside the verdicts' chunk: the figures are the same for any number.
+DISCLOSURE_CHUNKS = 2
+# Pieces of the utility figures (runs of published rows for the counts, runs of QIs for ILoss).
+UTILITY_CHUNKS = 2
+
+
+@dataclass
+class DisclosureChunk:
+    inputs: dp.DisclosureInput  # the same object in every chunk of a plan
+    subsets: list[tuple[int, ...]]  # a run of dp.qi_subsets
+
+
+def own_rows(release: Release) -> tuple[np.ndarray, np.ndarray]:
+    """(input row of each published row, published row of each input row)."""
+    src = release.private["source_row"].column("source_row").to_numpy()
+    own = np.empty(len(src), dtype=np.int64)
+    own[src] = np.arange(len(src))
+    return src, own
+
+
+def disclosure_chunks(release: Release, data: Microdata) -> tuple[list[DisclosureChunk], list[tuple[int, ...]]]:
+    dp.check_qi_count(len(data.qi_names))
+    pub = dp.published_codes(release.tables["table"], release.private["value_codes"], data.qi_names)
+    src, own = own_rows(release)
+    small = np.int32  # codes and rows fit; halves what a Dask worker is sent
+    inputs = dp.DisclosureInput(
+        data.codes.astype(small),
+        pub.astype(small),
+        own.astype(small),
+        data.sensitive_codes.astype(small),
+        data.sensitive_codes[src].astype(small),
+    )
+    subsets = dp.qi_subsets(len(data.qi_names))
+    runs = np.array_split(np.arange(len(subsets)), min(DISCLOSURE_CHUNKS, len(subsets)))
+    return [DisclosureChunk(inputs, [subsets[i] for i in run]) for run in runs], subsets
+
+
+def disclosure_results(figures: dict[float, tuple[float, float]]) -> list[PrivacyResult]:
+    out = []
+    for p, (ident, attr) in figures.items():
+        out.append(PrivacyResult(f"identity disclosure (P_match={p})", ident, None, True))
+        out.append(PrivacyResult(f"attribute disclosure (P_match={p})", attr, None, True))
+    return out
+
+
+# --- utility ---------------------------------------------------------------------------------
+
+
+@dataclass
+class CountChunk:
+    """The shared workload's exact counts over a run of published rows (as Arrow IPC when sent
+    to a Dask worker: a pickled slice would carry the whole table's buffers)."""
+
+    rows: CompactTable
+    columns: list[str]
+    sensitive: str
+    workload: Any
+
+
+def count_chunk(chunk: CountChunk) -> np.ndarray:
+    from privpub.tasks.evaluate.counting import count_in_table
+
+    return count_in_table(chunk.rows.table, chunk.columns, chunk.sensitive, chunk.workload)
+
+
+@dataclass
+class ILossChunk:
+    qis: list[tuple[Distance, np.ndarray, np.ndarray]]  # per QI: (distance, original, published codes)
+
+
+def iloss_inputs(release: Release, data: Microdata) -> list[tuple[Distance, np.ndarray, np.ndarray]]:
+    pub = dp.published_codes(release.tables["table"], release.private["value_codes"], data.qi_names)
+    src, _ = own_rows(release)
+    return [(Distance(dom), data.codes[src, a], pub[:, a]) for a, dom in enumerate(data.domains)]
+
+
+def iloss_cells(dist: Distance, orig: np.ndarray, pub: np.ndarray) -> np.ndarray:
+    """dis(original, published) / largest distance of the QI, per published cell."""
+    span = dist.domain_max
+    d = dist(orig, pub)
+    return d / span if span > 0 else np.zeros(len(d))
+
+
+def iloss(release: Release, data: Microdata) -> float:
+    """Average over published QI cells of dis(original, published) / largest distance of the QI."""
+    return float(np.mean(np.column_stack([iloss_cells(*qi) for qi in iloss_inputs(release, data)])))
+
+
+class ColumnIndex:
+    """Columns of a frame factorized once, so each predicate is one array lookup."""
+
+    def __init__(self, frame: pd.DataFrame):
+        self.frame = frame
+        self._codes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def _factor(self, col: str):
+        if col not in self._codes:
+            codes, uniques = pd.factorize(self.frame[col], sort=False)
+            self._codes[col] = (codes, np.asarray(uniques))
+        return self._codes[col]
+
+    def condition_mask(self, col: str, cond: RangeCond | SetCond) -> np.ndarray:
+        codes, uniques = self._factor(col)
+        if isinstance(cond, RangeCond):
+            v = uniques.astype(float)
+            hit = (v >= cond.lo) & (v <= cond.hi)
+        else:
+            hit = np.isin(uniques.astype(str), [str(x) for x in cond.values])
+        return hit[codes]
+
+    def mask(self, conditions) -> np.ndarray:
+        out = np.ones(len(self.frame), dtype=bool)
+        for col, cond in conditions:
+            out &= self.condition_mask(col, cond)
+        return out
+
+
+def query_mask(frame: pd.DataFrame, conditions) -> np.ndarray:
+    return ColumnIndex(frame).mask(conditions)
+
+
+@dataclass(frozen=True)
+class SumQuery:
+    """SELECT SUM(S) WHERE pred(A_1) AND ... (Section 5.3)."""
+
+    conditions: tuple[tuple[str, RangeCond | SetCond], ...]
+
+    def sql_where(self) -> str:
+        return " AND ".join(cond.sql(col) for col, cond in self.conditions)
+
+
+def random_sum_queries(
+    data: Microdata, rng: np.random.Generator, n: int = 1000, preds: int = 4, coverage: tuple[float, float] = (0.3, 0.8)
+) -> list[SumQuery]:
+    """n queries, each with `preds` predicates on distinct random QIs. A predicate keeps a random
+    contiguous run of the QI's codes covering `coverage` of the domain (a value range for numeric
+    QIs, a value set otherwise); queries whose exact answer is empty are redrawn."""
+    out: list[SumQuery] = []
+    d = len(data.domains)
+    preds = min(preds, d)
+    attempts = 0
+    while len(out) < n and attempts < 50 * n:
+        attempts += 1
+        conds = []
+        mask = np.ones(data.n, dtype=bool)
+        for a in sorted(rng.choice(d, preds, replace=False)):
+            dom = data.domains[a]
+            width = max(1, int(round(rng.uniform(*coverage) * dom.size)))
+            lo = int(rng.integers(0, dom.size - width + 1))
+            hi = lo + width - 1
+            if dom.kind == "numeric":
+                cond = RangeCond(float(dom.values[lo]), float(dom.values[hi]))
+            else:
+                cond = SetCond(frozenset(str(v) for v in dom.values[lo : hi + 1]))
+            conds.append((dom.name, cond))
+            mask &= (data.codes[:, a] >= lo) & (data.codes[:, a] <= hi)
+        if mask.any():
+            out.append(SumQuery(tuple(conds)))
+    return out
+
+
+def exact_sums(data: Microdata, queries: list[SumQuery]) -> np.ndarray:
+    s = data.frame[data.spec.dataset.sensitive].to_numpy(dtype=float)
+    index = ColumnIndex(data.frame)
+    return np.array([float(s[index.mask(q.conditions)].sum()) for q in queries])
+
+
+def relative_errors(estimates: np.ndarray, exact: np.ndarray) -> np.ndarray:
+    return np.abs(estimates - exact) / np.abs(exact)

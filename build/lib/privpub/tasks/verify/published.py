@@ -1,0 +1,164 @@
+"""How an adversary reads a published generalized table: which columns carry each QI, and the
+equivalence classes (rows with identical published QI values)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def qi_columns(table: pa.Table, qi_names: list[str]) -> list[str]:
+    """The published columns of the given QIs: <qi>_lo/<qi>_hi for ranges, <qi> otherwise."""
+    cols: list[str] = []
+    for q in qi_names:
+        if f"{q}_lo" in table.column_names:
+            cols += [f"{q}_lo", f"{q}_hi"]
+        elif q in table.column_names:
+            cols.append(q)
+        else:
+            raise KeyError(f"published table has no column for quasi-identifier '{q}'")
+    return cols
+
+
+def _quote(col: str) -> str:
+    return '"' + col.replace('"', '""') + '"'
+
+
+def equivalence_classes(table: pa.Table, columns: list[str], sensitive: str | None = None) -> pa.Table:
+    """One row per distinct combination of `columns`: its size and distinct sensitive values,
+    largest problems first (smallest size, then fewest distinct values)."""
+    con = duckdb.connect()
+    con.register("published", table)
+    keys = ", ".join(_quote(c) for c in columns)
+    distinct = f"count(DISTINCT {_quote(sensitive)})" if sensitive else "NULL"
+    sql = (
+        f"SELECT {keys}, count(*) AS size, {distinct} AS distinct_sensitive "
+        f"FROM published GROUP BY {keys} ORDER BY size, distinct_sensitive"
+    )
+    return con.sql(sql).to_arrow_table()
+
+
+# Lists are read as one string each, joined by a control character no published value holds.
+_SEP = "\x1f"
+
+
+def _codes(array: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """Dictionary codes of a flat column (nulls get a code of their own) and the dictionary."""
+    enc = pc.dictionary_encode(array, null_encoding="encode")
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary
+
+
+def _cell_codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Integer codes of a published column: equal cells get equal codes (lists compared whole,
+    in their published order)."""
+    col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if not (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)):
+        return _codes(col)[0]
+    col = pc.cast(col, pa.list_(pa.string()))
+    items = col.flatten()
+    if items.null_count:
+        raise ValueError("a published list holds a null item")
+    codes, dictionary = _codes(pc.binary_join(col, _SEP))
+    # A joined string stands for one list only if no item holds the separator. Each row's string
+    # has at least len - 1 separators, exactly that many iff none is inside an item, so one sum
+    # over the distinct strings checks every row.
+    lengths = pc.fill_null(pc.list_value_length(col), 0).to_numpy(zero_copy_only=False)
+    per_code = pc.fill_null(pc.count_substring(dictionary, _SEP), 0).to_numpy(zero_copy_only=False)
+    separators = int(np.bincount(codes, minlength=len(dictionary)) @ per_code)
+    if separators != int(np.maximum(lengths - 1, 0).sum()):
+        raise ValueError("a published list value contains the control character U+001F")
+    # [] and [""] both join to "": only with an empty item can lengths tell lists apart.
+    if len(items) and pc.min(pc.binary_length(items)).as_py() == 0:
+        first = np.zeros(len(dictionary), dtype=np.int64)
+        first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
+        if (lengths != lengths[first][codes]).any():
+            codes = pd.factorize(codes * (int(lengths.max()) + 1) + lengths)[0].astype(np.int64)
+    return codes
+
+
+# The verifier, the group sizes and the utility estimates of one release code the same columns of
+# the same table: each column is coded once per table (read-only codes), and forgotten with it.
+_CODES: dict[tuple[int, str], np.ndarray] = {}
+_CODES_LOCK = threading.Lock()
+
+
+def column_codes(table: pa.Table, name: str) -> np.ndarray:
+    """_cell_codes of a table's column, computed once per table."""
+    key = (id(table), name)
+    codes = _CODES.get(key)
+    if codes is None:
+        codes = _cell_codes(table.column(name))
+        if len(codes) and codes.max() < 2**31:
+            codes = codes.astype(np.int32)
+        codes.setflags(write=False)
+        with _CODES_LOCK:
+            if not any(k[0] == key[0] for k in _CODES):
+                weakref.finalize(table, _forget_codes, key[0])
+            _CODES[key] = codes
+    return codes
+
+
+def _forget_codes(table_id: int) -> None:
+    with _CODES_LOCK:
+        for key in [k for k in _CODES if k[0] == table_id]:
+            del _CODES[key]
+
+
+def class_ids(table: pa.Table, columns: list[str]) -> tuple[np.ndarray, int]:
+    """The equivalence class of every row over `columns`: (class id per row, number of classes).
+
+    Each column is coded to integers, the codes are combined into one key, and the key is
+    re-compacted with a hash factorisation before it could overflow: O(n) per column, where a
+    SQL GROUP BY over list columns is an order of magnitude slower."""
+    if table.num_rows == 0:
+        return np.zeros(0, dtype=np.int64), 0
+    key = np.zeros(table.num_rows, dtype=np.int64)
+    bound = 1
+    # Arrow's kernels release the GIL: the columns are coded on all cores.
+    with ThreadPoolExecutor(max_workers=min(len(columns), os.cpu_count() or 1)) as pool:
+        all_codes = list(pool.map(lambda c: column_codes(table, c), columns))
+    for codes in all_codes:
+        width = int(codes.max()) + 1
+        if bound * width >= 2**62:
+            key, uniq = pd.factorize(key)
+            bound = len(uniq)
+        key = key * width + codes
+        bound *= width
+    key, uniq = pd.factorize(key)
+    return key.astype(np.int64), len(uniq)
+
+
+def class_profile(table: pa.Table, columns: list[str], sensitive: str | None = None) -> dict:
+    """Per class: size and (with `sensitive`) distinct non-null sensitive values; plus one row
+    index per class for describing it."""
+    ids, n = class_ids(table, columns)
+    sizes = np.bincount(ids, minlength=n)
+    first_row = np.full(n, -1, dtype=np.int64)
+    first_row[ids[::-1]] = np.arange(len(ids))[::-1]
+    out = {"class": ids, "size": sizes, "first_row": first_row, "distinct": None}
+    if sensitive is not None:
+        col = table.column(sensitive)
+        s_codes, s_dict = _codes(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
+        ok = ~np.asarray(pc.is_null(s_dict).to_numpy(zero_copy_only=False))[s_codes]
+        width = max(len(s_dict), 1)
+        pairs = pd.unique(ids[ok] * width + s_codes[ok])
+        out["distinct"] = np.bincount(pairs // width, minlength=n)
+    return out
+
+
+def describe_row_class(table: pa.Table, row: int, columns: list[str], size: int, distinct: int | None = None) -> dict:
+    """The published QI values of one class (read from one of its rows), for the report."""
+    cells = table.select(columns).slice(row, 1).to_pylist()[0]
+    out = {c: list(v) if isinstance(v, (list, tuple)) else v for c, v in cells.items()}
+    out["size"] = int(size)
+    if distinct is not None:
+        out["distinct_sensitive"] = int(distinct)
+    return out
