@@ -15,6 +15,7 @@ import time
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from privpub.state.store import Store, check_output_dir, stage_tables
 from privpub.tasks import report as report_mod
 from privpub.tasks.compose.check import SeriesCheck
 from privpub.tasks.core.failpoints import failpoint
-from privpub.tasks.core.technique import PrivacyRefused, Technique, get_technique
+from privpub.tasks.core.technique import PrivacyRefused, get_technique
 from privpub.tasks.evaluate import evaluate, evaluation_workload, utility_summary
 from privpub.tasks.validate import checked_input, load_input, validate
 
@@ -115,44 +116,57 @@ def anonymize_task(technique, data, part, rng):
     return _timed("anonymize", technique.anonymize, data, part, rng)
 
 
-@task(name="anonymize-plan", **SECRET)
-def plan_chunks_task(technique, data, part, rng):
-    failpoint("anonymize")
-    return technique.plan_chunks(data, part, rng)
+def _plan(technique, step: str, inputs: tuple):
+    if step == "anonymize":
+        failpoint("anonymize")
+    return technique.plan(step, *inputs)
 
 
 # mapped over the flow's task runner: may run in a Dask worker process, which must write nothing
-@task(name="anonymize-chunk", **SECRET)
-def anonymize_chunk_task(technique, chunk):
-    return technique.anonymize_chunk(chunk)
+def _chunk(fn, chunk):
+    return fn(chunk)
 
 
-@task(name="anonymize-combine", **SECRET)
-def combine_chunks_task(technique, data, part, plan, results, rng):
-    return technique.combine_chunks(data, part, plan, results, rng)
+def _combine(plan, results, finish=None):
+    out = plan.combine(results)
+    return out if finish is None else finish(out)
+
+
+def _step_tasks(label: str) -> tuple:
+    """The plan, chunk and combine tasks of a chunked step, as Prefect shows them."""
+    return tuple(
+        task(fn, name=f"{label}-{part}", **SECRET)
+        for fn, part in ((_plan, "plan"), (_chunk, "chunk"), (_combine, "combine"))
+    )
+
+
+plan_chunks_task, anonymize_chunk_task, combine_chunks_task = _step_tasks("anonymize")
+verify_plan_task, verify_chunk_task, verify_combine_task = _step_tasks("verify")
+evaluate_plan_task, evaluate_chunk_task, evaluate_combine_task = _step_tasks("evaluate")
 
 
 def anonymize_step(technique, data, part, rng, run: RunSpec):
-    """One anonymize task, or, for a technique that splits its work (Technique.plan_chunks), a
+    """One anonymize task, or, for a technique that splits its work (Technique.chunked), a
     task per chunk mapped over the task runner and a combine step in the flow process."""
     t0 = time.perf_counter()
-    plan = plan_chunks_task(technique, data, part, rng)
+    plan = (
+        plan_chunks_task(technique, "anonymize", quote((data, part, rng))) if "anonymize" in technique.chunked else None
+    )
     if plan is None:
         return anonymize_task(technique, data, part, rng)
-    results = _map_chunks(technique, plan.chunks, run)
-    release = combine_chunks_task(technique, data, part, plan, results, rng)
+    results = _map_chunks(plan.run, plan.chunks, run, anonymize_chunk_task)
+    release = combine_chunks_task(quote(plan), results)
     progress(f"anonymize done in {time.perf_counter() - t0:.2f} s ({len(plan.chunks)} chunks)")
     return release
 
 
-def _map_chunks(technique, chunks: list, run: RunSpec, chunk_task=None) -> list:
+def _map_chunks(fn, chunks: list, run: RunSpec, chunk_task) -> list:
     """The chunk results, on the flow's task runner when it is the one [run] asks for. A flow
     started from a deployment or called directly has its default runner (Prefect fixes it before
     the flow reads its spec): for [run] task_runner = "dask" the chunks then get a Dask runner of
     their own, so the spec is honoured however the flow was started."""
     from prefect.context import FlowRunContext
 
-    chunk_task = chunk_task or anonymize_chunk_task
     ctx = FlowRunContext.get()
     current = type(ctx.task_runner).__name__ if ctx and ctx.task_runner else ""
     if run.task_runner == "dask" and current != "DaskTaskRunner":
@@ -161,9 +175,9 @@ def _map_chunks(technique, chunks: list, run: RunSpec, chunk_task=None) -> list:
             if "runner" not in runners:
                 progress(f"chunks go to a Dask cluster of {run.workers or 2} workers")
                 runners["runner"] = runners["stack"].enter_context(make_task_runner(run))
-            futures = runners["runner"].map(chunk_task, {"technique": unmapped(technique), "chunk": chunks})
+            futures = runners["runner"].map(chunk_task, {"fn": unmapped(fn), "chunk": chunks})
             return [f.result() for f in futures]
-    return chunk_task.map(unmapped(technique), chunks).result()
+    return chunk_task.map(unmapped(fn), chunks).result()
 
 
 # The Dask runner _map_chunks opens for a flow run started without it: one for all of the run's
@@ -197,43 +211,6 @@ def evaluate_task(technique, release, data, workload_seed: int):
     return _timed("evaluate", evaluate, technique, release, data, workload_seed)
 
 
-# verify and evaluate of a technique that splits their per-row work (Technique.plan_verify,
-# plan_utility): a plan, chunks mapped over the task runner like anonymize's, a combine step
-@task(name="verify-plan", **SECRET)
-def verify_plan_task(technique, release, spec: ReleaseSpec, context: dict):
-    plan = technique.plan_verify(release, context)
-    if plan is not None:  # else verify_task checks the schema
-        check_published(release, spec, technique)
-    return plan
-
-
-@task(name="verify-chunk", **SECRET)
-def verify_chunk_task(technique, chunk):
-    return technique.verify_chunk(chunk)
-
-
-@task(name="verify-combine", **SECRET)
-def verify_combine_task(technique, release, context: dict, plan, results):
-    return technique.combine_verify(release, context, plan, results)
-
-
-@task(name="evaluate-plan", **SECRET)
-def evaluate_plan_task(technique, release, data, workload_seed: int):
-    workload = evaluation_workload(data, workload_seed)
-    return workload, technique.plan_utility(release, data, workload)
-
-
-@task(name="evaluate-chunk", **SECRET)
-def evaluate_chunk_task(technique, chunk):
-    return technique.utility_chunk(chunk)
-
-
-@task(name="evaluate-combine", **SECRET)
-def evaluate_combine_task(technique, release, data, workload, plan, results):
-    estimate, figures = technique.combine_utility(release, data, workload, plan, results)
-    return utility_summary(technique, release, data, workload, estimate, figures)
-
-
 def verify_and_evaluate(technique, release, spec: ReleaseSpec, context: dict, data, workload_seed: int):
     """verify, then (when it passes) evaluate; each as one task or, when the technique splits it,
     as chunks on the task runner. Returns (privacy results, utility figures or None if refused).
@@ -241,32 +218,32 @@ def verify_and_evaluate(technique, release, spec: ReleaseSpec, context: dict, da
     The release and the context are passed quoted: Prefect would otherwise walk every item of
     every list they hold (a MuCo release lists its unchangeable rows) for each task, seconds at
     a million rows."""
-    release, context = quote(release), quote(context)
+    quoted = quote(release), quote(context)
     t0 = time.perf_counter()
-    plan = verify_plan_task(technique, release, spec, context) if _splits(technique, "plan_verify") else None
+    plan = verify_plan_task(technique, "verify", quote((release, context))) if "verify" in technique.chunked else None
     if plan is None:
-        privacy = verify_task(technique, release, spec, context)
+        privacy = verify_task(technique, quoted[0], spec, quoted[1])
     else:
-        results = _map_chunks(technique, plan.chunks, spec.run, verify_chunk_task)
-        privacy = verify_combine_task(technique, release, context, plan, results)
+        check_published(release, spec, technique)
+        results = _map_chunks(plan.run, plan.chunks, spec.run, verify_chunk_task)
+        privacy = verify_combine_task(quote(plan), results)
         progress(f"verify done in {time.perf_counter() - t0:.2f} s ({len(plan.chunks)} chunks)")
     if any(not r.passed for r in privacy):
         return privacy, None
     t0 = time.perf_counter()
-    if not _splits(technique, "plan_utility"):
-        return privacy, evaluate_task(technique, release, data, workload_seed)
-    workload, plan = evaluate_plan_task(technique, release, data, workload_seed)
+    workload = evaluation_workload(data, workload_seed) if "utility" in technique.chunked else None
+    plan = evaluate_plan_task(technique, "utility", quote((release, data, workload))) if workload is not None else None
     if plan is None:
-        return privacy, evaluate_task(technique, release, data, workload_seed)
-    results = _map_chunks(technique, plan.chunks, spec.run, evaluate_chunk_task)
-    utility = evaluate_combine_task(technique, release, data, workload, plan, results)
+        return privacy, evaluate_task(technique, quoted[0], data, workload_seed)
+    results = _map_chunks(plan.run, plan.chunks, spec.run, evaluate_chunk_task)
+    finish = partial(_utility_summary, technique, release, data, workload)
+    utility = evaluate_combine_task(quote(plan), results, finish)
     progress(f"evaluate done in {time.perf_counter() - t0:.2f} s ({len(plan.chunks)} chunks)")
     return privacy, utility
 
 
-def _splits(technique, hook: str) -> bool:
-    """Whether the technique has this chunk hook (else its step stays one task: no plan task)."""
-    return getattr(type(technique), hook) is not getattr(Technique, hook)
+def _utility_summary(technique, release, data, workload, estimate_and_figures):
+    return utility_summary(technique, release, data, workload, *estimate_and_figures)
 
 
 @task(name="stage-files", **SECRET, **IO_RETRIES)
