@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from functools import partial
 
 from privpub.schemas.spec import RunSpec
+from privpub.tasks.core.executor import DaskExecutor
 
 # Dask's memory thresholds that write a worker's data to disk (fractions of its memory limit)
 SPILL_KEYS = ("distributed.worker.memory.target", "distributed.worker.memory.spill")
@@ -36,16 +38,19 @@ def local_cluster_kwargs(run: RunSpec) -> dict:
     }
 
 
-def dask_task_runner(run: RunSpec):
-    """Prefect's Dask task runner for a technique's mapped chunks: on the existing cluster at
-    [run] address, else on a LocalCluster of its own."""
-    from prefect_dask import DaskTaskRunner
+class DaskTaskRunner(DaskExecutor):
+    """The executor of a run's chunks for [run] task_runner = "dask": on the existing cluster at
+    [run] address, else on a LocalCluster of its own, started at the first chunks."""
 
-    if run.address:
-        with dask_client(run):  # refuses, before the flow starts, a cluster that would spill
-            pass
-        return DaskTaskRunner(address=run.address)
-    return DaskTaskRunner(cluster_class="distributed.LocalCluster", cluster_kwargs=local_cluster_kwargs(run))
+    def __init__(self, run: RunSpec):
+        if run.address:
+            with dask_client(run):  # refuses, before the run starts, a cluster that would spill
+                pass
+        super().__init__(partial(dask_client, run))
+
+
+def dask_task_runner(run: RunSpec) -> DaskTaskRunner:
+    return DaskTaskRunner(run)
 
 
 def _worker_spills(dask_worker) -> bool:

@@ -49,14 +49,14 @@ def _release(toml: str, frame: pd.DataFrame, seed: int = 5, extra: dict | None =
 def _chunked(tech, release: Release, context: dict, chunk_rows: int, reverse: bool) -> list[PrivacyResult]:
     """The flow's three steps by hand, the chunks run last to first when `reverse`."""
     tech.spec.run.chunk_rows = chunk_rows
-    plan = tech.plan_verify(release, context)
+    plan = tech.plan("verify", release, context)
     if plan is None:
         assert chunk_rows >= ROWS
         return tech.verify(release, context)
     assert len(plan.chunks) > 1
     chunks = plan.chunks[::-1] if reverse else plan.chunks
-    results = [tech.verify_chunk(c) for c in chunks]
-    return tech.combine_verify(release, context, plan, results[::-1] if reverse else results)
+    results = [plan.run(c) for c in chunks]
+    return plan.combine(results[::-1] if reverse else results)
 
 
 # --- butterfly and union-qid ----------------------------------------------------------------------
@@ -201,7 +201,7 @@ def test_serial_chunks_give_the_one_chunk_results(serial_releases, case, chunk_r
     release, context = cases[case]
     tech.spec.run.chunk_rows = ROWS
     expected = tech.verify(release, context)
-    assert tech.plan_verify(release, context) is None
+    assert tech.plan("verify", release, context) is None
     names = [r.model for r in expected]
     assert names[:2] == ["serial-global", "serial-localized"] and all(r.passed for r in expected)
     assert _chunked(tech, release, context, chunk_rows, reverse) == expected

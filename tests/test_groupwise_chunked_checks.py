@@ -57,10 +57,10 @@ def shuffled(release: Release, seed: int) -> Release:
 def chunked(tech, release: Release, chunk_rows: int, seed: int):
     """The flow's path: plan, the chunks in a random order, combine."""
     tech.spec.run.chunk_rows = chunk_rows
-    plan = tech.plan_verify(release, {}) or tech.group_plan(release)  # None: one chunk
+    plan = tech.plan("verify", release, {}) or tech.split("verify", release, {})  # None: one chunk
     order = np.random.default_rng(seed).permutation(len(plan.chunks))
-    results = [tech.verify_chunk(plan.chunks[i]) for i in order]
-    return plan, tech.combine_verify(release, {}, plan, results), results
+    results = [plan.run(plan.chunks[i]) for i in order]
+    return plan, plan.combine(results), results
 
 
 @pytest.fixture(scope="module", params=["ambiguity", "priview"])
@@ -112,8 +112,8 @@ def test_a_release_of_at_most_chunk_rows_is_checked_in_one_step(census_release):
     tech, release = census_release
     tech.alpha, tech.beta = Fraction(1, 4), Fraction(1, 10)
     tech.spec.run.chunk_rows = sum(t.num_rows for t in release.tables.values())
-    assert tech.plan_verify(release, {}) is None
-    assert len(tech.group_plan(release).chunks) == 1
+    assert tech.plan("verify", release, {}) is None
+    assert len(tech.split("verify", release, {}).chunks) == 1
     assert tech.verify(release, {}) == one_step(tech, release)
 
 
@@ -203,7 +203,7 @@ def test_chunks_on_a_local_cluster_of_two_workers(census_release):
     tech, release = census_release
     tech.alpha, tech.beta = Fraction(1, 4), Fraction(1, 10)
     tech.spec.run.chunk_rows = 500
-    plan = tech.plan_verify(release, {})
+    plan = tech.plan("verify", release, {})
     with (
         LocalCluster(
             n_workers=2,
@@ -215,11 +215,11 @@ def test_chunks_on_a_local_cluster_of_two_workers(census_release):
         ) as local,
         Client(local, set_as_default=False) as client,
     ):
-        futures = client.map(tech.verify_chunk, plan.chunks, pure=False)
+        futures = client.map(plan.run, plan.chunks, pure=False)
         results = client.gather(futures)
         ran_on = {w for who in client.who_has(futures).values() for w in who}
     assert len(ran_on) == 2
-    assert tech.combine_verify(release, {}, plan, results) == one_step(tech, release)
+    assert plan.combine(results) == one_step(tech, release)
 
 
 @pytest.mark.parametrize("name, runner", [("ambiguity", "inprocess"), ("priview", "dask")])

@@ -69,15 +69,15 @@ def test_any_layout_and_order_gives_the_one_step_figures(folder, reference, monk
     monkeypatch.setattr(muco, "UTILITY_CHUNKS", n_chunks)
     tech, data, release = _release(folder)
     context = {"data": data}
-    plan = tech.plan_verify(release, context)
+    plan = tech.plan("verify", release, context)
     assert len(plan.chunks) == 1 + min(n_chunks, 2 ** len(data.qi_names) - 1)  # verdicts, subsets
-    results = [tech.verify_chunk(c) for c in reversed(plan.chunks)][::-1]  # run last to first
-    privacy = tech.combine_verify(release, context, plan, results)
+    results = [plan.run(c) for c in reversed(plan.chunks)][::-1]  # run last to first
+    privacy = plan.combine(results)
     assert {r.model: (r.value, r.passed) for r in privacy} == reference[0]
     assert {r.model: (r.value, r.passed) for r in tech.verify(release, context)} == reference[0]
 
     workload = evaluation_workload(data)
-    plan = tech.plan_utility(release, data, workload)
+    plan = tech.plan("utility", release, data, workload)
     assert len(plan.chunks) >= 2  # counts and ILoss are separate pieces
     # as sent to a worker: a run of rows travels as its own bytes, not the whole table's buffers
     sent = [pickle.loads(pickle.dumps(c, protocol=5)) for c in plan.chunks]
@@ -85,14 +85,14 @@ def test_any_layout_and_order_gives_the_one_step_figures(folder, reference, monk
     counts = [c for c in plan.chunks if isinstance(c, muco.CountChunk)]
     if len(counts) >= 20:
         assert max(len(pickle.dumps(c.rows, protocol=5)) for c in counts) < whole / 10
-    results = [tech.utility_chunk(c) for c in reversed(sent)][::-1]
-    estimate, figures = tech.combine_utility(release, data, workload, plan, results)
+    results = [plan.run(c) for c in reversed(sent)][::-1]
+    estimate, figures = plan.combine(results)
     assert utility_summary(tech, release, data, workload, estimate, figures) == reference[1]
 
 
 def test_verify_without_the_data_gives_the_verdicts_only(folder, reference):
     tech, _, release = _release(folder)
-    assert len(tech.plan_verify(release, {}).chunks) == 1
+    assert len(tech.plan("verify", release, {}).chunks) == 1
     verdicts = {r.model: (r.value, r.passed) for r in tech.verify(release, {})}
     assert verdicts == {k: v for k, v in reference[0].items() if "disclosure" not in k}
     assert all(passed for _, passed in verdicts.values())
@@ -103,8 +103,8 @@ def test_a_release_of_at_most_chunk_rows_is_checked_and_evaluated_in_one_step(fo
 
     tech, data, release = _release(folder)
     tech.chunk_rows = ROWS
-    assert tech.plan_verify(release, {"data": data}) is None
-    assert tech.plan_utility(release, data, evaluation_workload(data)) is None
+    assert tech.plan("verify", release, {"data": data}) is None
+    assert tech.plan("utility", release, data, evaluation_workload(data)) is None
     assert {r.model: (r.value, r.passed) for r in tech.verify(release, {"data": data})} == reference[0]
     assert evaluate(tech, release, data) == reference[1]
 

@@ -79,7 +79,7 @@ def test_same_release_in_process_threads_and_direct(prefect_server, tmp_path, fr
     assert len(table_a) == len(frame)
 
     tech, data, part, rng = _direct_release(a, 21)
-    plan = tech.plan_chunks(data, part, np.random.default_rng(0))
+    plan = tech.plan("anonymize", data, part, np.random.default_rng(0))
     assert len(plan.chunks) >= 3  # the test is about several chunks
     direct = tech.anonymize(data, part, rng)
     pd.testing.assert_frame_equal(direct.tables["table"].to_pandas(), table_a)
@@ -88,9 +88,9 @@ def test_same_release_in_process_threads_and_direct(prefect_server, tmp_path, fr
 def test_chunk_order_does_not_matter(frame, tmp_path):
     folder = _folder(tmp_path, "order", frame)
     tech, data, part, rng = _direct_release(folder, 3)
-    plan = tech.plan_chunks(data, part, rng)
-    results = [tech.anonymize_chunk(c) for c in reversed(plan.chunks)][::-1]
-    shuffled = tech.combine_chunks(data, part, plan, results, rng)
+    plan = tech.plan("anonymize", data, part, rng)
+    results = [plan.run(c) for c in reversed(plan.chunks)][::-1]
+    shuffled = plan.combine(results)
     tech, data, part, rng = _direct_release(folder, 3)
     sequential = tech.anonymize(data, part, rng)
     assert shuffled.tables["table"].equals(sequential.tables["table"])

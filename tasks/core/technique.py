@@ -52,17 +52,32 @@ class Release:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+# the steps a technique may cut into chunks, and what `Technique.plan` takes for each:
+#   "anonymize": (data, part, rng) -> Release
+#   "verify":    (release, context) -> list[PrivacyResult]
+#   "utility":   (release, data, workload) -> (estimate_counts of the workload, utility() figures)
+STEPS = ("anonymize", "verify", "utility")
+
+
 @dataclass
 class ChunkPlan:
-    """A technique's anonymize step split into independent pieces (see Technique.plan_chunks).
+    """A step split into independent pieces: `combine(executor.map(run, chunks))` is the step's output.
 
-    chunks: one picklable input per piece; a flow maps a task over them, so a piece may run in
-            another process (a Dask worker) and must not need anything outside its chunk
-    state:  whatever combine_chunks needs besides the results; it stays in the flow process
+    chunks:  one picklable input per piece; a piece may run in another process (a Dask worker),
+             so it must not need anything outside its chunk
+    run:     applied to each chunk, anywhere: a module-level function or a bound method of a
+             picklable object (it travels to the workers with the chunks)
+    combine: the results in chunk order -> the step's output; runs in the calling process
     """
 
     chunks: list[Any]
-    state: Any = None
+    run: Callable[[Any], Any]
+    combine: Callable[[list[Any]], Any]
+
+    def execute(self, executor: Any = None) -> Any:
+        """The step's output, the chunks mapped on `executor` (None: one after the other, here)."""
+        results = executor.map(self.run, self.chunks) if executor is not None else [self.run(c) for c in self.chunks]
+        return self.combine(results)
 
 
 def chunk_bounds(sizes: np.ndarray, chunk_rows: int) -> np.ndarray:
@@ -143,83 +158,63 @@ class Technique:
         raise NotImplementedError
 
     def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
-        raise NotImplementedError
-
-    # --- optional: anonymize as independent chunks (e.g. chunks of QI-groups) ---------------
-    # A technique whose anonymize work splits into independent pieces returns a ChunkPlan from
-    # plan_chunks; the flow then maps a task over plan.chunks on its task runner (threads in the
-    # flow process, or Dask workers) and calls combine_chunks with the results in chunk order.
-    # The release must not depend on where or in which order the chunks ran: a chunk that draws
-    # random numbers takes a generator spawned for it in plan_chunks, never a shared one.
-    def plan_chunks(self, data: Microdata, part: Partition, rng: np.random.Generator) -> ChunkPlan | None:
-        """None (the default): anonymize runs as one step."""
-        return None
-
-    def anonymize_chunk(self, chunk: Any) -> Any:
-        raise NotImplementedError
-
-    def combine_chunks(
-        self, data: Microdata, part: Partition, plan: ChunkPlan, results: list[Any], rng: np.random.Generator
-    ) -> Release:
-        raise NotImplementedError
-
-    def anonymize_in_chunks(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
-        """The chunked anonymize run one chunk after the other, in this process: what `anonymize`
-        of a chunked technique calls, so a direct call and a flow run publish the same release."""
-        plan = self.plan_chunks(data, part, rng)
-        if plan is None:
-            raise NotImplementedError(f"technique '{self.name}' does not split its anonymize step")
-        return self.combine_chunks(data, part, plan, [self.anonymize_chunk(c) for c in plan.chunks], rng)
-
-    # --- optional: verify and evaluate with their per-row work in chunks -------------------
-    # The pattern of the anonymize chunks: plan_verify / plan_utility return a ChunkPlan (None:
-    # the step runs as one: verify, or estimate_counts + utility), the flow maps verify_chunk /
-    # utility_chunk over plan.chunks on its task runner, and combine_verify / combine_utility
-    # build the figures in the flow process. The figures must not depend on the chunk layout, the
-    # runner or the order the chunks ran in, and must be those of the one-step methods.
-    def plan_verify(self, release: Release, context: dict[str, Any]) -> ChunkPlan | None:
-        return None
-
-    def verify_chunk(self, chunk: Any) -> Any:
-        raise NotImplementedError
-
-    def combine_verify(
-        self, release: Release, context: dict[str, Any], plan: ChunkPlan, results: list[Any]
-    ) -> list[PrivacyResult]:
-        raise NotImplementedError
-
-    def plan_utility(self, release: Release, data: Microdata, workload: Any) -> ChunkPlan | None:
-        return None
-
-    def utility_chunk(self, chunk: Any) -> Any:
-        raise NotImplementedError
-
-    def combine_utility(
-        self, release: Release, data: Microdata, workload: Any, plan: ChunkPlan, results: list[Any]
-    ) -> tuple[np.ndarray, dict[str, float]]:
-        """(estimate_counts of the workload, the utility() figures) from the chunks' results."""
-        raise NotImplementedError
-
-    def utility_in_chunks(
-        self, release: Release, data: Microdata, workload: Any
-    ) -> tuple[np.ndarray, dict[str, float]]:
-        """estimate_counts and utility, through the chunk hooks when the technique has them."""
-        plan = self.plan_utility(release, data, workload)
-        if plan is None:
-            return self.estimate_counts(release, workload), self.utility(release, data)
-        return self.combine_utility(release, data, workload, plan, [self.utility_chunk(c) for c in plan.chunks])
+        """A technique that chunks its anonymize step (chunked) needs not override this."""
+        return self._chunks_here("anonymize", data, part, rng)
 
     def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
         """Privacy of the release as an adversary sees it (published tables + public knowledge).
 
         context may hold "data" (the validated Microdata) at publish time: only for measured
         figures such as disclosure rates, never for a pass/fail decision, which must follow from
-        the published tables (plus the release's private metadata and history) alone."""
-        raise NotImplementedError
+        the published tables (plus the release's private metadata and history) alone. A
+        technique that chunks its verify step (chunked) needs not override this."""
+        return self._chunks_here("verify", release, context)
 
     def estimate_counts(self, release: Release, workload: Any) -> np.ndarray:
         """Estimated answers of the shared count-query workload, from the published tables."""
         raise NotImplementedError
+
+    # --- optional: a step as independent chunks -------------------------------------------
+    # A technique lists in `chunked` the steps (STEPS) whose work splits into independent pieces
+    # and returns them from `split`; `plan` gives the flow that ChunkPlan (None: the step runs in
+    # one piece), the flow maps plan.run over plan.chunks on the run's executor
+    # (tasks/core/executor.py) and calls plan.combine in its own process. The output must not
+    # depend on the chunk layout, the executor or the order the chunks ran in, and must be that
+    # of the one-piece step: a chunk drawing random numbers takes a generator spawned for it in
+    # `split`, never a shared one.
+    chunked: ClassVar[frozenset[str]] = frozenset()
+
+    def split(self, step: str, *inputs: Any) -> ChunkPlan:
+        """The chunks of `step` (one of `chunked`), inputs as listed in STEPS."""
+        raise NotImplementedError(f"technique '{self.name}' does not split its {step} step")
+
+    def one_piece(self, step: str, *inputs: Any) -> bool:
+        """True when this input is small enough for the flow to run the step in one piece (what
+        chunks would save is less than a task per chunk costs); the figures are the same."""
+        return False
+
+    def plan(self, step: str, *inputs: Any) -> ChunkPlan | None:
+        """The chunks of `step` for the flow, or None: the step runs in one piece."""
+        if step not in self.chunked or self.one_piece(step, *inputs):
+            return None
+        return self.split(step, *inputs)
+
+    def run_step(self, step: str, *inputs: Any, executor: Any = None) -> Any:
+        """`step` in one piece, or its chunks mapped on `executor` (None: here, one after the
+        other) and combined: a direct call and a flow run give the same output."""
+        plan = self.plan(step, *inputs)
+        if plan is not None:
+            return plan.execute(executor)
+        if step == "utility":
+            release, data, workload = inputs
+            return self.estimate_counts(release, workload), self.utility(release, data)
+        return getattr(self, step)(*inputs)
+
+    def _chunks_here(self, step: str, *inputs: Any) -> Any:
+        """The one-piece step of a chunked technique: its chunks one after the other, here."""
+        if step not in self.chunked:
+            raise NotImplementedError
+        return self.split(step, *inputs).execute()
 
     def prior_context(self, store: Any, spec: ReleaseSpec, before_sequence: int | None = None) -> dict[str, Any]:
         """What this technique needs from earlier releases of the series (and public lists),

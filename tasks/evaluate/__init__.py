@@ -27,7 +27,7 @@ def evaluate(technique, release, data, workload_seed: int = 0, per_band: int = 1
             actual,
         )
     workload = evaluation_workload(data, workload_seed, per_band)
-    estimate, figures = technique.utility_in_chunks(release, data, workload)
+    estimate, figures = technique.run_step("utility", release, data, workload)
     return utility_summary(technique, release, data, workload, estimate, figures)
 
 

@@ -52,9 +52,9 @@ def main(rows: int, chunk_rows: int) -> None:
             local_run, local_wall, local_cpu = timed(lambda: tech.verify(release, {}))
 
             def on_cluster():
-                plan = tech.plan_verify(release, {})
-                results = client.gather(client.map(tech.verify_chunk, plan.chunks, pure=False))
-                return plan, tech.combine_verify(release, {}, plan, results)
+                plan = tech.plan("verify", release, {})
+                results = client.gather(client.map(plan.run, plan.chunks, pure=False))
+                return plan, plan.combine(results)
 
             (plan, dask_run), dask_wall, dask_cpu = timed(on_cluster)
             rss = client.run(peak_rss_mib)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -107,23 +108,15 @@ class Anatomy(Technique):
         info = {"groups": int(part.n_groups), "min_group": int(part.sizes.min()), "max_group": int(part.sizes.max())}
         return Release({"QIT": pa.table(qit), "ST": pa.Table.from_pandas(st, preserve_index=False)}, {}, info)
 
-    def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
-        return verify_anatomy(release, self.spec.dataset.sensitive, self.l, self.spec.run.chunk_rows)
+    chunked = frozenset({"verify"})
 
-    def plan_verify(self, release: Release, context: dict[str, Any]) -> ChunkPlan | None:
-        """None (one verify step) for a QIT of at most chunk_rows rows."""
-        rows = self.spec.run.chunk_rows
-        if release.tables["QIT"].num_rows <= rows:
-            return None
-        return ChunkPlan(anatomy_chunks(release, self.spec.dataset.sensitive, rows))
+    def one_piece(self, step: str, release: Release, *_: Any) -> bool:
+        """One verify step for a QIT of at most chunk_rows rows."""
+        return release.tables["QIT"].num_rows <= self.spec.run.chunk_rows
 
-    def verify_chunk(self, chunk: AnatomyChunk) -> dict[str, Any]:
-        return anatomy_chunk_figures(chunk)
-
-    def combine_verify(
-        self, release: Release, context: dict[str, Any], plan: ChunkPlan, results: list
-    ) -> list[PrivacyResult]:
-        return anatomy_results(results, self.l)
+    def split(self, step: str, release: Release, context: dict[str, Any]) -> ChunkPlan:
+        chunks = anatomy_chunks(release, self.spec.dataset.sensitive, self.spec.run.chunk_rows)
+        return ChunkPlan(chunks, anatomy_chunk_figures, partial(anatomy_results, l=self.l))
 
     def _bucket_stats(self, release: Release):
         qit = release.tables["QIT"].to_pandas()

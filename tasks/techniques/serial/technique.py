@@ -27,6 +27,7 @@ the pairs of the people in the release and takes the rest from the summary: O(si
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -415,17 +416,14 @@ class SerialTechnique(Technique):
     # `[run] chunk_rows` published rows (verify chunks on the task runner, tasks/verify/
     # serial_groups.py); the global guarantee, which reads the series' pairs from the store, and
     # the virtual members' check in the combine, in the flow.
-    def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
-        plan = self.verify_plan(release, context)
-        return self.combine_verify(release, context, plan, [self.verify_chunk(c) for c in plan.chunks])
+    chunked = frozenset({"verify"})
 
-    def plan_verify(self, release: Release, context: dict[str, Any]) -> ChunkPlan | None:
-        """None (one verify step) for a table of at most chunk_rows rows."""
-        if release.tables["table"].num_rows <= self.spec.run.chunk_rows:
-            return None
-        return self.verify_plan(release, context)
+    def one_piece(self, step: str, release: Release, *_: Any) -> bool:
+        """One verify step for a table of at most chunk_rows rows."""
+        return release.tables["table"].num_rows <= self.spec.run.chunk_rows
 
-    def verify_plan(self, release: Release, context: dict[str, Any]) -> ChunkPlan:
+    def split(self, step: str, release: Release, context: dict[str, Any]) -> ChunkPlan:
+        own = release
         release = self._with_own(release, context or {})
         chunks = serial_groups.group_chunks(
             release.tables["table"],
@@ -437,10 +435,7 @@ class SerialTechnique(Technique):
             release=release.private.get("release", 0),
             chunk_rows=self.spec.run.chunk_rows,
         )
-        return ChunkPlan(chunks)
-
-    def verify_chunk(self, chunk: serial_groups.GroupChunk) -> serial_groups.GroupFigures:
-        return serial_groups.group_figures(chunk)
+        return ChunkPlan(chunks, serial_groups.group_figures, partial(self._combine_verify, own, context))
 
     @staticmethod
     def _with_own(release: Release, ctx: dict[str, Any]) -> Release:
@@ -449,9 +444,7 @@ class SerialTechnique(Technique):
             return Release(release.tables, {**release.private, **ctx["serial_own"]}, release.info)
         return release
 
-    def combine_verify(
-        self, release: Release, context: dict[str, Any], plan: ChunkPlan, results: list
-    ) -> list[PrivacyResult]:
+    def _combine_verify(self, release: Release, context: dict[str, Any], results: list) -> list[PrivacyResult]:
         ctx = context or {}
         release = self._with_own(release, ctx)
         published = serial_groups.localized_and_rows(results, self.l)
