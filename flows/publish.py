@@ -12,32 +12,42 @@ import json
 import secrets
 import sys
 import time
+import traceback
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import numpy as np
 import pandas as pd
 from prefect import flow, task, unmapped
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.client.orchestration import get_client
+from prefect.context import FlowRunContext
+from prefect.logging import get_run_logger
+from prefect.states import Failed
+from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
 from privpub.flows.attempts import attribution, current_actor, record_failure
 from privpub.flows.attempts import flow_run_id as _flow_run_id
-from privpub.flows.cluster import close_clusters, cluster_input, uses_cluster
-from privpub.flows.errors import expected_errors, public_message
-from privpub.schemas.published import check_published
+from privpub.flows.cluster import close_clusters, cluster_input, dask_task_runner, uses_cluster
+from privpub.schemas.errors import EXPECTED_ERRORS, PrivacyRefused, public_message
 from privpub.schemas.spec import ReleaseSpec, RunSpec, resolve_spec
+from privpub.state.failpoints import failpoint
 from privpub.state.store import Store, check_output_dir, stage_tables
 from privpub.tasks import report as report_mod
+from privpub.tasks.cluster.compose import compose_on_cluster
+from privpub.tasks.cluster.evaluate import evaluate_on_cluster
 from privpub.tasks.compose.check import SeriesCheck
-from privpub.tasks.core.failpoints import failpoint
-from privpub.tasks.core.technique import PrivacyRefused, Technique, get_technique
+from privpub.tasks.core.technique import Technique
 from privpub.tasks.evaluate import evaluate, evaluation_workload, utility_summary
+from privpub.tasks.techniques.registry import get_technique
 from privpub.tasks.validate import checked_input, load_input, validate
+from privpub.tasks.verify.published import check_published
 
 # No caching, no persisted results: inputs and outputs of these tasks hold secret rows.
 SECRET = dict(cache_policy=NO_CACHE, persist_result=False)
@@ -68,8 +78,6 @@ FAILURES: list[BaseException] = []
 def progress(message: str) -> None:
     """Progress for the person at the terminal (stderr) and for the Prefect run log."""
     try:
-        from prefect.logging import get_run_logger
-
         get_run_logger().info(message)  # the run logger also prints to the console
     except Exception:  # outside a run context (plain function calls in tests)
         print(f"[privpub] {message}", file=sys.stderr, flush=True)
@@ -150,8 +158,6 @@ def _map_chunks(technique, chunks: list, run: RunSpec, chunk_task=None) -> list:
     started from a deployment or called directly has its default runner (Prefect fixes it before
     the flow reads its spec): for [run] task_runner = "dask" the chunks then get a Dask runner of
     their own, so the spec is honoured however the flow was started."""
-    from prefect.context import FlowRunContext
-
     chunk_task = chunk_task or anonymize_chunk_task
     ctx = FlowRunContext.get()
     current = type(ctx.task_runner).__name__ if ctx and ctx.task_runner else ""
@@ -194,7 +200,8 @@ def composition_task(check: SeriesCheck, data, part):
 
 @task(name="evaluate", **SECRET)
 def evaluate_task(technique, release, data, workload_seed: int):
-    return _timed("evaluate", evaluate, technique, release, data, workload_seed)
+    step = evaluate_on_cluster if hasattr(data, "parts") else evaluate  # read on a Dask cluster, or in memory
+    return _timed("evaluate", step, technique, release, data, workload_seed)
 
 
 # verify and evaluate of a technique that splits their per-row work (Technique.plan_verify,
@@ -370,7 +377,7 @@ def run_release(
     # committed meanwhile would make them stale, so the commit checks the sequence
     based_on = store.last_sequence(spec.dataset.name)
     if on_cluster:  # its people are read batch by batch at the composition check
-        series_check.prepare_cluster(store, data)
+        series_check.prepare_cluster(store, data, compose_on_cluster)
     else:
         series_check.prepare(store, data)
     if based_on and series_check.prior is None and not technique.guards_series and not on_cluster:
@@ -523,10 +530,6 @@ def _name_flow_run(run_id: str | None, release_id: str) -> None:
     if run_id is None:
         return
     try:
-        from uuid import UUID
-
-        from prefect.client.orchestration import get_client
-
         with get_client(sync_client=True) as client:
             client.update_flow_run(UUID(run_id), name=f"{release_id}")
     except Exception as exc:
@@ -541,8 +544,6 @@ def _artifacts(meta, privacy, utility) -> None:
             description=f"release {meta['release_id']}",
         )
         if meta.get("report"):  # the artifacts link to the report; the report names this run
-            from prefect.artifacts import create_link_artifact
-
             create_link_artifact(
                 link=Path(meta["report"]).as_uri(),
                 link_text=f"report of {meta['release_id']}",
@@ -609,12 +610,8 @@ def run_attempt(spec_path: str, overrides: dict | None, actor: str | None, new_r
 def failed_state(exc: Exception):
     """The Failed state a flow returns for `exc`: its one-line public message as the state
     message. Remembered in FAILURES for an in-process caller (call_flow raises it again)."""
-    from prefect.states import Failed
-
     FAILURES.append(exc)
-    if not isinstance(exc, expected_errors()):
-        import traceback
-
+    if not isinstance(exc, EXPECTED_ERRORS):
         # frames only: the exception's own text may quote data
         progress("internal error; traceback (frames only):\n" + "".join(traceback.format_tb(exc.__traceback__)))
     return Failed(message=public_message(exc))
@@ -624,11 +621,7 @@ def make_task_runner(run: RunSpec):
     """The task runner [run] asks for. Only mapped tasks (a technique's chunks) use it; every
     other step, and every store write, stays in the flow process."""
     if run.task_runner == "dask":
-        from privpub.flows.cluster import dask_task_runner
-
         return dask_task_runner(run)
-    from prefect.task_runners import ThreadPoolTaskRunner
-
     return ThreadPoolTaskRunner(max_workers=run.workers)
 
 
