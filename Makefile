@@ -20,7 +20,17 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/privpub demo
 
-test: $(STAMP)
+# grimp (under lint-imports) reads a package from one folder: this tree of links puts the
+# folders that pyproject.toml's package-dir maps where their import names say.
+LINT_ROOT := $(VENV)/lint-root
+
+$(LINT_ROOT):
+	mkdir -p $@/privpub
+	ln -sfn $(CURDIR)/flows/privpub/__init__.py $@/privpub/__init__.py
+	for d in flows tasks schemas state deployments; do ln -sfn $(CURDIR)/$$d $@/privpub/$$d; done
+
+test: $(STAMP) $(LINT_ROOT)
+	PYTHONPATH=$(LINT_ROOT) $(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest
 
 # The browser test (tests/test_browser.py; `make test` runs it when /usr/bin/chromium is present):

@@ -9,8 +9,10 @@ from __future__ import annotations
 import getpass
 import os
 import sys
+import tomllib
 from datetime import UTC
 from pathlib import Path
+from uuid import UUID
 
 from privpub.state.store import Store, lock_wait_seconds, notice
 
@@ -23,7 +25,7 @@ def current_actor(actor: str | None) -> str:
     try:
         if "prefect" not in sys.modules:
             raise ImportError  # a CLI run before Prefect started: not a deployment
-        from prefect.runtime import deployment
+        from prefect.runtime import deployment  # lazy: the CLI records attempts before Prefect starts
 
         if deployment.name:
             return f"deployment:{deployment.name}"
@@ -47,10 +49,8 @@ def attribution() -> dict:
     if run_id is None:
         return out
     try:
-        from uuid import UUID
-
-        from prefect.client.orchestration import get_client
-        from prefect.runtime import deployment
+        from prefect.client.orchestration import get_client  # lazy: see the module docstring
+        from prefect.runtime import deployment  # lazy: the CLI records attempts before Prefect starts
 
         with get_client(sync_client=True) as client:
             run = client.read_flow_run(UUID(run_id))
@@ -75,7 +75,7 @@ def flow_run_id() -> str | None:
     if "prefect" not in sys.modules:
         return None
     try:
-        from prefect.runtime import flow_run
+        from prefect.runtime import flow_run  # lazy: see the module docstring
 
         return str(flow_run.id) if flow_run.id else None
     except Exception:
@@ -86,8 +86,6 @@ def record_failure(spec_path: str, overrides: dict | None, actor: str | None, ex
     """An audit-log row for a failed attempt, in the state file the spec names (or would name:
     a spec that cannot be read still has a folder). A state file that cannot be written gets it
     in its journal, folded into audit_log by the next writer."""
-    import tomllib
-
     series, state = None, None
     try:
         data = tomllib.loads(Path(spec_path).read_text()) if spec_path else {}

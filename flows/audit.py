@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from privpub.schemas.errors import SpecError, StateError
 from privpub.schemas.input import validate_input
-from privpub.schemas.spec import ReleaseSpec, SpecError, spec_from_dict
-from privpub.state.store import StateError, Store
+from privpub.schemas.spec import ReleaseSpec, spec_from_dict
+from privpub.state.store import Store
 from privpub.tasks.audit import Auditor, secret_from_mapping, select_ids
 from privpub.tasks.validate import load_input
 

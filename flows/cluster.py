@@ -12,15 +12,15 @@ import contextlib
 from collections.abc import Iterator
 from functools import partial
 
+from privpub.schemas.errors import ClusterError, InputError
+from privpub.schemas.input import PARQUET_SUFFIXES, input_files
 from privpub.schemas.spec import RunSpec
+from privpub.tasks.cluster.input import load_on_cluster
 from privpub.tasks.core.executor import DaskExecutor
+from privpub.tasks.validate import input_fingerprint
 
 # Dask's memory thresholds that write a worker's data to disk (fractions of its memory limit)
 SPILL_KEYS = ("distributed.worker.memory.target", "distributed.worker.memory.spill")
-
-
-class ClusterError(RuntimeError):
-    """The Dask cluster cannot be used as [run] asks (unreachable, or it would spill secrets)."""
 
 
 def local_cluster_kwargs(run: RunSpec) -> dict:
@@ -78,7 +78,7 @@ def check_no_spill(client, run: RunSpec) -> None:
 def dask_client(run: RunSpec) -> Iterator:
     """A distributed Client for the run: the existing cluster at [run] address (checked not to
     spill unless allowed), else a LocalCluster closed on exit."""
-    from distributed import Client, LocalCluster
+    from distributed import Client, LocalCluster  # lazy: Dask is optional
 
     if run.address:
         try:
@@ -103,8 +103,6 @@ def uses_cluster(spec, technique) -> bool:
     """Does this release read its input and partition on a Dask cluster? ([run] task_runner =
     "dask", a technique that can (Technique.distributed), Parquet input: a file, folder or glob.
     A CSV file or a DuckDB table is read in the flow process as before.)"""
-    from privpub.schemas.input import PARQUET_SUFFIXES, InputError, input_files
-
     if spec.run.task_runner != "dask" or not getattr(technique, "distributed", False) or not spec.dataset.input:
         return False
     try:
@@ -117,10 +115,6 @@ def uses_cluster(spec, technique) -> bool:
 def cluster_input(spec, technique):
     """Open the run's cluster, then read, validate and code the input on its workers. Returns the
     input's fingerprint and the ClusterData (whose client stays open until close_clusters)."""
-    from privpub.schemas.input import InputError
-    from privpub.tasks.cluster.input import load_on_cluster
-    from privpub.tasks.validate import input_fingerprint
-
     stack = contextlib.ExitStack()
     _OPEN.append(stack)
     client = stack.enter_context(dask_client(spec.run))

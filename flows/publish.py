@@ -12,32 +12,39 @@ import json
 import secrets
 import sys
 import time
+import traceback
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import numpy as np
 import pandas as pd
 from prefect import flow, task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.client.orchestration import get_client
+from prefect.logging import get_run_logger
+from prefect.states import Failed
 from prefect.utilities.annotations import quote
 
 from privpub.flows.attempts import attribution, current_actor, record_failure
 from privpub.flows.attempts import flow_run_id as _flow_run_id
-from privpub.flows.cluster import close_clusters, cluster_input, uses_cluster
-from privpub.flows.errors import expected_errors, public_message
-from privpub.schemas.published import check_published
+from privpub.flows.cluster import close_clusters, cluster_input, dask_task_runner, uses_cluster
+from privpub.schemas.errors import EXPECTED_ERRORS, PrivacyRefused, public_message
 from privpub.schemas.spec import ReleaseSpec, RunSpec, resolve_spec
+from privpub.state.failpoints import failpoint
 from privpub.state.store import Store, check_output_dir, stage_tables
 from privpub.tasks import report as report_mod
+from privpub.tasks.cluster.compose import compose_on_cluster
+from privpub.tasks.cluster.evaluate import evaluate_on_cluster
 from privpub.tasks.compose.check import SeriesCheck
 from privpub.tasks.core.executor import Executor, ThreadExecutor
-from privpub.tasks.core.failpoints import failpoint
-from privpub.tasks.core.technique import PrivacyRefused, get_technique
 from privpub.tasks.evaluate import evaluate, evaluation_workload, utility_summary
+from privpub.tasks.techniques.registry import get_technique
 from privpub.tasks.validate import checked_input, load_input, validate
+from privpub.tasks.verify.published import check_published
 
 # No caching, no persisted results: inputs and outputs of these tasks hold secret rows.
 SECRET = dict(cache_policy=NO_CACHE, persist_result=False)
@@ -68,8 +75,6 @@ FAILURES: list[BaseException] = []
 def progress(message: str) -> None:
     """Progress for the person at the terminal (stderr) and for the Prefect run log."""
     try:
-        from prefect.logging import get_run_logger
-
         get_run_logger().info(message)  # the run logger also prints to the console
     except Exception:  # outside a run context (plain function calls in tests)
         print(f"[privpub] {message}", file=sys.stderr, flush=True)
@@ -178,7 +183,8 @@ def composition_task(check: SeriesCheck, data, part):
 
 @task(name="evaluate", **SECRET)
 def evaluate_task(technique, release, data, workload_seed: int):
-    return _timed("evaluate", evaluate, technique, release, data, workload_seed)
+    step = evaluate_on_cluster if hasattr(data, "parts") else evaluate  # read on a Dask cluster, or in memory
+    return _timed("evaluate", step, technique, release, data, workload_seed)
 
 
 def verify_and_evaluate(
@@ -324,7 +330,7 @@ def run_release(
     # committed meanwhile would make them stale, so the commit checks the sequence
     based_on = store.last_sequence(spec.dataset.name)
     if on_cluster:  # its people are read batch by batch at the composition check
-        series_check.prepare_cluster(store, data)
+        series_check.prepare_cluster(store, data, compose_on_cluster)
     else:
         series_check.prepare(store, data)
     if based_on and series_check.prior is None and not technique.guards_series and not on_cluster:
@@ -478,10 +484,6 @@ def _name_flow_run(run_id: str | None, release_id: str) -> None:
     if run_id is None:
         return
     try:
-        from uuid import UUID
-
-        from prefect.client.orchestration import get_client
-
         with get_client(sync_client=True) as client:
             client.update_flow_run(UUID(run_id), name=f"{release_id}")
     except Exception as exc:
@@ -496,8 +498,6 @@ def _artifacts(meta, privacy, utility) -> None:
             description=f"release {meta['release_id']}",
         )
         if meta.get("report"):  # the artifacts link to the report; the report names this run
-            from prefect.artifacts import create_link_artifact
-
             create_link_artifact(
                 link=Path(meta["report"]).as_uri(),
                 link_text=f"report of {meta['release_id']}",
@@ -563,12 +563,8 @@ def run_attempt(spec_path: str, overrides: dict | None, actor: str | None, new_r
 def failed_state(exc: Exception):
     """The Failed state a flow returns for `exc`: its one-line public message as the state
     message. Remembered in FAILURES for an in-process caller (call_flow raises it again)."""
-    from prefect.states import Failed
-
     FAILURES.append(exc)
-    if not isinstance(exc, expected_errors()):
-        import traceback
-
+    if not isinstance(exc, EXPECTED_ERRORS):
         # frames only: the exception's own text may quote data
         progress("internal error; traceback (frames only):\n" + "".join(traceback.format_tb(exc.__traceback__)))
     return Failed(message=public_message(exc))
@@ -579,8 +575,6 @@ def make_task_runner(run: RunSpec) -> Executor:
     Only a technique's chunks use it; every other step, and every store write, stays in the
     flow process."""
     if run.task_runner == "dask":
-        from privpub.flows.cluster import dask_task_runner
-
         return dask_task_runner(run)
     return ThreadExecutor(run.workers)
 

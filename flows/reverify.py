@@ -8,8 +8,11 @@ from pathlib import Path
 from privpub.flows.cluster import dask_client
 from privpub.schemas.spec import spec_from_dict
 from privpub.state.store import Store, published_sha256
+from privpub.tasks import report
+from privpub.tasks.compose.rebuild import replay
 from privpub.tasks.core.parted_table import PartedTable, read_published
-from privpub.tasks.core.technique import Release, get_technique
+from privpub.tasks.core.types import Release
+from privpub.tasks.techniques.registry import get_technique
 
 
 def load_release(store: Store, release_id: str):
@@ -72,8 +75,6 @@ def _reverify(store, release_id, actor, rel, spec, release, problems):
 def _composition(store: Store, rel: dict, lines: list[str]) -> bool:
     """The series composition figure replayed from every release's stored groups (docs/series.md)
     and compared with the figure stored at publish; True when there is none to check."""
-    from privpub.tasks.compose.rebuild import replay
-
     m = rel["metrics"]
     stored = m[(m.kind == "privacy") & m.name.str.startswith("series-composition")]
     if not len(stored):
@@ -98,8 +99,6 @@ def _composition(store: Store, rel: dict, lines: list[str]) -> bool:
 
 
 def rewrite_report(state: Path, release_id: str) -> str:
-    from privpub.tasks import report
-
     store = Store(state)
     rel, spec, release, problems = load_release(store, release_id)
     technique = get_technique(spec)

@@ -24,11 +24,14 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from privpub.flows.errors import CliError
+from privpub.schemas.errors import CliError, SpecError
+from privpub.schemas.spec import check_known_keys
 
 DEFAULT_PORT = 4200
 DEPLOYMENTS = ("publish/monthly-census", "serial/monthly-serial")
@@ -45,6 +48,37 @@ timezone = "UTC"                # the cron's time zone, an IANA name such as "Eu
 def service_home(home: str | os.PathLike | None = None) -> Path:
     """The service's folder: `home`, else PRIVPUB_HOME, else ~/.privpub."""
     return Path(home or os.environ.get("PRIVPUB_HOME") or Path.home() / ".privpub").expanduser().resolve()
+
+
+DEFAULT_CRON = "0 2 1 * *"
+SETTINGS = {
+    "spec": "PRIVPUB_SPEC",
+    "serial_spec": "PRIVPUB_SERIAL_SPEC",
+    "cron": "PRIVPUB_CRON",
+    "timezone": "PRIVPUB_TIMEZONE",
+}
+
+
+def service_settings(home: Path | None = None) -> dict:
+    """service.toml's keys, each overridden by its environment variable; unknown keys refused
+    (a misspelled `timezon` must not silently schedule in UTC)."""
+    home = home or service_home()
+    path = home / "service.toml"
+    data = tomllib.loads(path.read_text()) if path.is_file() else {}
+    check_known_keys(f"{path}:", data, list(SETTINGS))
+    settings = {key: os.environ.get(env) or data.get(key) for key, env in SETTINGS.items()}
+    settings["cron"] = settings["cron"] or DEFAULT_CRON
+    settings["timezone"] = settings["timezone"] or "UTC"
+    try:
+        ZoneInfo(settings["timezone"])
+    except (ValueError, ZoneInfoNotFoundError):
+        raise SpecError(
+            f'{path}: timezone {settings["timezone"]!r} is not a time zone name (an IANA name such as "Europe/Vienna")'
+        ) from None
+    for key in ("spec", "serial_spec"):
+        if settings[key]:
+            settings[key] = str((home / Path(settings[key]).expanduser()).resolve())
+    return settings
 
 
 def healthy(api_url: str, timeout: float = 1.0) -> bool:
@@ -214,8 +248,6 @@ def start(home: Path, port: int, timeout: float = 180.0) -> int:
         os.chmod(folder, 0o700)  # flow runs, logs and state: owner-only
     if not (home / "service.toml").exists():
         (home / "service.toml").write_text(SERVICE_TOML)
-    from privpub.deployments.serve import service_settings
-
     service_settings(home)  # a bad service.toml fails here, with one line, before anything starts
     if not _port_free(port):
         raise CliError(f"port {port} on 127.0.0.1 is in use; choose another with --port")

@@ -6,21 +6,18 @@ counted (row 1 is line 2 of a CSV file).
 
 from __future__ import annotations
 
+import csv
 import os
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pandas as pd
 import pandera.pandas as pa
 from pandera.errors import SchemaErrors
 
+from privpub.schemas.errors import InputError
 from privpub.schemas.spec import ReleaseSpec
-
-
-class InputError(ValueError):
-    """The input cannot be published as it is; the message says where and why. It names rows by
-    position and columns by name, never a person id or a cell's value (both are secret)."""
-
 
 # The longest text cell accepted (characters). Text columns become fixed-width arrays in places
 # (numpy's str dtype is as wide as the longest item), so one huge cell would cost its width in
@@ -81,8 +78,6 @@ def _read_parquet_files(files: list[Path]) -> pd.DataFrame:
 
 def _first_bad_utf8(path, header: list[str] | None) -> str:
     """Where a CSV stops being UTF-8: 'row R, column 'c'' (found line by line, error path only)."""
-    import csv
-
     with open(path, "rb") as f:
         for line_no, raw in enumerate(f):
             try:
@@ -100,8 +95,6 @@ def _first_bad_utf8(path, header: list[str] | None) -> str:
 def read_input(spec: ReleaseSpec) -> pd.DataFrame:
     ds = spec.dataset
     if ds.table:
-        import duckdb
-
         db, _, table = ds.table.rpartition(":")
         if not db:
             raise InputError("[dataset] table must look like 'file.duckdb:table_name'")

@@ -22,11 +22,13 @@ import io
 import json
 import os
 import shutil
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -34,23 +36,12 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from privpub.schemas.errors import StaleHistory, StateBusy, StateError
+from privpub.state.failpoints import failpoint
 from privpub.state.migrations import MIGRATIONS
 from privpub.state.permissions import as_published, make_public_dir, owner_only, private_umask
-from privpub.tasks.core.failpoints import failpoint
 
 STAGING = ".staging"
-
-
-class StateBusy(RuntimeError):
-    """Another process holds the state file longer than we are willing to wait."""
-
-
-class StaleHistory(RuntimeError):
-    """The series' history changed between reading it and committing."""
-
-
-class StateError(RuntimeError):
-    """The state database does not hold what was asked for."""
 
 
 def lock_wait_seconds() -> float:
@@ -66,12 +57,10 @@ def lock_wait_seconds() -> float:
 def notice(message: str) -> None:
     """A warning line for the operator: the run logger inside a flow, else stderr (a command that
     runs no flow never imports Prefect for it)."""
-    import sys
-
     try:
         if "prefect" not in sys.modules:
             raise LookupError
-        from prefect.logging import get_run_logger
+        from prefect.logging import get_run_logger  # lazy: the state layer never loads Prefect itself
 
         get_run_logger().warning(message)
     except Exception:
@@ -164,12 +153,11 @@ def open_staging(output_dir: Path) -> StagedFiles:
 def stage_tables(output_dir: Path, tables: dict[str, Any]) -> StagedFiles:
     """Write each table as `<name>.parquet` into a new staging folder; a PartedTable (already
     written as parts, in a staging folder of its own) is moved in as the folder `<name>/`."""
-    from privpub.tasks.core.parted_table import PartedTable
-
     staged = open_staging(output_dir)
     try:
         for name, table in tables.items():
-            if isinstance(table, PartedTable):
+            # a PartedTable (tasks/core/parted_table.py, a layer above: known by its parts)
+            if hasattr(table, "parts"):
                 path = staged.path / name
                 os.replace(table.folder, path)
                 table.folder = path
@@ -853,8 +841,6 @@ def _has_table(con, name: str) -> bool:
 
 def _as_float(value: Any) -> float | None:
     try:
-        from fractions import Fraction
-
         return float(Fraction(str(value))) if isinstance(value, str) else float(value)
     except (TypeError, ValueError, ZeroDivisionError):
         return None

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from privpub.tasks.figures import describe, poor_figures, worst_rows
+
 _W, _H, _LEFT, _BOTTOM, _TOP, _RIGHT = 440, 230, 56, 44, 26, 12
 
 
@@ -176,8 +178,6 @@ def _short(value: Any) -> str:
 
 
 def markdown_summary(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) -> str:
-    from privpub.tasks.figures import describe, poor_figures
-
     rows = "\n".join(f"| {r.model} | {r.value} | {r.threshold} | {'pass' if r.passed else 'FAIL'} |" for r in privacy)
     util = "\n".join(f"| {k} | {fmt(v)} | {describe(k)[0]} ({describe(k)[1]}) |" for k, v in utility.items())
     warnings = "".join(f"\n> **Warning:** {w}\n" for w in poor_figures(utility, meta.get("rows_in")))
@@ -209,8 +209,6 @@ def markdown_summary(meta: dict[str, Any], privacy: list, utility: dict[str, Any
 def write_html_report(
     path: Path, meta: dict[str, Any], privacy: list, utility: dict[str, Any], sizes: np.ndarray | None
 ) -> Path:
-    from privpub.tasks.figures import describe, poor_figures, worst_rows
-
     esc = html.escape
 
     def worst(r) -> str:

@@ -6,7 +6,8 @@ import hashlib
 
 import pandas as pd
 
-from privpub.schemas.input import InputError, files_root, input_files, read_input, validate_input
+from privpub.schemas.errors import InputError
+from privpub.schemas.input import files_root, input_files, read_input, validate_input
 from privpub.schemas.spec import ReleaseSpec
 from privpub.state.store import sha256_file, sha256_files
 from privpub.tasks.core.microdata import Microdata

@@ -70,7 +70,7 @@ def rng(seed: int = 0) -> np.random.Generator:
 def technique_and_data(frame, qi: list[dict], sensitive: str, name: str, **params):
     """A registered technique built from a one-off spec, and the matching Microdata."""
     from privpub.schemas.spec import spec_from_dict
-    from privpub.tasks.core.technique import get_technique
+    from privpub.tasks.techniques.registry import get_technique
 
     spec = spec_from_dict(
         {

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from privpub.schemas.spec import SpecError
-from privpub.tasks.core.technique import Partition
+from privpub.schemas.errors import SpecError
+from privpub.tasks.core.types import Partition
 from privpub.tasks.demo_data import CENSUS_QI, ambiguity_fig1, census
 from privpub.tasks.evaluate.workload import CountQuery, RangeCond, exact_answers, make_workload
 from privpub.tasks.techniques.ambiguity.technique import greedy_groups

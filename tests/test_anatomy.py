@@ -7,11 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privpub.schemas.spec import SpecError, spec_from_dict
+from privpub.schemas.errors import SpecError
+from privpub.schemas.spec import spec_from_dict
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import Release, get_technique
+from privpub.tasks.core.types import Release
 from privpub.tasks.evaluate.workload import CountQuery, RangeCond, SetCond
 from privpub.tasks.techniques.anatomy.technique import Anatomy, AnatomyError, anatomy_groups
+from privpub.tasks.techniques.registry import get_technique
 
 QI = [{"name": "age", "kind": "numeric"}, {"name": "sex", "kind": "categorical"}]
 

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from privpub.flows.audit import init_audit
-from privpub.schemas.spec import SpecError, load_spec
+from privpub.schemas.errors import SpecError
+from privpub.schemas.spec import load_spec
 from tests.test_cli import ROOT, run
 
 # ten patients, two of each value (the multiset is public; who holds which is the secret)

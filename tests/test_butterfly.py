@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from privpub.schemas.spec import SpecError
+from privpub.schemas.errors import SpecError
 from privpub.tasks.demo_data import butterfly_table1
 from privpub.tasks.techniques.butterfly.multi_qid import multi_qid_anonymity
 from privpub.tasks.verify.linkage import candidates, joint_anonymity
@@ -180,7 +180,7 @@ def test_published_table_shape_and_seeded_shuffle():
 
 
 def test_two_level_refuses_when_too_few_union_classes():
-    from privpub.tasks.partition.mondrian import PartitionError
+    from privpub.schemas.errors import PartitionError
 
     same = FIG2A.assign(A="a1", C="c1")  # one class on the union: 1 < ceil(4/2) representatives
     tech, data = technique_and_data(

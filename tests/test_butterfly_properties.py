@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from privpub.schemas.errors import PartitionError
 from privpub.tasks.evaluate.metrics import uncertainty_penalty
-from privpub.tasks.partition.mondrian import PartitionError, mondrian_partition
+from privpub.tasks.partition.mondrian import mondrian_partition
 from privpub.tasks.techniques.butterfly.core import Points
 from privpub.tasks.techniques.butterfly.wings import segmented_mondrian
 from tests.helpers import release_of, technique_and_data

@@ -19,9 +19,10 @@ import pytest
 
 from privpub.schemas.spec import spec_from_dict
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import PrivacyResult, Release, get_technique
+from privpub.tasks.core.types import PrivacyResult, Release
 from privpub.tasks.demo_data import census
 from privpub.tasks.techniques.butterfly.multi_qid import multi_qid_anonymity
+from privpub.tasks.techniques.registry import get_technique
 from privpub.tasks.verify.k_anonymity import k_anonymity
 from privpub.tasks.verify.published import qi_columns
 from tests.helpers import census_spec_toml

@@ -16,14 +16,15 @@ import pytest
 
 from privpub.flows.publish import publish_flow
 from privpub.flows.reverify import reverify
-from privpub.schemas.input import InputError, validate_input
+from privpub.schemas.errors import InputError
+from privpub.schemas.input import validate_input
 from privpub.schemas.spec import spec_from_dict
 from privpub.state.store import Store
 from privpub.tasks.cluster.input import load_on_cluster
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.parted_table import PartedTable, read_published
-from privpub.tasks.core.technique import get_technique
 from privpub.tasks.demo_data import census, census_spec
+from privpub.tasks.techniques.registry import get_technique
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +204,8 @@ def test_a_spilling_cluster_is_refused_unless_allowed(cluster):
     import dask
     from distributed import Client, LocalCluster
 
-    from privpub.flows.cluster import ClusterError, check_no_spill, dask_task_runner
+    from privpub.flows.cluster import check_no_spill, dask_task_runner
+    from privpub.schemas.errors import ClusterError
     from privpub.schemas.spec import RunSpec
 
     _, quiet = cluster

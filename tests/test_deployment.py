@@ -36,7 +36,7 @@ def test_serial_demo_spec_is_a_serial_series(tmp_path):
 
 
 def test_service_settings_come_from_service_toml_with_env_overrides(tmp_path, monkeypatch):
-    from privpub.deployments.serve import service_settings
+    from privpub.flows.service import service_settings
 
     for env in ("PRIVPUB_SPEC", "PRIVPUB_SERIAL_SPEC", "PRIVPUB_CRON", "PRIVPUB_TIMEZONE"):
         monkeypatch.delenv(env, raising=False)
@@ -54,8 +54,8 @@ def test_service_settings_come_from_service_toml_with_env_overrides(tmp_path, mo
 def test_a_misspelled_service_setting_is_refused(tmp_path):
     import pytest
 
-    from privpub.deployments.serve import service_settings
-    from privpub.schemas.spec import SpecError
+    from privpub.flows.service import service_settings
+    from privpub.schemas.errors import SpecError
 
     (tmp_path / "service.toml").write_text('timezon = "Europe/Vienna"\n')
     with pytest.raises(SpecError, match="timezon: unknown key; did you mean timezone"):

@@ -9,10 +9,10 @@ import pyarrow as pa
 
 from privpub.schemas.spec import spec_from_dict
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import get_technique
 from privpub.tasks.demo_data import ambiguity_fig1, butterfly_table1
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
 from privpub.tasks.evaluate.workload import CountQuery, RangeCond
+from privpub.tasks.techniques.registry import get_technique
 from privpub.tasks.verify.linkage import candidates, joint_anonymity
 
 FIG1_QI = [

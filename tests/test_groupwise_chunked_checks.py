@@ -23,11 +23,12 @@ from privpub.flows.publish import publish
 from privpub.schemas.spec import load_spec, spec_from_dict
 from privpub.state.store import Store
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import Release, get_technique
+from privpub.tasks.core.types import Release
 from privpub.tasks.demo_data import CENSUS_QI, census
 from privpub.tasks.techniques.ambiguity.association import ambiguity_association, priview_association
 from privpub.tasks.techniques.ambiguity.group_chunks import split_by_groups
 from privpub.tasks.techniques.ambiguity.presence import ambiguity_presence, priview_presence
+from privpub.tasks.techniques.registry import get_technique
 from tests.helpers import release_of, technique_and_data, write_spec
 
 ROWS = 2000

@@ -325,7 +325,7 @@ def test_an_attempt_that_cannot_reach_the_state_file_is_journaled(tmp_path):
     """The state file is garbage: the attempt goes to the journal beside it; once the file is
     usable again, the next writer folds the journal into audit_log."""
     from privpub.flows.publish import record_failure
-    from privpub.schemas.spec import SpecError
+    from privpub.schemas.errors import SpecError
     from privpub.state.store import Store
 
     spec = _write(tmp_path, good_frame())
@@ -506,7 +506,7 @@ def test_random_corruptions_are_refused_with_row_and_column(tmp_path_factory, co
     import io
 
     from privpub.flows.cli import check_input, check_spec, main
-    from privpub.schemas.input import InputError
+    from privpub.schemas.errors import InputError
 
     folder = tmp_path_factory.mktemp("corrupt")
     frame = good_frame(60)
@@ -554,9 +554,7 @@ def test_only_transient_failures_are_retried():
     from prefect.states import Failed
 
     from privpub.flows.publish import transient
-    from privpub.schemas.input import InputError
-    from privpub.schemas.spec import SpecError
-    from privpub.state.store import StateBusy
+    from privpub.schemas.errors import InputError, SpecError, StateBusy
 
     def retried(exc):
         return transient(None, None, Failed(data=exc))

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from privpub.tasks.partition.mondrian import PartitionError, mondrian_partition
+from privpub.schemas.errors import PartitionError
+from privpub.tasks.partition.mondrian import mondrian_partition
 from tests.helpers import microdata
 
 QI = [

@@ -8,12 +8,14 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from privpub.schemas.spec import SpecError, spec_from_dict
+from privpub.schemas.errors import SpecError
+from privpub.schemas.spec import spec_from_dict
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import Partition, Release, get_technique
+from privpub.tasks.core.types import Partition, Release
 from privpub.tasks.evaluate.workload import CountQuery, RangeCond, SetCond
 from privpub.tasks.techniques.muco.tables import MuCoError
 from privpub.tasks.techniques.muco.technique import MuCo, exact_sums, iloss, random_sum_queries, relative_errors
+from privpub.tasks.techniques.registry import get_technique
 
 JOBS = {"any": ["health", "other"], "health": ["nurse", "doctor"], "other": ["teacher", "clerk"]}
 QI = [

@@ -16,11 +16,11 @@ from privpub.flows.publish import publish
 from privpub.schemas.spec import load_spec
 from privpub.state.store import Store
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import get_technique
 from privpub.tasks.demo_data import census
 from privpub.tasks.evaluate import evaluation_workload, utility_summary
 from privpub.tasks.techniques.muco import delta_probability as dp
 from privpub.tasks.techniques.muco import technique as muco
+from privpub.tasks.techniques.registry import get_technique
 from tests.helpers import write_spec
 
 ROWS, SEED = 3000, 13

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_muco import make_data, run
 
-from privpub.tasks.core.technique import Release
+from privpub.tasks.core.types import Release
 
 TAMPERING = ("none", "concentrate", "shift", "drop", "scale", "cell")
 

@@ -9,16 +9,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from privpub.flows.errors import PublishedTableError
-from privpub.schemas.input import InputError, input_files, read_input
-from privpub.schemas.published import check_published
-from privpub.schemas.spec import SpecError, spec_from_dict
+from privpub.schemas.errors import InputError, PublishedTableError, SpecError
+from privpub.schemas.input import input_files, read_input
+from privpub.schemas.spec import spec_from_dict
 from privpub.state.store import published_sha256, sha256_file, sha256_files, stage_tables
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.parted_table import PartedTable, part_name, read_published
-from privpub.tasks.core.technique import Release, get_technique
+from privpub.tasks.core.types import Release
 from privpub.tasks.demo_data import census, census_spec
+from privpub.tasks.techniques.registry import get_technique
 from privpub.tasks.validate import input_fingerprint
+from privpub.tasks.verify.published import check_published
 
 
 def _spec(folder, input_name: str, run: dict | None = None):

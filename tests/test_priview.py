@@ -9,7 +9,7 @@ import pandas as pd
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from privpub.tasks.core.technique import Partition
+from privpub.tasks.core.types import Partition
 from privpub.tasks.demo_data import CENSUS_QI, census
 from privpub.tasks.evaluate.workload import CountQuery, SetCond, exact_answers, make_workload
 from privpub.tasks.techniques.ambiguity.priview import priview_estimates

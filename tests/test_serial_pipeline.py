@@ -10,7 +10,8 @@ import pytest
 
 from privpub.flows.reverify import reverify
 from privpub.flows.serial import serial_flow
-from privpub.state.store import StaleHistory, Store, stage_tables
+from privpub.schemas.errors import StaleHistory
+from privpub.state.store import Store, stage_tables
 from privpub.tasks.demo_data import census
 from tests.helpers import write_spec
 from tests.test_cli import run

@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privpub.schemas.spec import SpecError, spec_from_dict
+from privpub.schemas.errors import PrivacyRefused, SpecError
+from privpub.schemas.spec import spec_from_dict
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import _REGISTRY, PrivacyRefused
+from privpub.tasks.techniques.registry import _REGISTRY
 from privpub.tasks.techniques.serial import guarantee as sg
 from privpub.tasks.techniques.serial.technique import SerialTechnique
 

@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privpub.schemas.input import InputError
-from privpub.schemas.spec import SpecError, spec_from_dict
+from privpub.schemas.errors import InputError, PrivacyRefused, SpecError
+from privpub.schemas.spec import spec_from_dict
 from privpub.state.store import Store
 from privpub.tasks.compose.check import SeriesCheck
 from privpub.tasks.compose.rebuild import replay
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import PrivacyRefused, get_technique
 from privpub.tasks.partition.generalized_table import generalized_table
+from privpub.tasks.techniques.registry import get_technique
 from tests import series_linker as linker
 
 PERMANENT = ["a", "b", "c", "d"]

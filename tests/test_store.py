@@ -10,8 +10,9 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from privpub.state.store import StateError, Store, stage_tables
-from privpub.tasks.core.technique import PrivacyResult
+from privpub.schemas.errors import StateError
+from privpub.state.store import Store, stage_tables
+from privpub.tasks.core.types import PrivacyResult
 
 
 def _commit(store, out, key="k1", series="s", token_table=None):
@@ -161,7 +162,7 @@ def test_on_commit_runs_inside_the_commit_transaction(tmp_path):
     ]
     # a stale commit is refused before the hook runs
     staged = stage_tables(tmp_path / "out", {"table": pa.table({"x": [2]})})
-    from privpub.state.store import StaleHistory
+    from privpub.schemas.errors import StaleHistory
 
     with pytest.raises(StaleHistory):
         store.commit_release(staged=staged, release_key="b", on_commit=hook, based_on_sequence=0, **kwargs)

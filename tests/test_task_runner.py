@@ -18,12 +18,13 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from privpub.flows import publish as publish_mod
 from privpub.flows.cli import main as cli_main
 from privpub.flows.publish import publish, publish_flow
-from privpub.schemas.spec import SpecError, load_spec, spec_from_dict
+from privpub.schemas.errors import SpecError
+from privpub.schemas.spec import load_spec, spec_from_dict
 from privpub.state.store import Store
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import get_technique
 from privpub.tasks.demo_data import census
 from privpub.tasks.techniques.muco.technique import chunk_bounds
+from privpub.tasks.techniques.registry import get_technique
 from tests.helpers import write_spec
 
 CHUNKED = 'delta = "1/4"\nchunk_rows = 120'  # 600 rows -> several chunks of whole groups

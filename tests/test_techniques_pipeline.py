@@ -8,7 +8,7 @@ import pytest
 from privpub.flows.publish import publish_flow
 from privpub.flows.reverify import reverify
 from privpub.state.store import Store
-from privpub.tasks.core.technique import technique_names
+from privpub.tasks.techniques.registry import technique_names
 from tests.helpers import write_spec
 
 # each technique gets exactly its own parameters: an unknown key would be refused

@@ -17,7 +17,7 @@ import pytest
 from test_presence_association import ambiguity_release, priview_release
 
 from privpub.tasks.audit import Auditor, secret_from_mapping
-from privpub.tasks.core.technique import Release
+from privpub.tasks.core.types import Release
 from privpub.tasks.techniques.ambiguity.association import ambiguity_association, priview_association
 from privpub.tasks.techniques.ambiguity.presence import ambiguity_presence, priview_presence
 from privpub.tasks.techniques.anatomy.technique import verify_anatomy

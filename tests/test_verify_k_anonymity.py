@@ -23,7 +23,7 @@ def published(rows, k, l, seed):
     frame = pd.DataFrame(rows, columns=["age", "sex", "edu", "s"])
     frame.insert(0, "pid", range(len(frame)))
     data = microdata(frame, QI, "s", k=k, l=l)
-    from privpub.tasks.core.technique import get_technique
+    from privpub.tasks.techniques.registry import get_technique
 
     tech = get_technique(data.spec)
     _, release = release_of(tech, data, seed)

@@ -26,6 +26,7 @@ from privpub.tasks.audit.decide import (
 )
 from privpub.tasks.audit.knowledge import Denial, Knowledge, Universe, plain, sort_values
 from privpub.tasks.audit.program import BudgetExceeded, Constraint, Work
+from privpub.tasks.audit.query import select_ids
 
 STATE_FORMAT = "privpub.audit/1"
 STRATEGIES = ("simulatable", "delay", "joint")
@@ -131,8 +132,6 @@ class Auditor:
 
     def ask_where(self, predicate: str, query_id: str | None = None) -> Decision:
         """Decide the query selecting the people whose public QI values satisfy a SQL predicate."""
-        from privpub.tasks.audit.query import select_ids
-
         return self.ask(select_ids(self.population, predicate, self.id_column), query_id)
 
     def take_resolved(self) -> list[Decision]:

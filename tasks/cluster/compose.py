@@ -20,13 +20,17 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from privpub.schemas.input import InputError
+from privpub.schemas.errors import InputError
+from privpub.state.store import open_staging
 from privpub.tasks.compose import state
+from privpub.tasks.compose.check import broken_rows, same_transient, summarise
+from privpub.tasks.core.types import PrivacyResult
 
 BATCH_PEOPLE = 1_000_000
 TABLES = ("_compose_people", "_compose_sets", "_compose_info")
@@ -82,8 +86,6 @@ def compose_on_cluster(check, store, data, cpart):
     """The composition figures of a release made on the cluster (check: the SeriesCheck), and what
     its commit writes (`Staged`). Refuses, naming file and row, a returning person whose
     permanent value changed."""
-    from privpub.state.store import open_staging
-
     staged = Staged(open_staging(check.spec.output_dir))
     weakref.finalize(staged, staged.draft.discard)
     try:
@@ -94,8 +96,6 @@ def compose_on_cluster(check, store, data, cpart):
 
 
 def _compose_batches(check, store, data, cpart, staged: Staged):
-    from privpub.tasks.compose.check import same_transient, summarise
-
     client, spec, settings = data.client, check.spec, check.settings
     worst = Worst()
     code_to_vkey = None
@@ -163,10 +163,6 @@ def _batch_groups(rows: pa.Table, cpart, a: int, b: int) -> np.ndarray:
 
 
 def _result(check, worst: Worst, releases: int, what: str, files: list[str]):
-    from pathlib import Path
-
-    from privpub.tasks.core.technique import PrivacyResult
-
     return PrivacyResult(
         check.model,
         worst.figure,
@@ -188,10 +184,6 @@ def _result(check, worst: Worst, releases: int, what: str, files: list[str]):
 
 def _refuse_changed_values(check, prior, code, file, row, files) -> None:
     """SeriesCheck.prepare's test of the model, on one batch (named by file and row)."""
-    from pathlib import Path
-
-    from privpub.tasks.compose.check import broken_rows
-
     broken = np.flatnonzero(broken_rows(prior, code, check.transient))
     if len(broken):
         i = broken[np.lexsort((row[broken], file[broken]))[0]]

@@ -19,6 +19,7 @@ import numpy as np
 
 from privpub.tasks.cluster.partition import _reduce
 from privpub.tasks.core.microdata import HasDomains, QIDomain
+from privpub.tasks.evaluate import utility_summary
 from privpub.tasks.evaluate.counting import count_in_microdata
 from privpub.tasks.evaluate.workload import _Selections, make_workload
 
@@ -158,3 +159,17 @@ def combine_penalties(per_part: list[dict], rows: int, names: list[str]) -> dict
         "uncertainty_penalty_normalized": total / (max(rows, 1) * max(len(names), 1)),
         **{f"penalty_{k}": v for k, v in per_attr.items()},
     }
+
+
+def evaluate_on_cluster(technique, release, data, workload_seed: int = 0, per_band: int = 100) -> dict:
+    """`evaluate` of data read on a Dask cluster: the same queries, from its partitions."""
+    workload, actual = cluster_workload(data, np.random.default_rng(workload_seed), per_band)
+    return utility_summary(
+        technique,
+        release,
+        data,
+        workload,
+        technique.estimate_counts(release, workload),
+        technique.utility(release, data),
+        actual,
+    )

@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from privpub.schemas.input import InputError, files_root, input_files, validate_input
+from privpub.schemas.errors import InputError
+from privpub.schemas.input import files_root, input_files, validate_input
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.compose.state import person_text
 from privpub.tasks.core.microdata import (

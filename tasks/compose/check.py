@@ -18,13 +18,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from privpub.schemas.input import InputError
-from privpub.schemas.spec import ReleaseSpec, SpecError
-from privpub.tasks.cluster.partition import ClusterPartition
+from privpub.schemas.errors import InputError, SpecError
+from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.compose import state
 from privpub.tasks.compose.algebra import GroupCounts, Sets, compose, shared
+from privpub.tasks.compose.keep_groups import kept_partition
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import Partition, PrivacyResult, Technique
+from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.types import Partition, PrivacyResult
 
 MODES = ("refuse", "warn")
 
@@ -73,6 +74,7 @@ class SeriesCheck:
         self.cohort: np.ndarray | None = None  # per row, set by keep_groups
         self._staged = None  # a cluster release's staged summaries (tasks/compose/cluster.py)
         self.store = None
+        self._compose_on_cluster = None  # set by prepare_cluster
 
     @property
     def model(self) -> str:
@@ -111,10 +113,12 @@ class SeriesCheck:
         if self.settings.keep_groups and not self.technique.guards_series:
             raise SpecError("[series] keep_groups does not run on a Dask cluster yet; publish in memory")
 
-    def prepare_cluster(self, store, data) -> None:
+    def prepare_cluster(self, store, data, compose_on_cluster) -> None:
         """The input read on a cluster: its people are read batch by batch at the check
-        (`check_release`), and the model is tested there."""
+        (`check_release`), and the model is tested there, by `compose_on_cluster`
+        (tasks/cluster/compose.py, a layer above: the flow passes it in)."""
         self.store = store
+        self._compose_on_cluster = compose_on_cluster
         self.values = np.asarray(data.sensitive_values).astype(str).astype(object)
         self.transient = np.isin(self.values, list(self.settings.transient))
 
@@ -126,8 +130,6 @@ class SeriesCheck:
 
     # --- the safe option ----------------------------------------------------------------------
     def keep_groups(self, data: Microdata, part: Partition) -> Partition:
-        from privpub.tasks.compose.keep_groups import kept_partition
-
         return kept_partition(self, data, part)
 
     # --- the check ------------------------------------------------------------------------------
@@ -144,10 +146,8 @@ class SeriesCheck:
         batch by batch (tasks/compose/cluster.py)."""
         if self.technique.guards_series:
             return []
-        if isinstance(part, ClusterPartition):
-            from privpub.tasks.cluster.compose import compose_on_cluster
-
-            results, self._staged = compose_on_cluster(self, self.store, data, part)
+        if self._compose_on_cluster is not None:  # partitioned on the cluster: prepare_cluster
+            results, self._staged = self._compose_on_cluster(self, self.store, data, part)
             return results
         return self.check(data, part.group, part.n_groups)
 

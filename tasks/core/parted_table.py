@@ -8,6 +8,7 @@ part comes back to the flow, is written at once, and is forgotten. Readers (the 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,29 +60,29 @@ def read_published(path: Path) -> pa.Table | PartedTable:
     return PartedTable(path) if path.is_dir() else pq.read_table(path)
 
 
-def publish_parts(data, cpart, k: int, l: int | None, rng, output_dir: Path):
-    """The subtrees of a distributed Mondrian finished on the cluster, each node's rows written as
-    one part, in node order, into a private staging folder of their own (moved into the release's
-    staging folder by stage_tables; deleted if the release never gets there)."""
-    import weakref
+def read_part(source) -> pa.Table:
+    return pq.read_table(source) if isinstance(source, str) else source
 
-    from privpub.state.store import open_staging
-    from privpub.tasks.cluster.partition import finish_on_cluster
 
-    draft = open_staging(output_dir)
-    folder = draft.path / "table"
-    folder.mkdir()
+def part_sources(parted) -> list:
+    """What each part task reads: the file's path if every worker sees it, else the table."""
+    paths = [str(p) for p in parted.parts]
+    client = getattr(parted, "client", None)
+    if client is None or not paths:
+        return paths
+    if all(client.run(os.path.isfile, paths[0]).values()):
+        return paths
+    return [client.scatter(pq.read_table(p), hash=False) for p in paths]
 
-    def write_part(index: int, table: pa.Table) -> None:
-        pq.write_table(table, folder / part_name(index))
 
-    try:
-        sizes = finish_on_cluster(data, cpart, k, l, rng, write_part)
-    except BaseException:
-        draft.discard()
-        raise
-    parted = PartedTable(folder)
-    parted.draft = draft
-    parted.client = data.client  # its verification and evaluation run on the same cluster
-    weakref.finalize(parted, draft.discard)
-    return parted, sizes
+def map_parts(parted, fn, *args) -> list:
+    """fn(table of one part, *args) for every part: results in part order."""
+    client = getattr(parted, "client", None)
+    if client is None:
+        return [fn(read_part(s), *args) for s in part_sources(parted)]
+    futures = [client.submit(on_part, fn, s, *args, pure=False) for s in part_sources(parted)]
+    return client.gather(futures)
+
+
+def on_part(fn, source, *args):
+    return fn(read_part(source), *args)

@@ -1,6 +1,7 @@
-"""The plug-in contract of a technique, and the registry flows look techniques up in.
+"""The plug-in contract of a technique (the registry flows look techniques up in is
+tasks/techniques/registry.py).
 
-A technique module in tasks/anonymize/ defines a subclass of `Technique` and decorates it with
+A technique module in tasks/techniques/<name>/ defines a subclass of `Technique` and decorates it with
 `@register("name")`. The flow calls, in order: partition -> anonymize -> verify -> estimate.
 No flow branches on a technique's name.
 """
@@ -8,99 +9,14 @@ No flow branches on a technique's name.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
-import pyarrow as pa
 
-from privpub.schemas.spec import ReleaseSpec, SpecError, check_known_keys
+from privpub.schemas.errors import SpecError
+from privpub.schemas.spec import ReleaseSpec, check_known_keys
 from privpub.tasks.core.microdata import Microdata
-
-
-class PrivacyRefused(RuntimeError):
-    """The release cannot meet its privacy model: nothing is published."""
-
-
-@dataclass
-class Partition:
-    """A group id per row (0..n_groups-1), and, for Mondrian, the split tree."""
-
-    group: np.ndarray  # (n,) int64
-    n_groups: int
-    tree: Any = None  # tasks.partition.mondrian.SplitTree or None
-    info: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def sizes(self) -> np.ndarray:
-        """Rows per group; rows with group -1 (suppressed) are not counted."""
-        return np.bincount(self.group[self.group >= 0], minlength=self.n_groups)
-
-
-@dataclass
-class Release:
-    """What a technique produces.
-
-    tables:  the published tables, written as <dir>/<release_id>/<name>.parquet
-    private: metadata that verification of a randomized technique needs; stored in the state
-             database with the release, never published
-    info:    counts for the report (suppressed rows, groups, ...)
-    """
-
-    tables: dict[str, pa.Table]
-    private: dict[str, Any] = field(default_factory=dict)
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-# the steps a technique may cut into chunks, and what `Technique.plan` takes for each:
-#   "anonymize": (data, part, rng) -> Release
-#   "verify":    (release, context) -> list[PrivacyResult]
-#   "utility":   (release, data, workload) -> (estimate_counts of the workload, utility() figures)
-STEPS = ("anonymize", "verify", "utility")
-
-
-@dataclass
-class ChunkPlan:
-    """A step split into independent pieces: `combine(executor.map(run, chunks))` is the step's output.
-
-    chunks:  one picklable input per piece; a piece may run in another process (a Dask worker),
-             so it must not need anything outside its chunk
-    run:     applied to each chunk, anywhere: a module-level function or a bound method of a
-             picklable object (it travels to the workers with the chunks)
-    combine: the results in chunk order -> the step's output; runs in the calling process
-    """
-
-    chunks: list[Any]
-    run: Callable[[Any], Any]
-    combine: Callable[[list[Any]], Any]
-
-    def execute(self, executor: Any = None) -> Any:
-        """The step's output, the chunks mapped on `executor` (None: one after the other, here)."""
-        results = executor.map(self.run, self.chunks) if executor is not None else [self.run(c) for c in self.chunks]
-        return self.combine(results)
-
-
-def chunk_bounds(sizes: np.ndarray, chunk_rows: int) -> np.ndarray:
-    """First group of every chunk, and n_groups at the end: consecutive groups are cut where their
-    first row crosses a multiple of chunk_rows (a group larger than that is a chunk of its own)."""
-    start = np.cumsum(sizes) - sizes
-    cut = np.flatnonzero(np.diff(start // chunk_rows) > 0) + 1
-    return np.concatenate([[0], cut, [len(sizes)]]).astype(np.int64)
-
-
-@dataclass
-class PrivacyResult:
-    """One privacy figure computed from the published tables, and whether it meets its threshold.
-
-    `value` is what the report shows (an int, a float, or an exact fraction as a string);
-    `worst` describes the worst group / person so a steward can look at it.
-    """
-
-    model: str
-    value: Any
-    threshold: Any
-    passed: bool
-    worst: dict[str, Any] = field(default_factory=dict)
+from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release
 
 
 class Technique:
@@ -238,59 +154,3 @@ class Technique:
     def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
         """pandera schemas of the published tables, by table name."""
         return {}
-
-
-_REGISTRY: dict[str, type[Technique]] = {}
-
-
-def register(name: str):
-    def deco(cls: type[Technique]) -> type[Technique]:
-        if name in _REGISTRY:
-            raise ValueError(f"technique '{name}' registered twice")
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return deco
-
-
-def technique_names() -> list[str]:
-    _load_plugins()
-    return sorted(_REGISTRY)
-
-
-def get_technique(spec: ReleaseSpec) -> Technique:
-    name = spec.technique.name
-    _load_plugin(name)
-    if name not in _REGISTRY:
-        raise SpecError(f"[technique] name = '{name}' is unknown; known: {', '.join(sorted(_REGISTRY))}")
-    return _REGISTRY[name](spec)
-
-
-def _load_plugin(name: str) -> None:
-    """Import the module that registers `name` (tasks.techniques.MODULES), else every module."""
-    import importlib
-
-    from privpub.tasks.techniques import MODULES
-
-    if name not in _REGISTRY and name in MODULES:
-        importlib.import_module(f"privpub.tasks.techniques.{MODULES[name]}")
-    if name not in _REGISTRY:
-        _load_plugins()
-
-
-def _load_plugins() -> None:
-    """Import every technique module (MODULES, and each folder's `technique`) so that their
-    @register decorators run."""
-    import importlib
-    import pkgutil
-
-    import privpub.tasks.techniques as pkg
-
-    modules = set(pkg.MODULES.values())
-    modules.update(f"{m.name}.technique" for m in pkgutil.iter_modules(pkg.__path__) if m.ispkg)
-    for name in sorted(modules):
-        try:
-            importlib.import_module(f"privpub.tasks.techniques.{name}")
-        except ImportError as exc:  # name the broken plug-in rather than fail anonymously
-            raise ImportError(f"technique module privpub.tasks.techniques.{name} cannot be imported: {exc}") from exc

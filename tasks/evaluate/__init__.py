@@ -12,20 +12,8 @@ from privpub.tasks.evaluate.workload import make_workload
 
 
 def evaluate(technique, release, data, workload_seed: int = 0, per_band: int = 100) -> dict[str, Any]:
-    """Every technique on the same data gets the same queries (the workload's seed is fixed)."""
-    if hasattr(data, "parts"):  # read on a Dask cluster: the same queries, from its partitions
-        from privpub.tasks.cluster.evaluate import cluster_workload
-
-        workload, actual = cluster_workload(data, np.random.default_rng(workload_seed), per_band)
-        return utility_summary(
-            technique,
-            release,
-            data,
-            workload,
-            technique.estimate_counts(release, workload),
-            technique.utility(release, data),
-            actual,
-        )
+    """Every technique on the same data gets the same queries (the workload's seed is fixed).
+    Data read on a Dask cluster is evaluated by tasks/cluster/evaluate.py::evaluate_on_cluster."""
     workload = evaluation_workload(data, workload_seed, per_band)
     estimate, figures = technique.run_step("utility", release, data, workload)
     return utility_summary(technique, release, data, workload, estimate, figures)

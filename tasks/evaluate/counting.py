@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from privpub.tasks.evaluate.workload import CountQuery, RangeCond, SetCond
+from privpub.tasks.verify.published import column_codes
 
 
 def range_fraction(lo: np.ndarray, hi: np.ndarray, cond: RangeCond) -> np.ndarray:
@@ -108,8 +109,6 @@ class DistinctLists:
 
     @classmethod
     def of(cls, table: pa.Table, name: str) -> DistinctLists:
-        from privpub.tasks.verify.published import column_codes  # the verifier's coding of list cells
-
         column = table.column(name)
         col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
         codes = column_codes(table, name)

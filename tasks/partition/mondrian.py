@@ -18,12 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from privpub.schemas.errors import PartitionError
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import Partition
-
-
-class PartitionError(ValueError):
-    """The data cannot meet the requested k / l at all."""
+from privpub.tasks.core.types import Partition
 
 
 @dataclass

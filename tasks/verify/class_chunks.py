@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from privpub.tasks.core.compact_table import CompactTable
-from privpub.tasks.core.technique import PrivacyResult
+from privpub.tasks.core.types import PrivacyResult
 from privpub.tasks.verify.published import class_ids, class_profile, describe_row_class
 
 _ROWS, _FIRST = "__rows", "__first_row"

@@ -24,8 +24,8 @@ SIZES = [100_000, 200_000, 300_000, 400_000, 500_000]
 def one(n: int) -> dict:
     from privpub.schemas.spec import spec_from_dict
     from privpub.tasks.core.microdata import Microdata
-    from privpub.tasks.core.technique import get_technique
     from privpub.tasks.demo_data import CENSUS_QI, census
+    from privpub.tasks.techniques.registry import get_technique
 
     frame = census(n, seed=1)
     spec = spec_from_dict(

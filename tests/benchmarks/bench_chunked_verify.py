@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from privpub.tasks.core.technique import Release
+from privpub.tasks.core.types import Release
 from privpub.tasks.demo_data import census
 from tests.helpers import census_spec_toml
 from tests.test_butterfly_pipeline import spec_toml as multi_qid_toml

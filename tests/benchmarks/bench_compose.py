@@ -24,9 +24,9 @@ from privpub.schemas.spec import spec_from_dict
 from privpub.state.store import Store
 from privpub.tasks.compose.check import SeriesCheck
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import get_technique
 from privpub.tasks.demo_data import CENSUS_QI, census
 from privpub.tasks.partition.mondrian import mondrian_partition
+from privpub.tasks.techniques.registry import get_technique
 
 
 def main() -> None:

@@ -18,9 +18,10 @@ import numpy as np
 
 from privpub.schemas.spec import spec_from_dict
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import Release, get_technique
+from privpub.tasks.core.types import Release
 from privpub.tasks.demo_data import census, census_spec
 from privpub.tasks.evaluate import evaluate
+from privpub.tasks.techniques.registry import get_technique
 
 
 def main() -> None:

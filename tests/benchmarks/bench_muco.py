@@ -31,12 +31,12 @@ import pandas as pd
 
 from privpub.schemas.spec import spec_from_dict
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import get_technique
 from privpub.tasks.demo_data import CENSUS_QI, census
 from privpub.tasks.partition.mondrian import mondrian_partition
 from privpub.tasks.techniques.anatomy.technique import Anatomy
 from privpub.tasks.techniques.muco import delta_probability as dp
 from privpub.tasks.techniques.muco.technique import exact_sums, iloss, random_sum_queries, relative_errors
+from privpub.tasks.techniques.registry import get_technique
 
 QI_NAMES = ("age", "sex", "education", "marital", "race", "workclass", "country")
 

@@ -56,9 +56,9 @@ if str(ROOT) not in sys.path:
 
 from privpub.schemas.spec import spec_from_dict  # noqa: E402
 from privpub.tasks.core.microdata import Microdata  # noqa: E402
-from privpub.tasks.core.technique import get_technique  # noqa: E402
 from privpub.tasks.demo_data import CENSUS_QI, census, census_spec  # noqa: E402
 from privpub.tasks.evaluate.metrics import uncertainty_penalty  # noqa: E402
+from privpub.tasks.techniques.registry import get_technique  # noqa: E402
 from privpub.tasks.verify.k_anonymity import k_anonymity, l_diversity  # noqa: E402
 from privpub.tasks.verify.published import equivalence_classes, qi_columns  # noqa: E402
 

@@ -23,10 +23,10 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "ReleaseSpec": ("privpub.schemas.spec", "ReleaseSpec"),
     "load_spec": ("privpub.schemas.spec", "load_spec"),
     "spec_from_dict": ("privpub.schemas.spec", "spec_from_dict"),
-    "technique_names": ("privpub.tasks.core.technique", "technique_names"),
-    "SpecError": ("privpub.schemas.spec", "SpecError"),
-    "InputError": ("privpub.schemas.input", "InputError"),
-    "PrivacyRefused": ("privpub.tasks.core.technique", "PrivacyRefused"),
+    "technique_names": ("privpub.tasks.techniques.registry", "technique_names"),
+    "SpecError": ("privpub.schemas.errors", "SpecError"),
+    "InputError": ("privpub.schemas.errors", "InputError"),
+    "PrivacyRefused": ("privpub.schemas.errors", "PrivacyRefused"),
 }
 
 __all__ = [
@@ -46,14 +46,14 @@ __all__ = [
 if TYPE_CHECKING:
     from privpub.flows.publish import publish as publish
     from privpub.flows.reverify import reverify as verify
-    from privpub.schemas.input import InputError as InputError
+    from privpub.schemas.errors import InputError as InputError
+    from privpub.schemas.errors import PrivacyRefused as PrivacyRefused
+    from privpub.schemas.errors import SpecError as SpecError
     from privpub.schemas.spec import ReleaseSpec as ReleaseSpec
-    from privpub.schemas.spec import SpecError as SpecError
     from privpub.schemas.spec import load_spec as load_spec
     from privpub.schemas.spec import spec_from_dict as spec_from_dict
     from privpub.state.store import Store as Store
-    from privpub.tasks.core.technique import PrivacyRefused as PrivacyRefused
-    from privpub.tasks.core.technique import technique_names as technique_names
+    from privpub.tasks.techniques.registry import technique_names as technique_names
 
 
 def __getattr__(name: str) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from privpub.tasks.core.technique import ChunkPlan, PrivacyResult, Release, chunk_bounds
+from privpub.tasks.core.types import ChunkPlan, PrivacyResult, Release, chunk_bounds
 
 
 @dataclass

@@ -41,7 +41,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from privpub.tasks.core.technique import PrivacyResult
+from privpub.tasks.core.types import PrivacyResult
 from privpub.tasks.techniques.ambiguity.group_chunks import Worst, combine_worst
 
 # groups at most this large get the exact "distinct relations" count when both sides repeat

@@ -24,9 +24,11 @@ import numpy as np
 import pandera.pandas as pa_schema
 import pyarrow as pa
 
+from privpub.schemas.errors import SpecError
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import Partition, Release, Technique, register
+from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.types import Partition, Release
 from privpub.tasks.evaluate.workload import CountQuery, exact_answers, make_workload
 from privpub.tasks.techniques.ambiguity.association import priview_association_part
 from privpub.tasks.techniques.ambiguity.group_chunks import GroupChunk, GroupChunkedVerify, Worst
@@ -46,6 +48,7 @@ from privpub.tasks.techniques.ambiguity.technique import (
     sensitive_array,
     value_array,
 )
+from privpub.tasks.techniques.registry import register
 
 
 def row_ids(codes: np.ndarray) -> np.ndarray:
@@ -294,8 +297,6 @@ class PriView(GroupChunkedVerify, Technique):
         self.probe_queries = self.int_param("probe_queries", default=50, minimum=1)
         st_qi = self.params.get("st_qi")  # optional: fix the split instead of choosing it
         if st_qi is not None and st_qi not in self.spec.dataset.qi_names:
-            from privpub.schemas.spec import SpecError
-
             raise SpecError(f"[technique] st_qi = {st_qi!r} is not a quasi-identifier")
         self.st_qi = st_qi
 

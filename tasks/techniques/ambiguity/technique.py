@@ -24,13 +24,16 @@ import numpy as np
 import pandera.pandas as pa_schema
 import pyarrow as pa
 
-from privpub.schemas.spec import ReleaseSpec, SpecError
+from privpub.schemas.errors import SpecError
+from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import Partition, Release, Technique, register
+from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.types import Partition, Release
 from privpub.tasks.evaluate.workload import CountQuery, RangeCond
 from privpub.tasks.techniques.ambiguity.association import ambiguity_association_part
 from privpub.tasks.techniques.ambiguity.group_chunks import GroupChunk, GroupChunkedVerify, Worst
 from privpub.tasks.techniques.ambiguity.presence import ambiguity_presence_part
+from privpub.tasks.techniques.registry import register
 
 DEFAULT_WINDOW = 32
 RESIDUE_TRIES = 256  # groups tried per residue before it is suppressed

@@ -19,13 +19,18 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pandera.pandas as pdr
 import pyarrow as pa
 
+from privpub.schemas.errors import SpecError
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.compact_table import CompactTable
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import ChunkPlan, Partition, PrivacyResult, Release, Technique, register
-from privpub.tasks.techniques.muco.technique import ColumnIndex
+from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release
+from privpub.tasks.evaluate.counting import QueryAnswers, arrow_codes, arrow_plain_column
+from privpub.tasks.evaluate.workload import ColumnIndex
+from privpub.tasks.techniques.registry import register
 
 
 class AnatomyError(ValueError):
@@ -75,8 +80,6 @@ class Anatomy(Technique):
     def check_params(self) -> None:
         self.l = self.int_param("l", None, minimum=2)
         if self.l is None:
-            from privpub.schemas.spec import SpecError
-
             raise SpecError("[technique] anatomy needs l (an integer >= 2)")
 
     def check_data(self, data: Microdata) -> None:
@@ -127,8 +130,6 @@ class Anatomy(Technique):
     def estimate_counts(self, release: Release, workload: Any) -> np.ndarray:
         """Each matching QIT row holds value v with probability count(gid, v) / |gid|: one
         weighted copy of a QIT row per value its group holds, grouped by value once."""
-        from privpub.tasks.evaluate.counting import QueryAnswers, arrow_codes, arrow_plain_column
-
         qit, st = release.tables["QIT"], release.tables["ST"]
         gid = qit.column("gid").to_numpy()
         order = np.argsort(gid, kind="stable")
@@ -156,8 +157,6 @@ class Anatomy(Technique):
         return np.array(out)
 
     def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
-        import pandera.pandas as pdr
-
         ds = data_spec.dataset
         qit = {name: pdr.Column(nullable=False) for name in ds.qi_names}
         qit["gid"] = pdr.Column(int, pdr.Check.ge(0))

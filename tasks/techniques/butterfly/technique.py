@@ -18,17 +18,20 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from privpub.schemas.errors import PartitionError, SpecError
 from privpub.schemas.published import generalized_table_schema
-from privpub.schemas.spec import SpecError
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import ChunkPlan, Partition, Release, Technique, register
+from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.types import ChunkPlan, Partition, Release
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
 from privpub.tasks.evaluate.metrics import uncertainty_penalty
 from privpub.tasks.partition.generalized_table import GroupIndex, generalized_columns, generalized_table
-from privpub.tasks.partition.mondrian import PartitionError, mondrian_partition
+from privpub.tasks.partition.mondrian import mondrian_partition
 from privpub.tasks.techniques.butterfly import multi_qid
 from privpub.tasks.techniques.butterfly.core import Assignment, Points, butterflies, layout
+from privpub.tasks.techniques.registry import register
 from privpub.tasks.verify.class_chunks import class_partials
+from privpub.tasks.verify.published import class_profile, qi_columns
 
 
 class _MultiQID(Technique):
@@ -97,8 +100,6 @@ class _MultiQID(Technique):
 
     def group_sizes(self, release: Release) -> np.ndarray:
         """Equivalence classes over the union QID, as the published table shows them."""
-        from privpub.tasks.verify.published import class_profile, qi_columns
-
         table = release.tables["table"]
         return class_profile(table, qi_columns(table, self.union))["size"]
 

@@ -7,21 +7,23 @@ from typing import Any
 
 import numpy as np
 
+from privpub.schemas.errors import SpecError
 from privpub.schemas.published import generalized_table_schema
-from privpub.schemas.spec import SpecError
 from privpub.tasks.cluster.evaluate import PartView, combine_penalties
 from privpub.tasks.cluster.input import ClusterData
-from privpub.tasks.cluster.partition import ClusterPartition, distributed_mondrian
-from privpub.tasks.cluster.verify import map_parts, parted_class_sizes, parted_k_and_l
+from privpub.tasks.cluster.partition import ClusterPartition, distributed_mondrian, publish_parts
+from privpub.tasks.cluster.verify import parted_class_sizes, parted_k_and_l
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.parted_table import PartedTable, publish_parts
-from privpub.tasks.core.technique import Partition, PrivacyResult, Release, Technique, register
+from privpub.tasks.core.parted_table import PartedTable, map_parts
+from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.types import Partition, PrivacyResult, Release
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
 from privpub.tasks.evaluate.metrics import uncertainty_penalty
 from privpub.tasks.partition.generalized_table import generalized_table
 from privpub.tasks.partition.mondrian import mondrian_partition
+from privpub.tasks.techniques.registry import register
 from privpub.tasks.verify.k_anonymity import k_and_l, k_anonymity
-from privpub.tasks.verify.published import qi_columns
+from privpub.tasks.verify.published import class_profile, qi_columns
 
 
 @register("generalization")
@@ -77,8 +79,6 @@ class Generalization(Technique):
 
     def group_sizes(self, release: Release) -> np.ndarray:
         """Equivalence-class sizes as the published table shows them."""
-        from privpub.tasks.verify.published import class_profile
-
         table = release.tables["table"]
         cols = qi_columns(table, self.spec.dataset.qi_names)
         if isinstance(table, PartedTable):

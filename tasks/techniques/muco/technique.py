@@ -28,13 +28,18 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pandera.pandas as pdr
 import pyarrow as pa
 
-from privpub.schemas.spec import ReleaseSpec, SpecError
+from privpub.schemas.errors import PartitionError, SpecError
+from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.compact_table import CompactTable
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import ChunkPlan, Partition, PrivacyResult, Release, Technique, chunk_bounds, register
-from privpub.tasks.evaluate.workload import RangeCond, SetCond
+from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release, chunk_bounds
+from privpub.tasks.evaluate.counting import count_in_table
+from privpub.tasks.evaluate.workload import ColumnIndex, RangeCond, SetCond
+from privpub.tasks.partition.mondrian import mondrian_partition
 from privpub.tasks.techniques.muco import delta_probability as dp
 from privpub.tasks.techniques.muco.tables import (
     ClassTables,
@@ -44,6 +49,7 @@ from privpub.tasks.techniques.muco.tables import (
     min_group_size,
     output_tables,
 )
+from privpub.tasks.techniques.registry import register
 
 
 def parse_delta(spec: ReleaseSpec) -> Fraction:
@@ -254,8 +260,6 @@ class MuCo(Technique):
         self.check_diversity(data, self.l)
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
-        from privpub.tasks.partition.mondrian import PartitionError, mondrian_partition
-
         self.check_data(data)
         try:
             part = mondrian_partition(data, min_group_size(self.delta), self.l)
@@ -394,8 +398,6 @@ class MuCo(Technique):
         return ChunkPlan(chunks, utility_piece, partial(_combine_utility, len(workload), len(counts)))
 
     def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
-        import pandera.pandas as pdr
-
         ds = data_spec.dataset
         cols = {name: pdr.Column(nullable=False) for name in [*ds.qi_names, ds.sensitive]}
         return {"table": pdr.DataFrameSchema(cols, strict=True)}
@@ -578,8 +580,6 @@ class CountChunk:
 
 
 def count_chunk(chunk: CountChunk) -> np.ndarray:
-    from privpub.tasks.evaluate.counting import count_in_table
-
     return count_in_table(chunk.rows.table, chunk.columns, chunk.sensitive, chunk.workload)
 
 
@@ -604,35 +604,6 @@ def iloss_cells(dist: Distance, orig: np.ndarray, pub: np.ndarray) -> np.ndarray
 def iloss(release: Release, data: Microdata) -> float:
     """Average over published QI cells of dis(original, published) / largest distance of the QI."""
     return float(np.mean(np.column_stack([iloss_cells(*qi) for qi in iloss_inputs(release, data)])))
-
-
-class ColumnIndex:
-    """Columns of a frame factorized once, so each predicate is one array lookup."""
-
-    def __init__(self, frame: pd.DataFrame):
-        self.frame = frame
-        self._codes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-
-    def _factor(self, col: str):
-        if col not in self._codes:
-            codes, uniques = pd.factorize(self.frame[col], sort=False)
-            self._codes[col] = (codes, np.asarray(uniques))
-        return self._codes[col]
-
-    def condition_mask(self, col: str, cond: RangeCond | SetCond) -> np.ndarray:
-        codes, uniques = self._factor(col)
-        if isinstance(cond, RangeCond):
-            v = uniques.astype(float)
-            hit = (v >= cond.lo) & (v <= cond.hi)
-        else:
-            hit = np.isin(uniques.astype(str), [str(x) for x in cond.values])
-        return hit[codes]
-
-    def mask(self, conditions) -> np.ndarray:
-        out = np.ones(len(self.frame), dtype=bool)
-        for col, cond in conditions:
-            out &= self.condition_mask(col, cond)
-        return out
 
 
 def query_mask(frame: pd.DataFrame, conditions) -> np.ndarray:

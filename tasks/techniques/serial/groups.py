@@ -22,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 
 from privpub.tasks.core.compact_table import CompactTable
-from privpub.tasks.core.technique import PrivacyResult
+from privpub.tasks.core.types import PrivacyResult
 from privpub.tasks.techniques.serial import statistics as st
 
 _POS = "__member"

@@ -29,7 +29,10 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
+from privpub.tasks.core.types import PrivacyResult
 from privpub.tasks.techniques.serial import groups as serial_groups
+from privpub.tasks.techniques.serial import pairs
+from privpub.tasks.techniques.serial import statistics as st
 from privpub.tasks.techniques.serial.groups import plain as _plain
 
 # ------------------------------------------------------------------------------------------------
@@ -341,6 +344,12 @@ def summarize(aggregate, l: int) -> dict:
     }
 
 
+def stored_summary(source: pairs.MemoryPairs, l: int) -> dict | None:
+    """The series summary of a state stored before summaries existed (computed once)."""
+    aggregate = source.aggregate()
+    return None if aggregate is None else summarize(aggregate, l)
+
+
 def advance_summary(prior: dict | None, before, after, l: int) -> dict:
     """The summary after a release, from the prior summary and the pairs of the people in it.
 
@@ -433,8 +442,6 @@ def _published_rows(
 
 
 def _global_result(summary: dict, l: int):
-    from privpub.tasks.core.technique import PrivacyResult
-
     w = summary["worst"]
     p = Fraction(0) if w is None else 1 - Fraction(int(w["q"]), int(w["d"]))
     # The worst pair is named by its value and links only: its person id stays in the private
@@ -468,8 +475,6 @@ def check_release(
 
 def check_rows(rows, localized, prior_aggregate, *, l: int) -> SeriesCheck:
     """`check_release` from the release's history rows and localized figure (serial_groups)."""
-    from privpub.tasks.techniques.serial import statistics as st
-
     agg = st.combine(
         ([st.as_frame(prior_aggregate, st.AGGREGATE_COLUMNS)] if prior_aggregate is not None else [])
         + [st._terms(rows)]
@@ -493,12 +498,9 @@ def check_release_incremental(
 
 def check_rows_incremental(rows, localized, prior_pairs, prior_summary, *, l: int) -> SeriesCheck:
     """`check_release_incremental` from the release's history rows and localized figure."""
-    from privpub.tasks.techniques.serial import pairs
-    from privpub.tasks.techniques.serial import statistics as st
-
     source = pairs.as_source(prior_pairs)
     if prior_summary is None and isinstance(source, pairs.MemoryPairs):
-        prior_summary = source.summary(l)  # series stored before summaries
+        prior_summary = stored_summary(source, l)  # series stored before summaries
     before = pairs.matching(source, rows)
     after = st.combine([before, st._terms(rows)])
     summary = advance_summary(prior_summary, before, after, l)

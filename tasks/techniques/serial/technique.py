@@ -32,21 +32,17 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pandera.pandas as pda
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from privpub.schemas.spec import SpecError
-from privpub.state.store import StateError
+from privpub.schemas.errors import InputError, PrivacyRefused, SpecError, StateError
+from privpub.schemas.published import generalized_table_schema
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import (
-    ChunkPlan,
-    Partition,
-    PrivacyRefused,
-    PrivacyResult,
-    Release,
-    Technique,
-    register,
-)
+from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release
+from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
+from privpub.tasks.techniques.registry import register
 from privpub.tasks.techniques.serial import groups as serial_groups
 from privpub.tasks.techniques.serial import guarantee as sg
 from privpub.tasks.techniques.serial import pairs
@@ -168,8 +164,6 @@ class SerialTechnique(Technique):
             if len(own):
                 ctx["serial_own"] = ss.release_private(store, series, own.iloc[0])
         if spec.dataset.registration:
-            from privpub.schemas.input import InputError
-
             path = spec.path(spec.dataset.registration)
             if not path.is_file():
                 raise InputError(f"registration list not found: {path}")
@@ -376,7 +370,7 @@ class SerialTechnique(Technique):
             aggregate, before, after = st.advance(None if source is None else source.table, rows)
         prior_summary = extra.get("serial_summary")
         if prior_summary is None and not lookup and source is not None:
-            prior_summary = source.summary(self.l)  # a series stored before summaries
+            prior_summary = sg.stored_summary(source, self.l)  # a series stored before summaries
         summary = sg.advance_summary(prior_summary, before, after, self.l)
         sizes = info["sizes"]
         n_virtual = int(sizes.sum() - data.n)
@@ -568,8 +562,6 @@ class SerialTechnique(Technique):
     def estimate_counts(self, release: Release, workload: Any) -> np.ndarray:
         """Uniformity inside each group's ranges and sets, as for generalization; suppressed
         (null) values never match a query's sensitive value."""
-        from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
-
         ds = self.spec.dataset
         return estimate_from_generalized(release.tables["table"], ds.qi_names, ds.sensitive, workload)
 
@@ -578,10 +570,6 @@ class SerialTechnique(Technique):
         return release.tables["groups"].column("size").to_numpy()
 
     def table_schemas(self, spec) -> dict[str, Any]:
-        import pandera.pandas as pda
-
-        from privpub.schemas.published import generalized_table_schema
-
         gid = pda.Column(int, pda.Check.ge(0), coerce=True)
         return {
             "table": generalized_table_schema(spec.dataset, extra={"gid": gid}, sensitive_nullable=True),

@@ -20,53 +20,17 @@ it at run time; see flows/publish.py::_map_chunks).
 
 from __future__ import annotations
 
-import os
-import tomllib
 from pathlib import Path
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from privpub.flows.service import service_home
+from prefect.schedules import Cron
 
-DEFAULT_CRON = "0 2 1 * *"
-SETTINGS = {
-    "spec": "PRIVPUB_SPEC",
-    "serial_spec": "PRIVPUB_SERIAL_SPEC",
-    "cron": "PRIVPUB_CRON",
-    "timezone": "PRIVPUB_TIMEZONE",
-}
-
-
-def service_settings(home: Path | None = None) -> dict:
-    """service.toml's keys, each overridden by its environment variable; unknown keys refused
-    (a misspelled `timezon` must not silently schedule in UTC)."""
-    from privpub.schemas.spec import SpecError, check_known_keys
-
-    home = home or service_home()
-    path = home / "service.toml"
-    data = tomllib.loads(path.read_text()) if path.is_file() else {}
-    check_known_keys(f"{path}:", data, list(SETTINGS))
-    settings = {key: os.environ.get(env) or data.get(key) for key, env in SETTINGS.items()}
-    settings["cron"] = settings["cron"] or DEFAULT_CRON
-    settings["timezone"] = settings["timezone"] or "UTC"
-    try:
-        ZoneInfo(settings["timezone"])
-    except (ValueError, ZoneInfoNotFoundError):
-        raise SpecError(
-            f'{path}: timezone {settings["timezone"]!r} is not a time zone name (an IANA name such as "Europe/Vienna")'
-        ) from None
-    for key in ("spec", "serial_spec"):
-        if settings[key]:
-            settings[key] = str((home / Path(settings[key]).expanduser()).resolve())
-    return settings
+from privpub.flows.demo import prepare_demo, prepare_serial_demo
+from privpub.flows.publish import publish_flow
+from privpub.flows.serial import serial_flow
+from privpub.flows.service import service_home, service_settings
 
 
 def deployments(home: Path | None = None):
-    from prefect.schedules import Cron
-
-    from privpub.flows.demo import prepare_demo, prepare_serial_demo
-    from privpub.flows.publish import publish_flow
-    from privpub.flows.serial import serial_flow
-
     home = home or service_home()
     settings = service_settings(home)
     spec = settings["spec"] or str(prepare_demo(home / "demo"))

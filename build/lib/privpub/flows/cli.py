@@ -15,8 +15,12 @@ Exit status 0 on success; on failure one line `privpub: error: ...` and status 1
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 import os
 import sys
+import traceback
+from datetime import datetime
 from pathlib import Path
 
 # Offline and quiet before Prefect is imported (see docs/ARCHITECTURE.md, "Running offline").
@@ -28,7 +32,7 @@ os.environ.setdefault("PREFECT_RESULTS_PERSIST_BY_DEFAULT", "false")
 
 DEFAULT_STATE = "privpub.duckdb"
 
-from privpub.flows.errors import CliError  # noqa: E402  (light: no Prefect, no pandas)
+from privpub.schemas.errors import CliError, public_message  # noqa: E402  (light: no Prefect, no pandas)
 
 
 def warn(message: str) -> None:
@@ -38,8 +42,6 @@ def warn(message: str) -> None:
 def _quiet_tracebacks() -> None:
     """Prefect's console log prints a task's traceback when it fails; at the terminal the one
     `privpub: error:` line says what happened (PRIVPUB_DEBUG=1 keeps the tracebacks)."""
-    import logging
-
     if os.environ.get("PRIVPUB_DEBUG"):
         return
 
@@ -55,6 +57,7 @@ def _quiet_tracebacks() -> None:
 
 def _state_path(args) -> Path:
     if getattr(args, "spec", None):
+        # lazy: `--help` and `history` import no Prefect, no technique
         from privpub.schemas.spec import load_spec
 
         return load_spec(args.spec).state_path
@@ -64,10 +67,11 @@ def _state_path(args) -> Path:
 def check_spec(spec_path: str, overrides: dict | None = None):
     """The cheap checks, before anything starts: the spec, its technique's parameters, and that
     the output folder and the state file can be used."""
+    # lazy: `--help` and `history` import no Prefect, no technique
     from privpub.schemas.spec import resolve_spec
     from privpub.state.store import Store, check_output_dir
     from privpub.tasks.compose.check import series_settings
-    from privpub.tasks.core.technique import get_technique
+    from privpub.tasks.techniques.registry import get_technique
 
     spec = resolve_spec(spec_path, None, overrides)
     series_settings(spec, get_technique(spec))
@@ -80,9 +84,10 @@ def check_input(spec) -> None:
     """The input read and validated as the flow would; bad input fails here, with one message and
     nothing written. The flow, run next in this process, takes the result instead of reading the
     file again (UI-started runs, with no CLI in front of them, read and validate it themselves)."""
+    # lazy: `--help` and `history` import no Prefect, no technique
     from privpub.flows.cluster import uses_cluster
     from privpub.schemas.input import input_files
-    from privpub.tasks.core.technique import get_technique
+    from privpub.tasks.techniques.registry import get_technique
     from privpub.tasks.validate import check_input as check
 
     technique = get_technique(spec)
@@ -94,8 +99,8 @@ def check_input(spec) -> None:
 
 def _record_refusal(args, spec_path: str, overrides: dict | None, exc: Exception) -> None:
     """A run refused before Prefect started still leaves its audit row (nothing else)."""
+    # lazy: `--help` and `history` import no Prefect, no technique
     from privpub.flows.attempts import record_failure
-    from privpub.flows.errors import public_message
 
     record_failure(spec_path, overrides, args.actor, exc, public_message(exc))
 
@@ -103,6 +108,7 @@ def _record_refusal(args, spec_path: str, overrides: dict | None, exc: Exception
 def _run_flow(args, spec_path: str, overrides: dict | None, start) -> int:
     """Preflight while the Prefect API comes up, run the flow, print the id and the summary.
     Once a release is committed the command succeeds: whatever fails afterwards is a warning."""
+    # lazy: `--help` and `history` import no Prefect, no technique
     from privpub.flows import attempts
     from privpub.flows.server import prefect_api
 
@@ -119,6 +125,7 @@ def _run_flow(args, spec_path: str, overrides: dict | None, start) -> int:
             _record_refusal(args, spec_path, overrides, exc)
             raise
         ready()
+        # lazy: `--help` and `history` import no Prefect, no technique
         from privpub.flows import publish as pub
 
         _quiet_tracebacks()
@@ -155,8 +162,9 @@ def _run_flow(args, spec_path: str, overrides: dict | None, start) -> int:
 
 
 def print_summary(state: Path, release_id: str) -> None:
+    # lazy: `--help` and `history` import no Prefect, no technique
     from privpub.state.store import Store
-    from privpub.tasks.core.technique import PrivacyResult
+    from privpub.tasks.core.types import PrivacyResult
     from privpub.tasks.report import summary_lines
 
     store = Store(state)
@@ -195,6 +203,7 @@ def cmd_publish(args) -> int:
     overrides = overrides or None
 
     def start(spec):
+        # lazy: `--help` and `history` import no Prefect, no technique
         from privpub.flows.publish import publish
 
         return publish(str(Path(args.spec).resolve()), overrides=overrides, actor=args.actor)
@@ -204,8 +213,9 @@ def cmd_publish(args) -> int:
 
 def cmd_serial(args) -> int:
     """The next release of a serial series: refuses a spec whose technique keeps no history."""
+    # lazy: `--help` and `history` import no Prefect, no technique
     from privpub.schemas.spec import resolve_spec
-    from privpub.tasks.core.technique import get_technique
+    from privpub.tasks.techniques.registry import get_technique
 
     if not get_technique(resolve_spec(args.spec, None, None)).uses_history:
         raise CliError(
@@ -214,6 +224,7 @@ def cmd_serial(args) -> int:
         )
 
     def start(spec):
+        # lazy: `--help` and `history` import no Prefect, no technique
         from privpub.flows.publish import call_flow
         from privpub.flows.serial import serial_flow
 
@@ -223,6 +234,7 @@ def cmd_serial(args) -> int:
 
 
 def cmd_history(args) -> int:
+    # lazy: `--help` and `history` import no Prefect, no technique
     from privpub.state.store import Store
 
     frame = Store(_state_path(args)).history(args.series)
@@ -236,8 +248,7 @@ def cmd_history(args) -> int:
 
 def cmd_trail(args) -> int:
     """The audit trail for a compliance officer: every attempt, its outcome, release and trigger."""
-    from datetime import datetime
-
+    # lazy: `--help` and `history` import no Prefect, no technique
     from privpub.state.store import Store
 
     since = None
@@ -257,6 +268,7 @@ def cmd_trail(args) -> int:
 
 
 def cmd_verify(args) -> int:
+    # lazy: `--help` and `history` import no Prefect, no technique
     from privpub.flows.reverify import reverify
 
     ok, lines = reverify(_state_path(args), args.release_id, actor=args.actor)
@@ -266,6 +278,7 @@ def cmd_verify(args) -> int:
 
 
 def cmd_report(args) -> int:
+    # lazy: `--help` and `history` import no Prefect, no technique
     from privpub.flows.reverify import rewrite_report
 
     print(rewrite_report(_state_path(args), args.release_id))
@@ -273,13 +286,13 @@ def cmd_report(args) -> int:
 
 
 def cmd_audit(args) -> int:
-    import json
-
+    # lazy: `--help` and `history` import no Prefect, no technique
     from privpub.flows import audit
     from privpub.flows.attempts import current_actor
 
     actor = current_actor(args.actor)
     if args.audit_command == "init":
+        # lazy: `--help` and `history` import no Prefect, no technique
         from privpub.schemas.spec import load_spec
 
         spec = load_spec(args.spec)
@@ -292,6 +305,7 @@ def cmd_audit(args) -> int:
         return 0
     if args.audit_command == "batch":
         queries = _read_batch(Path(args.file))
+        # lazy: `--help` and `history` import no Prefect, no technique
         from privpub.flows.audit_batch import audit_flow
         from privpub.flows.publish import call_flow
         from privpub.flows.server import prefect_api
@@ -305,6 +319,7 @@ def cmd_audit(args) -> int:
         for response in responses:
             print(json.dumps(response, default=str))
         return 0
+    # lazy: `--help` and `history` import no Prefect, no technique
     from privpub.state.store import Store
 
     log = Store(state).audit_log()
@@ -333,8 +348,6 @@ def cmd_audit(args) -> int:
 def _read_batch(path: Path) -> list[dict]:
     """A batch file: one query per line, either a bare SQL predicate or a JSON object
     {"where": ..., "as": requester, "id": name}; blank lines and # comments are skipped."""
-    import json
-
     if not path.is_file():
         raise CliError(f"batch file not found: {path}")
     queries = []
@@ -358,6 +371,7 @@ def _read_batch(path: Path) -> list[dict]:
 
 
 def cmd_demo(args) -> int:
+    # lazy: `--help` and `history` import no Prefect, no technique
     from privpub.flows.demo import prepare_demo
 
     spec_path = prepare_demo(Path(args.dir), rows=args.rows)
@@ -367,6 +381,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_server(args) -> int:
+    # lazy: `--help` and `history` import no Prefect, no technique
     from privpub.flows.service import command
 
     return command(args)
@@ -473,6 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # lazy: `--help` and `history` import no Prefect, no technique
     from privpub.state.permissions import private_umask
 
     private_umask()  # secret-bearing files owner-only; published ones follow the operator's umask
@@ -482,11 +498,7 @@ def main(argv: list[str] | None = None) -> int:
         print("privpub: interrupted; nothing was published by this run", file=sys.stderr)
         return 130
     except Exception as exc:
-        from privpub.flows.errors import public_message
-
         if os.environ.get("PRIVPUB_DEBUG"):
-            import traceback
-
             traceback.print_exc()
         print(f"privpub: error: {public_message(exc)}", file=sys.stderr)
         return 1

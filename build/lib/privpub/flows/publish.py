@@ -12,32 +12,39 @@ import json
 import secrets
 import sys
 import time
-from contextlib import ExitStack, contextmanager
-from contextvars import ContextVar
+import traceback
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import numpy as np
 import pandas as pd
-from prefect import flow, task, unmapped
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect import flow, task
+from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.client.orchestration import get_client
+from prefect.logging import get_run_logger
+from prefect.states import Failed
 from prefect.utilities.annotations import quote
 
 from privpub.flows.attempts import attribution, current_actor, record_failure
 from privpub.flows.attempts import flow_run_id as _flow_run_id
-from privpub.flows.cluster import close_clusters, cluster_input, uses_cluster
-from privpub.flows.errors import expected_errors, public_message
-from privpub.schemas.published import check_published
+from privpub.flows.cluster import close_clusters, cluster_input, dask_task_runner, uses_cluster
+from privpub.schemas.errors import EXPECTED_ERRORS, PrivacyRefused, public_message
 from privpub.schemas.spec import ReleaseSpec, RunSpec, resolve_spec
+from privpub.state.failpoints import failpoint
 from privpub.state.store import Store, check_output_dir, stage_tables
 from privpub.tasks import report as report_mod
+from privpub.tasks.cluster.compose import compose_on_cluster
+from privpub.tasks.cluster.evaluate import evaluate_on_cluster
 from privpub.tasks.compose.check import SeriesCheck
-from privpub.tasks.core.failpoints import failpoint
-from privpub.tasks.core.technique import PrivacyRefused, Technique, get_technique
+from privpub.tasks.core.executor import Executor, ThreadExecutor
 from privpub.tasks.evaluate import evaluate, evaluation_workload, utility_summary
+from privpub.tasks.techniques.registry import get_technique
 from privpub.tasks.validate import checked_input, load_input, validate
+from privpub.tasks.verify.published import check_published
 
 # No caching, no persisted results: inputs and outputs of these tasks hold secret rows.
 SECRET = dict(cache_policy=NO_CACHE, persist_result=False)
@@ -68,8 +75,6 @@ FAILURES: list[BaseException] = []
 def progress(message: str) -> None:
     """Progress for the person at the terminal (stderr) and for the Prefect run log."""
     try:
-        from prefect.logging import get_run_logger
-
         get_run_logger().info(message)  # the run logger also prints to the console
     except Exception:  # outside a run context (plain function calls in tests)
         print(f"[privpub] {message}", file=sys.stderr, flush=True)
@@ -115,70 +120,54 @@ def anonymize_task(technique, data, part, rng):
     return _timed("anonymize", technique.anonymize, data, part, rng)
 
 
-@task(name="anonymize-plan", **SECRET)
-def plan_chunks_task(technique, data, part, rng):
-    failpoint("anonymize")
-    return technique.plan_chunks(data, part, rng)
+def _plan(technique, step: str, inputs: tuple):
+    if step == "anonymize":
+        failpoint("anonymize")
+    return technique.plan(step, *inputs)
 
 
-# mapped over the flow's task runner: may run in a Dask worker process, which must write nothing
-@task(name="anonymize-chunk", **SECRET)
-def anonymize_chunk_task(technique, chunk):
-    return technique.anonymize_chunk(chunk)
+# the chunks on the run's executor: fn may run in a Dask worker process, which must write nothing
+def _map(fn, chunks, executor):
+    return executor.map(fn, chunks)
 
 
-@task(name="anonymize-combine", **SECRET)
-def combine_chunks_task(technique, data, part, plan, results, rng):
-    return technique.combine_chunks(data, part, plan, results, rng)
+def _combine(plan, results, finish=None):
+    out = plan.combine(results)
+    return out if finish is None else finish(out)
 
 
-def anonymize_step(technique, data, part, rng, run: RunSpec):
-    """One anonymize task, or, for a technique that splits its work (Technique.plan_chunks), a
-    task per chunk mapped over the task runner and a combine step in the flow process."""
+def _step_tasks(label: str) -> tuple:
+    """The plan, chunk and combine tasks of a chunked step, as Prefect shows them."""
+    return tuple(
+        task(fn, name=f"{label}-{part}", **SECRET)
+        for fn, part in ((_plan, "plan"), (_map, "chunk"), (_combine, "combine"))
+    )
+
+
+plan_chunks_task, anonymize_chunk_task, combine_chunks_task = _step_tasks("anonymize")
+verify_plan_task, verify_chunk_task, verify_combine_task = _step_tasks("verify")
+evaluate_plan_task, evaluate_chunk_task, evaluate_combine_task = _step_tasks("evaluate")
+
+
+def anonymize_step(technique, data, part, rng, executor: Executor):
+    """One anonymize task, or, for a technique that splits its work (Technique.chunked), its
+    chunks mapped on the run's executor and a combine step in the flow process."""
     t0 = time.perf_counter()
-    plan = plan_chunks_task(technique, data, part, rng)
+    plan = (
+        plan_chunks_task(technique, "anonymize", quote((data, part, rng))) if "anonymize" in technique.chunked else None
+    )
     if plan is None:
         return anonymize_task(technique, data, part, rng)
-    results = _map_chunks(technique, plan.chunks, run)
-    release = combine_chunks_task(technique, data, part, plan, results, rng)
+    results = _map_chunks(plan.run, plan.chunks, executor, anonymize_chunk_task)
+    release = combine_chunks_task(quote(plan), results)
     progress(f"anonymize done in {time.perf_counter() - t0:.2f} s ({len(plan.chunks)} chunks)")
     return release
 
 
-def _map_chunks(technique, chunks: list, run: RunSpec, chunk_task=None) -> list:
-    """The chunk results, on the flow's task runner when it is the one [run] asks for. A flow
-    started from a deployment or called directly has its default runner (Prefect fixes it before
-    the flow reads its spec): for [run] task_runner = "dask" the chunks then get a Dask runner of
-    their own, so the spec is honoured however the flow was started."""
-    from prefect.context import FlowRunContext
-
-    chunk_task = chunk_task or anonymize_chunk_task
-    ctx = FlowRunContext.get()
-    current = type(ctx.task_runner).__name__ if ctx and ctx.task_runner else ""
-    if run.task_runner == "dask" and current != "DaskTaskRunner":
-        with ExitStack() as here:
-            runners = _OWN_RUNNERS.get() or {"stack": here}  # the run's scope, else this call's
-            if "runner" not in runners:
-                progress(f"chunks go to a Dask cluster of {run.workers or 2} workers")
-                runners["runner"] = runners["stack"].enter_context(make_task_runner(run))
-            futures = runners["runner"].map(chunk_task, {"technique": unmapped(technique), "chunk": chunks})
-            return [f.result() for f in futures]
-    return chunk_task.map(unmapped(technique), chunks).result()
-
-
-# The Dask runner _map_chunks opens for a flow run started without it: one for all of the run's
-# chunked steps (anonymize, verify, evaluate), closed when the run ends (own_runners).
-_OWN_RUNNERS: ContextVar[dict | None] = ContextVar("privpub_own_runners", default=None)
-
-
-@contextmanager
-def own_runners():
-    with ExitStack() as stack:
-        token = _OWN_RUNNERS.set({"stack": stack})
-        try:
-            yield
-        finally:
-            _OWN_RUNNERS.reset(token)
+def _map_chunks(fn, chunks: list, executor: Executor, chunk_task) -> list:
+    """The chunk results, in chunk order. The executor (make_task_runner) alone decides where
+    chunks run; chunk_task is the step's one Prefect task run around the map."""
+    return chunk_task(fn, quote(chunks), quote(executor))
 
 
 @task(name="verify", **SECRET)
@@ -194,79 +183,45 @@ def composition_task(check: SeriesCheck, data, part):
 
 @task(name="evaluate", **SECRET)
 def evaluate_task(technique, release, data, workload_seed: int):
-    return _timed("evaluate", evaluate, technique, release, data, workload_seed)
+    step = evaluate_on_cluster if hasattr(data, "parts") else evaluate  # read on a Dask cluster, or in memory
+    return _timed("evaluate", step, technique, release, data, workload_seed)
 
 
-# verify and evaluate of a technique that splits their per-row work (Technique.plan_verify,
-# plan_utility): a plan, chunks mapped over the task runner like anonymize's, a combine step
-@task(name="verify-plan", **SECRET)
-def verify_plan_task(technique, release, spec: ReleaseSpec, context: dict):
-    plan = technique.plan_verify(release, context)
-    if plan is not None:  # else verify_task checks the schema
-        check_published(release, spec, technique)
-    return plan
-
-
-@task(name="verify-chunk", **SECRET)
-def verify_chunk_task(technique, chunk):
-    return technique.verify_chunk(chunk)
-
-
-@task(name="verify-combine", **SECRET)
-def verify_combine_task(technique, release, context: dict, plan, results):
-    return technique.combine_verify(release, context, plan, results)
-
-
-@task(name="evaluate-plan", **SECRET)
-def evaluate_plan_task(technique, release, data, workload_seed: int):
-    workload = evaluation_workload(data, workload_seed)
-    return workload, technique.plan_utility(release, data, workload)
-
-
-@task(name="evaluate-chunk", **SECRET)
-def evaluate_chunk_task(technique, chunk):
-    return technique.utility_chunk(chunk)
-
-
-@task(name="evaluate-combine", **SECRET)
-def evaluate_combine_task(technique, release, data, workload, plan, results):
-    estimate, figures = technique.combine_utility(release, data, workload, plan, results)
-    return utility_summary(technique, release, data, workload, estimate, figures)
-
-
-def verify_and_evaluate(technique, release, spec: ReleaseSpec, context: dict, data, workload_seed: int):
+def verify_and_evaluate(
+    technique, release, spec: ReleaseSpec, context: dict, data, workload_seed: int, executor: Executor
+):
     """verify, then (when it passes) evaluate; each as one task or, when the technique splits it,
-    as chunks on the task runner. Returns (privacy results, utility figures or None if refused).
+    as chunks on the run's executor. Returns (privacy results, utility figures or None if refused).
 
     The release and the context are passed quoted: Prefect would otherwise walk every item of
     every list they hold (a MuCo release lists its unchangeable rows) for each task, seconds at
     a million rows."""
-    release, context = quote(release), quote(context)
+    quoted = quote(release), quote(context)
     t0 = time.perf_counter()
-    plan = verify_plan_task(technique, release, spec, context) if _splits(technique, "plan_verify") else None
+    plan = verify_plan_task(technique, "verify", quote((release, context))) if "verify" in technique.chunked else None
     if plan is None:
-        privacy = verify_task(technique, release, spec, context)
+        privacy = verify_task(technique, quoted[0], spec, quoted[1])
     else:
-        results = _map_chunks(technique, plan.chunks, spec.run, verify_chunk_task)
-        privacy = verify_combine_task(technique, release, context, plan, results)
+        check_published(release, spec, technique)
+        results = _map_chunks(plan.run, plan.chunks, executor, verify_chunk_task)
+        privacy = verify_combine_task(quote(plan), results)
         progress(f"verify done in {time.perf_counter() - t0:.2f} s ({len(plan.chunks)} chunks)")
     if any(not r.passed for r in privacy):
         return privacy, None
     t0 = time.perf_counter()
-    if not _splits(technique, "plan_utility"):
-        return privacy, evaluate_task(technique, release, data, workload_seed)
-    workload, plan = evaluate_plan_task(technique, release, data, workload_seed)
+    workload = evaluation_workload(data, workload_seed) if "utility" in technique.chunked else None
+    plan = evaluate_plan_task(technique, "utility", quote((release, data, workload))) if workload is not None else None
     if plan is None:
-        return privacy, evaluate_task(technique, release, data, workload_seed)
-    results = _map_chunks(technique, plan.chunks, spec.run, evaluate_chunk_task)
-    utility = evaluate_combine_task(technique, release, data, workload, plan, results)
+        return privacy, evaluate_task(technique, quoted[0], data, workload_seed)
+    results = _map_chunks(plan.run, plan.chunks, executor, evaluate_chunk_task)
+    finish = partial(_utility_summary, technique, release, data, workload)
+    utility = evaluate_combine_task(quote(plan), results, finish)
     progress(f"evaluate done in {time.perf_counter() - t0:.2f} s ({len(plan.chunks)} chunks)")
     return privacy, utility
 
 
-def _splits(technique, hook: str) -> bool:
-    """Whether the technique has this chunk hook (else its step stays one task: no plan task)."""
-    return getattr(type(technique), hook) is not getattr(Technique, hook)
+def _utility_summary(technique, release, data, workload, estimate_and_figures):
+    return utility_summary(technique, release, data, workload, *estimate_and_figures)
 
 
 @task(name="stage-files", **SECRET, **IO_RETRIES)
@@ -308,11 +263,16 @@ def run_release(
     store: Store | None = None,
     new_release: bool = False,
     spec_path: str | None = None,
+    executor: Executor | None = None,
 ) -> dict[str, Any]:
     """The pipeline itself; returns a summary dict (release id, figures, where things are).
 
     new_release: publish even if this flow run (a retry) or this deployment's scheduled slot
-    already published a release of the series (without it, that release is returned)."""
+    already published a release of the series (without it, that release is returned).
+    executor: where chunks run (None: the one [run] asks for, closed when the release is done)."""
+    if executor is None:
+        with make_task_runner(spec.run) as executor:
+            return run_release(spec, actor, context, store, new_release, spec_path, executor)
     started = datetime.now(UTC).replace(tzinfo=None)
     technique = get_technique(spec)
     series_check = SeriesCheck(spec, technique)
@@ -370,7 +330,7 @@ def run_release(
     # committed meanwhile would make them stale, so the commit checks the sequence
     based_on = store.last_sequence(spec.dataset.name)
     if on_cluster:  # its people are read batch by batch at the composition check
-        series_check.prepare_cluster(store, data)
+        series_check.prepare_cluster(store, data, compose_on_cluster)
     else:
         series_check.prepare(store, data)
     if based_on and series_check.prior is None and not technique.guards_series and not on_cluster:
@@ -384,7 +344,7 @@ def run_release(
     if series_check.settings.keep_groups:
         part = series_check.keep_groups(data, part)
         progress(f"{part.n_groups} groups kept from earlier releases ({part.info['merge_rounds']} merge rounds)")
-    release = anonymize_step(technique, data, part, rng, spec.run)
+    release = anonymize_step(technique, data, part, rng, executor)
     privacy, utility = verify_and_evaluate(
         technique,
         release,
@@ -392,6 +352,7 @@ def run_release(
         {**(context or {}), **history, "data": data},
         data,
         int(spec.section("evaluate").get("workload_seed", 0)),
+        executor,
     )
     privacy = privacy + composition_task(series_check, data, part)
     failed = [r for r in privacy if not r.passed and not series_check.tolerated(r)]
@@ -523,10 +484,6 @@ def _name_flow_run(run_id: str | None, release_id: str) -> None:
     if run_id is None:
         return
     try:
-        from uuid import UUID
-
-        from prefect.client.orchestration import get_client
-
         with get_client(sync_client=True) as client:
             client.update_flow_run(UUID(run_id), name=f"{release_id}")
     except Exception as exc:
@@ -541,8 +498,6 @@ def _artifacts(meta, privacy, utility) -> None:
             description=f"release {meta['release_id']}",
         )
         if meta.get("report"):  # the artifacts link to the report; the report names this run
-            from prefect.artifacts import create_link_artifact
-
             create_link_artifact(
                 link=Path(meta["report"]).as_uri(),
                 link_text=f"report of {meta['release_id']}",
@@ -587,10 +542,9 @@ def run_attempt(spec_path: str, overrides: dict | None, actor: str | None, new_r
     exception into its result storage; the attempt gets its audit-log row either way."""
     committed = len(COMMITTED)
     try:
-        with own_runners():
-            release_id = run_release(
-                resolve_spec(spec_path, None, overrides), actor=actor, new_release=new_release, spec_path=spec_path
-            )["release_id"]
+        release_id = run_release(
+            resolve_spec(spec_path, None, overrides), actor=actor, new_release=new_release, spec_path=spec_path
+        )["release_id"]
         close_clusters()
         return release_id
     except Exception as exc:
@@ -609,39 +563,27 @@ def run_attempt(spec_path: str, overrides: dict | None, actor: str | None, new_r
 def failed_state(exc: Exception):
     """The Failed state a flow returns for `exc`: its one-line public message as the state
     message. Remembered in FAILURES for an in-process caller (call_flow raises it again)."""
-    from prefect.states import Failed
-
     FAILURES.append(exc)
-    if not isinstance(exc, expected_errors()):
-        import traceback
-
+    if not isinstance(exc, EXPECTED_ERRORS):
         # frames only: the exception's own text may quote data
         progress("internal error; traceback (frames only):\n" + "".join(traceback.format_tb(exc.__traceback__)))
     return Failed(message=public_message(exc))
 
 
-def make_task_runner(run: RunSpec):
-    """The task runner [run] asks for. Only mapped tasks (a technique's chunks) use it; every
-    other step, and every store write, stays in the flow process."""
+def make_task_runner(run: RunSpec) -> Executor:
+    """The executor [run] asks for, one per run: threads of the flow process, or Dask workers.
+    Only a technique's chunks use it; every other step, and every store write, stays in the
+    flow process."""
     if run.task_runner == "dask":
-        from privpub.flows.cluster import dask_task_runner
-
         return dask_task_runner(run)
-    from prefect.task_runners import ThreadPoolTaskRunner
-
-    return ThreadPoolTaskRunner(max_workers=run.workers)
+    return ThreadExecutor(run.workers)
 
 
 def publish(spec_path: str, overrides: dict | None = None, actor: str | None = None) -> str:
-    """Run `publish_flow` on the task runner of the spec's [run] section (overrides included).
-
-    A flow's task runner is fixed before the flow reads its spec, so the choice is made here;
-    the release is the same whichever runner and however many workers run it."""
-    spec = resolve_spec(spec_path, None, overrides)
-    # a technique working on the cluster itself (flows/cluster.py) maps no chunks: no second cluster
-    run = RunSpec() if uses_cluster(spec, get_technique(spec)) else spec.run
-    flow_ = publish_flow.with_options(task_runner=make_task_runner(run))
-    return call_flow(flow_, spec_path=spec_path, overrides=overrides, actor=actor)
+    """Run `publish_flow` in this process (the spec is read first: a bad spec fails before any
+    flow run). The release is the same whichever [run] executor and however many workers."""
+    get_technique(resolve_spec(spec_path, None, overrides))
+    return call_flow(publish_flow, spec_path=spec_path, overrides=overrides, actor=actor)
 
 
 def call_flow(flow_, **parameters) -> str:

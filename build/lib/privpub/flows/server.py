@@ -22,7 +22,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from importlib.util import find_spec
 from pathlib import Path
+
+from privpub.flows.service import running_service
 
 # The child sets its parent-death signal, checks its parent is still the one that started it
 # (it may have died before prctl), then becomes uvicorn. PDEATHSIG survives execve.
@@ -49,8 +52,6 @@ class TemporaryServer:
         self._log = tempfile.NamedTemporaryFile(prefix="privpub-prefect-", suffix=".log", delete=False)
         # where Prefect is installed, without importing it: the server starts before this
         # process pays for its own imports
-        from importlib.util import find_spec
-
         prefect_dir = Path(find_spec("prefect").origin).parent
 
         env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
@@ -86,7 +87,7 @@ class TemporaryServer:
         )
 
     def wait_ready(self, timeout: float | None = None) -> str:
-        import httpx
+        import httpx  # lazy: the server starts before this process pays for Prefect's imports
 
         timeout = timeout or float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", 90))
         deadline = time.monotonic() + timeout
@@ -123,8 +124,6 @@ def prefect_api() -> Iterator[Callable[[], str]]:
     if url:
         yield lambda: url
         return
-    from privpub.flows.service import running_service
-
     service = running_service()
     if service:
         with _api_settings(service):
@@ -138,7 +137,7 @@ def prefect_api() -> Iterator[Callable[[], str]]:
 
     def ready() -> str:
         if "settings" not in state:
-            from prefect.settings import PREFECT_API_URL, temporary_settings
+            from prefect.settings import PREFECT_API_URL, temporary_settings  # lazy: as httpx above
 
             server.wait_ready()
             state["settings"] = temporary_settings(updates={PREFECT_API_URL: server.url})
@@ -156,7 +155,7 @@ def prefect_api() -> Iterator[Callable[[], str]]:
 
 @contextlib.contextmanager
 def _api_settings(url: str) -> Iterator[None]:
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import PREFECT_API_URL, temporary_settings  # lazy: as httpx above
 
     with temporary_settings(updates={PREFECT_API_URL: url}):
         yield
@@ -166,10 +165,10 @@ def _drain_prefect_logs() -> None:
     """Send buffered run logs and events to the server before it stops (else they are lost and
     Prefect's exit handlers wait on a server that is gone)."""
     with contextlib.suppress(Exception):
-        from prefect.logging.handlers import APILogWorker
+        from prefect.logging.handlers import APILogWorker  # lazy: only when Prefect is loaded
 
         APILogWorker.drain_all(timeout=5)
     with contextlib.suppress(Exception):
-        from prefect.events.worker import EventsWorker
+        from prefect.events.worker import EventsWorker  # lazy: only when Prefect is loaded
 
         EventsWorker.drain_all(timeout=5)

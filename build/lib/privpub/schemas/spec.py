@@ -15,10 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-
-class SpecError(ValueError):
-    """A spec that cannot be used; the message says which key and why."""
-
+from privpub.schemas.errors import SpecError
 
 # Optional sections beside the modelled ones, with the keys each accepts (read by spec.section()).
 EXTRA_SECTIONS: dict[str, tuple[str, ...]] = {

@@ -26,12 +26,20 @@ node that no dimension can split is larger).
 from __future__ import annotations
 
 import operator
+import weakref
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
+from privpub.schemas.errors import PartitionError
+from privpub.state.store import open_staging
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.parted_table import PartedTable, part_name
+from privpub.tasks.partition.generalized_table import generalized_table
 from privpub.tasks.partition.mondrian import (
-    PartitionError,
     _TreeBuilder,
     allowed_splits,
     histogram_offsets,
@@ -257,11 +265,6 @@ def finish_node(meta: tuple, k: int, l: int | None, seed, *pieces):
     finished by the in-memory Mondrian, and its part of the published table, rows shuffled by its
     own generator. Returns (table, group sizes) and, kept on the worker for the series
     composition, who is in which of the node's groups (`members`)."""
-    import pyarrow as pa
-
-    from privpub.tasks.core.microdata import Microdata
-    from privpub.tasks.partition.generalized_table import generalized_table
-
     spec, domains, s_values, integer = meta
     xt = np.concatenate([p[0] for p in pieces], axis=1)
     s = np.concatenate([p[1] for p in pieces])
@@ -285,7 +288,7 @@ def finish_on_cluster(data, cpart: ClusterPartition, k: int, l: int | None, rng,
     each part arrives (in any order; index = the node's rank). Returns the group sizes, node
     order (the group ids made global by each node's offset). Each node's `members` stay on the
     workers: `cpart.members` (futures, node order) and `cpart.group_offset`."""
-    from distributed import as_completed
+    from distributed import as_completed  # lazy: Dask is an optional dependency of the cluster path
 
     client = data.client
     meta = client.scatter((data.spec, data.domains, data.sensitive_values, data.integer), broadcast=True)
@@ -308,3 +311,26 @@ def finish_on_cluster(data, cpart: ClusterPartition, k: int, l: int | None, rng,
     cpart.group_offset = np.concatenate([[0], np.cumsum([len(x) for x in sizes])]).astype(np.int64)
     cpart.n_groups = int(cpart.group_offset[-1])
     return np.concatenate(sizes)
+
+
+def publish_parts(data, cpart, k: int, l: int | None, rng, output_dir: Path):
+    """The subtrees of a distributed Mondrian finished on the cluster, each node's rows written as
+    one part, in node order, into a private staging folder of their own (moved into the release's
+    staging folder by stage_tables; deleted if the release never gets there)."""
+    draft = open_staging(output_dir)
+    folder = draft.path / "table"
+    folder.mkdir()
+
+    def write_part(index: int, table: pa.Table) -> None:
+        pq.write_table(table, folder / part_name(index))
+
+    try:
+        sizes = finish_on_cluster(data, cpart, k, l, rng, write_part)
+    except BaseException:
+        draft.discard()
+        raise
+    parted = PartedTable(folder)
+    parted.draft = draft
+    parted.client = data.client  # its verification and evaluation run on the same cluster
+    weakref.finalize(parted, draft.discard)
+    return parted, sizes

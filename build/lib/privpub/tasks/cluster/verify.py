@@ -14,46 +14,17 @@ when it can see the file, else the flow reads it and sends it (one part in the f
 from __future__ import annotations
 
 import operator
-import os
 from dataclasses import dataclass
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from privpub.tasks.core.technique import PrivacyResult
+from privpub.tasks.core.parted_table import on_part, part_sources, read_part
+from privpub.tasks.core.types import PrivacyResult
 
 BUCKETS = 16
-
-
-def read_part(source) -> pa.Table:
-    return pq.read_table(source) if isinstance(source, str) else source
-
-
-def part_sources(parted) -> list:
-    """What each part task reads: the file's path if every worker sees it, else the table."""
-    paths = [str(p) for p in parted.parts]
-    client = getattr(parted, "client", None)
-    if client is None or not paths:
-        return paths
-    if all(client.run(os.path.isfile, paths[0]).values()):
-        return paths
-    return [client.scatter(pq.read_table(p), hash=False) for p in paths]
-
-
-def map_parts(parted, fn, *args) -> list:
-    """fn(table of one part, *args) for every part: results in part order."""
-    client = getattr(parted, "client", None)
-    if client is None:
-        return [fn(read_part(s), *args) for s in part_sources(parted)]
-    futures = [client.submit(_on_part, fn, s, *args, pure=False) for s in part_sources(parted)]
-    return client.gather(futures)
-
-
-def _on_part(fn, source, *args):
-    return fn(read_part(source), *args)
 
 
 # One string per row names its class: each published cell as text (a list's items joined by
@@ -148,7 +119,7 @@ def parted_classes(parted, columns: list[str], sensitive: str | None) -> Classes
         results = [bucket_classes(*partials)]
     else:
         per_part = [
-            client.submit(_on_part, class_partials, s, columns, sensitive, BUCKETS, pure=False)
+            client.submit(on_part, class_partials, s, columns, sensitive, BUCKETS, pure=False)
             for s in part_sources(parted)
         ]
         results = client.gather(

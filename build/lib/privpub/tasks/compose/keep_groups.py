@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import Partition
+from privpub.tasks.core.types import Partition
 
 MAX_ROUNDS = 64
 

@@ -1,6 +1,7 @@
-"""The plug-in contract of a technique, and the registry flows look techniques up in.
+"""The plug-in contract of a technique (the registry flows look techniques up in is
+tasks/techniques/registry.py).
 
-A technique module in tasks/anonymize/ defines a subclass of `Technique` and decorates it with
+A technique module in tasks/techniques/<name>/ defines a subclass of `Technique` and decorates it with
 `@register("name")`. The flow calls, in order: partition -> anonymize -> verify -> estimate.
 No flow branches on a technique's name.
 """
@@ -8,84 +9,14 @@ No flow branches on a technique's name.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
-import pyarrow as pa
 
-from privpub.schemas.spec import ReleaseSpec, SpecError, check_known_keys
+from privpub.schemas.errors import SpecError
+from privpub.schemas.spec import ReleaseSpec, check_known_keys
 from privpub.tasks.core.microdata import Microdata
-
-
-class PrivacyRefused(RuntimeError):
-    """The release cannot meet its privacy model: nothing is published."""
-
-
-@dataclass
-class Partition:
-    """A group id per row (0..n_groups-1), and, for Mondrian, the split tree."""
-
-    group: np.ndarray  # (n,) int64
-    n_groups: int
-    tree: Any = None  # tasks.partition.mondrian.SplitTree or None
-    info: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def sizes(self) -> np.ndarray:
-        """Rows per group; rows with group -1 (suppressed) are not counted."""
-        return np.bincount(self.group[self.group >= 0], minlength=self.n_groups)
-
-
-@dataclass
-class Release:
-    """What a technique produces.
-
-    tables:  the published tables, written as <dir>/<release_id>/<name>.parquet
-    private: metadata that verification of a randomized technique needs; stored in the state
-             database with the release, never published
-    info:    counts for the report (suppressed rows, groups, ...)
-    """
-
-    tables: dict[str, pa.Table]
-    private: dict[str, Any] = field(default_factory=dict)
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class ChunkPlan:
-    """A technique's anonymize step split into independent pieces (see Technique.plan_chunks).
-
-    chunks: one picklable input per piece; a flow maps a task over them, so a piece may run in
-            another process (a Dask worker) and must not need anything outside its chunk
-    state:  whatever combine_chunks needs besides the results; it stays in the flow process
-    """
-
-    chunks: list[Any]
-    state: Any = None
-
-
-def chunk_bounds(sizes: np.ndarray, chunk_rows: int) -> np.ndarray:
-    """First group of every chunk, and n_groups at the end: consecutive groups are cut where their
-    first row crosses a multiple of chunk_rows (a group larger than that is a chunk of its own)."""
-    start = np.cumsum(sizes) - sizes
-    cut = np.flatnonzero(np.diff(start // chunk_rows) > 0) + 1
-    return np.concatenate([[0], cut, [len(sizes)]]).astype(np.int64)
-
-
-@dataclass
-class PrivacyResult:
-    """One privacy figure computed from the published tables, and whether it meets its threshold.
-
-    `value` is what the report shows (an int, a float, or an exact fraction as a string);
-    `worst` describes the worst group / person so a steward can look at it.
-    """
-
-    model: str
-    value: Any
-    threshold: Any
-    passed: bool
-    worst: dict[str, Any] = field(default_factory=dict)
+from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release
 
 
 class Technique:
@@ -143,83 +74,63 @@ class Technique:
         raise NotImplementedError
 
     def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
-        raise NotImplementedError
-
-    # --- optional: anonymize as independent chunks (e.g. chunks of QI-groups) ---------------
-    # A technique whose anonymize work splits into independent pieces returns a ChunkPlan from
-    # plan_chunks; the flow then maps a task over plan.chunks on its task runner (threads in the
-    # flow process, or Dask workers) and calls combine_chunks with the results in chunk order.
-    # The release must not depend on where or in which order the chunks ran: a chunk that draws
-    # random numbers takes a generator spawned for it in plan_chunks, never a shared one.
-    def plan_chunks(self, data: Microdata, part: Partition, rng: np.random.Generator) -> ChunkPlan | None:
-        """None (the default): anonymize runs as one step."""
-        return None
-
-    def anonymize_chunk(self, chunk: Any) -> Any:
-        raise NotImplementedError
-
-    def combine_chunks(
-        self, data: Microdata, part: Partition, plan: ChunkPlan, results: list[Any], rng: np.random.Generator
-    ) -> Release:
-        raise NotImplementedError
-
-    def anonymize_in_chunks(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
-        """The chunked anonymize run one chunk after the other, in this process: what `anonymize`
-        of a chunked technique calls, so a direct call and a flow run publish the same release."""
-        plan = self.plan_chunks(data, part, rng)
-        if plan is None:
-            raise NotImplementedError(f"technique '{self.name}' does not split its anonymize step")
-        return self.combine_chunks(data, part, plan, [self.anonymize_chunk(c) for c in plan.chunks], rng)
-
-    # --- optional: verify and evaluate with their per-row work in chunks -------------------
-    # The pattern of the anonymize chunks: plan_verify / plan_utility return a ChunkPlan (None:
-    # the step runs as one: verify, or estimate_counts + utility), the flow maps verify_chunk /
-    # utility_chunk over plan.chunks on its task runner, and combine_verify / combine_utility
-    # build the figures in the flow process. The figures must not depend on the chunk layout, the
-    # runner or the order the chunks ran in, and must be those of the one-step methods.
-    def plan_verify(self, release: Release, context: dict[str, Any]) -> ChunkPlan | None:
-        return None
-
-    def verify_chunk(self, chunk: Any) -> Any:
-        raise NotImplementedError
-
-    def combine_verify(
-        self, release: Release, context: dict[str, Any], plan: ChunkPlan, results: list[Any]
-    ) -> list[PrivacyResult]:
-        raise NotImplementedError
-
-    def plan_utility(self, release: Release, data: Microdata, workload: Any) -> ChunkPlan | None:
-        return None
-
-    def utility_chunk(self, chunk: Any) -> Any:
-        raise NotImplementedError
-
-    def combine_utility(
-        self, release: Release, data: Microdata, workload: Any, plan: ChunkPlan, results: list[Any]
-    ) -> tuple[np.ndarray, dict[str, float]]:
-        """(estimate_counts of the workload, the utility() figures) from the chunks' results."""
-        raise NotImplementedError
-
-    def utility_in_chunks(
-        self, release: Release, data: Microdata, workload: Any
-    ) -> tuple[np.ndarray, dict[str, float]]:
-        """estimate_counts and utility, through the chunk hooks when the technique has them."""
-        plan = self.plan_utility(release, data, workload)
-        if plan is None:
-            return self.estimate_counts(release, workload), self.utility(release, data)
-        return self.combine_utility(release, data, workload, plan, [self.utility_chunk(c) for c in plan.chunks])
+        """A technique that chunks its anonymize step (chunked) needs not override this."""
+        return self._chunks_here("anonymize", data, part, rng)
 
     def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
         """Privacy of the release as an adversary sees it (published tables + public knowledge).
 
         context may hold "data" (the validated Microdata) at publish time: only for measured
         figures such as disclosure rates, never for a pass/fail decision, which must follow from
-        the published tables (plus the release's private metadata and history) alone."""
-        raise NotImplementedError
+        the published tables (plus the release's private metadata and history) alone. A
+        technique that chunks its verify step (chunked) needs not override this."""
+        return self._chunks_here("verify", release, context)
 
     def estimate_counts(self, release: Release, workload: Any) -> np.ndarray:
         """Estimated answers of the shared count-query workload, from the published tables."""
         raise NotImplementedError
+
+    # --- optional: a step as independent chunks -------------------------------------------
+    # A technique lists in `chunked` the steps (STEPS) whose work splits into independent pieces
+    # and returns them from `split`; `plan` gives the flow that ChunkPlan (None: the step runs in
+    # one piece), the flow maps plan.run over plan.chunks on the run's executor
+    # (tasks/core/executor.py) and calls plan.combine in its own process. The output must not
+    # depend on the chunk layout, the executor or the order the chunks ran in, and must be that
+    # of the one-piece step: a chunk drawing random numbers takes a generator spawned for it in
+    # `split`, never a shared one.
+    chunked: ClassVar[frozenset[str]] = frozenset()
+
+    def split(self, step: str, *inputs: Any) -> ChunkPlan:
+        """The chunks of `step` (one of `chunked`), inputs as listed in STEPS."""
+        raise NotImplementedError(f"technique '{self.name}' does not split its {step} step")
+
+    def one_piece(self, step: str, *inputs: Any) -> bool:
+        """True when this input is small enough for the flow to run the step in one piece (what
+        chunks would save is less than a task per chunk costs); the figures are the same."""
+        return False
+
+    def plan(self, step: str, *inputs: Any) -> ChunkPlan | None:
+        """The chunks of `step` for the flow, or None: the step runs in one piece."""
+        if step not in self.chunked or self.one_piece(step, *inputs):
+            return None
+        return self.split(step, *inputs)
+
+    def run_step(self, step: str, *inputs: Any, executor: Any = None) -> Any:
+        """`step` in one piece, or its chunks mapped on `executor` (None: here, one after the
+        other) and combined: a direct call and a flow run give the same output."""
+        plan = self.plan(step, *inputs)
+        if plan is not None:
+            return plan.execute(executor)
+        if step == "utility":
+            release, data, workload = inputs
+            return self.estimate_counts(release, workload), self.utility(release, data)
+        return getattr(self, step)(*inputs)
+
+    def _chunks_here(self, step: str, *inputs: Any) -> Any:
+        """The one-piece step of a chunked technique: its chunks one after the other, here."""
+        if step not in self.chunked:
+            raise NotImplementedError
+        return self.split(step, *inputs).execute()
 
     def prior_context(self, store: Any, spec: ReleaseSpec, before_sequence: int | None = None) -> dict[str, Any]:
         """What this technique needs from earlier releases of the series (and public lists),
@@ -243,59 +154,3 @@ class Technique:
     def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
         """pandera schemas of the published tables, by table name."""
         return {}
-
-
-_REGISTRY: dict[str, type[Technique]] = {}
-
-
-def register(name: str):
-    def deco(cls: type[Technique]) -> type[Technique]:
-        if name in _REGISTRY:
-            raise ValueError(f"technique '{name}' registered twice")
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return deco
-
-
-def technique_names() -> list[str]:
-    _load_plugins()
-    return sorted(_REGISTRY)
-
-
-def get_technique(spec: ReleaseSpec) -> Technique:
-    name = spec.technique.name
-    _load_plugin(name)
-    if name not in _REGISTRY:
-        raise SpecError(f"[technique] name = '{name}' is unknown; known: {', '.join(sorted(_REGISTRY))}")
-    return _REGISTRY[name](spec)
-
-
-def _load_plugin(name: str) -> None:
-    """Import the module that registers `name` (tasks.techniques.MODULES), else every module."""
-    import importlib
-
-    from privpub.tasks.techniques import MODULES
-
-    if name not in _REGISTRY and name in MODULES:
-        importlib.import_module(f"privpub.tasks.techniques.{MODULES[name]}")
-    if name not in _REGISTRY:
-        _load_plugins()
-
-
-def _load_plugins() -> None:
-    """Import every technique module (MODULES, and each folder's `technique`) so that their
-    @register decorators run."""
-    import importlib
-    import pkgutil
-
-    import privpub.tasks.techniques as pkg
-
-    modules = set(pkg.MODULES.values())
-    modules.update(f"{m.name}.technique" for m in pkgutil.iter_modules(pkg.__path__) if m.ispkg)
-    for name in sorted(modules):
-        try:
-            importlib.import_module(f"privpub.tasks.techniques.{name}")
-        except ImportError as exc:  # name the broken plug-in rather than fail anonymously
-            raise ImportError(f"technique module privpub.tasks.techniques.{name} cannot be imported: {exc}") from exc

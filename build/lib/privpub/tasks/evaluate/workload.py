@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import duckdb
 import numpy as np
+import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -204,8 +206,6 @@ def exact_answers(frame, workload: list[CountQuery], sensitive: str) -> np.ndarr
     experiments that start from a frame."""
     if not workload:
         return np.zeros(0)
-    import duckdb
-
     con = duckdb.connect()
     con.register("frame", frame)
     con.execute("CREATE TABLE original AS SELECT * FROM frame")  # scanning a table beats a pandas scan
@@ -216,3 +216,32 @@ def exact_answers(frame, workload: list[CountQuery], sensitive: str) -> np.ndarr
     )
     row = con.execute(f"SELECT {aggs} FROM original").fetchone()
     return np.asarray(row, dtype=float)
+
+
+class ColumnIndex:
+    """Columns of a frame factorized once, so each predicate is one array lookup."""
+
+    def __init__(self, frame: pd.DataFrame):
+        self.frame = frame
+        self._codes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def _factor(self, col: str):
+        if col not in self._codes:
+            codes, uniques = pd.factorize(self.frame[col], sort=False)
+            self._codes[col] = (codes, np.asarray(uniques))
+        return self._codes[col]
+
+    def condition_mask(self, col: str, cond: RangeCond | SetCond) -> np.ndarray:
+        codes, uniques = self._factor(col)
+        if isinstance(cond, RangeCond):
+            v = uniques.astype(float)
+            hit = (v >= cond.lo) & (v <= cond.hi)
+        else:
+            hit = np.isin(uniques.astype(str), [str(x) for x in cond.values])
+        return hit[codes]
+
+    def mask(self, conditions) -> np.ndarray:
+        out = np.ones(len(self.frame), dtype=bool)
+        for col, cond in conditions:
+            out &= self.condition_mask(col, cond)
+        return out

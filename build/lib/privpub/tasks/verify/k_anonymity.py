@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from privpub.tasks.core.technique import PrivacyResult
+from privpub.tasks.core.types import PrivacyResult
 from privpub.tasks.verify.published import class_profile, describe_row_class
 
 

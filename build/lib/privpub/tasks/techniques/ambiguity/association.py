@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from privpub.tasks.core.technique import PrivacyResult
+from privpub.tasks.core.types import PrivacyResult
 from privpub.tasks.techniques.ambiguity.group_chunks import Worst, combine_worst
 from privpub.tasks.techniques.ambiguity.presence import (
     DISTINCT_WORLDS_MAX_GROUP,

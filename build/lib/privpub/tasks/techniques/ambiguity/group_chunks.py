@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from privpub.tasks.core.technique import ChunkPlan, PrivacyResult, Release, chunk_bounds
+from privpub.tasks.core.types import ChunkPlan, PrivacyResult, Release, chunk_bounds
 
 
 @dataclass
@@ -97,6 +97,11 @@ def split_by_groups(tables: dict[str, pa.Table], chunk_rows: int) -> list[GroupC
     return chunks
 
 
+def combine_figures(results: list[list[Worst]]) -> list[PrivacyResult]:
+    """Each figure's worst case over the chunks."""
+    return [combine_worst(list(parts)) for parts in zip(*results)]
+
+
 class GroupChunkedVerify:
     """Technique's verify hooks for a per-group verifier. A subclass names the tables its
     verifier reads (`verified_tables`) and checks one chunk (`check_chunk` -> [Worst] per
@@ -110,23 +115,12 @@ class GroupChunkedVerify:
     def check_chunk(self, chunk: GroupChunk) -> list[Worst]:
         raise NotImplementedError
 
-    def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
-        plan = self.group_plan(release)
-        return self.combine_verify(release, context, plan, [self.verify_chunk(c) for c in plan.chunks])
+    chunked = frozenset({"verify"})
 
-    def plan_verify(self, release: Release, context: dict[str, Any]) -> ChunkPlan | None:
+    def one_piece(self, step: str, release: Release, *_: Any) -> bool:
         tables = self.verified_tables(release)
-        if sum(t.num_rows for t in tables.values()) <= self.spec.run.chunk_rows:
-            return None
-        return self.group_plan(release)
+        return sum(t.num_rows for t in tables.values()) <= self.spec.run.chunk_rows
 
-    def group_plan(self, release: Release) -> ChunkPlan:
-        return ChunkPlan(split_by_groups(self.verified_tables(release), self.spec.run.chunk_rows))
-
-    def verify_chunk(self, chunk: GroupChunk) -> list[Worst]:
-        return self.check_chunk(chunk)
-
-    def combine_verify(
-        self, release: Release, context: dict[str, Any], plan: ChunkPlan, results: list[list[Worst]]
-    ) -> list[PrivacyResult]:
-        return [combine_worst(list(parts)) for parts in zip(*results)]
+    def split(self, step: str, release: Release, context: dict[str, Any]) -> ChunkPlan:
+        chunks = split_by_groups(self.verified_tables(release), self.spec.run.chunk_rows)
+        return ChunkPlan(chunks, self.check_chunk, combine_figures)

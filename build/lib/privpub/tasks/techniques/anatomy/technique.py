@@ -14,17 +14,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pandera.pandas as pdr
 import pyarrow as pa
 
+from privpub.schemas.errors import SpecError
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.compact_table import CompactTable
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import ChunkPlan, Partition, PrivacyResult, Release, Technique, register
-from privpub.tasks.techniques.muco.technique import ColumnIndex
+from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release
+from privpub.tasks.evaluate.counting import QueryAnswers, arrow_codes, arrow_plain_column
+from privpub.tasks.evaluate.workload import ColumnIndex
+from privpub.tasks.techniques.registry import register
 
 
 class AnatomyError(ValueError):
@@ -74,8 +80,6 @@ class Anatomy(Technique):
     def check_params(self) -> None:
         self.l = self.int_param("l", None, minimum=2)
         if self.l is None:
-            from privpub.schemas.spec import SpecError
-
             raise SpecError("[technique] anatomy needs l (an integer >= 2)")
 
     def check_data(self, data: Microdata) -> None:
@@ -107,23 +111,15 @@ class Anatomy(Technique):
         info = {"groups": int(part.n_groups), "min_group": int(part.sizes.min()), "max_group": int(part.sizes.max())}
         return Release({"QIT": pa.table(qit), "ST": pa.Table.from_pandas(st, preserve_index=False)}, {}, info)
 
-    def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
-        return verify_anatomy(release, self.spec.dataset.sensitive, self.l, self.spec.run.chunk_rows)
+    chunked = frozenset({"verify"})
 
-    def plan_verify(self, release: Release, context: dict[str, Any]) -> ChunkPlan | None:
-        """None (one verify step) for a QIT of at most chunk_rows rows."""
-        rows = self.spec.run.chunk_rows
-        if release.tables["QIT"].num_rows <= rows:
-            return None
-        return ChunkPlan(anatomy_chunks(release, self.spec.dataset.sensitive, rows))
+    def one_piece(self, step: str, release: Release, *_: Any) -> bool:
+        """One verify step for a QIT of at most chunk_rows rows."""
+        return release.tables["QIT"].num_rows <= self.spec.run.chunk_rows
 
-    def verify_chunk(self, chunk: AnatomyChunk) -> dict[str, Any]:
-        return anatomy_chunk_figures(chunk)
-
-    def combine_verify(
-        self, release: Release, context: dict[str, Any], plan: ChunkPlan, results: list
-    ) -> list[PrivacyResult]:
-        return anatomy_results(results, self.l)
+    def split(self, step: str, release: Release, context: dict[str, Any]) -> ChunkPlan:
+        chunks = anatomy_chunks(release, self.spec.dataset.sensitive, self.spec.run.chunk_rows)
+        return ChunkPlan(chunks, anatomy_chunk_figures, partial(anatomy_results, l=self.l))
 
     def _bucket_stats(self, release: Release):
         qit = release.tables["QIT"].to_pandas()
@@ -134,8 +130,6 @@ class Anatomy(Technique):
     def estimate_counts(self, release: Release, workload: Any) -> np.ndarray:
         """Each matching QIT row holds value v with probability count(gid, v) / |gid|: one
         weighted copy of a QIT row per value its group holds, grouped by value once."""
-        from privpub.tasks.evaluate.counting import QueryAnswers, arrow_codes, arrow_plain_column
-
         qit, st = release.tables["QIT"], release.tables["ST"]
         gid = qit.column("gid").to_numpy()
         order = np.argsort(gid, kind="stable")
@@ -163,8 +157,6 @@ class Anatomy(Technique):
         return np.array(out)
 
     def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
-        import pandera.pandas as pdr
-
         ds = data_spec.dataset
         qit = {name: pdr.Column(nullable=False) for name in ds.qi_names}
         qit["gid"] = pdr.Column(int, pdr.Check.ge(0))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from privpub.tasks.core.technique import PrivacyResult
+from privpub.tasks.core.types import PrivacyResult
 from privpub.tasks.verify.class_chunks import ClassChunk, class_chunks, class_partials, k_anonymity_of, merge_partials
 from privpub.tasks.verify.published import qi_columns
 

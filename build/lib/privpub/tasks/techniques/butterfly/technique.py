@@ -12,22 +12,26 @@ wing attribute its wing group's range; the sensitive column kept.
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from privpub.schemas.errors import PartitionError, SpecError
 from privpub.schemas.published import generalized_table_schema
-from privpub.schemas.spec import SpecError
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import ChunkPlan, Partition, PrivacyResult, Release, Technique, register
+from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.types import ChunkPlan, Partition, Release
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
 from privpub.tasks.evaluate.metrics import uncertainty_penalty
 from privpub.tasks.partition.generalized_table import GroupIndex, generalized_columns, generalized_table
-from privpub.tasks.partition.mondrian import PartitionError, mondrian_partition
+from privpub.tasks.partition.mondrian import mondrian_partition
 from privpub.tasks.techniques.butterfly import multi_qid
 from privpub.tasks.techniques.butterfly.core import Assignment, Points, butterflies, layout
-from privpub.tasks.verify.class_chunks import ClassChunk, class_partials
+from privpub.tasks.techniques.registry import register
+from privpub.tasks.verify.class_chunks import class_partials
+from privpub.tasks.verify.published import class_profile, qi_columns
 
 
 class _MultiQID(Technique):
@@ -69,26 +73,17 @@ class _MultiQID(Technique):
 
     # verify: every QID's classes counted in runs of `[run] chunk_rows` published rows (verify
     # chunks on the task runner), added up per class in the flow (tasks/verify/multi_qid.py)
-    def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
-        plan = self.verify_plan(release)
-        return self.combine_verify(release, context, plan, [self.verify_chunk(c) for c in plan.chunks])
+    chunked = frozenset({"verify"})
 
-    def plan_verify(self, release: Release, context: dict[str, Any]) -> ChunkPlan | None:
-        """None (one verify step) for a table of at most chunk_rows rows."""
-        return None if release.tables["table"].num_rows <= self.spec.run.chunk_rows else self.verify_plan(release)
+    def one_piece(self, step: str, release: Release, *_: Any) -> bool:
+        """One verify step for a table of at most chunk_rows rows."""
+        return release.tables["table"].num_rows <= self.spec.run.chunk_rows
 
-    def verify_plan(self, release: Release) -> ChunkPlan:
+    def split(self, step: str, release: Release, context: dict[str, Any]) -> ChunkPlan:
         table = release.tables["table"]
         checks = multi_qid.multi_qid_checks(table, self.qids, self.k, self.k_prime, self.union)
-        return ChunkPlan(multi_qid.multi_qid_plan(table, checks, self.spec.run.chunk_rows), checks)
-
-    def verify_chunk(self, chunk: ClassChunk) -> list[pa.Table]:
-        return class_partials(chunk)
-
-    def combine_verify(
-        self, release: Release, context: dict[str, Any], plan: ChunkPlan, results: list
-    ) -> list[PrivacyResult]:
-        return multi_qid.multi_qid_results(plan.state, results)
+        chunks = multi_qid.multi_qid_plan(table, checks, self.spec.run.chunk_rows)
+        return ChunkPlan(chunks, class_partials, partial(multi_qid.multi_qid_results, checks))
 
     def estimate_counts(self, release: Release, workload) -> np.ndarray:
         ds = self.spec.dataset
@@ -105,8 +100,6 @@ class _MultiQID(Technique):
 
     def group_sizes(self, release: Release) -> np.ndarray:
         """Equivalence classes over the union QID, as the published table shows them."""
-        from privpub.tasks.verify.published import class_profile, qi_columns
-
         table = release.tables["table"]
         return class_profile(table, qi_columns(table, self.union))["size"]
 

@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from privpub.tasks.core.technique import PrivacyResult
+from privpub.tasks.core.types import PrivacyResult
+from privpub.tasks.verify.published import column_codes
 
 TOL = 1e-9  # LP round-off allowed in the inequality checks
 P_MATCH = (0.3, 0.5, 0.7, 0.9, 1.0)
@@ -93,8 +94,6 @@ def published_codes(published: pa.Table, value_codes: pa.Table, attributes: list
     Each column's distinct cells are looked up once: the cells are coded by the shared
     `column_codes` (once per table, reused by the verifier, the utility figures and the
     disclosure), and only one cell per code is read back as a value."""
-    from privpub.tasks.verify.published import column_codes
-
     vc = _frame(value_codes)
     out = np.empty((published.num_rows, len(attributes)), dtype=np.int64)
     for a, name in enumerate(attributes):

@@ -13,7 +13,7 @@
    The output tables and the row mapping are private metadata for the verifier.
 
 Steps 2-4 are independent per group: they run per chunk of consecutive groups (Technique's
-plan_chunks / anonymize_chunk / combine_chunks), each chunk with its own generator spawned from
+split("anonymize"), a ChunkPlan), each chunk with its own generator spawned from
 the release's seed sequence, so the flow can map them over a Dask task runner and the release is
 the same on every runner. Step 5 (the shuffle and the tables) combines them in the flow process.
 """
@@ -23,17 +23,23 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pandera.pandas as pdr
 import pyarrow as pa
 
-from privpub.schemas.spec import ReleaseSpec, SpecError
+from privpub.schemas.errors import PartitionError, SpecError
+from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.compact_table import CompactTable
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import ChunkPlan, Partition, PrivacyResult, Release, Technique, chunk_bounds, register
-from privpub.tasks.evaluate.workload import RangeCond, SetCond
+from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release, chunk_bounds
+from privpub.tasks.evaluate.counting import count_in_table
+from privpub.tasks.evaluate.workload import ColumnIndex, RangeCond, SetCond
+from privpub.tasks.partition.mondrian import mondrian_partition
 from privpub.tasks.techniques.muco import delta_probability as dp
 from privpub.tasks.techniques.muco.tables import (
     ClassTables,
@@ -43,6 +49,7 @@ from privpub.tasks.techniques.muco.tables import (
     min_group_size,
     output_tables,
 )
+from privpub.tasks.techniques.registry import register
 
 
 def parse_delta(spec: ReleaseSpec) -> Fraction:
@@ -253,8 +260,6 @@ class MuCo(Technique):
         self.check_diversity(data, self.l)
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
-        from privpub.tasks.partition.mondrian import PartitionError, mondrian_partition
-
         self.check_data(data)
         try:
             part = mondrian_partition(data, min_group_size(self.delta), self.l)
@@ -262,10 +267,19 @@ class MuCo(Technique):
             raise MuCoError(f"MuCo cannot partition this table: {exc}") from exc
         return part
 
-    def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
-        return self.anonymize_in_chunks(data, part, rng)
+    # every step in chunks: anonymize always (a chunk per run of whole QI-groups), verify and
+    # evaluate unless the release is small (one_piece); the base class runs `anonymize` and
+    # `verify` as these chunks one after the other
+    chunked = frozenset({"anonymize", "verify", "utility"})
 
-    def plan_chunks(self, data: Microdata, part: Partition, rng: np.random.Generator) -> ChunkPlan:
+    def split(self, step: str, *inputs: Any) -> ChunkPlan:
+        return getattr(self, f"_split_{step}")(*inputs)
+
+    def one_piece(self, step: str, *inputs: Any) -> bool:
+        """A release of at most chunk_rows rows is checked and evaluated in one step each."""
+        return step != "anonymize" and inputs[0].tables["table"].num_rows <= self.chunk_rows
+
+    def _split_anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> ChunkPlan:
         need = min_group_size(self.delta)
         sizes = part.sizes
         if (sizes < need).any():
@@ -294,21 +308,17 @@ class MuCo(Technique):
                     self.delta,
                 )
             )
-        return ChunkPlan(chunks)
+        return ChunkPlan(chunks, run_chunk, partial(self._combine_anonymize, data, part, chunks, rng))
 
-    def anonymize_chunk(self, chunk: MuCoChunk) -> MuCoChunkResult:
-        return run_chunk(chunk)
-
-    def combine_chunks(
+    def _combine_anonymize(
         self,
         data: Microdata,
         part: Partition,
-        plan: ChunkPlan,
-        results: list[MuCoChunkResult],
+        chunks: list[MuCoChunk],
         rng: np.random.Generator,
+        results: list[MuCoChunkResult],
     ) -> Release:
         t0 = time.perf_counter()
-        chunks: list[MuCoChunk] = plan.chunks
         out_codes = np.empty(data.codes.shape, dtype=np.int64)
         for c, r in zip(chunks, results):
             out_codes[c.rows] = r.out_codes
@@ -344,44 +354,15 @@ class MuCo(Technique):
         }
         return Release({"table": table}, private, info)
 
-    # verify and evaluate: the per-row work in chunks (Technique's verify / utility hooks). A
-    # release of at most chunk_rows rows is checked and evaluated in one step each (what the chunks
-    # would save there is less than the flow's cost of a task a chunk); the figures are the same.
-    def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
-        """Every chunk of the verify plan, one after the other, in this process."""
-        plan = self.verify_plan(release, context)
-        return self.combine_verify(release, context, plan, [self.verify_chunk(c) for c in plan.chunks])
-
-    def plan_verify(self, release: Release, context: dict[str, Any]) -> ChunkPlan | None:
-        return None if self._small(release) else self.verify_plan(release, context)
-
-    def _small(self, release: Release) -> bool:
-        return release.tables["table"].num_rows <= self.chunk_rows
-
-    def verify_plan(self, release: Release, context: dict[str, Any]) -> ChunkPlan:
+    def _split_verify(self, release: Release, context: dict[str, Any]) -> ChunkPlan:
         """The verdicts (one chunk), and with the original data (context["data"]) the Section 5.1
         figures in runs of QI subsets."""
         verdicts = verdict_chunk(release, self.spec)
         data = (context or {}).get("data")
         if data is None:
-            return ChunkPlan([verdicts])
+            return ChunkPlan([verdicts], verify_piece, partial(_combine_verify, None))
         figures, subsets = disclosure_chunks(release, data)
-        return ChunkPlan([verdicts, *figures], subsets)
-
-    def verify_chunk(self, chunk: VerdictChunk | DisclosureChunk) -> list:
-        if isinstance(chunk, VerdictChunk):
-            return chunk.run()
-        return dp.subset_means(chunk.inputs, chunk.subsets)
-
-    def combine_verify(
-        self, release: Release, context: dict[str, Any], plan: ChunkPlan, results: list
-    ) -> list[PrivacyResult]:
-        verdicts, *means = results
-        if plan.state is None:
-            return verdicts
-        subsets = plan.state  # every subset, the whole set of QIs among them
-        figures = dp.disclosure_figures(max(map(len, subsets)), subsets, [m for r in means for m in r])
-        return verdicts + disclosure_results(figures)
+        return ChunkPlan([verdicts, *figures], verify_piece, partial(_combine_verify, subsets))
 
     def estimate_counts(self, release: Release, workload: Any) -> np.ndarray:
         """The published table holds plain (randomized) values: its own exact counts."""
@@ -401,12 +382,10 @@ class MuCo(Technique):
         """Figures the shared count workload does not cover (the flow may merge them)."""
         return {"iloss": iloss(release, data)}
 
-    def plan_utility(self, release: Release, data: Microdata, workload: Any) -> ChunkPlan | None:
+    def _split_utility(self, release: Release, data: Microdata, workload: Any) -> ChunkPlan:
         """The workload's counts over runs of published rows (integer counts: their sum is the
         whole table's), and ILoss per run of QIs (each QI's cells whole, so the mean is the same
-        sum in the same order). None (estimate_counts and utility in one step) for a small release."""
-        if self._small(release):
-            return None
+        sum in the same order)."""
         table = release.tables["table"]
         rows = max(1, -(-table.num_rows // UTILITY_CHUNKS))
         counts = [
@@ -415,26 +394,42 @@ class MuCo(Technique):
         ]
         cells = iloss_inputs(release, data)
         qis = np.array_split(np.arange(len(cells)), min(UTILITY_CHUNKS, len(cells)))
-        return ChunkPlan(counts + [ILossChunk([cells[a] for a in run]) for run in qis], len(counts))
-
-    def utility_chunk(self, chunk: CountChunk | ILossChunk) -> np.ndarray | list[np.ndarray]:
-        return count_chunk(chunk) if isinstance(chunk, CountChunk) else [iloss_cells(*c) for c in chunk.qis]
-
-    def combine_utility(
-        self, release: Release, data: Microdata, workload: Any, plan: ChunkPlan, results: list
-    ) -> tuple[np.ndarray, dict[str, float]]:
-        estimate = np.zeros(len(workload))
-        for counts in results[: plan.state]:
-            estimate = estimate + counts
-        losses = [cells for r in results[plan.state :] for cells in r]
-        return estimate, {"iloss": float(np.mean(np.column_stack(losses)))}
+        chunks = counts + [ILossChunk([cells[a] for a in run]) for run in qis]
+        return ChunkPlan(chunks, utility_piece, partial(_combine_utility, len(workload), len(counts)))
 
     def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
-        import pandera.pandas as pdr
-
         ds = data_spec.dataset
         cols = {name: pdr.Column(nullable=False) for name in [*ds.qi_names, ds.sensitive]}
         return {"table": pdr.DataFrameSchema(cols, strict=True)}
+
+
+def verify_piece(chunk: VerdictChunk | DisclosureChunk) -> list:
+    """One verify chunk: the verdicts, or the Section 5.1 means of a run of QI subsets."""
+    if isinstance(chunk, VerdictChunk):
+        return chunk.run()
+    return dp.subset_means(chunk.inputs, chunk.subsets)
+
+
+def _combine_verify(subsets: list | None, results: list) -> list[PrivacyResult]:
+    verdicts, *means = results
+    if subsets is None:
+        return verdicts
+    # every subset, the whole set of QIs among them
+    figures = dp.disclosure_figures(max(map(len, subsets)), subsets, [m for r in means for m in r])
+    return verdicts + disclosure_results(figures)
+
+
+def utility_piece(chunk: CountChunk | ILossChunk) -> np.ndarray | list[np.ndarray]:
+    """One utility chunk: the workload's counts over a run of rows, or the ILoss cells of a run of QIs."""
+    return count_chunk(chunk) if isinstance(chunk, CountChunk) else [iloss_cells(*c) for c in chunk.qis]
+
+
+def _combine_utility(queries: int, n_counts: int, results: list) -> tuple[np.ndarray, dict[str, float]]:
+    estimate = np.zeros(queries)
+    for counts in results[:n_counts]:
+        estimate = estimate + counts
+    losses = [cells for r in results[n_counts:] for cells in r]
+    return estimate, {"iloss": float(np.mean(np.column_stack(losses)))}
 
 
 def publish_table(data: Microdata, codes: np.ndarray, perm: np.ndarray) -> pa.Table:
@@ -585,8 +580,6 @@ class CountChunk:
 
 
 def count_chunk(chunk: CountChunk) -> np.ndarray:
-    from privpub.tasks.evaluate.counting import count_in_table
-
     return count_in_table(chunk.rows.table, chunk.columns, chunk.sensitive, chunk.workload)
 
 
@@ -611,35 +604,6 @@ def iloss_cells(dist: Distance, orig: np.ndarray, pub: np.ndarray) -> np.ndarray
 def iloss(release: Release, data: Microdata) -> float:
     """Average over published QI cells of dis(original, published) / largest distance of the QI."""
     return float(np.mean(np.column_stack([iloss_cells(*qi) for qi in iloss_inputs(release, data)])))
-
-
-class ColumnIndex:
-    """Columns of a frame factorized once, so each predicate is one array lookup."""
-
-    def __init__(self, frame: pd.DataFrame):
-        self.frame = frame
-        self._codes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-
-    def _factor(self, col: str):
-        if col not in self._codes:
-            codes, uniques = pd.factorize(self.frame[col], sort=False)
-            self._codes[col] = (codes, np.asarray(uniques))
-        return self._codes[col]
-
-    def condition_mask(self, col: str, cond: RangeCond | SetCond) -> np.ndarray:
-        codes, uniques = self._factor(col)
-        if isinstance(cond, RangeCond):
-            v = uniques.astype(float)
-            hit = (v >= cond.lo) & (v <= cond.hi)
-        else:
-            hit = np.isin(uniques.astype(str), [str(x) for x in cond.values])
-        return hit[codes]
-
-    def mask(self, conditions) -> np.ndarray:
-        out = np.ones(len(self.frame), dtype=bool)
-        for col, cond in conditions:
-            out &= self.condition_mask(col, cond)
-        return out
 
 
 def query_mask(frame: pd.DataFrame, conditions) -> np.ndarray:

@@ -77,13 +77,11 @@ class MemoryPairs:
         d[found] = st.to_int(st._column(sub, "d"))
         return found, links, q, d
 
-    def summary(self, l: int) -> dict | None:
-        """The series summary of a state stored before summaries existed (computed once)."""
-        from privpub.tasks.techniques.serial import guarantee as sg
-
+    def aggregate(self) -> pd.DataFrame | None:
+        """The whole stored aggregate as pandas (None when empty)."""
         if self.table is None or not self.table.num_rows:
             return None
-        return sg.summarize(st.aggregate_from_arrow(self.table), l)
+        return st.aggregate_from_arrow(self.table)
 
 
 def as_source(prior: Any) -> PairSource | None:

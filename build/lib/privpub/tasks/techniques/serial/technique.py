@@ -27,25 +27,22 @@ the pairs of the people in the release and takes the rest from the summary: O(si
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pandera.pandas as pda
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from privpub.schemas.spec import SpecError
-from privpub.state.store import StateError
+from privpub.schemas.errors import InputError, PrivacyRefused, SpecError, StateError
+from privpub.schemas.published import generalized_table_schema
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import (
-    ChunkPlan,
-    Partition,
-    PrivacyRefused,
-    PrivacyResult,
-    Release,
-    Technique,
-    register,
-)
+from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release
+from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
+from privpub.tasks.techniques.registry import register
 from privpub.tasks.techniques.serial import groups as serial_groups
 from privpub.tasks.techniques.serial import guarantee as sg
 from privpub.tasks.techniques.serial import pairs
@@ -167,8 +164,6 @@ class SerialTechnique(Technique):
             if len(own):
                 ctx["serial_own"] = ss.release_private(store, series, own.iloc[0])
         if spec.dataset.registration:
-            from privpub.schemas.input import InputError
-
             path = spec.path(spec.dataset.registration)
             if not path.is_file():
                 raise InputError(f"registration list not found: {path}")
@@ -375,7 +370,7 @@ class SerialTechnique(Technique):
             aggregate, before, after = st.advance(None if source is None else source.table, rows)
         prior_summary = extra.get("serial_summary")
         if prior_summary is None and not lookup and source is not None:
-            prior_summary = source.summary(self.l)  # a series stored before summaries
+            prior_summary = sg.stored_summary(source, self.l)  # a series stored before summaries
         summary = sg.advance_summary(prior_summary, before, after, self.l)
         sizes = info["sizes"]
         n_virtual = int(sizes.sum() - data.n)
@@ -415,17 +410,14 @@ class SerialTechnique(Technique):
     # `[run] chunk_rows` published rows (verify chunks on the task runner, tasks/verify/
     # serial_groups.py); the global guarantee, which reads the series' pairs from the store, and
     # the virtual members' check in the combine, in the flow.
-    def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
-        plan = self.verify_plan(release, context)
-        return self.combine_verify(release, context, plan, [self.verify_chunk(c) for c in plan.chunks])
+    chunked = frozenset({"verify"})
 
-    def plan_verify(self, release: Release, context: dict[str, Any]) -> ChunkPlan | None:
-        """None (one verify step) for a table of at most chunk_rows rows."""
-        if release.tables["table"].num_rows <= self.spec.run.chunk_rows:
-            return None
-        return self.verify_plan(release, context)
+    def one_piece(self, step: str, release: Release, *_: Any) -> bool:
+        """One verify step for a table of at most chunk_rows rows."""
+        return release.tables["table"].num_rows <= self.spec.run.chunk_rows
 
-    def verify_plan(self, release: Release, context: dict[str, Any]) -> ChunkPlan:
+    def split(self, step: str, release: Release, context: dict[str, Any]) -> ChunkPlan:
+        own = release
         release = self._with_own(release, context or {})
         chunks = serial_groups.group_chunks(
             release.tables["table"],
@@ -437,10 +429,7 @@ class SerialTechnique(Technique):
             release=release.private.get("release", 0),
             chunk_rows=self.spec.run.chunk_rows,
         )
-        return ChunkPlan(chunks)
-
-    def verify_chunk(self, chunk: serial_groups.GroupChunk) -> serial_groups.GroupFigures:
-        return serial_groups.group_figures(chunk)
+        return ChunkPlan(chunks, serial_groups.group_figures, partial(self._combine_verify, own, context))
 
     @staticmethod
     def _with_own(release: Release, ctx: dict[str, Any]) -> Release:
@@ -449,9 +438,7 @@ class SerialTechnique(Technique):
             return Release(release.tables, {**release.private, **ctx["serial_own"]}, release.info)
         return release
 
-    def combine_verify(
-        self, release: Release, context: dict[str, Any], plan: ChunkPlan, results: list
-    ) -> list[PrivacyResult]:
+    def _combine_verify(self, release: Release, context: dict[str, Any], results: list) -> list[PrivacyResult]:
         ctx = context or {}
         release = self._with_own(release, ctx)
         published = serial_groups.localized_and_rows(results, self.l)
@@ -575,8 +562,6 @@ class SerialTechnique(Technique):
     def estimate_counts(self, release: Release, workload: Any) -> np.ndarray:
         """Uniformity inside each group's ranges and sets, as for generalization; suppressed
         (null) values never match a query's sensitive value."""
-        from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
-
         ds = self.spec.dataset
         return estimate_from_generalized(release.tables["table"], ds.qi_names, ds.sensitive, workload)
 
@@ -585,10 +570,6 @@ class SerialTechnique(Technique):
         return release.tables["groups"].column("size").to_numpy()
 
     def table_schemas(self, spec) -> dict[str, Any]:
-        import pandera.pandas as pda
-
-        from privpub.schemas.published import generalized_table_schema
-
         gid = pda.Column(int, pda.Check.ge(0), coerce=True)
         return {
             "table": generalized_table_schema(spec.dataset, extra={"gid": gid}, sensitive_nullable=True),

@@ -1,0 +1,92 @@
+"""The data a technique's steps pass each other, shared by flows, shared steps and techniques
+(the Technique base class is in tasks/core/technique.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+
+@dataclass
+class Partition:
+    """A group id per row (0..n_groups-1), and, for Mondrian, the split tree."""
+
+    group: np.ndarray  # (n,) int64
+    n_groups: int
+    tree: Any = None  # tasks.partition.mondrian.SplitTree or None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """Rows per group; rows with group -1 (suppressed) are not counted."""
+        return np.bincount(self.group[self.group >= 0], minlength=self.n_groups)
+
+
+@dataclass
+class Release:
+    """What a technique produces.
+
+    tables:  the published tables, written as <dir>/<release_id>/<name>.parquet
+    private: metadata that verification of a randomized technique needs; stored in the state
+             database with the release, never published
+    info:    counts for the report (suppressed rows, groups, ...)
+    """
+
+    tables: dict[str, pa.Table]
+    private: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+# the steps a technique may cut into chunks, and what `Technique.plan` takes for each:
+#   "anonymize": (data, part, rng) -> Release
+#   "verify":    (release, context) -> list[PrivacyResult]
+#   "utility":   (release, data, workload) -> (estimate_counts of the workload, utility() figures)
+STEPS = ("anonymize", "verify", "utility")
+
+
+@dataclass
+class ChunkPlan:
+    """A step split into independent pieces: `combine(executor.map(run, chunks))` is the step's output.
+
+    chunks:  one picklable input per piece; a piece may run in another process (a Dask worker),
+             so it must not need anything outside its chunk
+    run:     applied to each chunk, anywhere: a module-level function or a bound method of a
+             picklable object (it travels to the workers with the chunks)
+    combine: the results in chunk order -> the step's output; runs in the calling process
+    """
+
+    chunks: list[Any]
+    run: Callable[[Any], Any]
+    combine: Callable[[list[Any]], Any]
+
+    def execute(self, executor: Any = None) -> Any:
+        """The step's output, the chunks mapped on `executor` (None: one after the other, here)."""
+        results = executor.map(self.run, self.chunks) if executor is not None else [self.run(c) for c in self.chunks]
+        return self.combine(results)
+
+
+def chunk_bounds(sizes: np.ndarray, chunk_rows: int) -> np.ndarray:
+    """First group of every chunk, and n_groups at the end: consecutive groups are cut where their
+    first row crosses a multiple of chunk_rows (a group larger than that is a chunk of its own)."""
+    start = np.cumsum(sizes) - sizes
+    cut = np.flatnonzero(np.diff(start // chunk_rows) > 0) + 1
+    return np.concatenate([[0], cut, [len(sizes)]]).astype(np.int64)
+
+
+@dataclass
+class PrivacyResult:
+    """One privacy figure computed from the published tables, and whether it meets its threshold.
+
+    `value` is what the report shows (an int, a float, or an exact fraction as a string);
+    `worst` describes the worst group / person so a steward can look at it.
+    """
+
+    model: str
+    value: Any
+    threshold: Any
+    passed: bool
+    worst: dict[str, Any] = field(default_factory=dict)
