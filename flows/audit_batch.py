@@ -44,9 +44,10 @@ def decide_batch_task(
 @flow(name="audit", persist_result=False, validate_parameters=True)
 def audit_flow(state: str, queries: list[dict], actor: str = "batch", table: str | None = None) -> list[dict]:
     """Decide a batch of concurrent queries ({"where": predicate, "as": requester, "id": name})."""
-    from privpub.flows.publish import _flow_run_id, failed_state
+    from privpub.flows.attempts import flow_run_id
+    from privpub.flows.publish import failed_state
 
     try:
-        return decide_batch_task(state, queries, actor, table, _flow_run_id())
+        return decide_batch_task(state, queries, actor, table, flow_run_id())
     except Exception as exc:  # the run ends Failed with one line; nothing pickled (see run_attempt)
         return failed_state(exc)
