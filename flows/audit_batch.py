@@ -6,8 +6,9 @@ from __future__ import annotations
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
+from privpub.flows.attempts import flow_run_id
 from privpub.flows.audit import log_entry, open_session, pick_table, refused_entry, response_json
-from privpub.flows.publish import _flow_run_id, failed_state
+from privpub.flows.publish import failed_state
 from privpub.schemas.errors import SpecError
 from privpub.state.store import Store
 from privpub.tasks.audit import ask_batch, select_ids
@@ -46,6 +47,6 @@ def decide_batch_task(
 def audit_flow(state: str, queries: list[dict], actor: str = "batch", table: str | None = None) -> list[dict]:
     """Decide a batch of concurrent queries ({"where": predicate, "as": requester, "id": name})."""
     try:
-        return decide_batch_task(state, queries, actor, table, _flow_run_id())
+        return decide_batch_task(state, queries, actor, table, flow_run_id())
     except Exception as exc:  # the run ends Failed with one line; nothing pickled (see run_attempt)
         return failed_state(exc)

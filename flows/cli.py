@@ -88,13 +88,13 @@ def check_input(spec) -> None:
     from privpub.flows.cluster import uses_cluster
     from privpub.schemas.input import input_files
     from privpub.tasks.techniques.registry import get_technique
-    from privpub.tasks.validate import check_input as check
+    from privpub.tasks.validate import validate_and_keep
 
     technique = get_technique(spec)
     if uses_cluster(spec, technique):  # read and validated by the cluster's workers, in the flow
         input_files(spec)
         return
-    check(spec, technique)  # kept for the flow this process runs next
+    validate_and_keep(spec, technique)  # kept for the flow this process runs next
 
 
 def _record_refusal(args, spec_path: str, overrides: dict | None, exc: Exception) -> None:

@@ -14,7 +14,7 @@ from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.types import Partition, Release
 from privpub.tasks.evaluate.workload import CountQuery, RangeCond, SetCond
 from privpub.tasks.techniques.muco.tables import MuCoError
-from privpub.tasks.techniques.muco.technique import MuCo, exact_sums, iloss, random_sum_queries, relative_errors
+from privpub.tasks.techniques.muco.technique import MuCo, exact_sums, iloss, random_sum_queries, sum_relative_errors
 from privpub.tasks.techniques.registry import get_technique
 
 JOBS = {"any": ["health", "other"], "health": ["nurse", "doctor"], "other": ["teacher", "clerk"]}
@@ -230,7 +230,7 @@ def test_sum_queries(released):
                 else pub[col].astype(str).isin(cond.values)
             )
         assert e == pub.loc[m, "salary"].sum()
-    assert np.isfinite(relative_errors(est, exact)).all()
+    assert np.isfinite(sum_relative_errors(est, exact)).all()
 
 
 def test_iloss_is_normalised_distance(released):

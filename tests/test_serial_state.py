@@ -19,8 +19,8 @@ from privpub.flows.serial import serial_flow
 from privpub.state.migrations import MIGRATIONS
 from privpub.state.store import Store
 from privpub.tasks.demo_data import census
-from privpub.tasks.techniques.serial import state as ss
 from privpub.tasks.techniques.serial import statistics as st
+from privpub.tasks.techniques.serial import stored as ss
 from tests.helpers import write_spec
 from tests.test_cli import PRIVPUB, ROOT, _env, run
 from tests.test_serial_pipeline import SERIAL, evolve, snapshot

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from privpub.state.store import Store
 from privpub.tasks.techniques.serial import guarantee as sg
 from privpub.tasks.techniques.serial import pairs
-from privpub.tasks.techniques.serial import state as ss
 from privpub.tasks.techniques.serial import statistics as stats
+from privpub.tasks.techniques.serial import stored as ss
 
 SETTINGS = settings(deadline=None, max_examples=40)
 
@@ -111,7 +111,7 @@ def _write(con, release_id, stored, history):
     members = pa.table(
         {"person": people, "gid": np.zeros(len(people), dtype=np.int64), "virtual": np.zeros(len(people), dtype=bool)}
     )
-    ss.writer(
+    ss.statistics_writer(
         "s",
         pairs=stored,
         history=stats.history_to_arrow(history),
@@ -156,7 +156,7 @@ def test_the_writer_keys_new_persons_and_values_and_replaces_named_pairs(tmp_pat
         _write(con, "r1", stats.aggregate_to_arrow(first), HISTORY)
     rows = pd.DataFrame({"person": [1, 7], "value": ["a", "y"], "release": 2, "size": 5, "count": 1})
     source = ss.StoredPairs(store, "s")
-    after = stats.combine([pairs.matching(source, rows), stats._terms(rows)])
+    after = stats.combine([pairs.matching(source, rows), stats.history_terms(rows)])
     with store.write() as con:
         _write(con, "r2", stats.aggregate_to_arrow(after), rows)
         people = con.execute("SELECT person, pkey FROM serial_people ORDER BY pkey").fetchall()
@@ -165,7 +165,7 @@ def test_the_writer_keys_new_persons_and_values_and_replaces_named_pairs(tmp_pat
     assert people == [("1", 0), ("2", 1), ("3", 2), ("7", 3)]  # dense, new people appended
     assert values == [("a", 0), ("b", 1), ("z", 2), ("y", 3)]
     assert n == 5  # (1, a) replaced, (7, y) added
-    whole = stats.combine([first, stats._terms(rows)])
+    whole = stats.combine([first, stats.history_terms(rows)])
     fresh = ss.StoredPairs(store, "s")
     found, links, q, d = fresh.state(whole["person"].to_numpy(), whole["value"].to_numpy(dtype=object))
     assert found.all()

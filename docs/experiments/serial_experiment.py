@@ -54,7 +54,7 @@ import pickle  # noqa: E402
 from privpub.schemas.spec import spec_from_dict  # noqa: E402
 from privpub.tasks.core.microdata import Microdata  # noqa: E402
 from privpub.tasks.demo_data import CENSUS_QI, census  # noqa: E402
-from privpub.tasks.evaluate.metrics import error_by_selectivity, relative_errors  # noqa: E402
+from privpub.tasks.evaluate.metrics import error_by_selectivity, nonzero_relative_errors  # noqa: E402
 from privpub.tasks.evaluate.workload import exact_answers, make_workload  # noqa: E402
 from privpub.tasks.techniques.serial.technique import SerialTechnique  # noqa: E402
 
@@ -166,7 +166,7 @@ def run(
             "avg_group": release.info["avg_group_size"],
             "max_group": release.info["max_group_size"],
             "suppressed": release.info["suppressed"],
-            "query_error": float(relative_errors(actual, estimate).mean()),
+            "query_error": float(nonzero_relative_errors(actual, estimate).mean()),
             "queries": len(workload),
             **error_by_selectivity(workload, actual, estimate),
             "worst_p": glob.value,

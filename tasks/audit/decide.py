@@ -55,7 +55,7 @@ class DeltaReport:
         return self.empty or self.floor() >= l
 
 
-def distinct_values(counts: tuple[int, ...]) -> int:
+def distinct_count(counts: tuple[int, ...]) -> int:
     return sum(1 for t in counts if t)
 
 
@@ -177,7 +177,7 @@ def answer_is_unsafe(g: Knowledge, sets: list[frozenset[int]], answer: Answer, l
     after = g.restrict(answer_facts(sets, answer))
     if not after.branches:
         raise ValueError("the secret table contradicts the public knowledge")
-    if any(distinct_values(m) < l for m in answer):
+    if any(distinct_count(m) < l for m in answer):
         return True, after
     return min(len(s) for s in after.possible_values(Work(), need=l)) < l, after
 
@@ -198,7 +198,7 @@ def classify(g, sets, l, work, need, candidates: dict[Answer, list[int]], assume
     check = l if need is None else max(l, need)
     for answer, branches in candidates.items():
         after = restricted(g, sets, answer, branches)
-        if assume_pins and not any(distinct_values(m) < l for m in answer):
+        if assume_pins and not any(distinct_count(m) < l for m in answer):
             values_after = after.possible_values(work, need=check)
             if min(len(s) for s in values_after) >= l:
                 continue

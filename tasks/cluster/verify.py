@@ -64,7 +64,7 @@ def cells_of(key: str, table_schema: pa.Schema, columns: list[str]) -> dict:
     return out
 
 
-def class_partials(table: pa.Table, columns: list[str], sensitive: str | None, buckets: int) -> list[pa.Table]:
+def bucketed_class_partials(table: pa.Table, columns: list[str], sensitive: str | None, buckets: int) -> list[pa.Table]:
     """One part's rows per (class key, sensitive value), split into hash buckets of the key."""
     rows = pa.table(
         {
@@ -115,11 +115,11 @@ class Classes:
 def parted_classes(parted, columns: list[str], sensitive: str | None) -> Classes:
     client = getattr(parted, "client", None)
     if client is None:
-        partials = [class_partials(read_part(s), columns, sensitive, 1)[0] for s in part_sources(parted)]
+        partials = [bucketed_class_partials(read_part(s), columns, sensitive, 1)[0] for s in part_sources(parted)]
         results = [bucket_classes(*partials)]
     else:
         per_part = [
-            client.submit(on_part, class_partials, s, columns, sensitive, BUCKETS, pure=False)
+            client.submit(on_part, bucketed_class_partials, s, columns, sensitive, BUCKETS, pure=False)
             for s in part_sources(parted)
         ]
         results = client.gather(
@@ -145,7 +145,7 @@ def parted_classes(parted, columns: list[str], sensitive: str | None) -> Classes
     )
 
 
-def _describe(cells: dict, size: int, distinct: int | None = None) -> dict:
+def _class_description(cells: dict, size: int, distinct: int | None = None) -> dict:
     out = {c: list(v) if isinstance(v, (list, tuple)) else v for c, v in cells.items()}
     out["size"] = int(size)
     if distinct is not None:
@@ -165,7 +165,7 @@ def parted_k_and_l(parted, columns: list[str], sensitive: str, k: int | None, l:
             reached,
             k,
             k is None or reached >= k,
-            {"class": _describe(classes.smallest, reached), "classes": len(classes.size)},
+            {"class": _class_description(classes.smallest, reached), "classes": len(classes.size)},
         )
     ]
     if l:
@@ -173,7 +173,11 @@ def parted_k_and_l(parted, columns: list[str], sensitive: str, k: int | None, l:
         size_of_least = int(classes.size[classes.distinct.argmin()])
         out.append(
             PrivacyResult(
-                "l-diversity", fewest, l, fewest >= l, {"class": _describe(classes.least, size_of_least, fewest)}
+                "l-diversity",
+                fewest,
+                l,
+                fewest >= l,
+                {"class": _class_description(classes.least, size_of_least, fewest)},
             )
         )
     return out

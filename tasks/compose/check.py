@@ -20,7 +20,7 @@ import numpy as np
 
 from privpub.schemas.errors import InputError, SpecError
 from privpub.schemas.spec import ReleaseSpec
-from privpub.tasks.compose import state
+from privpub.tasks.compose import summaries
 from privpub.tasks.compose.algebra import GroupCounts, Sets, compose, shared
 from privpub.tasks.compose.keep_groups import kept_partition
 from privpub.tasks.core.microdata import Microdata
@@ -69,7 +69,7 @@ class SeriesCheck:
     def __init__(self, spec: ReleaseSpec, technique: Technique):
         self.spec, self.technique = spec, technique
         self.settings = series_settings(spec, technique)
-        self.prior: state.Prior | None = None
+        self.prior: summaries.Prior | None = None
         self._composed = None
         self.cohort: np.ndarray | None = None  # per row, set by keep_groups
         self._staged = None  # a cluster release's staged summaries (tasks/compose/cluster.py)
@@ -87,13 +87,13 @@ class SeriesCheck:
     # --- before any work ------------------------------------------------------------------
     def prepare(self, store, data: Microdata) -> None:
         ds = self.spec.dataset
-        self.persons = state.person_text(data.frame[ds.person_id])
+        self.persons = summaries.person_text(data.frame[ds.person_id])
         self.values = np.asarray(data.sensitive_values).astype(str).astype(object)
         self.codes = data.sensitive_codes
         self.transient = np.isin(self.values, list(self.settings.transient))
         if self.technique.guards_series:  # its own verifier is the series check
             return
-        self.prior = state.load(store, ds.name, self.persons, self.values)
+        self.prior = summaries.load(store, ds.name, self.persons, self.values)
         if self.prior is None:
             return
         same_transient(self.prior, self.settings, ds.name)
@@ -193,7 +193,7 @@ class SeriesCheck:
         if self._staged is not None:  # a release made on a cluster: its batches were staged
             staged = self._staged
             tables = {**staged.files, "_compose_values": staged.values}
-            write = state.table_writer(
+            write = summaries.table_writer(
                 self.spec.dataset.name, staged.sid, tables, staged.next_ids, list(self.settings.transient)
             )
 
@@ -218,7 +218,7 @@ class SeriesCheck:
             set_base + sets.size,
             max(next_cohort, int(kept.max()) + 1 if len(kept) else 0),
         )
-        return state.writer(
+        return summaries.summaries_writer(
             self.spec.dataset.name,
             prior,
             persons=self.persons.take(rows),
@@ -235,7 +235,7 @@ class SeriesCheck:
         )
 
 
-def broken_rows(prior: state.Prior, codes: np.ndarray, transient: np.ndarray) -> np.ndarray:
+def broken_rows(prior: summaries.Prior, codes: np.ndarray, transient: np.ndarray) -> np.ndarray:
     """Per row: a returning person whose value differs from its latest stored one, where the two
     are not both transient (the model says a permanent value never changes)."""
     back = prior.stored_vkey >= 0
@@ -248,7 +248,7 @@ def broken_rows(prior: state.Prior, codes: np.ndarray, transient: np.ndarray) ->
     return changed & ~(transient[codes] & was_transient)
 
 
-def same_transient(prior: state.Prior, settings: SeriesSettings, series: str) -> None:
+def same_transient(prior: summaries.Prior, settings: SeriesSettings, series: str) -> None:
     if sorted(prior.transient) != sorted(settings.transient):
         raise SpecError(
             f"[series] transient differs from the list release #{prior.release} of "
@@ -257,7 +257,7 @@ def same_transient(prior: state.Prior, settings: SeriesSettings, series: str) ->
 
 
 def compose_rows(
-    prior: state.Prior | None, group: np.ndarray, codes: np.ndarray, n_groups: int, transient: np.ndarray
+    prior: summaries.Prior | None, group: np.ndarray, codes: np.ndarray, n_groups: int, transient: np.ndarray
 ) -> tuple[GroupCounts, Sets, np.ndarray]:
     """One release's records per (group, value), its people's new summaries and each row's set."""
     counts = GroupCounts.of(group, codes, n_groups, transient)
@@ -272,7 +272,7 @@ def compose_rows(
 
 
 def summarise(
-    prior: state.Prior | None,
+    prior: summaries.Prior | None,
     group: np.ndarray,
     codes: np.ndarray,
     n_groups: int,

@@ -35,7 +35,7 @@ from privpub.tasks.demo_data import CENSUS_QI, census
 from privpub.tasks.partition.mondrian import mondrian_partition
 from privpub.tasks.techniques.anatomy.technique import Anatomy
 from privpub.tasks.techniques.muco import delta_probability as dp
-from privpub.tasks.techniques.muco.technique import exact_sums, iloss, random_sum_queries, relative_errors
+from privpub.tasks.techniques.muco.technique import exact_sums, iloss, random_sum_queries, sum_relative_errors
 from privpub.tasks.techniques.registry import get_technique
 
 QI_NAMES = ("age", "sex", "education", "marital", "race", "workclass", "country")
@@ -232,20 +232,20 @@ def experiment(rows: int, l: int, deltas: list[str], n_queries: int) -> None:
             p: (res[f"identity disclosure (P_match={p})"], res[f"attribute disclosure (P_match={p})"])
             for p in dp.P_MATCH
         }
-        row(f"MuCo delta={delta}", iloss(rel, data), relative_errors(tech.estimate_sums(rel, queries), exact), disc)
+        row(f"MuCo delta={delta}", iloss(rel, data), sum_relative_errors(tech.estimate_sums(rel, queries), exact), disc)
 
     part = mondrian_partition(base, l, l)
     boxes = group_boxes(base, part.group, part.n_groups)
     est = mondrian_sums(base, boxes, part.group, part.n_groups, queries)
     disc = mondrian_disclosure(base, boxes, part.group, part.n_groups, np.random.default_rng(3))
-    row(f"Mondrian l={l}", mondrian_iloss(base, boxes, part.group), relative_errors(est, exact), disc)
+    row(f"Mondrian l={l}", mondrian_iloss(base, boxes, part.group), sum_relative_errors(est, exact), disc)
 
     aspec = make_spec({"name": "anatomy", "l": l})
     adata = Microdata.from_frame(aspec, frame)
     anat = Anatomy(aspec)
     g = np.random.default_rng(5)
     arel = anat.anonymize(adata, anat.partition(adata, g), g)
-    row(f"Anatomy l={l}", None, relative_errors(anat.estimate_sums(arel, queries), exact), None)
+    row(f"Anatomy l={l}", None, sum_relative_errors(anat.estimate_sums(arel, queries), exact), None)
     print("\n".join(lines))
 
 

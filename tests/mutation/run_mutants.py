@@ -275,7 +275,7 @@ MUTANTS = [
         "if min(len(s) for s in values_after) >= l - 1:",
         AUDIT,
     ),
-    # (not a mutant: `distinct_values(m) < l` -> `< l - 1` in classify is equivalent, because an
+    # (not a mutant: `distinct_count(m) < l` -> `< l - 1` in classify is equivalent, because an
     # answer with fewer than l distinct values leaves its own people fewer than l values, which
     # the next test finds; see docs/testing.md)
     Mutant(

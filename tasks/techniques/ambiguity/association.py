@@ -24,9 +24,9 @@ from privpub.tasks.core.types import PrivacyResult
 from privpub.tasks.techniques.ambiguity.group_chunks import Worst, combine_worst
 from privpub.tasks.techniques.ambiguity.presence import (
     DISTINCT_WORLDS_MAX_GROUP,
-    _frac_max,
-    _gids,
     distinct_world_probabilities,
+    frac_max,
+    gid_values,
     group_tables,
     labeled_association,
     priview_groups,
@@ -44,7 +44,7 @@ def ambiguity_association_part(
 ) -> Worst:
     """beta-association of the groups ST holds; st_rows: each row's place in the whole ST
     (default: ST is the whole table)."""
-    gids = _gids(st)
+    gids = gid_values(st)
     counts = st.column("count").to_numpy().astype(np.int64)
     uniq, inv = np.unique(gids, return_inverse=True)
     size = np.bincount(inv, weights=counts, minlength=len(uniq)).astype(np.int64)
@@ -91,7 +91,7 @@ def priview_association_part(
             for m in range(1, int(g.m_max[gi]) + 1)
         )
         lab_num[r], lab_den[r] = v.numerator, v.denominator
-    num, den = _frac_max((th_num, th_den), (lab_num, lab_den))
+    num, den = frac_max((th_num, th_den), (lab_num, lab_den))
     for gi in np.flatnonzero((g.m_max > 1) & (g.c_max > 1)):
         rows = np.flatnonzero(grp == gi)
         if g.size[gi] <= DISTINCT_WORLDS_MAX_GROUP:

@@ -68,7 +68,7 @@ def labeled_association(g: int, c: int, n: int, m: int) -> Fraction:
     return (1 - absent_fraction(g, c, m)) / p_t if p_t else Fraction(0)
 
 
-def _frac_max(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def frac_max(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Elementwise max of num/den pairs a = (num, den), b = (num, den), exactly."""
     take_b = b[0] * a[1] > a[0] * b[1]
     return np.where(take_b, b[0], a[0]), np.where(take_b, b[1], a[1])
@@ -93,7 +93,7 @@ def worst_and_check(num: np.ndarray, den: np.ndarray, threshold: Fraction) -> tu
     return int(near[best]), exact[best], failing
 
 
-def _gids(table: pa.Table) -> np.ndarray:
+def gid_values(table: pa.Table) -> np.ndarray:
     return table.column("gid").to_numpy().astype(np.int64)
 
 
@@ -112,15 +112,15 @@ class AmbiguityGroups:
 
 def ambiguity_groups(at_tables: Mapping[str, pa.Table], st: pa.Table) -> AmbiguityGroups:
     names = list(at_tables)
-    all_gids = [_gids(st)] + [_gids(t) for t in at_tables.values()]
+    all_gids = [gid_values(st)] + [gid_values(t) for t in at_tables.values()]
     gid = np.unique(np.concatenate(all_gids)) if all_gids else np.zeros(0, np.int64)
     size = np.zeros(len(gid), np.int64)
-    np.add.at(size, np.searchsorted(gid, _gids(st)), st.column("count").to_numpy().astype(np.int64))
+    np.add.at(size, np.searchsorted(gid, gid_values(st)), st.column("count").to_numpy().astype(np.int64))
     at_sizes = np.zeros((len(gid), len(names)), np.int64)
     for j, name in enumerate(names):
         # duplicate-free by Definition 3.3; count distinct anyway so a bad table cannot help
         agg = at_tables[name].group_by("gid").aggregate([(name, "count_distinct")])
-        at_sizes[np.searchsorted(gid, _gids(agg)), j] = agg.column(f"{name}_count_distinct").to_numpy()
+        at_sizes[np.searchsorted(gid, gid_values(agg)), j] = agg.column(f"{name}_count_distinct").to_numpy()
     return AmbiguityGroups(gid, size, at_sizes, names)
 
 
@@ -161,7 +161,7 @@ def ambiguity_presence_of(at_tables: Mapping[str, pa.Table], st: pa.Table, t: Ma
     for name, table in at_tables.items():
         hit = pc.equal(table.column(name), pa.scalar(t[name], type=table.schema.field(name).type))
         has = np.zeros(len(g.gid), dtype=bool)
-        has[np.searchsorted(g.gid, _gids(table.filter(hit)))] = True
+        has[np.searchsorted(g.gid, gid_values(table.filter(hit)))] = True
         covering &= has
     absent = Fraction(1)
     for i in np.flatnonzero(covering):
@@ -192,7 +192,7 @@ class PriViewGroups:
 
 def priview_groups(at: pa.Table, st: pa.Table, st_qi: str, sensitive: str) -> PriViewGroups:
     at_cols = [c for c in at.column_names if c != "gid"]
-    gid = np.unique(np.concatenate([_gids(at), _gids(st)]))
+    gid = np.unique(np.concatenate([gid_values(at), gid_values(st)]))
     ng = len(gid)
 
     def per_group(gids: np.ndarray, values: np.ndarray, how) -> np.ndarray:
@@ -200,15 +200,15 @@ def priview_groups(at: pa.Table, st: pa.Table, st_qi: str, sensitive: str) -> Pr
         how(out, np.searchsorted(gid, gids), values)
         return out
 
-    st_gid = _gids(st)
+    st_gid = gid_values(st)
     st_c = st.column("count").to_numpy().astype(np.int64)
     size = per_group(st_gid, st_c, np.add.at)
     st_rows = per_group(st_gid, np.ones(len(st_gid), np.int64), np.add.at)
-    at_rows = per_group(_gids(at), np.ones(at.num_rows, np.int64), np.add.at)
+    at_rows = per_group(gid_values(at), np.ones(at.num_rows, np.int64), np.add.at)
     mult = at.group_by(["gid"] + at_cols).aggregate([([], "count_all")])
-    m_max = per_group(_gids(mult), mult.column("count_all").to_numpy(), np.maximum.at)
+    m_max = per_group(gid_values(mult), mult.column("count_all").to_numpy(), np.maximum.at)
     nq = st.group_by(["gid", st_qi]).aggregate([("count", "sum")])
-    n_max = per_group(_gids(nq), nq.column("count_sum").to_numpy(), np.maximum.at)
+    n_max = per_group(gid_values(nq), nq.column("count_sum").to_numpy(), np.maximum.at)
     c_max = per_group(st_gid, st_c, np.maximum.at)
     # n of each ST row's QI' value: join the (gid, QI') sums back onto ST
     keyed = st.select(["gid", st_qi]).append_column("row", pa.array(np.arange(st.num_rows)))
@@ -291,7 +291,7 @@ def priview_presence_part(at: pa.Table, st: pa.Table, st_qi: str, sensitive: str
     if len(repeated):
         vals = [labeled_presence(int(g.size[i]), int(g.n_max[i]), int(g.m_max[i])) for i in repeated]
         lab_num[repeated], lab_den[repeated] = frac_arrays(vals)
-    num, den = _frac_max((th_num, th_den), (lab_num, lab_den))
+    num, den = frac_max((th_num, th_den), (lab_num, lab_den))
     # distinct-relations count where it can differ from the labeled one
     both = np.flatnonzero((g.m_max > 1) & (g.c_max > 1))
     for i in both:
@@ -335,10 +335,12 @@ def priview_presence_of(at: pa.Table, st: pa.Table, st_qi: str, sensitive: str, 
     g = priview_groups(at, st, st_qi, sensitive)
     n = np.zeros(len(g.gid), np.int64)
     np.add.at(
-        n, np.searchsorted(g.gid, _gids(st.filter(mask))), st.filter(mask).column("count").to_numpy().astype(np.int64)
+        n,
+        np.searchsorted(g.gid, gid_values(st.filter(mask))),
+        st.filter(mask).column("count").to_numpy().astype(np.int64),
     )
     m = np.zeros(len(g.gid), np.int64)
-    np.add.at(m, np.searchsorted(g.gid, _gids(at.filter(amask))), 1)
+    np.add.at(m, np.searchsorted(g.gid, gid_values(at.filter(amask))), 1)
     absent = Fraction(1)
     for i in np.flatnonzero((n > 0) & (m > 0)):
         absent *= absent_fraction(int(g.size[i]), int(n[i]), int(m[i]))

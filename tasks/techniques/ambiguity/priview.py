@@ -37,11 +37,11 @@ from privpub.tasks.techniques.ambiguity.technique import (
     DEFAULT_WINDOW,
     RESIDUE_TRIES,
     Buckets,
-    GroupIndex,
+    GidIndex,
     column_np,
     condition_mask,
+    dictionary_codes,
     diversity,
-    encode,
     gid_column,
     probability_param,
     rows_by_value,
@@ -158,7 +158,7 @@ def block_groups(
     residues = np.concatenate([buckets.rest(), np.flatnonzero(group == -2)])
     group[group == -2] = -1
     residues = residues[group[residues] < 0]
-    placed = place_residues(sp, members, values, residues[rng.permutation(len(residues))], alpha, beta, group)
+    placed = place_priview_residues(sp, members, values, residues[rng.permutation(len(residues))], alpha, beta, group)
     # renumber the groups that survived
     alive = np.flatnonzero([len(m) > 0 for m in members])
     remap = np.full(len(members) + 1, -1, np.int64)
@@ -175,7 +175,7 @@ def block_groups(
     return group, int(len(alive)), info
 
 
-def place_residues(
+def place_priview_residues(
     sp: Split,
     members: list[list[int]],
     values: list[set[int]],
@@ -251,7 +251,7 @@ def priview_estimates(tables: dict[str, pa.Table], sensitive: str, workload: lis
     l / k the share of the group's AT rows meeting every AT condition."""
     at, st = tables["AT"], tables["ST"]
     st_qi = st_qi_of(st, sensitive)
-    index = GroupIndex(column_np(at, "gid"), column_np(st, "gid"))
+    index = GidIndex(column_np(at, "gid"), column_np(st, "gid"))
     at_g = index(column_np(at, "gid"))
     k = np.bincount(at_g, minlength=len(index)).astype(float)
     st_g = index(column_np(st, "gid"))
@@ -262,7 +262,7 @@ def priview_estimates(tables: dict[str, pa.Table], sensitive: str, workload: lis
     def mask(col: str, cond) -> np.ndarray:
         """Rows of AT (or of ST for QI') meeting a condition, evaluated on distinct values."""
         if col not in decoded:
-            decoded[col] = encode(st if col == st_qi else at, col)
+            decoded[col] = dictionary_codes(st if col == st_qi else at, col)
         if (col, cond) not in cache:
             uniq, inv = decoded[col]
             cache[(col, cond)] = condition_mask(cond, uniq)[inv]

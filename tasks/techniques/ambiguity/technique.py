@@ -239,7 +239,7 @@ def sensitive_array(data: Microdata, s_codes: np.ndarray) -> pa.Array:
     return pa.array(vals.tolist())
 
 
-def _pairs(gid: np.ndarray, code: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _gid_code_pairs(gid: np.ndarray, code: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Distinct (gid, code) pairs sorted by gid then code, and how often each occurs."""
     keys, counts = np.unique(gid * width + code, return_counts=True)
     return keys // width, keys % width, counts
@@ -250,10 +250,10 @@ def ambiguity_tables(data: Microdata, group: np.ndarray) -> dict[str, pa.Table]:
     gid = group[kept]
     tables = {}
     for j, dom in enumerate(data.domains):
-        g, c, _ = _pairs(gid, data.codes[kept, j].astype(np.int64), dom.size)
+        g, c, _ = _gid_code_pairs(gid, data.codes[kept, j].astype(np.int64), dom.size)
         tables[f"AT_{dom.name}"] = pa.table({dom.name: value_array(data, j, c), "gid": pa.array(g)})
     n_s = len(data.sensitive_values)
-    g, s, cnt = _pairs(gid, data.sensitive_codes[kept].astype(np.int64), max(n_s, 1))
+    g, s, cnt = _gid_code_pairs(gid, data.sensitive_codes[kept].astype(np.int64), max(n_s, 1))
     tables["ST"] = pa.table(
         {
             "gid": pa.array(g),
@@ -275,7 +275,7 @@ def condition_mask(cond, values: np.ndarray) -> np.ndarray:
     return np.isin(values.astype(str), np.array(sorted(cond.values), dtype=str))
 
 
-def encode(table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
+def dictionary_codes(table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
     """(distinct values, index of each row's value) of a column, by Arrow's hash encoder:
     sorting object arrays with numpy costs ~100x more."""
     enc = table.column(name).combine_chunks().dictionary_encode()
@@ -284,13 +284,13 @@ def encode(table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
 
 def rows_by_value(table: pa.Table, name: str) -> dict[Any, np.ndarray]:
     """Row indices per distinct value of a column (one pass instead of a scan per query)."""
-    uniq, inv = encode(table, name)
+    uniq, inv = dictionary_codes(table, name)
     order = np.argsort(inv, kind="stable")
     bounds = np.concatenate(([0], np.cumsum(np.bincount(inv, minlength=len(uniq)))))
     return {u.item() if hasattr(u, "item") else u: order[bounds[i] : bounds[i + 1]] for i, u in enumerate(uniq)}
 
 
-class GroupIndex:
+class GidIndex:
     """Dense indexes 0..G-1 for the group ids of a release."""
 
     def __init__(self, *gid_arrays: np.ndarray):
@@ -311,7 +311,7 @@ def ambiguity_estimates(tables: dict[str, pa.Table], sensitive: str, workload: l
     """Per query: sum over groups with S = v of c x prod_i l_ij / k_ij (conditioned QIs only)."""
     st = tables["ST"]
     ats = {name[3:]: t for name, t in tables.items() if name.startswith("AT_")}
-    index = GroupIndex(column_np(st, "gid"), *(column_np(t, "gid") for t in ats.values()))
+    index = GidIndex(column_np(st, "gid"), *(column_np(t, "gid") for t in ats.values()))
     st_g = index(column_np(st, "gid"))
     by_s = rows_by_value(st, sensitive)
     st_c = column_np(st, "count").astype(float)
@@ -322,7 +322,7 @@ def ambiguity_estimates(tables: dict[str, pa.Table], sensitive: str, workload: l
         if qi not in at_cache:
             t = ats[qi]
             g = index(column_np(t, "gid"))
-            uniq, inv = encode(t, qi)
+            uniq, inv = dictionary_codes(t, qi)
             at_cache[qi] = (g, uniq, inv, np.bincount(g, minlength=len(index)).astype(float))
         return at_cache[qi]
 

@@ -29,7 +29,7 @@ _POS = "__member"
 
 
 @dataclass
-class GroupChunk:
+class GroupRun:
     """A run of group ids [base, next run's base): the published rows, groups and members in it."""
 
     base: int
@@ -63,7 +63,7 @@ def group_chunks(
     transient,
     release: int,
     chunk_rows: int,
-) -> list[GroupChunk]:
+) -> list[GroupRun]:
     """Runs of whole groups: a run starts at the group of every chunk_rows-th published row (in
     group order)."""
     if isinstance(membership, pd.DataFrame):
@@ -80,7 +80,7 @@ def group_chunks(
         return CompactTable(source.take(pa.array(order[at[j] : at[j + 1]])))
 
     return [
-        GroupChunk(
+        GroupRun(
             int(bases[j]),
             run(table, t_order, t_at, j),
             run(groups, g_order, g_at, j),
@@ -104,7 +104,7 @@ class GroupFigures:
     worst: tuple[Fraction, dict] | None  # the largest n(s)/|G| and where (first in group order)
 
 
-def group_figures(chunk: GroupChunk) -> GroupFigures:
+def group_figures(chunk: GroupRun) -> GroupFigures:
     table = chunk.table.table
     gid = _gids(table) - chunk.base
     shown = table.column(chunk.sensitive).to_pandas().to_numpy(dtype=object)
@@ -138,7 +138,7 @@ def group_figures(chunk: GroupChunk) -> GroupFigures:
             Fraction(int(cnt[i]), int(size_of[gv_gid[i]])),
             {
                 "gid": int(gv_gid[i]) + chunk.base,
-                "value": plain(values[gv_code[i]]),
+                "value": python_scalar(values[gv_code[i]]),
                 "count": int(cnt[i]),
                 "size": int(size_of[gv_gid[i]]),
             },
@@ -171,6 +171,6 @@ def localized_and_rows(figures: list[GroupFigures], l: int) -> tuple[pd.DataFram
     return rows, localized
 
 
-def plain(x: Any):
+def python_scalar(x: Any):
     """A numpy scalar as the Python value (reports are serialised)."""
     return x.item() if hasattr(x, "item") else x

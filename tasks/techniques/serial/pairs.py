@@ -8,7 +8,7 @@ A release asks two questions, and both sources answer them the same way:
                                      (row in persons, code in values, p_hi)
   state(person, value)               the exact stored state (found, links, q, d) of given pairs
 
-`StoredPairs` (tasks/serial/state.py) answers with SQL on the state database, so that a release
+`StoredPairs` (tasks/techniques/serial/stored.py) answers with SQL on the state database, so that a release
 reads the pairs it can be constrained by and the pairs it names, never the whole series.
 `MemoryPairs` answers from an aggregate held in memory (tests, the experiment, a state written
 before migration 3).
@@ -52,7 +52,7 @@ class MemoryPairs:
     def special(self, persons, values, p_floor):
         if self.table is None or not self.table.num_rows or not len(persons) or not len(values):
             return empty_special()
-        view = st.requirement_view(self.table, pd.Index(persons), pd.Index(values), np.asarray(values))
+        view = st.table_requirement_view(self.table, pd.Index(persons), pd.Index(values), np.asarray(values))
         keep = (view["row"] >= 0) & (view["code"] >= 0) & (view["p_hi"] > p_floor)
         return view["row"][keep], view["code"][keep], view["p_hi"][keep]
 
@@ -73,8 +73,8 @@ class MemoryPairs:
         hit = pa.array(at[found])
         sub = self.table.select(["links", "q", "d"]).take(hit)
         links[found] = sub.column("links").to_numpy()
-        q[found] = st.to_int(st._column(sub, "q"))
-        d[found] = st.to_int(st._column(sub, "d"))
+        q[found] = st.to_int(st.column_values(sub, "q"))
+        d[found] = st.to_int(st.column_values(sub, "d"))
         return found, links, q, d
 
     def aggregate(self) -> pd.DataFrame | None:
@@ -99,7 +99,7 @@ def matching(source: PairSource | None, rows: Any) -> pd.DataFrame:
         return st.as_frame(None, st.AGGREGATE_COLUMNS)
     person, value = rows["person"].to_numpy(), rows["value"].to_numpy(dtype=object)
     found, links, q, d = source.state(person, value)
-    return st._frame(
+    return st.object_frame(
         {"person": person[found], "value": value[found], "links": links[found], "q": q[found], "d": d[found]}
     )
 

@@ -8,7 +8,7 @@ least frequent first, in the current snapshot), min_group_size (default l), max_
 tuple no group within max_group_size can hold; false: refuse the release instead).
 
 What the flow puts in `data.extra` (and passes again in the verify context):
-  serial_lookup     from the store (tasks/serial/state.StoredPairs): reads the pairs a release needs
+  serial_lookup     from the store (tasks/techniques/serial/stored.StoredPairs): reads the pairs a release needs
   serial_stats      history rows of the committed releases (statistics.HISTORY_COLUMNS), or None
   serial_aggregate  optional, in memory: the per-pair aggregate of those rows (saves rebuilding it)
   serial_summary    optional: pairs, breaching pairs and worst pair of the committed series
@@ -46,8 +46,8 @@ from privpub.tasks.techniques.registry import register
 from privpub.tasks.techniques.serial import groups as serial_groups
 from privpub.tasks.techniques.serial import guarantee as sg
 from privpub.tasks.techniques.serial import pairs
-from privpub.tasks.techniques.serial import state as ss
 from privpub.tasks.techniques.serial import statistics as st
+from privpub.tasks.techniques.serial import stored as ss
 from privpub.tasks.techniques.serial.grouping import Requirements, grow_groups, zorder
 from privpub.tasks.techniques.serial.publish import generalize, published_tables
 
@@ -185,7 +185,7 @@ class SerialTechnique(Technique):
             stored = private.pop("serial_aggregate", None)
         stored = st.as_stored(stored) if stored is not None else st.aggregate_to_arrow(st.aggregate(None))
         members = _members(private.pop("membership"), private.pop("virtual_members", None))
-        return ss.writer(
+        return ss.statistics_writer(
             self.spec.dataset.name,
             pairs=stored,
             history=private.pop("serial_stats"),
@@ -365,7 +365,7 @@ class SerialTechnique(Technique):
         lookup = extra.get("serial_lookup") is not None
         if lookup:  # only the named pairs are needed: the store keeps the others
             before = pairs.matching(source, rows)
-            aggregate, after = None, st.combine([before, st._terms(rows)])
+            aggregate, after = None, st.combine([before, st.history_terms(rows)])
         else:
             aggregate, before, after = st.advance(None if source is None else source.table, rows)
         prior_summary = extra.get("serial_summary")
@@ -470,7 +470,7 @@ class SerialTechnique(Technique):
             check = sg.check_rows_incremental(*published, pair_source(ctx), ctx.get("serial_summary"), l=self.l)
         if compare_stored:
             # serial_pairs against the history rows up to and including this release
-            own = st._terms(st.as_frame(release.private["serial_stats"], st.HISTORY_COLUMNS))
+            own = st.history_terms(st.as_frame(release.private["serial_stats"], st.HISTORY_COLUMNS))
             after = st.combine([rebuilt, own] if rebuilt is not None else [own])
             same, detail = ss.compare(stored, after, int(seq))
             extra.append(

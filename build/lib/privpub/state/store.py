@@ -444,7 +444,7 @@ class Store:
         if not self.path.exists():
             return None
         with self.read() as con:
-            if not _has_table(con, "release_rows"):
+            if not has_table(con, "release_rows"):
                 return None
             row = con.execute("SELECT release_id FROM release_rows WHERE release_key = ?", [release_key]).fetchone()
             return row[0] if row else None
@@ -620,7 +620,7 @@ class Store:
             sql += " AND sequence < ?"
             args.append(before_sequence)
         with self.read() as con:
-            if not _has_table(con, "release_rows"):
+            if not has_table(con, "release_rows"):
                 return None
             row = con.execute(sql + " ORDER BY sequence DESC LIMIT 1", args).fetchone()
         return row[0] if row else None
@@ -633,7 +633,7 @@ class Store:
         if not self.path.exists() or not (flow_run_id or scheduled_for):
             return None
         with self.read() as con:
-            if not _has_table(con, "release_rows"):
+            if not has_table(con, "release_rows"):
                 return None
             cols = {
                 r[0]
@@ -658,7 +658,7 @@ class Store:
         if not self.path.exists():
             return 0
         with self.read() as con:
-            if not _has_table(con, "release_rows"):
+            if not has_table(con, "release_rows"):
                 return 0
             return con.execute(
                 "SELECT coalesce(max(sequence), 0) FROM release_rows WHERE series = ?", [series]
@@ -752,7 +752,7 @@ class Store:
 
     def audit_tables(self) -> list[str]:
         with self.read() as con:
-            if not _has_table(con, "audit_tables"):
+            if not has_table(con, "audit_tables"):
                 return []
             return [r[0] for r in con.execute("SELECT name FROM audit_tables ORDER BY name").fetchall()]
 
@@ -796,7 +796,7 @@ class Store:
         if not self.path.exists():
             return None
         with self.read() as con:
-            if not _has_table(con, "release_rows"):
+            if not has_table(con, "release_rows"):
                 return None
             return con.execute(
                 "SELECT r.sequence, r.release_id, r.created_at, m.name, coalesce(m.text_value, "
@@ -833,7 +833,7 @@ class Store:
             return con.execute("SELECT * FROM audit_log ORDER BY id").df()
 
 
-def _has_table(con, name: str) -> bool:
+def has_table(con, name: str) -> bool:
     return bool(
         con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]).fetchone()[0]
     )

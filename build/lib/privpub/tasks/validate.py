@@ -57,7 +57,7 @@ def _input_key(spec: ReleaseSpec) -> tuple | None:
     return (spec.model_dump_json(), *((st.st_ino, st.st_size, st.st_mtime_ns) for st in stats))
 
 
-def check_input(spec: ReleaseSpec, technique) -> Microdata:
+def validate_and_keep(spec: ReleaseSpec, technique) -> Microdata:
     """Read and validate now, and keep the result for this process's next run of the same spec."""
     frame, fp = load_input(spec)
     data = validate(frame, spec, technique)
@@ -69,7 +69,7 @@ def check_input(spec: ReleaseSpec, technique) -> Microdata:
 
 
 def checked_input(spec: ReleaseSpec) -> tuple[pd.DataFrame, str, Microdata] | None:
-    """The input check_input kept for this spec, if the file is unchanged (used once)."""
+    """The input validate_and_keep kept for this spec, if the file is unchanged (used once)."""
     try:
         key = _input_key(spec)
     except (OSError, InputError):

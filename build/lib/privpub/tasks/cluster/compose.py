@@ -6,9 +6,9 @@ Who is in which group stays on the workers: each node finished on a worker keeps
 consecutive nodes holding at most BATCH_PEOPLE people (at least one node). Nodes hold whole
 groups, so a batch's members are all the records of its groups: the flow gathers them, counts
 records per (group, value) of those groups, reads the batch's summaries from the state database
-(`state.load`, the in-memory check's reader), composes, keeps the figures, and writes the new
+(`summaries.load`, the in-memory check's reader), composes, keeps the figures, and writes the new
 summaries as Parquet files into a private staging folder (`state.store.open_staging`:
-owner-only, deleted if the process dies) that the commit hook reads (`state.table_writer`). The
+owner-only, deleted if the process dies) that the commit hook reads (`summaries.table_writer`). The
 flow holds one batch at a time.
 
 The figures are the in-memory check's, person by person: a person's summary depends only on its
@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from privpub.schemas.errors import InputError
 from privpub.state.store import open_staging
-from privpub.tasks.compose import state
+from privpub.tasks.compose import summaries
 from privpub.tasks.compose.check import broken_rows, same_transient, summarise
 from privpub.tasks.core.types import PrivacyResult
 
@@ -50,7 +50,7 @@ def batches(sizes: np.ndarray, limit: int) -> list[tuple[int, int]]:
 
 
 @dataclass
-class Worst:
+class WorstOverBatches:
     """The figures over all batches: the fewest, where, and how many fall below."""
 
     figure: int = np.iinfo(np.int64).max
@@ -97,7 +97,7 @@ def compose_on_cluster(check, store, data, cpart):
 
 def _compose_batches(check, store, data, cpart, staged: Staged):
     client, spec, settings = data.client, check.spec, check.settings
-    worst = Worst()
+    worst = WorstOverBatches()
     code_to_vkey = None
     next_cohort = 0
     pkey_base = set_base = 0
@@ -113,14 +113,14 @@ def _compose_batches(check, store, data, cpart, staged: Staged):
         code = rows.column("s").to_numpy().astype(np.int64)
         file, row = rows.column("file").to_numpy(), rows.column("row").to_numpy()
         del rows
-        prior = state.load(store, spec.dataset.name, persons, check.values)
+        prior = summaries.load(store, spec.dataset.name, persons, check.values)
         if code_to_vkey is None:  # the series' head is the same for every batch
             prior_seen = prior is not None
             if prior is not None:
                 same_transient(prior, settings, spec.dataset.name)
                 staged.sid, staged.release = prior.sid, prior.release
                 pkey_base, set_base, next_cohort = prior.next_pkey, prior.next_set, prior.next_cohort
-            code_to_vkey, staged.values = state.value_keys(prior, check.values)
+            code_to_vkey, staged.values = summaries.value_keys(prior, check.values)
         if prior is not None:
             _refuse_changed_values(check, prior, code, file, row, data.files)
         first = int(offset[a])  # a batch holds whole groups: number them from its first
@@ -131,7 +131,7 @@ def _compose_batches(check, store, data, cpart, staged: Staged):
         fresh = pkey < 0
         pkey[fresh] = pkey_base + np.arange(int(fresh.sum()))
         pkey_base += int(fresh.sum())
-        tables = state.summary_tables(
+        tables = summaries.summary_tables(
             code_to_vkey,
             persons=persons,
             pkey=pkey,
@@ -162,7 +162,7 @@ def _batch_groups(rows: pa.Table, cpart, a: int, b: int) -> np.ndarray:
     return rows.column("group").to_numpy() + np.repeat(cpart.group_offset[a:b], sizes)
 
 
-def _result(check, worst: Worst, releases: int, what: str, files: list[str]):
+def _result(check, worst: WorstOverBatches, releases: int, what: str, files: list[str]):
     return PrivacyResult(
         check.model,
         worst.figure,

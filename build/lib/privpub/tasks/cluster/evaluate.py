@@ -17,11 +17,11 @@ from itertools import combinations
 
 import numpy as np
 
-from privpub.tasks.cluster.partition import _reduce
+from privpub.tasks.cluster.partition import tree_reduce
 from privpub.tasks.core.microdata import HasDomains, QIDomain
 from privpub.tasks.evaluate import utility_summary
 from privpub.tasks.evaluate.counting import count_in_microdata
-from privpub.tasks.evaluate.workload import _Selections, make_workload
+from privpub.tasks.evaluate.workload import Selections, make_workload
 
 PRECOMPUTE_KEYS = 300  # joint histograms computed up front (C(8, 2) + C(8, 3) = 84 for 8 QIs)
 
@@ -40,9 +40,9 @@ class PartView(HasDomains):
         return len(self.sensitive_codes)
 
 
-def _selections(part, meta) -> _Selections:
+def _selections(part, meta) -> Selections:
     domains, s_values = meta
-    return _Selections(PartView(domains, part.xt.T, s_values, part.s))
+    return Selections(PartView(domains, part.xt.T, s_values, part.s))
 
 
 def part_counts(part, meta) -> list[np.ndarray]:
@@ -79,7 +79,7 @@ def part_answers(part, meta, workload) -> np.ndarray:
 
 
 class ClusterSelections:
-    """_Selections over a cluster's partitions (the same counts, the same drawn rows)."""
+    """Selections over a cluster's partitions (the same counts, the same drawn rows)."""
 
     def __init__(self, data, max_attrs: int = 3):
         self.data, self.client, self.n = data, data.client, data.n
@@ -96,7 +96,7 @@ class ClusterSelections:
             if not self.too_large(list(key))
         ]
         if 0 < len(keys) <= PRECOMPUTE_KEYS:
-            self._joint = _reduce(
+            self._joint = tree_reduce(
                 self.client,
                 [self.client.submit(part_joints, p, self.meta, keys, pure=False) for p in data.parts],
                 _add_joints,
@@ -105,7 +105,7 @@ class ClusterSelections:
     def _each(self, fn, *args) -> list:
         return self.client.gather([self.client.submit(fn, p, self.meta, *args, pure=False) for p in self.data.parts])
 
-    too_large = _Selections.too_large
+    too_large = Selections.too_large
 
     def count(self, attrs: list[int], picks: list[np.ndarray]) -> int:
         if len(attrs) == 1:
@@ -114,7 +114,7 @@ class ClusterSelections:
             return int(sum(self._each(part_count_rows, attrs, picks)))
         key = tuple(attrs)
         if key not in self._joint:
-            self._joint[key] = _reduce(
+            self._joint[key] = tree_reduce(
                 self.client,
                 [self.client.submit(part_joints, p, self.meta, [key], pure=False) for p in self.data.parts],
                 _add_joints,

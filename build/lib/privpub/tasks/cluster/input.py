@@ -24,7 +24,7 @@ import pyarrow as pa
 from privpub.schemas.errors import InputError
 from privpub.schemas.input import files_root, input_files, validate_input
 from privpub.schemas.spec import ReleaseSpec
-from privpub.tasks.compose.state import person_text
+from privpub.tasks.compose.summaries import person_text
 from privpub.tasks.core.microdata import (
     HasDomains,
     Microdata,

@@ -40,7 +40,7 @@ from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.parted_table import PartedTable, part_name
 from privpub.tasks.partition.generalized_table import generalized_table
 from privpub.tasks.partition.mondrian import (
-    _TreeBuilder,
+    TreeBuilder,
     allowed_splits,
     histogram_offsets,
     median_from_histograms,
@@ -126,7 +126,7 @@ def extract_node(part, assign, node: int):
     return part.xt[:, rows], part.s[rows], part.person.take(rows), rows
 
 
-def _reduce(client, futures: list, fn):
+def tree_reduce(client, futures: list, fn):
     """Combine futures pairwise on the workers; gather only the result."""
     while len(futures) > 1:
         futures = [
@@ -151,7 +151,7 @@ class ClusterPartition:
     ready: np.ndarray
     ready_sizes: np.ndarray
     assign: list  # per partition: a future of its rows' node ids (None: all at the root)
-    tree: _TreeBuilder
+    tree: TreeBuilder
     levels: int
     info: dict = field(default_factory=dict)
     n_groups: int | None = None  # known once the subtrees are finished
@@ -170,7 +170,7 @@ def distributed_mondrian(data, k: int, l: int | None, chunk_rows: int) -> Cluste
     n_s = max(len(data.sensitive_values), 1)
     if use_l and n_s < l:
         raise PartitionError(f"l = {l} but the table has only {n_s} distinct sensitive values")
-    tree = _TreeBuilder(n)
+    tree = TreeBuilder(n)
     assign: list = [None] * len(data.parts)
     open_nodes, open_sizes = np.array([0], dtype=np.int64), np.array([n], dtype=np.int64)
     ready, ready_sizes = [], []
@@ -190,14 +190,14 @@ def distributed_mondrian(data, k: int, l: int | None, chunk_rows: int) -> Cluste
     while len(open_nodes):
         levels += 1
         n_open, total = len(open_nodes), open_sizes
-        hist = _reduce(client, hists, _add)
+        hist = tree_reduce(client, hists, _add)
         lo_exact, hi_exact = node_bounds(hist, lo_flat, hi_flat)  # node-major: index node * D + d
         med, n_le, n_lt = (
             x.reshape(n_open, D) for x in median_from_histograms(hist, lo_flat, hi_flat, np.repeat(total, D))
         )
         diverse_le = diverse_lt = True
         if use_l:
-            seen = _reduce(
+            seen = tree_reduce(
                 client,
                 [client.submit(part_presence, p, a, lookup, med, n_s, pure=False) for p, a in zip(data.parts, assign)],
                 _either,

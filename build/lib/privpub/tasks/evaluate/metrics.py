@@ -11,7 +11,7 @@ from privpub.tasks.evaluate.counting import DistinctLists
 from privpub.tasks.evaluate.workload import CountQuery
 
 
-def relative_errors(actual: np.ndarray, estimate: np.ndarray) -> np.ndarray:
+def nonzero_relative_errors(actual: np.ndarray, estimate: np.ndarray) -> np.ndarray:
     """|act - est| / act (the Ambiguity paper's Section 9.3); queries with act = 0 are skipped."""
     ok = actual > 0
     return np.abs(actual[ok] - estimate[ok]) / actual[ok]
@@ -22,7 +22,7 @@ def error_by_selectivity(workload: list[CountQuery], actual: np.ndarray, estimat
     out = {}
     for s in sorted(set(sel.tolist())):
         m = sel == s
-        err = relative_errors(actual[m], estimate[m])
+        err = nonzero_relative_errors(actual[m], estimate[m])
         out[f"query_error_{round(s * 100)}pct"] = float(err.mean()) if len(err) else float("nan")
     return out
 

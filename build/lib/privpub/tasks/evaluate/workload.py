@@ -79,7 +79,7 @@ def _condition(dom, freq: np.ndarray, coverage: float, rng: np.random.Generator)
     return SetCond(frozenset(str(v) for v in dom.values[lo : hi + 1])), picked
 
 
-class _Selections:
+class Selections:
     """How many rows a conjunction of per-QI code sets selects, and which rows.
 
     Counts come from the joint histogram of the QIs involved (built once per set of QIs), so a
@@ -158,6 +158,10 @@ class _Selections:
         return [self.sensitive_values[c] for c in codes]
 
 
+# the old private name, kept only because tests/test_evaluate_pins.py (frozen) patches it
+_Selections = Selections
+
+
 def make_workload(
     data, rng: np.random.Generator, per_band: int = 100, selectivities=SELECTIVITIES, max_attrs: int = 3, select=None
 ) -> list[CountQuery]:
@@ -173,7 +177,7 @@ def make_workload(
     n_qi = len(data.domains)
     if data.n == 0:
         return queries
-    select = select or _Selections(data)
+    select = select or Selections(data)
     draws: list[tuple] = []
     freqs = [c / max(data.n, 1) for c in select.counts]
     for sel in selectivities:

@@ -60,7 +60,7 @@ class SplitTree:
         return out
 
 
-class _TreeBuilder:
+class TreeBuilder:
     """Collects the splits of each level as arrays; node ids are handed out in split order."""
 
     def __init__(self, n: int):
@@ -197,7 +197,7 @@ def split_levels(
     *,
     l: int | None = None,
     s: np.ndarray | None = None,
-    tree: _TreeBuilder | None = None,
+    tree: TreeBuilder | None = None,
     dim_names: np.ndarray | None = None,
     weights: np.ndarray | None = None,
 ):
@@ -330,7 +330,7 @@ def mondrian_partition(data: Microdata, k: int, l: int | None = None, columns: l
         raise PartitionError(f"l = {l} but the table has only {len(np.unique(s))} distinct sensitive values")
 
     xt = np.ascontiguousarray(data.codes[:, cols].T)  # (D, n): per-dimension rows are contiguous
-    tree = _TreeBuilder(n)
+    tree = TreeBuilder(n)
     leaf_rows, leaf_sizes, leaf_nodes = split_levels(
         xt,
         [data.domains[c] for c in cols],

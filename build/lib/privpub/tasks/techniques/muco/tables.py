@@ -167,7 +167,7 @@ def concat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))
 
 
-def _pairs(ptr: np.ndarray, groups: np.ndarray):
+def _block_pairs(ptr: np.ndarray, groups: np.ndarray):
     """For the listed groups: every (row class, column class) pair of each n x n block,
     the block each pair belongs to and its position inside the block."""
     n = np.diff(ptr)[groups]
@@ -242,7 +242,7 @@ def output_tables(
 
     light = np.bincount(cls_group, weights=weight < need, minlength=n_groups) > 0
     trivial = np.flatnonzero(~light | (n_g == 1))
-    r, c, _, _ = _pairs(ptr, trivial)  # identity tables: every tuple keeps its value
+    r, c, _, _ = _block_pairs(ptr, trivial)  # identity tables: every tuple keeps its value
     q[concat_ranges(qptr_group[trivial], sq[trivial])] = (r == c).astype(float)
 
     hard = np.flatnonzero(light & (n_g > 1))
@@ -251,7 +251,7 @@ def output_tables(
     edges = np.unique(np.concatenate([[0], cuts, [len(hard)]]))
     for lo, hi in zip(edges[:-1], edges[1:]):
         gs = hard[lo:hi]
-        rows, cols, block, local = _pairs(ptr, gs)
+        rows, cols, block, local = _block_pairs(ptr, gs)
         cls = concat_ranges(ptr[gs], n_g[gs])
         off = ptr[gs] - (np.cumsum(n_g[gs]) - n_g[gs])  # global class id -> position in cls
         rows_l, cols_l = rows - off[block], cols - off[block]

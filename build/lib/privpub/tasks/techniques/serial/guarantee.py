@@ -33,7 +33,7 @@ from privpub.tasks.core.types import PrivacyResult
 from privpub.tasks.techniques.serial import groups as serial_groups
 from privpub.tasks.techniques.serial import pairs
 from privpub.tasks.techniques.serial import statistics as st
-from privpub.tasks.techniques.serial.groups import plain as _plain
+from privpub.tasks.techniques.serial.groups import python_scalar
 
 # ------------------------------------------------------------------------------------------------
 # scalar, exact
@@ -400,8 +400,8 @@ def _record_order(record: dict) -> tuple[str, str]:
 
 def _pair_record(aggregate, i: int) -> dict:
     return {
-        "person": _plain(aggregate["person"].iat[i]),
-        "value": _plain(aggregate["value"].iat[i]),
+        "person": python_scalar(aggregate["person"].iat[i]),
+        "value": python_scalar(aggregate["value"].iat[i]),
         "links": int(aggregate["links"].iat[i]),
         "q": str(aggregate["q"].iat[i]),
         "d": str(aggregate["d"].iat[i]),
@@ -413,7 +413,7 @@ def _pair_record(aggregate, i: int) -> dict:
 
 
 @dataclass
-class SeriesCheck:
+class SerialCheckResult:
     """Result of a release check: the privacy figures plus what the release adds."""
 
     results: list
@@ -458,7 +458,7 @@ def _global_result(summary: dict, l: int):
 
 def check_release(
     table, groups, membership, prior_aggregate, *, l: int, sensitive: str, transient=None, release: int = 0
-) -> SeriesCheck:
+) -> SerialCheckResult:
     """Global and localized guarantees of a candidate release over the whole series: every pair
     of the series is rechecked (what `privpub verify` does).
 
@@ -473,19 +473,19 @@ def check_release(
     return check_rows(*published, prior_aggregate, l=l)
 
 
-def check_rows(rows, localized, prior_aggregate, *, l: int) -> SeriesCheck:
+def check_rows(rows, localized, prior_aggregate, *, l: int) -> SerialCheckResult:
     """`check_release` from the release's history rows and localized figure (serial_groups)."""
     agg = st.combine(
         ([st.as_frame(prior_aggregate, st.AGGREGATE_COLUMNS)] if prior_aggregate is not None else [])
-        + [st._terms(rows)]
+        + [st.history_terms(rows)]
     )
     summary = summarize(agg, l)
-    return SeriesCheck([_global_result(summary, l), localized], rows, agg, summary)
+    return SerialCheckResult([_global_result(summary, l), localized], rows, agg, summary)
 
 
 def check_release_incremental(
     table, groups, membership, prior_pairs, prior_summary, *, l: int, sensitive: str, transient=None, release: int = 0
-) -> SeriesCheck:
+) -> SerialCheckResult:
     """`check_release` in O(size of the release): only the pairs named by this release's history
     rows are recomputed exactly (their stored state read from `prior_pairs`, a PairSource or an
     aggregate); every other pair keeps its p, and `prior_summary` (pairs, breaching, worst pair of
@@ -496,12 +496,12 @@ def check_release_incremental(
     return check_rows_incremental(*published, prior_pairs, prior_summary, l=l)
 
 
-def check_rows_incremental(rows, localized, prior_pairs, prior_summary, *, l: int) -> SeriesCheck:
+def check_rows_incremental(rows, localized, prior_pairs, prior_summary, *, l: int) -> SerialCheckResult:
     """`check_release_incremental` from the release's history rows and localized figure."""
     source = pairs.as_source(prior_pairs)
     if prior_summary is None and isinstance(source, pairs.MemoryPairs):
         prior_summary = stored_summary(source, l)  # series stored before summaries
     before = pairs.matching(source, rows)
-    after = st.combine([before, st._terms(rows)])
+    after = st.combine([before, st.history_terms(rows)])
     summary = advance_summary(prior_summary, before, after, l)
-    return SeriesCheck([_global_result(summary, l), localized], rows, after, summary)
+    return SerialCheckResult([_global_result(summary, l), localized], rows, after, summary)

@@ -8,10 +8,10 @@ aggregate one row per (person, value): links (releases that linked them), q = pr
          ratio are lookups in it. It can be rebuilt from the history at any time (`aggregate`).
 stored   the aggregate as the store keeps it (`aggregate_to_arrow`: Arrow, q and d as decimal
          strings because they outgrow 64 bits, plus p_hi, a float upper bound of p).
-         `advance` and `requirement_view` work on it in memory in O(size of a release): Arrow
+         `advance` and `table_requirement_view` work on it in memory in O(size of a release): Arrow
          hash probes select the pairs a release names, and only those become Python ints.
          Every other pair is copied as it is (its p cannot change, docs/serial.md). The state
-         database keeps it in table serial_pairs (tasks/serial/state.py).
+         database keeps it in table serial_pairs (tasks/techniques/serial/stored.py).
 Never published.
 """
 
@@ -31,7 +31,7 @@ AGGREGATE_COLUMNS = ["person", "value", "links", "q", "d"]
 STORED_COLUMNS = AGGREGATE_COLUMNS + ["p_hi"]
 
 
-def _frame(columns: dict[str, np.ndarray]) -> pd.DataFrame:
+def object_frame(columns: dict[str, np.ndarray]) -> pd.DataFrame:
     """A frame that keeps object arrays as object (pandas would convert strings to Arrow-backed
     ones, which costs a copy each time the column is read back)."""
     return pd.DataFrame(
@@ -39,7 +39,7 @@ def _frame(columns: dict[str, np.ndarray]) -> pd.DataFrame:
     )
 
 
-def _column(table: pa.Table, name: str) -> np.ndarray:
+def column_values(table: pa.Table, name: str) -> np.ndarray:
     col = table.column(name).to_numpy(zero_copy_only=False)
     return col.astype(object) if col.dtype.kind in "OUS" else col
 
@@ -52,7 +52,7 @@ def as_frame(table: Any, columns: list[str]) -> pd.DataFrame:
         missing = [c for c in columns if c not in table.column_names]
         if missing:
             raise ValueError(f"serial statistics lack columns {missing}")
-        return _frame({c: _column(table, c) for c in columns})
+        return object_frame({c: column_values(table, c) for c in columns})
     frame = pd.DataFrame(table)
     missing = [c for c in columns if c not in frame.columns]
     if missing:
@@ -89,7 +89,7 @@ def pair_rows(
     member = np.repeat(np.arange(len(member_gid)), reps)
     offset = np.arange(reps.sum()) - np.repeat(np.cumsum(reps) - reps, reps)
     entry = np.repeat(first[member_gid], reps) + offset
-    return _frame(
+    return object_frame(
         {
             "person": person[member],
             "value": np.asarray(values, dtype=object)[gv_code[entry]],
@@ -113,12 +113,12 @@ def release_rows(
     return pair_rows(person, gid, group_size, gv, values, release)
 
 
-def _terms(history: pd.DataFrame) -> pd.DataFrame:
+def history_terms(history: pd.DataFrame) -> pd.DataFrame:
     size = history["size"].to_numpy(dtype=np.int64)
     count = history["count"].to_numpy(dtype=np.int64)
     if len(size) and ((count < 1) | (count > size)).any():
         raise ValueError("serial history holds a row with count outside 1..size")
-    return _frame(
+    return object_frame(
         {
             "person": history["person"].to_numpy(),
             "value": history["value"].to_numpy(dtype=object),
@@ -145,7 +145,7 @@ def combine(parts: list[pd.DataFrame]) -> pd.DataFrame:
     q = np.multiply.reduceat(frame["q"].to_numpy(dtype=object)[order], starts)
     d = np.multiply.reduceat(frame["d"].to_numpy(dtype=object)[order], starts)
     first = order[starts]
-    return _frame(
+    return object_frame(
         {
             "person": np.asarray(pvals)[pcode[first]],
             "value": np.asarray(vvals, dtype=object)[vcode[first]],
@@ -158,7 +158,7 @@ def combine(parts: list[pd.DataFrame]) -> pd.DataFrame:
 
 def aggregate(history: Any) -> pd.DataFrame:
     """Rebuild the per-pair aggregate from history rows."""
-    return combine([_terms(as_frame(history, HISTORY_COLUMNS))])
+    return combine([history_terms(as_frame(history, HISTORY_COLUMNS))])
 
 
 _to_str = np.frompyfunc(str, 1, 1)
@@ -266,13 +266,13 @@ def advance(stored: pa.Table | None, rows: pd.DataFrame) -> tuple[pa.Table, pd.D
         mask = _pair_mask(stored, rows["person"].to_numpy(), rows["value"].to_numpy(dtype=object))
         before = aggregate_from_arrow(stored.filter(pa.array(mask)))
         rest = stored.filter(pa.array(~mask))
-    after = combine([before, _terms(rows)])
+    after = combine([before, history_terms(rows)])
     if rest is None or not len(after):
         return (aggregate_to_arrow(after) if rest is None else rest), before, after
     return pa.concat_tables([rest, aggregate_to_arrow(after).cast(rest.schema)]), before, after
 
 
-def requirement_view(
+def table_requirement_view(
     stored: pa.Table | None, persons: pd.Index, values: pd.Index, protected: np.ndarray
 ) -> dict[str, Any]:
     """The stored pairs of the present persons and protected values, for the requirement lookup:

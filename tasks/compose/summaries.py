@@ -18,6 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
+from privpub.state.store import has_table
 from privpub.tasks.compose.algebra import Sets
 
 
@@ -41,12 +42,6 @@ class Prior:
     transient: list[str]
 
 
-def _has_table(con, name: str) -> bool:
-    return bool(
-        con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]).fetchone()[0]
-    )
-
-
 def person_text(column: pd.Series) -> pa.Array:
     """The person ids as text, the key of compose_people (Arrow's cast: pandas' astype(str) costs
     a second a million rows; both write integers and strings the same way)."""
@@ -61,7 +56,7 @@ def load(store, series: str, persons: pa.Array, values: np.ndarray) -> Prior | N
     as text, in code order. None when the series has no summaries yet."""
 
     def fetch(con):
-        if not _has_table(con, "compose_head"):
+        if not has_table(con, "compose_head"):
             return None
         head = con.execute(
             "SELECT sid, release_id, release, next_pkey, next_set, next_cohort, transient "
@@ -146,7 +141,7 @@ def load(store, series: str, persons: pa.Array, values: np.ndarray) -> Prior | N
     )
 
 
-def writer(
+def summaries_writer(
     series: str,
     prior: Prior | None,
     *,

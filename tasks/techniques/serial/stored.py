@@ -5,7 +5,7 @@ the release's commit transaction, so the statistics change exactly when a releas
 serial_pairs keeps only the latest state of each (person, value) pair of a series, keyed by
 integers (serial_people / serial_values give every person id and value, as text, a dense key),
 with the id of the release that last changed it. A release reads the special pairs of its present
-people and the pairs it names (`StoredPairs`), and replaces the pairs it names (`writer`).
+people and the pairs it names (`StoredPairs`), and replaces the pairs it names (`statistics_writer`).
 Readers get positions in their own arrays back, never the stored text.
 """
 
@@ -21,21 +21,16 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from privpub.state.store import has_table
 from privpub.tasks.techniques.serial import pairs
 from privpub.tasks.techniques.serial import statistics as st
-
-
-def _has_table(con, name: str) -> bool:
-    return bool(
-        con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]).fetchone()[0]
-    )
 
 
 def head(store, series: str) -> tuple[str, int, dict] | None:
     """(release id, release number, summary) of the series' latest statistics, or None."""
 
     def fetch(con):
-        if not _has_table(con, "serial_summary"):
+        if not has_table(con, "serial_summary"):
             return None
         return con.execute(
             "SELECT release_id, release, summary FROM serial_summary WHERE series = ?", [series]
@@ -80,7 +75,7 @@ class StoredPairs:
 
     def _query(self, sql: str, tables: dict[str, pa.Table], params: dict) -> pa.Table | None:
         def fetch(con):
-            if not _has_table(con, "serial_people"):
+            if not has_table(con, "serial_people"):
                 return None  # nothing committed with the statistics tables yet
             for name, table in tables.items():
                 con.register(name, table)
@@ -129,8 +124,8 @@ class StoredPairs:
             j = found.column("j").to_numpy()
             out[0][j] = True
             out[1][j] = found.column("links").to_numpy()
-            out[2][j] = st.to_int(st._column(found, "q"))
-            out[3][j] = st.to_int(st._column(found, "d"))
+            out[2][j] = st.to_int(st.column_values(found, "q"))
+            out[3][j] = st.to_int(st.column_values(found, "d"))
         self._last = (person, value, out)
         return out
 
@@ -155,7 +150,7 @@ def _add_keys(con, series: str, table: str, name: str, key: str, source: str) ->
     )
 
 
-def writer(
+def statistics_writer(
     series: str, *, pairs: pa.Table, history: pa.Table, members: pa.Table, summary: dict, release: int, replace: bool
 ) -> Callable[[Any, str, int], None]:
     """The commit hook: this release's history rows and membership (`members`: person, gid,
@@ -255,7 +250,7 @@ def history_rows(store, series: str, before_sequence: int) -> pa.Table | None:
     snapshots' own types; rows of releases committed before migration 5 come from their blobs."""
 
     def fetch(con):
-        if not _has_table(con, "serial_history"):
+        if not has_table(con, "serial_history"):
             return None, []
         ptype, vtype = _types(con, series)
         rows = con.execute(
@@ -286,7 +281,7 @@ def release_private(store, series: str, release_id: str) -> dict[str, pa.Table]:
     moved into the tables), for re-verifying it; empty for a release that kept them as blobs."""
 
     def fetch(con):
-        if not _has_table(con, "serial_membership"):
+        if not has_table(con, "serial_membership"):
             return {}
         ptype, vtype = _types(con, series)
         members = con.execute(
@@ -319,7 +314,7 @@ def pairs_as_of(store, series: str) -> pa.Table | None:
     """Every stored pair of the series with the sequence of the release that last changed it."""
 
     def fetch(con):
-        if not _has_table(con, "serial_pairs"):
+        if not has_table(con, "serial_pairs"):
             return None
         return con.execute(
             "SELECT k.person, v.value, p.links, p.q, p.d, r.sequence FROM serial_pairs p "

@@ -1,0 +1,307 @@
+"""The composition summaries in the state database (migration 7), read through `Store.query` and
+written by a commit hook inside the release's commit transaction.
+
+A release reads only the rows of the people it holds (joined on the person id as text) and the
+sets those people point at: as large as the release, whatever the length of the series.
+Readers get positions in their own arrays back, never the stored text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
+
+from privpub.state.store import has_table
+from privpub.tasks.compose.algebra import Sets
+
+
+@dataclass
+class Prior:
+    """What the series' earlier releases say about the people of this input (row-aligned)."""
+
+    sid: int  # the series' key
+    release_id: str
+    release: int  # number of the latest release the summaries include
+    sets: Sets  # the summaries of the people below, value codes in this input's value order
+    set_of_row: np.ndarray  # (n,) the row's set in `sets`, -1 for a newcomer
+    pkey: np.ndarray  # (n,) stored person key, -1 for a newcomer
+    cohort: np.ndarray  # (n,) the row's kept group, -1 for a newcomer
+    stored_vkey: np.ndarray  # (n,) the value key in the person's latest release, -1 for a newcomer
+    code_to_vkey: np.ndarray  # (values,) this input's value codes -> stored keys (-1: a new value)
+    vkey_transient: np.ndarray  # (stored values,) whether a stored value is transient
+    next_pkey: int
+    next_set: int
+    next_cohort: int
+    transient: list[str]
+
+
+def person_text(column: pd.Series) -> pa.Array:
+    """The person ids as text, the key of compose_people (Arrow's cast: pandas' astype(str) costs
+    a second a million rows; both write integers and strings the same way)."""
+    try:
+        return pa.compute.cast(pa.array(column.to_numpy()), pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return pa.array(column.astype(str).to_numpy(object), pa.string())
+
+
+def load(store, series: str, persons: pa.Array, values: np.ndarray) -> Prior | None:
+    """persons: this input's person ids as text, per row; values: its distinct sensitive values
+    as text, in code order. None when the series has no summaries yet."""
+
+    def fetch(con):
+        if not has_table(con, "compose_head"):
+            return None
+        head = con.execute(
+            "SELECT sid, release_id, release, next_pkey, next_set, next_cohort, transient "
+            "FROM compose_head WHERE series = ?",
+            [series],
+        ).fetchone()
+        if head is None:
+            return None
+        p = {"sid": head[0]}
+        con.register("_compose_rows", pa.table({"i": np.arange(len(persons), dtype=np.int64), "person": persons}))
+        try:
+            stored = con.execute("SELECT vkey, value FROM compose_values WHERE sid = $sid ORDER BY vkey", p).fetchall()
+            people = con.execute(
+                "SELECT x.i, p.pkey, p.set_id, p.vkey, p.cohort FROM compose_people p "
+                "JOIN _compose_rows x ON p.person = x.person WHERE p.sid = $sid",
+                p,
+            ).fetch_arrow_table()
+            con.register("_compose_ids", people.select(["set_id"]))
+            sets = con.execute(
+                "SELECT set_id, vkey, minc FROM compose_sets WHERE sid = $sid AND "
+                "set_id IN (SELECT set_id FROM _compose_ids)",
+                p,
+            ).fetch_arrow_table()
+            info = con.execute(
+                "SELECT set_id, min_t, min_tc FROM compose_set_info WHERE sid = $sid "
+                "AND set_id IN (SELECT set_id FROM _compose_ids) ORDER BY set_id",
+                p,
+            ).fetch_arrow_table()
+        finally:
+            for name in ("_compose_rows", "_compose_ids"):
+                with contextlib.suppress(Exception):  # _compose_ids exists only if the join ran
+                    con.unregister(name)
+        return head, stored, people, sets, info
+
+    got = store.query(fetch) if store.path.exists() else None
+    if got is None:
+        return None
+    head, stored, people, sets, info = got
+    transient = json.loads(head[6])
+    stored_text = np.array([v for _, v in stored], dtype=object)
+    vkey_to_code = np.full(len(stored) + 1, -1, np.int64)  # dense keys 0..; the last slot: none
+    vkey_to_code[: len(stored)] = pd.Index(values).get_indexer(stored_text) if len(stored) else []
+    code_to_vkey = np.full(len(values), -1, np.int64)
+    known = vkey_to_code[: len(stored)] >= 0
+    code_to_vkey[vkey_to_code[: len(stored)][known]] = np.flatnonzero(known)
+
+    n = len(persons)
+    ids = info.column("set_id").to_numpy()
+    rows = people.column("i").to_numpy()
+
+    def per_row(column: str, what=None) -> np.ndarray:
+        out = np.full(n, -1, np.int64)
+        out[rows] = people.column(column).to_numpy() if what is None else what
+        return out
+
+    set_of_row = per_row("set_id", np.searchsorted(ids, people.column("set_id").to_numpy()))
+    owner = np.searchsorted(ids, sets.column("set_id").to_numpy())
+    code = vkey_to_code[sets.column("vkey").to_numpy()]
+    order = np.lexsort((code, owner))
+    summary = Sets(
+        np.searchsorted(owner[order], np.arange(len(ids) + 1)).astype(np.int64),
+        code[order],
+        sets.column("minc").to_numpy()[order].astype(np.int64),
+        info.column("min_t").to_numpy().astype(np.int64),
+        info.column("min_tc").to_numpy().astype(np.int64),
+    )
+    return Prior(
+        int(head[0]),
+        head[1],
+        int(head[2]),
+        summary,
+        set_of_row,
+        per_row("pkey"),
+        per_row("cohort"),
+        per_row("vkey"),
+        code_to_vkey,
+        np.isin(stored_text, transient),
+        int(head[3]),
+        int(head[4]),
+        int(head[5]),
+        transient,
+    )
+
+
+def summaries_writer(
+    series: str,
+    prior: Prior | None,
+    *,
+    persons: pa.Array,
+    pkey: np.ndarray,
+    set_id: np.ndarray,
+    code: np.ndarray,
+    cohort: np.ndarray,
+    gid: np.ndarray,
+    sets: Sets,
+    set_base: int,
+    values: np.ndarray,
+    next_ids: tuple[int, int, int],
+    transient: list[str],
+) -> Callable:
+    """The writes of one release (its published people only; `code` = their value codes): their
+    rows replaced, new values keyed, the new sets added, sets nobody points at any more dropped,
+    the release's groups appended, the head moved."""
+    code_to_vkey, new_values = value_keys(prior, values)
+    people, set_rows, info = summary_tables(
+        code_to_vkey,
+        persons=persons,
+        pkey=pkey,
+        set_id=set_id,
+        code=code,
+        cohort=cohort,
+        gid=gid,
+        sets=sets,
+        set_base=set_base,
+    )
+    tables = {
+        "_compose_people": people,
+        "_compose_sets": set_rows,
+        "_compose_info": info,
+        "_compose_values": new_values,
+    }
+    return table_writer(series, prior.sid if prior else None, tables, next_ids, transient)
+
+
+def value_keys(prior: Prior | None, values: np.ndarray) -> tuple[np.ndarray, pa.Table]:
+    """This input's value codes -> stored keys, new values getting the next keys; and the rows
+    of compose_values to add."""
+    code_to_vkey = prior.code_to_vkey.copy() if prior else np.full(len(values), -1, np.int64)
+    fresh = np.flatnonzero(code_to_vkey < 0)
+    first_vkey = len(prior.vkey_transient) if prior else 0
+    code_to_vkey[fresh] = first_vkey + np.arange(len(fresh))
+    return code_to_vkey, pa.table(
+        {"vkey": code_to_vkey[fresh].astype(np.int32), "value": pa.array(values[fresh], pa.string())}
+    )
+
+
+def summary_tables(
+    code_to_vkey: np.ndarray,
+    *,
+    persons: pa.Array,
+    pkey: np.ndarray,
+    set_id: np.ndarray,
+    code: np.ndarray,
+    cohort: np.ndarray,
+    gid: np.ndarray,
+    sets: Sets,
+    set_base: int,
+) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """The rows of compose_people (and compose_membership), compose_sets and compose_set_info."""
+    people = pa.table(
+        {
+            "person": persons,
+            "pkey": pkey,
+            "set_id": set_id,
+            "vkey": code_to_vkey[code].astype(np.int32),
+            "cohort": cohort,
+            "gid": gid,
+        }
+    )
+    set_rows = pa.table(
+        {
+            "set_id": sets.owner() + set_base,
+            "vkey": code_to_vkey[sets.value].astype(np.int32),
+            "minc": sets.minc.astype(np.int32),
+        }
+    )
+    info = pa.table(
+        {
+            "set_id": np.arange(sets.size, dtype=np.int64) + set_base,
+            "min_t": sets.min_t.astype(np.int32),
+            "min_tc": sets.min_tc.astype(np.int32),
+        }
+    )
+    return people, set_rows, info
+
+
+def table_writer(
+    series: str, sid: int | None, tables: dict, next_ids: tuple[int, int, int], transient: list[str]
+) -> Callable:
+    """The commit hook writing one release's summaries. tables: `_compose_people`, `_compose_sets`,
+    `_compose_info`, `_compose_values`, each an Arrow table or a list of Parquet files (what a
+    release on a cluster staged, tasks/compose/cluster.py: DuckDB reads them as it writes).
+    sid: the series' key, None for a series without summaries yet."""
+
+    def attach(con, name: str, source) -> None:
+        if isinstance(source, list):
+            con.read_parquet(source).create_view(name)
+        else:
+            con.register(name, source)
+
+    def detach(con, name: str, source) -> None:
+        if isinstance(source, list):
+            con.execute(f"DROP VIEW IF EXISTS {name}")
+        else:
+            con.unregister(name)
+
+    def write(con, release_id: str, sequence: int) -> None:
+        p = {
+            "sid": sid
+            if sid is not None
+            else con.execute(  # never a key a forgotten series left
+                "SELECT coalesce(max(sid), -1) + 1 FROM (SELECT sid FROM compose_head UNION ALL "
+                "SELECT sid FROM compose_values UNION ALL SELECT sid FROM compose_membership)"
+            ).fetchone()[0]
+        }
+        for name, source in tables.items():
+            attach(con, name, source)
+        try:
+            con.execute("INSERT INTO compose_values SELECT $sid, vkey, value FROM _compose_values", p)
+            if sid is not None:
+                con.execute(
+                    "DELETE FROM compose_people WHERE sid = $sid AND pkey IN (SELECT pkey FROM _compose_people)", p
+                )
+            con.execute(
+                "INSERT INTO compose_people SELECT $sid, person, pkey, set_id, vkey, cohort, $r FROM _compose_people",
+                {**p, "r": sequence},
+            )
+            con.execute("INSERT INTO compose_sets SELECT $sid, set_id, vkey, minc FROM _compose_sets", p)
+            con.execute("INSERT INTO compose_set_info SELECT $sid, set_id, min_t, min_tc FROM _compose_info", p)
+            if sid is not None:
+                for table in ("compose_sets", "compose_set_info"):
+                    con.execute(
+                        f"DELETE FROM {table} WHERE sid = $sid AND set_id NOT IN "
+                        "(SELECT set_id FROM compose_people WHERE sid = $sid)",
+                        p,
+                    )
+            con.execute(
+                "INSERT INTO compose_membership SELECT $sid, $r, pkey, gid, vkey FROM _compose_people",
+                {**p, "r": sequence},
+            )
+            con.execute(
+                "INSERT OR REPLACE INTO compose_head VALUES ($s, $sid, $rid, $r, $np, $ns, $nc, $t)",
+                {
+                    **p,
+                    "s": series,
+                    "rid": release_id,
+                    "r": sequence,
+                    "np": next_ids[0],
+                    "ns": next_ids[1],
+                    "nc": next_ids[2],
+                    "t": json.dumps(sorted(transient)),
+                },
+            )
+        finally:
+            for name, source in tables.items():
+                detach(con, name, source)
+
+    return write
