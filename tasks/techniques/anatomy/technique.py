@@ -24,6 +24,7 @@ from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.compact_table import CompactTable
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import ChunkPlan, Partition, PrivacyResult, Release, Technique, register
+from privpub.tasks.techniques.anatomy.params import AnatomyParams
 from privpub.tasks.techniques.muco.technique import ColumnIndex
 
 
@@ -68,27 +69,21 @@ def anatomy_groups(sensitive_codes: np.ndarray, l: int, rng: np.random.Generator
 
 @register("anatomy")
 class Anatomy(Technique):
-    parameters = ("l",)
+    Params = AnatomyParams
+    params: AnatomyParams
     table_names = ("QIT", "ST")
-
-    def check_params(self) -> None:
-        self.l = self.int_param("l", None, minimum=2)
-        if self.l is None:
-            from privpub.schemas.spec import SpecError
-
-            raise SpecError("[technique] anatomy needs l (an integer >= 2)")
 
     def check_data(self, data: Microdata) -> None:
         counts = np.bincount(data.sensitive_codes)
-        if counts.max() * self.l > data.n:
+        if counts.max() * self.params.l > data.n:
             raise AnatomyError(
-                f"the table is not {self.l}-eligible: a sensitive value occurs in "
+                f"the table is not {self.params.l}-eligible: a sensitive value occurs in "
                 f"{counts.max()} of {data.n} rows (more than n/l)"
             )
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
         self.check_data(data)
-        group = anatomy_groups(data.sensitive_codes, self.l, rng)
+        group = anatomy_groups(data.sensitive_codes, self.params.l, rng)
         return Partition(group=group, n_groups=int(group.max()) + 1, info={"partitioner": "anatomy"})
 
     def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
@@ -108,7 +103,7 @@ class Anatomy(Technique):
         return Release({"QIT": pa.table(qit), "ST": pa.Table.from_pandas(st, preserve_index=False)}, {}, info)
 
     def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
-        return verify_anatomy(release, self.spec.dataset.sensitive, self.l, self.spec.run.chunk_rows)
+        return verify_anatomy(release, self.spec.dataset.sensitive, self.params.l, self.spec.run.chunk_rows)
 
     def plan_verify(self, release: Release, context: dict[str, Any]) -> ChunkPlan | None:
         """None (one verify step) for a QIT of at most chunk_rows rows."""
@@ -123,7 +118,7 @@ class Anatomy(Technique):
     def combine_verify(
         self, release: Release, context: dict[str, Any], plan: ChunkPlan, results: list
     ) -> list[PrivacyResult]:
-        return anatomy_results(results, self.l)
+        return anatomy_results(results, self.params.l)
 
     def _bucket_stats(self, release: Release):
         qit = release.tables["QIT"].to_pandas()

@@ -29,12 +29,13 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from privpub.schemas.spec import ReleaseSpec, SpecError
+from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.compact_table import CompactTable
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import ChunkPlan, Partition, PrivacyResult, Release, Technique, chunk_bounds, register
 from privpub.tasks.evaluate.workload import RangeCond, SetCond
 from privpub.tasks.techniques.muco import delta_probability as dp
+from privpub.tasks.techniques.muco.params import MuCoParams
 from privpub.tasks.techniques.muco.tables import (
     ClassTables,
     Distance,
@@ -43,16 +44,6 @@ from privpub.tasks.techniques.muco.tables import (
     min_group_size,
     output_tables,
 )
-
-
-def parse_delta(spec: ReleaseSpec) -> Fraction:
-    delta = spec.technique.fraction("delta")
-    if delta is None:
-        raise SpecError('[technique] muco needs delta, e.g. delta = 0.1667 or delta = "1/6"')
-    if not 0 < delta <= 1:
-        raise SpecError(f"[technique] delta = {delta} must be in (0, 1]")
-    return delta
-
 
 # --- drawing from the tables -----------------------------------------------------------------
 
@@ -163,10 +154,6 @@ def randomize_unchanged(
 
 # --- chunks of groups: the per-group work, independent of every other chunk -----------------
 
-# Rows per chunk of whole groups. The chunk layout (and so each chunk's random stream) follows
-# from the data and this number only, never from the task runner or its workers.
-CHUNK_ROWS = 50_000
-
 
 @dataclass
 class MuCoChunk:
@@ -234,30 +221,25 @@ def table_entries(t: ClassTables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 @register("muco")
 class MuCo(Technique):
-    parameters = ("delta", "l", "chunk_rows")
+    Params = MuCoParams
+    params: MuCoParams
     table_names = ("table",)
 
-    def check_params(self) -> None:
-        self.delta = parse_delta(self.spec)
-        self.l = self.int_param("l", None)
-        # part of the result (each chunk draws from its own stream), hence a technique parameter
-        self.chunk_rows = self.int_param("chunk_rows", CHUNK_ROWS)
-
     def check_data(self, data: Microdata) -> None:
-        need = min_group_size(self.delta)
+        need = min_group_size(self.params.delta)
         if data.n < need:
             raise MuCoError(
-                f"{data.n} rows: delta = {self.delta} needs groups of at least "
+                f"{data.n} rows: delta = {self.params.delta} needs groups of at least "
                 f"ceil(1/delta) = {need} tuples (Property 1)"
             )
-        self.check_diversity(data, self.l)
+        self.check_diversity(data, self.params.l)
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
         from privpub.tasks.partition.mondrian import PartitionError, mondrian_partition
 
         self.check_data(data)
         try:
-            part = mondrian_partition(data, min_group_size(self.delta), self.l)
+            part = mondrian_partition(data, min_group_size(self.params.delta), self.params.l)
         except PartitionError as exc:
             raise MuCoError(f"MuCo cannot partition this table: {exc}") from exc
         return part
@@ -266,11 +248,13 @@ class MuCo(Technique):
         return self.anonymize_in_chunks(data, part, rng)
 
     def plan_chunks(self, data: Microdata, part: Partition, rng: np.random.Generator) -> ChunkPlan:
-        need = min_group_size(self.delta)
+        need = min_group_size(self.params.delta)
         sizes = part.sizes
         if (sizes < need).any():
-            raise MuCoError(f"a QI-group has {sizes.min()} tuples; delta = {self.delta} needs {need} (Property 1)")
-        bounds = chunk_bounds(sizes, self.chunk_rows)
+            raise MuCoError(
+                f"a QI-group has {sizes.min()} tuples; delta = {self.params.delta} needs {need} (Property 1)"
+            )
+        bounds = chunk_bounds(sizes, self.params.chunk_rows)
         order = np.argsort(part.group, kind="stable")  # rows grouped by group
         first_row = np.concatenate([[0], np.cumsum(sizes)])
         dists = [Distance(dom) for dom in data.domains]
@@ -291,7 +275,7 @@ class MuCo(Technique):
                     seeds[i],
                     dists,
                     totals,
-                    self.delta,
+                    self.params.delta,
                 )
             )
         return ChunkPlan(chunks)
@@ -320,7 +304,7 @@ class MuCo(Technique):
         pub_row[perm] = np.arange(data.n)
         table = publish_table(data, out_codes[perm], perm)
         private = {
-            "delta": str(self.delta),
+            "delta": str(self.params.delta),
             "output_tables": stored_tables(data, part, chunks, results, pub_row),
             "value_codes": value_codes(data),
             "source_row": pa.table({"source_row": perm}),
@@ -356,7 +340,7 @@ class MuCo(Technique):
         return None if self._small(release) else self.verify_plan(release, context)
 
     def _small(self, release: Release) -> bool:
-        return release.tables["table"].num_rows <= self.chunk_rows
+        return release.tables["table"].num_rows <= self.params.chunk_rows
 
     def verify_plan(self, release: Release, context: dict[str, Any]) -> ChunkPlan:
         """The verdicts (one chunk), and with the original data (context["data"]) the Section 5.1
