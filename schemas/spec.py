@@ -9,7 +9,6 @@ from __future__ import annotations
 import difflib
 import math
 import tomllib
-from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
@@ -113,20 +112,9 @@ class TechniqueSpec(BaseModel):
 
     @property
     def params(self) -> dict[str, Any]:
+        """The parameters as given (the release key and the stored `parameters`); the technique
+        validates them into its own model (Technique.Params)."""
         return dict(self.model_extra or {})
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.params.get(key, default)
-
-    def fraction(self, key: str, default: Any = None) -> Fraction | None:
-        """A probability parameter given as 0.1667 or as "1/6"."""
-        value = self.get(key, default)
-        if value is None:
-            return None
-        try:
-            return Fraction(str(value)).limit_denominator(10**6)
-        except (ValueError, ZeroDivisionError) as exc:
-            raise SpecError(f"[technique] {key} = {value!r} is not a number or fraction") from exc
 
 
 class OutputSpec(BaseModel):

@@ -56,11 +56,11 @@ def series_settings(spec: ReleaseSpec, technique: Technique) -> SeriesSettings:
             f"[series] keep_groups: technique '{technique.name}' builds groups it cannot "
             "hand over; keep_groups works with generalization"
         )
-    l = sec.get("l", technique.params.get("l"))
+    k, own_l = technique.params.k_and_l()
+    l = sec.get("l", own_l)
     if l is not None and (isinstance(l, bool) or not isinstance(l, int) or l < 1):
         raise SpecError(f"[series] l must be an integer >= 1, got {l!r}")
-    k = technique.params.get("k")
-    if l is None and not isinstance(k, int):
+    if l is None and k is None:
         l = 2  # a technique with neither l nor k: nobody's value may be pinned
     return SeriesSettings(mode, tuple(str(v) for v in transient), l, k if l is None else None, keep)
 

@@ -32,9 +32,9 @@ from privpub.tasks.core.types import Partition, Release
 from privpub.tasks.evaluate.workload import CountQuery, exact_answers, make_workload
 from privpub.tasks.techniques.ambiguity.association import priview_association_part
 from privpub.tasks.techniques.ambiguity.group_chunks import GroupChunk, GroupChunkedVerify, Worst
+from privpub.tasks.techniques.ambiguity.params import DEFAULT_WINDOW, PriViewParams
 from privpub.tasks.techniques.ambiguity.presence import labeled_association, labeled_presence, priview_presence_part
 from privpub.tasks.techniques.ambiguity.technique import (
-    DEFAULT_WINDOW,
     RESIDUE_TRIES,
     Buckets,
     GidIndex,
@@ -43,7 +43,6 @@ from privpub.tasks.techniques.ambiguity.technique import (
     dictionary_codes,
     diversity,
     gid_column,
-    probability_param,
     rows_by_value,
     sensitive_array,
     value_array,
@@ -287,40 +286,36 @@ def priview_estimates(tables: dict[str, pa.Table], sensitive: str, workload: lis
 
 @register("priview")
 class PriView(GroupChunkedVerify, Technique):
-    parameters = ("alpha", "beta", "window", "probe_queries", "st_qi")
+    Params = PriViewParams
+    params: PriViewParams
     table_names = ("AT", "ST")
 
     def check_params(self) -> None:
-        self.alpha = probability_param(self, "alpha")
-        self.beta = probability_param(self, "beta")
-        self.window = self.int_param("window", default=DEFAULT_WINDOW, minimum=1)
-        self.probe_queries = self.int_param("probe_queries", default=50, minimum=1)
-        st_qi = self.params.get("st_qi")  # optional: fix the split instead of choosing it
+        st_qi = self.params.st_qi
         if st_qi is not None and st_qi not in self.spec.dataset.qi_names:
             raise SpecError(f"[technique] st_qi = {st_qi!r} is not a quasi-identifier")
-        self.st_qi = st_qi
 
     def check_data(self, data: Microdata) -> None:
         if len(data.domains) < 2:
             raise ValueError("PriView needs at least two quasi-identifiers (one goes to ST)")
-        ell = diversity(self.beta)
+        ell = diversity(self.params.beta)
         if len(data.sensitive_values) < ell:
             raise ValueError(
-                f"beta = {self.beta} needs {ell} distinct sensitive values per QI' "
+                f"beta = {self.params.beta} needs {ell} distinct sensitive values per QI' "
                 f"value, the table has {len(data.sensitive_values)}"
             )
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
         """Build every candidate split (or the fixed one) and keep the smallest workload error."""
         names = data.qi_names
-        candidates = [names.index(self.st_qi)] if self.st_qi else list(range(len(names)))
+        candidates = [names.index(self.params.st_qi)] if self.params.st_qi else list(range(len(names)))
         probe_rng, build_rng = rng.spawn(2)
-        workload = make_workload(data, probe_rng, per_band=self.probe_queries)
+        workload = make_workload(data, probe_rng, per_band=self.params.probe_queries)
         actual = exact_answers(data.frame, workload, data.spec.dataset.sensitive)
         best, errors = None, {}
         for j in candidates:
             group, n_groups, info = block_groups(
-                data.codes, data.sensitive_codes, j, self.alpha, self.beta, build_rng, self.window
+                data.codes, data.sensitive_codes, j, self.params.alpha, self.params.beta, build_rng, self.params.window
             )
             est = priview_estimates(priview_tables(data, group, j), data.spec.dataset.sensitive, workload)
             ok = actual > 0
@@ -346,8 +341,8 @@ class PriView(GroupChunkedVerify, Technique):
         s = self.spec.dataset.sensitive
         st_qi = st_qi_of(st, s)
         return [
-            priview_presence_part(at, st, st_qi, s, self.alpha),
-            priview_association_part(at, st, st_qi, s, self.beta, chunk.rows["ST"]),
+            priview_presence_part(at, st, st_qi, s, self.params.alpha),
+            priview_association_part(at, st, st_qi, s, self.params.beta, chunk.rows["ST"]),
         ]
 
     def estimate_counts(self, release: Release, workload: list[CountQuery]) -> np.ndarray:

@@ -22,7 +22,6 @@ import pandas as pd
 import pandera.pandas as pdr
 import pyarrow as pa
 
-from privpub.schemas.errors import SpecError
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.compact_table import CompactTable
 from privpub.tasks.core.microdata import Microdata
@@ -30,6 +29,7 @@ from privpub.tasks.core.technique import Technique
 from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release
 from privpub.tasks.evaluate.counting import QueryAnswers, arrow_codes, arrow_plain_column
 from privpub.tasks.evaluate.workload import ColumnIndex
+from privpub.tasks.techniques.anatomy.params import AnatomyParams
 from privpub.tasks.techniques.registry import register
 
 
@@ -74,25 +74,21 @@ def anatomy_groups(sensitive_codes: np.ndarray, l: int, rng: np.random.Generator
 
 @register("anatomy")
 class Anatomy(Technique):
-    parameters = ("l",)
+    Params = AnatomyParams
+    params: AnatomyParams
     table_names = ("QIT", "ST")
-
-    def check_params(self) -> None:
-        self.l = self.int_param("l", None, minimum=2)
-        if self.l is None:
-            raise SpecError("[technique] anatomy needs l (an integer >= 2)")
 
     def check_data(self, data: Microdata) -> None:
         counts = np.bincount(data.sensitive_codes)
-        if counts.max() * self.l > data.n:
+        if counts.max() * self.params.l > data.n:
             raise AnatomyError(
-                f"the table is not {self.l}-eligible: a sensitive value occurs in "
+                f"the table is not {self.params.l}-eligible: a sensitive value occurs in "
                 f"{counts.max()} of {data.n} rows (more than n/l)"
             )
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
         self.check_data(data)
-        group = anatomy_groups(data.sensitive_codes, self.l, rng)
+        group = anatomy_groups(data.sensitive_codes, self.params.l, rng)
         return Partition(group=group, n_groups=int(group.max()) + 1, info={"partitioner": "anatomy"})
 
     def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
@@ -119,7 +115,7 @@ class Anatomy(Technique):
 
     def split(self, step: str, release: Release, context: dict[str, Any]) -> ChunkPlan:
         chunks = anatomy_chunks(release, self.spec.dataset.sensitive, self.spec.run.chunk_rows)
-        return ChunkPlan(chunks, anatomy_chunk_figures, partial(anatomy_results, l=self.l))
+        return ChunkPlan(chunks, anatomy_chunk_figures, partial(anatomy_results, l=self.params.l))
 
     def _bucket_stats(self, release: Release):
         qit = release.tables["QIT"].to_pandas()

@@ -29,6 +29,7 @@ from privpub.tasks.partition.generalized_table import GroupIndex, generalized_co
 from privpub.tasks.partition.mondrian import mondrian_partition
 from privpub.tasks.techniques.butterfly import multi_qid
 from privpub.tasks.techniques.butterfly.core import Assignment, Points, butterflies, layout
+from privpub.tasks.techniques.butterfly.params import MultiQIDParams
 from privpub.tasks.techniques.registry import register
 from privpub.tasks.verify.class_chunks import class_partials
 from privpub.tasks.verify.published import class_profile, qi_columns
@@ -37,39 +38,24 @@ from privpub.tasks.verify.published import class_profile, qi_columns
 class _MultiQID(Technique):
     """Parameters, verification and utility shared by butterfly and union-qid."""
 
-    parameters = ("k", "k_prime", "qids")
+    Params = MultiQIDParams
+    params: MultiQIDParams
 
     def check_params(self) -> None:
-        self.k = self.int_param("k", minimum=1)
-        if self.k is None:
-            raise SpecError(f"[technique] {self.name or 'butterfly'} needs k (an integer >= 1)")
-        self.k_prime = self.int_param("k_prime", default=None, minimum=1)
-        if self.k_prime is not None and self.k_prime >= self.k:
-            raise SpecError(f"[technique] k_prime must be smaller than k = {self.k}, got {self.k_prime}")
-        qids = self.params.get("qids")
-        if (
-            not isinstance(qids, list)
-            or not qids
-            or not all(isinstance(q, list) and q and all(isinstance(c, str) for c in q) for q in qids)
-        ):
-            raise SpecError("[technique] qids must be a non-empty list of non-empty lists of QI names")
         known = self.spec.dataset.qi_names
-        for q in qids:
+        for q in self.params.qids:
             for c in q:
                 if c not in known:
                     raise SpecError(
                         f"[technique] qids: '{c}' is not a quasi-identifier in [dataset] qi ({', '.join(known)})"
                     )
-            if len(set(q)) != len(q):
-                raise SpecError(f"[technique] qids: {q} lists a column twice")
-        self.qids: list[list[str]] = [list(q) for q in qids]
-        self.union = [n for n in known if any(n in q for q in self.qids)]
+        self.union = [n for n in known if any(n in q for q in self.params.qids)]
         # the adversary's union of all QIDs plus any declared QI no QID lists
-        self.layout = layout(known, self.qids)
+        self.layout = layout(known, self.params.qids)
 
     def check_data(self, data: Microdata) -> None:
-        if data.n < self.k:
-            raise ValueError(f"k = {self.k} is larger than the table ({data.n} rows)")
+        if data.n < self.params.k:
+            raise ValueError(f"k = {self.params.k} is larger than the table ({data.n} rows)")
 
     # verify: every QID's classes counted in runs of `[run] chunk_rows` published rows (verify
     # chunks on the task runner), added up per class in the flow (tasks/verify/multi_qid.py)
@@ -81,7 +67,7 @@ class _MultiQID(Technique):
 
     def split(self, step: str, release: Release, context: dict[str, Any]) -> ChunkPlan:
         table = release.tables["table"]
-        checks = multi_qid.multi_qid_checks(table, self.qids, self.k, self.k_prime, self.union)
+        checks = multi_qid.multi_qid_checks(table, self.params.qids, self.params.k, self.params.k_prime, self.union)
         chunks = multi_qid.multi_qid_plan(table, checks, self.spec.run.chunk_rows)
         return ChunkPlan(chunks, class_partials, partial(multi_qid.multi_qid_results, checks))
 
@@ -113,7 +99,7 @@ class UnionQID(_MultiQID):
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
         cols = [data.qi_names.index(c) for c in self.union]
-        return mondrian_partition(data, self.k, columns=cols)
+        return mondrian_partition(data, self.params.k, columns=cols)
 
     def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
         table = generalized_table(data, part.group, part.n_groups, rng.permutation(data.n))
@@ -143,14 +129,14 @@ class Butterfly(_MultiQID):
     def _points(self, data: Microdata) -> tuple[Points, np.ndarray, int]:
         """One-level: every row is a point, k as given. Two-level (k_prime): Mondrian k'-classes on
         the union become points (their bounds, their size as weight), anonymized with ceil(k/k')."""
-        if self.k_prime is None:
-            return Points.of_rows(data.codes, data.domains), np.arange(data.n), self.k
+        if self.params.k_prime is None:
+            return Points.of_rows(data.codes, data.domains), np.arange(data.n), self.params.k
         cols = [data.qi_names.index(c) for c in self.union]
-        part = mondrian_partition(data, self.k_prime, columns=cols)
-        k_points = math.ceil(self.k / self.k_prime)
+        part = mondrian_partition(data, self.params.k_prime, columns=cols)
+        k_points = math.ceil(self.params.k / self.params.k_prime)
         if part.n_groups < k_points:
             raise PartitionError(
-                f"k_prime = {self.k_prime} leaves {part.n_groups} classes on the union QID, "
+                f"k_prime = {self.params.k_prime} leaves {part.n_groups} classes on the union QID, "
                 f"fewer than ceil(k/k') = {k_points}: no two-level release exists"
             )
         lo, hi = _bounds(part.group, part.n_groups, data.codes)

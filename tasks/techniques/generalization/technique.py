@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 
-from privpub.schemas.errors import SpecError
 from privpub.schemas.published import generalized_table_schema
 from privpub.tasks.cluster.evaluate import PartView, combine_penalties
 from privpub.tasks.cluster.input import ClusterData
@@ -21,6 +20,7 @@ from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalize
 from privpub.tasks.evaluate.metrics import uncertainty_penalty
 from privpub.tasks.partition.generalized_table import generalized_table
 from privpub.tasks.partition.mondrian import mondrian_partition
+from privpub.tasks.techniques.generalization.params import GeneralizationParams
 from privpub.tasks.techniques.registry import register
 from privpub.tasks.verify.k_anonymity import k_and_l, k_anonymity
 from privpub.tasks.verify.published import class_profile, qi_columns
@@ -28,30 +28,25 @@ from privpub.tasks.verify.published import class_profile, qi_columns
 
 @register("generalization")
 class Generalization(Technique):
-    parameters = ("k", "l")
+    Params = GeneralizationParams
+    params: GeneralizationParams
     distributed = True
     table_names = ("table",)
     accepts_kept_groups = True  # anonymize builds each group's box from whatever rows it holds
 
-    def check_params(self) -> None:
-        self.k = self.int_param("k", minimum=1)
-        if self.k is None:
-            raise SpecError("[technique] generalization needs k (an integer >= 1)")
-        self.l = self.int_param("l", default=None, minimum=1)
-
     def check_data(self, data: Microdata) -> None:
-        if data.n < self.k:
-            raise ValueError(f"k = {self.k} is larger than the table ({data.n} rows)")
-        self.check_diversity(data, self.l)
+        if data.n < self.params.k:
+            raise ValueError(f"k = {self.params.k} is larger than the table ({data.n} rows)")
+        self.check_diversity(data, self.params.l)
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
         if isinstance(data, ClusterData):  # the top of the tree on the cluster (distributed.py)
-            return distributed_mondrian(data, self.k, self.l, self.spec.run.chunk_rows)
-        return mondrian_partition(data, self.k, self.l)
+            return distributed_mondrian(data, self.params.k, self.params.l, self.spec.run.chunk_rows)
+        return mondrian_partition(data, self.params.k, self.params.l)
 
     def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
         if isinstance(part, ClusterPartition):
-            table, sizes = publish_parts(data, part, self.k, self.l, rng, self.spec.output_dir)
+            table, sizes = publish_parts(data, part, self.params.k, self.params.l, rng, self.spec.output_dir)
             return Release(
                 {"table": table},
                 info={"groups": len(sizes), "chunks": len(part.ready), "distributed_levels": part.levels},
@@ -65,10 +60,10 @@ class Generalization(Technique):
         ds = self.spec.dataset
         cols = qi_columns(table, ds.qi_names)
         if isinstance(table, PartedTable):  # part by part, on its cluster if it has one
-            return parted_k_and_l(table, cols, ds.sensitive, self.k, self.l)
-        if self.l:
-            return k_and_l(table, cols, ds.sensitive, self.k, self.l)
-        return [k_anonymity(table, cols, self.k)]
+            return parted_k_and_l(table, cols, ds.sensitive, self.params.k, self.params.l)
+        if self.params.l:
+            return k_and_l(table, cols, ds.sensitive, self.params.k, self.params.l)
+        return [k_anonymity(table, cols, self.params.k)]
 
     def estimate_counts(self, release: Release, workload) -> np.ndarray:
         ds = self.spec.dataset

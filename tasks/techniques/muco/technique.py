@@ -31,7 +31,7 @@ import pandas as pd
 import pandera.pandas as pdr
 import pyarrow as pa
 
-from privpub.schemas.errors import PartitionError, SpecError
+from privpub.schemas.errors import PartitionError
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.compact_table import CompactTable
 from privpub.tasks.core.microdata import Microdata
@@ -41,6 +41,7 @@ from privpub.tasks.evaluate.counting import count_in_table
 from privpub.tasks.evaluate.workload import ColumnIndex, RangeCond, SetCond
 from privpub.tasks.partition.mondrian import mondrian_partition
 from privpub.tasks.techniques.muco import delta_probability as dp
+from privpub.tasks.techniques.muco.params import MuCoParams
 from privpub.tasks.techniques.muco.tables import (
     ClassTables,
     Distance,
@@ -50,16 +51,6 @@ from privpub.tasks.techniques.muco.tables import (
     output_tables,
 )
 from privpub.tasks.techniques.registry import register
-
-
-def parse_delta(spec: ReleaseSpec) -> Fraction:
-    delta = spec.technique.fraction("delta")
-    if delta is None:
-        raise SpecError('[technique] muco needs delta, e.g. delta = 0.1667 or delta = "1/6"')
-    if not 0 < delta <= 1:
-        raise SpecError(f"[technique] delta = {delta} must be in (0, 1]")
-    return delta
-
 
 # --- drawing from the tables -----------------------------------------------------------------
 
@@ -170,10 +161,6 @@ def randomize_unchanged(
 
 # --- chunks of groups: the per-group work, independent of every other chunk -----------------
 
-# Rows per chunk of whole groups. The chunk layout (and so each chunk's random stream) follows
-# from the data and this number only, never from the task runner or its workers.
-CHUNK_ROWS = 50_000
-
 
 @dataclass
 class MuCoChunk:
@@ -241,28 +228,23 @@ def table_entries(t: ClassTables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 @register("muco")
 class MuCo(Technique):
-    parameters = ("delta", "l", "chunk_rows")
+    Params = MuCoParams
+    params: MuCoParams
     table_names = ("table",)
 
-    def check_params(self) -> None:
-        self.delta = parse_delta(self.spec)
-        self.l = self.int_param("l", None)
-        # part of the result (each chunk draws from its own stream), hence a technique parameter
-        self.chunk_rows = self.int_param("chunk_rows", CHUNK_ROWS)
-
     def check_data(self, data: Microdata) -> None:
-        need = min_group_size(self.delta)
+        need = min_group_size(self.params.delta)
         if data.n < need:
             raise MuCoError(
-                f"{data.n} rows: delta = {self.delta} needs groups of at least "
+                f"{data.n} rows: delta = {self.params.delta} needs groups of at least "
                 f"ceil(1/delta) = {need} tuples (Property 1)"
             )
-        self.check_diversity(data, self.l)
+        self.check_diversity(data, self.params.l)
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
         self.check_data(data)
         try:
-            part = mondrian_partition(data, min_group_size(self.delta), self.l)
+            part = mondrian_partition(data, min_group_size(self.params.delta), self.params.l)
         except PartitionError as exc:
             raise MuCoError(f"MuCo cannot partition this table: {exc}") from exc
         return part
@@ -277,14 +259,16 @@ class MuCo(Technique):
 
     def one_piece(self, step: str, *inputs: Any) -> bool:
         """A release of at most chunk_rows rows is checked and evaluated in one step each."""
-        return step != "anonymize" and inputs[0].tables["table"].num_rows <= self.chunk_rows
+        return step != "anonymize" and inputs[0].tables["table"].num_rows <= self.params.chunk_rows
 
     def _split_anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> ChunkPlan:
-        need = min_group_size(self.delta)
+        need = min_group_size(self.params.delta)
         sizes = part.sizes
         if (sizes < need).any():
-            raise MuCoError(f"a QI-group has {sizes.min()} tuples; delta = {self.delta} needs {need} (Property 1)")
-        bounds = chunk_bounds(sizes, self.chunk_rows)
+            raise MuCoError(
+                f"a QI-group has {sizes.min()} tuples; delta = {self.params.delta} needs {need} (Property 1)"
+            )
+        bounds = chunk_bounds(sizes, self.params.chunk_rows)
         order = np.argsort(part.group, kind="stable")  # rows grouped by group
         first_row = np.concatenate([[0], np.cumsum(sizes)])
         dists = [Distance(dom) for dom in data.domains]
@@ -305,7 +289,7 @@ class MuCo(Technique):
                     seeds[i],
                     dists,
                     totals,
-                    self.delta,
+                    self.params.delta,
                 )
             )
         return ChunkPlan(chunks, run_chunk, partial(self._combine_anonymize, data, part, chunks, rng))
@@ -330,7 +314,7 @@ class MuCo(Technique):
         pub_row[perm] = np.arange(data.n)
         table = publish_table(data, out_codes[perm], perm)
         private = {
-            "delta": str(self.delta),
+            "delta": str(self.params.delta),
             "output_tables": stored_tables(data, part, chunks, results, pub_row),
             "value_codes": value_codes(data),
             "source_row": pa.table({"source_row": perm}),

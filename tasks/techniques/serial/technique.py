@@ -49,6 +49,7 @@ from privpub.tasks.techniques.serial import pairs
 from privpub.tasks.techniques.serial import statistics as st
 from privpub.tasks.techniques.serial import stored as ss
 from privpub.tasks.techniques.serial.grouping import Requirements, grow_groups, zorder
+from privpub.tasks.techniques.serial.params import SerialParams
 from privpub.tasks.techniques.serial.publish import generalize, published_tables
 
 
@@ -91,37 +92,22 @@ def _members(membership: pa.Table, virtual: pa.Table | None) -> pa.Table:
 
 @register("serial")
 class SerialTechnique(Technique):
-    parameters = ("l", "strategy", "releases", "factor", "transient", "suppress", "min_group_size", "max_group_size")
+    Params = SerialParams
+    params: SerialParams
     table_names = ("table", "groups")
     uses_history = True
     guards_series = True  # the global guarantee is its series check (docs/series.md)
 
     def check_params(self) -> None:
-        self.l = self.int_param("l", minimum=2)
-        if self.l is None:
-            raise SpecError("[technique] serial needs l (an integer >= 2)")
-        name = self.params.get("strategy", "constant-ratio")
-        k = self.int_param("releases", 20)
-        factor = self.spec.technique.fraction("factor", 2)
-        if name == "geometric" and not factor > 1:
-            raise SpecError(f"[technique] factor must be > 1, got {self.params.get('factor')!r}")
+        p = self.params
         try:
-            self.strategy = sg.make_strategy(name, self.l, k, factor)
+            self.ratio_strategy = sg.make_strategy(p.strategy, p.l, p.releases, p.factor)
         except ValueError as exc:
             raise SpecError(f"[technique] {exc}") from None
-        self.transient = self.params.get("transient", "all")
-        if not (
-            self.transient == "all"
-            or isinstance(self.transient, list)
-            or (isinstance(self.transient, float) and 0 < self.transient < 1)
-        ):
-            raise SpecError('[technique] transient must be "all", a list of values or a fraction in (0, 1)')
-        self.allow_suppression = self.params.get("suppress", True)
-        if not isinstance(self.allow_suppression, bool):
-            raise SpecError("[technique] suppress must be true or false")
-        self.min_size = self.int_param("min_group_size", self.l)
-        first = float(self.strategy.first)
-        self.max_size = self.int_param("max_group_size", max(1000, int(np.ceil(5 * first))))
+        # the group size bounds, defaults filled in
+        self.min_size = p.l if p.min_group_size is None else p.min_group_size
+        first = float(self.ratio_strategy.first)
+        self.max_size = max(1000, int(np.ceil(5 * first))) if p.max_group_size is None else p.max_group_size
 
     # --- history from the store ---------------------------------------------------------------
     def prior_context(self, store, spec, before_sequence: int | None = None) -> dict[str, Any]:
@@ -198,12 +184,12 @@ class SerialTechnique(Technique):
     # --- which values are protected --------------------------------------------------------
     def protected_values(self, data: Microdata) -> np.ndarray:
         values = data.sensitive_values
-        if self.transient == "all":
+        if self.params.transient == "all":
             return values
-        if isinstance(self.transient, list):
-            return values[pd.Index(values).isin(self.transient)]
+        if isinstance(self.params.transient, list):
+            return values[pd.Index(values).isin(self.params.transient)]
         freq = np.bincount(data.sensitive_codes[data.sensitive_codes >= 0], minlength=len(values))
-        take = max(1, int(round(self.transient * len(values))))
+        take = max(1, int(round(self.params.transient * len(values))))
         return values[np.sort(np.argsort(freq, kind="stable")[:take])]
 
     def check_data(self, data: Microdata) -> None:
@@ -231,16 +217,16 @@ class SerialTechnique(Technique):
         values = np.asarray(data.sensitive_values, dtype=object)
         person_ids = persons.to_numpy()
         view = pairs.requirement_view(
-            source, person_ids, values, pd.Index(values).get_indexer(protected), self.strategy.p_floor
+            source, person_ids, values, pd.Index(values).get_indexer(protected), self.ratio_strategy.p_floor
         )
-        ratio_hi, need_exact = self.strategy.ratio_bound(view["p_hi"])
-        first_hi = self.strategy.first_hi
+        ratio_hi, need_exact = self.ratio_strategy.ratio_bound(view["p_hi"])
+        first_hi = self.ratio_strategy.first_hi
         own = view["code"] == code[view["row"]]
         need_exact |= own & (np.ceil(ratio_hi) > self.max_size)  # suppression decided exactly
         idx = np.flatnonzero(need_exact)
         if len(idx):
             _, _, q, d = source.state(person_ids[view["row"][idx]], values[view["code"][idx]])
-            ratio_hi[idx] = sg.ratio_upper_bound(*self.strategy.required_many(q, d))
+            ratio_hi[idx] = sg.ratio_upper_bound(*self.ratio_strategy.required_many(q, d))
 
         # a holder whose own pair needs a group above the cap cannot be published with its value
         suppressed = np.zeros(data.n, dtype=bool)
@@ -272,7 +258,7 @@ class SerialTechnique(Technique):
         group = grown.group[where]
         suppressed |= grown.suppressed[where][: data.n]
         sizes = np.bincount(group[group >= 0], minlength=grown.n_groups)
-        if suppressed.any() and not self.allow_suppression:
+        if suppressed.any() and not self.params.suppress:
             raise PrivacyRefused(
                 f"the global guarantee cannot be met for {int(suppressed.sum())} tuples "
                 "without suppressing their sensitive value (suppress = false)"
@@ -329,11 +315,11 @@ class SerialTechnique(Technique):
             np.asarray(data.sensitive_values, dtype=object),
             0,
         )
-        req_num = np.full(len(rows), self.strategy.first.numerator, dtype=object)
-        req_den = np.full(len(rows), self.strategy.first.denominator, dtype=object)
+        req_num = np.full(len(rows), self.ratio_strategy.first.numerator, dtype=object)
+        req_den = np.full(len(rows), self.ratio_strategy.first.denominator, dtype=object)
         if source is not None and len(rows):
             known, _, q, d = source.state(rows["person"].to_numpy(), rows["value"].to_numpy(dtype=object))
-            num, den = self.strategy.required_many(q[known], d[known])
+            num, den = self.ratio_strategy.required_many(q[known], d[known])
             req_num[known] = num
             req_den[known] = den
         size = rows["size"].to_numpy(dtype=np.int64).astype(object)
@@ -370,8 +356,8 @@ class SerialTechnique(Technique):
             aggregate, before, after = st.advance(None if source is None else source.table, rows)
         prior_summary = extra.get("serial_summary")
         if prior_summary is None and not lookup and source is not None:
-            prior_summary = sg.stored_summary(source, self.l)  # a series stored before summaries
-        summary = sg.advance_summary(prior_summary, before, after, self.l)
+            prior_summary = sg.stored_summary(source, self.params.l)  # a series stored before summaries
+        summary = sg.advance_summary(prior_summary, before, after, self.params.l)
         sizes = info["sizes"]
         n_virtual = int(sizes.sum() - data.n)
         return Release(
@@ -396,7 +382,7 @@ class SerialTechnique(Technique):
             },
             info={
                 "release": info["release"],
-                "strategy": type(self.strategy).__name__,
+                "strategy": type(self.ratio_strategy).__name__,
                 "groups": part.n_groups,
                 "avg_group_size": float(sizes.mean()) if len(sizes) else 0.0,
                 "max_group_size": int(sizes.max()) if len(sizes) else 0,
@@ -423,7 +409,7 @@ class SerialTechnique(Technique):
             release.tables["table"],
             release.tables["groups"],
             release.private["membership"],
-            l=self.l,
+            l=self.params.l,
             sensitive=self.spec.dataset.sensitive,
             transient=release.private.get("transient"),
             release=release.private.get("release", 0),
@@ -441,7 +427,7 @@ class SerialTechnique(Technique):
     def _combine_verify(self, release: Release, context: dict[str, Any], results: list) -> list[PrivacyResult]:
         ctx = context or {}
         release = self._with_own(release, ctx)
-        published = serial_groups.localized_and_rows(results, self.l)
+        published = serial_groups.localized_and_rows(results, self.params.l)
         extra: list[PrivacyResult] = []
         stored, seq = ctx.get("serial_pairs_asof"), ctx.get("serial_sequence")
         # the state database's statistics hold a pair last changed at or before this release
@@ -453,7 +439,7 @@ class SerialTechnique(Technique):
         rebuilt = None
         if ctx.get("serial_stats") is not None:  # the history rows: recheck every pair
             rebuilt = st.aggregate(ctx["serial_stats"])
-            check = sg.check_rows(*published, rebuilt, l=self.l)
+            check = sg.check_rows(*published, rebuilt, l=self.params.l)
             if ctx.get("serial_aggregate") is not None and not compare_stored:
                 # the carried statistics the next release will trust, against the history rows
                 same = st.same_aggregate(st.as_stored(ctx["serial_aggregate"]), rebuilt)
@@ -467,7 +453,7 @@ class SerialTechnique(Technique):
                     )
                 )
         else:
-            check = sg.check_rows_incremental(*published, pair_source(ctx), ctx.get("serial_summary"), l=self.l)
+            check = sg.check_rows_incremental(*published, pair_source(ctx), ctx.get("serial_summary"), l=self.params.l)
         if compare_stored:
             # serial_pairs against the history rows up to and including this release
             own = st.history_terms(st.as_frame(release.private["serial_stats"], st.HISTORY_COLUMNS))

@@ -38,7 +38,7 @@ def kept_partition(check, data: Microdata, part: Partition) -> Partition:
     rank[order] = np.arange(len(ids))
     group, cohort_of_group = rank[label], ids[order]
 
-    k, l = check.technique.params.get("k"), check.technique.params.get("l")
+    k, l = check.technique.params.k_and_l()
     rounds = 0
     while rounds < MAX_ROUNDS:
         n_groups = len(cohort_of_group)

@@ -9,13 +9,13 @@ No flow branches on a technique's name.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from privpub.schemas.errors import SpecError
-from privpub.schemas.spec import ReleaseSpec, check_known_keys
+from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.params import TechniqueParams, read_params
 from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release
 
 
@@ -31,8 +31,9 @@ class Technique:
     # True when partition / anonymize / verify also take a table read on a Dask cluster
     # (tasks/distributed_input.ClusterData; the flow then never holds the rows, see flows/cluster.py)
     distributed: ClassVar[bool] = False
-    # every key [technique] may hold besides `name`; any other key is refused ("did you mean")
-    parameters: ClassVar[tuple[str, ...]] = ()
+    # the model of the keys [technique] may hold besides `name` (any other key is refused, "did
+    # you mean"); Technique.__init__ validates them into `self.params`
+    Params: ClassVar[type[TechniqueParams]] = TechniqueParams
     # the series composition check (tasks/compose): `guards_series` when the technique's own
     # verifier already plays the adversary holding every release under its own model (serial:
     # values change, absent people are counted as virtual members, so presence is not known);
@@ -40,23 +41,33 @@ class Technique:
     guards_series: ClassVar[bool] = False
     accepts_kept_groups: ClassVar[bool] = False
 
+    params: TechniqueParams
+
     def __init__(self, spec: ReleaseSpec):
         self.spec = spec
-        self.params = spec.technique.params
-        check_known_keys("[technique]", self.params, self.parameters)
+        self.params = read_params(self.name, self.Params, spec.technique.params)
         self.check_params()
 
     # --- parameters -------------------------------------------------------------------------
     def check_params(self) -> None:
-        """Raise SpecError for a missing or out-of-range parameter."""
+        """Raise SpecError for parameters that do not fit the dataset (e.g. a QI name that is
+        not one); derive the technique's own state from them."""
 
-    def int_param(self, key: str, default: int | None = None, minimum: int = 1) -> int | None:
-        value = self.params.get(key, default)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise SpecError(f"[technique] {key} must be an integer >= {minimum}, got {value!r}")
-        return value
+    if not TYPE_CHECKING:  # hidden from the type checker: the code itself reads self.params.k
+
+        def __getattr__(self, name: str) -> Any:
+            # a parameter reads as an attribute of the technique too: technique.k is params.k
+            params = self.__dict__.get("params")
+            if params is None or name not in type(params).model_fields:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            return getattr(params, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # setting a parameter validates a new parameter model: the model itself stays frozen
+        params = self.__dict__.get("params")
+        if params is not None and name in type(params).model_fields:
+            name, value = "params", read_params(self.name, type(params), {**dict(params), name: value})
+        super().__setattr__(name, value)
 
     def check_data(self, data: Microdata) -> None:
         """Raise a ValueError when the data cannot meet the parameters (e.g. k > rows)."""

@@ -24,7 +24,6 @@ import numpy as np
 import pandera.pandas as pa_schema
 import pyarrow as pa
 
-from privpub.schemas.errors import SpecError
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import Technique
@@ -32,23 +31,11 @@ from privpub.tasks.core.types import Partition, Release
 from privpub.tasks.evaluate.workload import CountQuery, RangeCond
 from privpub.tasks.techniques.ambiguity.association import ambiguity_association_part
 from privpub.tasks.techniques.ambiguity.group_chunks import GroupChunk, GroupChunkedVerify, Worst
+from privpub.tasks.techniques.ambiguity.params import DEFAULT_WINDOW, AmbiguityParams
 from privpub.tasks.techniques.ambiguity.presence import ambiguity_presence_part
 from privpub.tasks.techniques.registry import register
 
-DEFAULT_WINDOW = 32
 RESIDUE_TRIES = 256  # groups tried per residue before it is suppressed
-
-
-# --- parameters shared with PriView ---------------------------------------------------------------
-
-
-def probability_param(technique: Technique, key: str) -> Fraction:
-    value = technique.spec.technique.fraction(key)
-    if value is None:
-        raise SpecError(f"[technique] {technique.name} needs {key} (a probability in (0, 1])")
-    if not 0 < value <= 1:
-        raise SpecError(f"[technique] {key} must be in (0, 1], got {value}")
-    return value
 
 
 def diversity(beta: Fraction) -> int:
@@ -350,25 +337,25 @@ def ambiguity_estimates(tables: dict[str, pa.Table], sensitive: str, workload: l
 
 @register("ambiguity")
 class Ambiguity(GroupChunkedVerify, Technique):
-    parameters = ("alpha", "beta", "window")
+    Params = AmbiguityParams
+    params: AmbiguityParams
     table_names: tuple[str, ...] = ("ST",)  # plus AT_<qi> per QI, see published_names
 
     def check_params(self) -> None:
-        self.alpha = probability_param(self, "alpha")
-        self.beta = probability_param(self, "beta")
-        self.window = self.int_param("window", default=DEFAULT_WINDOW, minimum=1)
         self.table_names = tuple(f"AT_{q}" for q in self.spec.dataset.qi_names) + ("ST",)
 
     def check_data(self, data: Microdata) -> None:
-        ell = diversity(self.beta)
+        ell = diversity(self.params.beta)
         if len(data.sensitive_values) < ell:
             raise ValueError(
-                f"beta = {self.beta} needs {ell} distinct sensitive values per group, "
+                f"beta = {self.params.beta} needs {ell} distinct sensitive values per group, "
                 f"the table has {len(data.sensitive_values)}"
             )
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
-        group, n_groups, info = greedy_groups(data.codes, data.sensitive_codes, self.alpha, self.beta, rng, self.window)
+        group, n_groups, info = greedy_groups(
+            data.codes, data.sensitive_codes, self.params.alpha, self.params.beta, rng, self.params.window
+        )
         return Partition(group, n_groups, info=info)
 
     def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
@@ -389,8 +376,8 @@ class Ambiguity(GroupChunkedVerify, Technique):
         ats = {q: chunk.tables[f"AT_{q}"] for q in self.spec.dataset.qi_names}
         st = chunk.tables["ST"]
         return [
-            ambiguity_presence_part(ats, st, self.alpha),
-            ambiguity_association_part(st, self.spec.dataset.sensitive, self.beta, chunk.rows["ST"]),
+            ambiguity_presence_part(ats, st, self.params.alpha),
+            ambiguity_association_part(st, self.spec.dataset.sensitive, self.params.beta, chunk.rows["ST"]),
         ]
 
     def estimate_counts(self, release: Release, workload: list[CountQuery]) -> np.ndarray:
