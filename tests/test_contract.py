@@ -330,10 +330,7 @@ def month(frame: pd.DataFrame, number: int) -> pd.DataFrame:
 
 
 # found by this battery, left for its own fix (behaviour unchanged in issue 26)
-SERIES_XFAIL = {
-    "priview": "compose: a second PriView release of 120-row months (68 of 108 rows suppressed in the "
-    "first) fails in tasks/compose/check.summarise with IndexError (an empty set index)",
-}
+SERIES_XFAIL: dict[str, str] = {}  # technique -> why its series case is expected to fail
 
 
 @pytest.mark.parametrize(

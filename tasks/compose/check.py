@@ -139,7 +139,10 @@ class SeriesCheck:
     def figures(self, sets: Sets, row_set: np.ndarray) -> np.ndarray:
         """Per row: fewest candidate values (or records, for k); a large number when unpublished."""
         per_set = sets.candidates() if self.settings.l else sets.identity()
-        return np.where(row_set >= 0, per_set[np.clip(row_set, 0, None)], np.iinfo(np.int64).max)
+        out = np.full(len(row_set), np.iinfo(np.int64).max, dtype=np.int64)
+        kept = row_set >= 0  # none when the release publishes no row (per_set is then empty)
+        out[kept] = per_set[row_set[kept]]
+        return out
 
     def check_release(self, data, part) -> list[PrivacyResult]:
         """The figures of a release: in memory (`check`) or, for a partition made on a cluster,
@@ -285,4 +288,7 @@ def summarise(
     if by_values:  # the record counts serve only the k figure: without them most people
         sets.minc[:] = 0  # share a handful of summaries (a later k check would read 0: refuse)
     sets, index = shared(sets)
-    return sets, np.where(row_set >= 0, index[np.clip(row_set, 0, None)], -1)
+    out = np.full(len(row_set), -1, dtype=index.dtype)
+    kept = row_set >= 0  # a release may publish no row at all (every row suppressed): index is then empty
+    out[kept] = index[row_set[kept]]
+    return sets, out
