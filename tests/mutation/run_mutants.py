@@ -2,7 +2,8 @@
 
 For every mutant: copy the tree to a temporary folder, replace one piece of a verifier's text
 (the comparison that decides pass or fail), run the tests that guard that check there (the copy
-first on PYTHONPATH, so its modules are the ones imported) and report the mutant as killed (some
+first on PYTHONPATH through a tree of links, tests/import_root.py, so its modules are the ones
+imported) and report the mutant as killed (some
 test failed) or survived (every test passed); each guarding test file runs alone, so the
 report names every file that notices. The unmutated copy is run first: its tests must
 pass, or no verdict would mean anything. Exit status 1 when a mutant survives.
@@ -22,6 +23,9 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.import_root import link_tree  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -348,9 +352,14 @@ def replace(text: str, old: str, new: str, occurrence: int) -> str:
     return text[:at] + new + text[at + len(old) :]
 
 
+def python_path(tree: Path) -> str:
+    """The copy's privpub (a tree of links, before the editable install's hook) and its tests."""
+    return f"{link_tree(tree, tree / '.import-root')}{os.pathsep}{tree}"
+
+
 def run_tests(tree: Path, tests: list[str]) -> tuple[bool, str, float]:
     """(all passed, the first failing test, seconds)."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env = {**os.environ, "PYTHONPATH": python_path(tree)}
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-x", "-q", "-rf", "--hypothesis-seed=0", *tests],
@@ -375,9 +384,9 @@ def main() -> int:
         tree = Path(tmp)
         copy_tree(tree)
         where = subprocess.run(
-            [sys.executable, "-c", "import tasks; print(tasks.__file__)"],
+            [sys.executable, "-c", "import privpub.tasks.core.technique as m; print(m.__file__)"],
             cwd=tree,
-            env={**os.environ, "PYTHONPATH": str(tree)},
+            env={**os.environ, "PYTHONPATH": python_path(tree)},
             capture_output=True,
             text=True,
         )
