@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from privpub.flows.service import service_home
@@ -45,7 +46,7 @@ def service_settings(home: Path | None = None) -> dict:
     path = home / "service.toml"
     data = tomllib.loads(path.read_text()) if path.is_file() else {}
     check_known_keys(f"{path}:", data, list(SETTINGS))
-    settings = {key: os.environ.get(env) or data.get(key) for key, env in SETTINGS.items()}
+    settings: dict[str, Any] = {key: os.environ.get(env) or data.get(key) for key, env in SETTINGS.items()}
     settings["cron"] = settings["cron"] or DEFAULT_CRON
     settings["timezone"] = settings["timezone"] or "UTC"
     try:
@@ -71,7 +72,7 @@ def deployments(home: Path | None = None):
     settings = service_settings(home)
     spec = settings["spec"] or str(prepare_demo(home / "demo"))
     serial_spec = settings["serial_spec"] or str(prepare_serial_demo(home / "demo"))
-    defaults = {"overrides": {}, "actor": None, "new_release": False}
+    defaults: dict[str, Any] = {"overrides": {}, "actor": None, "new_release": False}
     return [
         publish_flow.to_deployment(
             name="monthly-census",

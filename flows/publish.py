@@ -16,7 +16,7 @@ from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import pandas as pd
@@ -31,16 +31,28 @@ from privpub.flows.cluster import close_clusters, cluster_input, uses_cluster
 from privpub.flows.errors import expected_errors, public_message
 from privpub.schemas.published import check_published
 from privpub.schemas.spec import ReleaseSpec, RunSpec, resolve_spec
-from privpub.state.store import Store, check_output_dir, stage_tables
+from privpub.state.store import StagedFiles, Store, check_output_dir, stage_tables
 from privpub.tasks import report as report_mod
+from privpub.tasks.cluster.input import ClusterData
 from privpub.tasks.compose.check import SeriesCheck
 from privpub.tasks.core.failpoints import failpoint
-from privpub.tasks.core.technique import PrivacyRefused, Technique, get_technique
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import (
+    ChunkPlan,
+    Partition,
+    PrivacyRefused,
+    PrivacyResult,
+    Release,
+    Technique,
+    get_technique,
+)
 from privpub.tasks.evaluate import evaluate, evaluation_workload, utility_summary
 from privpub.tasks.validate import checked_input, load_input, validate
 
+T = TypeVar("T")
+
 # No caching, no persisted results: inputs and outputs of these tasks hold secret rows.
-SECRET = dict(cache_policy=NO_CACHE, persist_result=False)
+SECRET: dict[str, Any] = dict(cache_policy=NO_CACHE, persist_result=False)
 
 
 def transient(task, task_run, state) -> bool:
@@ -55,7 +67,7 @@ def transient(task, task_run, state) -> bool:
     )
 
 
-IO_RETRIES = dict(retries=2, retry_delay_seconds=[1, 5], retry_condition_fn=transient)
+IO_RETRIES: dict[str, Any] = dict(retries=2, retry_delay_seconds=[1, 5], retry_condition_fn=transient)
 # ids of the releases this process committed: whatever fails afterwards (artifacts, the summary,
 # Prefect's own bookkeeping) must not turn a committed release into a failed command
 COMMITTED: list[str] = []
@@ -83,26 +95,26 @@ def _timed(label: str, fn, *args):
 
 
 @task(name="load-input", **SECRET, **IO_RETRIES)
-def load_input_task(spec: ReleaseSpec):
+def load_input_task(spec: ReleaseSpec) -> tuple[pd.DataFrame, str]:
     return _timed("load input", load_input, spec)
 
 
 @task(name="load-input-on-cluster", **SECRET)
-def cluster_input_task(spec: ReleaseSpec, technique):
+def cluster_input_task(spec: ReleaseSpec, technique) -> tuple[str, ClusterData]:
     fp, data = _timed("load and validate input on the Dask cluster", cluster_input, spec, technique)
     progress(f"{data.n} valid rows in {len(data.parts)} partitions, {len(data.domains)} quasi-identifiers")
     return fp, data
 
 
 @task(name="validate", **SECRET)
-def validate_task(frame, spec: ReleaseSpec, technique):
+def validate_task(frame, spec: ReleaseSpec, technique) -> Microdata:
     data = _timed("validate", validate, frame, spec, technique)
     progress(f"{data.n} valid rows, {len(data.domains)} quasi-identifiers")
     return data
 
 
 @task(name="partition", **SECRET)
-def partition_task(technique, data, rng):
+def partition_task(technique, data, rng) -> Partition:
     failpoint("partition")
     part = _timed("partition", technique.partition, data, rng)
     progress(f"{part.n_groups} QI-groups")
@@ -110,13 +122,13 @@ def partition_task(technique, data, rng):
 
 
 @task(name="anonymize", **SECRET)
-def anonymize_task(technique, data, part, rng):
+def anonymize_task(technique, data, part, rng) -> Release:
     failpoint("anonymize")
     return _timed("anonymize", technique.anonymize, data, part, rng)
 
 
 @task(name="anonymize-plan", **SECRET)
-def plan_chunks_task(technique, data, part, rng):
+def plan_chunks_task(technique, data, part, rng) -> ChunkPlan | None:
     failpoint("anonymize")
     return technique.plan_chunks(data, part, rng)
 
@@ -128,7 +140,7 @@ def anonymize_chunk_task(technique, chunk):
 
 
 @task(name="anonymize-combine", **SECRET)
-def combine_chunks_task(technique, data, part, plan, results, rng):
+def combine_chunks_task(technique, data, part, plan, results, rng) -> Release:
     return technique.combine_chunks(data, part, plan, results, rng)
 
 
@@ -182,25 +194,25 @@ def own_runners():
 
 
 @task(name="verify", **SECRET)
-def verify_task(technique, release, spec: ReleaseSpec, context: dict):
+def verify_task(technique, release, spec: ReleaseSpec, context: dict) -> list[PrivacyResult]:
     check_published(release, spec, technique)
     return _timed("verify", technique.verify, release, context)
 
 
 @task(name="series-composition", **SECRET)
-def composition_task(check: SeriesCheck, data, part):
+def composition_task(check: SeriesCheck, data, part) -> list[PrivacyResult]:
     return _timed("series composition", check.check_release, data, part)
 
 
 @task(name="evaluate", **SECRET)
-def evaluate_task(technique, release, data, workload_seed: int):
+def evaluate_task(technique, release, data, workload_seed: int) -> dict[str, Any]:
     return _timed("evaluate", evaluate, technique, release, data, workload_seed)
 
 
 # verify and evaluate of a technique that splits their per-row work (Technique.plan_verify,
 # plan_utility): a plan, chunks mapped over the task runner like anonymize's, a combine step
 @task(name="verify-plan", **SECRET)
-def verify_plan_task(technique, release, spec: ReleaseSpec, context: dict):
+def verify_plan_task(technique, release, spec: ReleaseSpec, context: dict) -> ChunkPlan | None:
     plan = technique.plan_verify(release, context)
     if plan is not None:  # else verify_task checks the schema
         check_published(release, spec, technique)
@@ -213,12 +225,12 @@ def verify_chunk_task(technique, chunk):
 
 
 @task(name="verify-combine", **SECRET)
-def verify_combine_task(technique, release, context: dict, plan, results):
+def verify_combine_task(technique, release, context: dict, plan, results) -> list[PrivacyResult]:
     return technique.combine_verify(release, context, plan, results)
 
 
 @task(name="evaluate-plan", **SECRET)
-def evaluate_plan_task(technique, release, data, workload_seed: int):
+def evaluate_plan_task(technique, release, data, workload_seed: int) -> tuple[list, ChunkPlan | None]:
     workload = evaluation_workload(data, workload_seed)
     return workload, technique.plan_utility(release, data, workload)
 
@@ -229,9 +241,15 @@ def evaluate_chunk_task(technique, chunk):
 
 
 @task(name="evaluate-combine", **SECRET)
-def evaluate_combine_task(technique, release, data, workload, plan, results):
+def evaluate_combine_task(technique, release, data, workload, plan, results) -> dict[str, Any]:
     estimate, figures = technique.combine_utility(release, data, workload, plan, results)
     return utility_summary(technique, release, data, workload, estimate, figures)
+
+
+def quoted(value: T) -> T:
+    """`value` wrapped so that Prefect does not walk its items; the task receives `value` itself
+    (Prefect's annotations type the wrapper, not what the task gets)."""
+    return cast(T, quote(value))
 
 
 def verify_and_evaluate(technique, release, spec: ReleaseSpec, context: dict, data, workload_seed: int):
@@ -241,14 +259,14 @@ def verify_and_evaluate(technique, release, spec: ReleaseSpec, context: dict, da
     The release and the context are passed quoted: Prefect would otherwise walk every item of
     every list they hold (a MuCo release lists its unchangeable rows) for each task, seconds at
     a million rows."""
-    release, context = quote(release), quote(context)
+    release, quoted_context = quoted(release), quoted(context)
     t0 = time.perf_counter()
-    plan = verify_plan_task(technique, release, spec, context) if _splits(technique, "plan_verify") else None
+    plan = verify_plan_task(technique, release, spec, quoted_context) if _splits(technique, "plan_verify") else None
     if plan is None:
-        privacy = verify_task(technique, release, spec, context)
+        privacy = verify_task(technique, release, spec, quoted_context)
     else:
         results = _map_chunks(technique, plan.chunks, spec.run, verify_chunk_task)
-        privacy = verify_combine_task(technique, release, context, plan, results)
+        privacy = verify_combine_task(technique, release, quoted_context, plan, results)
         progress(f"verify done in {time.perf_counter() - t0:.2f} s ({len(plan.chunks)} chunks)")
     if any(not r.passed for r in privacy):
         return privacy, None
@@ -270,12 +288,12 @@ def _splits(technique, hook: str) -> bool:
 
 
 @task(name="stage-files", **SECRET, **IO_RETRIES)
-def stage_task(output_dir: Path, tables):
+def stage_task(output_dir: Path, tables) -> StagedFiles:
     return _timed("write files", stage_tables, output_dir, tables)
 
 
 @task(name="commit", **SECRET, retries=2, retry_delay_seconds=[2, 10], retry_condition_fn=transient)
-def commit_task(store: Store, kwargs: dict):
+def commit_task(store: Store, kwargs: dict) -> tuple[str, bool]:
     return store.commit_release(**kwargs)
 
 
@@ -293,8 +311,7 @@ def release_key(spec: ReleaseSpec, fingerprint: str, seed: int) -> str:
     }
     if spec.section("series"):  # keep_groups changes the release (absent: keys as before)
         body["series_options"] = spec.section("series")
-    body = json.dumps(body, sort_keys=True, default=str)
-    return hashlib.sha256(body.encode()).hexdigest()
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
 
 # the figures the report follows over a series (beside the privacy figures)
@@ -341,6 +358,7 @@ def run_release(
     if on_cluster:
         series_check.check_cluster()
     checked = None if on_cluster else checked_input(spec)  # the CLI read it a moment ago
+    data: Microdata | ClusterData
     if on_cluster:
         fp, data = cluster_input_task(spec, technique)
     elif checked is not None:
@@ -369,7 +387,7 @@ def run_release(
     # the composition check reads the summaries it combines: another release of the series
     # committed meanwhile would make them stale, so the commit checks the sequence
     based_on = store.last_sequence(spec.dataset.name)
-    if on_cluster:  # its people are read batch by batch at the composition check
+    if isinstance(data, ClusterData):  # its people are read batch by batch at the composition check
         series_check.prepare_cluster(store, data)
     else:
         series_check.prepare(store, data)
@@ -382,6 +400,7 @@ def run_release(
     data.extra.update(history)
     part = partition_task(technique, data, rng)
     if series_check.settings.keep_groups:
+        assert isinstance(data, Microdata)  # check_cluster refused keep_groups on a cluster
         part = series_check.keep_groups(data, part)
         progress(f"{part.n_groups} groups kept from earlier releases ({part.info['merge_rounds']} merge rounds)")
     release = anonymize_step(technique, data, part, rng, spec.run)
@@ -456,7 +475,7 @@ def run_release(
     try:
         release_id, created = commit_task(
             store,
-            quote(
+            quoted(
                 dict(  # quoted: see verify_and_evaluate
                     staged=staged,
                     series=spec.dataset.name,
@@ -509,10 +528,10 @@ def run_release(
 
 def chain_hooks(*hooks):
     """One commit hook running the given ones (None skipped) in order, in the same transaction."""
-    hooks = [h for h in hooks if h is not None]
+    present = [h for h in hooks if h is not None]
 
     def run(con, release_id: str, sequence: int) -> None:
-        for hook in hooks:
+        for hook in present:
             hook(con, release_id, sequence)
 
     return run

@@ -51,7 +51,10 @@ class TemporaryServer:
         # process pays for its own imports
         from importlib.util import find_spec
 
-        prefect_dir = Path(find_spec("prefect").origin).parent
+        prefect = find_spec("prefect")
+        if prefect is None or prefect.origin is None:
+            raise RuntimeError("prefect is not installed in this environment")
+        prefect_dir = Path(prefect.origin).parent
 
         env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
         home = Path(env.get("PREFECT_HOME", Path.home() / ".prefect"))

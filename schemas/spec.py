@@ -28,7 +28,7 @@ EXTRA_SECTIONS: dict[str, tuple[str, ...]] = {
 }
 
 
-def unknown_key(where: str, key: str, valid: list[str] | tuple[str, ...]) -> SpecError:
+def unknown_key(where: str, key: str | int, valid: list[str] | tuple[str, ...]) -> SpecError:
     """The one message for a key nobody reads: '[technique] kk: unknown key; did you mean k?'."""
     near = difflib.get_close_matches(str(key), [str(v) for v in valid], n=1, cutoff=0.5)
     hint = f"did you mean {near[0]}?" if near else f"valid keys: {', '.join(map(str, valid)) or 'none'}"
@@ -212,7 +212,7 @@ def _where(loc: tuple) -> str:
 
 def _valid_keys(loc: tuple) -> list[str]:
     """The keys allowed where an unknown key was found (for the 'did you mean' hint)."""
-    models = {"dataset": DatasetSpec, "output": OutputSpec, "run": RunSpec}
+    models: dict[str, type[BaseModel]] = {"dataset": DatasetSpec, "output": OutputSpec, "run": RunSpec}
     model = models.get(loc[0]) if loc else None
     if model is DatasetSpec and len(loc) >= 3 and loc[1] == "qi":
         model = QISpec

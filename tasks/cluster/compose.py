@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from privpub.schemas.input import InputError
 from privpub.tasks.compose import state
+from privpub.tasks.core.parted_table import StagingFolder
 
 BATCH_PEOPLE = 1_000_000
 TABLES = ("_compose_people", "_compose_sets", "_compose_info")
@@ -70,7 +71,7 @@ class Worst:
 class Staged:
     """What the commit hook writes: the staged Parquet files and the series' next keys."""
 
-    draft: object
+    draft: StagingFolder
     files: dict = field(default_factory=lambda: {name: [] for name in TABLES})
     sid: int | None = None
     release: int = -1

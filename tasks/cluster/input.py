@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from privpub.schemas.input import InputError, files_root, input_files, validate_input
+from privpub.schemas.input import InputError, input_files, validate_input
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.compose.state import person_text
 from privpub.tasks.core.microdata import (
@@ -68,7 +68,7 @@ def _read_file(path: Path, spec: ReleaseSpec) -> pd.DataFrame:
         raise InputError(f"cannot read {path.name}: {type(exc).__name__} (is it a valid Parquet file?)") from None
 
 
-def scan_part(path: str, spec: ReleaseSpec):
+def scan_part(path: str | Path, spec: ReleaseSpec):
     """On a worker: read and validate one file. Returns (LocalPart, summary, id-hash buckets);
     the summary (rows, distinct values, which numeric QIs are integers) goes to the flow."""
     path = Path(path)
@@ -216,6 +216,4 @@ def load_on_cluster(spec: ReleaseSpec, client) -> ClusterData:
     parts = [client.submit(_code_part, f, meta, pure=False) for f in locals_]
     del locals_
     sizes = [s["n"] for s in summaries]
-    data = ClusterData(spec, client, files, parts, sizes, domains, s_values, integer)
-    data.root = files_root([Path(f) for f in files])
-    return data
+    return ClusterData(spec, client, files, parts, sizes, domains, s_values, integer)

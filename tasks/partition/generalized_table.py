@@ -75,9 +75,10 @@ def lca_leaf_ranges(dom: QIDomain, lo: np.ndarray, hi: np.ndarray) -> tuple[np.n
 
     parent = {c: p for p, kids in hierarchy.items() for c in kids}
     # ancestors of each leaf, deepest first, as (first, last) leaf ranges
-    chains = []
+    chains: list[list[tuple[int, int]]] = []
     for v in dom.values:
-        chain, node = [], str(v)
+        chain: list[tuple[int, int]] = []
+        node: str | None = str(v)
         while node is not None:
             chain.append(span(node))
             node = parent.get(node)
