@@ -15,10 +15,11 @@ the Butterfly technique walks it bottom-up.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
-from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.microdata import QIDomain
 from privpub.tasks.core.technique import Partition
 
 
@@ -321,7 +322,23 @@ def split_levels(
     return np.concatenate(leaf_rows), np.concatenate(leaf_sizes), np.concatenate(leaf_labels)
 
 
-def mondrian_partition(data: Microdata, k: int, l: int | None = None, columns: list[int] | None = None) -> Partition:
+class CodedRows(Protocol):
+    """What Mondrian reads of its input: Microdata, or Butterfly's points."""
+
+    @property
+    def n(self) -> int: ...
+
+    @property
+    def codes(self) -> np.ndarray: ...
+
+    @property
+    def domains(self) -> list[QIDomain]: ...
+
+    @property
+    def sensitive_codes(self) -> np.ndarray: ...
+
+
+def mondrian_partition(data: CodedRows, k: int, l: int | None = None, columns: list[int] | None = None) -> Partition:
     """QI-groups of at least k rows (and l distinct sensitive values when l is given).
 
     columns: which QIs (indices into data.domains) to partition on; default all.

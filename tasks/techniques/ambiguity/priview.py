@@ -290,8 +290,10 @@ class PriView(GroupChunkedVerify, Technique):
     def check_params(self) -> None:
         self.alpha = probability_param(self, "alpha")
         self.beta = probability_param(self, "beta")
-        self.window = self.int_param("window", default=DEFAULT_WINDOW, minimum=1)
-        self.probe_queries = self.int_param("probe_queries", default=50, minimum=1)
+        window = self.int_param("window", default=DEFAULT_WINDOW, minimum=1)
+        self.window = DEFAULT_WINDOW if window is None else window  # None: given as null
+        probe_queries = self.int_param("probe_queries", default=50, minimum=1)
+        self.probe_queries = 50 if probe_queries is None else probe_queries
         st_qi = self.params.get("st_qi")  # optional: fix the split instead of choosing it
         if st_qi is not None and st_qi not in self.spec.dataset.qi_names:
             from privpub.schemas.spec import SpecError
@@ -327,6 +329,7 @@ class PriView(GroupChunkedVerify, Technique):
             errors[names[j]] = {"error": err, "suppressed": info["suppressed"]}
             if best is None or err < best[0]:
                 best = (err, j, group, n_groups, info)
+        assert best is not None  # every candidate split was scored
         err, j, group, n_groups, info = best
         return Partition(group, n_groups, info={**info, "st_qi": names[j], "probe_error": err, "split_errors": errors})
 

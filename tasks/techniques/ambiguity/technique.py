@@ -141,7 +141,7 @@ def greedy_groups(
     while np.count_nonzero(buckets.remaining) >= ell:
         cov.new_group()
         ranked = np.argsort(-buckets.remaining, kind="stable")  # largest buckets first
-        members = []
+        members: list[int] = []
         for b in ranked:
             if len(members) >= ell and within(len(members), prod(cov.k.tolist()), alpha):
                 break
@@ -187,7 +187,7 @@ def place_residues(
     by_group = assigned[np.argsort(group[assigned], kind="stable")]
     sizes = np.bincount(group[assigned], minlength=n_groups)
     starts = np.concatenate(([0], np.cumsum(sizes)))
-    members = {}  # group -> rows added in this step
+    members: dict[int, np.ndarray] = {}  # group -> rows added in this step
     k = np.zeros((n_groups, codes.shape[1]), np.int64)
     for j in range(codes.shape[1]):
         pairs = np.unique(group[assigned] * (int(codes[:, j].max()) + 1) + codes[assigned, j])
@@ -348,12 +348,14 @@ def ambiguity_estimates(tables: dict[str, pa.Table], sensitive: str, workload: l
 @register("ambiguity")
 class Ambiguity(GroupChunkedVerify, Technique):
     parameters = ("alpha", "beta", "window")
-    table_names: tuple[str, ...] = ("ST",)  # plus AT_<qi> per QI, see published_names
+    # plus AT_<qi> per QI (check_params): Technique declares the names per class, not per spec
+    table_names: tuple[str, ...] = ("ST",)  # type: ignore[misc]
 
     def check_params(self) -> None:
         self.alpha = probability_param(self, "alpha")
         self.beta = probability_param(self, "beta")
-        self.window = self.int_param("window", default=DEFAULT_WINDOW, minimum=1)
+        window = self.int_param("window", default=DEFAULT_WINDOW, minimum=1)
+        self.window = DEFAULT_WINDOW if window is None else window  # None: given as null
         self.table_names = tuple(f"AT_{q}" for q in self.spec.dataset.qi_names) + ("ST",)
 
     def check_data(self, data: Microdata) -> None:

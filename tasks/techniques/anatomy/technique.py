@@ -36,10 +36,10 @@ def anatomy_groups(sensitive_codes: np.ndarray, l: int, rng: np.random.Generator
     n = len(sensitive_codes)
     counts = np.bincount(sensitive_codes)
     if n == 0 or counts.max() * l > n:
-        top = int(counts.max()) if n else 0
+        most = int(counts.max()) if n else 0
         raise AnatomyError(
             f"Anatomy with l = {l} needs every sensitive value in at most n/l = {n / l:.1f} "
-            f"rows; the most frequent value has {top}"
+            f"rows; the most frequent value has {most}"
         )
     # rows of each value, in random order: value v's rows are stack[start[v]:start[v] + counts[v]]
     order = np.lexsort((rng.random(n), sensitive_codes))
@@ -72,11 +72,12 @@ class Anatomy(Technique):
     table_names = ("QIT", "ST")
 
     def check_params(self) -> None:
-        self.l = self.int_param("l", None, minimum=2)
-        if self.l is None:
+        l = self.int_param("l", None, minimum=2)
+        if l is None:
             from privpub.schemas.spec import SpecError
 
             raise SpecError("[technique] anatomy needs l (an integer >= 2)")
+        self.l = l
 
     def check_data(self, data: Microdata) -> None:
         counts = np.bincount(data.sensitive_codes)

@@ -36,9 +36,10 @@ class _MultiQID(Technique):
     parameters = ("k", "k_prime", "qids")
 
     def check_params(self) -> None:
-        self.k = self.int_param("k", minimum=1)
-        if self.k is None:
+        k = self.int_param("k", minimum=1)
+        if k is None:
             raise SpecError(f"[technique] {self.name or 'butterfly'} needs k (an integer >= 1)")
+        self.k = k
         self.k_prime = self.int_param("k_prime", default=None, minimum=1)
         if self.k_prime is not None and self.k_prime >= self.k:
             raise SpecError(f"[technique] k_prime must be smaller than k = {self.k}, got {self.k_prime}")

@@ -32,9 +32,10 @@ class Generalization(Technique):
     accepts_kept_groups = True  # anonymize builds each group's box from whatever rows it holds
 
     def check_params(self) -> None:
-        self.k = self.int_param("k", minimum=1)
-        if self.k is None:
+        k = self.int_param("k", minimum=1)
+        if k is None:
             raise SpecError("[technique] generalization needs k (an integer >= 1)")
+        self.k = k
         self.l = self.int_param("l", default=None, minimum=1)
 
     def check_data(self, data: Microdata) -> None:
@@ -44,7 +45,8 @@ class Generalization(Technique):
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
         if isinstance(data, ClusterData):  # the top of the tree on the cluster (distributed.py)
-            return distributed_mondrian(data, self.k, self.l, self.spec.run.chunk_rows)
+            # Technique.partition's contract does not know a cluster's partition yet
+            return distributed_mondrian(data, self.k, self.l, self.spec.run.chunk_rows)  # type: ignore[return-value]
         return mondrian_partition(data, self.k, self.l)
 
     def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:

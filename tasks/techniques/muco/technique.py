@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -241,7 +241,8 @@ class MuCo(Technique):
         self.delta = parse_delta(self.spec)
         self.l = self.int_param("l", None)
         # part of the result (each chunk draws from its own stream), hence a technique parameter
-        self.chunk_rows = self.int_param("chunk_rows", CHUNK_ROWS)
+        chunk_rows = self.int_param("chunk_rows", CHUNK_ROWS)
+        self.chunk_rows = CHUNK_ROWS if chunk_rows is None else chunk_rows  # None: given as null
 
     def check_data(self, data: Microdata) -> None:
         need = min_group_size(self.delta)
@@ -277,7 +278,8 @@ class MuCo(Technique):
         totals = np.array([dist.max_over(data.codes[:, a]) for a, dist in enumerate(dists)])
         # one stream per chunk index, spawned from the release's seed sequence: the draws do not
         # depend on which worker runs a chunk, or when
-        seeds = rng.bit_generator.seed_seq.spawn(len(bounds) - 1)
+        # (a SeedSequence: numpy types the attribute as its ISeedSequence interface)
+        seeds = cast(np.random.SeedSequence, rng.bit_generator.seed_seq).spawn(len(bounds) - 1)
         chunks = []
         for i, (g_lo, g_hi) in enumerate(zip(bounds[:-1], bounds[1:])):
             rows = order[first_row[g_lo] : first_row[g_hi]]
@@ -675,6 +677,7 @@ def random_sum_queries(
             width = max(1, int(round(rng.uniform(*coverage) * dom.size)))
             lo = int(rng.integers(0, dom.size - width + 1))
             hi = lo + width - 1
+            cond: RangeCond | SetCond
             if dom.kind == "numeric":
                 cond = RangeCond(float(dom.values[lo]), float(dom.values[hi]))
             else:

@@ -27,6 +27,7 @@ the pairs of the people in the release and takes the rest from the summary: O(si
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -100,12 +101,15 @@ class SerialTechnique(Technique):
     guards_series = True  # the global guarantee is its series check (docs/series.md)
 
     def check_params(self) -> None:
-        self.l = self.int_param("l", minimum=2)
-        if self.l is None:
+        l = self.int_param("l", minimum=2)
+        if l is None:
             raise SpecError("[technique] serial needs l (an integer >= 2)")
+        self.l = l
         name = self.params.get("strategy", "constant-ratio")
-        k = self.int_param("releases", 20)
-        factor = self.spec.technique.fraction("factor", 2)
+        releases = self.int_param("releases", 20)
+        k = 20 if releases is None else releases  # None: given as null
+        given_factor = self.spec.technique.fraction("factor", 2)
+        factor = Fraction(2) if given_factor is None else given_factor
         if name == "geometric" and not factor > 1:
             raise SpecError(f"[technique] factor must be > 1, got {self.params.get('factor')!r}")
         try:
@@ -122,9 +126,12 @@ class SerialTechnique(Technique):
         self.allow_suppression = self.params.get("suppress", True)
         if not isinstance(self.allow_suppression, bool):
             raise SpecError("[technique] suppress must be true or false")
-        self.min_size = self.int_param("min_group_size", self.l)
+        min_size = self.int_param("min_group_size", self.l)
+        self.min_size = self.l if min_size is None else min_size  # None: given as null
         first = float(self.strategy.first)
-        self.max_size = self.int_param("max_group_size", max(1000, int(np.ceil(5 * first))))
+        default_max = max(1000, int(np.ceil(5 * first)))
+        max_size = self.int_param("max_group_size", default_max)
+        self.max_size = default_max if max_size is None else max_size
 
     # --- history from the store ---------------------------------------------------------------
     def prior_context(self, store, spec, before_sequence: int | None = None) -> dict[str, Any]:
@@ -244,7 +251,12 @@ class SerialTechnique(Technique):
         need_exact |= own & (np.ceil(ratio_hi) > self.max_size)  # suppression decided exactly
         idx = np.flatnonzero(need_exact)
         if len(idx):
-            _, _, q, d = source.state(person_ids[view["row"][idx]], values[view["code"][idx]])
+            # without a stored series every pair has the empty state (pairs.empty_state)
+            _, _, q, d = (
+                pairs.empty_state(len(idx))
+                if source is None
+                else source.state(person_ids[view["row"][idx]], values[view["code"][idx]])
+            )
             ratio_hi[idx] = sg.ratio_upper_bound(*self.strategy.required_many(q, d))
 
         # a holder whose own pair needs a group above the cap cannot be published with its value
@@ -372,9 +384,10 @@ class SerialTechnique(Technique):
             before = pairs.matching(source, rows)
             aggregate, after = None, st.combine([before, st._terms(rows)])
         else:
-            aggregate, before, after = st.advance(None if source is None else source.table, rows)
+            # not a lookup: the pairs, if any, are held in memory
+            aggregate, before, after = st.advance(source.table if isinstance(source, pairs.MemoryPairs) else None, rows)
         prior_summary = extra.get("serial_summary")
-        if prior_summary is None and not lookup and source is not None:
+        if prior_summary is None and not lookup and isinstance(source, pairs.MemoryPairs):
             prior_summary = source.summary(self.l)  # a series stored before summaries
         summary = sg.advance_summary(prior_summary, before, after, self.l)
         sizes = info["sizes"]
@@ -485,6 +498,7 @@ class SerialTechnique(Technique):
             # serial_pairs against the history rows up to and including this release
             own = st._terms(st.as_frame(release.private["serial_stats"], st.HISTORY_COLUMNS))
             after = st.combine([rebuilt, own] if rebuilt is not None else [own])
+            assert seq is not None  # see compare_stored
             same, detail = ss.compare(stored, after, int(seq))
             extra.append(
                 PrivacyResult(
