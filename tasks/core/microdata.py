@@ -11,7 +11,7 @@ its value in that domain. Partitioners work on codes; published tables decode th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -39,10 +39,13 @@ class QIDomain:
 
     def width(self, lo_code: np.ndarray, hi_code: np.ndarray) -> np.ndarray:
         """Width of code ranges in the same unit as `span`."""
+        widths: np.ndarray  # (numpy's stubs type this arithmetic as Any)
         if self.kind == "numeric":
             v = self.values.astype(float)
-            return v[hi_code] - v[lo_code]
-        return (hi_code - lo_code).astype(float)
+            widths = v[hi_code] - v[lo_code]
+        else:
+            widths = (hi_code - lo_code).astype(float)
+        return widths
 
 
 def hierarchy_leaves(hierarchy: dict[str, list[str]]) -> list[str]:
@@ -99,7 +102,8 @@ def build_domain(q: QISpec, column: pd.Series) -> QIDomain:
 
 def encode(domain: QIDomain, column: pd.Series) -> np.ndarray:
     if domain.kind == "numeric":
-        return np.searchsorted(domain.values, column.to_numpy(dtype=float)).astype(np.int32)
+        positions: np.ndarray = np.searchsorted(domain.values, column.to_numpy(dtype=float))  # pandas: untyped
+        return positions.astype(np.int32)
     # factorize once, then map the few distinct values onto the domain (no per-row str())
     codes, uniques = pd.factorize(column)
     lookup = pd.Index(np.asarray(domain.values, dtype=object).astype(str)).get_indexer(pd.Index(uniques).astype(str))
@@ -130,7 +134,7 @@ class Microdata(HasDomains):
     codes: np.ndarray  # (n, d) int32, column j = QI j
     sensitive_values: np.ndarray  # distinct sensitive values, sorted
     sensitive_codes: np.ndarray  # (n,) int32
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_frame(cls, spec: ReleaseSpec, frame: pd.DataFrame) -> Microdata:
