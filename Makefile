@@ -7,7 +7,7 @@ export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PY_KEY_VALUE_DISABLE_BEARTYPE := true
 
-.PHONY: setup run test e2e-browser mutants bench bench-e2e bench-evaluate bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-compose bench-scale clean
+.PHONY: setup run lint test e2e-browser mutants bench bench-e2e bench-evaluate bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-compose bench-scale clean
 
 setup: $(STAMP)
 
@@ -20,7 +20,14 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/privpub demo
 
+# Also run before each commit by pre-commit (.pre-commit-config.yaml): one command per line.
+lint: $(STAMP)
+	$(BIN)/ruff check flows tasks schemas state deployments tests docs
+	$(BIN)/ruff format --check flows tasks schemas state deployments tests docs
+	$(BIN)/python tests/typecheck.py
+
 test: $(STAMP)
+	$(MAKE) lint
 	$(BIN)/python -m pytest
 
 # The browser test (tests/test_browser.py; `make test` runs it when /usr/bin/chromium is present):
