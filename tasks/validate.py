@@ -26,7 +26,7 @@ def fingerprint(spec: ReleaseSpec, frame: pd.DataFrame) -> str:
     from DuckDB."""
     if spec.dataset.input:
         return input_fingerprint(spec)
-    return hashlib.sha256(pd.util.hash_pandas_object(frame, index=False).values.tobytes()).hexdigest()
+    return hashlib.sha256(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes()).hexdigest()
 
 
 def load_input(spec: ReleaseSpec) -> tuple[pd.DataFrame, str]:

@@ -86,8 +86,8 @@ def scan_part(path: str | Path, spec: ReleaseSpec):
         if q.kind == "numeric":
             u, inv = np.unique(col.to_numpy(dtype=float), return_inverse=True)
         else:
-            inv, u = pd.factorize(col.astype(str))
-            u = np.asarray(u, dtype=object)
+            inv, labels = pd.factorize(col.astype(str))
+            u = np.asarray(labels, dtype=object)
         local_codes.append(inv.astype(np.int32))
         uniques.append(u)
         distinct.append(distinct_values(q, pd.Series(u)))

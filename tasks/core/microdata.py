@@ -102,8 +102,7 @@ def build_domain(q: QISpec, column: pd.Series) -> QIDomain:
 
 def encode(domain: QIDomain, column: pd.Series) -> np.ndarray:
     if domain.kind == "numeric":
-        positions: np.ndarray = np.searchsorted(domain.values, column.to_numpy(dtype=float))  # pandas: untyped
-        return positions.astype(np.int32)
+        return np.searchsorted(domain.values, column.to_numpy(dtype=float)).astype(np.int32)
     # factorize once, then map the few distinct values onto the domain (no per-row str())
     codes, uniques = pd.factorize(column)
     lookup = pd.Index(np.asarray(domain.values, dtype=object).astype(str)).get_indexer(pd.Index(uniques).astype(str))

@@ -107,7 +107,8 @@ def generalized_columns(
         codes = data.codes[:, j]
         lo, hi = index.bounds(codes)
         if dom.kind == "numeric":
-            integer = np.issubdtype(data.frame[dom.name].dtype, np.integer)
+            dtype = data.frame[dom.name].dtype  # validated: a numpy dtype, not a pandas extension one
+            integer = isinstance(dtype, np.dtype) and np.issubdtype(dtype, np.integer)
             vals = dom.values.astype(np.int64 if integer else float)
             out[f"{dom.name}_lo"] = pa.array(vals[lo])
             out[f"{dom.name}_hi"] = pa.array(vals[hi])

@@ -225,7 +225,8 @@ def value_array(data: Microdata, j: int, codes: np.ndarray) -> pa.Array:
     dom = data.domains[j]
     vals = dom.values[codes]
     if dom.kind == "numeric":
-        if np.issubdtype(data.frame[dom.name].dtype, np.integer):
+        dtype = data.frame[dom.name].dtype  # validated: a numpy dtype, not a pandas extension one
+        if isinstance(dtype, np.dtype) and np.issubdtype(dtype, np.integer):
             return pa.array(vals.astype(np.int64))
         return pa.array(vals.astype(float))
     return pa.array(vals.astype(str))
