@@ -7,7 +7,7 @@ export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PY_KEY_VALUE_DISABLE_BEARTYPE := true
 
-.PHONY: setup run test e2e-browser mutants bench bench-e2e bench-evaluate bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-compose bench-scale clean
+.PHONY: setup run lint test e2e-browser mutants bench bench-e2e bench-evaluate bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-compose bench-scale clean
 
 setup: $(STAMP)
 
@@ -20,17 +20,18 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/privpub demo
 
-# grimp (under lint-imports) reads a package from one folder: this tree of links puts the
-# folders that pyproject.toml's package-dir maps where their import names say.
-LINT_ROOT := $(VENV)/lint-root
+# Also run before each commit by pre-commit (.pre-commit-config.yaml): one command per line.
+# lint-imports and mypy read privpub from a tree of links (tests/import_root.py, tests/typecheck.py):
+# they cannot follow pyproject.toml's package-dir mapping.
+lint: $(STAMP)
+	$(BIN)/ruff check flows tasks schemas state deployments tests docs
+	$(BIN)/ruff format --check flows tasks schemas state deployments tests docs
+	$(BIN)/python -m tests.import_root $(VENV)/lint-root
+	PYTHONPATH=$(VENV)/lint-root $(BIN)/lint-imports --no-cache
+	$(BIN)/python tests/typecheck.py
 
-$(LINT_ROOT):
-	mkdir -p $@/privpub
-	ln -sfn $(CURDIR)/flows/privpub/__init__.py $@/privpub/__init__.py
-	for d in flows tasks schemas state deployments; do ln -sfn $(CURDIR)/$$d $@/privpub/$$d; done
-
-test: $(STAMP) $(LINT_ROOT)
-	PYTHONPATH=$(LINT_ROOT) $(BIN)/lint-imports --no-cache
+test: $(STAMP)
+	$(MAKE) lint
 	$(BIN)/python -m pytest
 
 # The browser test (tests/test_browser.py; `make test` runs it when /usr/bin/chromium is present):

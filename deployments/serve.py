@@ -21,6 +21,7 @@ it at run time; see flows/publish.py::_map_chunks).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from prefect.schedules import Cron
 
@@ -35,7 +36,7 @@ def deployments(home: Path | None = None):
     settings = service_settings(home)
     spec = settings["spec"] or str(prepare_demo(home / "demo"))
     serial_spec = settings["serial_spec"] or str(prepare_serial_demo(home / "demo"))
-    defaults = {"overrides": {}, "actor": None, "new_release": False}
+    defaults: dict[str, Any] = {"overrides": {}, "actor": None, "new_release": False}
     return [
         publish_flow.to_deployment(
             name="monthly-census",

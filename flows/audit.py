@@ -56,7 +56,6 @@ def _secret_table(spec: ReleaseSpec):
 def _auditor(spec: ReleaseSpec, knowledge: dict | None):
     settings = audit_settings(spec)
     population, values, secret, fingerprint = _secret_table(spec)
-    kw = dict(id_column=spec.dataset.person_id)
     if knowledge is None:
         return Auditor(
             population,
@@ -66,9 +65,9 @@ def _auditor(spec: ReleaseSpec, knowledge: dict | None):
             budget=settings["budget"],
             strategy=settings["strategy"],
             time_budget=settings["time_budget"],
-            **kw,
+            id_column=spec.dataset.person_id,
         ), fingerprint
-    return Auditor.from_state(knowledge, population, values, secret, **kw), fingerprint
+    return Auditor.from_state(knowledge, population, values, secret, id_column=spec.dataset.person_id), fingerprint
 
 
 def init_audit(spec: ReleaseSpec, actor: str) -> str:

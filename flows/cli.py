@@ -190,17 +190,17 @@ def print_summary(state: Path, release_id: str) -> None:
 
 
 def cmd_publish(args) -> int:
-    overrides: dict = {}
+    given: dict = {}
     if args.seed is not None:
-        overrides["output"] = {"seed": args.seed}
+        given["output"] = {"seed": args.seed}
     run = {
         k: v
         for k, v in (("task_runner", getattr(args, "task_runner", None)), ("workers", getattr(args, "workers", None)))
         if v is not None
     }
     if run:
-        overrides["run"] = run
-    overrides = overrides or None
+        given["run"] = run
+    overrides = given or None
 
     def start(spec):
         # lazy: `--help` and `history` import no Prefect, no technique

@@ -16,7 +16,7 @@ import traceback
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 import numpy as np
@@ -35,19 +35,24 @@ from privpub.flows.cluster import close_clusters, cluster_input, dask_task_runne
 from privpub.schemas.errors import EXPECTED_ERRORS, PrivacyRefused, public_message
 from privpub.schemas.spec import ReleaseSpec, RunSpec, resolve_spec
 from privpub.state.failpoints import failpoint
-from privpub.state.store import Store, check_output_dir, stage_tables
+from privpub.state.store import StagedFiles, Store, check_output_dir, stage_tables
 from privpub.tasks import report as report_mod
 from privpub.tasks.cluster.compose import compose_on_cluster
 from privpub.tasks.cluster.evaluate import evaluate_on_cluster
+from privpub.tasks.cluster.input import ClusterData
 from privpub.tasks.compose.check import SeriesCheck
 from privpub.tasks.core.executor import Executor, ThreadExecutor
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.types import Partition, PrivacyResult, Release
 from privpub.tasks.evaluate import evaluate, evaluation_workload, utility_summary
 from privpub.tasks.techniques.registry import get_technique
 from privpub.tasks.validate import checked_input, load_input, validate
 from privpub.tasks.verify.published import check_published
 
+T = TypeVar("T")
+
 # No caching, no persisted results: inputs and outputs of these tasks hold secret rows.
-SECRET = dict(cache_policy=NO_CACHE, persist_result=False)
+SECRET: dict[str, Any] = dict(cache_policy=NO_CACHE, persist_result=False)
 
 
 def transient(task, task_run, state) -> bool:
@@ -62,7 +67,7 @@ def transient(task, task_run, state) -> bool:
     )
 
 
-IO_RETRIES = dict(retries=2, retry_delay_seconds=[1, 5], retry_condition_fn=transient)
+IO_RETRIES: dict[str, Any] = dict(retries=2, retry_delay_seconds=[1, 5], retry_condition_fn=transient)
 # ids of the releases this process committed: whatever fails afterwards (artifacts, the summary,
 # Prefect's own bookkeeping) must not turn a committed release into a failed command
 COMMITTED: list[str] = []
@@ -88,26 +93,26 @@ def _timed(label: str, fn, *args):
 
 
 @task(name="load-input", **SECRET, **IO_RETRIES)
-def load_input_task(spec: ReleaseSpec):
+def load_input_task(spec: ReleaseSpec) -> tuple[pd.DataFrame, str]:
     return _timed("load input", load_input, spec)
 
 
 @task(name="load-input-on-cluster", **SECRET)
-def cluster_input_task(spec: ReleaseSpec, technique):
+def cluster_input_task(spec: ReleaseSpec, technique) -> tuple[str, ClusterData]:
     fp, data = _timed("load and validate input on the Dask cluster", cluster_input, spec, technique)
     progress(f"{data.n} valid rows in {len(data.parts)} partitions, {len(data.domains)} quasi-identifiers")
     return fp, data
 
 
 @task(name="validate", **SECRET)
-def validate_task(frame, spec: ReleaseSpec, technique):
+def validate_task(frame, spec: ReleaseSpec, technique) -> Microdata:
     data = _timed("validate", validate, frame, spec, technique)
     progress(f"{data.n} valid rows, {len(data.domains)} quasi-identifiers")
     return data
 
 
 @task(name="partition", **SECRET)
-def partition_task(technique, data, rng):
+def partition_task(technique, data, rng) -> Partition:
     failpoint("partition")
     part = _timed("partition", technique.partition, data, rng)
     progress(f"{part.n_groups} QI-groups")
@@ -115,7 +120,7 @@ def partition_task(technique, data, rng):
 
 
 @task(name="anonymize", **SECRET)
-def anonymize_task(technique, data, part, rng):
+def anonymize_task(technique, data, part, rng) -> Release:
     failpoint("anonymize")
     return _timed("anonymize", technique.anonymize, data, part, rng)
 
@@ -138,10 +143,8 @@ def _combine(plan, results, finish=None):
 
 def _step_tasks(label: str) -> tuple:
     """The plan, chunk and combine tasks of a chunked step, as Prefect shows them."""
-    return tuple(
-        task(fn, name=f"{label}-{part}", **SECRET)
-        for fn, part in ((_plan, "plan"), (_map, "chunk"), (_combine, "combine"))
-    )
+    parts: tuple[tuple[Any, str], ...] = ((_plan, "plan"), (_map, "chunk"), (_combine, "combine"))
+    return tuple(task(fn, name=f"{label}-{part}", **SECRET) for fn, part in parts)
 
 
 plan_chunks_task, anonymize_chunk_task, combine_chunks_task = _step_tasks("anonymize")
@@ -171,13 +174,13 @@ def _map_chunks(fn, chunks: list, executor: Executor, chunk_task) -> list:
 
 
 @task(name="verify", **SECRET)
-def verify_task(technique, release, spec: ReleaseSpec, context: dict):
+def verify_task(technique, release, spec: ReleaseSpec, context: dict) -> list[PrivacyResult]:
     check_published(release, spec, technique)
     return _timed("verify", technique.verify, release, context)
 
 
 @task(name="series-composition", **SECRET)
-def composition_task(check: SeriesCheck, data, part):
+def composition_task(check: SeriesCheck, data, part) -> list[PrivacyResult]:
     return _timed("series composition", check.check_release, data, part)
 
 
@@ -185,6 +188,12 @@ def composition_task(check: SeriesCheck, data, part):
 def evaluate_task(technique, release, data, workload_seed: int):
     step = evaluate_on_cluster if hasattr(data, "parts") else evaluate  # read on a Dask cluster, or in memory
     return _timed("evaluate", step, technique, release, data, workload_seed)
+
+
+def quoted(value: T) -> T:
+    """`value` wrapped so that Prefect does not walk its items; the task receives `value` itself
+    (Prefect's annotations type the wrapper, not what the task gets)."""
+    return cast(T, quote(value))
 
 
 def verify_and_evaluate(
@@ -196,11 +205,10 @@ def verify_and_evaluate(
     The release and the context are passed quoted: Prefect would otherwise walk every item of
     every list they hold (a MuCo release lists its unchangeable rows) for each task, seconds at
     a million rows."""
-    quoted = quote(release), quote(context)
     t0 = time.perf_counter()
     plan = verify_plan_task(technique, "verify", quote((release, context))) if "verify" in technique.chunked else None
     if plan is None:
-        privacy = verify_task(technique, quoted[0], spec, quoted[1])
+        privacy = verify_task(technique, quoted(release), spec, quoted(context))
     else:
         check_published(release, spec, technique)
         results = _map_chunks(plan.run, plan.chunks, executor, verify_chunk_task)
@@ -212,7 +220,7 @@ def verify_and_evaluate(
     workload = evaluation_workload(data, workload_seed) if "utility" in technique.chunked else None
     plan = evaluate_plan_task(technique, "utility", quote((release, data, workload))) if workload is not None else None
     if plan is None:
-        return privacy, evaluate_task(technique, quoted[0], data, workload_seed)
+        return privacy, evaluate_task(technique, quoted(release), data, workload_seed)
     results = _map_chunks(plan.run, plan.chunks, executor, evaluate_chunk_task)
     finish = partial(_utility_summary, technique, release, data, workload)
     utility = evaluate_combine_task(quote(plan), results, finish)
@@ -225,12 +233,12 @@ def _utility_summary(technique, release, data, workload, estimate_and_figures):
 
 
 @task(name="stage-files", **SECRET, **IO_RETRIES)
-def stage_task(output_dir: Path, tables):
+def stage_task(output_dir: Path, tables) -> StagedFiles:
     return _timed("write files", stage_tables, output_dir, tables)
 
 
 @task(name="commit", **SECRET, retries=2, retry_delay_seconds=[2, 10], retry_condition_fn=transient)
-def commit_task(store: Store, kwargs: dict):
+def commit_task(store: Store, kwargs: dict) -> tuple[str, bool]:
     return store.commit_release(**kwargs)
 
 
@@ -248,8 +256,7 @@ def release_key(spec: ReleaseSpec, fingerprint: str, seed: int) -> str:
     }
     if spec.section("series"):  # keep_groups changes the release (absent: keys as before)
         body["series_options"] = spec.section("series")
-    body = json.dumps(body, sort_keys=True, default=str)
-    return hashlib.sha256(body.encode()).hexdigest()
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
 
 # the figures the report follows over a series (beside the privacy figures)
@@ -301,6 +308,7 @@ def run_release(
     if on_cluster:
         series_check.check_cluster()
     checked = None if on_cluster else checked_input(spec)  # the CLI read it a moment ago
+    data: Microdata | ClusterData
     if on_cluster:
         fp, data = cluster_input_task(spec, technique)
     elif checked is not None:
@@ -332,6 +340,7 @@ def run_release(
     if on_cluster:  # its people are read batch by batch at the composition check
         series_check.prepare_cluster(store, data, compose_on_cluster)
     else:
+        assert isinstance(data, Microdata)  # read in this process: the data is here
         series_check.prepare(store, data)
     if based_on and series_check.prior is None and not technique.guards_series and not on_cluster:
         progress(
@@ -342,6 +351,7 @@ def run_release(
     data.extra.update(history)
     part = partition_task(technique, data, rng)
     if series_check.settings.keep_groups:
+        assert isinstance(data, Microdata)  # check_cluster refused keep_groups on a cluster
         part = series_check.keep_groups(data, part)
         progress(f"{part.n_groups} groups kept from earlier releases ({part.info['merge_rounds']} merge rounds)")
     release = anonymize_step(technique, data, part, rng, executor)
@@ -417,7 +427,7 @@ def run_release(
     try:
         release_id, created = commit_task(
             store,
-            quote(
+            quoted(
                 dict(  # quoted: see verify_and_evaluate
                     staged=staged,
                     series=spec.dataset.name,
@@ -470,10 +480,10 @@ def run_release(
 
 def chain_hooks(*hooks):
     """One commit hook running the given ones (None skipped) in order, in the same transaction."""
-    hooks = [h for h in hooks if h is not None]
+    present = [h for h in hooks if h is not None]
 
     def run(con, release_id: str, sequence: int) -> None:
-        for hook in hooks:
+        for hook in present:
             hook(con, release_id, sequence)
 
     return run

@@ -52,7 +52,9 @@ class TemporaryServer:
         self._log = tempfile.NamedTemporaryFile(prefix="privpub-prefect-", suffix=".log", delete=False)
         # where Prefect is installed, without importing it: the server starts before this
         # process pays for its own imports
-        prefect_dir = Path(find_spec("prefect").origin).parent
+        spec = find_spec("prefect")
+        assert spec is not None and spec.origin is not None  # a dependency of privpub
+        prefect_dir = Path(spec.origin).parent
 
         env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
         home = Path(env.get("PREFECT_HOME", Path.home() / ".prefect"))

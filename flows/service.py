@@ -70,14 +70,14 @@ def service_settings(home: Path | None = None) -> dict:
     settings["cron"] = settings["cron"] or DEFAULT_CRON
     settings["timezone"] = settings["timezone"] or "UTC"
     try:
-        ZoneInfo(settings["timezone"])
+        ZoneInfo(str(settings["timezone"]))
     except (ValueError, ZoneInfoNotFoundError):
         raise SpecError(
             f'{path}: timezone {settings["timezone"]!r} is not a time zone name (an IANA name such as "Europe/Vienna")'
         ) from None
     for key in ("spec", "serial_spec"):
         if settings[key]:
-            settings[key] = str((home / Path(settings[key]).expanduser()).resolve())
+            settings[key] = str((home / Path(str(settings[key])).expanduser()).resolve())
     return settings
 
 

@@ -39,12 +39,19 @@ def _is_glob(text: str) -> bool:
     return any(ch in text for ch in "*?[")
 
 
+def input_text(spec: ReleaseSpec) -> str:
+    """`[dataset] input` as written (a file, folder or glob); only for a spec that has one."""
+    if spec.dataset.input is None:
+        raise InputError("[dataset] names a DuckDB table, not an input file")
+    return spec.dataset.input
+
+
 def input_files(spec: ReleaseSpec) -> list[Path]:
     """The files of `[dataset] input`: the file itself; for a folder, the Parquet files directly
     inside it; for a glob, the files it matches (all Parquet). Sorted by path, which is also the
     order of the rows. A folder without Parquet files (or one of CSV files) is refused as before:
     only a partitioned Parquet dataset may be a folder."""
-    text = spec.dataset.input
+    text = input_text(spec)
     if _is_glob(text):
         pattern = spec.path(text)
         files = sorted(p for p in Path(pattern.anchor).glob(str(pattern.relative_to(pattern.anchor))) if p.is_file())

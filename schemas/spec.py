@@ -24,7 +24,7 @@ EXTRA_SECTIONS: dict[str, tuple[str, ...]] = {
 }
 
 
-def unknown_key(where: str, key: str, valid: list[str] | tuple[str, ...]) -> SpecError:
+def unknown_key(where: str, key: str | int, valid: list[str] | tuple[str, ...]) -> SpecError:
     """The one message for a key nobody reads: '[technique] kk: unknown key; did you mean k?'."""
     near = difflib.get_close_matches(str(key), [str(v) for v in valid], n=1, cutoff=0.5)
     hint = f"did you mean {near[0]}?" if near else f"valid keys: {', '.join(map(str, valid)) or 'none'}"
@@ -37,7 +37,7 @@ def check_known_keys(where: str, given: dict[str, Any], valid: list[str] | tuple
             raise unknown_key(where, key, valid)
 
 
-def _check_finite(value: Any, path: tuple = ()) -> None:
+def _check_finite(value: Any, path: tuple[str | int, ...] = ()) -> None:
     """TOML and JSON overrides can carry inf and nan: no parameter accepts them."""
     if isinstance(value, float) and not math.isfinite(value):
         raise SpecError(f"{_where(path)} = {value}: not a finite number")
@@ -183,7 +183,7 @@ class ReleaseSpec(BaseModel):
         return dict((self.model_extra or {}).get(name) or {})
 
 
-def _where(loc: tuple) -> str:
+def _where(loc: tuple[str | int, ...]) -> str:
     """A pydantic error location as the user wrote it: ('dataset', 'qi', 0, 'ordr') ->
     '[dataset] qi[1] ordr'."""
     parts = [f"[{loc[0]}]"] if loc else []
@@ -195,10 +195,10 @@ def _where(loc: tuple) -> str:
     return " ".join(parts)
 
 
-def _valid_keys(loc: tuple) -> list[str]:
+def _valid_keys(loc: tuple[str | int, ...]) -> list[str]:
     """The keys allowed where an unknown key was found (for the 'did you mean' hint)."""
-    models = {"dataset": DatasetSpec, "output": OutputSpec, "run": RunSpec}
-    model = models.get(loc[0]) if loc else None
+    models: dict[str, type[BaseModel]] = {"dataset": DatasetSpec, "output": OutputSpec, "run": RunSpec}
+    model = models.get(str(loc[0])) if loc else None
     if model is DatasetSpec and len(loc) >= 3 and loc[1] == "qi":
         model = QISpec
     return list(model.model_fields) if model else []
@@ -248,7 +248,7 @@ def load_spec(path: str | Path) -> ReleaseSpec:
     return spec_from_dict(data, base_dir=path.resolve().parent)
 
 
-def resolve_spec(spec_path: str | None, spec: dict | None, overrides: dict | None) -> ReleaseSpec:
+def resolve_spec(spec_path: str | None, spec: dict[str, Any] | None, overrides: dict[str, Any] | None) -> ReleaseSpec:
     """The spec file (or a spec dict) with a run's overrides merged over it, section by section
     (e.g. a deployment's {"technique": {"k": 20}}), then checked as strictly as a file."""
     if spec_path:

@@ -161,7 +161,7 @@ def stage_tables(output_dir: Path, tables: dict[str, Any]) -> StagedFiles:
                 path = staged.path / name
                 os.replace(table.folder, path)
                 table.folder = path
-                if getattr(table, "draft", None) is not None:  # the now empty folder it was written in
+                if table.draft is not None:  # the now empty folder it was written in
                     table.draft.discard()
                 _fsync_files(path)
                 staged.files[name] = {"file": name, "n_rows": table.num_rows, "sha256": sha256_files(table.parts, path)}
@@ -389,7 +389,7 @@ class Store:
 
     def schema_version(self) -> int:
         with self.read() as con:
-            return con.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
+            return _one_value(con, "SELECT max(version) FROM schema_migrations")
 
     def upgrade(self) -> None:
         """Apply pending migrations now, so that readers (read-only connections, which never
@@ -503,9 +503,9 @@ class Store:
                 return existing[0], False
             con.execute("BEGIN TRANSACTION")
             try:
-                seq = con.execute(
-                    "SELECT coalesce(max(sequence), 0) + 1 FROM release_rows WHERE series = ?", [series]
-                ).fetchone()[0]
+                seq = _one_value(
+                    con, "SELECT coalesce(max(sequence), 0) + 1 FROM release_rows WHERE series = ?", [series]
+                )
                 if based_on_sequence is not None and seq - 1 != based_on_sequence:
                     raise StaleHistory(
                         f"release #{seq - 1} of series '{series}' was committed while this "
@@ -660,9 +660,7 @@ class Store:
         with self.read() as con:
             if not has_table(con, "release_rows"):
                 return 0
-            return con.execute(
-                "SELECT coalesce(max(sequence), 0) FROM release_rows WHERE series = ?", [series]
-            ).fetchone()[0]
+            return _one_value(con, "SELECT coalesce(max(sequence), 0) FROM release_rows WHERE series = ?", [series])
 
     def log(
         self,
@@ -844,3 +842,10 @@ def _as_float(value: Any) -> float | None:
         return float(Fraction(str(value))) if isinstance(value, str) else float(value)
     except (TypeError, ValueError, ZeroDivisionError):
         return None
+
+
+def _one_value(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> Any:
+    """The value of a query that gives one row of one column (an aggregate)."""
+    row = con.execute(sql, params).fetchone()
+    assert row is not None  # an aggregate without GROUP BY always gives a row
+    return row[0]

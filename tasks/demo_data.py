@@ -9,6 +9,8 @@ so partitions and query errors behave as on real data.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -50,7 +52,7 @@ OCCUPATION = [f"occ-{i:02d}" for i in range(1, 51)]
 SALARY = [f"sal-{i:02d}" for i in range(1, 51)]
 
 # The census QIs as spec entries; occupation is the default sensitive attribute.
-CENSUS_QI = [
+CENSUS_QI: list[dict[str, Any]] = [
     {"name": "age", "kind": "numeric"},
     {"name": "sex", "kind": "categorical"},
     {"name": "education", "kind": "ordinal", "order": EDUCATION},
@@ -115,7 +117,7 @@ def census_spec(
     """A spec dictionary for a census file (same keys as the TOML spec)."""
     wanted = [q for q in CENSUS_QI if qi is None or q["name"] in qi]
     tech = technique or {"name": "generalization", "k": k, **({"l": l} if l else {})}
-    out = {"dir": output_dir, "state": state}
+    out: dict[str, Any] = {"dir": output_dir, "state": state}
     if seed is not None:
         out["seed"] = seed
     return {

@@ -7,7 +7,7 @@ import hashlib
 import pandas as pd
 
 from privpub.schemas.errors import InputError
-from privpub.schemas.input import files_root, input_files, read_input, validate_input
+from privpub.schemas.input import files_root, input_files, input_text, read_input, validate_input
 from privpub.schemas.spec import ReleaseSpec
 from privpub.state.store import sha256_file, sha256_files
 from privpub.tasks.core.microdata import Microdata
@@ -17,7 +17,7 @@ def input_fingerprint(spec: ReleaseSpec) -> str:
     """sha256 of the input file's bytes; for a folder or glob of Parquet files, `sha256_files`
     over them (their names relative to their common folder, sizes and bytes)."""
     files = input_files(spec)
-    if len(files) == 1 and not spec.path(spec.dataset.input).is_dir():
+    if len(files) == 1 and not spec.path(input_text(spec)).is_dir():
         return sha256_file(files[0])
     return sha256_files(files, files_root(files))
 
@@ -27,7 +27,7 @@ def fingerprint(spec: ReleaseSpec, frame: pd.DataFrame) -> str:
     from DuckDB."""
     if spec.dataset.input:
         return input_fingerprint(spec)
-    return hashlib.sha256(pd.util.hash_pandas_object(frame, index=False).values.tobytes()).hexdigest()
+    return hashlib.sha256(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes()).hexdigest()
 
 
 def load_input(spec: ReleaseSpec) -> tuple[pd.DataFrame, str]:

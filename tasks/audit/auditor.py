@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import TypedDict
 
 import pandas as pd
 
@@ -31,6 +32,15 @@ from privpub.tasks.audit.query import select_ids
 STATE_FORMAT = "privpub.audit/1"
 STRATEGIES = ("simulatable", "delay", "joint")
 SecretReader = Callable[[Sequence[Hashable]], Sequence[Hashable]]
+
+
+class DecisionStats(TypedDict):
+    """The figures of Decision that describe the work behind it (passed on as keywords)."""
+
+    floor_delta: int | None
+    solves: int
+    possible_answers: int | None
+    unsafe_answers: int | None
 
 
 @dataclass(frozen=True)
@@ -168,7 +178,7 @@ class Auditor:
                 budget_hit=True,
                 solves=work.solves,
             )
-        stats = dict(
+        stats = DecisionStats(
             floor_delta=report.floor(),
             solves=work.solves,
             possible_answers=None if report.answers is None else len(report.answers),
@@ -186,7 +196,7 @@ class Auditor:
         return self._consult(query_id, ids, sets, report, stats)
 
     def _consult(
-        self, query_id: str, ids: tuple, sets, report: DeltaReport, stats: dict, joint: tuple = ()
+        self, query_id: str, ids: tuple, sets, report: DeltaReport, stats: DecisionStats, joint: tuple = ()
     ) -> Decision:
         """The non-simulatable stage: read the secret, answer or deny positively, update G."""
         if report.everything:
@@ -277,7 +287,7 @@ class Auditor:
                 continue
             if report.empty:
                 self.pool.remove(pending)
-                stats = dict(
+                stats = DecisionStats(
                     floor_delta=None,
                     solves=work.solves,
                     unsafe_answers=0,
@@ -326,7 +336,7 @@ class Auditor:
         for p in group:
             self.pool.remove(p)
         names = tuple(p.query_id for p in group)
-        stats = dict(
+        stats = DecisionStats(
             floor_delta=report.floor(),
             solves=solves,
             possible_answers=None if report.answers is None else len(report.answers),

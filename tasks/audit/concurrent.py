@@ -21,9 +21,9 @@ import copy
 import itertools
 from collections.abc import Hashable, Iterable, Sequence
 
-from privpub.tasks.audit.auditor import Auditor, Decision
+from privpub.tasks.audit.auditor import Auditor, Decision, DecisionStats
 from privpub.tasks.audit.decide import compute_delta
-from privpub.tasks.audit.knowledge import plain, sort_values
+from privpub.tasks.audit.knowledge import Knowledge, plain, sort_values
 from privpub.tasks.audit.program import BudgetExceeded
 
 Query = tuple[str, Iterable[Hashable]]  # (query id, selected ids)
@@ -62,7 +62,7 @@ def _rounds(auditor: Auditor, batch) -> dict[str, Decision]:
                     reason=f"work budget hit ({err}); denied without the secret",
                 )
                 continue
-            stats = dict(
+            stats = DecisionStats(
                 floor_delta=report.floor(),
                 solves=work.solves,
                 possible_answers=None if report.answers is None else len(report.answers),
@@ -88,7 +88,7 @@ def _rounds(auditor: Auditor, batch) -> dict[str, Decision]:
 
 
 def _best_order(auditor: Auditor, batch) -> dict[str, Decision]:
-    best = None
+    best: tuple[int, dict[str, Decision], Knowledge] | None = None
     for perm in itertools.permutations(batch):
         trial = copy.copy(auditor)
         trial.strategy = "simulatable"
@@ -96,5 +96,6 @@ def _best_order(auditor: Auditor, batch) -> dict[str, Decision]:
         answered = sum(d.response == "answer" for d in decisions.values())
         if best is None or answered > best[0]:
             best = (answered, decisions, trial.knowledge)
+    assert best is not None  # permutations() yields at least the empty order
     auditor.knowledge = best[2]
     return best[1]

@@ -52,7 +52,8 @@ class DeltaReport:
         return min(len(s) for s in self.coverage)
 
     def is_safe_query(self, l: int) -> bool:
-        return self.empty or self.floor() >= l
+        floor = self.floor()  # None: empty
+        return floor is None or floor >= l
 
 
 def distinct_count(counts: tuple[int, ...]) -> int:
@@ -194,7 +195,7 @@ def classify(g, sets, l, work, need, candidates: dict[Answer, list[int]], assume
 
     With assume_pins=False every candidate is already known to be unsafe."""
     unsafe: dict[Answer, list[int]] = {}
-    coverage = [set() for _ in range(g.universe.n)]
+    coverage: list[set] = [set() for _ in range(g.universe.n)]
     check = l if need is None else max(l, need)
     for answer, branches in candidates.items():
         after = restricted(g, sets, answer, branches)
@@ -284,7 +285,7 @@ def narrowable_groups(g: Knowledge, sets: list[frozenset[int]], l: int, work: Wo
             without_q = np.diag(row_space_projector(fixed_rows))
             derived = (with_q > 1 - SPAN_TOL) & (without_q < 1 - SPAN_TOL)
             rows = np.vstack([fixed_rows, query_rows])
-            for c in np.flatnonzero(derived):  # the float test is confirmed by exact arithmetic
+            for c in np.flatnonzero(derived).tolist():  # the float test is confirmed by exact arithmetic
                 derived[c] = exact_combination(rows, c)
         exchange = None  # (facts, counts, patterns), built for the first non-derived narrowable group
         # non-derived groups first: one narrowable among them ends the search
@@ -365,7 +366,7 @@ def can_fill(prog, cells: np.ndarray, values: list[int]) -> bool:
     them (upper bounds of x[c, v]) and, in the closed world, the cells together at most the
     public count of each value. False proves the restricted program infeasible without a solve
     (with 50 values and l = 3, 1,225 value pairs per query are mostly settled here)."""
-    room = prog.ub[np.ix_(cells, values)]
+    room = prog.ub[np.ix_(cells, np.asarray(values))]
     if (room.sum(axis=1) < prog.sizes[cells]).any():
         return False
     per_value = room.sum(axis=0)

@@ -120,7 +120,7 @@ def _always_exchangeable(facts, counts, ub, sizes, rects, a: int, cases: list[in
 
     def always_held(c: int) -> list[int]:  # values != a that c holds in every instance
         if c not in held:
-            held[c] = [b for b in np.flatnonzero(ub[c] > 0) if b != a and bounds.lower(c, [b]) >= 1]
+            held[c] = [b for b in np.flatnonzero(ub[c] > 0).tolist() if b != a and bounds.lower(c, [b]) >= 1]
         return held[c]
 
     def share(d2: int, e: int) -> bool:

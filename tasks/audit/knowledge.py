@@ -131,7 +131,7 @@ class Knowledge:
 
     # -- programs ------------------------------------------------------------------------------
     def program(
-        self, branch: Branch, open_sets: list[frozenset[int]] = (), extra: tuple[Constraint, ...] = ()
+        self, branch: Branch, open_sets: Sequence[frozenset[int]] = (), extra: tuple[Constraint, ...] = ()
     ) -> CellProgram:
         u = self.universe
         prog = CellProgram(u.n, u.totals, len(u.values), list(branch) + list(extra), list(open_sets))
@@ -171,7 +171,7 @@ class Knowledge:
         `need` are always exact).
         """
         work = work or Work()
-        found = [set() for _ in range(self.universe.n)]
+        found: list[set] = [set() for _ in range(self.universe.n)]
         for b in self.branches:
             prog = self.program(b)
             skip = None
@@ -207,12 +207,15 @@ class Knowledge:
                 low, high = [], []
                 for v in range(len(u.values)):
                     if prog.ub[c, v] == 0:
-                        low.append(0), high.append(0)
+                        low.append(0)
+                        high.append(0)
                         continue
                     obj = np.zeros(prog.n_vars)
                     obj[prog.var_index[c, v]] = 1.0
-                    low.append(int(prog.solve(work, objective=obj)[c, v]))
-                    high.append(int(prog.solve(work, objective=-obj)[c, v]))
+                    least, most = prog.solve(work, objective=obj), prog.solve(work, objective=-obj)
+                    assert least is not None and most is not None  # prog has a point (solved above)
+                    low.append(int(least[c, v]))
+                    high.append(int(most[c, v]))
                 branch_views.append(
                     {
                         "ids": [u.people[p] for p in cell],

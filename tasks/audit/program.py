@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import highspy
 import numpy as np
@@ -51,9 +53,10 @@ class Work:
     def expect(self, solves: int) -> None:
         """Deny now when `solves` more integer programs, at the mean time of those solved so far,
         cannot fit in the time left (saves running into the time budget the slow way)."""
-        if self.deadline is None or not self.solves:
+        if not self.solves:
             return
-        if solves * self.solve_seconds / self.solves > self.remaining():
+        left = self.remaining()  # None: no deadline
+        if left is not None and solves * self.solve_seconds / self.solves > left:
             raise BudgetExceeded(
                 f"about {solves} more integer programs needed, more than {self.time_budget:g} s allows"
             )
@@ -260,7 +263,9 @@ class CellProgram:
         self.var_index[self.var_cell, self.var_value] = np.arange(len(pairs))
         self.n_vars = len(pairs)
 
-        rows, cols, lo = [], [], []
+        rows: list[int] = []
+        cols: list[int] = []
+        lo: list[int] = []
 
         def add_row(var_ids: np.ndarray, rhs: int) -> None:
             r = len(lo)
@@ -291,7 +296,7 @@ class CellProgram:
             self.answer_vars.append([block[:, v][block[:, v] >= 0] for v in range(n_values)])
         self.open_sizes = [len(s) for s in self.open_sets]
         self.cap: np.ndarray | None = None  # optional extra upper bounds (see `limited`)
-        self._plain_point: np.ndarray | bool | None = None  # solve() without options, once solved
+        self._plain_point: np.ndarray | Literal[False] | None = None  # solve() without options, once solved
         self.cell_inside_open = inside[len(known) :]
 
     def seed(self, cell_of: np.ndarray, x: np.ndarray) -> None:
@@ -320,7 +325,7 @@ class CellProgram:
         fixed: dict[tuple[int, int], int] | None = None,
         at_least: dict[tuple[int, int], int] | None = None,
         objective: np.ndarray | None = None,
-        sums: list[tuple[np.ndarray, float, float]] = (),
+        sums: Sequence[tuple[np.ndarray, float, float]] = (),
     ) -> np.ndarray | None:
         """One integer point (as a cells x values matrix) or None when there is none.
 
@@ -350,7 +355,9 @@ class CellProgram:
             lower[j] = max(lower[j], t)
         constraints = [self.base]
         if fixed:
-            rows, cols, rhs = [], [], []
+            rows: list[int] = []
+            cols: list[int] = []
+            rhs: list[int] = []
             for (i, v), t in fixed.items():
                 ids = self.answer_vars[i][v]
                 if len(ids) == 0:
@@ -502,6 +509,7 @@ class CellProgram:
             if low is None:
                 return None
             high = self.solve(work, fixed, objective=-obj)
+            assert high is not None  # the same constraints as low's, which has a point
             return int(low[self.cell_inside_open[i], v].sum()), int(high[self.cell_inside_open[i], v].sum())
 
         def dfs(depth: int, fixed: dict[tuple[int, int], int]) -> None:

@@ -82,23 +82,25 @@ def heavy_regions(prog: CellProgram, l: int, work: Work) -> Iterator[tuple[np.nd
     side_room = {True: room[inside].sum(axis=0), False: room[~inside].sum(axis=0)}
     totals = None if prog.totals is None else np.asarray(prog.totals)[combos].sum(axis=1)
 
-    def region(c: int, k: int, rest: int):
+    def region(c: int, k: int, rest: int) -> tuple[int, float, float]:
         """(slack, lo, hi) of the region for cell c and W = combos[k], the rest bounded by `rest`."""
         size = int(prog.sizes[c])
         if inside[c]:
             lo = size + rest
             return int(side_room[True][k]) - lo, float(lo), np.inf
+        assert totals is not None  # cells outside the query are skipped without totals
         hi = int(totals[k]) - size - rest
         return hi, -np.inf, float(hi)
 
     def ids(k: int) -> np.ndarray:
         return np.concatenate([prog.answer_vars[0][v] for v in combos[k]])
 
-    ready, later = [], []
+    ready: list[tuple[int, int, int, int, float, float]] = []
+    later: list[tuple[int, int, int, int, float, float]] = []
     for c in range(len(prog.cells)):
         if not inside[c] and totals is None:
             continue
-        for k in np.flatnonzero(room[c] >= prog.sizes[c]):  # c can be filled with W at all
+        for k in np.flatnonzero(room[c] >= prog.sizes[c]).tolist():  # c can be filled with W at all
             slack, lo, hi = region(c, k, int(side_room[bool(inside[c])][k] - room[c, k]))
             (ready if slack >= 0 else later).append((-slack, int(prog.sizes[c]), c, int(k), lo, hi))
     for _, _, _, k, lo, hi in sorted(ready):
@@ -156,7 +158,7 @@ def witness_coverage(g: Knowledge, sets: list[frozenset[int]], l: int, work: Wor
 
 def coverage_of_people(g: Knowledge, prog: CellProgram, covered: np.ndarray) -> list[set]:
     values = g.universe.values
-    out = [set() for _ in range(g.universe.n)]
+    out: list[set] = [set() for _ in range(g.universe.n)]
     for c, cell in enumerate(prog.cells):
         held = {values[v] for v in np.flatnonzero(covered[c])}
         for p in cell:

@@ -30,6 +30,7 @@ from privpub.schemas.errors import InputError
 from privpub.state.store import open_staging
 from privpub.tasks.compose import summaries
 from privpub.tasks.compose.check import broken_rows, same_transient, summarise
+from privpub.tasks.core.parted_table import StagingFolder
 from privpub.tasks.core.types import PrivacyResult
 
 BATCH_PEOPLE = 1_000_000
@@ -74,7 +75,7 @@ class WorstOverBatches:
 class Staged:
     """What the commit hook writes: the staged Parquet files and the series' next keys."""
 
-    draft: object
+    draft: StagingFolder
     files: dict = field(default_factory=lambda: {name: [] for name in TABLES})
     sid: int | None = None
     release: int = -1

@@ -21,7 +21,7 @@ from privpub.tasks.cluster.partition import tree_reduce
 from privpub.tasks.core.microdata import HasDomains, QIDomain
 from privpub.tasks.evaluate import utility_summary
 from privpub.tasks.evaluate.counting import count_in_microdata
-from privpub.tasks.evaluate.workload import Selections, make_workload
+from privpub.tasks.evaluate.workload import Selections, joint_too_large, make_workload
 
 PRECOMPUTE_KEYS = 300  # joint histograms computed up front (C(8, 2) + C(8, 3) = 84 for 8 QIs)
 
@@ -105,7 +105,8 @@ class ClusterSelections:
     def _each(self, fn, *args) -> list:
         return self.client.gather([self.client.submit(fn, p, self.meta, *args, pure=False) for p in self.data.parts])
 
-    too_large = Selections.too_large
+    def too_large(self, attrs: list[int]) -> bool:
+        return joint_too_large(self.sizes, self.n, attrs)
 
     def count(self, attrs: list[int], picks: list[np.ndarray]) -> int:
         if len(attrs) == 1:

@@ -22,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 
 from privpub.schemas.errors import InputError
-from privpub.schemas.input import files_root, input_files, validate_input
+from privpub.schemas.input import input_files, validate_input
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.compose.summaries import person_text
 from privpub.tasks.core.microdata import (
@@ -69,7 +69,7 @@ def _read_file(path: Path, spec: ReleaseSpec) -> pd.DataFrame:
         raise InputError(f"cannot read {path.name}: {type(exc).__name__} (is it a valid Parquet file?)") from None
 
 
-def scan_part(path: str, spec: ReleaseSpec):
+def scan_part(path: str | Path, spec: ReleaseSpec):
     """On a worker: read and validate one file. Returns (LocalPart, summary, id-hash buckets);
     the summary (rows, distinct values, which numeric QIs are integers) goes to the flow."""
     path = Path(path)
@@ -87,8 +87,8 @@ def scan_part(path: str, spec: ReleaseSpec):
         if q.kind == "numeric":
             u, inv = np.unique(col.to_numpy(dtype=float), return_inverse=True)
         else:
-            inv, u = pd.factorize(col.astype(str))
-            u = np.asarray(u, dtype=object)
+            inv, labels = pd.factorize(col.astype(str))
+            u = np.asarray(labels, dtype=object)
         local_codes.append(inv.astype(np.int32))
         uniques.append(u)
         distinct.append(distinct_values(q, pd.Series(u)))
@@ -217,6 +217,4 @@ def load_on_cluster(spec: ReleaseSpec, client) -> ClusterData:
     parts = [client.submit(_code_part, f, meta, pure=False) for f in locals_]
     del locals_
     sizes = [s["n"] for s in summaries]
-    data = ClusterData(spec, client, files, parts, sizes, domains, s_values, integer)
-    data.root = files_root([Path(f) for f in files])
-    return data
+    return ClusterData(spec, client, files, parts, sizes, domains, s_values, integer)

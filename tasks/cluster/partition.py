@@ -168,7 +168,7 @@ def distributed_mondrian(data, k: int, l: int | None, chunk_rows: int) -> Cluste
         raise PartitionError(f"k = {k} is larger than the table ({n} rows): no k-anonymous release exists")
     use_l = l is not None and l > 1
     n_s = max(len(data.sensitive_values), 1)
-    if use_l and n_s < l:
+    if l is not None and use_l and n_s < l:
         raise PartitionError(f"l = {l} but the table has only {n_s} distinct sensitive values")
     tree = TreeBuilder(n)
     assign: list = [None] * len(data.parts)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -50,7 +51,7 @@ def class_keys(table: pa.Table, columns: list[str]) -> pa.Array:
 
 def cells_of(key: str, table_schema: pa.Schema, columns: list[str]) -> dict:
     """The published cells a class key stands for (for the report's worst class)."""
-    out = {}
+    out: dict[str, Any] = {}
     for name, text in zip(columns, key.split(_CELL)):
         kind = table_schema.field(name).type
         if pa.types.is_list(kind) or pa.types.is_large_list(kind):
@@ -169,8 +170,10 @@ def parted_k_and_l(parted, columns: list[str], sensitive: str, k: int | None, l:
         )
     ]
     if l:
-        fewest = int(classes.distinct.min())
-        size_of_least = int(classes.size[classes.distinct.argmin()])
+        distinct = classes.distinct
+        assert distinct is not None  # counted: parted_classes was given the sensitive column
+        fewest = int(distinct.min())
+        size_of_least = int(classes.size[distinct.argmin()])
         out.append(
             PrivacyResult(
                 "l-diversity",

@@ -70,7 +70,7 @@ class SeriesCheck:
         self.spec, self.technique = spec, technique
         self.settings = series_settings(spec, technique)
         self.prior: summaries.Prior | None = None
-        self._composed = None
+        self._composed: tuple[np.ndarray, Sets, np.ndarray] | None = None
         self.cohort: np.ndarray | None = None  # per row, set by keep_groups
         self._staged = None  # a cluster release's staged summaries (tasks/compose/cluster.py)
         self.store = None
@@ -82,7 +82,9 @@ class SeriesCheck:
 
     @property
     def threshold(self) -> int:
-        return self.settings.l or self.settings.k
+        threshold = self.settings.l or self.settings.k
+        assert threshold is not None  # series_settings sets k when there is no l
+        return threshold
 
     # --- before any work ------------------------------------------------------------------
     def prepare(self, store, data: Microdata) -> None:

@@ -3,6 +3,8 @@ cluster path carry one)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pyarrow as pa
 
 
@@ -13,12 +15,12 @@ class CompactTable:
     def __init__(self, table: pa.Table):
         self.table = table
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[pa.Buffer], CompactTable], tuple[pa.Buffer]]:
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, self.table.schema) as writer:
             writer.write_table(self.table)
         return _from_ipc, (sink.getvalue(),)
 
 
-def _from_ipc(buffer) -> CompactTable:
+def _from_ipc(buffer: pa.Buffer) -> CompactTable:
     return CompactTable(pa.ipc.open_stream(buffer).read_all())

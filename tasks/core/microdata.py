@@ -11,6 +11,7 @@ its value in that domain. Partitioners work on codes; published tables decode th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -38,10 +39,13 @@ class QIDomain:
 
     def width(self, lo_code: np.ndarray, hi_code: np.ndarray) -> np.ndarray:
         """Width of code ranges in the same unit as `span`."""
+        widths: np.ndarray  # (numpy's stubs type this arithmetic as Any)
         if self.kind == "numeric":
             v = self.values.astype(float)
-            return v[hi_code] - v[lo_code]
-        return (hi_code - lo_code).astype(float)
+            widths = v[hi_code] - v[lo_code]
+        else:
+            widths = (hi_code - lo_code).astype(float)
+        return widths
 
 
 def hierarchy_leaves(hierarchy: dict[str, list[str]]) -> list[str]:
@@ -74,16 +78,19 @@ def distinct_values(q: QISpec, column: pd.Series) -> np.ndarray | None:
 def merge_distinct(parts: list[np.ndarray | None]) -> np.ndarray | None:
     if parts[0] is None:
         return None
-    return np.unique(np.concatenate(parts))
+    # a QI's distinct values are None in every part (the spec fixes the domain) or in none
+    return np.unique(np.concatenate(cast(list[np.ndarray], parts)))
 
 
 def domain_from_distinct(q: QISpec, distinct: np.ndarray | None) -> QIDomain:
-    if q.kind == "numeric":
-        return QIDomain(q.name, "numeric", distinct)
-    if q.hierarchy:
+    if q.kind != "numeric" and q.hierarchy:
         values = hierarchy_leaves(q.hierarchy)
-    elif q.order:
+    elif q.kind != "numeric" and q.order:
         values = list(q.order)
+    elif distinct is None:  # distinct_values gives None only when the spec fixes the domain
+        raise ValueError(f"{q.name}: its domain needs the data's distinct values")
+    elif q.kind == "numeric":
+        return QIDomain(q.name, "numeric", distinct)
     else:
         values = list(distinct)
     return QIDomain(q.name, q.kind, np.array(values, dtype=object), q.hierarchy)
@@ -126,7 +133,7 @@ class Microdata(HasDomains):
     codes: np.ndarray  # (n, d) int32, column j = QI j
     sensitive_values: np.ndarray  # distinct sensitive values, sorted
     sensitive_codes: np.ndarray  # (n,) int32
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_frame(cls, spec: ReleaseSpec, frame: pd.DataFrame) -> Microdata:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -22,12 +23,22 @@ def part_name(index: int) -> str:
     return f"part-{index:05d}.parquet"
 
 
+class StagingFolder(Protocol):
+    """A private staging folder of the state store (state.store.StagedFiles)."""
+
+    @property
+    def path(self) -> Path: ...
+
+    def discard(self) -> None: ...
+
+
 class PartedTable:
     """The parts of one published table in `folder`, in name order (the row order)."""
 
     def __init__(self, folder: Path, client=None):
         self.folder = Path(folder)
         self.client = client  # a Dask client: part-wise work runs on its workers
+        self.draft: StagingFolder | None = None  # the folder it was written in, until staged
 
     @property
     def parts(self) -> list[Path]:

@@ -11,7 +11,9 @@ over that query's rows: no pass over the table per query.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -46,7 +48,7 @@ class Coded:
     (|list ∩ condition| / |list|)."""
 
     codes: np.ndarray
-    per_code: object  # cond -> factor per code
+    per_code: Callable[[Any], np.ndarray]  # cond -> factor per code
     _cache: dict = field(default_factory=dict)
 
     def take(self, order: np.ndarray) -> Coded:
@@ -141,7 +143,7 @@ class QueryAnswers:
 
     def __init__(
         self,
-        columns: dict[str, Coded | Ranges],
+        columns: Mapping[str, Coded | Ranges],
         keys: np.ndarray,
         key_values,
         rows: np.ndarray | None = None,

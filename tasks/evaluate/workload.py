@@ -9,6 +9,7 @@ so the techniques are comparable in one table.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +80,12 @@ def _condition(dom, freq: np.ndarray, coverage: float, rng: np.random.Generator)
     return SetCond(frozenset(str(v) for v in dom.values[lo : hi + 1])), picked
 
 
+def joint_too_large(sizes: Sequence[int], n: int, attrs: list[int]) -> bool:
+    """Would the joint histogram of these QIs (of these domain sizes) outgrow a table of n rows
+    (then count directly)?"""
+    return bool(np.prod([float(sizes[j]) for j in attrs]) > max(4 * n, 1 << 16))
+
+
 class Selections:
     """How many rows a conjunction of per-QI code sets selects, and which rows.
 
@@ -111,13 +118,12 @@ class Selections:
         return int(self._joint[key][np.ix_(*picks)].sum())
 
     def too_large(self, attrs: list[int]) -> bool:
-        """Would the joint histogram of these QIs outgrow the table (then count directly)?"""
-        return np.prod([float(self.sizes[j]) for j in attrs]) > max(4 * self.n, 1 << 16)
+        return joint_too_large(self.sizes, self.n, attrs)
 
     def joint(self, attrs: list[int]) -> np.ndarray:
         """The joint histogram of the QIs' codes."""
         dims = [self.sizes[j] for j in attrs]
-        flat = self.columns[attrs[0]].astype(np.int32 if np.prod(dims, dtype=float) < 2**31 else np.int64)
+        flat: np.ndarray = self.columns[attrs[0]].astype(np.int32 if np.prod(dims, dtype=float) < 2**31 else np.int64)
         for j in attrs[1:]:
             flat *= self.sizes[j]
             flat += self.columns[j]

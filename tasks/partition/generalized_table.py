@@ -75,9 +75,10 @@ def lca_leaf_ranges(dom: QIDomain, lo: np.ndarray, hi: np.ndarray) -> tuple[np.n
 
     parent = {c: p for p, kids in hierarchy.items() for c in kids}
     # ancestors of each leaf, deepest first, as (first, last) leaf ranges
-    chains = []
+    chains: list[list[tuple[int, int]]] = []
     for v in dom.values:
-        chain, node = [], str(v)
+        chain: list[tuple[int, int]] = []
+        node: str | None = str(v)
         while node is not None:
             chain.append(span(node))
             node = parent.get(node)
@@ -106,7 +107,8 @@ def generalized_columns(
         codes = data.codes[:, j]
         lo, hi = index.bounds(codes)
         if dom.kind == "numeric":
-            integer = np.issubdtype(data.frame[dom.name].dtype, np.integer)
+            dtype = data.frame[dom.name].dtype  # validated: a numpy dtype, not a pandas extension one
+            integer = isinstance(dtype, np.dtype) and np.issubdtype(dtype, np.integer)
             vals = dom.values.astype(np.int64 if integer else float)
             out[f"{dom.name}_lo"] = pa.array(vals[lo])
             out[f"{dom.name}_hi"] = pa.array(vals[hi])

@@ -15,11 +15,12 @@ the Butterfly technique walks it bottom-up.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from privpub.schemas.errors import PartitionError
-from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.microdata import QIDomain
 from privpub.tasks.core.types import Partition
 
 
@@ -220,9 +221,11 @@ def split_levels(
     use_l = l is not None and l > 1
     if use_l and weights is not None:
         raise ValueError("l-diversity needs one item per row: no weights")
-    n_s = max(int(s.max()) + 1, 1) if use_l and len(s) else 1
+    if use_l and s is None:
+        raise ValueError("l-diversity needs the sensitive codes s")
+    ss = s[rows] if use_l and s is not None else None  # None: no l-diversity
+    n_s = max(int(s.max()) + 1, 1) if use_l and s is not None and len(s) else 1
     xs = xt[:, rows]
-    ss = s[rows] if use_l else None
     ws = None if weights is None else np.asarray(weights, dtype=np.int64)[rows]
     leaf_rows: list[np.ndarray] = []
     leaf_sizes: list[np.ndarray] = []
@@ -254,8 +257,9 @@ def split_levels(
             hi = hi_all[c_dims, c_idx].astype(np.int64)
             total = seg_rows[c_idx]
             med, n_le, n_lt = _median_counts(key, None if ws is None else ws[pos], local, lo, hi, total)
-            diverse_le = diverse_lt = True
-            if use_l:
+            diverse_le: np.ndarray | bool = True
+            diverse_lt: np.ndarray | bool = True
+            if ss is not None:
                 s_sub = ss[pos]
                 med_row = med[local]
                 a, b = _distinct_per_side(local, (key > med_row).astype(np.int64), s_sub, len(c_idx), n_s)
@@ -288,6 +292,7 @@ def split_levels(
             pair[0::2], pair[1::2] = items_left, c_sizes[sp] - items_left
             parents = labels[c_idx[sp]]
             if tree is not None:
+                assert dim_names is not None  # given with a tree
                 lefts, rights = tree.split(
                     parents, dim_names[c_dims[sp]], threshold[sp], n_left[sp], total[sp] - n_left[sp]
                 )
@@ -305,7 +310,7 @@ def split_levels(
             # positions (into the current arrays) of the next level's rows, segment by segment
             order = np.concatenate([c[0] for c in child])
             rows, xs = rows[order], xs[:, order]
-            ss = ss[order] if use_l else None
+            ss = None if ss is None else ss[order]
             ws = None if ws is None else ws[order]
             sizes = np.concatenate([c[1] for c in child])
             labels = np.concatenate([c[2] for c in child])
@@ -314,7 +319,23 @@ def split_levels(
     return np.concatenate(leaf_rows), np.concatenate(leaf_sizes), np.concatenate(leaf_labels)
 
 
-def mondrian_partition(data: Microdata, k: int, l: int | None = None, columns: list[int] | None = None) -> Partition:
+class CodedRows(Protocol):
+    """What Mondrian reads of its input: Microdata, or Butterfly's points."""
+
+    @property
+    def n(self) -> int: ...
+
+    @property
+    def codes(self) -> np.ndarray: ...
+
+    @property
+    def domains(self) -> list[QIDomain]: ...
+
+    @property
+    def sensitive_codes(self) -> np.ndarray: ...
+
+
+def mondrian_partition(data: CodedRows, k: int, l: int | None = None, columns: list[int] | None = None) -> Partition:
     """QI-groups of at least k rows (and l distinct sensitive values when l is given).
 
     columns: which QIs (indices into data.domains) to partition on; default all.

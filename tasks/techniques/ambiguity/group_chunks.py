@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.types import ChunkPlan, PrivacyResult, Release, chunk_bounds
 
 
@@ -66,8 +67,8 @@ def combine_worst(parts: list[Worst]) -> PrivacyResult:
     """The figure of the whole release from its chunks' parts (any order)."""
     first = parts[0]
     counts = {name: sum(p.counts[name] for p in parts) for name in first.counts}
-    found = [p for p in parts if p.at is not None]
-    worst = max(found, key=lambda p: (p.value, -p.at)) if found else None
+    ranked = [((p.value, -p.at), p) for p in parts if p.at is not None]
+    worst = max(ranked, key=lambda r: r[0])[1] if ranked else None
     return PrivacyResult(
         first.model,
         str(worst.value if worst else Fraction(0)),
@@ -108,6 +109,8 @@ class GroupChunkedVerify:
     figure); `verify` runs the chunks one after the other, so `privpub verify` and the flow
     (chunks on the task runner) go through the same code. A release of at most `[run]
     chunk_rows` published rows is checked in one step by the flow (no chunk tasks)."""
+
+    spec: ReleaseSpec  # set by the Technique it is mixed into
 
     def verified_tables(self, release: Release) -> dict[str, pa.Table]:
         raise NotImplementedError

@@ -68,7 +68,7 @@ def labeled_association(g: int, c: int, n: int, m: int) -> Fraction:
     return (1 - absent_fraction(g, c, m)) / p_t if p_t else Fraction(0)
 
 
-def frac_max(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def frac_max(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Elementwise max of num/den pairs a = (num, den), b = (num, den), exactly."""
     take_b = b[0] * a[1] > a[0] * b[1]
     return np.where(take_b, b[0], a[0]), np.where(take_b, b[1], a[1])
@@ -294,7 +294,7 @@ def priview_presence_part(at: pa.Table, st: pa.Table, st_qi: str, sensitive: str
     num, den = frac_max((th_num, th_den), (lab_num, lab_den))
     # distinct-relations count where it can differ from the labeled one
     both = np.flatnonzero((g.m_max > 1) & (g.c_max > 1))
-    for i in both:
+    for i in both.tolist():
         if g.size[i] <= DISTINCT_WORLDS_MAX_GROUP:
             p, _ = distinct_world_probabilities(*group_tables(at, st, int(g.gid[i])), st_qi, sensitive)
         else:

@@ -323,6 +323,7 @@ class PriView(GroupChunkedVerify, Technique):
             errors[names[j]] = {"error": err, "suppressed": info["suppressed"]}
             if best is None or err < best[0]:
                 best = (err, j, group, n_groups, info)
+        assert best is not None  # every candidate split was scored
         err, j, group, n_groups, info = best
         return Partition(group, n_groups, info={**info, "st_qi": names[j], "probe_error": err, "split_errors": errors})
 

@@ -131,7 +131,7 @@ def greedy_groups(
     while np.count_nonzero(buckets.remaining) >= ell:
         cov.new_group()
         ranked = np.argsort(-buckets.remaining, kind="stable")  # largest buckets first
-        members = []
+        members: list[int] = []
         for b in ranked:
             if len(members) >= ell and within(len(members), prod(cov.k.tolist()), alpha):
                 break
@@ -177,7 +177,7 @@ def place_residues(
     by_group = assigned[np.argsort(group[assigned], kind="stable")]
     sizes = np.bincount(group[assigned], minlength=n_groups)
     starts = np.concatenate(([0], np.cumsum(sizes)))
-    members = {}  # group -> rows added in this step
+    members: dict[int, np.ndarray] = {}  # group -> rows added in this step
     k = np.zeros((n_groups, codes.shape[1]), np.int64)
     for j in range(codes.shape[1]):
         pairs = np.unique(group[assigned] * (int(codes[:, j].max()) + 1) + codes[assigned, j])
@@ -215,7 +215,8 @@ def value_array(data: Microdata, j: int, codes: np.ndarray) -> pa.Array:
     dom = data.domains[j]
     vals = dom.values[codes]
     if dom.kind == "numeric":
-        if np.issubdtype(data.frame[dom.name].dtype, np.integer):
+        dtype = data.frame[dom.name].dtype  # validated: a numpy dtype, not a pandas extension one
+        if isinstance(dtype, np.dtype) and np.issubdtype(dtype, np.integer):
             return pa.array(vals.astype(np.int64))
         return pa.array(vals.astype(float))
     return pa.array(vals.astype(str))
@@ -339,7 +340,9 @@ def ambiguity_estimates(tables: dict[str, pa.Table], sensitive: str, workload: l
 class Ambiguity(GroupChunkedVerify, Technique):
     Params = AmbiguityParams
     params: AmbiguityParams
-    table_names: tuple[str, ...] = ("ST",)  # plus AT_<qi> per QI, see published_names
+    # per release, not per class: ST plus AT_<qi> per QI of the spec (check_params), where the
+    # contract declares a class variable
+    table_names: tuple[str, ...] = ("ST",)  # type: ignore[misc]
 
     def check_params(self) -> None:
         self.table_names = tuple(f"AT_{q}" for q in self.spec.dataset.qi_names) + ("ST",)

@@ -42,10 +42,10 @@ def anatomy_groups(sensitive_codes: np.ndarray, l: int, rng: np.random.Generator
     n = len(sensitive_codes)
     counts = np.bincount(sensitive_codes)
     if n == 0 or counts.max() * l > n:
-        top = int(counts.max()) if n else 0
+        most = int(counts.max()) if n else 0
         raise AnatomyError(
             f"Anatomy with l = {l} needs every sensitive value in at most n/l = {n / l:.1f} "
-            f"rows; the most frequent value has {top}"
+            f"rows; the most frequent value has {most}"
         )
     # rows of each value, in random order: value v's rows are stack[start[v]:start[v] + counts[v]]
     order = np.lexsort((rng.random(n), sensitive_codes))

@@ -49,7 +49,7 @@ def check_distributions(tables: pa.Table) -> PrivacyResult:
     sums = df.groupby(["attribute", "row"], sort=False)["prob"].sum()
     err = float(np.abs(sums.to_numpy() - 1).max()) if len(sums) else 0.0
     neg = bool((df["prob"] < 0).any())
-    worst = {} if not len(sums) else dict(zip(("attribute", "row"), sums.index[np.argmax(np.abs(sums - 1))]))
+    worst = {} if not len(sums) else dict(zip(("attribute", "row"), sums.index[int(np.argmax(np.abs(sums - 1)))]))
     # a tuple with entries on some QIs and none on another has no distribution there (sum 0)
     rows = df["row"].unique()
     for name, per_attr in sums.groupby(level="attribute", sort=False):

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -275,7 +275,8 @@ class MuCo(Technique):
         totals = np.array([dist.max_over(data.codes[:, a]) for a, dist in enumerate(dists)])
         # one stream per chunk index, spawned from the release's seed sequence: the draws do not
         # depend on which worker runs a chunk, or when
-        seeds = rng.bit_generator.seed_seq.spawn(len(bounds) - 1)
+        # (a SeedSequence: numpy types the attribute as its ISeedSequence interface)
+        seeds = cast(np.random.SeedSequence, rng.bit_generator.seed_seq).spawn(len(bounds) - 1)
         chunks = []
         for i, (g_lo, g_hi) in enumerate(zip(bounds[:-1], bounds[1:])):
             rows = order[first_row[g_lo] : first_row[g_hi]]
@@ -623,6 +624,7 @@ def random_sum_queries(
             width = max(1, int(round(rng.uniform(*coverage) * dom.size)))
             lo = int(rng.integers(0, dom.size - width + 1))
             hi = lo + width - 1
+            cond: RangeCond | SetCond
             if dom.kind == "numeric":
                 cond = RangeCond(float(dom.values[lo]), float(dom.values[hi]))
             else:

@@ -111,10 +111,10 @@ def group_figures(chunk: GroupRun) -> GroupFigures:
     present = ~pd.isna(shown)
     if chunk.transient is not None:
         present &= pd.Series(shown).isin(chunk.transient).to_numpy()
-    codes, values = pd.factorize(pd.Series(shown[present]), sort=True)
+    codes, labels = pd.factorize(pd.Series(shown[present]), sort=True)
     value_code = np.full(len(shown), -1, dtype=np.int64)
     value_code[present] = codes
-    values = np.asarray(values, dtype=object)
+    values = np.asarray(labels, dtype=object)
 
     groups = chunk.groups.table
     g_ids = _gids(groups) - chunk.base

@@ -25,6 +25,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -34,6 +35,9 @@ from privpub.tasks.techniques.serial import groups as serial_groups
 from privpub.tasks.techniques.serial import pairs
 from privpub.tasks.techniques.serial import statistics as st
 from privpub.tasks.techniques.serial.groups import python_scalar
+
+if TYPE_CHECKING:
+    from privpub.tasks.core.technique import PrivacyResult
 
 # ------------------------------------------------------------------------------------------------
 # scalar, exact
@@ -320,8 +324,8 @@ def worst_pair(q: np.ndarray, d: np.ndarray, tie=None) -> tuple[int, Fraction]:
         approx = np.frompyfunc(lambda a, b: a / b, 2, 1)(q, d).astype(np.float64)
     low = approx.min()
     cand = np.flatnonzero(approx <= low * (1 + 1e-9) + 1e-300)
-    best = min(cand, key=lambda i: (Fraction(q[i], d[i]), i if tie is None else tie(i)))
-    return int(best), 1 - Fraction(q[best], d[best])
+    best = min(cand.tolist(), key=lambda i: (Fraction(int(q[i]), int(d[i])), i if tie is None else tie(i)))
+    return int(best), 1 - Fraction(int(q[best]), int(d[best]))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -424,7 +428,7 @@ class SerialCheckResult:
 
 def _published_rows(
     table, groups, membership, *, l: int, sensitive: str, transient, release: int, chunk_rows: int | None = None
-):
+) -> tuple[pd.DataFrame, PrivacyResult]:
     """This release's history rows recomputed from the published tables and the membership, and
     the localized guarantee (tasks/verify/serial_groups.py, every run of groups in this process;
     one run unless chunk_rows is given)."""

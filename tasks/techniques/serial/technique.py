@@ -225,6 +225,7 @@ class SerialTechnique(Technique):
         need_exact |= own & (np.ceil(ratio_hi) > self.max_size)  # suppression decided exactly
         idx = np.flatnonzero(need_exact)
         if len(idx):
+            assert source is not None  # pairs needing an exact state come from a source
             _, _, q, d = source.state(person_ids[view["row"][idx]], values[view["code"][idx]])
             ratio_hi[idx] = sg.ratio_upper_bound(*self.ratio_strategy.required_many(q, d))
 
@@ -353,9 +354,10 @@ class SerialTechnique(Technique):
             before = pairs.matching(source, rows)
             aggregate, after = None, st.combine([before, st.history_terms(rows)])
         else:
-            aggregate, before, after = st.advance(None if source is None else source.table, rows)
+            # not a lookup: the pairs, if any, are held in memory
+            aggregate, before, after = st.advance(source.table if isinstance(source, pairs.MemoryPairs) else None, rows)
         prior_summary = extra.get("serial_summary")
-        if prior_summary is None and not lookup and source is not None:
+        if prior_summary is None and isinstance(source, pairs.MemoryPairs):  # not a lookup
             prior_summary = sg.stored_summary(source, self.params.l)  # a series stored before summaries
         summary = sg.advance_summary(prior_summary, before, after, self.params.l)
         sizes = info["sizes"]
@@ -458,6 +460,7 @@ class SerialTechnique(Technique):
             # serial_pairs against the history rows up to and including this release
             own = st.history_terms(st.as_frame(release.private["serial_stats"], st.HISTORY_COLUMNS))
             after = st.combine([rebuilt, own] if rebuilt is not None else [own])
+            assert seq is not None  # see compare_stored
             same, detail = ss.compare(stored, after, int(seq))
             extra.append(
                 PrivacyResult(
