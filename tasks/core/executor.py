@@ -52,7 +52,7 @@ class DaskExecutor(Executor):
     it, and a cluster it started, on exit); it is called at the first map, so a run whose steps
     map nothing starts no cluster."""
 
-    def __init__(self, connect: Callable[[], AbstractContextManager]):
+    def __init__(self, connect: Callable[[], AbstractContextManager[Any]]):
         self._connect = connect
         self._stack: ExitStack | None = None
         self._client: Any = None
@@ -66,7 +66,7 @@ class DaskExecutor(Executor):
 
     def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
         # pure=False: two equal chunks are still two pieces of work (and never a cached result)
-        return self.client.gather(self.client.map(fn, items, pure=False))
+        return list(self.client.gather(self.client.map(fn, items, pure=False)))
 
     def close(self) -> None:
         if self._stack is not None:

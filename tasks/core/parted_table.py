@@ -9,9 +9,9 @@ part comes back to the flow, is written at once, and is forgotten. Readers (the 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -35,7 +35,7 @@ class StagingFolder(Protocol):
 class PartedTable:
     """The parts of one published table in `folder`, in name order (the row order)."""
 
-    def __init__(self, folder: Path, client=None):
+    def __init__(self, folder: Path, client: Any = None):
         self.folder = Path(folder)
         self.client = client  # a Dask client: part-wise work runs on its workers
         self.draft: StagingFolder | None = None  # the folder it was written in, until staged
@@ -54,7 +54,7 @@ class PartedTable:
 
     @property
     def column_names(self) -> list[str]:
-        return self.schema.names
+        return list(self.schema.names)
 
     def iter_tables(self, columns: list[str] | None = None) -> Iterator[pa.Table]:
         for p in self.parts:
@@ -71,11 +71,11 @@ def read_published(path: Path) -> pa.Table | PartedTable:
     return PartedTable(path) if path.is_dir() else pq.read_table(path)
 
 
-def read_part(source) -> pa.Table:
+def read_part(source: str | pa.Table) -> pa.Table:
     return pq.read_table(source) if isinstance(source, str) else source
 
 
-def part_sources(parted) -> list:
+def part_sources(parted: PartedTable) -> list[Any]:
     """What each part task reads: the file's path if every worker sees it, else the table."""
     paths = [str(p) for p in parted.parts]
     client = getattr(parted, "client", None)
@@ -86,14 +86,14 @@ def part_sources(parted) -> list:
     return [client.scatter(pq.read_table(p), hash=False) for p in paths]
 
 
-def map_parts(parted, fn, *args) -> list:
+def map_parts(parted: PartedTable, fn: Callable[..., Any], *args: Any) -> list[Any]:
     """fn(table of one part, *args) for every part: results in part order."""
     client = getattr(parted, "client", None)
     if client is None:
         return [fn(read_part(s), *args) for s in part_sources(parted)]
     futures = [client.submit(on_part, fn, s, *args, pure=False) for s in part_sources(parted)]
-    return client.gather(futures)
+    return list(client.gather(futures))
 
 
-def on_part(fn, source, *args):
+def on_part(fn: Callable[..., Any], source: str | pa.Table, *args: Any) -> Any:
     return fn(read_part(source), *args)

@@ -86,7 +86,8 @@ class Technique:
 
     def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
         """A technique that chunks its anonymize step (chunked) needs not override this."""
-        return self._chunks_here("anonymize", data, part, rng)
+        release: Release = self._chunks_here("anonymize", data, part, rng)
+        return release
 
     def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
         """Privacy of the release as an adversary sees it (published tables + public knowledge).
@@ -95,7 +96,8 @@ class Technique:
         figures such as disclosure rates, never for a pass/fail decision, which must follow from
         the published tables (plus the release's private metadata and history) alone. A
         technique that chunks its verify step (chunked) needs not override this."""
-        return self._chunks_here("verify", release, context)
+        results: list[PrivacyResult] = self._chunks_here("verify", release, context)
+        return results
 
     def estimate_counts(self, release: Release, workload: Any) -> np.ndarray:
         """Estimated answers of the shared count-query workload, from the published tables."""

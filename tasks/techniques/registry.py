@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable
 
 from privpub.schemas.errors import SpecError
 from privpub.schemas.spec import ReleaseSpec
@@ -31,7 +32,7 @@ MODULES = {
 _REGISTRY: dict[str, type[Technique]] = {}
 
 
-def register(name: str):
+def register(name: str) -> Callable[[type[Technique]], type[Technique]]:
     def deco(cls: type[Technique]) -> type[Technique]:
         if name in _REGISTRY:
             raise ValueError(f"technique '{name}' registered twice")

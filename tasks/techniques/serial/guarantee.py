@@ -37,7 +37,7 @@ from privpub.tasks.techniques.serial import statistics as st
 from privpub.tasks.techniques.serial.groups import python_scalar
 
 if TYPE_CHECKING:
-    from privpub.tasks.core.technique import PrivacyResult
+    from privpub.tasks.core.types import PrivacyResult
 
 # ------------------------------------------------------------------------------------------------
 # scalar, exact
