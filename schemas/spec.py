@@ -50,7 +50,7 @@ def _check_finite(value: Any, path: tuple[str | int, ...] = ()) -> None:
 
 
 class QISpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     name: str
     kind: Literal["numeric", "ordinal", "categorical"]
@@ -69,7 +69,7 @@ class QISpec(BaseModel):
 
 
 class DatasetSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     name: str = Field(min_length=1, description="the series name")
     input: str | None = Field(default=None, description="CSV or Parquet file")
@@ -104,9 +104,10 @@ class DatasetSpec(BaseModel):
 
 
 class TechniqueSpec(BaseModel):
-    """`name` picks the technique in the registry; every other key is a parameter of it."""
+    """`name` picks the technique in the registry; every other key is a parameter of it (checked
+    by the technique's own parameter model)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     name: str = "generalization"
 
@@ -118,11 +119,11 @@ class TechniqueSpec(BaseModel):
 
 
 class OutputSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     dir: str = "releases"
     state: str = "privpub.duckdb"
-    seed: int | None = Field(default=None, ge=0)
+    seed: int | None = Field(default=None, ge=0, lt=2**64)  # stored as UBIGINT
 
 
 class RunSpec(BaseModel):
@@ -139,7 +140,7 @@ class RunSpec(BaseModel):
     allow_spill: let Dask workers spill chunks (secret rows) to their scratch disk under memory
     pressure; off by default, so secret rows stay in memory."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     task_runner: Literal["inprocess", "dask"] = "inprocess"
     workers: int | None = Field(default=None, ge=1)
@@ -210,11 +211,9 @@ def spec_from_dict(data: dict[str, Any], base_dir: str | Path = ".") -> ReleaseS
     if not isinstance(data, dict):
         raise SpecError("a spec must be a table of sections ([dataset], [technique], ...)")
     _check_finite(data)
-    known = [*ReleaseSpec.model_fields, *EXTRA_SECTIONS]
+    known = [*(f for f in ReleaseSpec.model_fields if f != "base_dir"), *EXTRA_SECTIONS]
     for section, body in data.items():
-        if section == "base_dir":
-            continue
-        if section not in known:
+        if section not in known:  # base_dir too: it is the spec file's folder, never a key
             near = difflib.get_close_matches(section, known, n=1, cutoff=0.5)
             raise SpecError(
                 f"[{section}]: unknown section; "
@@ -224,6 +223,9 @@ def spec_from_dict(data: dict[str, Any], base_dir: str | Path = ".") -> ReleaseS
             if not isinstance(body, dict):
                 raise SpecError(f"[{section}] must be a table of keys")
             check_known_keys(f"[{section}]", body, EXTRA_SECTIONS[section])
+    seed = data.get("evaluate", {}).get("workload_seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+        raise SpecError(f"[evaluate] workload_seed = {seed!r}: must be an integer from 0 to 2^64 - 1")
     try:
         return ReleaseSpec.model_validate({**data, "base_dir": str(base_dir)})
     except ValidationError as exc:

@@ -97,7 +97,8 @@ def test_a_missing_key_is_named(name):
 @pytest.mark.parametrize("name", sorted(INTEGERS))
 def test_integers_are_strict_finite_and_in_range(name):
     for key, minimum in INTEGERS[name].items():
-        inside = {"k": 3} if key == "k_prime" else {}  # k_prime must stay below k
+        # k_prime must stay below k; serial's groups may not be capped below their minimum (l)
+        inside = {"k": 3} if key == "k_prime" else {"min_group_size": 1} if key == "max_group_size" else {}
         assert getattr(make(name, **inside, **{key: minimum}).params, key) == minimum
         assert refused(name, **{key: minimum - 1}) == (
             f"[technique] {key} must be an integer >= {minimum}, got {minimum - 1}"

@@ -29,6 +29,11 @@ class SerialParams(TechniqueParams):
     def _check(self) -> SerialParams:
         if self.strategy == "geometric" and not self.factor > 1:
             raise ValueError(f"factor must be > 1, got {self.factor}")
+        low = self.min_group_size if self.min_group_size is not None else self.l
+        if self.max_group_size is not None and low > self.max_group_size:
+            # every group would need more members than it may have: all values would be suppressed
+            what = "min_group_size" if self.min_group_size is not None else "l (the smallest group)"
+            raise ValueError(f"{what} = {low} is larger than max_group_size = {self.max_group_size}")
         return self
 
     def k_and_l(self) -> tuple[int | None, int | None]:
