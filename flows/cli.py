@@ -217,11 +217,15 @@ def cmd_serial(args) -> int:
     from privpub.schemas.spec import resolve_spec
     from privpub.tasks.techniques.registry import get_technique
 
-    if not get_technique(resolve_spec(args.spec, None, None)).uses_history:
-        raise CliError(
-            "privpub serial needs a technique that publishes series "
-            '([technique] name = "serial"); use privpub publish for one-off releases'
-        )
+    try:  # a refusal here is an attempt too: it leaves its audit row, as publish's do
+        if not get_technique(resolve_spec(args.spec, None, None)).uses_history:
+            raise CliError(
+                "privpub serial needs a technique that publishes series "
+                '([technique] name = "serial"); use privpub publish for one-off releases'
+            )
+    except Exception as exc:
+        _record_refusal(args, args.spec, None, exc)
+        raise
 
     def start(spec):
         # lazy: `--help` and `history` import no Prefect, no technique

@@ -16,6 +16,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from privpub.state.store import Store
+from privpub.tasks.demo_data import census
 from tests.helpers import write_spec
 
 PRIVPUB = [sys.executable, "-m", "privpub.flows.cli"]
@@ -189,3 +191,23 @@ def test_the_flow_reuses_the_input_the_cli_checked(prefect_server, census_dir):
     assert res.returncode == 0, res.stderr
     assert "600 valid rows (read and validated before the run started)" in res.stderr
     assert "load input done" not in res.stderr
+
+
+@pytest.mark.parametrize(
+    ("technique", "message"),
+    [
+        ('name = "serial"\nl = 0', "[technique] l must be an integer >= 2, got 0"),
+        ('name = "generalization"\nk = 2', "privpub serial needs a technique that publishes series"),
+    ],
+)
+def test_a_refused_serial_attempt_leaves_its_audit_row(prefect_server, tmp_path, technique, message):
+    """Issue 25, item 8: `privpub serial` refused bad specs before logging anything."""
+    census(60, seed=2).to_csv(tmp_path / "census.csv", index=False)
+    spec = write_spec(tmp_path, k=None, l=None)
+    spec.write_text(spec.read_text().replace('[technique]\nname = "generalization"', "[technique]\n" + technique))
+    out = run(["serial", str(spec), "--as", "steward"], prefect_server)
+    assert out.returncode != 0 and message in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    log = Store(tmp_path / "privpub.duckdb").audit_log()
+    assert log.outcome.tolist() == ["failed"] and log.actor.tolist() == ["steward"]
+    assert message in log.detail[0]
+    assert release_dirs(tmp_path) == []
