@@ -697,7 +697,10 @@ class Store:
                 ).fetchall()
             }
             extra = ", trigger, actor, flow_run_id" if "trigger" in cols else ", actor, flow_run_id"
-            sql = f"SELECT release_id, series, sequence, technique, status, seed, created_at{extra} FROM releases"
+            sql = (
+                f"SELECT release_id, series, sequence, technique, {ACCEPTED_BREACH_STATUS} AS status, seed, "
+                f"created_at{extra} FROM releases LEFT JOIN ({ACCEPTED_BREACHES}) USING (release_id)"
+            )
             if series:
                 return con.execute(sql + " WHERE series = ? ORDER BY sequence", [series]).df()
             return con.execute(sql + " ORDER BY series, sequence").df()
@@ -815,13 +818,16 @@ class Store:
             }
             trig = "coalesce(r.trigger, a.detail->>'trigger')" if "trigger" in cols else "a.detail->>'trigger'"
             sql = f"""
-                SELECT a.logged_at, a.actor, a.action, a.outcome,
+                SELECT a.logged_at, a.actor, a.action,
+                       CASE WHEN b.breach IS NULL THEN a.outcome
+                            ELSE a.outcome || ' with series breach: ' || b.breach END AS outcome,
                        coalesce(r.series, CASE WHEN a.action = 'publish' THEN a.target END) AS series,
                        r.release_id, r.sequence, r.technique, {trig} AS trigger,
                        a.detail->>'deployment' AS deployment, a.detail->>'scheduled_for' AS scheduled_for,
                        a.flow_run_id, a.detail->>'error' AS error,
                        coalesce(a.detail->>'message', a.detail->>'why') AS message
                 FROM audit_log a LEFT JOIN release_rows r ON r.release_id = a.target
+                LEFT JOIN ({ACCEPTED_BREACHES}) b ON b.release_id = a.target AND a.outcome = 'committed'
                 WHERE (? IS NULL OR coalesce(r.series, a.target) = ?) AND (? IS NULL OR a.logged_at >= ?)
                 ORDER BY a.id"""
             return con.execute(sql, [series, series, since, since]).df()
@@ -829,6 +835,15 @@ class Store:
     def audit_log(self):
         with self.read() as con:
             return con.execute("SELECT * FROM audit_log ORDER BY id").df()
+
+
+# A committed release with a failed privacy figure was published over a series breach under
+# [series] composition = "warn" (every other failed check refuses the release): history and trail
+# say so instead of a plain "committed".
+ACCEPTED_BREACHES = """
+    SELECT release_id, string_agg(name || ' ' || text_value || ' < ' || threshold, '; ' ORDER BY name) AS breach
+    FROM release_metrics WHERE kind = 'privacy' AND NOT passed GROUP BY release_id"""
+ACCEPTED_BREACH_STATUS = "CASE WHEN breach IS NULL THEN status ELSE status || ' with series breach: ' || breach END"
 
 
 def has_table(con, name: str) -> bool:

@@ -336,3 +336,21 @@ def test_every_technique_is_composed_over_its_series(prefect_server, tmp_path, n
     ok, lines = reverify(tmp_path / "privpub.duckdb", ids[1])
     (line,) = [x for x in lines if comp.name in x]
     assert line.split(": ")[1].startswith(f"{comp.text_value} (required {comp.threshold})")
+
+
+def test_a_release_published_over_a_breach_says_so_in_history_and_trail(prefect_server, tmp_path):
+    """Issue 25, item 9: under composition = "warn" the breach showed only in release_metrics."""
+    from privpub.tasks.demo_data import census
+
+    pool = census(1500, seed=1)
+    first = publish_month(tmp_path, monthly(pool, 0))
+    warned = publish_month(tmp_path, monthly(pool, 1), extra='[series]\ncomposition = "warn"')
+    (comp,) = [r for r in warned["privacy"] if r.model == "series-composition-l"]
+    assert not comp.passed
+    expected = f"committed with series breach: series-composition-l {comp.value} < 3"
+    store = Store(tmp_path / "privpub.duckdb")
+    assert store.history().status.tolist() == ["committed", expected]
+    trail = store.trail()
+    committed = trail[trail.release_id.notna()]
+    assert committed.release_id.tolist() == [first["release_id"], warned["release_id"]]
+    assert committed.outcome.tolist() == ["committed", expected]
