@@ -90,3 +90,41 @@ def test_time_budget_denies_without_reading_the_secret_and_is_kept_in_the_state(
     assert Auditor.from_state(state, population(T12), list(T12.values())).time_budget == 1e-9
     with pytest.raises(ValueError, match="time_budget"):
         Auditor(population(T12), list(T12.values()), 2, time_budget=0)
+
+
+@pytest.mark.parametrize(
+    ("predicate", "named"),
+    [  # issue 25, items 3 and 4: what the raw SQL let through
+        ("age > 200) UNION ALL SELECT 'FAKE-ID-1' UNION ALL (SELECT name FROM population WHERE age > 200", "not one"),
+        ("error(name) IS NULL", "is not allowed"),
+        ("age > (SELECT count(*) FROM range(12000000000) t(x) WHERE x % 7 = 3) - 1000000000", "SUBQUERY"),
+        ("name = 'Alice'", "name is not a public column"),  # the person id is not a QI
+        ("population.age > 3", "population.age is not a public column"),
+        ("age > 1; DROP TABLE population", "not one"),
+        ("lower(age) = 'x'", "is not allowed"),
+        ("age LIKE '3%'", "LIKE is not allowed"),
+    ],
+)
+def test_a_predicate_outside_the_grammar_is_refused_naming_what_and_the_allowed_columns(predicate, named):
+    with pytest.raises(ValueError) as err:
+        select_ids(population(T12), predicate, "name")
+    message = str(err.value)
+    assert named in message and "the public columns (age)" in message and "\n" not in message
+    assert "Alice" not in message and "FAKE" not in message
+
+
+def test_predicates_inside_the_grammar_select_as_written():
+    pop = population(T12)
+    ages = dict(zip(pop["name"], pop["age"]))
+    for predicate, keep in [
+        ("NOT (age + 1 >= 2 * 30) OR age IN (61, 62)", lambda a: not (a + 1 >= 60) or a in (61, 62)),
+        ("-age < -40 AND age / 2 <= 30", lambda a: -a < -40 and a / 2 <= 30),
+        ("(age BETWEEN 30 AND 40) OR (age <> 50 AND age - 1 = 59)", lambda a: 30 <= a <= 40 or (a != 50 and a == 60)),
+    ]:
+        assert select_ids(pop, predicate, "name") == [n for n, a in ages.items() if keep(a)], predicate
+
+
+def test_an_evaluation_error_quotes_no_cell():
+    with pytest.raises(ValueError, match=r"cannot be evaluated over the public columns \(\w+\)$") as err:
+        select_ids(population(T12), "age = 'Alice'", "name")
+    assert "Alice" not in str(err.value).replace("'Alice'", "")  # the literal is the analyst's own
