@@ -268,8 +268,8 @@ MUTANTS = [
     Mutant(
         "auditor consults the secret when floor(Delta) = l - 1",
         "tasks/audit/decide.py",
-        "self.floor() >= l",
-        "self.floor() >= l - 1",
+        "floor is None or floor >= l",
+        "floor is None or floor >= l - 1",
         AUDIT,
     ),
     Mutant(
