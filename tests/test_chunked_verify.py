@@ -1,5 +1,5 @@
-"""butterfly / union-qid, anatomy and serial verify in chunks (the technique's plan_verify /
-verify_chunk / combine_verify, mapped on the flow's task runner): every PrivacyResult, worst case
+"""butterfly / union-qid, anatomy and serial verify in chunks (the technique's split("verify")
+plan, mapped on the run's executor): every PrivacyResult, worst case
 included, is the one-pass computation's whatever the number of chunks, the order they ran in, or
 the runner (Prefect's threads, a Dask LocalCluster of 2 worker processes).
 

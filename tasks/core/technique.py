@@ -29,7 +29,7 @@ class Technique:
     # that no other release of the series was committed meanwhile)
     uses_history: ClassVar[bool] = False
     # True when partition / anonymize / verify also take a table read on a Dask cluster
-    # (tasks/distributed_input.ClusterData; the flow then never holds the rows, see flows/cluster.py)
+    # (tasks/cluster/input.ClusterData; the flow then never holds the rows, see flows/cluster.py)
     distributed: ClassVar[bool] = False
     # the model of the keys [technique] may hold besides `name` (any other key is refused, "did
     # you mean"); Technique.__init__ validates them into `self.params`

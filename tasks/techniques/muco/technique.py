@@ -2,7 +2,7 @@
 
 1. Partition with Mondrian under distinct l-diversity, groups of at least ceil(1/delta) tuples
    (Property 1: a smaller group cannot meet delta).
-2. For every group and QI, the optimal random output table (muco_tables.py).
+2. For every group and QI, the optimal random output table (tables.py).
 3. Each tuple draws its output value on each QI from its row of the table.
 4. randomize_unchanged_tuples (Algorithm 2): a tuple whose QI values all came out unchanged gets
    one QI, chosen with weight dis_max(attr, group) / dis_max(attr, T), replaced by another value of

@@ -152,7 +152,7 @@ class Strategy:
     @property
     def p_floor(self) -> float:
         """Every pair with p_hi <= p_floor has the required ratio `first`, exactly, so a release
-        need not read those pairs to size its groups (tasks/serial/pairs.py). Default: none."""
+        need not read those pairs to size its groups (tasks/techniques/serial/pairs.py). Default: none."""
         return -1.0
 
     def ratio_bound(self, p_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -61,7 +61,7 @@ WHERE p.series = $series"""
 
 
 class StoredPairs:
-    """The committed pairs of a series in the state database, as a PairSource (tasks/serial/
+    """The committed pairs of a series in the state database, as a PairSource (tasks/techniques/serial/
     pairs.py). Each question is one read-only query whose answer is as large as the question
     (present people's special pairs, or the pairs a release names), not as the series. Picklable;
     remembers its last `state` answer, since partition and anonymize ask for the same pairs."""
