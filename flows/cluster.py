@@ -16,7 +16,7 @@ from privpub.schemas.errors import ClusterError, InputError
 from privpub.schemas.input import PARQUET_SUFFIXES, input_files
 from privpub.schemas.spec import RunSpec
 from privpub.tasks.cluster.input import load_on_cluster
-from privpub.tasks.core.executor import DaskExecutor
+from privpub.tasks.core.executor import DaskExecutor, Executor
 from privpub.tasks.validate import input_fingerprint
 
 # Dask's memory thresholds that write a worker's data to disk (fractions of its memory limit)
@@ -39,8 +39,9 @@ def local_cluster_kwargs(run: RunSpec) -> dict:
 
 
 class DaskTaskRunner(DaskExecutor):
-    """The executor of a run's chunks for [run] task_runner = "dask": on the existing cluster at
-    [run] address, else on a LocalCluster of its own, started at the first chunks."""
+    """The run's executor for [run] task_runner = "dask": on the existing cluster at [run]
+    address, else on a LocalCluster of its own, started at the first work sent. A technique's
+    chunks and the rows read in parts (cluster_input) share it; it closes when the run ends."""
 
     def __init__(self, run: RunSpec):
         if run.address:
@@ -95,10 +96,6 @@ def dask_client(run: RunSpec) -> Iterator:
         yield client
 
 
-# the clients (and local clusters) opened by releases of this process; run_attempt closes them
-_OPEN: list[contextlib.ExitStack] = []
-
-
 def uses_cluster(spec, technique) -> bool:
     """Does this release read its input and partition on a Dask cluster? ([run] task_runner =
     "dask", a technique that can (Technique.distributed), Parquet input: a file, folder or glob.
@@ -112,20 +109,12 @@ def uses_cluster(spec, technique) -> bool:
     return all(f.suffix.lower() in PARQUET_SUFFIXES for f in files)
 
 
-def cluster_input(spec, technique):
-    """Open the run's cluster, then read, validate and code the input on its workers. Returns the
-    input's fingerprint and the ClusterData (whose client stays open until close_clusters)."""
-    stack = contextlib.ExitStack()
-    _OPEN.append(stack)
-    client = stack.enter_context(dask_client(spec.run))
-    data = load_on_cluster(spec, client)
+def cluster_input(spec, technique, executor: Executor):
+    """Read, validate and code the input where the run's executor works (its Dask workers): the
+    input's fingerprint and the PartedData, whose parts stay there until the executor closes."""
+    data = load_on_cluster(spec, executor)
     try:
         technique.check_data(data)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     return input_fingerprint(spec), data
-
-
-def close_clusters() -> None:
-    while _OPEN:
-        _OPEN.pop().close()

@@ -31,15 +31,15 @@ from prefect.utilities.annotations import quote
 
 from privpub.flows.attempts import attribution, current_actor, record_failure
 from privpub.flows.attempts import flow_run_id as _flow_run_id
-from privpub.flows.cluster import close_clusters, cluster_input, dask_task_runner, uses_cluster
+from privpub.flows.cluster import cluster_input, dask_task_runner, uses_cluster
 from privpub.schemas.errors import EXPECTED_ERRORS, PrivacyRefused, public_message
 from privpub.schemas.spec import ReleaseSpec, RunSpec, resolve_spec
 from privpub.state.failpoints import failpoint
 from privpub.state.store import StagedFiles, Store, check_output_dir, stage_tables
 from privpub.tasks import report as report_mod
-from privpub.tasks.cluster.compose import compose_on_cluster
+from privpub.tasks.cluster.compose import PartedSeriesCheck
 from privpub.tasks.cluster.evaluate import evaluate_on_cluster
-from privpub.tasks.cluster.input import ClusterData
+from privpub.tasks.cluster.input import PartedData
 from privpub.tasks.compose.check import SeriesCheck
 from privpub.tasks.core.executor import Executor, ThreadExecutor
 from privpub.tasks.core.microdata import Microdata
@@ -98,8 +98,8 @@ def load_input_task(spec: ReleaseSpec) -> tuple[pd.DataFrame, str]:
 
 
 @task(name="load-input-on-cluster", **SECRET)
-def cluster_input_task(spec: ReleaseSpec, technique) -> tuple[str, ClusterData]:
-    fp, data = _timed("load and validate input on the Dask cluster", cluster_input, spec, technique)
+def cluster_input_task(spec: ReleaseSpec, technique, executor: Executor) -> tuple[str, PartedData]:
+    fp, data = _timed("load and validate input on the Dask cluster", cluster_input, spec, technique, executor)
     progress(f"{data.n} valid rows in {len(data.parts)} partitions, {len(data.domains)} quasi-identifiers")
     return fp, data
 
@@ -186,7 +186,7 @@ def composition_task(check: SeriesCheck, data, part) -> list[PrivacyResult]:
 
 @task(name="evaluate", **SECRET)
 def evaluate_task(technique, release, data, workload_seed: int):
-    step = evaluate_on_cluster if hasattr(data, "parts") else evaluate  # read on a Dask cluster, or in memory
+    step = evaluate_on_cluster if data.in_parts else evaluate  # the workload drawn where the rows are
     return _timed("evaluate", step, technique, release, data, workload_seed)
 
 
@@ -263,6 +263,20 @@ def release_key(spec: ReleaseSpec, fingerprint: str, seed: int) -> str:
 SERIES_FIGURES = ["query_error_1pct", "uncertainty_penalty_normalized", "suppressed_rows"]
 
 
+def read_rows(spec: ReleaseSpec, technique, executor: Executor, in_parts: bool) -> tuple[str, Microdata | PartedData]:
+    """The input's fingerprint and its rows: read and validated by the executor's workers and kept
+    there in parts, or in this process (the CLI may have read it a moment ago)."""
+    if in_parts:
+        return cluster_input_task(spec, technique, quoted(executor))
+    checked = checked_input(spec)
+    if checked is not None:
+        _, fp, data = checked
+        progress(f"{data.n} valid rows (read and validated before the run started)")
+        return fp, data
+    frame, fp = load_input_task(spec)
+    return fp, validate_task(frame, spec, technique)
+
+
 def run_release(
     spec: ReleaseSpec,
     actor: str | None = None,
@@ -282,7 +296,10 @@ def run_release(
             return run_release(spec, actor, context, store, new_release, spec_path, executor)
     started = datetime.now(UTC).replace(tzinfo=None)
     technique = get_technique(spec)
-    series_check = SeriesCheck(spec, technique)
+    # chosen once: the rows read into this process, or kept in parts where the executor works
+    # (Parquet input read by Dask workers); the series check reads its people accordingly
+    in_parts = uses_cluster(spec, technique)
+    series_check = (PartedSeriesCheck if in_parts else SeriesCheck)(spec, technique)  # refuses before any work
     seed = spec.output.seed if spec.output.seed is not None else draw_seed()
     store = store or Store(spec.state_path)
     check_output_dir(spec.output_dir)  # before any work: a run must not fail only at the end
@@ -304,19 +321,7 @@ def run_release(
         f"started by {who} ({origin['trigger']})"
     )
 
-    on_cluster = uses_cluster(spec, technique)  # read, validated and partitioned by Dask workers
-    if on_cluster:
-        series_check.check_cluster()
-    checked = None if on_cluster else checked_input(spec)  # the CLI read it a moment ago
-    data: Microdata | ClusterData
-    if on_cluster:
-        fp, data = cluster_input_task(spec, technique)
-    elif checked is not None:
-        frame, fp, data = checked
-        progress(f"{data.n} valid rows (read and validated before the run started)")
-    else:
-        frame, fp = load_input_task(spec)
-        data = validate_task(frame, spec, technique)
+    fp, data = read_rows(spec, technique, executor, in_parts)
     key = release_key(spec, fp, seed)
     existing = store.find_by_key(key)
     if existing:
@@ -337,12 +342,8 @@ def run_release(
     # the composition check reads the summaries it combines: another release of the series
     # committed meanwhile would make them stale, so the commit checks the sequence
     based_on = store.last_sequence(spec.dataset.name)
-    if on_cluster:  # its people are read batch by batch at the composition check
-        series_check.prepare_cluster(store, data, compose_on_cluster)
-    else:
-        assert isinstance(data, Microdata)  # read in this process: the data is here
-        series_check.prepare(store, data)
-    if based_on and series_check.prior is None and not technique.guards_series and not on_cluster:
+    series_check.prepare(store, data)
+    if series_check.history_missing(based_on):
         progress(
             f"series composition: the {based_on} earlier releases of the series have no stored groups "
             "(published before privpub kept them); the check starts with this release"
@@ -350,8 +351,8 @@ def run_release(
     history = technique.prior_context(store, spec)
     data.extra.update(history)
     part = partition_task(technique, data, rng)
-    if series_check.settings.keep_groups:
-        assert isinstance(data, Microdata)  # check_cluster refused keep_groups on a cluster
+    if series_check.settings.keep_groups:  # PartedSeriesCheck refused it for rows in parts
+        assert isinstance(data, Microdata)
         part = series_check.keep_groups(data, part)
         progress(f"{part.n_groups} groups kept from earlier releases ({part.info['merge_rounds']} merge rounds)")
     release = anonymize_step(technique, data, part, rng, executor)
@@ -555,10 +556,8 @@ def run_attempt(spec_path: str, overrides: dict | None, actor: str | None, new_r
         release_id = run_release(
             resolve_spec(spec_path, None, overrides), actor=actor, new_release=new_release, spec_path=spec_path
         )["release_id"]
-        close_clusters()
         return release_id
     except Exception as exc:
-        close_clusters()
         if len(COMMITTED) > committed:  # the release exists: what failed after it is a warning
             progress(
                 f"warning: release {COMMITTED[-1]} is committed, but a step after the commit "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from privpub.flows.cluster import dask_client
+from privpub.flows.cluster import dask_task_runner
 from privpub.schemas.spec import spec_from_dict
 from privpub.state.store import Store, published_sha256
 from privpub.tasks import report
@@ -39,9 +39,9 @@ def _on_cluster(stack: contextlib.ExitStack, spec, release) -> None:
     names one (the same workers that built it, or a LocalCluster), else in this process."""
     parted = [t for t in release.tables.values() if isinstance(t, PartedTable)]
     if parted and spec.run.task_runner == "dask":
-        client = stack.enter_context(dask_client(spec.run))
+        executor = stack.enter_context(dask_task_runner(spec.run))
         for table in parted:
-            table.client = client
+            table.executor = executor
 
 
 def reverify(state: Path, release_id: str, actor: str | None = None) -> tuple[bool, list[str]]:

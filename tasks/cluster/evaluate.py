@@ -19,8 +19,10 @@ import numpy as np
 
 from privpub.tasks.cluster.partition import tree_reduce
 from privpub.tasks.core.microdata import HasDomains, QIDomain
+from privpub.tasks.core.parted_table import PartedTable, map_parts
 from privpub.tasks.evaluate import utility_summary
 from privpub.tasks.evaluate.counting import count_in_microdata
+from privpub.tasks.evaluate.metrics import uncertainty_penalty
 from privpub.tasks.evaluate.workload import Selections, joint_too_large, make_workload
 
 PRECOMPUTE_KEYS = 300  # joint histograms computed up front (C(8, 2) + C(8, 3) = 84 for 8 QIs)
@@ -82,8 +84,8 @@ class ClusterSelections:
     """Selections over a cluster's partitions (the same counts, the same drawn rows)."""
 
     def __init__(self, data, max_attrs: int = 3):
-        self.data, self.client, self.n = data, data.client, data.n
-        self.meta = self.client.scatter((data.domains, data.sensitive_values), broadcast=True)
+        self.data, self.ex, self.n = data, data.executor, data.n
+        self.meta = self.ex.scatter((data.domains, data.sensitive_values), broadcast=True)
         self.sizes = [d.size for d in data.domains]
         per_part = self._each(part_counts)
         self.counts = [np.sum([c[j] for c in per_part], axis=0) for j in range(len(self.sizes))]
@@ -97,13 +99,13 @@ class ClusterSelections:
         ]
         if 0 < len(keys) <= PRECOMPUTE_KEYS:
             self._joint = tree_reduce(
-                self.client,
-                [self.client.submit(part_joints, p, self.meta, keys, pure=False) for p in data.parts],
+                self.ex,
+                [self.ex.submit(part_joints, p, self.meta, keys) for p in data.parts],
                 _add_joints,
             )
 
     def _each(self, fn, *args) -> list:
-        return self.client.gather([self.client.submit(fn, p, self.meta, *args, pure=False) for p in self.data.parts])
+        return self.ex.gather([self.ex.submit(fn, p, self.meta, *args) for p in self.data.parts])
 
     def too_large(self, attrs: list[int]) -> bool:
         return joint_too_large(self.sizes, self.n, attrs)
@@ -116,8 +118,8 @@ class ClusterSelections:
         key = tuple(attrs)
         if key not in self._joint:
             self._joint[key] = tree_reduce(
-                self.client,
-                [self.client.submit(part_joints, p, self.meta, [key], pure=False) for p in self.data.parts],
+                self.ex,
+                [self.ex.submit(part_joints, p, self.meta, [key]) for p in self.data.parts],
                 _add_joints,
             )[key]
         return int(self._joint[key][np.ix_(*picks)].sum())
@@ -134,10 +136,9 @@ class ClusterSelections:
             where.append((part, len(wanted[part])))
             wanted[part].append((attrs, picks, int(nth - before[part, q]), int(selected[part, q])))
         futures = [
-            self.client.submit(part_drawn_codes, p, self.meta, w, pure=False) if w else None
-            for p, w in zip(self.data.parts, wanted)
+            self.ex.submit(part_drawn_codes, p, self.meta, w) if w else None for p, w in zip(self.data.parts, wanted)
         ]
-        codes = [self.client.gather(f) if f is not None else [] for f in futures]
+        codes = [self.ex.gather([f])[0] if f is not None else [] for f in futures]
         return [self.data.sensitive_values[codes[part][i]] for part, i in where]
 
 
@@ -174,3 +175,21 @@ def evaluate_on_cluster(technique, release, data, workload_seed: int = 0, per_ba
         technique.utility(release, data),
         actual,
     )
+
+
+def table_estimates(table, estimate, *args) -> np.ndarray:
+    """estimate(table, *args) of a published table in either shape (one Arrow table, or the sum
+    over a folder's parts, computed where the table's executor works)."""
+    if isinstance(table, PartedTable):
+        return np.sum(map_parts(table, estimate, *args), axis=0)
+    return estimate(table, *args)
+
+
+def table_penalty(table, data) -> dict[str, float]:
+    """uncertainty_penalty of a published table in either shape."""
+    if isinstance(table, PartedTable):
+        view = PartView(
+            data.domains, np.zeros((0, len(data.domains)), np.int32), data.sensitive_values, np.zeros(0, np.int32)
+        )
+        return combine_penalties(map_parts(table, uncertainty_penalty, view), table.num_rows, data.qi_names)
+    return uncertainty_penalty(table, data)

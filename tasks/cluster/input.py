@@ -16,6 +16,7 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,7 @@ from privpub.schemas.errors import InputError
 from privpub.schemas.input import input_files, validate_input
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.compose.summaries import person_text
+from privpub.tasks.core.executor import Executor, as_executor
 from privpub.tasks.core.microdata import (
     HasDomains,
     Microdata,
@@ -141,14 +143,17 @@ def _code_part(local: LocalPart, meta: tuple) -> CodedPart:
     return code_part(local, *meta)
 
 
-class ClusterData(HasDomains):
-    """The input as coded partitions held by Dask workers; the flow keeps only the domains.
+class PartedData(HasDomains):
+    """The input as coded partitions kept where the run's executor works (Dask workers; or this
+    process); the flow keeps only the domains.
 
     Offers what the flow and the checks read from Microdata (n, domains, sensitive values,
-    extra) plus the partitions (`parts`, futures of CodedPart, in file order)."""
+    extra) plus the partitions (`parts`, handles of CodedPart in file order, on `executor`)."""
 
-    def __init__(self, spec, client, files, parts, sizes, domains, s_values, integer):
-        self.spec, self.client, self.files = spec, client, files
+    in_parts = True  # the rows stay in `parts`: steps send their work to them (HasDomains)
+
+    def __init__(self, spec, executor: Executor, files, parts, sizes, domains, s_values, integer):
+        self.spec, self.executor, self.files = spec, executor, files
         self.parts, self.sizes = parts, np.asarray(sizes, dtype=np.int64)
         self.domains, self.sensitive_values, self.integer = domains, s_values, integer
         self.extra: dict = {}
@@ -159,7 +164,7 @@ class ClusterData(HasDomains):
 
     def collect(self) -> Microdata:
         """Every row in this process, as Microdata (small tables and tests only)."""
-        parts = self.client.gather(self.parts)
+        parts = self.executor.gather(self.parts)
         xt = np.concatenate([p.xt for p in parts], axis=1)
         return Microdata.from_codes(
             self.spec,
@@ -183,27 +188,22 @@ def _duplicate_message(found: pd.DataFrame) -> str | None:
     )
 
 
-def load_on_cluster(spec: ReleaseSpec, client) -> ClusterData:
-    """Read, validate and code every file of `[dataset] input` on the cluster's workers."""
+def load_on_cluster(spec: ReleaseSpec, where: Executor | Any) -> PartedData:
+    """Read, validate and code every file of `[dataset] input` where `where` works: an executor
+    (the run's), or a distributed Client. Each file is read by one piece of work."""
+    ex = as_executor(where)
     files = [str(p) for p in input_files(spec)]
-    scanned = client.map(scan_part, files, spec=spec, pure=False)
-    locals_ = [client.submit(operator.getitem, f, 0, pure=False) for f in scanned]
-    summaries = client.gather([client.submit(operator.getitem, f, 1, pure=False) for f in scanned])
+    scanned = [ex.submit(scan_part, f, spec) for f in files]
+    locals_ = [ex.submit(operator.getitem, f, 0) for f in scanned]
+    summaries = ex.gather([ex.submit(operator.getitem, f, 1) for f in scanned])
     buckets = [
-        [
-            client.submit(operator.getitem, client.submit(operator.getitem, f, 2, pure=False), b, pure=False)
-            for f in scanned
-        ]
-        for b in range(ID_BUCKETS)
+        [ex.submit(operator.getitem, ex.submit(operator.getitem, f, 2), b) for f in scanned] for b in range(ID_BUCKETS)
     ]
     del scanned
-    repeats = client.gather([client.submit(repeated_hashes, *b, pure=False) for b in buckets])
+    repeats = np.concatenate(ex.gather([ex.submit(repeated_hashes, *b) for b in buckets]))
     del buckets
-    repeats = np.concatenate(repeats)
     if len(repeats):
-        found = pd.concat(
-            client.gather(client.map(ids_with_hashes, files, spec=spec, hashes=repeats, pure=False)), ignore_index=True
-        )
+        found = pd.concat(ex.gather([ex.submit(ids_with_hashes, f, spec, repeats) for f in files]), ignore_index=True)
         message = _duplicate_message(found)
         if message:
             raise InputError(message)
@@ -213,8 +213,8 @@ def load_on_cluster(spec: ReleaseSpec, client) -> ClusterData:
     ]
     s_values = np.unique(np.concatenate([s["s_values"] for s in summaries]))
     integer = {name: all(s["integer"][name] for s in summaries) for name in summaries[0]["integer"]}
-    meta = client.scatter((domains, s_values), broadcast=True)
-    parts = [client.submit(_code_part, f, meta, pure=False) for f in locals_]
+    meta = ex.scatter((domains, s_values), broadcast=True)
+    parts = [ex.submit(_code_part, f, meta) for f in locals_]
     del locals_
     sizes = [s["n"] for s in summaries]
-    return ClusterData(spec, client, files, parts, sizes, domains, s_values, integer)
+    return PartedData(spec, ex, files, parts, sizes, domains, s_values, integer)

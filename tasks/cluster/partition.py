@@ -126,14 +126,14 @@ def extract_node(part, assign, node: int):
     return part.xt[:, rows], part.s[rows], part.person.take(rows), rows
 
 
-def tree_reduce(client, futures: list, fn):
-    """Combine futures pairwise on the workers; gather only the result."""
+def tree_reduce(ex, futures: list, fn):
+    """Combine handles pairwise where the work runs (executor `ex`); gather only the result."""
     while len(futures) > 1:
         futures = [
-            client.submit(fn, *futures[i : i + 2], pure=False) if i + 1 < len(futures) else futures[i]
+            ex.submit(fn, *futures[i : i + 2]) if i + 1 < len(futures) else futures[i]
             for i in range(0, len(futures), 2)
         ]
-    return futures[0].result()
+    return ex.gather(futures)[0]
 
 
 def _add(a, b):
@@ -161,7 +161,7 @@ class ClusterPartition:
 
 def distributed_mondrian(data, k: int, l: int | None, chunk_rows: int) -> ClusterPartition:
     """Split on the cluster until every node holds at most `chunk_rows` rows (or cannot split)."""
-    n, client, D = data.n, data.client, len(data.domains)
+    n, ex, D = data.n, data.executor, len(data.domains)
     if k < 1:
         raise PartitionError("k must be at least 1")
     if n < k:
@@ -183,14 +183,12 @@ def distributed_mondrian(data, k: int, l: int | None, chunk_rows: int) -> Cluste
     hi_flat = np.array([dom.size - 1 for dom in data.domains], dtype=np.int64)
     lookup = np.zeros(1, dtype=np.int64)
     hists = (
-        [client.submit(part_histograms, p, None, lookup, lo_flat, hi_flat, pure=False) for p in data.parts]
-        if len(open_nodes)
-        else []
+        [ex.submit(part_histograms, p, None, lookup, lo_flat, hi_flat) for p in data.parts] if len(open_nodes) else []
     )
     while len(open_nodes):
         levels += 1
         n_open, total = len(open_nodes), open_sizes
-        hist = tree_reduce(client, hists, _add)
+        hist = tree_reduce(ex, hists, _add)
         lo_exact, hi_exact = node_bounds(hist, lo_flat, hi_flat)  # node-major: index node * D + d
         med, n_le, n_lt = (
             x.reshape(n_open, D) for x in median_from_histograms(hist, lo_flat, hi_flat, np.repeat(total, D))
@@ -198,8 +196,8 @@ def distributed_mondrian(data, k: int, l: int | None, chunk_rows: int) -> Cluste
         diverse_le = diverse_lt = True
         if use_l:
             seen = tree_reduce(
-                client,
-                [client.submit(part_presence, p, a, lookup, med, n_s, pure=False) for p, a in zip(data.parts, assign)],
+                ex,
+                [ex.submit(part_presence, p, a, lookup, med, n_s) for p, a in zip(data.parts, assign)],
                 _either,
             )
             below, at, above = seen[:, :, 0], seen[:, :, 1], seen[:, :, 2]
@@ -242,11 +240,11 @@ def distributed_mondrian(data, k: int, l: int | None, chunk_rows: int) -> Cluste
         lookup = np.full(tree.n_nodes, -1, dtype=np.int64)
         lookup[open_nodes] = np.arange(len(open_nodes))
         moved = [
-            client.submit(part_assign, p, a, dim_of, value_of, left_of, lookup, lo_flat, hi_flat, pure=False)
+            ex.submit(part_assign, p, a, dim_of, value_of, left_of, lookup, lo_flat, hi_flat)
             for p, a in zip(data.parts, assign)
         ]
-        assign = [client.submit(operator.getitem, f, 0, pure=False) for f in moved]
-        hists = [client.submit(operator.getitem, f, 1, pure=False) for f in moved]
+        assign = [ex.submit(operator.getitem, f, 0) for f in moved]
+        hists = [ex.submit(operator.getitem, f, 1) for f in moved]
         del moved
     ready_nodes = np.concatenate(ready)
     order = np.argsort(ready_nodes)
@@ -288,25 +286,23 @@ def finish_on_cluster(data, cpart: ClusterPartition, k: int, l: int | None, rng,
     each part arrives (in any order; index = the node's rank). Returns the group sizes, node
     order (the group ids made global by each node's offset). Each node's `members` stay on the
     workers: `cpart.members` (futures, node order) and `cpart.group_offset`."""
-    from distributed import as_completed  # lazy: Dask is an optional dependency of the cluster path
-
-    client = data.client
-    meta = client.scatter((data.spec, data.domains, data.sensitive_values, data.integer), broadcast=True)
+    ex = data.executor
+    meta = ex.scatter((data.spec, data.domains, data.sensitive_values, data.integer), broadcast=True)
     seeds = np.random.SeedSequence(int(rng.integers(2**63))).spawn(len(cpart.ready))
-    futures, members = {}, []
+    tables, members = [], []
     for index, node in enumerate(cpart.ready):
-        pieces = [client.submit(extract_node, p, a, int(node), pure=False) for p, a in zip(data.parts, cpart.assign)]
-        done = client.submit(finish_node, meta, k, l, seeds[index], *pieces, pure=False)
-        futures[client.submit(operator.getitem, done, 0, pure=False)] = index
-        members.append(client.submit(operator.getitem, done, 1, pure=False))
+        pieces = [ex.submit(extract_node, p, a, int(node)) for p, a in zip(data.parts, cpart.assign)]
+        done = ex.submit(finish_node, meta, k, l, seeds[index], *pieces)
+        tables.append(ex.submit(operator.getitem, done, 0))
+        members.append(ex.submit(operator.getitem, done, 1))
         del done
     sizes: list = [None] * len(cpart.ready)
-    for future in as_completed(list(futures), loop=client.loop):
-        index = futures.pop(future)
-        table, sizes[index] = future.result()
+    for index, (table, node_sizes) in ex.as_completed(tables):
+        sizes[index] = node_sizes
         write_part(index, table)
+        ex.release(tables[index])  # the worker forgets the part once it is written
+        tables[index] = None
         del table
-        future.release()
     cpart.members = members
     cpart.group_offset = np.concatenate([[0], np.cumsum([len(x) for x in sizes])]).astype(np.int64)
     cpart.n_groups = int(cpart.group_offset[-1])
@@ -331,6 +327,6 @@ def publish_parts(data, cpart, k: int, l: int | None, rng, output_dir: Path):
         raise
     parted = PartedTable(folder)
     parted.draft = draft
-    parted.client = data.client  # its verification and evaluation run on the same cluster
+    parted.executor = data.executor  # its verification and evaluation run where it was built
     weakref.finalize(parted, draft.discard)
     return parted, sizes

@@ -1,6 +1,6 @@
-"""Verification of a published table written as a folder of parts, part by part: on the Dask
-workers when the table has a client (a release built on a cluster, or `privpub verify` of a spec
-whose [run] is Dask), else in this process one part at a time.
+"""Verification of a published table written as a folder of parts, part by part, on the table's
+executor: the Dask workers for a release built on a cluster, or `privpub verify` of a spec whose
+[run] is Dask; else this process, one part at a time.
 
 Equivalence classes are rows with identical published QI cells, wherever they are: each part is
 reduced to (class key, sensitive value, rows) by a DuckDB GROUP BY (the key: the row's published
@@ -22,8 +22,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from privpub.tasks.core.parted_table import on_part, part_sources, read_part
+from privpub.tasks.core.parted_table import PartedTable, on_part, part_sources
 from privpub.tasks.core.types import PrivacyResult
+from privpub.tasks.verify.k_anonymity import k_and_l, k_anonymity
+from privpub.tasks.verify.published import class_profile
 
 BUCKETS = 16
 
@@ -114,24 +116,14 @@ class Classes:
 
 
 def parted_classes(parted, columns: list[str], sensitive: str | None) -> Classes:
-    client = getattr(parted, "client", None)
-    if client is None:
-        partials = [bucketed_class_partials(read_part(s), columns, sensitive, 1)[0] for s in part_sources(parted)]
-        results = [bucket_classes(*partials)]
-    else:
-        per_part = [
-            client.submit(on_part, bucketed_class_partials, s, columns, sensitive, BUCKETS, pure=False)
-            for s in part_sources(parted)
-        ]
-        results = client.gather(
-            [
-                client.submit(
-                    bucket_classes, *[client.submit(operator.getitem, f, b, pure=False) for f in per_part], pure=False
-                )
-                for b in range(BUCKETS)
-            ]
-        )
-        del per_part
+    ex = parted.executor
+    per_part = [
+        ex.submit(on_part, bucketed_class_partials, s, columns, sensitive, BUCKETS) for s in part_sources(parted)
+    ]
+    results = ex.gather(
+        [ex.submit(bucket_classes, *[ex.submit(operator.getitem, f, b) for f in per_part]) for b in range(BUCKETS)]
+    )
+    del per_part
     results = [r for r in results if len(r["size"])]
     size = np.concatenate([r["size"] for r in results])
     distinct = np.concatenate([r["distinct"] for r in results])
@@ -191,3 +183,23 @@ def parted_class_sizes(parted, columns: list[str]) -> np.ndarray:
     if sizes is None:
         sizes = parted.class_sizes = parted_classes(parted, columns, None).size
     return sizes
+
+
+# A published table comes in one of two shapes (core/parted_table.read_published): one Arrow
+# table, or a folder of parts. The functions below take either, so a technique never asks which.
+
+
+def table_k_and_l(table, columns: list[str], sensitive: str, k: int | None, l: int | None) -> list[PrivacyResult]:
+    """k-anonymity, and distinct l-diversity when l is set, of a published table."""
+    if isinstance(table, PartedTable):
+        return parted_k_and_l(table, columns, sensitive, k, l)
+    if l:
+        return k_and_l(table, columns, sensitive, k, l)
+    return [k_anonymity(table, columns, k)]
+
+
+def table_class_sizes(table, columns: list[str]) -> np.ndarray:
+    """Equivalence-class sizes of a published table."""
+    if isinstance(table, PartedTable):
+        return parted_class_sizes(table, columns)
+    return class_profile(table, columns)["size"]

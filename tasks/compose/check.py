@@ -4,7 +4,8 @@ release of the series (tasks/compose/algebra.py says what that adversary learns)
 `SeriesCheck` is used by the publish flow for every technique:
   prepare(store, data)   reads the summaries of this input's people (before any work) and refuses
                          an input that breaks the model (a value changed but is not transient);
-                         on a Dask cluster check_cluster, and the people are read at the check
+                         for rows kept in parts (PartedSeriesCheck, tasks/cluster/compose.py)
+                         the people are read batch by batch at the check
   keep_groups(data, part) the safe option: returning people stay in their earlier groups
   check_release(data, part) the figures of the people of the new release -> [PrivacyResult]
   commit_hook()          the new summaries, written inside the release's commit
@@ -72,9 +73,8 @@ class SeriesCheck:
         self.prior: summaries.Prior | None = None
         self._composed: tuple[np.ndarray, Sets, np.ndarray] | None = None
         self.cohort: np.ndarray | None = None  # per row, set by keep_groups
-        self._staged = None  # a cluster release's staged summaries (tasks/compose/cluster.py)
+        self._staged = None  # staged summaries of rows kept in parts (tasks/cluster/compose.py)
         self.store = None
-        self._compose_on_cluster = None  # set by prepare_cluster
 
     @property
     def model(self) -> str:
@@ -87,7 +87,8 @@ class SeriesCheck:
         return threshold
 
     # --- before any work ------------------------------------------------------------------
-    def prepare(self, store, data: Microdata) -> None:
+    def prepare(self, store, data) -> None:
+        """data: Microdata here; PartedSeriesCheck takes rows kept in parts."""
         ds = self.spec.dataset
         self.persons = summaries.person_text(data.frame[ds.person_id])
         self.values = np.asarray(data.sensitive_values).astype(str).astype(object)
@@ -107,22 +108,6 @@ class SeriesCheck:
                 f"person's value in an earlier release of the series ({len(rows)} rows); "
                 "a value that changes must be named in [series] transient"
             )
-
-    # --- on a Dask cluster (tasks/compose/cluster.py) ---------------------------------------------
-    def check_cluster(self) -> None:
-        """Before any work on a cluster: keep_groups does not run there (it would need the
-        earlier cohorts on the workers)."""
-        if self.settings.keep_groups and not self.technique.guards_series:
-            raise SpecError("[series] keep_groups does not run on a Dask cluster yet; publish in memory")
-
-    def prepare_cluster(self, store, data, compose_on_cluster) -> None:
-        """The input read on a cluster: its people are read batch by batch at the check
-        (`check_release`), and the model is tested there, by `compose_on_cluster`
-        (tasks/cluster/compose.py, a layer above: the flow passes it in)."""
-        self.store = store
-        self._compose_on_cluster = compose_on_cluster
-        self.values = np.asarray(data.sensitive_values).astype(str).astype(object)
-        self.transient = np.isin(self.values, list(self.settings.transient))
 
     def discard(self) -> None:
         """Delete a cluster release's staged summaries (person ids): after its commit, or when the
@@ -147,14 +132,14 @@ class SeriesCheck:
         return out
 
     def check_release(self, data, part) -> list[PrivacyResult]:
-        """The figures of a release: in memory (`check`) or, for a partition made on a cluster,
-        batch by batch (tasks/compose/cluster.py)."""
+        """The figures of a release (rows kept in parts: tasks/cluster/compose.PartedSeriesCheck)."""
         if self.technique.guards_series:
             return []
-        if self._compose_on_cluster is not None:  # partitioned on the cluster: prepare_cluster
-            results, self._staged = self._compose_on_cluster(self, self.store, data, part)
-            return results
         return self.check(data, part.group, part.n_groups)
+
+    def history_missing(self, based_on: int) -> bool:
+        """Earlier releases exist but left no stored groups (published before privpub kept them)."""
+        return bool(based_on) and self.prior is None and not self.technique.guards_series
 
     def check(self, data: Microdata, group: np.ndarray, n_groups: int) -> list[PrivacyResult]:
         if self.technique.guards_series:

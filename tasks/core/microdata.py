@@ -114,6 +114,9 @@ class HasDomains:
     partition's view): the QI names and a QI's domain by name."""
 
     domains: list[QIDomain]
+    # False: every row is here, in this process (Microdata). True: the rows stay in `parts` where
+    # the run's executor works (tasks/cluster/input.PartedData), and a step sends its work there.
+    in_parts = False
 
     @property
     def qi_names(self) -> list[str]:

@@ -16,6 +16,8 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from privpub.tasks.core.executor import Executor, as_executor
+
 PART_GLOB = "part-*.parquet"
 
 
@@ -35,9 +37,10 @@ class StagingFolder(Protocol):
 class PartedTable:
     """The parts of one published table in `folder`, in name order (the row order)."""
 
-    def __init__(self, folder: Path, client: Any = None):
+    def __init__(self, folder: Path, executor: Executor | None = None, client: Any = None):
         self.folder = Path(folder)
-        self.client = client  # a Dask client: part-wise work runs on its workers
+        # where part-wise work runs: the run's executor (a Dask client is taken as one)
+        self.executor = as_executor(executor if executor is not None else client)
         self.draft: StagingFolder | None = None  # the folder it was written in, until staged
 
     @property
@@ -76,23 +79,19 @@ def read_part(source: str | pa.Table) -> pa.Table:
 
 
 def part_sources(parted: PartedTable) -> list[Any]:
-    """What each part task reads: the file's path if every worker sees it, else the table."""
+    """What each part's work reads: the file's path if every worker sees it, else the table,
+    placed on the workers."""
     paths = [str(p) for p in parted.parts]
-    client = getattr(parted, "client", None)
-    if client is None or not paths:
+    ex = parted.executor
+    if not paths or all(ex.on_every_worker(os.path.isfile, paths[0])):
         return paths
-    if all(client.run(os.path.isfile, paths[0]).values()):
-        return paths
-    return [client.scatter(pq.read_table(p), hash=False) for p in paths]
+    return [ex.scatter(pq.read_table(p)) for p in paths]
 
 
 def map_parts(parted: PartedTable, fn: Callable[..., Any], *args: Any) -> list[Any]:
-    """fn(table of one part, *args) for every part: results in part order."""
-    client = getattr(parted, "client", None)
-    if client is None:
-        return [fn(read_part(s), *args) for s in part_sources(parted)]
-    futures = [client.submit(on_part, fn, s, *args, pure=False) for s in part_sources(parted)]
-    return list(client.gather(futures))
+    """fn(table of one part, *args) for every part, on the table's executor: results in part order."""
+    ex = parted.executor
+    return ex.gather([ex.submit(on_part, fn, s, *args) for s in part_sources(parted)])
 
 
 def on_part(fn: Callable[..., Any], source: str | pa.Table, *args: Any) -> Any:

@@ -28,8 +28,9 @@ class Technique:
     # True when a release depends on earlier releases of its series (its commit then checks
     # that no other release of the series was committed meanwhile)
     uses_history: ClassVar[bool] = False
-    # True when partition / anonymize / verify also take a table read on a Dask cluster
-    # (tasks/cluster/input.ClusterData; the flow then never holds the rows, see flows/cluster.py)
+    # True when partition / anonymize / verify also take rows kept in parts where the run's
+    # executor works (data.in_parts: tasks/cluster/input.PartedData; the flow then never holds
+    # the rows, see flows/cluster.py)
     distributed: ClassVar[bool] = False
     # the model of the keys [technique] may hold besides `name` (any other key is refused, "did
     # you mean"); Technique.__init__ validates them into `self.params`

@@ -13,7 +13,7 @@ from privpub.tasks.evaluate.workload import make_workload
 
 def evaluate(technique, release, data, workload_seed: int = 0, per_band: int = 100) -> dict[str, Any]:
     """Every technique on the same data gets the same queries (the workload's seed is fixed).
-    Data read on a Dask cluster is evaluated by tasks/cluster/evaluate.py::evaluate_on_cluster."""
+    Rows kept in parts (data.in_parts) are evaluated by tasks/cluster/evaluate.py::evaluate_on_cluster."""
     workload = evaluation_workload(data, workload_seed, per_band)
     estimate, figures = technique.run_step("utility", release, data, workload)
     return utility_summary(technique, release, data, workload, estimate, figures)

@@ -8,22 +8,18 @@ from typing import Any
 import numpy as np
 
 from privpub.schemas.published import generalized_table_schema
-from privpub.tasks.cluster.evaluate import PartView, combine_penalties
-from privpub.tasks.cluster.input import ClusterData
-from privpub.tasks.cluster.partition import ClusterPartition, distributed_mondrian, publish_parts
-from privpub.tasks.cluster.verify import parted_class_sizes, parted_k_and_l
+from privpub.tasks.cluster.evaluate import table_estimates, table_penalty
+from privpub.tasks.cluster.partition import distributed_mondrian, publish_parts
+from privpub.tasks.cluster.verify import table_class_sizes, table_k_and_l
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.parted_table import PartedTable, map_parts
 from privpub.tasks.core.technique import Technique
 from privpub.tasks.core.types import Partition, PrivacyResult, Release
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
-from privpub.tasks.evaluate.metrics import uncertainty_penalty
 from privpub.tasks.partition.generalized_table import generalized_table
 from privpub.tasks.partition.mondrian import mondrian_partition
 from privpub.tasks.techniques.generalization.params import GeneralizationParams
 from privpub.tasks.techniques.registry import register
-from privpub.tasks.verify.k_anonymity import k_and_l, k_anonymity
-from privpub.tasks.verify.published import class_profile, qi_columns
+from privpub.tasks.verify.published import qi_columns
 
 
 @register("generalization")
@@ -40,17 +36,17 @@ class Generalization(Technique):
         self.check_diversity(data, self.params.l)
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
-        if isinstance(data, ClusterData):  # the top of the tree on the cluster (distributed.py)
-            # a ClusterPartition: the contract's Partition does not cover a partition kept on workers yet
+        if data.in_parts:  # rows kept in parts where the run works: the top of the tree from histograms
+            # a ClusterPartition: the contract's Partition does not describe a partition kept in parts
             return distributed_mondrian(data, self.params.k, self.params.l, self.spec.run.chunk_rows)  # type: ignore[return-value]
         return mondrian_partition(data, self.params.k, self.params.l)
 
     def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
-        if isinstance(part, ClusterPartition):
+        if data.in_parts:  # each subtree finished where its rows are, written as one part
             table, sizes = publish_parts(data, part, self.params.k, self.params.l, rng, self.spec.output_dir)
             return Release(
                 {"table": table},
-                info={"groups": len(sizes), "chunks": len(part.ready), "distributed_levels": part.levels},
+                info={"groups": len(sizes), "chunks": len(part.ready), "distributed_levels": part.levels},  # type: ignore[attr-defined]
             )
         order = rng.permutation(data.n)
         table = generalized_table(data, part.group, part.n_groups, order)
@@ -59,36 +55,19 @@ class Generalization(Technique):
     def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
         table = release.tables["table"]
         ds = self.spec.dataset
-        cols = qi_columns(table, ds.qi_names)
-        if isinstance(table, PartedTable):  # part by part, on its cluster if it has one
-            return parted_k_and_l(table, cols, ds.sensitive, self.params.k, self.params.l)
-        if self.params.l:
-            return k_and_l(table, cols, ds.sensitive, self.params.k, self.params.l)
-        return [k_anonymity(table, cols, self.params.k)]
+        return table_k_and_l(table, qi_columns(table, ds.qi_names), ds.sensitive, self.params.k, self.params.l)
 
     def estimate_counts(self, release: Release, workload) -> np.ndarray:
         ds = self.spec.dataset
-        table = release.tables["table"]
-        if isinstance(table, PartedTable):
-            return np.sum(map_parts(table, estimate_from_generalized, ds.qi_names, ds.sensitive, workload), axis=0)
-        return estimate_from_generalized(table, ds.qi_names, ds.sensitive, workload)
+        return table_estimates(release.tables["table"], estimate_from_generalized, ds.qi_names, ds.sensitive, workload)
 
     def group_sizes(self, release: Release) -> np.ndarray:
         """Equivalence-class sizes as the published table shows them."""
         table = release.tables["table"]
-        cols = qi_columns(table, self.spec.dataset.qi_names)
-        if isinstance(table, PartedTable):
-            return parted_class_sizes(table, cols)
-        return class_profile(table, cols)["size"]
+        return table_class_sizes(table, qi_columns(table, self.spec.dataset.qi_names))
 
     def utility(self, release: Release, data: Microdata) -> dict[str, float]:
-        table = release.tables["table"]
-        if isinstance(table, PartedTable):
-            view = PartView(
-                data.domains, np.zeros((0, len(data.domains)), np.int32), data.sensitive_values, np.zeros(0, np.int32)
-            )
-            return combine_penalties(map_parts(table, uncertainty_penalty, view), table.num_rows, data.qi_names)
-        return uncertainty_penalty(table, data)
+        return table_penalty(release.tables["table"], data)
 
     def table_schemas(self, spec) -> dict[str, Any]:
         return {"table": generalized_table_schema(spec.dataset)}
