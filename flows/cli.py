@@ -15,10 +15,12 @@ Exit status 0 on success; on failure one line `privpub: error: ...` and status 1
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import sys
+import time
 import traceback
 from datetime import datetime
 from pathlib import Path
@@ -80,7 +82,7 @@ def check_spec(spec_path: str, overrides: dict | None = None):
     return spec
 
 
-def check_input(spec) -> None:
+def check_input(spec, echo=None) -> None:
     """The input read and validated as the flow would; bad input fails here, with one message and
     nothing written. The flow, run next in this process, takes the result instead of reading the
     file again (UI-started runs, with no CLI in front of them, read and validate it themselves)."""
@@ -94,7 +96,10 @@ def check_input(spec) -> None:
     if uses_cluster(spec, technique):  # read and validated by the cluster's workers, in the flow
         input_files(spec)
         return
-    validate_and_keep(spec, technique)  # kept for the flow this process runs next
+    t0 = time.perf_counter()
+    data = validate_and_keep(spec, technique)  # kept for the flow this process runs next
+    if echo is not None:
+        echo(f"input read and validated in {time.perf_counter() - t0:.2f} s: {data.n} valid rows")
 
 
 def _record_refusal(args, spec_path: str, overrides: dict | None, exc: Exception) -> None:
@@ -105,12 +110,14 @@ def _record_refusal(args, spec_path: str, overrides: dict | None, exc: Exception
     record_failure(spec_path, overrides, args.actor, exc, public_message(exc))
 
 
-def _run_flow(args, spec_path: str, overrides: dict | None, start) -> int:
-    """Preflight while the Prefect API comes up, run the flow, print the id and the summary.
-    Once a release is committed the command succeeds: whatever fails afterwards is a warning."""
+def _run_flow(args, spec_path: str, overrides: dict | None, serial: bool = False) -> int:
+    """Check the spec and the input, run the release, print the id and the summary. With a
+    Prefect server configured or running the release is a flow run of it; otherwise it runs in
+    this process, with no server (flows/run.py). Once a release is committed the command
+    succeeds: whatever fails afterwards is a warning."""
     # lazy: `--help` and `history` import no Prefect, no technique
     from privpub.flows import attempts
-    from privpub.flows.server import prefect_api
+    from privpub.flows.run import prefect_configured
 
     attempts.STARTED_BY_CLI = True
     try:
@@ -118,46 +125,109 @@ def _run_flow(args, spec_path: str, overrides: dict | None, start) -> int:
     except Exception as exc:
         _record_refusal(args, spec_path, overrides, exc)
         raise
-    with prefect_api() as ready:  # the server starts while the input is checked
-        try:
-            check_input(spec)
-        except Exception as exc:
-            _record_refusal(args, spec_path, overrides, exc)
-            raise
+    # lazy: `--help` and `history` import no Prefect, no technique
+    from privpub.flows.run import echo_to_stderr
+
+    echo = None if args.quiet else echo_to_stderr
+    try:
+        check_input(spec, echo)
+    except Exception as exc:
+        _record_refusal(args, spec_path, overrides, exc)
+        raise
+    if prefect_configured():
+        with _prefect_run(args):
+            return _release(args, spec, spec_path, overrides, _as_flow_run(args, spec_path, overrides, serial))
+    # lazy: `--help` and `history` import no Prefect, no technique
+    from privpub.flows.pipeline import Driver, attempt
+
+    driver = Driver(echo)
+    path = str(Path(spec_path).resolve())
+    return _release(args, spec, spec_path, overrides, lambda: attempt(path, overrides, args.actor, driver=driver))
+
+
+@contextlib.contextmanager
+def _prefect_run(args):
+    """The configured Prefect API for the run; Prefect's own console lines only with --verbose
+    (the run's log in the UI keeps them all)."""
+    # lazy: `--help` and `history` import no Prefect, no technique
+    from privpub.flows.server import prefect_api
+
+    with prefect_api() as ready:
         ready()
-        # lazy: `--help` and `history` import no Prefect, no technique
-        from privpub.flows import publish as pub
+        from privpub.flows import publish as pub  # lazy: Prefect only when a server is configured
 
         _quiet_tracebacks()
-        printed: list[str] = []
-
-        def announce(release_id: str) -> None:
-            print(release_id, flush=True)
-            printed.append(release_id)
-
-        pub.ON_COMMIT.append(announce)
+        if not getattr(args, "verbose", False):
+            _quiet_prefect_console()
+            pub.PREFECT.echo = None if args.quiet else _echo()
         try:
-            release_id = start(spec)
-        except BaseException as exc:
-            if not pub.COMMITTED or isinstance(exc, CliError):
-                raise
-            release_id = pub.COMMITTED[-1]
-            if release_id not in printed:
-                print(release_id, flush=True)
-            warn(
-                f"release {release_id} is committed, but the run failed after the commit "
-                f"({type(exc).__name__}); `privpub report {release_id}` rewrites its report"
-            )
-            return 0
+            yield
         finally:
-            pub.ON_COMMIT.remove(announce)
-        if release_id not in printed:  # a recognised re-run: nothing was committed
+            pub.PREFECT.echo = None
+
+
+def _echo():
+    from privpub.flows.run import echo_to_stderr  # lazy: as above
+
+    return echo_to_stderr
+
+
+def _quiet_prefect_console() -> None:
+    """Prefect's INFO lines (task states, "View at" links) stay in the run's log, off the terminal."""
+    for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+        for handler in getattr(logger, "handlers", []):
+            if type(handler).__name__ == "PrefectConsoleHandler":
+                handler.setLevel(logging.WARNING)
+
+
+def _as_flow_run(args, spec_path: str, overrides: dict | None, serial: bool):
+    def start() -> str:
+        # lazy: `--help` and `history` import no Prefect, no technique
+        from privpub.flows.publish import call_flow, publish
+
+        path = str(Path(spec_path).resolve())
+        if serial:
+            from privpub.flows.serial import serial_flow  # lazy: as above
+
+            return call_flow(serial_flow, spec_path=path, actor=args.actor)
+        return publish(path, overrides=overrides, actor=args.actor)
+
+    return start
+
+
+def _release(args, spec, spec_path: str, overrides: dict | None, start) -> int:
+    # lazy: `--help` and `history` import no Prefect, no technique
+    from privpub.flows import pipeline
+
+    printed: list[str] = []
+
+    def announce(release_id: str) -> None:
+        print(release_id, flush=True)
+        printed.append(release_id)
+
+    pipeline.ON_COMMIT.append(announce)
+    try:
+        release_id = start()
+    except BaseException as exc:
+        if not pipeline.COMMITTED or isinstance(exc, CliError):
+            raise
+        release_id = pipeline.COMMITTED[-1]
+        if release_id not in printed:
             print(release_id, flush=True)
-        if not args.quiet:
-            try:
-                print_summary(spec.state_path, release_id)
-            except Exception as exc:
-                warn(f"release {release_id} is committed; its summary could not be printed ({type(exc).__name__})")
+        warn(
+            f"release {release_id} is committed, but the run failed after the commit "
+            f"({type(exc).__name__}); `privpub report {release_id}` rewrites its report"
+        )
+        return 0
+    finally:
+        pipeline.ON_COMMIT.remove(announce)
+    if release_id not in printed:  # a recognised re-run: nothing was committed
+        print(release_id, flush=True)
+    if not args.quiet:
+        try:
+            print_summary(spec.state_path, release_id)
+        except Exception as exc:
+            warn(f"release {release_id} is committed; its summary could not be printed ({type(exc).__name__})")
     return 0
 
 
@@ -200,15 +270,7 @@ def cmd_publish(args) -> int:
     }
     if run:
         given["run"] = run
-    overrides = given or None
-
-    def start(spec):
-        # lazy: `--help` and `history` import no Prefect, no technique
-        from privpub.flows.publish import publish
-
-        return publish(str(Path(args.spec).resolve()), overrides=overrides, actor=args.actor)
-
-    return _run_flow(args, args.spec, overrides, start)
+    return _run_flow(args, args.spec, given or None)
 
 
 def cmd_serial(args) -> int:
@@ -226,15 +288,7 @@ def cmd_serial(args) -> int:
     except Exception as exc:
         _record_refusal(args, args.spec, None, exc)
         raise
-
-    def start(spec):
-        # lazy: `--help` and `history` import no Prefect, no technique
-        from privpub.flows.publish import call_flow
-        from privpub.flows.serial import serial_flow
-
-        return call_flow(serial_flow, spec_path=str(Path(args.spec).resolve()), actor=args.actor)
-
-    return _run_flow(args, args.spec, None, start)
+    return _run_flow(args, args.spec, None, serial=True)
 
 
 def cmd_history(args) -> int:
@@ -379,8 +433,9 @@ def cmd_demo(args) -> int:
     from privpub.flows.demo import prepare_demo
 
     spec_path = prepare_demo(Path(args.dir), rows=args.rows)
-    print(f"demo data and spec: {spec_path}")
-    args.spec, args.seed, args.quiet = str(spec_path), None, False
+    if not args.quiet:
+        print(f"demo data and spec: {spec_path}")
+    args.spec, args.seed = str(spec_path), None
     return cmd_publish(args)
 
 
@@ -400,6 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--seed", type=int, help="override the spec's seed")
     sp.add_argument("--as", dest="actor", help="who runs this (audit log); default: the OS user")
     sp.add_argument("--quiet", action="store_true", help="print only the release id")
+    sp.add_argument("--verbose", action="store_true", help="also print Prefect's log lines (a server's runs)")
     sp.add_argument(
         "--task-runner",
         choices=["inprocess", "dask"],
@@ -417,6 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("spec", help='the release spec (TOML), [technique] name = "serial"')
     sp.add_argument("--as", dest="actor", help="who runs this (audit log); default: the OS user")
     sp.add_argument("--quiet", action="store_true", help="print only the release id")
+    sp.add_argument("--verbose", action="store_true", help="also print Prefect's log lines (a server's runs)")
     sp.set_defaults(func=cmd_serial)
 
     for name, func, hlp in (
@@ -473,6 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--dir", default="demo", help="where the demo data, releases and history go")
     sp.add_argument("--rows", type=int, default=5000)
     sp.add_argument("--as", dest="actor")
+    sp.add_argument("--quiet", action="store_true", help="print only the release id")
+    sp.add_argument("--verbose", action="store_true", help="also print Prefect's log lines (a server's runs)")
     sp.set_defaults(func=cmd_demo)
 
     sp = sub.add_parser("server", help="the release service: Prefect server, UI and served deployments")

@@ -1,26 +1,20 @@
-"""The `publish` flow: validate -> partition -> anonymize -> verify -> evaluate -> commit -> report.
+"""The Prefect driver of the pipeline (flows/pipeline.py): the `publish` flow, each step a task.
 
-Thin by design: every step is a plain function from tasks/; this module only wires them as
-Prefect tasks. No task caches or persists its result: several of them carry the secret rows,
-which must never land in Prefect's result storage.
+Used when a Prefect server is configured or running (`privpub server`, PREFECT_API_URL): runs
+are flow runs the UI shows, with artifacts, retries, deployments and schedules. Without one, the
+CLI and `privpub.publish` run the same pipeline with plain calls (flows/run.py).
+
+No task caches or persists its result: several of them carry the secret rows, which must never
+land in Prefect's result storage.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import secrets
-import sys
-import time
 import traceback
-from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar, cast
 from uuid import UUID
 
-import numpy as np
-import pandas as pd
 from prefect import flow, task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
@@ -29,106 +23,66 @@ from prefect.logging import get_run_logger
 from prefect.states import Failed
 from prefect.utilities.annotations import quote
 
-from privpub.flows.attempts import attribution, current_actor, record_failure
-from privpub.flows.attempts import flow_run_id as _flow_run_id
-from privpub.flows.cluster import cluster_input, dask_task_runner, uses_cluster
-from privpub.schemas.errors import EXPECTED_ERRORS, PrivacyRefused, public_message
-from privpub.schemas.spec import ReleaseSpec, RunSpec, resolve_spec
-from privpub.state.failpoints import failpoint
-from privpub.state.store import StagedFiles, Store, check_output_dir, stage_tables
+from privpub.flows import pipeline
+from privpub.flows.attempts import record_failure  # noqa: F401  (callers import it from here)
+from privpub.flows.pipeline import (  # noqa: F401  (the names callers of this module use)
+    COMMITTED,
+    ON_COMMIT,
+    SERIES_FIGURES,
+    Driver,
+    chain_hooks,
+    draw_seed,
+    release_key,
+    run_release,
+    transient_error,
+)
+from privpub.flows.run import echo_to_stderr
+from privpub.flows.run import publish as publish  # the Python API: a flow run when a server is configured
+from privpub.schemas.errors import EXPECTED_ERRORS, public_message
+from privpub.schemas.spec import RunSpec
 from privpub.tasks import report as report_mod
-from privpub.tasks.cluster.compose import PartedSeriesCheck
-from privpub.tasks.cluster.evaluate import evaluate_on_cluster
-from privpub.tasks.cluster.input import PartedData
-from privpub.tasks.compose.check import SeriesCheck
-from privpub.tasks.core.executor import Executor, ThreadExecutor
-from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.types import Partition, PrivacyResult, Release
-from privpub.tasks.evaluate import evaluate, evaluation_workload, utility_summary
-from privpub.tasks.techniques.registry import get_technique
-from privpub.tasks.validate import checked_input, load_input, validate
-from privpub.tasks.verify.published import check_published
+from privpub.tasks.core.executor import Executor
 
 T = TypeVar("T")
 
 # No caching, no persisted results: inputs and outputs of these tasks hold secret rows.
 SECRET: dict[str, Any] = dict(cache_policy=NO_CACHE, persist_result=False)
-
-
-def transient(task, task_run, state) -> bool:
-    """Retry only what may succeed on a second try (a disk or network hiccup); a missing file,
-    bad input, a bad spec, a refusal or a busy state file (already waited for) fails at once."""
-    try:
-        exc = state.result(raise_on_failure=False)
-    except Exception:
-        return False
-    return isinstance(exc, OSError) and not isinstance(
-        exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
-    )
-
-
-IO_RETRIES: dict[str, Any] = dict(retries=2, retry_delay_seconds=[1, 5], retry_condition_fn=transient)
-# ids of the releases this process committed: whatever fails afterwards (artifacts, the summary,
-# Prefect's own bookkeeping) must not turn a committed release into a failed command
-COMMITTED: list[str] = []
-# called with the release id right after the commit (the CLI prints it there)
-ON_COMMIT: list = []
 # errors that ended this process's flow runs (the CLI runs flows in-process and re-raises them)
 FAILURES: list[BaseException] = []
 
 
-def progress(message: str) -> None:
-    """Progress for the person at the terminal (stderr) and for the Prefect run log."""
+def transient(task, task_run, state) -> bool:
+    """Prefect's retry condition: the pipeline's `transient_error` of the task's exception."""
     try:
-        get_run_logger().info(message)  # the run logger also prints to the console
-    except Exception:  # outside a run context (plain function calls in tests)
-        print(f"[privpub] {message}", file=sys.stderr, flush=True)
+        exc = state.result(raise_on_failure=False)
+    except Exception:
+        return False
+    return transient_error(exc)
 
 
-def _timed(label: str, fn, *args):
-    t0 = time.perf_counter()
-    out = fn(*args)
-    progress(f"{label} done in {time.perf_counter() - t0:.2f} s")
-    return out
+def _retries(name: str) -> dict[str, Any]:
+    delays = pipeline.RETRY_DELAYS[name]
+    return dict(retries=len(delays), retry_delay_seconds=delays, retry_condition_fn=transient)
 
 
-@task(name="load-input", **SECRET, **IO_RETRIES)
-def load_input_task(spec: ReleaseSpec) -> tuple[pd.DataFrame, str]:
-    return _timed("load input", load_input, spec)
+IO_RETRIES: dict[str, Any] = _retries("load-input")
 
 
-@task(name="load-input-on-cluster", **SECRET)
-def cluster_input_task(spec: ReleaseSpec, technique, executor: Executor) -> tuple[str, PartedData]:
-    fp, data = _timed("load and validate input on the Dask cluster", cluster_input, spec, technique, executor)
-    progress(f"{data.n} valid rows in {len(data.parts)} partitions, {len(data.domains)} quasi-identifiers")
-    return fp, data
+def _step_task(fn, name: str):
+    return task(fn, name=name, **SECRET, **(_retries(name) if name in pipeline.RETRY_DELAYS else {}))
 
 
-@task(name="validate", **SECRET)
-def validate_task(frame, spec: ReleaseSpec, technique) -> Microdata:
-    data = _timed("validate", validate, frame, spec, technique)
-    progress(f"{data.n} valid rows, {len(data.domains)} quasi-identifiers")
-    return data
-
-
-@task(name="partition", **SECRET)
-def partition_task(technique, data, rng) -> Partition:
-    failpoint("partition")
-    part = _timed("partition", technique.partition, data, rng)
-    progress(f"{part.n_groups} QI-groups")
-    return part
-
-
-@task(name="anonymize", **SECRET)
-def anonymize_task(technique, data, part, rng) -> Release:
-    failpoint("anonymize")
-    return _timed("anonymize", technique.anonymize, data, part, rng)
-
-
-def _plan(technique, step: str, inputs: tuple):
-    if step == "anonymize":
-        failpoint("anonymize")
-    return technique.plan(step, *inputs)
+# the steps as Prefect tasks, by the names the UI shows
+load_input_task = _step_task(pipeline.load_input_step, "load-input")
+cluster_input_task = _step_task(pipeline.cluster_input_step, "load-input-on-cluster")
+validate_task = _step_task(pipeline.validate_step, "validate")
+partition_task = _step_task(pipeline.partition_step, "partition")
+anonymize_task = _step_task(pipeline.anonymize_whole_step, "anonymize")
+verify_task = _step_task(pipeline.verify_step, "verify")
+composition_task = _step_task(pipeline.composition_step, "series-composition")
+evaluate_task = _step_task(pipeline.evaluate_step, "evaluate")
+stage_task = _step_task(pipeline.stage_step, "stage-files")
+commit_task = _step_task(pipeline.commit_step, "commit")
 
 
 # the chunks on the run's executor: fn may run in a Dask worker process, which must write nothing
@@ -136,35 +90,41 @@ def _map(fn, chunks, executor):
     return executor.map(fn, chunks)
 
 
-def _combine(plan, results, finish=None):
-    out = plan.combine(results)
-    return out if finish is None else finish(out)
-
-
 def _step_tasks(label: str) -> tuple:
     """The plan, chunk and combine tasks of a chunked step, as Prefect shows them."""
-    parts: tuple[tuple[Any, str], ...] = ((_plan, "plan"), (_map, "chunk"), (_combine, "combine"))
-    return tuple(task(fn, name=f"{label}-{part}", **SECRET) for fn, part in parts)
+    return (
+        _step_task(pipeline.plan_step, f"{label}-plan"),
+        _step_task(_map, f"{label}-chunk"),
+        _step_task(pipeline.combine_step, f"{label}-combine"),
+    )
 
 
 plan_chunks_task, anonymize_chunk_task, combine_chunks_task = _step_tasks("anonymize")
 verify_plan_task, verify_chunk_task, verify_combine_task = _step_tasks("verify")
 evaluate_plan_task, evaluate_chunk_task, evaluate_combine_task = _step_tasks("evaluate")
 
-
-def anonymize_step(technique, data, part, rng, executor: Executor):
-    """One anonymize task, or, for a technique that splits its work (Technique.chunked), its
-    chunks mapped on the run's executor and a combine step in the flow process."""
-    t0 = time.perf_counter()
-    plan = (
-        plan_chunks_task(technique, "anonymize", quote((data, part, rng))) if "anonymize" in technique.chunked else None
+TASKS = {
+    t.name: t
+    for t in (
+        load_input_task,
+        cluster_input_task,
+        validate_task,
+        partition_task,
+        anonymize_task,
+        verify_task,
+        composition_task,
+        evaluate_task,
+        stage_task,
+        commit_task,
+        plan_chunks_task,
+        combine_chunks_task,
+        verify_plan_task,
+        verify_combine_task,
+        evaluate_plan_task,
+        evaluate_combine_task,
     )
-    if plan is None:
-        return anonymize_task(technique, data, part, rng)
-    results = _map_chunks(plan.run, plan.chunks, executor, anonymize_chunk_task)
-    release = combine_chunks_task(quote(plan), results)
-    progress(f"anonymize done in {time.perf_counter() - t0:.2f} s ({len(plan.chunks)} chunks)")
-    return release
+}
+CHUNK_TASKS = {"anonymize": anonymize_chunk_task, "verify": verify_chunk_task, "evaluate": evaluate_chunk_task}
 
 
 def _map_chunks(fn, chunks: list, executor: Executor, chunk_task) -> list:
@@ -173,321 +133,46 @@ def _map_chunks(fn, chunks: list, executor: Executor, chunk_task) -> list:
     return chunk_task(fn, quote(chunks), quote(executor))
 
 
-@task(name="verify", **SECRET)
-def verify_task(technique, release, spec: ReleaseSpec, context: dict) -> list[PrivacyResult]:
-    check_published(release, spec, technique)
-    return _timed("verify", technique.verify, release, context)
-
-
-@task(name="series-composition", **SECRET)
-def composition_task(check: SeriesCheck, data, part) -> list[PrivacyResult]:
-    return _timed("series composition", check.check_release, data, part)
-
-
-@task(name="evaluate", **SECRET)
-def evaluate_task(technique, release, data, workload_seed: int):
-    step = evaluate_on_cluster if data.in_parts else evaluate  # the workload drawn where the rows are
-    return _timed("evaluate", step, technique, release, data, workload_seed)
-
-
 def quoted(value: T) -> T:
     """`value` wrapped so that Prefect does not walk its items; the task receives `value` itself
-    (Prefect's annotations type the wrapper, not what the task gets)."""
+    (Prefect would otherwise walk every item of every list a release holds, for each task:
+    seconds at a million rows)."""
     return cast(T, quote(value))
 
 
-def verify_and_evaluate(
-    technique, release, spec: ReleaseSpec, context: dict, data, workload_seed: int, executor: Executor
-):
-    """verify, then (when it passes) evaluate; each as one task or, when the technique splits it,
-    as chunks on the run's executor. Returns (privacy results, utility figures or None if refused).
+class PrefectDriver(Driver):
+    """Each step a Prefect task of the current flow run; progress to the run's log (which the
+    console shows too)."""
 
-    The release and the context are passed quoted: Prefect would otherwise walk every item of
-    every list they hold (a MuCo release lists its unchangeable rows) for each task, seconds at
-    a million rows."""
-    t0 = time.perf_counter()
-    plan = verify_plan_task(technique, "verify", quote((release, context))) if "verify" in technique.chunked else None
-    if plan is None:
-        privacy = verify_task(technique, quoted(release), spec, quoted(context))
-    else:
-        check_published(release, spec, technique)
-        results = _map_chunks(plan.run, plan.chunks, executor, verify_chunk_task)
-        privacy = verify_combine_task(quote(plan), results)
-        progress(f"verify done in {time.perf_counter() - t0:.2f} s ({len(plan.chunks)} chunks)")
-    if any(not r.passed for r in privacy):
-        return privacy, None
-    t0 = time.perf_counter()
-    workload = evaluation_workload(data, workload_seed) if "utility" in technique.chunked else None
-    plan = evaluate_plan_task(technique, "utility", quote((release, data, workload))) if workload is not None else None
-    if plan is None:
-        return privacy, evaluate_task(technique, quoted(release), data, workload_seed)
-    results = _map_chunks(plan.run, plan.chunks, executor, evaluate_chunk_task)
-    finish = partial(_utility_summary, technique, release, data, workload)
-    utility = evaluate_combine_task(quote(plan), results, finish)
-    progress(f"evaluate done in {time.perf_counter() - t0:.2f} s ({len(plan.chunks)} chunks)")
-    return privacy, utility
+    def run(self, name: str, fn, *args):
+        return TASKS[name](*[quoted(a) for a in args])
+
+    def map_chunks(self, label: str, fn, chunks: list, executor: Executor) -> list:
+        return _map_chunks(fn, chunks, executor, CHUNK_TASKS[label])
+
+    def make_executor(self, run: RunSpec) -> Executor:
+        return make_task_runner(run)
+
+    def progress(self, message: str) -> None:
+        try:
+            get_run_logger().info(message)  # the run's log (the console shows it with --verbose)
+        except Exception:  # outside a run context (plain function calls in tests)
+            echo_to_stderr(message)
+            return
+        if self.echo is not None:  # the CLI without --verbose: its own one-line progress
+            self.echo(message)
+
+    def after_commit(self, run_id, meta, privacy, utility) -> None:
+        _name_flow_run(run_id, meta["release_id"])
+        _artifacts(meta, privacy, utility)
 
 
-def _utility_summary(technique, release, data, workload, estimate_and_figures):
-    return utility_summary(technique, release, data, workload, *estimate_and_figures)
+PREFECT = PrefectDriver(echo=None)
 
 
-@task(name="stage-files", **SECRET, **IO_RETRIES)
-def stage_task(output_dir: Path, tables) -> StagedFiles:
-    return _timed("write files", stage_tables, output_dir, tables)
-
-
-@task(name="commit", **SECRET, retries=2, retry_delay_seconds=[2, 10], retry_condition_fn=transient)
-def commit_task(store: Store, kwargs: dict) -> tuple[str, bool]:
-    return store.commit_release(**kwargs)
-
-
-def draw_seed() -> int:
-    return secrets.randbits(63)
-
-
-def release_key(spec: ReleaseSpec, fingerprint: str, seed: int) -> str:
-    body = {
-        "series": spec.dataset.name,
-        "input": fingerprint,
-        "seed": seed,
-        "technique": spec.technique.model_dump(),
-        "dataset": spec.dataset.model_dump(exclude={"input", "table"}),
-    }
-    if spec.section("series"):  # keep_groups changes the release (absent: keys as before)
-        body["series_options"] = spec.section("series")
-    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
-
-
-# the figures the report follows over a series (beside the privacy figures)
-SERIES_FIGURES = ["query_error_1pct", "uncertainty_penalty_normalized", "suppressed_rows"]
-
-
-def read_rows(spec: ReleaseSpec, technique, executor: Executor, in_parts: bool) -> tuple[str, Microdata | PartedData]:
-    """The input's fingerprint and its rows: read and validated by the executor's workers and kept
-    there in parts, or in this process (the CLI may have read it a moment ago)."""
-    if in_parts:
-        return cluster_input_task(spec, technique, quoted(executor))
-    checked = checked_input(spec)
-    if checked is not None:
-        _, fp, data = checked
-        progress(f"{data.n} valid rows (read and validated before the run started)")
-        return fp, data
-    frame, fp = load_input_task(spec)
-    return fp, validate_task(frame, spec, technique)
-
-
-def run_release(
-    spec: ReleaseSpec,
-    actor: str | None = None,
-    context: dict | None = None,
-    store: Store | None = None,
-    new_release: bool = False,
-    spec_path: str | None = None,
-    executor: Executor | None = None,
-) -> dict[str, Any]:
-    """The pipeline itself; returns a summary dict (release id, figures, where things are).
-
-    new_release: publish even if this flow run (a retry) or this deployment's scheduled slot
-    already published a release of the series (without it, that release is returned).
-    executor: where chunks run (None: the one [run] asks for, closed when the release is done)."""
-    if executor is None:
-        with make_task_runner(spec.run) as executor:
-            return run_release(spec, actor, context, store, new_release, spec_path, executor)
-    started = datetime.now(UTC).replace(tzinfo=None)
-    technique = get_technique(spec)
-    # chosen once: the rows read into this process, or kept in parts where the executor works
-    # (Parquet input read by Dask workers); the series check reads its people accordingly
-    in_parts = uses_cluster(spec, technique)
-    series_check = (PartedSeriesCheck if in_parts else SeriesCheck)(spec, technique)  # refuses before any work
-    seed = spec.output.seed if spec.output.seed is not None else draw_seed()
-    store = store or Store(spec.state_path)
-    check_output_dir(spec.output_dir)  # before any work: a run must not fail only at the end
-    store.check_usable()
-    store.watch_output_dir(spec.output_dir)
-    who, run_id, origin = current_actor(actor), _flow_run_id(), attribution()
-    done = store.published_for(spec.dataset.name, run_id, origin["deployment"], origin["scheduled_for"])
-    if done and not new_release:
-        progress(
-            f"already published as {done} by this run or for this scheduled slot: nothing to do "
-            "(new_release=true publishes another)"
-        )
-        store.log(who, "publish", done, "already-published", run_id, origin)
-        return {"release_id": done, "created": False, "state": str(store.path)}
-    if done:
-        progress(f"a release ({done}) exists for this run or slot; new_release=true asks for another")
-    progress(
-        f"series '{spec.dataset.name}', technique '{technique.name}', seed {seed}, "
-        f"started by {who} ({origin['trigger']})"
-    )
-
-    fp, data = read_rows(spec, technique, executor, in_parts)
-    key = release_key(spec, fp, seed)
-    existing = store.find_by_key(key)
-    if existing:
-        progress(f"already published as {existing} (same input, parameters and seed): nothing to do")
-        store.log(
-            who,
-            "publish",
-            existing,
-            "recognised",
-            run_id,
-            {"reason": "same series, input, parameters and seed as an existing release", **origin},
-        )
-        return {"release_id": existing, "created": False, "state": str(store.path)}
-
-    # independent streams: the release's draws do not depend on how the workload is drawn
-    release_seq, _ = np.random.SeedSequence(seed).spawn(2)
-    rng = np.random.default_rng(release_seq)
-    # the composition check reads the summaries it combines: another release of the series
-    # committed meanwhile would make them stale, so the commit checks the sequence
-    based_on = store.last_sequence(spec.dataset.name)
-    series_check.prepare(store, data)
-    if series_check.history_missing(based_on):
-        progress(
-            f"series composition: the {based_on} earlier releases of the series have no stored groups "
-            "(published before privpub kept them); the check starts with this release"
-        )
-    history = technique.prior_context(store, spec)
-    data.extra.update(history)
-    part = partition_task(technique, data, rng)
-    if series_check.settings.keep_groups:  # PartedSeriesCheck refused it for rows in parts
-        assert isinstance(data, Microdata)
-        part = series_check.keep_groups(data, part)
-        progress(f"{part.n_groups} groups kept from earlier releases ({part.info['merge_rounds']} merge rounds)")
-    release = anonymize_step(technique, data, part, rng, executor)
-    privacy, utility = verify_and_evaluate(
-        technique,
-        release,
-        spec,
-        {**(context or {}), **history, "data": data},
-        data,
-        int(spec.section("evaluate").get("workload_seed", 0)),
-        executor,
-    )
-    privacy = privacy + composition_task(series_check, data, part)
-    failed = [r for r in privacy if not r.passed and not series_check.tolerated(r)]
-    for r in privacy:
-        if not r.passed and series_check.tolerated(r):
-            what = f"{r.worst['below']} people below {r.threshold} when all releases of the series are combined"
-            progress(f'warning: {r.model}: {what}; published because [series] composition = "warn"')
-    if failed:
-        detail = {r.model: {"value": str(r.value), "threshold": str(r.threshold), "worst": r.worst} for r in failed}
-        store.log(who, "publish", spec.dataset.name, "refused", run_id, {**detail, **origin})
-        series_check.discard()
-        raise PrivacyRefused(
-            "release refused, privacy check failed: "
-            + "; ".join(f"{r.model} reached {r.value}, required {r.threshold}" for r in failed)
-        )
-
-    staged = stage_task(spec.output_dir, release.tables)
-    # before the commit reads release.private: a hook may move state out of it into its own tables
-    on_commit = chain_hooks(technique.commit_hook(release), series_check.commit_hook())
-    sizes = technique.group_sizes(release)
-    meta = {
-        "series": spec.dataset.name,
-        "technique": technique.name,
-        "parameters": spec.technique.params,
-        "seed": seed,
-        "rows_in": data.n,
-        "actor": who,
-        "flow_run_id": run_id,
-        "input_fingerprint": fp,
-        "spec_path": spec_path,
-        **origin,
-        "hashes": {meta_["file"]: meta_["sha256"] for meta_ in staged.files.values()},
-    }
-    series_names = [r.model for r in privacy] + SERIES_FIGURES
-    earlier = store.series_figures(spec.dataset.name, series_names)
-
-    def write_report(release_id: str, sequence: int, folder: Path) -> None:
-        # inside the commit, once the id is known: a committed release always has its report
-        failpoint("report")
-        final = spec.output_dir.resolve() / release_id
-        meta.update(
-            release_id=release_id,
-            sequence=sequence,
-            created_at=datetime.now(UTC),
-            files=[str(final / m["file"]) for m in staged.files.values()],
-        )
-        this = [
-            {"sequence": sequence, "release_id": release_id, "name": r.model, "value": str(r.value)} for r in privacy
-        ]
-        this += [
-            {"sequence": sequence, "release_id": release_id, "name": n, "value": str(utility[n])}
-            for n in SERIES_FIGURES
-            if n in utility
-        ]
-        meta["series_figures"] = (
-            pd.concat([earlier, pd.DataFrame(this)], ignore_index=True)
-            if earlier is not None and len(earlier)
-            else pd.DataFrame(this)
-        )
-        report_mod.write_html_report(folder / "report.html", meta, privacy, utility, sizes)
-
-    try:
-        release_id, created = commit_task(
-            store,
-            quoted(
-                dict(  # quoted: see verify_and_evaluate
-                    staged=staged,
-                    series=spec.dataset.name,
-                    technique=technique.name,
-                    parameters=spec.technique.params,
-                    spec=spec.model_dump(),
-                    seed=seed,
-                    input_fingerprint=fp,
-                    release_key=key,
-                    rows_in=data.n,
-                    privacy=privacy,
-                    utility=utility,
-                    private=release.private,
-                    info=release.info,
-                    actor=who,
-                    flow_run_id=run_id,
-                    started_at=started,
-                    attribution={**origin, "new_release": new_release},
-                    based_on_sequence=based_on,
-                    on_commit=on_commit,
-                    before_commit=write_report,
-                )
-            ),
-        )
-    finally:
-        staged.release_owner()
-        series_check.discard()  # written by the commit, or of no use after a failed one
-    COMMITTED.append(release_id)
-    for announce in ON_COMMIT:  # the CLI prints the id now, before the run's bookkeeping
-        announce(release_id)
-    failpoint("published")
-    meta.setdefault("release_id", release_id)  # a recognised re-run wrote no report
-    meta.setdefault("sequence", int(release_id.split("-")[-2]))
-    out_dir = spec.output_dir.resolve() / release_id
-    progress(f"committed release {release_id}: {out_dir}")
-    _name_flow_run(run_id, release_id)
-    meta["report"] = str(out_dir / "report.html")
-    _artifacts(meta, privacy, utility)  # after the commit: a failure here is a warning only
-    return {
-        **meta,
-        "release_id": release_id,
-        "created": created,
-        "privacy": privacy,
-        "utility": utility,
-        "report": str(out_dir / "report.html"),
-        "state": str(store.path),
-        "output_dir": str(out_dir),
-    }
-
-
-def chain_hooks(*hooks):
-    """One commit hook running the given ones (None skipped) in order, in the same transaction."""
-    present = [h for h in hooks if h is not None]
-
-    def run(con, release_id: str, sequence: int) -> None:
-        for hook in present:
-            hook(con, release_id, sequence)
-
-    return run
+def make_task_runner(run: RunSpec) -> Executor:
+    """The executor [run] asks for (flows/pipeline.make_executor); a name tests can replace."""
+    return pipeline.make_executor(run)
 
 
 def _name_flow_run(run_id: str | None, release_id: str) -> None:
@@ -498,7 +183,7 @@ def _name_flow_run(run_id: str | None, release_id: str) -> None:
         with get_client(sync_client=True) as client:
             client.update_flow_run(UUID(run_id), name=f"{release_id}")
     except Exception as exc:
-        progress(f"warning: could not rename the flow run ({type(exc).__name__})")
+        PREFECT.progress(f"warning: could not rename the flow run ({type(exc).__name__})")
 
 
 def _artifacts(meta, privacy, utility) -> None:
@@ -531,7 +216,7 @@ def _artifacts(meta, privacy, utility) -> None:
         ]
         create_table_artifact(table=rows, key="release-figures", description="privacy and utility")
     except Exception as exc:  # artifacts are a convenience; the release is already committed
-        progress(f"warning: could not create Prefect artifacts: {type(exc).__name__}: {exc}")
+        PREFECT.progress(f"warning: could not create Prefect artifacts: {type(exc).__name__}: {exc}")
 
 
 @flow(name="publish", persist_result=False, validate_parameters=True)
@@ -551,21 +236,9 @@ def run_attempt(spec_path: str, overrides: dict | None, actor: str | None, new_r
     """The body of the publish and serial flows: the release id, or a Failed state whose message
     is the error's one line. Returning the state (not raising) keeps Prefect from pickling the
     exception into its result storage; the attempt gets its audit-log row either way."""
-    committed = len(COMMITTED)
     try:
-        release_id = run_release(
-            resolve_spec(spec_path, None, overrides), actor=actor, new_release=new_release, spec_path=spec_path
-        )["release_id"]
-        return release_id
+        return pipeline.attempt(spec_path, overrides, actor, new_release, driver=PREFECT)
     except Exception as exc:
-        if len(COMMITTED) > committed:  # the release exists: what failed after it is a warning
-            progress(
-                f"warning: release {COMMITTED[-1]} is committed, but a step after the commit "
-                f"failed ({type(exc).__name__})"
-            )
-            return COMMITTED[-1]
-        if not isinstance(exc, PrivacyRefused):  # a refusal was logged with its figures
-            record_failure(spec_path, overrides, actor, exc, public_message(exc))
         return failed_state(exc)
 
 
@@ -575,24 +248,8 @@ def failed_state(exc: Exception):
     FAILURES.append(exc)
     if not isinstance(exc, EXPECTED_ERRORS):
         # frames only: the exception's own text may quote data
-        progress("internal error; traceback (frames only):\n" + "".join(traceback.format_tb(exc.__traceback__)))
+        PREFECT.progress("internal error; traceback (frames only):\n" + "".join(traceback.format_tb(exc.__traceback__)))
     return Failed(message=public_message(exc))
-
-
-def make_task_runner(run: RunSpec) -> Executor:
-    """The executor [run] asks for, one per run: threads of the flow process, or Dask workers.
-    Only a technique's chunks use it; every other step, and every store write, stays in the
-    flow process."""
-    if run.task_runner == "dask":
-        return dask_task_runner(run)
-    return ThreadExecutor(run.workers)
-
-
-def publish(spec_path: str, overrides: dict | None = None, actor: str | None = None) -> str:
-    """Run `publish_flow` in this process (the spec is read first: a bad spec fails before any
-    flow run). The release is the same whichever [run] executor and however many workers."""
-    get_technique(resolve_spec(spec_path, None, overrides))
-    return call_flow(publish_flow, spec_path=spec_path, overrides=overrides, actor=actor)
 
 
 def call_flow(flow_, **parameters) -> str:

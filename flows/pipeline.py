@@ -1,0 +1,539 @@
+"""The release pipeline: validate -> partition -> anonymize -> verify -> evaluate -> commit -> report.
+
+One pipeline, two drivers. The steps, their order, the checks and the commit are written here,
+once. A driver decides how each step runs:
+- `Driver` (here): a plain call in this process. No Prefect import, no server, no API call: the
+  CLI and `privpub.publish` use it when no Prefect server is configured (flows/run.py).
+- `flows/publish.PrefectDriver`: each step a Prefect task of a flow run (the service, the UI,
+  deployments, schedules, retries of the whole run).
+Both retry the same steps on the same transient I/O errors, log every attempt, and give the same
+release, byte for byte (tests/test_drivers.py).
+
+No step caches or persists its result: several of them carry the secret rows.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import json
+import secrets
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from privpub.flows.attempts import attribution, current_actor, flow_run_id, record_failure
+from privpub.flows.cluster import cluster_input, dask_task_runner, uses_cluster
+from privpub.flows.run import echo_to_stderr
+from privpub.schemas.errors import PrivacyRefused, public_message
+from privpub.schemas.spec import ReleaseSpec, RunSpec, resolve_spec
+from privpub.state.failpoints import failpoint
+from privpub.state.store import StagedFiles, Store, check_output_dir, stage_tables
+from privpub.tasks import report as report_mod
+from privpub.tasks.cluster.compose import PartedSeriesCheck
+from privpub.tasks.cluster.evaluate import evaluate_on_cluster
+from privpub.tasks.cluster.input import PartedData
+from privpub.tasks.compose.check import SeriesCheck
+from privpub.tasks.core.executor import Executor, ThreadExecutor
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.types import Partition, PrivacyResult, Release
+from privpub.tasks.evaluate import evaluate, evaluation_workload, utility_summary
+from privpub.tasks.techniques.registry import get_technique
+from privpub.tasks.validate import checked_input, load_input, validate
+from privpub.tasks.verify.published import check_published
+
+# ids of the releases this process committed: whatever fails afterwards (artifacts, the summary,
+# Prefect's own bookkeeping) must not turn a committed release into a failed command
+COMMITTED: list[str] = []
+# called with the release id right after the commit (the CLI prints it there)
+ON_COMMIT: list = []
+
+
+# --- transient failures: retried by both drivers ----------------------------------------------
+
+
+def transient_error(exc: BaseException) -> bool:
+    """Only what may succeed on a second try (a disk or network hiccup); a missing file, bad
+    input, a bad spec, a refusal or a busy state file (already waited for) fails at once."""
+    return isinstance(exc, OSError) and not isinstance(
+        exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+    )
+
+
+# step -> seconds to wait before each retry (the Prefect tasks get the same, flows/publish.py)
+RETRY_DELAYS: dict[str, list[int]] = {"load-input": [1, 5], "stage-files": [1, 5], "commit": [2, 10]}
+
+
+# --- the driver ---------------------------------------------------------------------------------
+
+
+class Driver:
+    """Each step a plain call in this process; progress lines go to `echo` (stderr by default;
+    None: silent)."""
+
+    def __init__(self, echo: Callable[[str], None] | None = echo_to_stderr):
+        self.echo = echo
+
+    def run(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """fn(*args) as the step `name`; a transient error retried as RETRY_DELAYS says."""
+        delays = RETRY_DELAYS.get(name, [])
+        for attempt in range(len(delays) + 1):
+            try:
+                return fn(*args)
+            except Exception as exc:
+                if attempt == len(delays) or not transient_error(exc):
+                    raise
+                self.progress(f"{name} failed ({type(exc).__name__}); retry {attempt + 1} in {delays[attempt]} s")
+                time.sleep(delays[attempt])
+
+    def map_chunks(self, label: str, fn: Callable[[Any], Any], chunks: list, executor: Executor) -> list:
+        """A chunked step's chunks on the run's executor, results in chunk order."""
+        return executor.map(fn, chunks)
+
+    def make_executor(self, run: RunSpec) -> Executor:
+        return make_executor(run)
+
+    def progress(self, message: str) -> None:
+        if self.echo is not None:
+            self.echo(message)
+
+    def after_commit(self, run_id: str | None, meta: dict, privacy: list, utility: dict) -> None:
+        """Bookkeeping after the commit (the Prefect driver names the run and adds artifacts)."""
+
+
+PLAIN = Driver()
+# the driver of the release being made (steps and helpers print progress through it)
+_DRIVER: contextvars.ContextVar[Driver | None] = contextvars.ContextVar("privpub_driver", default=None)
+
+
+def current_driver() -> Driver:
+    return _DRIVER.get() or PLAIN
+
+
+def progress(message: str) -> None:
+    """Progress for the person at the terminal and, in a Prefect run, the run's log."""
+    current_driver().progress(message)
+
+
+def _timed(label: str, fn, *args):
+    t0 = time.perf_counter()
+    out = fn(*args)
+    progress(f"{label} done in {time.perf_counter() - t0:.2f} s")
+    return out
+
+
+def make_executor(run: RunSpec) -> Executor:
+    """The executor [run] asks for, one per run: threads of this process, or Dask workers. A
+    technique's chunks and rows kept in parts use it; every store write stays in this process."""
+    if run.task_runner == "dask":
+        return dask_task_runner(run)
+    return ThreadExecutor(run.workers)
+
+
+# --- the steps (each a Prefect task under the Prefect driver, named as in RETRY_DELAYS) --------
+
+
+def load_input_step(spec: ReleaseSpec) -> tuple[pd.DataFrame, str]:
+    return _timed("load input", load_input, spec)
+
+
+def cluster_input_step(spec: ReleaseSpec, technique, executor: Executor) -> tuple[str, PartedData]:
+    fp, data = _timed("load and validate input on the Dask cluster", cluster_input, spec, technique, executor)
+    progress(f"{data.n} valid rows in {len(data.parts)} partitions, {len(data.domains)} quasi-identifiers")
+    return fp, data
+
+
+def validate_step(frame, spec: ReleaseSpec, technique) -> Microdata:
+    data = _timed("validate", validate, frame, spec, technique)
+    progress(f"{data.n} valid rows, {len(data.domains)} quasi-identifiers")
+    return data
+
+
+def partition_step(technique, data, rng) -> Partition:
+    failpoint("partition")
+    part = _timed("partition", technique.partition, data, rng)
+    progress(f"{part.n_groups} QI-groups")
+    return part
+
+
+def anonymize_whole_step(technique, data, part, rng) -> Release:
+    failpoint("anonymize")
+    return _timed("anonymize", technique.anonymize, data, part, rng)
+
+
+def plan_step(technique, step: str, inputs: tuple):
+    if step == "anonymize":
+        failpoint("anonymize")
+    return technique.plan(step, *inputs)
+
+
+def combine_step(plan, results, finish=None):
+    out = plan.combine(results)
+    return out if finish is None else finish(out)
+
+
+def verify_step(technique, release, spec: ReleaseSpec, context: dict) -> list[PrivacyResult]:
+    check_published(release, spec, technique)
+    return _timed("verify", technique.verify, release, context)
+
+
+def composition_step(check: SeriesCheck, data, part) -> list[PrivacyResult]:
+    return _timed("series composition", check.check_release, data, part)
+
+
+def evaluate_step(technique, release, data, workload_seed: int):
+    step = evaluate_on_cluster if data.in_parts else evaluate  # the workload drawn where the rows are
+    return _timed("evaluate", step, technique, release, data, workload_seed)
+
+
+def stage_step(output_dir: Path, tables) -> StagedFiles:
+    return _timed("write files", stage_tables, output_dir, tables)
+
+
+def commit_step(store: Store, kwargs: dict) -> tuple[str, bool]:
+    return store.commit_release(**kwargs)
+
+
+# --- chunked steps ---------------------------------------------------------------------------
+
+
+def _chunked(driver: Driver, label: str, technique, inputs: tuple, executor: Executor, finish=None):
+    """A step the technique splits: plan, its chunks on the run's executor, combine. None when
+    the technique's plan is None (the step then runs whole)."""
+    t0 = time.perf_counter()
+    step = "utility" if label == "evaluate" else label
+    plan = driver.run(f"{label}-plan", plan_step, technique, step, inputs)
+    if plan is None:
+        return None
+    results = driver.map_chunks(label, plan.run, plan.chunks, executor)
+    out = driver.run(f"{label}-combine", combine_step, plan, results, finish)
+    progress(f"{label} done in {time.perf_counter() - t0:.2f} s ({len(plan.chunks)} chunks)")
+    return out
+
+
+def anonymize_step(driver: Driver, technique, data, part, rng, executor: Executor) -> Release:
+    """One anonymize step, or, for a technique that splits it (Technique.chunked), its chunks."""
+    if "anonymize" in technique.chunked:
+        release = _chunked(driver, "anonymize", technique, (data, part, rng), executor)
+        if release is not None:
+            return release
+    return driver.run("anonymize", anonymize_whole_step, technique, data, part, rng)
+
+
+def verify_and_evaluate(
+    driver: Driver, technique, release, spec: ReleaseSpec, context: dict, data, workload_seed: int, executor
+):
+    """verify, then (when it passes) evaluate; each whole or, when the technique splits it, as
+    chunks. Returns (privacy results, utility figures or None if refused)."""
+    privacy = None
+    if "verify" in technique.chunked:
+        check_published(release, spec, technique)
+        privacy = _chunked(driver, "verify", technique, (release, context), executor)
+    if privacy is None:
+        privacy = driver.run("verify", verify_step, technique, release, spec, context)
+    if any(not r.passed for r in privacy):
+        return privacy, None
+    if "utility" in technique.chunked:
+        workload = evaluation_workload(data, workload_seed)
+        finish = partial(_utility_summary, technique, release, data, workload)
+        utility = _chunked(driver, "evaluate", technique, (release, data, workload), executor, finish)
+        if utility is not None:
+            return privacy, utility
+    return privacy, driver.run("evaluate", evaluate_step, technique, release, data, workload_seed)
+
+
+def _utility_summary(technique, release, data, workload, estimate_and_figures):
+    return utility_summary(technique, release, data, workload, *estimate_and_figures)
+
+
+# --- the release ----------------------------------------------------------------------------
+
+
+def draw_seed() -> int:
+    return secrets.randbits(63)
+
+
+def release_key(spec: ReleaseSpec, fingerprint: str, seed: int) -> str:
+    body = {
+        "series": spec.dataset.name,
+        "input": fingerprint,
+        "seed": seed,
+        "technique": spec.technique.model_dump(),
+        "dataset": spec.dataset.model_dump(exclude={"input", "table"}),
+    }
+    if spec.section("series"):  # keep_groups changes the release (absent: keys as before)
+        body["series_options"] = spec.section("series")
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
+# the figures the report follows over a series (beside the privacy figures)
+SERIES_FIGURES = ["query_error_1pct", "uncertainty_penalty_normalized", "suppressed_rows"]
+
+
+def read_rows(
+    driver: Driver, spec: ReleaseSpec, technique, executor: Executor, in_parts: bool
+) -> tuple[str, Microdata | PartedData]:
+    """The input's fingerprint and its rows: read and validated by the executor's workers and kept
+    there in parts, or in this process (the CLI may have read it a moment ago)."""
+    if in_parts:
+        return driver.run("load-input-on-cluster", cluster_input_step, spec, technique, executor)
+    checked = checked_input(spec)
+    if checked is not None:
+        _, fp, data = checked
+        progress(f"{data.n} valid rows (read and validated before the run started)")
+        return fp, data
+    frame, fp = driver.run("load-input", load_input_step, spec)
+    return fp, driver.run("validate", validate_step, frame, spec, technique)
+
+
+def run_release(
+    spec: ReleaseSpec,
+    actor: str | None = None,
+    context: dict | None = None,
+    store: Store | None = None,
+    new_release: bool = False,
+    spec_path: str | None = None,
+    executor: Executor | None = None,
+    driver: Driver | None = None,
+) -> dict[str, Any]:
+    """The pipeline itself; returns a summary dict (release id, figures, where things are).
+
+    new_release: publish even if this flow run (a retry) or this deployment's scheduled slot
+    already published a release of the series (without it, that release is returned).
+    executor: where chunks run (None: the one [run] asks for, closed when the release is done).
+    driver: how steps run (None: the driver of the surrounding call, else plain calls)."""
+    driver = driver or current_driver()
+    token = _DRIVER.set(driver)
+    try:
+        if executor is None:
+            with driver.make_executor(spec.run) as executor:
+                return _run_release(driver, spec, actor, context, store, new_release, spec_path, executor)
+        return _run_release(driver, spec, actor, context, store, new_release, spec_path, executor)
+    finally:
+        _DRIVER.reset(token)
+
+
+def _run_release(driver: Driver, spec, actor, context, store, new_release, spec_path, executor) -> dict[str, Any]:
+    started = datetime.now(UTC).replace(tzinfo=None)
+    technique = get_technique(spec)
+    # chosen once: the rows read into this process, or kept in parts where the executor works
+    # (Parquet input read by Dask workers); the series check reads its people accordingly
+    in_parts = uses_cluster(spec, technique)
+    series_check = (PartedSeriesCheck if in_parts else SeriesCheck)(spec, technique)  # refuses before any work
+    seed = spec.output.seed if spec.output.seed is not None else draw_seed()
+    store = store or Store(spec.state_path)
+    check_output_dir(spec.output_dir)  # before any work: a run must not fail only at the end
+    store.check_usable()
+    store.watch_output_dir(spec.output_dir)
+    who, run_id, origin = current_actor(actor), flow_run_id(), attribution()
+    done = store.published_for(spec.dataset.name, run_id, origin["deployment"], origin["scheduled_for"])
+    if done and not new_release:
+        progress(
+            f"already published as {done} by this run or for this scheduled slot: nothing to do "
+            "(new_release=true publishes another)"
+        )
+        store.log(who, "publish", done, "already-published", run_id, origin)
+        return {"release_id": done, "created": False, "state": str(store.path)}
+    if done:
+        progress(f"a release ({done}) exists for this run or slot; new_release=true asks for another")
+    progress(
+        f"series '{spec.dataset.name}', technique '{technique.name}', seed {seed}, "
+        f"started by {who} ({origin['trigger']})"
+    )
+
+    fp, data = read_rows(driver, spec, technique, executor, in_parts)
+    key = release_key(spec, fp, seed)
+    existing = store.find_by_key(key)
+    if existing:
+        progress(f"already published as {existing} (same input, parameters and seed): nothing to do")
+        store.log(
+            who,
+            "publish",
+            existing,
+            "recognised",
+            run_id,
+            {"reason": "same series, input, parameters and seed as an existing release", **origin},
+        )
+        return {"release_id": existing, "created": False, "state": str(store.path)}
+
+    # independent streams: the release's draws do not depend on how the workload is drawn
+    release_seq, _ = np.random.SeedSequence(seed).spawn(2)
+    rng = np.random.default_rng(release_seq)
+    # the composition check reads the summaries it combines: another release of the series
+    # committed meanwhile would make them stale, so the commit checks the sequence
+    based_on = store.last_sequence(spec.dataset.name)
+    series_check.prepare(store, data)
+    if series_check.history_missing(based_on):
+        progress(
+            f"series composition: the {based_on} earlier releases of the series have no stored groups "
+            "(published before privpub kept them); the check starts with this release"
+        )
+    history = technique.prior_context(store, spec)
+    data.extra.update(history)
+    part = driver.run("partition", partition_step, technique, data, rng)
+    if series_check.settings.keep_groups:  # PartedSeriesCheck refused it for rows in parts
+        assert isinstance(data, Microdata)
+        part = series_check.keep_groups(data, part)
+        progress(f"{part.n_groups} groups kept from earlier releases ({part.info['merge_rounds']} merge rounds)")
+    release = anonymize_step(driver, technique, data, part, rng, executor)
+    privacy, utility = verify_and_evaluate(
+        driver,
+        technique,
+        release,
+        spec,
+        {**(context or {}), **history, "data": data},
+        data,
+        int(spec.section("evaluate").get("workload_seed", 0)),
+        executor,
+    )
+    privacy = privacy + driver.run("series-composition", composition_step, series_check, data, part)
+    failed = [r for r in privacy if not r.passed and not series_check.tolerated(r)]
+    for r in privacy:
+        if not r.passed and series_check.tolerated(r):
+            what = f"{r.worst['below']} people below {r.threshold} when all releases of the series are combined"
+            progress(f'warning: {r.model}: {what}; published because [series] composition = "warn"')
+    if failed:
+        detail = {r.model: {"value": str(r.value), "threshold": str(r.threshold), "worst": r.worst} for r in failed}
+        store.log(who, "publish", spec.dataset.name, "refused", run_id, {**detail, **origin})
+        series_check.discard()
+        raise PrivacyRefused(
+            "release refused, privacy check failed: "
+            + "; ".join(f"{r.model} reached {r.value}, required {r.threshold}" for r in failed)
+        )
+
+    staged = driver.run("stage-files", stage_step, spec.output_dir, release.tables)
+    # before the commit reads release.private: a hook may move state out of it into its own tables
+    on_commit = chain_hooks(technique.commit_hook(release), series_check.commit_hook())
+    sizes = technique.group_sizes(release)
+    meta = {
+        "series": spec.dataset.name,
+        "technique": technique.name,
+        "parameters": spec.technique.params,
+        "seed": seed,
+        "rows_in": data.n,
+        "actor": who,
+        "flow_run_id": run_id,
+        "input_fingerprint": fp,
+        "spec_path": spec_path,
+        **origin,
+        "hashes": {meta_["file"]: meta_["sha256"] for meta_ in staged.files.values()},
+    }
+    series_names = [r.model for r in privacy] + SERIES_FIGURES
+    earlier = store.series_figures(spec.dataset.name, series_names)
+
+    def write_report(release_id: str, sequence: int, folder: Path) -> None:
+        # inside the commit, once the id is known: a committed release always has its report
+        failpoint("report")
+        final = spec.output_dir.resolve() / release_id
+        meta.update(
+            release_id=release_id,
+            sequence=sequence,
+            created_at=datetime.now(UTC),
+            files=[str(final / m["file"]) for m in staged.files.values()],
+        )
+        this = [
+            {"sequence": sequence, "release_id": release_id, "name": r.model, "value": str(r.value)} for r in privacy
+        ]
+        this += [
+            {"sequence": sequence, "release_id": release_id, "name": n, "value": str(utility[n])}
+            for n in SERIES_FIGURES
+            if n in utility
+        ]
+        meta["series_figures"] = (
+            pd.concat([earlier, pd.DataFrame(this)], ignore_index=True)
+            if earlier is not None and len(earlier)
+            else pd.DataFrame(this)
+        )
+        t0 = time.perf_counter()
+        report_mod.write_html_report(folder / "report.html", meta, privacy, utility, sizes)
+        progress(f"report done in {time.perf_counter() - t0:.2f} s")
+
+    t_commit = time.perf_counter()
+    try:
+        release_id, created = driver.run(
+            "commit",
+            commit_step,
+            store,
+            dict(
+                staged=staged,
+                series=spec.dataset.name,
+                technique=technique.name,
+                parameters=spec.technique.params,
+                spec=spec.model_dump(),
+                seed=seed,
+                input_fingerprint=fp,
+                release_key=key,
+                rows_in=data.n,
+                privacy=privacy,
+                utility=utility,
+                private=release.private,
+                info=release.info,
+                actor=who,
+                flow_run_id=run_id,
+                started_at=started,
+                attribution={**origin, "new_release": new_release},
+                based_on_sequence=based_on,
+                on_commit=on_commit,
+                before_commit=write_report,
+            ),
+        )
+    finally:
+        staged.release_owner()
+        series_check.discard()  # written by the commit, or of no use after a failed one
+    progress(f"commit done in {time.perf_counter() - t_commit:.2f} s (report included)")
+    COMMITTED.append(release_id)
+    for announce in ON_COMMIT:  # the CLI prints the id now, before the run's bookkeeping
+        announce(release_id)
+    failpoint("published")
+    meta.setdefault("release_id", release_id)  # a recognised re-run wrote no report
+    meta.setdefault("sequence", int(release_id.split("-")[-2]))
+    out_dir = spec.output_dir.resolve() / release_id
+    progress(f"committed release {release_id}: {out_dir}")
+    meta["report"] = str(out_dir / "report.html")
+    driver.after_commit(run_id, meta, privacy, utility)  # a failure there is a warning only
+    return {
+        **meta,
+        "release_id": release_id,
+        "created": created,
+        "privacy": privacy,
+        "utility": utility,
+        "report": str(out_dir / "report.html"),
+        "state": str(store.path),
+        "output_dir": str(out_dir),
+    }
+
+
+def chain_hooks(*hooks):
+    """One commit hook running the given ones (None skipped) in order, in the same transaction."""
+    present = [h for h in hooks if h is not None]
+
+    def run(con, release_id: str, sequence: int) -> None:
+        for hook in present:
+            hook(con, release_id, sequence)
+
+    return run
+
+
+def attempt(spec_path: str, overrides: dict | None, actor: str | None, new_release: bool = False, driver=None) -> str:
+    """One publish attempt from a spec file: the release id. Every attempt leaves its audit row:
+    a refusal is logged with its figures by the pipeline, any other failure here (then raised)."""
+    committed = len(COMMITTED)
+    try:
+        spec = resolve_spec(spec_path, None, overrides)
+        return run_release(spec, actor=actor, new_release=new_release, spec_path=spec_path, driver=driver)["release_id"]
+    except Exception as exc:
+        if len(COMMITTED) > committed:  # the release exists: what failed after it is a warning
+            progress(
+                f"warning: release {COMMITTED[-1]} is committed, but a step after the commit "
+                f"failed ({type(exc).__name__})"
+            )
+            return COMMITTED[-1]
+        if not isinstance(exc, PrivacyRefused):  # a refusal was logged with its figures
+            record_failure(spec_path, overrides, actor, exc, public_message(exc))
+        raise

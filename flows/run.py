@@ -1,0 +1,75 @@
+"""Which driver runs a release, chosen once per command (flows/pipeline.py has the pipeline).
+
+A Prefect server configured (PREFECT_API_URL in the environment, in the active Prefect profile,
+or in the settings of a Prefect already loaded in this process) or this home's `privpub server`
+running: the release is a flow run of it (flows/publish.py), visible in its UI. Otherwise the
+steps run as plain calls in this process: no server is started, Prefect is not even imported.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+
+
+def echo_to_stderr(message: str) -> None:
+    """A progress line for the person at the terminal."""
+    print(f"[privpub] {message}", file=sys.stderr, flush=True)
+
+
+def _profile_api_url() -> str | None:
+    """PREFECT_API_URL of the active Prefect profile (read as Prefect would, without importing it)."""
+    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+    try:
+        profiles = tomllib.loads((home / "profiles.toml").read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    active = os.environ.get("PREFECT_PROFILE") or profiles.get("active", "ephemeral")
+    url = profiles.get("profiles", {}).get(active, {}).get("PREFECT_API_URL")
+    return str(url) if url else None
+
+
+def prefect_configured() -> str | None:
+    """The Prefect API a run would report to, or None when there is none."""
+    url = os.environ.get("PREFECT_API_URL")
+    if url:
+        return url
+    if "prefect.settings" in sys.modules:  # a caller inside Prefect (a flow, a test harness)
+        from prefect.settings import PREFECT_API_URL  # lazy: only when Prefect is already loaded
+
+        if PREFECT_API_URL.value():
+            return str(PREFECT_API_URL.value())
+    url = _profile_api_url()
+    if url:
+        return url
+    from privpub.flows.service import running_service  # lazy: `--help` imports nothing
+
+    return running_service()
+
+
+def publish(
+    spec_path: str,
+    overrides: dict | None = None,
+    actor: str | None = None,
+    progress: Callable[[str], None] | None = echo_to_stderr,
+) -> str:
+    """Publish the next release of the spec's series; returns its id.
+
+    With a Prefect server configured or running, as a flow run of it (flows/publish.py);
+    otherwise in this process with no server. The release is the same either way. `progress`
+    receives one line per step (None: silent). Raises SpecError, InputError, PrivacyRefused, ...
+    with a one-line message; every attempt leaves its row in the audit log."""
+    from privpub.schemas.spec import resolve_spec  # lazy: `import privpub` stays cheap
+    from privpub.tasks.techniques.registry import get_technique
+
+    get_technique(resolve_spec(spec_path, None, overrides))  # a bad spec fails before the attempt
+    if prefect_configured():
+        from privpub.flows.publish import call_flow, publish_flow  # lazy: Prefect only when used
+
+        return call_flow(publish_flow, spec_path=spec_path, overrides=overrides, actor=actor)
+    from privpub.flows.pipeline import Driver, attempt  # lazy: as above
+
+    return attempt(spec_path, overrides, actor, driver=Driver(progress))
