@@ -126,7 +126,7 @@ def _run_flow(args, spec_path: str, overrides: dict | None, serial: bool = False
         _record_refusal(args, spec_path, overrides, exc)
         raise
     # lazy: `--help` and `history` import no Prefect, no technique
-    from privpub.flows.run import echo_to_stderr
+    from privpub.flows.pipeline import echo_to_stderr
 
     echo = None if args.quiet else echo_to_stderr
     try:
@@ -167,7 +167,7 @@ def _prefect_run(args):
 
 
 def _echo():
-    from privpub.flows.run import echo_to_stderr  # lazy: as above
+    from privpub.flows.pipeline import echo_to_stderr  # lazy: as above
 
     return echo_to_stderr
 

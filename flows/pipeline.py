@@ -18,6 +18,7 @@ import contextvars
 import hashlib
 import json
 import secrets
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -30,7 +31,6 @@ import pandas as pd
 
 from privpub.flows.attempts import attribution, current_actor, flow_run_id, record_failure
 from privpub.flows.cluster import cluster_input, dask_task_runner, uses_cluster
-from privpub.flows.run import echo_to_stderr
 from privpub.schemas.errors import PrivacyRefused, public_message
 from privpub.schemas.spec import ReleaseSpec, RunSpec, resolve_spec
 from privpub.state.failpoints import failpoint
@@ -71,6 +71,11 @@ RETRY_DELAYS: dict[str, list[int]] = {"load-input": [1, 5], "stage-files": [1, 5
 
 
 # --- the driver ---------------------------------------------------------------------------------
+
+
+def echo_to_stderr(message: str) -> None:
+    """A progress line for the person at the terminal."""
+    print(f"[privpub] {message}", file=sys.stderr, flush=True)
 
 
 class Driver:

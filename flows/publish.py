@@ -32,16 +32,16 @@ from privpub.flows.pipeline import (  # noqa: F401  (the names callers of this m
     Driver,
     chain_hooks,
     draw_seed,
+    echo_to_stderr,
     release_key,
     run_release,
     transient_error,
 )
-from privpub.flows.run import echo_to_stderr
-from privpub.flows.run import publish as publish  # the Python API: a flow run when a server is configured
 from privpub.schemas.errors import EXPECTED_ERRORS, public_message
-from privpub.schemas.spec import RunSpec
+from privpub.schemas.spec import RunSpec, resolve_spec
 from privpub.tasks import report as report_mod
 from privpub.tasks.core.executor import Executor
+from privpub.tasks.techniques.registry import get_technique
 
 T = TypeVar("T")
 
@@ -250,6 +250,13 @@ def failed_state(exc: Exception):
         # frames only: the exception's own text may quote data
         PREFECT.progress("internal error; traceback (frames only):\n" + "".join(traceback.format_tb(exc.__traceback__)))
     return Failed(message=public_message(exc))
+
+
+def publish(spec_path: str, overrides: dict | None = None, actor: str | None = None) -> str:
+    """Run `publish_flow` in this process (the spec is read first: a bad spec fails before any
+    flow run). The release is the same whichever [run] executor and however many workers."""
+    get_technique(resolve_spec(spec_path, None, overrides))
+    return call_flow(publish_flow, spec_path=spec_path, overrides=overrides, actor=actor)
 
 
 def call_flow(flow_, **parameters) -> str:

@@ -15,11 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def echo_to_stderr(message: str) -> None:
-    """A progress line for the person at the terminal."""
-    print(f"[privpub] {message}", file=sys.stderr, flush=True)
-
-
 def _profile_api_url() -> str | None:
     """PREFECT_API_URL of the active Prefect profile (read as Prefect would, without importing it)."""
     home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
@@ -50,26 +45,26 @@ def prefect_configured() -> str | None:
     return running_service()
 
 
-def publish(
+def publish_release(
     spec_path: str,
     overrides: dict | None = None,
     actor: str | None = None,
-    progress: Callable[[str], None] | None = echo_to_stderr,
+    progress: Callable[[str], None] | None = None,
 ) -> str:
-    """Publish the next release of the spec's series; returns its id.
+    """Publish the next release of the spec's series; returns its id (`privpub.publish`).
 
     With a Prefect server configured or running, as a flow run of it (flows/publish.py);
     otherwise in this process with no server. The release is the same either way. `progress`
-    receives one line per step (None: silent). Raises SpecError, InputError, PrivacyRefused, ...
-    with a one-line message; every attempt leaves its row in the audit log."""
+    receives one line per step (e.g. `print`; None: silent). Raises SpecError, InputError,
+    PrivacyRefused, ... with a one-line message; every attempt leaves its row in the audit log."""
     from privpub.schemas.spec import resolve_spec  # lazy: `import privpub` stays cheap
     from privpub.tasks.techniques.registry import get_technique
 
     get_technique(resolve_spec(spec_path, None, overrides))  # a bad spec fails before the attempt
     if prefect_configured():
-        from privpub.flows.publish import call_flow, publish_flow  # lazy: Prefect only when used
+        from privpub.flows.publish import publish  # lazy: Prefect only when used
 
-        return call_flow(publish_flow, spec_path=spec_path, overrides=overrides, actor=actor)
+        return publish(spec_path, overrides, actor)
     from privpub.flows.pipeline import Driver, attempt  # lazy: as above
 
     return attempt(spec_path, overrides, actor, driver=Driver(progress))

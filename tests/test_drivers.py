@@ -165,3 +165,18 @@ def test_a_prefect_profile_with_an_api_url_is_a_configured_server(tmp_path, monk
     assert _profile_api_url() == "http://10.0.0.5:4200/api"
     monkeypatch.setenv("PREFECT_PROFILE", "ephemeral")
     assert _profile_api_url() is None
+
+
+def test_privpub_publish_from_python_runs_in_process_without_a_server(census_dir, tmp_path):
+    spec = write_spec(census_dir, seed=6)
+    code = (
+        "import sys, privpub; lines = []\n"
+        f"rid = privpub.publish({str(spec)!r}, progress=lines.append)\n"
+        "print(rid, len(lines) > 3, 'prefect' in sys.modules)"
+    )
+    res = _without_a_server(census_dir, tmp_path, "-c", code)
+    assert res.returncode == 0, res.stderr
+    rid, got_lines, prefect_loaded = res.stdout.split()
+    assert rid.startswith("census-0001-") and got_lines == "True" and prefect_loaded == "False"
+    assert res.stderr == ""  # progress went to the callback only
+    assert Store(census_dir / "privpub.duckdb").history().release_id.tolist() == [rid]

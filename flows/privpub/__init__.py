@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 
 # public name -> (module, attribute)
 _PUBLIC: dict[str, tuple[str, str]] = {
-    "publish": ("privpub.flows.run", "publish"),
+    "publish": ("privpub.flows.run", "publish_release"),
     "verify": ("privpub.flows.reverify", "reverify"),
     "Store": ("privpub.state.store", "Store"),
     "ReleaseSpec": ("privpub.schemas.spec", "ReleaseSpec"),
@@ -45,7 +45,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from privpub.flows.reverify import reverify as verify
-    from privpub.flows.run import publish as publish
+    from privpub.flows.run import publish_release as publish
     from privpub.schemas.errors import InputError as InputError
     from privpub.schemas.errors import PrivacyRefused as PrivacyRefused
     from privpub.schemas.errors import SpecError as SpecError
