@@ -62,10 +62,21 @@ $(BENCH_STAMP): $(BENCH_REQ)
 bench: $(STAMP) $(BENCH_STAMP)
 	$(BIN)/python -m tests.benchmarks.bench_spine --bench-python $(BENCH_ENV)/bin/python $(BENCH_ARGS)
 
-# What a user waits for: `privpub publish` as a fresh process, with and without a Prefect server,
-# beside anonypyx as a whole process (docs/benchmarks.md, "End to end").
-bench-e2e: $(STAMP) $(BENCH_STAMP)
-	$(BIN)/python -m tests.benchmarks.bench_e2e --bench-python $(BENCH_ENV)/bin/python $(BENCH_ARGS)
+# What a user waits for: `privpub` as a fresh process, installed as a user installs it (`pip
+# install .`, no dev tools, in bench-user/), with and without a Prefect server, beside a bare
+# anonypyx script (docs/benchmarks.md, "End to end"). Take the lock: flock /tmp/privpub-bench.lock.
+USER_ENV := bench-user
+USER_STAMP := $(USER_ENV)/.installed
+$(USER_STAMP): pyproject.toml $(shell git ls-files flows tasks schemas state deployments 2>/dev/null)
+	$(PY) -m venv $(USER_ENV)
+	$(USER_ENV)/bin/pip install --quiet --upgrade pip
+	$(USER_ENV)/bin/pip install --quiet --force-reinstall --no-deps .
+	$(USER_ENV)/bin/pip install --quiet .
+	touch $(USER_STAMP)
+
+bench-e2e: $(STAMP) $(BENCH_STAMP) $(USER_STAMP)
+	$(BIN)/python -m tests.benchmarks.bench_e2e --bench-python $(BENCH_ENV)/bin/python \
+	  --privpub $(USER_ENV)/bin/privpub --prefect $(USER_ENV)/bin/prefect $(BENCH_ARGS)
 
 # One benchmark per technique (each prints its table; see docs/benchmarks.md and the technique docs).
 bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-evaluate bench-compose: bench-%: $(STAMP)

@@ -7,24 +7,29 @@ in particular never the person id.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pandera.pandas as pa
+import pyarrow as arrow
+import pyarrow.compute as pc
 
 from privpub.schemas.spec import DatasetSpec
 
 
 def _list_of(allowed: set[str] | None):
-    """Each cell a non-empty list of domain values; vectorised on Arrow-backed lists."""
+    """Each cell a non-empty list of domain values; vectorised in Arrow over all the items."""
+    value_set = arrow.array(sorted(allowed), arrow.string()) if allowed is not None else None
 
     def check(series: pd.Series) -> pd.Series:
-        ok = series.list.len() > 0
-        if allowed is not None:
-            flat = series.list.flatten()
-            bad = ~flat.astype(str).isin(allowed)
-            ok &= ~pd.Series(bad.to_numpy(), index=flat.index).groupby(level=0).any().reindex(
-                series.index, fill_value=False
-            )
-        return ok
+        cells = arrow.array(series)
+        cells = cells.combine_chunks() if isinstance(cells, arrow.ChunkedArray) else cells
+        ok = np.asarray(pc.fill_null(pc.greater(pc.list_value_length(cells), 0), False))
+        if value_set is not None:
+            items = pc.cast(pc.list_flatten(cells), arrow.string())
+            outside = ~np.asarray(pc.fill_null(pc.is_in(items, value_set=value_set), False))
+            owner = np.asarray(pc.list_parent_indices(cells))
+            ok &= np.bincount(owner[outside], minlength=len(series)) == 0
+        return pd.Series(ok, index=series.index)
 
     return pa.Check(check, element_wise=False, error="a non-empty list of domain values")
 

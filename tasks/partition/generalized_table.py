@@ -13,6 +13,7 @@ Lists are built once per group and then taken per row, so a million rows cost a 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 
 from privpub.tasks.core.microdata import Microdata, QIDomain
@@ -132,5 +133,15 @@ def generalized_table(
     for name, arr in (extra or {}).items():
         cols[name] = arr
     s = data.spec.dataset.sensitive
-    cols[s] = pa.array(data.frame[s].to_numpy()[row_order])
+    cols[s] = rows_in_order(data.frame[s], row_order)
     return pa.table(cols)
+
+
+def rows_in_order(column: pd.Series, row_order: np.ndarray) -> pa.Array:
+    """A column's values in `row_order`, as published. Arrow-backed text is taken in Arrow (no
+    Python string per row); anything else goes through numpy as before."""
+    if isinstance(column.dtype, pd.StringDtype) and column.dtype.storage == "pyarrow":
+        values = pa.array(column)
+        values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+        return values.take(pa.array(row_order)).cast(pa.string())
+    return pa.array(column.to_numpy()[row_order])

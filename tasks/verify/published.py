@@ -103,12 +103,17 @@ def column_codes(table: pa.Table, name: str) -> np.ndarray:
         codes = _cell_codes(table.column(name))
         if len(codes) and codes.max() < 2**31:
             codes = codes.astype(np.int32)
-        codes.setflags(write=False)
-        with _CODES_LOCK:
-            if not any(k[0] == key[0] for k in _CODES):
-                weakref.finalize(table, _forget_codes, key[0])
-            _CODES[key] = codes
+        _remember(table, key, codes)
     return codes
+
+
+def _remember(table: pa.Table, key: tuple[int, str], value: np.ndarray) -> None:
+    """Keep `value` (read-only) for `table`, until the table is gone."""
+    value.setflags(write=False)
+    with _CODES_LOCK:
+        if not any(k[0] == key[0] for k in _CODES):
+            weakref.finalize(table, _forget_codes, key[0])
+        _CODES[key] = value
 
 
 def _forget_codes(table_id: int) -> None:
@@ -125,6 +130,10 @@ def class_ids(table: pa.Table, columns: list[str]) -> tuple[np.ndarray, int]:
     SQL GROUP BY over list columns is an order of magnitude slower."""
     if table.num_rows == 0:
         return np.zeros(0, dtype=np.int64), 0
+    cache_key = (id(table), "\x1e".join(["classes", *columns]))  # the verifier and the group sizes ask alike
+    known = _CODES.get(cache_key)
+    if known is not None:
+        return known, int(known.max()) + 1
     key = np.zeros(table.num_rows, dtype=np.int64)
     bound = 1
     # Arrow's kernels release the GIL: the columns are coded on all cores.
@@ -138,7 +147,9 @@ def class_ids(table: pa.Table, columns: list[str]) -> tuple[np.ndarray, int]:
         key = key * width + codes
         bound *= width
     key, uniq = pd.factorize(key)
-    return key.astype(np.int64), len(uniq)
+    ids = key.astype(np.int64)
+    _remember(table, cache_key, ids)
+    return ids, len(uniq)
 
 
 def class_profile(table: pa.Table, columns: list[str], sensitive: str | None = None) -> dict:

@@ -436,8 +436,12 @@ def main() -> None:
     ap.add_argument("--rows-1m", type=int, default=1_000_000)
     ap.add_argument("--rows-250k", type=int, default=250_000)
     ap.add_argument("--rows-muco", type=int, default=40_152)
+    ap.add_argument("--privpub", type=Path, default=PRIVPUB, help="the privpub command to time")
+    ap.add_argument("--prefect", type=Path, default=PREFECT, help="the prefect command (the server runs)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    global PRIVPUB, PREFECT
+    PRIVPUB, PREFECT = args.privpub.absolute(), args.prefect.absolute()
     args.bench_python = args.bench_python.absolute()  # the runs start in their own folders
     cases = [c for c in args.cases.split(",") if c]
     unknown = set(cases) - set(CASES)
