@@ -426,6 +426,13 @@ def report(results: dict, cases: list[str]) -> None:
     print_table("Where the time goes (seconds, the median run)", ["case", "run", "phases"], where)
 
 
+def use_commands(privpub: Path | None, prefect: Path | None) -> None:
+    """Time another installation's commands (make bench-e2e: a user's install in bench-user/)."""
+    global PRIVPUB, PREFECT
+    PRIVPUB = privpub.absolute() if privpub else PRIVPUB
+    PREFECT = prefect.absolute() if prefect else PREFECT
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default=",".join(CASES))
@@ -436,12 +443,11 @@ def main() -> None:
     ap.add_argument("--rows-1m", type=int, default=1_000_000)
     ap.add_argument("--rows-250k", type=int, default=250_000)
     ap.add_argument("--rows-muco", type=int, default=40_152)
-    ap.add_argument("--privpub", type=Path, default=PRIVPUB, help="the privpub command to time")
-    ap.add_argument("--prefect", type=Path, default=PREFECT, help="the prefect command (the server runs)")
+    ap.add_argument("--privpub", type=Path, help="the privpub command to time (default: .venv's)")
+    ap.add_argument("--prefect", type=Path, help="the prefect command for the server runs (default: .venv's)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    global PRIVPUB, PREFECT
-    PRIVPUB, PREFECT = args.privpub.absolute(), args.prefect.absolute()
+    use_commands(args.privpub, args.prefect)
     args.bench_python = args.bench_python.absolute()  # the runs start in their own folders
     cases = [c for c in args.cases.split(",") if c]
     unknown = set(cases) - set(CASES)
