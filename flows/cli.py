@@ -73,10 +73,12 @@ def check_spec(spec_path: str, overrides: dict | None = None):
     from privpub.schemas.spec import resolve_spec
     from privpub.state.store import Store, check_output_dir
     from privpub.tasks.compose.check import series_settings
+    from privpub.tasks.risk import risk_settings
     from privpub.tasks.techniques.registry import get_technique
 
     spec = resolve_spec(spec_path, None, overrides)
     series_settings(spec, get_technique(spec))
+    risk_settings(spec)
     check_output_dir(spec.output_dir)
     Store(spec.state_path).check_usable()
     return spec
@@ -249,7 +251,8 @@ def print_summary(state: Path, release_id: str) -> None:
     for key in ("groups", "max_group_size", "suppressed_rows", "queries"):
         if key in utility:
             utility[key] = int(utility[key])
-    for line in summary_lines(rel, privacy, utility):
+    risk = {r.name: r.value for r in m[m.kind == "risk"].itertuples()}
+    for line in summary_lines({**rel, "risk": risk}, privacy, utility):
         print(f"  {line}")
     out = Path(rel["output_dir"]) / release_id
     print(f"  published files: {out}/")

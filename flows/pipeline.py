@@ -44,6 +44,7 @@ from privpub.tasks.core.executor import Executor, ThreadExecutor
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.types import Partition, PrivacyResult, Release
 from privpub.tasks.evaluate import evaluate, evaluation_workload, utility_summary
+from privpub.tasks.risk import RiskSettings, input_risk, over_limits, risk_settings, table_risk
 from privpub.tasks.techniques.registry import get_technique
 from privpub.tasks.validate import checked_input, load_input, validate
 from privpub.tasks.verify.published import check_published
@@ -197,6 +198,19 @@ def evaluate_step(technique, release, data, workload_seed: int):
     return _timed("evaluate", step, technique, release, data, workload_seed)
 
 
+def risk_step(technique, release, data, settings: RiskSettings) -> dict[str, float]:
+    """Re-identification risk before (the input, when its rows are here) and after (the
+    published table the technique names)."""
+    t0 = time.perf_counter()
+    figures = {} if data.in_parts else input_risk(data, settings.threshold)
+    view = technique.risk_table(release)
+    if view is not None:
+        table, columns = view
+        figures.update(table_risk(table, columns, technique.spec.dataset.sensitive, settings.threshold))
+    progress(f"risk done in {time.perf_counter() - t0:.2f} s")
+    return figures
+
+
 def stage_step(output_dir: Path, tables) -> StagedFiles:
     return _timed("write files", stage_tables, output_dir, tables)
 
@@ -327,6 +341,7 @@ def run_release(
 def _run_release(driver: Driver, spec, actor, context, store, new_release, spec_path, executor) -> dict[str, Any]:
     started = datetime.now(UTC).replace(tzinfo=None)
     technique = get_technique(spec)
+    settings = risk_settings(spec)  # [risk], refused before any work
     # chosen once: the rows read into this process, or kept in parts where the executor works
     # (Parquet input read by Dask workers); the series check reads its people accordingly
     in_parts = uses_cluster(spec, technique)
@@ -412,6 +427,13 @@ def _run_release(driver: Driver, spec, actor, context, store, new_release, spec_
             + "; ".join(f"{r.model} reached {r.value}, required {r.threshold}" for r in failed)
         )
 
+    risk = driver.run("risk", risk_step, technique, release, data, settings)
+    broken = over_limits(risk, settings)
+    if broken:
+        store.log(who, "publish", spec.dataset.name, "refused", run_id, {"risk": broken, **origin})
+        series_check.discard()
+        raise PrivacyRefused("release refused, re-identification risk above its limit: " + "; ".join(broken))
+
     staged = driver.run("stage-files", stage_step, spec.output_dir, release.tables)
     # before the commit reads release.private: a hook may move state out of it into its own tables
     on_commit = chain_hooks(technique.commit_hook(release), series_check.commit_hook())
@@ -426,6 +448,7 @@ def _run_release(driver: Driver, spec, actor, context, store, new_release, spec_
         "flow_run_id": run_id,
         "input_fingerprint": fp,
         "spec_path": spec_path,
+        "risk": risk,
         **origin,
         "hashes": {meta_["file"]: meta_["sha256"] for meta_ in staged.files.values()},
     }
@@ -477,6 +500,7 @@ def _run_release(driver: Driver, spec, actor, context, store, new_release, spec_
                 rows_in=data.n,
                 privacy=privacy,
                 utility=utility,
+                risk=risk,
                 private=release.private,
                 info=release.info,
                 actor=who,

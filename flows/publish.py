@@ -81,6 +81,7 @@ anonymize_task = _step_task(pipeline.anonymize_whole_step, "anonymize")
 verify_task = _step_task(pipeline.verify_step, "verify")
 composition_task = _step_task(pipeline.composition_step, "series-composition")
 evaluate_task = _step_task(pipeline.evaluate_step, "evaluate")
+risk_task = _step_task(pipeline.risk_step, "risk")
 stage_task = _step_task(pipeline.stage_step, "stage-files")
 commit_task = _step_task(pipeline.commit_step, "commit")
 
@@ -114,6 +115,7 @@ TASKS = {
         verify_task,
         composition_task,
         evaluate_task,
+        risk_task,
         stage_task,
         commit_task,
         plan_chunks_task,

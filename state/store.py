@@ -472,6 +472,7 @@ class Store:
         on_commit: Callable[[duckdb.DuckDBPyConnection, str, int], None] | None = None,
         before_commit: Callable[[str, int, Path], None] | None = None,
         attribution: dict | None = None,
+        risk: dict | None = None,
     ) -> tuple[str, bool]:
         """Commit a staged release; returns (release_id, created). A release with the same key
         (same series, input, parameters and seed) is recognised and not duplicated.
@@ -555,11 +556,12 @@ class Store:
                             json.dumps(res.worst, default=str),
                         ],
                     )
-                for name, value in utility.items():
-                    con.execute(
-                        "INSERT INTO release_metrics VALUES (?, 'utility', ?, ?, ?, NULL, NULL, NULL)",
-                        [release_id, name, _as_float(value), str(value)],
-                    )
+                for kind, figures in (("utility", utility), ("risk", risk or {})):
+                    for name, value in figures.items():
+                        con.execute(
+                            "INSERT INTO release_metrics VALUES (?, ?, ?, ?, ?, NULL, NULL, NULL)",
+                            [release_id, kind, name, _as_float(value), str(value)],
+                        )
                 for name, obj in private.items():
                     if isinstance(obj, pa.Table):
                         con.execute(

@@ -113,6 +113,35 @@ def _query_errors(utility: dict[str, Any]) -> dict[str, float]:
     return {k: v for k, v in utility.items() if k.startswith("query_error_")}
 
 
+RISK_LABELS = {
+    "prosecutor-risk-max": "highest prosecutor risk (1 / smallest class)",
+    "prosecutor-risk-avg": "mean prosecutor risk over records",
+    "records-at-risk": "share of records above the risk threshold",
+    "sample-uniques": "share of records unique on their QIs",
+    "attribute-risk-max": "highest share of one sensitive value in a class",
+}
+
+
+def risk_rows(risk: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(figure, input, release, what it measures) for every risk figure, before -> after; a
+    release figure the technique does not compute reads "not computed" (its QIs are published
+    unchanged, or its tables are not read for risk yet: the input's figure is then its identity risk)."""
+    rows = []
+    for name, label in RISK_LABELS.items():
+        before, after = risk.get(f"input-{name}"), risk.get(name)
+        if before is None and after is None:
+            continue
+        rows.append(
+            (
+                name,
+                "n/a" if before is None else fmt(before, 4),
+                "not computed" if after is None else fmt(after, 4),
+                label,
+            )
+        )
+    return rows
+
+
 def summary_lines(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) -> list[str]:
     lines = [
         f"release {meta['release_id']} (series {meta['series']}, #{meta['sequence']}, "
@@ -136,6 +165,9 @@ def summary_lines(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) 
         lines.append(f"uncertainty penalty (per tuple per QI): {fmt(utility['uncertainty_penalty_normalized'])}")
     if utility.get("suppressed_rows"):
         lines.append(f"suppressed rows: {utility['suppressed_rows']}")
+    rows = risk_rows(meta.get("risk") or {})
+    if rows:
+        lines.append("re-identification risk, input -> release: " + ", ".join(f"{n} {a} -> {b}" for n, a, b, _ in rows))
     return lines
 
 
@@ -249,6 +281,15 @@ def write_html_report(
         if series
         else ""
     )
+    risk = risk_rows(meta.get("risk") or {})
+    risk_html = (
+        "<h2>Re-identification risk (before: the input's QIs as they are; after: the published table)</h2>"
+        "<table><tr><th>figure</th><th>input</th><th>release</th><th>what it measures</th></tr>"
+        + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in risk)
+        + "</table>"
+        if risk
+        else ""
+    )
     files = "".join(f"<li><code>{esc(f)}</code></li>" for f in meta.get("files", []))
     plots = "".join(f"<figure>{svg}<figcaption>{esc(t)}</figcaption></figure>" for t, svg in _plots(sizes, utility))
     page = f"""<!doctype html><html><head><meta charset="utf-8">
@@ -266,6 +307,7 @@ parameters <code>{esc(json.dumps(meta.get("parameters", {}), default=str))}</cod
 <h2>Privacy (computed from the published tables only)</h2>
 <table><tr><th>model</th><th>reached</th><th>required</th><th>result</th><th>worst case</th></tr>{priv_rows}</table>
 <h2>Utility</h2><table><tr><th>figure</th><th>value</th><th>what it measures</th><th>better</th></tr>{util_rows}</table>
+{risk_html}
 {series_html}
 {plots}
 <h2>Published files</h2><ul>{files}</ul>

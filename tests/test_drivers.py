@@ -180,3 +180,52 @@ def test_privpub_publish_from_python_runs_in_process_without_a_server(census_dir
     assert rid.startswith("census-0001-") and got_lines == "True" and prefect_loaded == "False"
     assert res.stderr == ""  # progress went to the callback only
     assert Store(census_dir / "privpub.duckdb").history().release_id.tolist() == [rid]
+
+
+def test_the_plain_driver_retries_a_transient_error_and_not_a_missing_file(monkeypatch):
+    """The retry policy of the Prefect tasks (flows/publish.py `transient`), in plain calls."""
+    monkeypatch.setitem(pipeline.RETRY_DELAYS, "stage-files", [0, 0])
+    calls = []
+
+    def flaky(fail_with):
+        calls.append(fail_with)
+        if len(calls) <= 2:
+            raise fail_with
+        return "staged"
+
+    driver = pipeline.Driver(None)
+    assert driver.run("stage-files", flaky, OSError(5, "Input/output error")) == "staged" and len(calls) == 3
+    calls.clear()
+
+    def always(fail_with):
+        calls.append(fail_with)
+        raise fail_with
+
+    with pytest.raises(OSError, match="again"):  # two retries, then the third failure is raised
+        driver.run("stage-files", always, OSError(5, "again"))
+    assert len(calls) == 3
+    calls.clear()
+    with pytest.raises(FileNotFoundError):
+        driver.run("stage-files", flaky, FileNotFoundError(2, "gone"))
+    assert len(calls) == 1
+    calls.clear()
+    with pytest.raises(OSError):
+        driver.run("partition", flaky, OSError(5, "not an I/O step"))  # no retries there
+    assert len(calls) == 1
+
+
+def test_with_a_server_the_terminal_shows_privpub_lines_and_verbose_adds_prefect_s(prefect_server, census_dir):
+    env = {**os.environ, "PREFECT_API_URL": prefect_server, "PYTHONPATH": str(ROOT)}
+    cli = [sys.executable, "-m", "privpub.flows.cli", "publish"]
+    outputs = {}
+    for seed, flags in ((11, []), (12, ["--quiet"]), (13, ["--verbose"])):
+        spec = write_spec(census_dir, seed=seed)
+        res = subprocess.run([*cli, str(spec), *flags], capture_output=True, text=True, env=env, timeout=240)
+        assert res.returncode == 0, res.stderr
+        outputs[tuple(flags)] = res
+    plain = outputs[()].stderr.strip().splitlines()
+    assert plain and all(line.startswith("[privpub] ") for line in plain), plain
+    assert "View at" not in outputs[()].stderr + outputs[()].stdout
+    quiet = outputs[("--quiet",)]
+    assert quiet.stderr == "" and len(quiet.stdout.split()) == 1
+    assert "Finished in state" in outputs[("--verbose",)].stderr  # Prefect's own lines

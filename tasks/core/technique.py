@@ -165,6 +165,12 @@ class Technique:
         """QI-group sizes as the published tables show them (None when not meaningful)."""
         return None
 
+    def risk_table(self, release: Release) -> tuple[Any, list[str]] | None:
+        """The published table and QI columns an adversary links records through, for the risk
+        figures (tasks/risk.py); None when the technique publishes QIs unchanged or the figure
+        is not computed for it yet (the report then says which risk it reduces)."""
+        return None
+
     def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
         """pandera schemas of the published tables, by table name."""
         return {}

@@ -60,6 +60,28 @@ class Mutant:
 
 
 MUTANTS = [
+    # re-identification risk (tasks/risk.py)
+    Mutant(
+        "records-at-risk counts records exactly at the threshold",
+        "tasks/risk.py",
+        "(per_record > threshold)",
+        "(per_record >= threshold)",
+        ["tests/test_risk.py"],
+    ),
+    Mutant(
+        "a [risk] limit lets a figure 1% above it through",
+        "tasks/risk.py",
+        "figures[figure] > limit",
+        "figures[figure] > limit * 1.01",
+        ["tests/test_risk.py"],
+    ),
+    Mutant(
+        "the highest prosecutor risk read from the largest class",
+        "tasks/risk.py",
+        "1.0 / size.min()",
+        "1.0 / size.max()",
+        ["tests/test_risk.py"],
+    ),
     # k-anonymity and distinct l-diversity (generalization)
     Mutant(
         "k-anonymity accepts a class of k - 1",

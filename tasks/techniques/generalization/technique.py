@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from privpub.schemas.published import generalized_table_schema
 from privpub.tasks.cluster.evaluate import table_estimates, table_penalty
@@ -65,6 +66,12 @@ class Generalization(Technique):
         """Equivalence-class sizes as the published table shows them."""
         table = release.tables["table"]
         return table_class_sizes(table, qi_columns(table, self.spec.dataset.qi_names))
+
+    def risk_table(self, release: Release) -> tuple[Any, list[str]] | None:
+        table = release.tables["table"]
+        if not isinstance(table, pa.Table):  # a folder of parts (a cluster release): not yet
+            return None
+        return table, qi_columns(table, self.spec.dataset.qi_names)
 
     def utility(self, release: Release, data: Microdata) -> dict[str, float]:
         return table_penalty(release.tables["table"], data)

@@ -1,0 +1,119 @@
+"""Re-identification risk of the input and of a release (issue 28, first part).
+
+Figures, each over the records of a table whose quasi-identifier cells an adversary reads:
+- `prosecutor-risk-max`: 1 / the size of the smallest equivalence class (records with equal QI
+  cells). The prosecutor knows the person is in the table and links them to their class; a
+  record of a class of size f is theirs with probability 1 / f.
+- `prosecutor-risk-avg`: the mean of 1 / f over the records (= number of classes / records).
+- `records-at-risk`: the share of records whose prosecutor risk is above `[risk] threshold`
+  (default 0.2: classes of fewer than 5 records).
+- `sample-uniques`: the share of records alone in their class.
+- `attribute-risk-max`: the highest share of one sensitive value in a class: the probability
+  that the prosecutor, having linked a person to their class, names their sensitive value.
+The input's figures carry the same names prefixed `input-`, computed on the input's QIs as they
+are (what a release of the raw table would risk). A release's figures come from its published
+table, the way the adversary reads it (Technique.risk_table says which table and columns); a
+technique that publishes QIs unchanged reduces attribute risk, not identity risk, and its report
+says so rather than print a figure (tasks/report.py).
+
+Optional limits refuse a release above them: `[risk] max_prosecutor`, `max_records_at_risk`,
+`max_attribute`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from privpub.schemas.errors import SpecError
+from privpub.schemas.spec import ReleaseSpec
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.verify.published import class_ids, column_codes
+
+FIGURES = ("prosecutor-risk-max", "prosecutor-risk-avg", "records-at-risk", "sample-uniques", "attribute-risk-max")
+# [risk] key -> the figure it limits
+LIMITS = {
+    "max_prosecutor": "prosecutor-risk-max",
+    "max_records_at_risk": "records-at-risk",
+    "max_attribute": "attribute-risk-max",
+}
+
+
+@dataclass(frozen=True)
+class RiskSettings:
+    threshold: float = 0.2
+    limits: tuple[tuple[str, float], ...] = ()  # (figure, highest value allowed)
+
+
+def risk_settings(spec: ReleaseSpec) -> RiskSettings:
+    """[risk] read strictly: every value a number in (0, 1] (a bool or a string is refused)."""
+    section = spec.section("risk")
+    values = {}
+    for key, value in section.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+            raise SpecError(f"[risk] {key} = {value!r}: must be a number above 0 and at most 1")
+        values[key] = float(value)
+    limits = tuple((LIMITS[key], values[key]) for key in LIMITS if key in values)
+    return RiskSettings(values.get("threshold", 0.2), limits)
+
+
+def _classes_of_codes(codes: np.ndarray) -> tuple[np.ndarray, int]:
+    """Class id of every row of an (n, D) code matrix, as class_ids does for published cells."""
+    key = np.zeros(len(codes), dtype=np.int64)
+    bound = 1
+    for j in range(codes.shape[1]):
+        col = codes[:, j].astype(np.int64)
+        width = int(col.max()) + 2 if len(col) else 1  # + 2: the code -1 (missing) gets a place
+        if bound * width >= 2**62:
+            key, uniq = pd.factorize(key)
+            bound = len(uniq)
+        key = key * width + (col + 1)
+        bound *= width
+    ids, uniq = pd.factorize(key)
+    return ids.astype(np.int64), len(uniq)
+
+
+def risk_figures(ids: np.ndarray, n_classes: int, sensitive: np.ndarray, threshold: float) -> dict[str, float]:
+    """The figures of FIGURES from every record's class and sensitive code (codes >= 0)."""
+    n = len(ids)
+    if n == 0:
+        return dict.fromkeys(FIGURES, 0.0)
+    size = np.bincount(ids, minlength=n_classes)
+    per_record = 1.0 / size[ids]
+    width = int(sensitive.max()) + 1 if len(sensitive) else 1
+    pair, pair_count = np.unique(ids * width + sensitive, return_counts=True)
+    most = np.zeros(n_classes, dtype=np.int64)
+    np.maximum.at(most, pair // width, pair_count)
+    return {
+        "prosecutor-risk-max": float(1.0 / size.min()),
+        "prosecutor-risk-avg": float(per_record.mean()),
+        "records-at-risk": float((per_record > threshold).mean()),
+        "sample-uniques": float((size[ids] == 1).mean()),
+        "attribute-risk-max": float((most / size).max()),
+    }
+
+
+def input_risk(data: Microdata, threshold: float) -> dict[str, float]:
+    """The input's figures (`input-` names): its QIs as they are."""
+    ids, n = _classes_of_codes(data.codes)
+    figures = risk_figures(ids, n, data.sensitive_codes.astype(np.int64), threshold)
+    return {f"input-{name}": value for name, value in figures.items()}
+
+
+def table_risk(table: pa.Table, qi_columns: list[str], sensitive: str, threshold: float) -> dict[str, float]:
+    """A published table's figures, its QI cells read as published (lists and ranges whole)."""
+    ids, n = class_ids(table, qi_columns)
+    s_codes = column_codes(table, sensitive).astype(np.int64)
+    return risk_figures(ids, n, s_codes, threshold)
+
+
+def over_limits(figures: dict[str, float], settings: RiskSettings) -> list[str]:
+    """What breaks a [risk] limit, one phrase each (empty: none)."""
+    return [
+        f"{figure} is {figures[figure]:.4g}, above the limit {limit:g}"
+        for figure, limit in settings.limits
+        if figure in figures and figures[figure] > limit
+    ]

@@ -1,0 +1,151 @@
+"""Re-identification risk (tasks/risk.py, issue 28 first part): every figure against a direct
+count from its definition (a Python loop over records, on small hypothesis-drawn tables), the
+prosecutor maximum against pycanon's k, the threshold just inside and just outside, the [risk]
+limits refusing a release with one line and an audit row, and the figures stored before -> after."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from privpub.flows import pipeline
+from privpub.schemas.errors import PrivacyRefused, SpecError
+from privpub.schemas.spec import spec_from_dict
+from privpub.state.store import Store
+from privpub.tasks.demo_data import census, census_spec
+from privpub.tasks.risk import _classes_of_codes, risk_figures, risk_settings, table_risk
+from tests.helpers import write_spec
+
+
+def by_definition(rows: list[tuple], sensitive: list, threshold: float) -> dict[str, float]:
+    """Each figure counted record by record, straight from its definition."""
+    n = len(rows)
+    size = Counter(rows)
+    risk = [1 / size[r] for r in rows]
+    share = []
+    for r in set(rows):
+        values = Counter(s for row, s in zip(rows, sensitive) if row == r)
+        share.append(max(values.values()) / size[r])
+    return {
+        "prosecutor-risk-max": max(risk),
+        "prosecutor-risk-avg": sum(risk) / n,
+        "records-at-risk": sum(x > threshold for x in risk) / n,
+        "sample-uniques": sum(size[r] == 1 for r in rows) / n,
+        "attribute-risk-max": max(share),
+    }
+
+
+tables = st.integers(1, 40).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2)), min_size=n, max_size=n),
+        st.lists(st.integers(0, 4), min_size=n, max_size=n),
+        st.sampled_from([0.2, 0.25, 0.5, 1 / 3, 0.99]),
+    )
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(tables)
+def test_figures_of_codes_equal_a_count_by_definition(case):
+    rows, sensitive, threshold = case
+    ids, n = _classes_of_codes(np.array(rows, dtype=np.int32))
+    got = risk_figures(ids, n, np.array(sensitive, dtype=np.int64), threshold)
+    assert got == pytest.approx(by_definition(rows, sensitive, threshold), abs=1e-12)
+
+
+@settings(max_examples=80, deadline=None)
+@given(tables)
+def test_figures_of_a_published_table_read_cells_whole(case):
+    """Published cells: a list and a range; equal cells are one class, wherever the rows are."""
+    rows, sensitive, threshold = case
+    lists = [["a", "b"][: 1 + a % 2] + [str(a)] for a, _ in rows]
+    table = pa.table(
+        {
+            "x": pa.array(lists, pa.list_(pa.string())),
+            "y_lo": pa.array([b for _, b in rows]),
+            "y_hi": pa.array([b + 1 for _, b in rows]),
+            "s": pa.array([f"v{s}" for s in sensitive]),
+        }
+    )
+    got = table_risk(table, ["x", "y_lo", "y_hi"], "s", threshold)
+    cells = [(tuple(x), b) for x, (_, b) in zip(lists, rows)]
+    assert got == pytest.approx(by_definition(cells, sensitive, threshold), abs=1e-12)
+
+
+def test_the_highest_prosecutor_risk_is_one_over_pycanons_k():
+    from pycanon import anonymity
+
+    frame = census(400, seed=3)[["age", "sex", "race", "occupation"]]
+    codes = np.column_stack([pd.factorize(frame[c])[0] for c in ("age", "sex", "race")])
+    ids, n = _classes_of_codes(codes)
+    figures = risk_figures(ids, n, pd.factorize(frame.occupation)[0], 0.2)
+    assert figures["prosecutor-risk-max"] == pytest.approx(1 / anonymity.k_anonymity(frame, ["age", "sex", "race"]))
+
+
+def test_records_at_risk_counts_only_what_is_above_the_threshold():
+    ids = np.repeat(np.arange(3), [5, 5, 10])  # risks 0.2, 0.2, 0.1
+    s = np.zeros(20, dtype=np.int64)
+    assert risk_figures(ids, 3, s, 0.2)["records-at-risk"] == 0  # exactly at the threshold: not above
+    assert risk_figures(ids, 3, s, 0.2 - 1e-9)["records-at-risk"] == 0.5  # just below it: counted
+
+
+@pytest.mark.parametrize(
+    "section, message",
+    [
+        ({"threshold": "0.2"}, r"\[risk\] threshold = '0.2': must be a number"),
+        ({"threshold": 0}, r"\[risk\] threshold = 0: must be a number above 0"),
+        ({"max_attribute": 1.5}, r"\[risk\] max_attribute = 1.5"),
+        ({"max_attribute": True}, r"\[risk\] max_attribute = True"),
+    ],
+)
+def test_risk_settings_are_strict(section, message):
+    spec = spec_from_dict({**census_spec("x.csv", k=5, l=None), "risk": section})
+    with pytest.raises(SpecError, match=message):
+        risk_settings(spec)
+
+
+def test_an_unknown_risk_key_is_refused_with_did_you_mean():
+    with pytest.raises(SpecError, match=r"\[risk\] max_prosecuter: unknown key; did you mean max_prosecutor\?"):
+        spec_from_dict({**census_spec("x.csv", k=5, l=None), "risk": {"max_prosecuter": 0.1}})
+
+
+def _publish(folder, **risk):
+    extra = "\n[risk]\n" + "".join(f"{k} = {v}\n" for k, v in risk.items()) if risk else ""
+    spec = write_spec(folder, k=5, l=None, seed=3, extra=extra)
+    return pipeline.attempt(str(spec), None, None, driver=pipeline.Driver(None))
+
+
+def test_a_release_stores_its_risk_before_and_after(census_dir):
+    release_id = _publish(census_dir)
+    m = Store(census_dir / "privpub.duckdb").release(release_id)["metrics"]
+    risk = {r.name: r.value for r in m[m.kind == "risk"].itertuples()}
+    k = int(m[(m.kind == "privacy") & (m.name == "k-anonymity")].value.iloc[0])
+    assert risk["prosecutor-risk-max"] == pytest.approx(1 / k) and risk["sample-uniques"] == 0
+    assert risk["input-prosecutor-risk-max"] == 1.0  # the census input has unique records
+    assert risk["input-records-at-risk"] > risk["records-at-risk"]
+    report = (census_dir / "releases" / release_id / "report.html").read_text()
+    assert "Re-identification risk" in report and "attribute-risk-max" in report
+
+
+def test_a_risk_limit_refuses_just_outside_and_publishes_just_inside(census_dir):
+    release_id = _publish(census_dir)
+    m = Store(census_dir / "privpub.duckdb").release(release_id)["metrics"]
+    reached = float(m[(m.kind == "risk") & (m.name == "prosecutor-risk-max")].value.iloc[0])
+    store = Store(census_dir / "privpub.duckdb")
+    # another seed, same input: the same k here, so the same highest risk
+    with pytest.raises(
+        PrivacyRefused, match=r"^release refused, re-identification risk above its limit: prosecutor-risk-max"
+    ):
+        spec = write_spec(census_dir, k=5, l=None, seed=4, extra=f"\n[risk]\nmax_prosecutor = {reached * 0.999}\n")
+        pipeline.attempt(str(spec), None, None, driver=pipeline.Driver(None))
+    refused = store.audit_log().iloc[-1]
+    assert refused.outcome == "refused" and "prosecutor-risk-max" in json.loads(refused.detail)["risk"][0]
+    spec = write_spec(census_dir, k=5, l=None, seed=4, extra=f"\n[risk]\nmax_prosecutor = {reached}\n")
+    assert pipeline.attempt(str(spec), None, None, driver=pipeline.Driver(None)) != release_id
