@@ -14,6 +14,9 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pandera.pandas as pa
+import pyarrow as arrow
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
 from pandera.errors import SchemaErrors
 
 from privpub.schemas.errors import InputError
@@ -113,10 +116,6 @@ def _read_csv_with_arrow(path: Path, spec: ReleaseSpec) -> pd.DataFrame | None:
     same result or for its error message: a missing column, a parse error, bad UTF-8, a cell
     with a leading space (pandas skips it), a numeric QI that is not all numbers, a guessed date
     or boolean. Text QIs are read as text, as written; missing values as pandas spells them."""
-    import pyarrow as arrow
-    import pyarrow.compute as pc
-    import pyarrow.csv as pcsv
-
     ds = spec.dataset
     needed = list(dict.fromkeys([ds.person_id, *ds.qi_names, ds.sensitive]))
     text = {q.name for q in ds.qi if q.kind != "numeric"}
