@@ -12,6 +12,7 @@ from privpub.tasks import report
 from privpub.tasks.compose.rebuild import replay
 from privpub.tasks.core.parted_table import PartedTable, read_published
 from privpub.tasks.core.types import Release
+from privpub.tasks.risk import risk_settings, table_risk
 from privpub.tasks.techniques.registry import get_technique
 
 
@@ -68,8 +69,38 @@ def _reverify(store, release_id, actor, rel, spec, release, problems):
             lines.append(f"{'PASS' if r.passed else 'FAIL'} {r.model}: {r.value}{need}")
             ok &= r.passed
         ok &= _composition(store, rel, lines)
+        ok &= _risk(technique, release, spec, rel, lines)
     store.log(actor or "cli", "verify", release_id, "pass" if ok else "fail", None, {"lines": lines})
     return ok, lines
+
+
+def _risk(technique, release, spec, rel: dict, lines: list[str]) -> bool:
+    """The release's risk figures recomputed from its published table (docs/risk.md), compared
+    with those stored at publish and with the spec's [risk] limits; the input's figures cannot be
+    recomputed (the input is not kept) and are shown as stored."""
+    m = rel["metrics"]
+    stored = {r.name: r.text_value for r in m[m.kind == "risk"].itertuples()}
+    view = technique.risk_table(release)
+    if view is None:
+        if stored:
+            lines.append(f"INFO risk: not computed from {rel['technique']}'s published tables yet (docs/risk.md)")
+        return True
+    settings = risk_settings(spec)
+    table, columns = view
+    limits = dict(settings.limits)
+    ok = True
+    for name, value in table_risk(table, columns, spec.dataset.sensitive, settings.threshold).items():
+        at_publish, before = stored.get(name), stored.get(f"input-{name}")
+        same = at_publish is None or at_publish == str(value)
+        passed = same and value <= limits.get(name, 1.0)
+        ok &= passed
+        lines.append(
+            f"{'PASS' if passed else 'FAIL'} {name}: {value:.4g}"
+            + (f" (limit {limits[name]:g})" if name in limits else "")
+            + (f", input {float(before):.4g} at publish" if before is not None else "")
+            + ("" if same else f"; the publish stored {at_publish}")
+        )
+    return ok
 
 
 def _composition(store: Store, rel: dict, lines: list[str]) -> bool:

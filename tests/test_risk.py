@@ -149,3 +149,19 @@ def test_a_risk_limit_refuses_just_outside_and_publishes_just_inside(census_dir)
     assert refused.outcome == "refused" and "prosecutor-risk-max" in json.loads(refused.detail)["risk"][0]
     spec = write_spec(census_dir, k=5, l=None, seed=4, extra=f"\n[risk]\nmax_prosecutor = {reached}\n")
     assert pipeline.attempt(str(spec), None, None, driver=pipeline.Driver(None)) != release_id
+
+
+def test_verify_recomputes_the_release_risk_and_notices_a_changed_record(census_dir):
+    import duckdb
+
+    from privpub.flows.reverify import reverify
+
+    release_id = _publish(census_dir)
+    ok, lines = reverify(census_dir / "privpub.duckdb", release_id)
+    assert ok and any(line.startswith("PASS prosecutor-risk-max: 0.2, input 1 at publish") for line in lines), lines
+    with duckdb.connect(str(census_dir / "privpub.duckdb")) as con:
+        con.execute(
+            "UPDATE release_metrics SET text_value = '0.01' WHERE kind = 'risk' AND name = 'prosecutor-risk-max'"
+        )
+    ok, lines = reverify(census_dir / "privpub.duckdb", release_id)
+    assert not ok and any("FAIL prosecutor-risk-max" in line and "the publish stored 0.01" in line for line in lines)
