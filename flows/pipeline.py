@@ -44,7 +44,7 @@ from privpub.tasks.core.executor import Executor, ThreadExecutor
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.types import Partition, PrivacyResult, Release
 from privpub.tasks.evaluate import evaluate, evaluation_workload, utility_summary
-from privpub.tasks.risk import RiskSettings, input_risk, over_limits, risk_settings, table_risk
+from privpub.tasks.risk import RiskSettings, input_risk, over_limits, release_risk, risk_settings
 from privpub.tasks.techniques.registry import get_technique
 from privpub.tasks.validate import checked_input, load_input, validate
 from privpub.tasks.verify.published import check_published
@@ -203,10 +203,7 @@ def risk_step(technique, release, data, settings: RiskSettings) -> dict[str, flo
     published table the technique names)."""
     t0 = time.perf_counter()
     figures = {} if data.in_parts else input_risk(data, settings.threshold)
-    view = technique.risk_table(release)
-    if view is not None:
-        table, columns = view
-        figures.update(table_risk(table, columns, technique.spec.dataset.sensitive, settings.threshold))
+    figures.update(release_risk(technique, release, settings.threshold))
     progress(f"risk done in {time.perf_counter() - t0:.2f} s")
     return figures
 

@@ -103,11 +103,29 @@ def input_risk(data: Microdata, threshold: float) -> dict[str, float]:
     return {f"input-{name}": value for name, value in figures.items()}
 
 
-def table_risk(table: pa.Table, qi_columns: list[str], sensitive: str, threshold: float) -> dict[str, float]:
-    """A published table's figures, its QI cells read as published (lists and ranges whole)."""
+def table_risk(table: pa.Table, qi_columns: list[str], sensitive: str | None, threshold: float) -> dict[str, float]:
+    """A published table's figures, its QI cells read as published (lists and ranges whole);
+    without a sensitive column in the table, no attribute-risk-max (the technique gives it)."""
     ids, n = class_ids(table, qi_columns)
-    s_codes = column_codes(table, sensitive).astype(np.int64)
-    return risk_figures(ids, n, s_codes, threshold)
+    s_codes = column_codes(table, sensitive).astype(np.int64) if sensitive else np.zeros(len(ids), np.int64)
+    figures = risk_figures(ids, n, s_codes, threshold)
+    if not sensitive:
+        del figures["attribute-risk-max"]
+    return figures
+
+
+def release_risk(technique, release, threshold: float) -> dict[str, float]:
+    """A release's figures, from the tables the technique names (docs/risk.md)."""
+    figures: dict[str, float] = {}
+    view = technique.risk_table(release)
+    if view is not None:
+        table, columns = view
+        sensitive = technique.spec.dataset.sensitive
+        figures = table_risk(table, columns, sensitive if sensitive in table.column_names else None, threshold)
+    attribute = technique.attribute_risk(release)
+    if attribute is not None:
+        figures["attribute-risk-max"] = attribute
+    return figures
 
 
 def over_limits(figures: dict[str, float], settings: RiskSettings) -> list[str]:

@@ -165,3 +165,19 @@ def test_verify_recomputes_the_release_risk_and_notices_a_changed_record(census_
         )
     ok, lines = reverify(census_dir / "privpub.duckdb", release_id)
     assert not ok and any("FAIL prosecutor-risk-max" in line and "the publish stored 0.01" in line for line in lines)
+
+
+def test_anatomy_keeps_identity_risk_and_bounds_attribute_risk_by_1_over_l(census_dir):
+    """Anatomy publishes the QIs as they are (QIT): its identity figures are the input's; its
+    attribute risk, read from ST, is counted group by group here and is 1 / l."""
+    spec = write_spec(census_dir, technique="anatomy", k=None, l=3, seed=2)
+    release_id = pipeline.attempt(str(spec), None, None, driver=pipeline.Driver(None))
+    store = Store(census_dir / "privpub.duckdb")
+    m = store.release(release_id)["metrics"]
+    risk = {r.name: r.value for r in m[m.kind == "risk"].itertuples()}
+    for name in ("prosecutor-risk-max", "prosecutor-risk-avg", "records-at-risk", "sample-uniques"):
+        assert risk[name] == risk[f"input-{name}"], name
+    st = pd.read_parquet(census_dir / "releases" / release_id / "ST.parquet")
+    by_group = [g["count"].max() / g["count"].sum() for _, g in st.groupby("gid")]
+    assert risk["attribute-risk-max"] == pytest.approx(max(by_group)) == pytest.approx(1 / 3)
+    assert risk["input-attribute-risk-max"] == 1.0

@@ -171,6 +171,12 @@ class Technique:
         is not computed for it yet (the report then says which risk it reduces)."""
         return None
 
+    def attribute_risk(self, release: Release) -> float | None:
+        """The highest share of one sensitive value among the people an adversary links to one
+        group, read from the published tables, when the risk table holds no sensitive column
+        (None: from the risk table, or not computed)."""
+        return None
+
     def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
         """pandera schemas of the published tables, by table name."""
         return {}

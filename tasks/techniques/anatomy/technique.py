@@ -152,6 +152,20 @@ class Anatomy(Technique):
             out.append(float((matched * mean.reindex(matched.index)).sum()))
         return np.array(out)
 
+    def risk_table(self, release: Release) -> tuple[Any, list[str]] | None:
+        """QIT publishes the QI values as they are: its identity risk is the input's."""
+        return release.tables["QIT"], self.spec.dataset.qi_names
+
+    def attribute_risk(self, release: Release) -> float | None:
+        """Per group, ST's largest count over the group's size (the sum of its counts)."""
+        st = release.tables["ST"]
+        gid = st.column("gid").to_numpy()
+        count = st.column("count").to_numpy().astype(np.int64)
+        size = np.bincount(gid, weights=count)
+        most = np.zeros(len(size))
+        np.maximum.at(most, gid, count)
+        return float((most[size > 0] / size[size > 0]).max()) if len(size) else 0.0
+
     def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
         ds = data_spec.dataset
         qit = {name: pdr.Column(nullable=False) for name in ds.qi_names}
