@@ -44,7 +44,7 @@ from privpub.tasks.core.executor import Executor, ThreadExecutor
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.types import Partition, PrivacyResult, Release
 from privpub.tasks.evaluate import evaluate, evaluation_workload, utility_summary
-from privpub.tasks.risk import RiskSettings, input_risk, over_limits, release_risk, risk_settings
+from privpub.tasks.risk import RiskSettings, input_risk, over_limits, release_risk, risk_settings, riskiest_rows
 from privpub.tasks.techniques.registry import get_technique
 from privpub.tasks.validate import checked_input, load_input, validate
 from privpub.tasks.verify.published import check_published
@@ -198,14 +198,15 @@ def evaluate_step(technique, release, data, workload_seed: int):
     return _timed("evaluate", step, technique, release, data, workload_seed)
 
 
-def risk_step(technique, release, data, settings: RiskSettings) -> dict[str, float]:
+def risk_step(technique, release, data, settings: RiskSettings) -> tuple[dict[str, float], dict | None]:
     """Re-identification risk before (the input, when its rows are here) and after (the
-    published table the technique names)."""
+    published table the technique names), and where the riskiest published rows are."""
     t0 = time.perf_counter()
     figures = {} if data.in_parts else input_risk(data, settings.threshold)
     figures.update(release_risk(technique, release, settings.threshold))
+    where = riskiest_rows(technique, release)
     progress(f"risk done in {time.perf_counter() - t0:.2f} s")
-    return figures
+    return figures, where
 
 
 def stage_step(output_dir: Path, tables) -> StagedFiles:
@@ -424,7 +425,7 @@ def _run_release(driver: Driver, spec, actor, context, store, new_release, spec_
             + "; ".join(f"{r.model} reached {r.value}, required {r.threshold}" for r in failed)
         )
 
-    risk = driver.run("risk", risk_step, technique, release, data, settings)
+    risk, riskiest = driver.run("risk", risk_step, technique, release, data, settings)
     broken = over_limits(risk, settings)
     if broken:
         store.log(who, "publish", spec.dataset.name, "refused", run_id, {"risk": broken, **origin})
@@ -446,6 +447,7 @@ def _run_release(driver: Driver, spec, actor, context, store, new_release, spec_
         "input_fingerprint": fp,
         "spec_path": spec_path,
         "risk": risk,
+        "riskiest": riskiest,
         **origin,
         "hashes": {meta_["file"]: meta_["sha256"] for meta_ in staged.files.values()},
     }

@@ -142,6 +142,18 @@ def risk_rows(risk: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def _riskiest(where: dict | None, esc) -> str:
+    """Where the highest prosecutor risk is in the published table, by row position."""
+    if not where:
+        return ""
+    rows = ", ".join(str(r) for r in where["rows"])
+    more = f" (the first {len(where['rows'])} of {where['records']})" if where["records"] > len(where["rows"]) else ""
+    return (
+        f"<p>Highest risk: {esc(str(where['records']))} published records in classes of "
+        f"{esc(str(where['class_size']))}; their row positions (from 0){esc(more)}: {esc(rows)}</p>"
+    )
+
+
 def summary_lines(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) -> list[str]:
     lines = [
         f"release {meta['release_id']} (series {meta['series']}, #{meta['sequence']}, "
@@ -287,6 +299,7 @@ def write_html_report(
         "<table><tr><th>figure</th><th>input</th><th>release</th><th>what it measures</th></tr>"
         + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in risk)
         + "</table>"
+        + _riskiest(meta.get("riskiest"), esc)
         if risk
         else ""
     )

@@ -10,7 +10,8 @@ Figures, each over the records of a table whose quasi-identifier cells an advers
 - `sample-uniques`: the share of records alone in their class.
 - `attribute-risk-max`: the highest share of one sensitive value in a class: the probability
   that the prosecutor, having linked a person to their class, names their sensitive value.
-The input's figures carry the same names prefixed `input-`, computed on the input's QIs as they
+The records at the highest risk are named by row position in the published table (`riskiest_rows`),
+never by person id. The input's figures carry the same names prefixed `input-`, computed on the input's QIs as they
 are (what a release of the raw table would risk). A release's figures come from its published
 table, the way the adversary reads it (Technique.risk_table says which table and columns); a
 technique that publishes QIs unchanged reduces attribute risk, not identity risk, and its report
@@ -112,6 +113,22 @@ def table_risk(table: pa.Table, qi_columns: list[str], sensitive: str | None, th
     if not sensitive:
         del figures["attribute-risk-max"]
     return figures
+
+
+def riskiest_rows(technique, release, limit: int = 10) -> dict | None:
+    """Where the highest prosecutor risk is, by row position in the published table the
+    technique names (never a person id): the smallest class size, how many records have it,
+    and the first `limit` of their row positions (0-based). None when not computed."""
+    view = technique.risk_table(release)
+    if view is None:
+        return None
+    table, columns = view
+    ids, n = class_ids(table, columns)
+    if not n:
+        return None
+    size = np.bincount(ids, minlength=n)[ids]
+    worst = np.flatnonzero(size == size.min())
+    return {"class_size": int(size.min()), "records": len(worst), "rows": worst[:limit].tolist()}
 
 
 def release_risk(technique, release, threshold: float) -> dict[str, float]:

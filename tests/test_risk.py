@@ -11,6 +11,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet  # noqa: F401  (pa.parquet)
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -181,3 +182,22 @@ def test_anatomy_keeps_identity_risk_and_bounds_attribute_risk_by_1_over_l(censu
     by_group = [g["count"].max() / g["count"].sum() for _, g in st.groupby("gid")]
     assert risk["attribute-risk-max"] == pytest.approx(max(by_group)) == pytest.approx(1 / 3)
     assert risk["input-attribute-risk-max"] == 1.0
+
+
+def test_the_riskiest_records_are_named_by_row_position_in_the_smallest_classes(census_dir):
+    from privpub.schemas.spec import load_spec
+    from privpub.tasks.core.types import Release
+    from privpub.tasks.risk import riskiest_rows
+    from privpub.tasks.techniques.registry import get_technique
+
+    release_id = _publish(census_dir)
+    table = pa.parquet.read_table(census_dir / "releases" / release_id / "table.parquet")
+    tech = get_technique(load_spec(census_dir / "spec.toml"))
+    where = riskiest_rows(tech, Release({"table": table}), limit=4)
+    frame = table.to_pandas()
+    cells = frame.drop(columns=["occupation"]).map(lambda v: "|".join(map(str, v)) if not np.isscalar(v) else v)
+    size = cells.groupby(list(cells.columns))[cells.columns[0]].transform("size")
+    assert where["class_size"] == size.min() and where["records"] == int((size == size.min()).sum())
+    assert where["rows"] == list(np.flatnonzero(size.to_numpy() == size.min())[:4])
+    report = (census_dir / "releases" / release_id / "report.html").read_text()
+    assert f"classes of {where['class_size']}" in report
