@@ -201,3 +201,24 @@ def test_the_riskiest_records_are_named_by_row_position_in_the_smallest_classes(
     assert where["rows"] == list(np.flatnonzero(size.to_numpy() == size.min())[:4])
     report = (census_dir / "releases" / release_id / "report.html").read_text()
     assert f"classes of {where['class_size']}" in report
+
+
+@pytest.mark.parametrize("name", ["butterfly", "union-qid"])
+def test_multi_qid_risk_counts_classes_over_every_published_qi(census_dir, name):
+    from tests.test_butterfly_pipeline import spec_toml
+
+    spec = census_dir / "spec.toml"
+    spec.write_text(spec_toml(name, 6, "k_prime = 2" if name == "butterfly" else ""))
+    release_id = pipeline.attempt(str(spec), None, None, driver=pipeline.Driver(None))
+    m = Store(census_dir / "privpub.duckdb").release(release_id)["metrics"]
+    risk = {r.name: r.value for r in m[m.kind == "risk"].itertuples()}
+    from privpub.schemas.spec import load_spec
+
+    sensitive = load_spec(spec).dataset.sensitive
+    frame = pd.read_parquet(census_dir / "releases" / release_id / "table.parquet")
+    qi = frame.drop(columns=[sensitive]).map(lambda v: "|".join(map(str, v)) if not np.isscalar(v) else v)
+    size = qi.groupby(list(qi.columns))[qi.columns[0]].transform("size")
+    assert risk["prosecutor-risk-max"] == pytest.approx(1 / size.min())
+    assert risk["prosecutor-risk-avg"] == pytest.approx((1 / size).mean())
+    share = frame.assign(_k=qi.astype(str).agg("|".join, axis=1)).groupby("_k")[sensitive]
+    assert risk["attribute-risk-max"] == pytest.approx(share.agg(lambda s: s.value_counts().iloc[0] / len(s)).max())

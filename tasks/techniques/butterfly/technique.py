@@ -89,6 +89,12 @@ class _MultiQID(Technique):
         table = release.tables["table"]
         return class_profile(table, qi_columns(table, self.union))["size"]
 
+    def risk_table(self, release: Release) -> tuple[Any, list[str]] | None:
+        """Every published QI column: the risk figures assume an adversary who knows all the
+        QIs, more than any one QID (docs/risk.md)."""
+        table = release.tables["table"]
+        return table, qi_columns(table, self.spec.dataset.qi_names)
+
     def table_schemas(self, spec) -> dict[str, Any]:
         return {"table": generalized_table_schema(spec.dataset)}
 
