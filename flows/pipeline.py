@@ -39,12 +39,13 @@ from privpub.tasks import report as report_mod
 from privpub.tasks.cluster.compose import PartedSeriesCheck
 from privpub.tasks.cluster.evaluate import evaluate_on_cluster
 from privpub.tasks.cluster.input import PartedData
+from privpub.tasks.cluster.risk import release_risk, rows_risk
 from privpub.tasks.compose.check import SeriesCheck
 from privpub.tasks.core.executor import Executor, ThreadExecutor
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.types import Partition, PrivacyResult, Release
 from privpub.tasks.evaluate import evaluate, evaluation_workload, utility_summary
-from privpub.tasks.risk import RiskSettings, input_risk, over_limits, release_risk, risk_settings, riskiest_rows
+from privpub.tasks.risk import RiskSettings, over_limits, risk_settings, riskiest_rows
 from privpub.tasks.techniques.registry import get_technique
 from privpub.tasks.validate import checked_input, load_input, validate
 from privpub.tasks.verify.published import check_published
@@ -202,7 +203,7 @@ def risk_step(technique, release, data, settings: RiskSettings) -> tuple[dict[st
     """Re-identification risk before (the input, when its rows are here) and after (the
     published table the technique names), and where the riskiest published rows are."""
     t0 = time.perf_counter()
-    figures = {} if data.in_parts else input_risk(data, settings.threshold)
+    figures = rows_risk(data, settings.threshold)
     figures.update(release_risk(technique, release, settings.threshold))
     where = riskiest_rows(technique, release)
     progress(f"risk done in {time.perf_counter() - t0:.2f} s")

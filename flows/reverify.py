@@ -9,10 +9,11 @@ from privpub.flows.cluster import dask_task_runner
 from privpub.schemas.spec import spec_from_dict
 from privpub.state.store import Store, published_sha256
 from privpub.tasks import report
+from privpub.tasks.cluster.risk import release_risk
 from privpub.tasks.compose.rebuild import replay
 from privpub.tasks.core.parted_table import PartedTable, read_published
 from privpub.tasks.core.types import Release
-from privpub.tasks.risk import release_risk, risk_settings
+from privpub.tasks.risk import risk_settings
 from privpub.tasks.techniques.registry import get_technique
 
 

@@ -10,12 +10,13 @@ Figures, each over the records of a table whose quasi-identifier cells an advers
 - `sample-uniques`: the share of records alone in their class.
 - `attribute-risk-max`: the highest share of one sensitive value in a class: the probability
   that the prosecutor, having linked a person to their class, names their sensitive value.
-The records at the highest risk are named by row position in the published table (`riskiest_rows`),
-never by person id. The input's figures carry the same names prefixed `input-`, computed on the input's QIs as they
-are (what a release of the raw table would risk). A release's figures come from its published
-table, the way the adversary reads it (Technique.risk_table says which table and columns); a
-technique that publishes QIs unchanged reduces attribute risk, not identity risk, and its report
-says so rather than print a figure (tasks/report.py).
+The records at the highest risk are named by row position in the published table
+(`riskiest_rows`), never by person id. The input's figures carry the same names prefixed
+`input-`, computed on the input's QIs as they are (what a release of the raw table would risk).
+A release's figures come from its published tables, the way the adversary reads them
+(Technique.risk_table and attribute_risk; tasks/cluster/risk.py for rows kept in parts and
+folder tables); a technique that publishes QIs unchanged shows identity figures equal to the
+input's.
 
 Optional limits refuse a release above them: `[risk] max_prosecutor`, `max_records_at_risk`,
 `max_attribute`.
@@ -77,30 +78,41 @@ def _classes_of_codes(codes: np.ndarray) -> tuple[np.ndarray, int]:
     return ids.astype(np.int64), len(uniq)
 
 
-def risk_figures(ids: np.ndarray, n_classes: int, sensitive: np.ndarray, threshold: float) -> dict[str, float]:
-    """The figures of FIGURES from every record's class and sensitive code (codes >= 0)."""
-    n = len(ids)
+def figures_from_classes(size: np.ndarray, most: np.ndarray, threshold: float) -> dict[str, float]:
+    """The figures of FIGURES from every class's size and the count of its most frequent
+    sensitive value (records: size.sum())."""
+    n = int(size.sum())
     if n == 0:
         return dict.fromkeys(FIGURES, 0.0)
+    risk = 1.0 / size
+    return {
+        "prosecutor-risk-max": float(1.0 / size.min()),
+        "prosecutor-risk-avg": float(len(size) / n),
+        "records-at-risk": float(size[risk > threshold].sum() / n),
+        "sample-uniques": float(size[size == 1].sum() / n),
+        "attribute-risk-max": float((most / size).max()),
+    }
+
+
+def risk_figures(ids: np.ndarray, n_classes: int, sensitive: np.ndarray, threshold: float) -> dict[str, float]:
+    """The figures of FIGURES from every record's class and sensitive code (codes >= 0)."""
+    if len(ids) == 0:
+        return dict.fromkeys(FIGURES, 0.0)
     size = np.bincount(ids, minlength=n_classes)
-    per_record = 1.0 / size[ids]
     width = int(sensitive.max()) + 1 if len(sensitive) else 1
     pair, pair_count = np.unique(ids * width + sensitive, return_counts=True)
     most = np.zeros(n_classes, dtype=np.int64)
     np.maximum.at(most, pair // width, pair_count)
-    return {
-        "prosecutor-risk-max": float(1.0 / size.min()),
-        "prosecutor-risk-avg": float(per_record.mean()),
-        "records-at-risk": float((per_record > threshold).mean()),
-        "sample-uniques": float((size[ids] == 1).mean()),
-        "attribute-risk-max": float((most / size).max()),
-    }
+    return figures_from_classes(size, most, threshold)
 
 
 def input_risk(data: Microdata, threshold: float) -> dict[str, float]:
     """The input's figures (`input-` names): its QIs as they are."""
     ids, n = _classes_of_codes(data.codes)
-    figures = risk_figures(ids, n, data.sensitive_codes.astype(np.int64), threshold)
+    return as_input(risk_figures(ids, n, data.sensitive_codes.astype(np.int64), threshold))
+
+
+def as_input(figures: dict[str, float]) -> dict[str, float]:
     return {f"input-{name}": value for name, value in figures.items()}
 
 
@@ -120,7 +132,7 @@ def riskiest_rows(technique, release, limit: int = 10) -> dict | None:
     technique names (never a person id): the smallest class size, how many records have it,
     and the first `limit` of their row positions (0-based). None when not computed."""
     view = technique.risk_table(release)
-    if view is None:
+    if view is None or not isinstance(view[0], pa.Table):  # none, or a folder of parts: not yet
         return None
     table, columns = view
     ids, n = class_ids(table, columns)
@@ -129,20 +141,6 @@ def riskiest_rows(technique, release, limit: int = 10) -> dict | None:
     size = np.bincount(ids, minlength=n)[ids]
     worst = np.flatnonzero(size == size.min())
     return {"class_size": int(size.min()), "records": len(worst), "rows": worst[:limit].tolist()}
-
-
-def release_risk(technique, release, threshold: float) -> dict[str, float]:
-    """A release's figures, from the tables the technique names (docs/risk.md)."""
-    figures: dict[str, float] = {}
-    view = technique.risk_table(release)
-    if view is not None:
-        table, columns = view
-        sensitive = technique.spec.dataset.sensitive
-        figures = table_risk(table, columns, sensitive if sensitive in table.column_names else None, threshold)
-    attribute = technique.attribute_risk(release)
-    if attribute is not None:
-        figures["attribute-risk-max"] = attribute
-    return figures
 
 
 def over_limits(figures: dict[str, float], settings: RiskSettings) -> list[str]:

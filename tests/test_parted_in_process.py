@@ -83,3 +83,20 @@ def test_a_repeated_person_id_across_parts_is_refused_in_process(tmp_path):
         InputError, match=r"part-002.parquet row 51, column person id: repeats the person id of part-000.parquet row 11"
     ):
         load_on_cluster(_spec(tmp_path, 5, None, 100), Executor())
+
+
+def test_risk_of_rows_in_parts_and_of_a_folder_table_equals_in_memory(tmp_path):
+    from privpub.tasks.cluster.risk import release_risk, rows_risk
+    from privpub.tasks.risk import input_risk
+
+    frame = census(1200, seed=9)
+    _parts(tmp_path / "data", frame, 3)
+    spec = _spec(tmp_path, 4, 2, 300)
+    tech = get_technique(spec)
+    parted = load_on_cluster(spec, Executor())
+    memory = Microdata.from_frame(spec, validate_input(frame, spec))
+    assert rows_risk(parted, 0.2) == pytest.approx(input_risk(memory, 0.2))
+    rng = np.random.default_rng(2)
+    release = tech.anonymize(parted, tech.partition(parted, rng), rng)
+    mem_release = tech.anonymize(memory, tech.partition(memory, rng), rng)
+    assert release_risk(tech, release, 0.2) == pytest.approx(release_risk(tech, mem_release, 0.2))

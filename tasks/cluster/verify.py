@@ -89,17 +89,21 @@ def bucket_classes(*partials: pa.Table) -> dict:
     """The classes of one bucket: sizes, distinct sensitive values, the worst classes' keys."""
     con = duckdb.connect(config={"threads": 1})
     con.register("partial", pa.concat_tables(partials).combine_chunks())
+    # per class: its size, its distinct sensitive values, and the count of its most frequent one
     classes = con.sql(
-        "SELECT key, sum(n)::BIGINT AS size, count(DISTINCT s) AS distinct_s FROM partial GROUP BY key"
+        "SELECT key, sum(ns)::BIGINT AS size, count(s) AS distinct_s, max(ns)::BIGINT AS most "
+        "FROM (SELECT key, s, sum(n) AS ns FROM partial GROUP BY key, s) GROUP BY key"
     ).to_arrow_table()
     if classes.num_rows == 0:
-        return {"size": np.zeros(0, np.int64), "distinct": np.zeros(0, np.int64), "smallest": None, "least": None}
+        empty = np.zeros(0, np.int64)
+        return {"size": empty, "distinct": empty, "most": empty, "smallest": None, "least": None}
     size = classes.column("size").to_numpy()
     distinct = classes.column("distinct_s").to_numpy()
     keys = classes.column("key")
     return {
         "size": size,
         "distinct": distinct,
+        "most": classes.column("most").to_numpy(),
         "smallest": keys[int(size.argmin())].as_py(),
         "least": keys[int(distinct.argmin())].as_py(),
     }
@@ -111,6 +115,7 @@ class Classes:
 
     size: np.ndarray
     distinct: np.ndarray | None
+    most: np.ndarray  # per class, the count of its most frequent sensitive value
     smallest: dict  # cells of a smallest class
     least: dict  # cells of a class with the fewest distinct sensitive values
 
@@ -127,12 +132,14 @@ def parted_classes(parted, columns: list[str], sensitive: str | None) -> Classes
     results = [r for r in results if len(r["size"])]
     size = np.concatenate([r["size"] for r in results])
     distinct = np.concatenate([r["distinct"] for r in results])
+    most = np.concatenate([r["most"] for r in results])
     worst_k = min(range(len(results)), key=lambda i: results[i]["size"].min())
     worst_l = min(range(len(results)), key=lambda i: results[i]["distinct"].min())
     schema = parted.schema
     return Classes(
         size,
         distinct if sensitive else None,
+        most,
         cells_of(results[worst_k]["smallest"], schema, columns),
         cells_of(results[worst_l]["least"], schema, columns),
     )

@@ -64,8 +64,8 @@ MUTANTS = [
     Mutant(
         "records-at-risk counts records exactly at the threshold",
         "tasks/risk.py",
-        "(per_record > threshold)",
-        "(per_record >= threshold)",
+        "size[risk > threshold]",
+        "size[risk >= threshold]",
         ["tests/test_risk.py"],
     ),
     Mutant(

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from privpub.schemas.published import generalized_table_schema
 from privpub.tasks.cluster.evaluate import table_estimates, table_penalty
@@ -68,9 +67,7 @@ class Generalization(Technique):
         return table_class_sizes(table, qi_columns(table, self.spec.dataset.qi_names))
 
     def risk_table(self, release: Release) -> tuple[Any, list[str]] | None:
-        table = release.tables["table"]
-        if not isinstance(table, pa.Table):  # a folder of parts (a cluster release): not yet
-            return None
+        table = release.tables["table"]  # one Arrow table, or a folder of parts (tasks/cluster/risk.py)
         return table, qi_columns(table, self.spec.dataset.qi_names)
 
     def utility(self, release: Release, data: Microdata) -> dict[str, float]:
