@@ -61,7 +61,7 @@ GNU_TIME = "/usr/bin/time"
 QI_250K = ["age", "sex", "race", "married", "native"]
 CATEGORICAL_250K = ["sex", "race", "married", "native"]
 CASES = ("gen-250k", "gen-1m", "demo", "muco", "history", "verify-1m")
-STEPS = ("partition", "anonymize", "verify", "evaluate", "series composition", "write files")
+STEPS = ("partition", "anonymize", "verify", "evaluate", "series composition", "risk", "write files")
 
 
 # --- measuring one process ----------------------------------------------------------------------
