@@ -17,7 +17,7 @@ from privpub.schemas.errors import SpecError, StateError
 from privpub.schemas.input import validate_input
 from privpub.schemas.spec import ReleaseSpec, spec_from_dict
 from privpub.state.store import Store
-from privpub.tasks.audit import Auditor, secret_from_mapping, select_ids
+from privpub.tasks.audit import Auditor, ask_batch, secret_from_mapping, select_ids
 from privpub.tasks.validate import load_input
 
 # seconds of simulatable work per decision; keeps the p95 latency of tests/benchmarks/bench_audit.py
@@ -187,3 +187,31 @@ def ask(state, where: str, actor: str, table: str | None = None) -> dict[str, An
     if resolved:
         out["resolved_earlier"] = [response_json(d) for d in resolved]
     return out
+
+
+def decide_batch(state: str, queries: list[dict], actor: str, table: str | None, run_id: str | None) -> list[dict]:
+    """A batch of concurrent queries decided as one (Algorithm 5); a batch with a refused query
+    is refused whole (nothing decided), each refused query still logged."""
+    store = Store(state)
+    name = pick_table(store, table)
+    refused: list[str] = []
+    with store.audit_session(name) as session:
+        spec, auditor = open_session(session)
+        batch = []
+        for i, q in enumerate(queries):
+            try:
+                batch.append(
+                    (q.get("id") or f"b{i + 1}", select_ids(auditor.population, q["where"], spec.dataset.person_id))
+                )
+            except ValueError as exc:
+                refused.append(f"query {i + 1}: {exc}")
+                session["log"].append(refused_entry(q["where"], q.get("as") or actor, str(exc), run_id))
+        if not refused:  # decided as one
+            decisions = ask_batch(auditor, batch)
+            session["knowledge"] = auditor.to_state()
+            session["log"] = [
+                log_entry(d, q["where"], q.get("as") or actor, run_id) for d, q in zip(decisions, queries)
+            ]
+    if refused:
+        raise SpecError("batch refused, nothing decided: " + "; ".join(refused))
+    return [response_json(d) for d in decisions]

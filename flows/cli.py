@@ -367,16 +367,22 @@ def cmd_audit(args) -> int:
     if args.audit_command == "batch":
         queries = _read_batch(Path(args.file))
         # lazy: `--help` and `history` import no Prefect, no technique
-        from privpub.flows.audit_batch import audit_flow
-        from privpub.flows.publish import call_flow
-        from privpub.flows.server import prefect_api
+        from privpub.flows.run import prefect_configured
 
-        with prefect_api() as ready:
-            ready()
-            _quiet_tracebacks()
-            responses = call_flow(
-                audit_flow, state=str(Path(state).resolve()), queries=queries, actor=actor, table=args.table
-            )
+        responses: list[dict]
+        if prefect_configured():  # a flow run of the configured server, as `publish` would
+            from privpub.flows.audit_batch import audit_flow  # lazy: Prefect only when configured
+            from privpub.flows.publish import call_flow
+            from privpub.flows.server import prefect_api
+
+            with prefect_api() as ready:
+                ready()
+                _quiet_tracebacks()
+                responses = call_flow(
+                    audit_flow, state=str(Path(state).resolve()), queries=queries, actor=actor, table=args.table
+                )
+        else:  # no server: decided in this process, no Prefect
+            responses = audit.decide_batch(str(Path(state).resolve()), queries, actor, args.table, None)
         for response in responses:
             print(json.dumps(response, default=str))
         return 0

@@ -261,7 +261,7 @@ def publish(spec_path: str, overrides: dict | None = None, actor: str | None = N
     return call_flow(publish_flow, spec_path=spec_path, overrides=overrides, actor=actor)
 
 
-def call_flow(flow_, **parameters) -> str:
+def call_flow(flow_, **parameters) -> Any:
     """Run a publish-like flow in this process: its result, or the error that failed it, raised
     again here (the flow ends Failed with the error's one line rather than raising it)."""
     seen = len(FAILURES)

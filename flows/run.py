@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def _profile_api_url() -> str | None:
+def profile_api_url() -> str | None:
     """PREFECT_API_URL of the active Prefect profile (read as Prefect would, without importing it)."""
     home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
     try:
@@ -37,7 +37,7 @@ def prefect_configured() -> str | None:
 
         if PREFECT_API_URL.value():
             return str(PREFECT_API_URL.value())
-    url = _profile_api_url()
+    url = profile_api_url()
     if url:
         return url
     from privpub.flows.service import running_service  # lazy: `--help` imports nothing

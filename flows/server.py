@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from importlib.util import find_spec
 from pathlib import Path
 
+from privpub.flows.run import profile_api_url
 from privpub.flows.service import running_service
 
 # The child sets its parent-death signal, checks its parent is still the one that started it
@@ -122,7 +123,7 @@ class TemporaryServer:
 def prefect_api() -> Iterator[Callable[[], str]]:
     """Yields `ready()`, which blocks until the API is up and returns its URL. Start this before
     slow local work (reading the input) and call ready() when Prefect is first needed."""
-    url = os.environ.get("PREFECT_API_URL")
+    url = os.environ.get("PREFECT_API_URL") or profile_api_url()  # Prefect reads either itself
     if url:
         yield lambda: url
         return

@@ -194,3 +194,26 @@ def test_log_summary_counts_budget_denials_apart(prefect_server, clinic):
     assert sum(clinic_row["shares"].values()) == 1.0 and "refused" not in clinic_row["shares"]
     assert tight["decisions"] == 1 and tight["budget-denied"] == 1 and tight["negative-denial"] == 0
     assert tight["shares"]["budget-denied"] == 1.0
+
+
+def test_batch_without_a_server_is_decided_in_process_without_prefect(clinic, tmp_path):
+    """No Prefect server configured: the batch is decided in the CLI's process, as publish is
+    (flows/run.py); no Prefect import, no temporary server."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PYTHONPATH=str(ROOT), PRIVPUB_HOME=str(tmp_path / "none"), PREFECT_HOME=str(tmp_path / "prefect"))
+    init = [sys.executable, "-m", "privpub.flows.cli", "audit", "init", str(clinic / "clinic.toml")]
+    assert subprocess.run(init, env=env, capture_output=True, text=True, timeout=120).returncode == 0
+    batch = clinic / "batch.txt"
+    batch.write_text('age BETWEEN 20 AND 40\n{"where": "age BETWEEN 30 AND 50", "as": "bob"}\n')
+    code = (
+        "import sys; from privpub.flows.cli import main\n"
+        f"code = main(['audit', 'batch', {str(batch)!r}, '--state', {str(clinic / 'privpub.duckdb')!r}])\n"
+        "print('prefect' in sys.modules, file=sys.stderr); sys.exit(code)"
+    )
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    out = [json.loads(l) for l in res.stdout.splitlines()]
+    assert len(out) == 2 and all(
+        o["response"] in ("answer", "negative-denial", "positive-denial", "delayed") for o in out
+    )
+    assert res.stderr.strip().splitlines()[-1] == "False"

@@ -155,16 +155,16 @@ def test_without_a_server_progress_is_one_line_per_step_and_no_link(census_dir, 
 
 
 def test_a_prefect_profile_with_an_api_url_is_a_configured_server(tmp_path, monkeypatch):
-    from privpub.flows.run import _profile_api_url
+    from privpub.flows.run import profile_api_url
 
     (tmp_path / "profiles.toml").write_text(
         'active = "work"\n[profiles.work]\nPREFECT_API_URL = "http://10.0.0.5:4200/api"\n[profiles.ephemeral]\n'
     )
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path))
     monkeypatch.delenv("PREFECT_PROFILE", raising=False)
-    assert _profile_api_url() == "http://10.0.0.5:4200/api"
+    assert profile_api_url() == "http://10.0.0.5:4200/api"
     monkeypatch.setenv("PREFECT_PROFILE", "ephemeral")
-    assert _profile_api_url() is None
+    assert profile_api_url() is None
 
 
 def test_privpub_publish_from_python_runs_in_process_without_a_server(census_dir, tmp_path):
