@@ -39,13 +39,13 @@ from privpub.tasks import report as report_mod
 from privpub.tasks.cluster.compose import PartedSeriesCheck
 from privpub.tasks.cluster.evaluate import evaluate_on_cluster
 from privpub.tasks.cluster.input import PartedData
-from privpub.tasks.cluster.risk import release_risk, rows_risk
+from privpub.tasks.cluster.risk import release_risk, release_riskiest, rows_risk
 from privpub.tasks.compose.check import SeriesCheck
 from privpub.tasks.core.executor import Executor, ThreadExecutor
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.types import Partition, PrivacyResult, Release
 from privpub.tasks.evaluate import evaluate, evaluation_workload, utility_summary
-from privpub.tasks.risk import RiskSettings, over_limits, risk_settings, riskiest_rows
+from privpub.tasks.risk import RiskSettings, over_limits, risk_settings
 from privpub.tasks.techniques.registry import get_technique
 from privpub.tasks.validate import checked_input, load_input, validate
 from privpub.tasks.verify.published import check_published
@@ -205,7 +205,7 @@ def risk_step(technique, release, data, settings: RiskSettings) -> tuple[dict[st
     t0 = time.perf_counter()
     figures = rows_risk(data, settings.threshold)
     figures.update(release_risk(technique, release, settings.threshold))
-    where = riskiest_rows(technique, release)
+    where = release_riskiest(technique, release)
     progress(f"risk done in {time.perf_counter() - t0:.2f} s")
     return figures, where
 
@@ -449,6 +449,7 @@ def _run_release(driver: Driver, spec, actor, context, store, new_release, spec_
         "spec_path": spec_path,
         "risk": risk,
         "riskiest": riskiest,
+        "risk_note": technique.risk_note,
         **origin,
         "hashes": {meta_["file"]: meta_["sha256"] for meta_ in staged.files.values()},
     }

@@ -9,7 +9,7 @@ from privpub.flows.cluster import dask_task_runner
 from privpub.schemas.spec import spec_from_dict
 from privpub.state.store import Store, published_sha256
 from privpub.tasks import report
-from privpub.tasks.cluster.risk import release_risk
+from privpub.tasks.cluster.risk import release_risk, release_riskiest
 from privpub.tasks.compose.rebuild import replay
 from privpub.tasks.core.parted_table import PartedTable, read_published
 from privpub.tasks.core.types import Release
@@ -138,8 +138,16 @@ def rewrite_report(state: Path, release_id: str) -> str:
         _on_cluster(stack, spec, release)
         privacy = technique.verify(release, context) if not problems else []
         sizes = technique.group_sizes(release)
+        riskiest = release_riskiest(technique, release) if not problems else None
     m = rel["metrics"]
     utility = {r.name: (r.value if r.value == r.value else r.text_value) for r in m[m.kind == "utility"].itertuples()}
     folder = Path(rel["output_dir"]) / release_id
-    meta = {**rel, "files": [str(folder / f) for f in rel["tables"].file]}
+    risk = {r.name: r.value for r in m[m.kind == "risk"].itertuples()}
+    meta = {
+        **rel,
+        "files": [str(folder / f) for f in rel["tables"].file],
+        "risk": risk,
+        "riskiest": riskiest,
+        "risk_note": technique.risk_note,
+    }
     return str(report.write_html_report(folder / "report.html", meta, privacy, utility, sizes))

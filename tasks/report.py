@@ -122,10 +122,11 @@ RISK_LABELS = {
 }
 
 
-def risk_rows(risk: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+def risk_rows(risk: dict[str, Any], note: str | None = None) -> list[tuple[str, str, str, str]]:
     """(figure, input, release, what it measures) for every risk figure, before -> after; a
-    release figure the technique does not compute reads "not computed" (its QIs are published
-    unchanged, or its tables are not read for risk yet: the input's figure is then its identity risk)."""
+    release figure the technique does not compute reads "does not apply" when the technique
+    says why (`note`: its QIs are published unchanged or perturbed), else "not computed"."""
+    missing = "does not apply (see below)" if note else "not computed"
     rows = []
     for name, label in RISK_LABELS.items():
         before, after = risk.get(f"input-{name}"), risk.get(name)
@@ -135,7 +136,7 @@ def risk_rows(risk: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             (
                 name,
                 "n/a" if before is None else fmt(before, 4),
-                "not computed" if after is None else fmt(after, 4),
+                missing if after is None else fmt(after, 4),
                 label,
             )
         )
@@ -143,15 +144,39 @@ def risk_rows(risk: dict[str, Any]) -> list[tuple[str, str, str, str]]:
 
 
 def _riskiest(where: dict | None, esc) -> str:
-    """Where the highest prosecutor risk is in the published table, by row position."""
+    """Where the highest prosecutor risk is in the published table, by row position, and the
+    riskiest classes by their published cells."""
     if not where:
         return ""
     rows = ", ".join(str(r) for r in where["rows"])
     more = f" (the first {len(where['rows'])} of {where['records']})" if where["records"] > len(where["rows"]) else ""
-    return (
+    html = (
         f"<p>Highest risk: {esc(str(where['records']))} published records in classes of "
         f"{esc(str(where['class_size']))}; their row positions (from 0){esc(more)}: {esc(rows)}</p>"
     )
+    classes = where.get("classes") or []
+    if classes:
+        columns = list(classes[0]["cells"])
+        shares = "attribute_risk" in classes[0]
+        head = "".join(f"<th>{esc(c)}</th>" for c in columns) + "<th>records</th>"
+        head += "<th>share of its most frequent sensitive value</th>" if shares else ""
+        body = ""
+        for c in classes:
+            cells = "".join(f"<td>{esc(_cell(c['cells'][name]))}</td>" for name in columns)
+            share = f"<td>{fmt(c['attribute_risk'], 3)}</td>" if shares else ""
+            body += f"<tr>{cells}<td>{c['size']}</td>{share}</tr>"
+        html += (
+            "<p>The riskiest classes (smallest first, then the most predictable sensitive value), "
+            f"as published:</p><table><tr>{head}</tr>{body}</table>"
+        )
+    return html
+
+
+def _cell(value: Any) -> str:
+    """A published cell as the table shows it: a list as {a, b}, a number as it is."""
+    if isinstance(value, (list, tuple)):
+        return "{" + ", ".join(map(str, value)) + "}"
+    return fmt(value)
 
 
 def summary_lines(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) -> list[str]:
@@ -177,9 +202,10 @@ def summary_lines(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) 
         lines.append(f"uncertainty penalty (per tuple per QI): {fmt(utility['uncertainty_penalty_normalized'])}")
     if utility.get("suppressed_rows"):
         lines.append(f"suppressed rows: {utility['suppressed_rows']}")
-    rows = risk_rows(meta.get("risk") or {})
+    rows = risk_rows(meta.get("risk") or {}, meta.get("risk_note"))
     if rows:
-        lines.append("re-identification risk, input -> release: " + ", ".join(f"{n} {a} -> {b}" for n, a, b, _ in rows))
+        shown = ", ".join(f"{n} {a} -> {b.removesuffix(' (see below)')}" for n, a, b, _ in rows)
+        lines.append("re-identification risk, input -> release: " + shown)
     return lines
 
 
@@ -293,12 +319,14 @@ def write_html_report(
         if series
         else ""
     )
-    risk = risk_rows(meta.get("risk") or {})
+    note = meta.get("risk_note")
+    risk = risk_rows(meta.get("risk") or {}, note)
     risk_html = (
         "<h2>Re-identification risk (before: the input's QIs as they are; after: the published table)</h2>"
         "<table><tr><th>figure</th><th>input</th><th>release</th><th>what it measures</th></tr>"
         + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in risk)
         + "</table>"
+        + (f"<p class=note><b>What {esc(meta['technique'])} reduces:</b> {esc(note)}</p>" if note else "")
         + _riskiest(meta.get("riskiest"), esc)
         if risk
         else ""

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from privpub.schemas.errors import SpecError
 from privpub.schemas.spec import ReleaseSpec
@@ -94,16 +95,54 @@ def figures_from_classes(size: np.ndarray, most: np.ndarray, threshold: float) -
     }
 
 
+def most_frequent(
+    ids: np.ndarray, n_classes: int, sensitive: np.ndarray, weights: np.ndarray | None = None
+) -> np.ndarray:
+    """Per class, the count of its most frequent sensitive code; a negative code (a withheld
+    value, shown as null) is nobody's value and never the most frequent. weights: records per
+    entry (a published count), else one each."""
+    shown = sensitive >= 0
+    ids, sensitive = ids[shown], sensitive[shown]
+    weights = np.ones(len(ids), np.int64) if weights is None else weights[shown].astype(np.int64)
+    most = np.zeros(n_classes, dtype=np.int64)
+    if len(ids):
+        width = int(sensitive.max()) + 1
+        pair, inverse = np.unique(ids * width + sensitive, return_inverse=True)
+        np.maximum.at(most, pair // width, np.bincount(inverse, weights=weights).astype(np.int64))
+    return most
+
+
 def risk_figures(ids: np.ndarray, n_classes: int, sensitive: np.ndarray, threshold: float) -> dict[str, float]:
-    """The figures of FIGURES from every record's class and sensitive code (codes >= 0)."""
+    """The figures of FIGURES from every record's class and sensitive code (-1: withheld)."""
     if len(ids) == 0:
         return dict.fromkeys(FIGURES, 0.0)
     size = np.bincount(ids, minlength=n_classes)
-    width = int(sensitive.max()) + 1 if len(sensitive) else 1
-    pair, pair_count = np.unique(ids * width + sensitive, return_counts=True)
-    most = np.zeros(n_classes, dtype=np.int64)
-    np.maximum.at(most, pair // width, pair_count)
-    return figures_from_classes(size, most, threshold)
+    return figures_from_classes(size, most_frequent(ids, n_classes, sensitive), threshold)
+
+
+def grouped_attribute_risk(keys: list[np.ndarray], sensitive: np.ndarray, count: np.ndarray) -> float:
+    """attribute-risk-max of a published count table (Anatomy's, Ambiguity's and PriView's ST):
+    the adversary links a person to the rows of one group (`keys`: the columns that name it,
+    e.g. gid, or gid and the QI ST shows) and names the group's most frequent sensitive value;
+    the group's size is the sum of its counts."""
+    if len(count) == 0:
+        return 0.0
+    group = np.zeros(len(count), dtype=np.int64)
+    for key in keys:  # combined one column at a time, compacted so the key never overflows
+        code, uniques = pd.factorize(key)
+        group = pd.factorize(group * len(uniques) + code)[0]
+    n_groups = int(group.max()) + 1
+    size = np.bincount(group, weights=count, minlength=n_groups)
+    most = most_frequent(group, n_groups, sensitive, count)
+    return float((most / size).max())
+
+
+def st_attribute_risk(st: pa.Table, sensitive: str, also: tuple[str, ...] = ()) -> float:
+    """attribute-risk-max of an ST(gid, [also...], sensitive, count) table: a group is a gid
+    (and the values of the `also` columns ST shows beside it, e.g. PriView's QI')."""
+    keys = [st.column(c).to_numpy(zero_copy_only=False) for c in ("gid", *also)]
+    count = st.column("count").to_numpy().astype(np.int64)
+    return grouped_attribute_risk(keys, shown_codes(st, sensitive), count)
 
 
 def input_risk(data: Microdata, threshold: float) -> dict[str, float]:
@@ -120,27 +159,68 @@ def table_risk(table: pa.Table, qi_columns: list[str], sensitive: str | None, th
     """A published table's figures, its QI cells read as published (lists and ranges whole);
     without a sensitive column in the table, no attribute-risk-max (the technique gives it)."""
     ids, n = class_ids(table, qi_columns)
-    s_codes = column_codes(table, sensitive).astype(np.int64) if sensitive else np.zeros(len(ids), np.int64)
+    s_codes = shown_codes(table, sensitive) if sensitive else np.zeros(len(ids), np.int64)
     figures = risk_figures(ids, n, s_codes, threshold)
     if not sensitive:
         del figures["attribute-risk-max"]
     return figures
 
 
+def shown_codes(table: pa.Table, name: str) -> np.ndarray:
+    """Codes of a published column, -1 where the cell is null (a withheld value)."""
+    codes = column_codes(table, name).astype(np.int64)
+    column = table.column(name)
+    if column.null_count:
+        codes = np.where(np.asarray(pc.is_null(column).to_numpy(zero_copy_only=False)), -1, codes)
+    return codes
+
+
+WORST_CLASSES = 5  # the report lists this many of the riskiest classes
+
+
 def riskiest_rows(technique, release, limit: int = 10) -> dict | None:
-    """Where the highest prosecutor risk is, by row position in the published table the
-    technique names (never a person id): the smallest class size, how many records have it,
-    and the first `limit` of their row positions (0-based). None when not computed."""
+    """table_riskiest of the Arrow table the technique names for risk (None: no such table;
+    a folder of parts: tasks/cluster/risk.py)."""
     view = technique.risk_table(release)
-    if view is None or not isinstance(view[0], pa.Table):  # none, or a folder of parts: not yet
+    if view is None or not isinstance(view[0], pa.Table):
         return None
     table, columns = view
+    sensitive = technique.spec.dataset.sensitive
+    return table_riskiest(table, columns, sensitive if sensitive in table.column_names else None, limit)
+
+
+def table_riskiest(table: pa.Table, columns: list[str], sensitive: str | None, limit: int = 10) -> dict | None:
+    """Where the highest prosecutor risk is in a published table (never a person id): the
+    smallest class size, how many records have it, the first `limit` of their row positions
+    (0-based), and the worst classes (`worst_classes`). None for a table without rows."""
     ids, n = class_ids(table, columns)
     if not n:
         return None
-    size = np.bincount(ids, minlength=n)[ids]
-    worst = np.flatnonzero(size == size.min())
-    return {"class_size": int(size.min()), "records": len(worst), "rows": worst[:limit].tolist()}
+    size = np.bincount(ids, minlength=n)
+    most = most_frequent(ids, n, shown_codes(table, sensitive)) if sensitive else None
+    worst = np.flatnonzero(size[ids] == size.min())
+    first_row = np.full(n, len(ids), dtype=np.int64)
+    np.minimum.at(first_row, ids, np.arange(len(ids)))
+    order = np.lexsort((-(most / size) if most is not None else np.zeros(n), size))[:WORST_CLASSES]
+    cells = table.select(columns).take(pa.array(first_row[order])).to_pylist()
+    return {
+        "class_size": int(size.min()),
+        "records": len(worst),
+        "rows": worst[:limit].tolist(),
+        "classes": worst_classes(cells, size[order], None if most is None else most[order]),
+    }
+
+
+def worst_classes(cells: list[dict], size: np.ndarray, most: np.ndarray | None) -> list[dict]:
+    """The riskiest classes as the report lists them: their published cells (what every one
+    of their rows shows), size and the share of their most frequent sensitive value."""
+    out = []
+    for i, row in enumerate(cells):
+        entry = {"cells": row, "size": int(size[i])}
+        if most is not None:
+            entry["attribute_risk"] = float(most[i] / size[i])
+        out.append(entry)
+    return out
 
 
 def over_limits(figures: dict[str, float], settings: RiskSettings) -> list[str]:

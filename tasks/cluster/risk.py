@@ -11,10 +11,21 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from privpub.tasks.cluster.verify import parted_classes
-from privpub.tasks.core.parted_table import PartedTable
-from privpub.tasks.risk import as_input, figures_from_classes, input_risk, table_risk
+from privpub.tasks.cluster.verify import cells_of, class_keys, parted_classes
+from privpub.tasks.core.parted_table import PartedTable, map_parts
+from privpub.tasks.risk import (
+    WORST_CLASSES,
+    as_input,
+    figures_from_classes,
+    input_risk,
+    table_risk,
+    table_riskiest,
+    worst_classes,
+)
 
 
 def part_class_counts(part, widths: np.ndarray) -> pd.DataFrame:
@@ -59,3 +70,49 @@ def release_risk(technique, release, threshold: float) -> dict[str, float]:
     if attribute is not None:
         figures["attribute-risk-max"] = attribute
     return figures
+
+
+def release_riskiest(technique, release, limit: int = 10) -> dict | None:
+    """Where the highest prosecutor risk is in the table the technique names (tasks/risk.py
+    table_riskiest), one Arrow table or a folder of parts; None without such a table."""
+    view = technique.risk_table(release)
+    if view is None:
+        return None
+    table, columns = view
+    sensitive = technique.spec.dataset.sensitive
+    has_s = sensitive in table.column_names
+    if isinstance(table, PartedTable):
+        return parted_riskiest(table, columns, sensitive if has_s else None, limit)
+    return table_riskiest(table, columns, sensitive if has_s else None, limit)
+
+
+def rows_of_keys(table: pa.Table, columns: list[str], keys: pa.Array, limit: int) -> tuple[int, list[int]]:
+    """On a worker: how many rows of one part belong to the classes `keys`, and the first
+    `limit` of their positions in the part."""
+    hit = pc.is_in(class_keys(table, columns), value_set=keys).to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(hit)
+    return len(rows), rows[:limit].tolist()
+
+
+def parted_riskiest(parted: PartedTable, columns: list[str], sensitive: str | None, limit: int) -> dict | None:
+    """riskiest_rows of a folder of parts: the classes from the verifier's partials, then one
+    pass over the parts for the positions of the smallest classes' rows (part offsets added)."""
+    if parted.num_rows == 0:
+        return None
+    classes = parted_classes(parted, columns, sensitive)
+    cand = classes.riskiest
+    size = cand.column("size").to_numpy()
+    most = cand.column("most").to_numpy()
+    smallest = int(size.min())
+    per_part = map_parts(parted, rows_of_keys, columns, cand.column("key").filter(pa.array(size == smallest)), limit)
+    offsets = np.cumsum([0] + [pq.ParquetFile(p).metadata.num_rows for p in parted.parts])
+    rows = [int(offsets[i]) + r for i, (_, found) in enumerate(per_part) for r in found][:limit]
+    order = np.lexsort((-(most / size), size))[:WORST_CLASSES]
+    keys = cand.column("key").take(pa.array(order)).to_pylist()
+    cells = [cells_of(key, parted.schema, columns) for key in keys]
+    return {
+        "class_size": smallest,
+        "records": int(sum(count for count, _ in per_part)),
+        "rows": rows,
+        "classes": worst_classes(cells, size[order], most[order] if sensitive else None),
+    }

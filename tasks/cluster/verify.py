@@ -28,6 +28,7 @@ from privpub.tasks.verify.k_anonymity import k_and_l, k_anonymity
 from privpub.tasks.verify.published import class_profile
 
 BUCKETS = 16
+RISKIEST = 5  # classes per bucket kept for the risk report (tasks/risk.py WORST_CLASSES)
 
 
 # One string per row names its class: each published cell as text (a list's items joined by
@@ -96,16 +97,22 @@ def bucket_classes(*partials: pa.Table) -> dict:
     ).to_arrow_table()
     if classes.num_rows == 0:
         empty = np.zeros(0, np.int64)
-        return {"size": empty, "distinct": empty, "most": empty, "smallest": None, "least": None}
+        return {"size": empty, "distinct": empty, "most": empty, "smallest": None, "least": None, "riskiest": None}
     size = classes.column("size").to_numpy()
     distinct = classes.column("distinct_s").to_numpy()
+    most = classes.column("most").to_numpy()
     keys = classes.column("key")
+    # the risk report's candidates: every key of this bucket's smallest size, and its
+    # RISKIEST classes by size then share of the most frequent value
+    order = np.lexsort((-(most / size), size))
+    pick = np.union1d(order[:RISKIEST], np.flatnonzero(size == size.min()))
     return {
         "size": size,
         "distinct": distinct,
-        "most": classes.column("most").to_numpy(),
+        "most": most,
         "smallest": keys[int(size.argmin())].as_py(),
         "least": keys[int(distinct.argmin())].as_py(),
+        "riskiest": classes.select(["key", "size", "most"]).take(pa.array(pick)),
     }
 
 
@@ -118,9 +125,20 @@ class Classes:
     most: np.ndarray  # per class, the count of its most frequent sensitive value
     smallest: dict  # cells of a smallest class
     least: dict  # cells of a class with the fewest distinct sensitive values
+    riskiest: pa.Table  # key, size, most: every class of the smallest size, and the riskiest ones
 
 
 def parted_classes(parted, columns: list[str], sensitive: str | None) -> Classes:
+    """The classes of a parted table, computed once per (columns, sensitive) and kept on it
+    (the verifier, the risk figures and the riskiest rows all read them)."""
+    known = parted.__dict__.setdefault("_classes", {})
+    key = (tuple(columns), sensitive)
+    if key not in known:
+        known[key] = _parted_classes(parted, columns, sensitive)
+    return known[key]
+
+
+def _parted_classes(parted, columns: list[str], sensitive: str | None) -> Classes:
     ex = parted.executor
     per_part = [
         ex.submit(on_part, bucketed_class_partials, s, columns, sensitive, BUCKETS) for s in part_sources(parted)
@@ -142,6 +160,7 @@ def parted_classes(parted, columns: list[str], sensitive: str | None) -> Classes
         most,
         cells_of(results[worst_k]["smallest"], schema, columns),
         cells_of(results[worst_l]["least"], schema, columns),
+        pa.concat_tables([r["riskiest"] for r in results]),
     )
 
 

@@ -165,10 +165,15 @@ class Technique:
         """QI-group sizes as the published tables show them (None when not meaningful)."""
         return None
 
+    # In plain words, for the report: which risk the technique reduces and which it does not,
+    # when its identity figures are not computed (QIs published unchanged or perturbed) or need
+    # a caveat (docs/risk.md). None: both kinds of figure are read from its published table.
+    risk_note: str | None = None
+
     def risk_table(self, release: Release) -> tuple[Any, list[str]] | None:
         """The published table and QI columns an adversary links records through, for the risk
-        figures (tasks/risk.py); None when the technique publishes QIs unchanged or the figure
-        is not computed for it yet (the report then says which risk it reduces)."""
+        figures (tasks/risk.py); None when no published table has a row per record with its
+        QIs (risk_note then says which risk the technique reduces)."""
         return None
 
     def attribute_risk(self, release: Release) -> float | None:

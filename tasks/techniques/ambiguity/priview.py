@@ -30,6 +30,7 @@ from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import Technique
 from privpub.tasks.core.types import Partition, Release
 from privpub.tasks.evaluate.workload import CountQuery, exact_answers, make_workload
+from privpub.tasks.risk import st_attribute_risk
 from privpub.tasks.techniques.ambiguity.association import priview_association_part
 from privpub.tasks.techniques.ambiguity.group_chunks import GroupChunk, GroupChunkedVerify, Worst
 from privpub.tasks.techniques.ambiguity.params import DEFAULT_WINDOW, PriViewParams
@@ -353,6 +354,21 @@ class PriView(GroupChunkedVerify, Technique):
         at = release.tables["AT"]
         _, counts = np.unique(column_np(at, "gid"), return_counts=True)
         return counts
+
+    risk_note = (
+        "PriView publishes all but one quasi-identifier unchanged (AT, a row per person) and the "
+        "last one beside the sensitive value (ST): equivalence-class figures of AT would count "
+        "people who cannot be told apart in AT alone, which says little once ST is joined, so "
+        "no identity figure is shown for the release; alpha-presence bounds identity disclosure "
+        "(privacy table). Attribute disclosure: a person with ST's QI value q in group G is one of "
+        "the units of G showing q; attribute-risk-max is the largest share of one sensitive value "
+        "among them (at most beta)."
+    )
+
+    def attribute_risk(self, release: Release) -> float | None:
+        st = release.tables["ST"]
+        sensitive = self.spec.dataset.sensitive
+        return st_attribute_risk(st, sensitive, also=(st_qi_of(st, sensitive),))
 
     def table_schemas(self, spec: ReleaseSpec) -> dict[str, Any]:
         ds = spec.dataset

@@ -29,6 +29,7 @@ from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import Technique
 from privpub.tasks.core.types import Partition, Release
 from privpub.tasks.evaluate.workload import CountQuery, RangeCond
+from privpub.tasks.risk import st_attribute_risk
 from privpub.tasks.techniques.ambiguity.association import ambiguity_association_part
 from privpub.tasks.techniques.ambiguity.group_chunks import GroupChunk, GroupChunkedVerify, Worst
 from privpub.tasks.techniques.ambiguity.params import DEFAULT_WINDOW, AmbiguityParams
@@ -390,6 +391,19 @@ class Ambiguity(GroupChunkedVerify, Technique):
         st = release.tables["ST"]
         _, inv = np.unique(column_np(st, "gid"), return_inverse=True)
         return np.bincount(inv, weights=column_np(st, "count")).astype(np.int64)
+
+    risk_note = (
+        "Ambiguity publishes each quasi-identifier's values unchanged (one AT table per QI) but "
+        "not their combinations, and no table has a row per person: equivalence-class figures "
+        "(prosecutor risk, uniques) do not apply to the release, and none is shown. Identity "
+        "disclosure is bounded by alpha-presence instead (the probability that a person is in "
+        "the table at all, in the privacy table). Attribute disclosure: ST shows each group's "
+        "sensitive values as counts; attribute-risk-max is a group's largest count over its size "
+        "(at most beta), the chance of naming a person's value once they are linked to their group."
+    )
+
+    def attribute_risk(self, release: Release) -> float | None:
+        return st_attribute_risk(release.tables["ST"], self.spec.dataset.sensitive)
 
     def table_schemas(self, spec: ReleaseSpec) -> dict[str, Any]:
         ds = spec.dataset

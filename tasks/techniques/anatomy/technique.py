@@ -29,6 +29,7 @@ from privpub.tasks.core.technique import Technique
 from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release
 from privpub.tasks.evaluate.counting import QueryAnswers, arrow_codes, arrow_plain_column
 from privpub.tasks.evaluate.workload import ColumnIndex
+from privpub.tasks.risk import st_attribute_risk
 from privpub.tasks.techniques.anatomy.params import AnatomyParams
 from privpub.tasks.techniques.registry import register
 
@@ -152,19 +153,21 @@ class Anatomy(Technique):
             out.append(float((matched * mean.reindex(matched.index)).sum()))
         return np.array(out)
 
+    risk_note = (
+        "Anatomy publishes every quasi-identifier value unchanged (QIT): identity disclosure, "
+        "finding a person's QIT row, is not reduced, so its identity figures equal the input's. "
+        "It reduces attribute disclosure: ST shows each group's sensitive values only as counts, "
+        "so a person linked to their group has their value guessed with probability at most "
+        "attribute-risk-max."
+    )
+
     def risk_table(self, release: Release) -> tuple[Any, list[str]] | None:
         """QIT publishes the QI values as they are: its identity risk is the input's."""
         return release.tables["QIT"], self.spec.dataset.qi_names
 
     def attribute_risk(self, release: Release) -> float | None:
         """Per group, ST's largest count over the group's size (the sum of its counts)."""
-        st = release.tables["ST"]
-        gid = st.column("gid").to_numpy()
-        count = st.column("count").to_numpy().astype(np.int64)
-        size = np.bincount(gid, weights=count)
-        most = np.zeros(len(size))
-        np.maximum.at(most, gid, count)
-        return float((most[size > 0] / size[size > 0]).max()) if len(size) else 0.0
+        return st_attribute_risk(release.tables["ST"], self.spec.dataset.sensitive)
 
     def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
         ds = data_spec.dataset

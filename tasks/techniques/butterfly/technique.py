@@ -89,6 +89,12 @@ class _MultiQID(Technique):
         table = release.tables["table"]
         return class_profile(table, qi_columns(table, self.union))["size"]
 
+    risk_note = (
+        "The figures assume an adversary who knows every quasi-identifier, more than any one "
+        "QID the technique protects: the highest prosecutor risk can therefore exceed 1/k of a "
+        "single QID, whose own figure is in the privacy table."
+    )
+
     def risk_table(self, release: Release) -> tuple[Any, list[str]] | None:
         """Every published QI column: the risk figures assume an adversary who knows all the
         QIs, more than any one QID (docs/risk.md)."""

@@ -51,6 +51,7 @@ from privpub.tasks.techniques.serial import stored as ss
 from privpub.tasks.techniques.serial.grouping import Requirements, grow_groups, zorder
 from privpub.tasks.techniques.serial.params import SerialParams
 from privpub.tasks.techniques.serial.publish import generalize, published_tables
+from privpub.tasks.verify.published import qi_columns
 
 
 def pair_source(source: dict[str, Any]) -> pairs.PairSource | None:
@@ -557,6 +558,17 @@ class SerialTechnique(Technique):
     def group_sizes(self, release: Release) -> np.ndarray:
         """Group sizes as published (virtual members included)."""
         return release.tables["groups"].column("size").to_numpy()
+
+    risk_note = (
+        "The figures are this release's alone, its generalized table read like generalization's "
+        "(a withheld sensitive value, published as null, is nobody's value in attribute-risk-max). "
+        "What an adversary learns by linking a person across the releases of the series is the "
+        "serial guarantee's figure (privacy table), not these."
+    )
+
+    def risk_table(self, release: Release) -> tuple[Any, list[str]] | None:
+        table = release.tables["table"]
+        return table, qi_columns(table, self.spec.dataset.qi_names)
 
     def table_schemas(self, spec) -> dict[str, Any]:
         gid = pda.Column(int, pda.Check.ge(0), coerce=True)
