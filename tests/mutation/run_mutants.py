@@ -82,6 +82,13 @@ MUTANTS = [
         "1.0 / size.max()",
         ["tests/test_risk.py"],
     ),
+    Mutant(
+        "attribute risk of an ST counts a withheld value as a value",
+        "tasks/risk.py",
+        "shown = sensitive >= 0",
+        "shown = sensitive >= -1",
+        ["tests/test_risk_techniques.py"],
+    ),
     # k-anonymity and distinct l-diversity (generalization)
     Mutant(
         "k-anonymity accepts a class of k - 1",
