@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from privpub.flows import pipeline
+from privpub.flows.reverify import reverify
 from privpub.schemas.errors import SpecError
 from privpub.state.store import Store
 from privpub.tasks.partition.mondrian import mondrian_partition
@@ -202,6 +203,9 @@ def test_a_release_with_suppress_counts_and_states_its_suppressed_rows(tmp_path)
     assert statement in summary_lines({**rel, "risk": risk}, [], {"suppressed_rows": suppressed})
     assert statement not in summary_lines({**rel, "risk": risk}, [], {"suppressed_rows": 0})
     assert statement not in summary_lines({**rel, "risk": {}}, [], {"suppressed_rows": suppressed})
+    # `privpub verify` reads the published table alone and agrees with what the publish stored
+    ok, lines = reverify(tmp_path / "privpub.duckdb", release_id)
+    assert ok and "PASS k-anonymity: 5 (required 5)" in lines
 
 
 def census_qi() -> list[dict]:
