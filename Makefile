@@ -7,7 +7,7 @@ export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PY_KEY_VALUE_DISABLE_BEARTYPE := true
 
-.PHONY: setup run lint test e2e-browser mutants bench bench-e2e bench-evaluate bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-compose bench-scale clean
+.PHONY: setup run lint test e2e-browser mutants bench bench-e2e bench-evaluate bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-compose bench-scale bench-suppress clean
 
 setup: $(STAMP)
 
@@ -79,7 +79,9 @@ bench-e2e: $(STAMP) $(BENCH_STAMP) $(USER_STAMP)
 	  --privpub $(USER_ENV)/bin/privpub --prefect $(USER_ENV)/bin/prefect $(BENCH_ARGS)
 
 # One benchmark per technique (each prints its table; see docs/benchmarks.md and the technique docs).
-bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-evaluate bench-compose: bench-%: $(STAMP)
+# bench-suppress: generalization with and without [technique] suppress (issue 28); take the lock:
+# flock /tmp/privpub-bench.lock make bench-suppress
+bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-evaluate bench-compose bench-suppress: bench-%: $(STAMP)
 	$(BIN)/python -m tests.benchmarks.bench_$* $(BENCH_ARGS)
 
 # Issue 15: 20M rows on a LocalCluster of 2 workers of 4 GiB each, beside 1M both ways

@@ -143,6 +143,20 @@ def risk_rows(risk: dict[str, Any], note: str | None = None) -> list[tuple[str, 
     return rows
 
 
+def risk_denominator(meta: dict[str, Any], utility: dict[str, Any]) -> str | None:
+    """When rows were suppressed, whose risk the release figures are: the published records only
+    (docs/risk.md). None when every input row is published or no release figure is computed."""
+    suppressed = int(utility.get("suppressed_rows") or 0)
+    rows_in = meta.get("rows_in")
+    computed = any(name in (meta.get("risk") or {}) for name in RISK_LABELS)
+    if not suppressed or rows_in is None or not computed:
+        return None
+    return (
+        f"release figures over the {int(rows_in) - suppressed:,} published records; "
+        f"{suppressed:,} suppressed records are not published and not in their denominator"
+    )
+
+
 def _riskiest(where: dict | None, esc) -> str:
     """Where the highest prosecutor risk is in the published table, by row position, and the
     riskiest classes by their published cells."""
@@ -206,6 +220,9 @@ def summary_lines(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) 
     if rows:
         shown = ", ".join(f"{n} {a} -> {b.removesuffix(' (see below)')}" for n, a, b, _ in rows)
         lines.append("re-identification risk, input -> release: " + shown)
+        denominator = risk_denominator(meta, utility)
+        if denominator:
+            lines.append(denominator)
     return lines
 
 
@@ -327,6 +344,7 @@ def write_html_report(
         + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in risk)
         + "</table>"
         + (f"<p class=note><b>What {esc(meta['technique'])} reduces:</b> {esc(note)}</p>" if note else "")
+        + (f"<p>{esc(denominator)}.</p>" if (denominator := risk_denominator(meta, utility)) else "")
         + _riskiest(meta.get("riskiest"), esc)
         if risk
         else ""

@@ -38,6 +38,16 @@ def group_size_stats(sizes: np.ndarray) -> dict[str, float]:
     }
 
 
+def cell_widths(table: pa.Table, name: str, dom) -> np.ndarray:
+    """Per published row: its `name` cell's width over the QI's span (0: the exact value, 1: the
+    whole domain); a range cell from its bounds, a set from its values' codes. dom.span > 0."""
+    if f"{name}_lo" in table.column_names:
+        lo = table.column(f"{name}_lo").to_numpy().astype(float)
+        hi = table.column(f"{name}_hi").to_numpy().astype(float)
+        return (hi - lo) / dom.span
+    return _list_code_span(table, name, dom) / dom.span
+
+
 def _list_code_span(table: pa.Table, name: str, dom) -> np.ndarray:
     """Per row: max - min domain code among the values of its list cell (computed once per
     distinct list)."""
@@ -67,13 +77,7 @@ def uncertainty_penalty(table: pa.Table, data: Microdata, qi_names: list[str] | 
         if dom.span == 0:
             per_attr[name] = 0.0
             continue
-        if f"{name}_lo" in table.column_names:
-            lo = table.column(f"{name}_lo").to_numpy().astype(float)
-            hi = table.column(f"{name}_hi").to_numpy().astype(float)
-            loss = (hi - lo) / dom.span
-        else:
-            loss = _list_code_span(table, name, dom) / dom.span
-        per_attr[name] = float(loss.sum())
+        per_attr[name] = float(cell_widths(table, name, dom).sum())
         total += per_attr[name]
     n = max(table.num_rows, 1)
     return {

@@ -60,6 +60,21 @@ class Mutant:
 
 
 MUTANTS = [
+    # generalization's suppress (tasks/partition/suppression.py)
+    Mutant(
+        "suppression takes a group one row over its budget",
+        "tasks/partition/suppression.py",
+        "<= budget",
+        "<= budget + 1",
+        ["tests/test_suppress.py"],
+    ),
+    Mutant(
+        "the suppression budget from the float below the share",
+        "tasks/partition/suppression.py",
+        "math.floor(Fraction(str(share)) * n)",
+        "math.floor(share * n)",
+        ["tests/test_suppress.py"],
+    ),
     # re-identification risk (tasks/risk.py)
     Mutant(
         "records-at-risk counts records exactly at the threshold",

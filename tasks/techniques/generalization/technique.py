@@ -1,5 +1,6 @@
 """Technique `generalization`: Mondrian QI-groups, each QI replaced by its group's range or set,
-sensitive values kept (k-anonymity, optionally distinct l-diversity)."""
+sensitive values kept (k-anonymity, optionally distinct l-diversity). With `suppress`, outliers
+are left out (tasks/partition/suppression.py) and never published."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from privpub.schemas.errors import SpecError
 from privpub.schemas.published import generalized_table_schema
 from privpub.tasks.cluster.evaluate import table_estimates, table_penalty
 from privpub.tasks.cluster.partition import distributed_mondrian, publish_parts
@@ -17,6 +19,7 @@ from privpub.tasks.core.types import Partition, PrivacyResult, Release
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
 from privpub.tasks.partition.generalized_table import generalized_table
 from privpub.tasks.partition.mondrian import mondrian_partition
+from privpub.tasks.partition.suppression import published_rows, suppressed_partition
 from privpub.tasks.techniques.generalization.params import GeneralizationParams
 from privpub.tasks.techniques.registry import register
 from privpub.tasks.verify.published import qi_columns
@@ -30,6 +33,12 @@ class Generalization(Technique):
     table_names = ("table",)
     accepts_kept_groups = True  # anonymize builds each group's box from whatever rows it holds
 
+    def check_params(self) -> None:
+        if self.params.suppress > 0 and self.spec.run.task_runner == "dask":  # before any work
+            raise SpecError('[technique] suppress does not run with [run] task_runner = "dask" yet; publish in memory')
+        if self.params.suppress > 0 and self.spec.section("series").get("keep_groups"):
+            raise SpecError("[technique] suppress: [series] keep_groups would publish returning people left out")
+
     def check_data(self, data: Microdata) -> None:
         if data.n < self.params.k:
             raise ValueError(f"k = {self.params.k} is larger than the table ({data.n} rows)")
@@ -39,7 +48,9 @@ class Generalization(Technique):
         if data.in_parts:  # rows kept in parts where the run works: the top of the tree from histograms
             # a ClusterPartition: the contract's Partition does not describe a partition kept in parts
             return distributed_mondrian(data, self.params.k, self.params.l, self.spec.run.chunk_rows)  # type: ignore[return-value]
-        return mondrian_partition(data, self.params.k, self.params.l)
+        p = self.params
+        # with suppress: Mondrian, its widest groups left out, Mondrian again on the rows kept
+        return suppressed_partition(data, p.suppress, p.k, lambda rows: mondrian_partition(rows, p.k, p.l))
 
     def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
         if data.in_parts:  # each subtree finished where its rows are, written as one part
@@ -48,9 +59,11 @@ class Generalization(Technique):
                 {"table": table},
                 info={"groups": len(sizes), "chunks": len(part.ready), "distributed_levels": part.levels},  # type: ignore[attr-defined]
             )
-        order = rng.permutation(data.n)
-        table = generalized_table(data, part.group, part.n_groups, order)
-        return Release({"table": table}, info={"groups": part.n_groups})
+        # rows left out (group -1) are not published; the permutation is drawn over all rows
+        rows, group, order = published_rows(data, part.group, rng.permutation(data.n))
+        table = generalized_table(rows, group, part.n_groups, order)
+        suppressed = {"suppressed": data.n - rows.n} if rows is not data else {}
+        return Release({"table": table}, info={"groups": part.n_groups, **suppressed})
 
     def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
         table = release.tables["table"]
