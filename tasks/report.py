@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from privpub.tasks.figures import describe, poor_figures, worst_rows
+from privpub.tasks.population_models import MODEL_NAMES
 
 _W, _H, _LEFT, _BOTTOM, _TOP, _RIGHT = 440, 230, 56, 44, 26, 12
 
@@ -119,7 +120,28 @@ RISK_LABELS = {
     "records-at-risk": "share of records above the risk threshold",
     "sample-uniques": "share of records unique on their QIs",
     "attribute-risk-max": "highest share of one sensitive value in a class",
+    "journalist-risk-max": "highest journalist risk (expected 1 / size of the class in the population)",
+    "marketer-risk": "expected share of records a marketer links to the right person",
+    "population-uniques": "estimated share of the population unique on its QIs",
 }
+
+
+def population_note(risk: dict[str, Any]) -> str:
+    """Which population-uniqueness model gave the figures and at which sampling fraction, or that
+    the population figures need a population ("" without any risk figure)."""
+    if not risk:
+        return ""
+    parts = []
+    for prefix, what in (("input-", "input"), ("", "release")):
+        models = [MODEL_NAMES[m] for m in MODEL_NAMES if f"{prefix}population-uniques-{m}" in risk]
+        if models:
+            parts.append(f"{what}: {models[0]} model, sampling fraction {fmt(risk[f'{prefix}sample-fraction'], 4)}")
+    if not parts:
+        return (
+            "journalist-risk-max, marketer-risk, population-uniques: not computed "
+            "([risk] population or sample_fraction gives the population they need)"
+        )
+    return "population uniqueness (Dankar et al.'s rule): " + "; ".join(parts)
 
 
 def risk_rows(risk: dict[str, Any]) -> list[tuple[str, str, str, str]]:
@@ -180,6 +202,7 @@ def summary_lines(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) 
     rows = risk_rows(meta.get("risk") or {})
     if rows:
         lines.append("re-identification risk, input -> release: " + ", ".join(f"{n} {a} -> {b}" for n, a, b, _ in rows))
+        lines.append(population_note(meta.get("risk") or {}))
     return lines
 
 
@@ -299,6 +322,7 @@ def write_html_report(
         "<table><tr><th>figure</th><th>input</th><th>release</th><th>what it measures</th></tr>"
         + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in risk)
         + "</table>"
+        + f"<p>{esc(population_note(meta.get('risk') or {}))}</p>"
         + _riskiest(meta.get("riskiest"), esc)
         if risk
         else ""
