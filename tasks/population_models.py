@@ -93,8 +93,8 @@ def population_uniques(sizes: np.ndarray, counts: np.ndarray, population: int) -
     if n / population <= PITMAN_UP_TO:
         pitman = pitman_uniques(sizes, counts, population)
         if pitman is not None:
-            return pitman / population, "pitman"
-    return zayatz_uniques(sizes, counts, population) / population, "zayatz"
+            return min(pitman / population, 1.0), "pitman"
+    return min(zayatz_uniques(sizes, counts, population) / population, 1.0), "zayatz"  # 1: rounding
 
 
 def expected_inverse_class_size(f: np.ndarray, pi: float) -> np.ndarray:
