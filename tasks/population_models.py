@@ -22,20 +22,17 @@ from scipy.special import digamma, gammaln
 
 # Dankar et al.'s rule: Pitman's model for sampling fractions up to this, Zayatz's above it
 PITMAN_UP_TO = 0.1
-MODEL_NAMES = {"zayatz": "Zayatz (1991)", "pitman": "Pitman (Hoshino 2001)"}
 
 
-def _log_choose(a: np.ndarray, b: float) -> np.ndarray:
-    return gammaln(a + 1) - gammaln(b + 1) - gammaln(a - b + 1)
-
-
-def zayatz_uniques(sizes: np.ndarray, counts: np.ndarray, population: int) -> float:
-    """Zayatz's estimate of the number of population uniques. A population class of size i gives
-    exactly one record to a sample of n drawn without replacement with the hypergeometric
-    probability P_i = i C(N - i, n - 1) / C(N, n); taking the population's class sizes to be
-    distributed as the sample's, the share of sample uniques that are population uniques is
-    c_1 P_1 / sum_i c_i P_i, and each population unique is in the sample with probability
-    pi = P_1: the estimate is c_1 * (c_1 P_1 / sum_i c_i P_i) / pi = c_1^2 / sum_i c_i P_i."""
+def zayatz_share(sizes: np.ndarray, counts: np.ndarray, population: int) -> float:
+    """Zayatz's estimate of the share of the population that is unique. A population class of
+    size i gives exactly one record to a sample of n drawn without replacement with the
+    hypergeometric probability P_i = i C(N - i, n - 1) / C(N, n) (P_1 = pi); taking the
+    population's class sizes to be distributed as the sample's, the share of sample uniques that
+    are population uniques is c_1 P_1 / sum_i c_i P_i, and each population unique is in the
+    sample with probability pi: c_1 (c_1 P_1 / sum_i c_i P_i) / pi uniques, a share
+    c_1^2 / (n sum_i c_i R_i) of the N people, with R_i = P_i / P_1 = i C(N - i, n - 1) / C(N - 1, n - 1)
+    (R_1 = 1 exactly: never above the sample's share of uniques c_1 / n)."""
     sizes = sizes.astype(float)
     n = float((sizes * counts).sum())
     c1 = float(counts[sizes == 1].sum())
@@ -43,9 +40,15 @@ def zayatz_uniques(sizes: np.ndarray, counts: np.ndarray, population: int) -> fl
         return 0.0
     possible = population - sizes >= n - 1  # else a class that large cannot give a single record
     with np.errstate(invalid="ignore", divide="ignore"):
-        log_p = np.log(sizes) + _log_choose(population - sizes, n - 1) - _log_choose(np.array(float(population)), n)
-    p = np.where(possible, np.exp(log_p), 0.0)
-    return c1 * c1 / float((counts * p).sum())
+        # log C(N - i, n - 1) / C(N - 1, n - 1) = log (N - i)! (N - n)! / ((N - 1)! (N - i - n + 1)!)
+        log_r = (
+            np.log(sizes)
+            + gammaln(population - sizes + 1)
+            - gammaln(population - sizes - n + 2)
+            + (gammaln(population - n + 1) - gammaln(population))
+        )
+    ratio = np.where(sizes == 1, 1.0, np.where(possible, np.exp(log_r), 0.0))
+    return c1 * c1 / (n * float((counts * ratio).sum()))
 
 
 def _pitman_score(x: np.ndarray, sizes: np.ndarray, counts: np.ndarray, n: float, u: float) -> np.ndarray:
@@ -61,11 +64,11 @@ def _pitman_score(x: np.ndarray, sizes: np.ndarray, counts: np.ndarray, n: float
     return np.array([d_theta, d_alpha])
 
 
-def pitman_uniques(sizes: np.ndarray, counts: np.ndarray, population: int) -> float | None:
+def pitman_share(sizes: np.ndarray, counts: np.ndarray, population: int) -> float | None:
     """Pitman's model: theta and alpha by maximum likelihood on the sample's frequency table,
-    then the expected number of population uniques Gamma(theta + 1) / Gamma(theta + alpha) N^alpha.
-    None when the likelihood has no usable maximum (as when every record is unique) or the
-    estimate falls outside (0, N]."""
+    then the expected number of population uniques Gamma(theta + 1) / Gamma(theta + alpha) N^alpha,
+    over N. None when the likelihood has no usable maximum (as when every record is unique) or
+    the estimate falls outside (0, N]."""
     sizes = sizes.astype(float)
     n, u = float((sizes * counts).sum()), float(counts.sum())
     c1 = float(counts[sizes == 1].sum())
@@ -80,21 +83,21 @@ def pitman_uniques(sizes: np.ndarray, counts: np.ndarray, population: int) -> fl
         if not (fit.success and np.all(np.isfinite(fit.x)) and theta >= 0 and 0 < alpha < 1):
             return None
         estimate = float(np.exp(gammaln(theta + 1) - gammaln(theta + alpha) + alpha * np.log(population)))
-    return estimate if np.isfinite(estimate) and 0 < estimate <= population else None
+    return estimate / population if np.isfinite(estimate) and 0 < estimate <= population else None
 
 
 def population_uniques(sizes: np.ndarray, counts: np.ndarray, population: int) -> tuple[float, str]:
     """The estimated share of the population that is unique on the QIs (= the share of the
-    sample's records that are population uniques), and the model that gave it (a key of
-    MODEL_NAMES): Dankar et al.'s rule, Pitman's model up to a sampling fraction of 0.1 (Zayatz's
+    sample's records that are population uniques), and the model that gave it ("pitman" or
+    "zayatz"): Dankar et al.'s rule, Pitman's model up to a sampling fraction of 0.1 (Zayatz's
     when Pitman's has no fit), Zayatz's above (their rule takes the smaller of Zayatz's and
     SNB's there: Zayatz's alone is never lower). No sample unique: 0."""
     n = float((sizes * counts).sum())
     if n / population <= PITMAN_UP_TO:
-        pitman = pitman_uniques(sizes, counts, population)
+        pitman = pitman_share(sizes, counts, population)
         if pitman is not None:
-            return min(pitman / population, 1.0), "pitman"
-    return min(zayatz_uniques(sizes, counts, population) / population, 1.0), "zayatz"  # 1: rounding
+            return pitman, "pitman"
+    return zayatz_share(sizes, counts, population), "zayatz"
 
 
 def expected_inverse_class_size(f: np.ndarray, pi: float) -> np.ndarray:

@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from privpub.tasks.figures import describe, poor_figures, worst_rows
-from privpub.tasks.population_models import MODEL_NAMES
 
 _W, _H, _LEFT, _BOTTOM, _TOP, _RIGHT = 440, 230, 56, 44, 26, 12
 
@@ -124,6 +123,11 @@ RISK_LABELS = {
     "marketer-risk": "expected share of records a marketer links to the right person",
     "population-uniques": "estimated share of the population unique on its QIs",
 }
+
+
+# the population-uniqueness models (tasks/population_models.py, which this module does not
+# import: it loads scipy) by the names their figures carry, `population-uniques-<model>`
+MODEL_NAMES = {"zayatz": "Zayatz (1991)", "pitman": "Pitman (Hoshino 2001)"}
 
 
 def population_note(risk: dict[str, Any]) -> str:

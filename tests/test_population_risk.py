@@ -25,9 +25,9 @@ from privpub.state.store import Store
 from privpub.tasks.demo_data import census_spec
 from privpub.tasks.population_models import (
     expected_inverse_class_size,
-    pitman_uniques,
+    pitman_share,
     population_uniques,
-    zayatz_uniques,
+    zayatz_share,
 )
 from privpub.tasks.risk import figures_from_classes, population_figures, risk_settings, table_risk
 from tests.helpers import write_spec
@@ -53,9 +53,16 @@ def test_zayatz_on_a_worked_example():
     p5 = 5 * Fraction(n * 108 * 107 * 106 * 105, 120 * 119 * 118 * 117 * 116)
     share_unique = 3 * p1 / (3 * p1 + 2 * p2 + 1 * p5)  # P(population unique | sample unique)
     uniques = 3 * share_unique / p1  # the sample's uniques that are, scaled up by 1 / pi
-    got = zayatz_uniques(np.array([1, 2, 5]), np.array([3, 2, 1]), N)
-    assert got == pytest.approx(float(uniques), rel=1e-12)
+    got = zayatz_share(np.array([1, 2, 5]), np.array([3, 2, 1]), N)
+    assert got == pytest.approx(float(uniques / N), rel=1e-12)
     assert float(uniques) == pytest.approx(9 / (3 * 0.1 + 2 * 2592 / 14280 + 1 * float(p5)), rel=1e-12)
+
+
+def test_zayatz_when_the_population_has_one_person_more_than_the_sample():
+    """Classes 1, 1, 2 (n = 4), N = 5: the class of 2 gives one record when the one person left
+    out is of it, P_2 = 2 C(3, 3) / C(5, 4) = 2/5, P_1 = C(4, 3) / C(5, 4) = 4/5 = pi;
+    uniques = 2^2 / (2 P_1 + 1 P_2) = 4 / 2 = 2 of the 5 people."""
+    assert zayatz_share(np.array([1, 2]), np.array([2, 1]), 5) == pytest.approx(2 / 5, rel=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -76,11 +83,11 @@ def test_population_uniques_agree_with_arx_on_adult(fraction, expected, model):
 def test_zayatz_alone_agrees_with_arx_where_its_rule_picks_pitman():
     """ARX's same test accepts 0.3207402393466189 at 0.1 when its rule takes Zayatz."""
     N = round(ADULT_N / 0.1)
-    assert zayatz_uniques(ADULT_SIZES, ADULT_COUNTS, N) / N == pytest.approx(0.3207402393466189, rel=1e-8)
+    assert zayatz_share(ADULT_SIZES, ADULT_COUNTS, N) == pytest.approx(0.3207402393466189, rel=1e-8)
 
 
 def test_pitman_has_no_fit_when_every_record_is_unique_and_the_rule_takes_zayatz():
-    assert pitman_uniques(np.array([1]), np.array([50]), 5000) is None
+    assert pitman_share(np.array([1]), np.array([50]), 5000) is None
     share, model = population_uniques(np.array([1]), np.array([50]), 5000)
     # Zayatz: 50^2 / (50 P_1) = 50 / pi = 5000 uniques: the population like the sample, all unique
     assert model == "zayatz" and share == 1.0
@@ -129,7 +136,7 @@ def test_a_larger_population_lowers_the_journalist_and_marketer_risk(size, times
     assert at_large["journalist-risk-max"] < at_small["journalist-risk-max"]
     assert at_large["marketer-risk"] < at_small["marketer-risk"]
     sizes, counts = np.unique(size, return_counts=True)
-    assert zayatz_uniques(sizes, counts, small) / small <= sample["sample-uniques"] * (1 + 1e-12)
+    assert zayatz_share(sizes, counts, small) <= sample["sample-uniques"]
 
 
 def test_no_small_class_means_no_population_unique():
