@@ -16,8 +16,10 @@ records or classes one by one.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
-from scipy.optimize import root
+from scipy.optimize import minimize, root
 from scipy.special import digamma, gammaln
 
 # Dankar et al.'s rule: Pitman's model for sampling fractions up to this, Zayatz's above it
@@ -51,10 +53,22 @@ def zayatz_share(sizes: np.ndarray, counts: np.ndarray, population: int) -> floa
     return c1 * c1 / (n * float((counts * ratio).sum()))
 
 
-def _pitman_score(x: np.ndarray, sizes: np.ndarray, counts: np.ndarray, n: float, u: float) -> np.ndarray:
-    """The two partial derivatives of the log-likelihood of Pitman's sampling formula,
+def _pitman_loglik(x: np.ndarray, sizes: np.ndarray, counts: np.ndarray, n: float, u: float) -> float:
+    """The log-likelihood of Pitman's sampling formula for the frequency table,
     L = sum_{i<u} log(theta + i alpha) - sum_{i<n} log(theta + i) + sum_j c_j sum_{k<j} log(k - alpha),
-    with the sums written as digamma differences."""
+    with each sum written as a difference of log-gammas."""
+    theta, alpha = x
+    return float(
+        (u - 1) * np.log(alpha)
+        + gammaln(theta / alpha + u)
+        - gammaln(theta / alpha + 1)
+        - (gammaln(theta + n) - gammaln(theta + 1))
+        + (counts * (gammaln(sizes - alpha) - gammaln(1 - alpha))).sum()
+    )
+
+
+def _pitman_score(x: np.ndarray, sizes: np.ndarray, counts: np.ndarray, n: float, u: float) -> np.ndarray:
+    """The two partial derivatives of _pitman_loglik, as differences of digammas."""
     theta, alpha = x
     s1 = (digamma(theta / alpha + u) - digamma(theta / alpha + 1)) / alpha  # sum_{i<u} 1 / (theta + i alpha)
     d_theta = s1 - (digamma(theta + n) - digamma(theta + 1))
@@ -67,8 +81,9 @@ def _pitman_score(x: np.ndarray, sizes: np.ndarray, counts: np.ndarray, n: float
 def pitman_share(sizes: np.ndarray, counts: np.ndarray, population: int) -> float | None:
     """Pitman's model: theta and alpha by maximum likelihood on the sample's frequency table,
     then the expected number of population uniques Gamma(theta + 1) / Gamma(theta + alpha) N^alpha,
-    over N. None when the likelihood has no usable maximum (as when every record is unique) or
-    the estimate falls outside (0, N]."""
+    over N. None when the likelihood has no maximum inside 0 < alpha < 1 (as when every record
+    is unique: alpha tends to 1; or when alpha tends to 0, Ewens's model, whose population
+    uniques do not grow with N), or the estimate falls outside (0, N]."""
     sizes = sizes.astype(float)
     n, u = float((sizes * counts).sum()), float(counts.sum())
     c1 = float(counts[sizes == 1].sum())
@@ -76,11 +91,21 @@ def pitman_share(sizes: np.ndarray, counts: np.ndarray, population: int) -> floa
         return None
     # start: c_1 / u estimates alpha, and c_1 ~ theta^(1 - alpha) n^alpha (large theta) gives theta
     alpha0 = c1 / u
-    theta0 = float(np.exp((np.log(c1) - alpha0 * np.log(n)) / (1 - alpha0)))
-    with np.errstate(all="ignore"):
-        fit = root(_pitman_score, [theta0, alpha0], args=(sizes, counts, n, u), method="hybr", options={"xtol": 1e-13})
+    theta0 = min(float(np.exp((np.log(c1) - alpha0 * np.log(n)) / (1 - alpha0))), 1e12)
+    args = (sizes, counts, n, u)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a search that goes nowhere is judged below, not logged
+        # climb the likelihood within the parameters' domain, then solve its score for zero
+        climb = minimize(
+            lambda x: -_pitman_loglik(x, *args),
+            [theta0, alpha0],
+            jac=lambda x: -_pitman_score(x, *args),
+            method="L-BFGS-B",
+            bounds=[(0.0, 1e12), (1e-9, 1 - 1e-9)],
+        )
+        fit = root(_pitman_score, climb.x, args=args, method="hybr", options={"xtol": 1e-13})
         theta, alpha = fit.x
-        if not (fit.success and np.all(np.isfinite(fit.x)) and theta >= 0 and 0 < alpha < 1):
+        if not (fit.success and np.all(np.isfinite(fit.x)) and theta >= 0 and 1e-6 < alpha < 1 - 1e-6):
             return None
         estimate = float(np.exp(gammaln(theta + 1) - gammaln(theta + alpha) + alpha * np.log(population)))
     return estimate / population if np.isfinite(estimate) and 0 < estimate <= population else None

@@ -93,6 +93,27 @@ def test_pitman_has_no_fit_when_every_record_is_unique_and_the_rule_takes_zayatz
     assert model == "zayatz" and share == 1.0
 
 
+def test_pitman_has_no_fit_when_its_likelihood_peaks_at_alpha_0():
+    """300 uniques, 100 pairs, 20 triples: the likelihood, summed term by term here, is highest
+    as alpha tends to 0 (Ewens's model, whose number of population uniques is theta whatever N:
+    no use as an estimate); ARX's Pitman gives no estimate either (alpha = 0), and the rule
+    takes Zayatz's."""
+    sizes, counts = np.array([1, 2, 3]), np.array([300, 100, 20])
+    n, u = 560, 420
+
+    def loglik(theta, alpha):
+        return (
+            sum(math.log(theta + i * alpha) for i in range(1, u))
+            - sum(math.log(theta + i) for i in range(1, n))
+            + sum(c * sum(math.log(k - alpha) for k in range(1, j)) for j, c in zip(sizes, counts))
+        )
+
+    best = max(loglik(t, a) for t in (100, 300, 500, 766, 1000, 3000) for a in (0.05, 0.2, 0.4, 0.6))
+    assert loglik(766, 1e-7) > best
+    assert pitman_share(sizes, counts, 56_000) is None
+    assert population_uniques(sizes, counts, 56_000)[1] == "zayatz"
+
+
 @pytest.mark.parametrize("pi", [1e-4, 0.01, 0.2, 1 / 3 - 1e-9, 1 / 3, 0.5, 0.9])
 def test_expected_inverse_class_size_is_the_negative_binomial_mean_of_1_over_F(pi):
     """E[1 / F | f] summed over F's negative binomial law (scipy), on both sides of the switch
