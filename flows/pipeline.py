@@ -203,8 +203,9 @@ def risk_step(technique, release, data, settings: RiskSettings) -> tuple[dict[st
     """Re-identification risk before (the input, when its rows are here) and after (the
     published table the technique names), and where the riskiest published rows are."""
     t0 = time.perf_counter()
-    figures = rows_risk(data, settings.threshold)
-    figures.update(release_risk(technique, release, settings.threshold))
+    population = settings.population_size(data.n)  # None: no journalist / marketer figures
+    figures = rows_risk(data, settings.threshold, population)
+    figures.update(release_risk(technique, release, settings.threshold, population))
     where = release_riskiest(technique, release)
     progress(f"risk done in {time.perf_counter() - t0:.2f} s")
     return figures, where
@@ -367,6 +368,7 @@ def _run_release(driver: Driver, spec, actor, context, store, new_release, spec_
     )
 
     fp, data = read_rows(driver, spec, technique, executor, in_parts)
+    settings.check_population(data.n)  # [risk] population below the input's records: refused now
     key = release_key(spec, fp, seed)
     existing = store.find_by_key(key)
     if existing:

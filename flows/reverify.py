@@ -82,7 +82,8 @@ def _risk(technique, release, spec, rel: dict, lines: list[str]) -> bool:
     m = rel["metrics"]
     stored = {r.name: r.text_value for r in m[m.kind == "risk"].itertuples()}
     settings = risk_settings(spec)
-    figures = release_risk(technique, release, settings.threshold)
+    population = settings.population_size(int(rel["rows_in"]))
+    figures = release_risk(technique, release, settings.threshold, population)
     if not figures:
         if stored:
             lines.append(f"INFO risk: not computed from {rel['technique']}'s published tables yet (docs/risk.md)")

@@ -21,7 +21,14 @@ EXTRA_SECTIONS: dict[str, tuple[str, ...]] = {
     "evaluate": ("workload_seed",),
     "audit": ("l", "budget", "time_budget", "strategy"),
     "series": ("composition", "transient", "l", "keep_groups"),  # tasks/compose/check.py
-    "risk": ("threshold", "max_prosecutor", "max_records_at_risk", "max_attribute"),  # tasks/risk.py
+    "risk": (
+        "threshold",
+        "max_prosecutor",
+        "max_records_at_risk",
+        "max_attribute",
+        "population",
+        "sample_fraction",
+    ),  # tasks/risk.py
 }
 
 

@@ -119,7 +119,33 @@ RISK_LABELS = {
     "records-at-risk": "share of records above the risk threshold",
     "sample-uniques": "share of records unique on their QIs",
     "attribute-risk-max": "highest share of one sensitive value in a class",
+    "journalist-risk-max": "highest journalist risk (expected 1 / size of the class in the population)",
+    "marketer-risk": "expected share of records a marketer links to the right person",
+    "population-uniques": "estimated share of the population unique on its QIs",
 }
+
+
+# the population-uniqueness models (tasks/population_models.py, which this module does not
+# import: it loads scipy) by the names their figures carry, `population-uniques-<model>`
+MODEL_NAMES = {"zayatz": "Zayatz (1991)", "pitman": "Pitman (Hoshino 2001)"}
+
+
+def population_note(risk: dict[str, Any]) -> str:
+    """Which population-uniqueness model gave the figures and at which sampling fraction, or that
+    the population figures need a population ("" without any risk figure)."""
+    if not risk:
+        return ""
+    parts = []
+    for prefix, what in (("input-", "input"), ("", "release")):
+        models = [MODEL_NAMES[m] for m in MODEL_NAMES if f"{prefix}population-uniques-{m}" in risk]
+        if models:
+            parts.append(f"{what}: {models[0]} model, sampling fraction {fmt(risk[f'{prefix}sample-fraction'], 4)}")
+    if not parts:
+        return (
+            "journalist-risk-max, marketer-risk, population-uniques: not computed "
+            "([risk] population or sample_fraction gives the population they need)"
+        )
+    return "population uniqueness (Dankar et al.'s rule): " + "; ".join(parts)
 
 
 def risk_rows(risk: dict[str, Any], note: str | None = None) -> list[tuple[str, str, str, str]]:
@@ -220,6 +246,7 @@ def summary_lines(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) 
     if rows:
         shown = ", ".join(f"{n} {a} -> {b.removesuffix(' (see below)')}" for n, a, b, _ in rows)
         lines.append("re-identification risk, input -> release: " + shown)
+        lines.append(population_note(meta.get("risk") or {}))
         denominator = risk_denominator(meta, utility)
         if denominator:
             lines.append(denominator)
@@ -344,6 +371,7 @@ def write_html_report(
         + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in risk)
         + "</table>"
         + (f"<p class=note><b>What {esc(meta['technique'])} reduces:</b> {esc(note)}</p>" if note else "")
+        + f"<p>{esc(population_note(meta.get('risk') or {}))}</p>"
         + (f"<p>{esc(denominator)}.</p>" if (denominator := risk_denominator(meta, utility)) else "")
         + _riskiest(meta.get("riskiest"), esc)
         if risk

@@ -18,6 +18,20 @@ A release's figures come from its published tables, the way the adversary reads 
 folder tables); a technique that publishes QIs unchanged shows identity figures equal to the
 input's.
 
+Against a population (`[risk] population`, its size N, or `sample_fraction`, N = records / it;
+neither: these are not computed), the table being a sample of fraction pi = records / N
+(tasks/population_models.py has the models and their formulas):
+- `journalist-risk-max`: the journalist picks a person of the population, not knowing whether
+  they are in the table; a record of a class of size f stands for F people of the population,
+  and E[1 / F | f] (Benedetti & Franconi) is its risk; the highest over the records.
+- `marketer-risk`: the marketer links every record to someone of the population; the expected
+  share of correct links, the mean of E[1 / F | f] over the records.
+- `population-uniques`: the estimated share of the population unique on the QIs (Dankar et
+  al.'s rule between Pitman's and Zayatz's models); the same value is stored under
+  `population-uniques-<model>` to name the model, and pi as `sample-fraction`.
+A release's pi is its published record count over the same N (suppressed rows leave the
+population as it is).
+
 Optional limits refuse a release above them: `[risk] max_prosecutor`, `max_records_at_risk`,
 `max_attribute`.
 """
@@ -34,9 +48,12 @@ import pyarrow.compute as pc
 from privpub.schemas.errors import SpecError
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.population_models import expected_inverse_class_size, population_uniques
 from privpub.tasks.verify.published import class_ids, column_codes
 
 FIGURES = ("prosecutor-risk-max", "prosecutor-risk-avg", "records-at-risk", "sample-uniques", "attribute-risk-max")
+# against a population (with `population-uniques-<model>` and `sample-fraction` beside them)
+POPULATION_FIGURES = ("journalist-risk-max", "marketer-risk", "population-uniques")
 # [risk] key -> the figure it limits
 LIMITS = {
     "max_prosecutor": "prosecutor-risk-max",
@@ -49,18 +66,51 @@ LIMITS = {
 class RiskSettings:
     threshold: float = 0.2
     limits: tuple[tuple[str, float], ...] = ()  # (figure, highest value allowed)
+    population: int | None = None  # [risk] population: its size
+    sample_fraction: float | None = None  # [risk] sample_fraction: the input's share of it
+
+    def population_size(self, records: int) -> int | None:
+        """N for an input of `records` records (None: no population given); the releases of
+        that input are compared with the same N, whatever rows they suppress."""
+        if self.population is not None:
+            return self.population
+        if self.sample_fraction is not None:
+            return max(round(records / self.sample_fraction), records)
+        return None
+
+    def check_population(self, records: int) -> None:
+        """Refuses a population smaller than the input, once its records are counted."""
+        if self.population is not None and self.population < records:
+            raise SpecError(
+                f"[risk] population = {self.population}: smaller than the input's {records} records "
+                "(the input is a sample of the population)"
+            )
+
+
+def _fraction(key: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise SpecError(f"[risk] {key} = {value!r}: must be a number above 0 and at most 1")
+    return float(value)
+
+
+def _population(key: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SpecError(f"[risk] {key} = {value!r}: must be a whole number of people, at least 1")
+    return value
 
 
 def risk_settings(spec: ReleaseSpec) -> RiskSettings:
-    """[risk] read strictly: every value a number in (0, 1] (a bool or a string is refused)."""
+    """[risk] read strictly, each key in its own domain: `population` a whole number (at least
+    the input's records, checked once they are counted: check_population), every other key a
+    number in (0, 1]; a bool, a string or a float where a whole number is expected is refused;
+    `population` and `sample_fraction` are exclusive."""
     section = spec.section("risk")
-    values = {}
-    for key, value in section.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-            raise SpecError(f"[risk] {key} = {value!r}: must be a number above 0 and at most 1")
-        values[key] = float(value)
+    values = {key: (_population if key == "population" else _fraction)(key, value) for key, value in section.items()}
+    if "population" in values and "sample_fraction" in values:
+        raise SpecError("[risk] population and sample_fraction: give one of them, not both")
     limits = tuple((LIMITS[key], values[key]) for key in LIMITS if key in values)
-    return RiskSettings(values.get("threshold", 0.2), limits)
+    population = section.get("population")
+    return RiskSettings(values.get("threshold", 0.2), limits, population, values.get("sample_fraction"))
 
 
 def _classes_of_codes(codes: np.ndarray) -> tuple[np.ndarray, int]:
@@ -79,12 +129,16 @@ def _classes_of_codes(codes: np.ndarray) -> tuple[np.ndarray, int]:
     return ids.astype(np.int64), len(uniq)
 
 
-def figures_from_classes(size: np.ndarray, most: np.ndarray, threshold: float) -> dict[str, float]:
+def figures_from_classes(
+    size: np.ndarray, most: np.ndarray, threshold: float, population: int | None = None
+) -> dict[str, float]:
     """The figures of FIGURES from every class's size and the count of its most frequent
-    sensitive value (records: size.sum())."""
+    sensitive value (records: size.sum()), and those against a population of `population`
+    people when it is given."""
     n = int(size.sum())
+    figures = population_figures(size, population) if population is not None else {}
     if n == 0:
-        return dict.fromkeys(FIGURES, 0.0)
+        return {**dict.fromkeys(FIGURES, 0.0), **figures}
     risk = 1.0 / size
     return {
         "prosecutor-risk-max": float(1.0 / size.min()),
@@ -92,6 +146,7 @@ def figures_from_classes(size: np.ndarray, most: np.ndarray, threshold: float) -
         "records-at-risk": float(size[risk > threshold].sum() / n),
         "sample-uniques": float(size[size == 1].sum() / n),
         "attribute-risk-max": float((most / size).max()),
+        **figures,
     }
 
 
@@ -112,12 +167,37 @@ def most_frequent(
     return most
 
 
-def risk_figures(ids: np.ndarray, n_classes: int, sensitive: np.ndarray, threshold: float) -> dict[str, float]:
-    """The figures of FIGURES from every record's class and sensitive code (-1: withheld)."""
+def population_figures(size: np.ndarray, population: int) -> dict[str, float]:
+    """The figures of POPULATION_FIGURES for a table whose classes have these sizes, taken as a
+    sample of `population` people (docs/risk.md); none when the table holds more records than
+    the population (no sample of it)."""
+    n = int(size.sum())
+    if n == 0:
+        return {**dict.fromkeys(POPULATION_FIGURES, 0.0), "sample-fraction": 0.0}
+    if n > population:
+        return {}
+    pi = n / population
+    sizes, counts = np.unique(size, return_counts=True)  # the class-size frequency table
+    inverse = expected_inverse_class_size(sizes, pi)  # E[1 / F | f], decreasing in f
+    uniques, model = population_uniques(sizes, counts, population)
+    return {
+        "journalist-risk-max": float(inverse[0]),
+        "marketer-risk": float((counts * sizes * inverse).sum() / n),
+        "population-uniques": uniques,
+        f"population-uniques-{model}": uniques,
+        "sample-fraction": pi,
+    }
+
+
+def risk_figures(
+    ids: np.ndarray, n_classes: int, sensitive: np.ndarray, threshold: float, population: int | None = None
+) -> dict[str, float]:
+    """The figures of FIGURES from every record's class and sensitive code (-1: withheld), and
+    those against the population when its size is given."""
     if len(ids) == 0:
-        return dict.fromkeys(FIGURES, 0.0)
+        return figures_from_classes(np.zeros(0, np.int64), np.zeros(0, np.int64), threshold, population)
     size = np.bincount(ids, minlength=n_classes)
-    return figures_from_classes(size, most_frequent(ids, n_classes, sensitive), threshold)
+    return figures_from_classes(size, most_frequent(ids, n_classes, sensitive), threshold, population)
 
 
 def grouped_attribute_risk(keys: list[np.ndarray], sensitive: np.ndarray, count: np.ndarray) -> float:
@@ -145,22 +225,24 @@ def st_attribute_risk(st: pa.Table, sensitive: str, also: tuple[str, ...] = ()) 
     return grouped_attribute_risk(keys, shown_codes(st, sensitive), count)
 
 
-def input_risk(data: Microdata, threshold: float) -> dict[str, float]:
+def input_risk(data: Microdata, threshold: float, population: int | None = None) -> dict[str, float]:
     """The input's figures (`input-` names): its QIs as they are."""
     ids, n = _classes_of_codes(data.codes)
-    return as_input(risk_figures(ids, n, data.sensitive_codes.astype(np.int64), threshold))
+    return as_input(risk_figures(ids, n, data.sensitive_codes.astype(np.int64), threshold, population))
 
 
 def as_input(figures: dict[str, float]) -> dict[str, float]:
     return {f"input-{name}": value for name, value in figures.items()}
 
 
-def table_risk(table: pa.Table, qi_columns: list[str], sensitive: str | None, threshold: float) -> dict[str, float]:
+def table_risk(
+    table: pa.Table, qi_columns: list[str], sensitive: str | None, threshold: float, population: int | None = None
+) -> dict[str, float]:
     """A published table's figures, its QI cells read as published (lists and ranges whole);
     without a sensitive column in the table, no attribute-risk-max (the technique gives it)."""
     ids, n = class_ids(table, qi_columns)
     s_codes = shown_codes(table, sensitive) if sensitive else np.zeros(len(ids), np.int64)
-    figures = risk_figures(ids, n, s_codes, threshold)
+    figures = risk_figures(ids, n, s_codes, threshold, population)
     if not sensitive:
         del figures["attribute-risk-max"]
     return figures

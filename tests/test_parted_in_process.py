@@ -85,7 +85,8 @@ def test_a_repeated_person_id_across_parts_is_refused_in_process(tmp_path):
         load_on_cluster(_spec(tmp_path, 5, None, 100), Executor())
 
 
-def test_risk_of_rows_in_parts_and_of_a_folder_table_equals_in_memory(tmp_path):
+@pytest.mark.parametrize("population", [None, 50_000])  # with it, the population figures too
+def test_risk_of_rows_in_parts_and_of_a_folder_table_equals_in_memory(tmp_path, population):
     from privpub.tasks.cluster.risk import release_risk, rows_risk
     from privpub.tasks.risk import input_risk
 
@@ -95,8 +96,12 @@ def test_risk_of_rows_in_parts_and_of_a_folder_table_equals_in_memory(tmp_path):
     tech = get_technique(spec)
     parted = load_on_cluster(spec, Executor())
     memory = Microdata.from_frame(spec, validate_input(frame, spec))
-    assert rows_risk(parted, 0.2) == pytest.approx(input_risk(memory, 0.2))
+    got = rows_risk(parted, 0.2, population)
+    assert got == pytest.approx(input_risk(memory, 0.2, population))
+    assert ("input-population-uniques" in got) == (population is not None)
     rng = np.random.default_rng(2)
     release = tech.anonymize(parted, tech.partition(parted, rng), rng)
     mem_release = tech.anonymize(memory, tech.partition(memory, rng), rng)
-    assert release_risk(tech, release, 0.2) == pytest.approx(release_risk(tech, mem_release, 0.2))
+    figures = release_risk(tech, release, 0.2, population)
+    assert figures == pytest.approx(release_risk(tech, mem_release, 0.2, population))
+    assert ("marketer-risk" in figures) == (population is not None)

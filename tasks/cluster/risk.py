@@ -38,11 +38,11 @@ def part_class_counts(part, widths: np.ndarray) -> pd.DataFrame:
     return pairs.groupby(["key", "s"], sort=False).size().rename("n").reset_index()
 
 
-def rows_risk(data, threshold: float) -> dict[str, float]:
+def rows_risk(data, threshold: float, population: int | None = None) -> dict[str, float]:
     """The input's figures (`input-` names), wherever its rows are (None-free: {} when its
-    classes cannot be keyed in 63 bits)."""
+    classes cannot be keyed in 63 bits); against a population of that size when given."""
     if not data.in_parts:
-        return input_risk(data, threshold)
+        return input_risk(data, threshold, population)
     widths = np.array([max(d.size, 1) for d in data.domains], dtype=np.int64)
     if float(np.prod(widths.astype(float))) >= 2**62:
         return {}  # too many QI combinations to key exactly: not computed (docs/risk.md)
@@ -50,11 +50,13 @@ def rows_risk(data, threshold: float) -> dict[str, float]:
     counts = pd.concat(ex.gather([ex.submit(part_class_counts, p, widths) for p in data.parts]), ignore_index=True)
     pairs = counts.groupby(["key", "s"], sort=False)["n"].sum().reset_index()
     per_class = pairs.groupby("key", sort=False)["n"].agg(["sum", "max"])
-    return as_input(figures_from_classes(per_class["sum"].to_numpy(), per_class["max"].to_numpy(), threshold))
+    size, most = per_class["sum"].to_numpy(), per_class["max"].to_numpy()
+    return as_input(figures_from_classes(size, most, threshold, population))
 
 
-def release_risk(technique, release, threshold: float) -> dict[str, float]:
-    """A release's figures, from the tables the technique names (docs/risk.md)."""
+def release_risk(technique, release, threshold: float, population: int | None = None) -> dict[str, float]:
+    """A release's figures, from the tables the technique names (docs/risk.md); against a
+    population of that size when given (the release's records, as published, its sample)."""
     figures: dict[str, float] = {}
     view = technique.risk_table(release)
     if view is not None:
@@ -62,10 +64,10 @@ def release_risk(technique, release, threshold: float) -> dict[str, float]:
         sensitive = technique.spec.dataset.sensitive
         if isinstance(table, PartedTable):  # a folder of parts: the verifier's class partials
             classes = parted_classes(table, columns, sensitive)
-            figures = figures_from_classes(classes.size, classes.most, threshold)
+            figures = figures_from_classes(classes.size, classes.most, threshold, population)
         else:
             has_s = sensitive in table.column_names
-            figures = table_risk(table, columns, sensitive if has_s else None, threshold)
+            figures = table_risk(table, columns, sensitive if has_s else None, threshold, population)
     attribute = technique.attribute_risk(release)
     if attribute is not None:
         figures["attribute-risk-max"] = attribute

@@ -104,6 +104,35 @@ MUTANTS = [
         "shown = sensitive >= -1",
         ["tests/test_risk_techniques.py"],
     ),
+    # risk against a population (tasks/risk.py, tasks/population_models.py)
+    Mutant(
+        "Dankar's rule leaves Pitman's model at a sampling fraction of exactly 0.1",
+        "tasks/population_models.py",
+        "n / population <= PITMAN_UP_TO",
+        "n / population < PITMAN_UP_TO",
+        ["tests/test_population_risk.py"],
+    ),
+    Mutant(
+        "the highest journalist risk read from the largest class",
+        "tasks/risk.py",
+        '"journalist-risk-max": float(inverse[0])',
+        '"journalist-risk-max": float(inverse[-1])',
+        ["tests/test_population_risk.py"],
+    ),
+    Mutant(
+        "a population as large as the input is refused",
+        "tasks/risk.py",
+        "self.population < records",
+        "self.population <= records",
+        ["tests/test_population_risk.py"],
+    ),
+    Mutant(
+        "Zayatz's model takes a class just small enough to give one record as impossible",
+        "tasks/population_models.py",
+        "population - sizes >= n - 1",
+        "population - sizes > n - 1",
+        ["tests/test_population_risk.py"],
+    ),
     # k-anonymity and distinct l-diversity (generalization)
     Mutant(
         "k-anonymity accepts a class of k - 1",
