@@ -144,7 +144,13 @@ def _run_flow(args, spec_path: str, overrides: dict | None, serial: bool = False
 
     driver = Driver(echo)
     path = str(Path(spec_path).resolve())
-    return _release(args, spec, spec_path, overrides, lambda: attempt(path, overrides, args.actor, driver=driver))
+    return _release(
+        args,
+        spec,
+        spec_path,
+        overrides,
+        lambda: attempt(path, overrides, args.actor, driver=driver, allow_repeat=args.allow_repeat),
+    )
 
 
 @contextlib.contextmanager
@@ -191,8 +197,8 @@ def _as_flow_run(args, spec_path: str, overrides: dict | None, serial: bool):
         if serial:
             from privpub.flows.serial import serial_flow  # lazy: as above
 
-            return call_flow(serial_flow, spec_path=path, actor=args.actor)
-        return publish(path, overrides=overrides, actor=args.actor)
+            return call_flow(serial_flow, spec_path=path, actor=args.actor, allow_repeat=args.allow_repeat)
+        return publish(path, overrides=overrides, actor=args.actor, allow_repeat=args.allow_repeat)
 
     return start
 
@@ -444,7 +450,8 @@ def cmd_demo(args) -> int:
     spec_path = prepare_demo(Path(args.dir), rows=args.rows)
     if not args.quiet:
         print(f"demo data and spec: {spec_path}")
-    args.spec, args.seed = str(spec_path), None
+    # a demonstration publishes another release each time it is run (no repeat refusal)
+    args.spec, args.seed, args.allow_repeat = str(spec_path), None, True
     return cmd_publish(args)
 
 
@@ -466,6 +473,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--quiet", action="store_true", help="print only the release id")
     sp.add_argument("--verbose", action="store_true", help="also print Prefect's log lines (a server's runs)")
     sp.add_argument(
+        "--allow-repeat",
+        action="store_true",
+        help="publish although the input and parameters equal the series' last release's (refused by default)",
+    )
+    sp.add_argument(
         "--task-runner",
         choices=["inprocess", "dask"],
         help="where a technique's chunk tasks run (overrides [run] task_runner; "
@@ -483,6 +495,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--as", dest="actor", help="who runs this (audit log); default: the OS user")
     sp.add_argument("--quiet", action="store_true", help="print only the release id")
     sp.add_argument("--verbose", action="store_true", help="also print Prefect's log lines (a server's runs)")
+    sp.add_argument(
+        "--allow-repeat",
+        action="store_true",
+        help="publish although the input and parameters equal the series' last release's (refused by default)",
+    )
     sp.set_defaults(func=cmd_serial)
 
     for name, func, hlp in (

@@ -311,6 +311,33 @@ def read_rows(
     return fp, driver.run("validate", validate_step, frame, spec, technique)
 
 
+def refuse_repeat(store: Store, spec: ReleaseSpec, technique, fp: str, who, run_id, origin) -> None:
+    """Refuse the series' next release when the input and parameters are those of its last one
+    (the same seed too is recognised before: that release is returned). Another draw of the
+    same data adds nothing a steward needs and, for a randomized technique, helps an adversary
+    average the randomness out; `allow_repeat` publishes it anyway."""
+    last = store.last_release(spec.dataset.name)
+    if (
+        last is None
+        or last["input_fingerprint"] != fp
+        or last["technique"] != technique.name
+        or last["parameters"] != spec.technique.params
+    ):
+        return
+    why = (
+        f"; {technique.name} is randomized: two releases of the same data with different randomness "
+        "let an adversary average the noise out"
+        if technique.randomized
+        else ""
+    )
+    store.log(who, "publish", spec.dataset.name, "refused", run_id, {"repeat_of": last["release_id"], **origin})
+    raise PrivacyRefused(
+        f"the input is unchanged since release #{last['sequence']} ({last['release_id']}) of series "
+        f"'{spec.dataset.name}', with the same technique and parameters: not published again{why} "
+        "(--allow-repeat publishes it anyway; the same seed returns that release)"
+    )
+
+
 def run_release(
     spec: ReleaseSpec,
     actor: str | None = None,
@@ -320,11 +347,14 @@ def run_release(
     spec_path: str | None = None,
     executor: Executor | None = None,
     driver: Driver | None = None,
+    allow_repeat: bool = False,
 ) -> dict[str, Any]:
     """The pipeline itself; returns a summary dict (release id, figures, where things are).
 
     new_release: publish even if this flow run (a retry) or this deployment's scheduled slot
     already published a release of the series (without it, that release is returned).
+    allow_repeat: publish although the input and parameters equal the series' last release's
+    (refuse_repeat).
     executor: where chunks run (None: the one [run] asks for, closed when the release is done).
     driver: how steps run (None: the driver of the surrounding call, else plain calls)."""
     driver = driver or current_driver()
@@ -332,13 +362,15 @@ def run_release(
     try:
         if executor is None:
             with driver.make_executor(spec.run) as executor:
-                return _run_release(driver, spec, actor, context, store, new_release, spec_path, executor)
-        return _run_release(driver, spec, actor, context, store, new_release, spec_path, executor)
+                return _run_release(driver, spec, actor, context, store, new_release, spec_path, executor, allow_repeat)
+        return _run_release(driver, spec, actor, context, store, new_release, spec_path, executor, allow_repeat)
     finally:
         _DRIVER.reset(token)
 
 
-def _run_release(driver: Driver, spec, actor, context, store, new_release, spec_path, executor) -> dict[str, Any]:
+def _run_release(
+    driver: Driver, spec, actor, context, store, new_release, spec_path, executor, allow_repeat
+) -> dict[str, Any]:
     started = datetime.now(UTC).replace(tzinfo=None)
     technique = get_technique(spec)
     settings = risk_settings(spec)  # [risk], refused before any work
@@ -382,6 +414,8 @@ def _run_release(driver: Driver, spec, actor, context, store, new_release, spec_
             {"reason": "same series, input, parameters and seed as an existing release", **origin},
         )
         return {"release_id": existing, "created": False, "state": str(store.path)}
+    if not allow_repeat:
+        refuse_repeat(store, spec, technique, fp, who, run_id, origin)
 
     # independent streams: the release's draws do not depend on how the workload is drawn
     release_seq, _ = np.random.SeedSequence(seed).spawn(2)
@@ -552,13 +586,22 @@ def chain_hooks(*hooks):
     return run
 
 
-def attempt(spec_path: str, overrides: dict | None, actor: str | None, new_release: bool = False, driver=None) -> str:
+def attempt(
+    spec_path: str,
+    overrides: dict | None,
+    actor: str | None,
+    new_release: bool = False,
+    driver=None,
+    allow_repeat: bool = False,
+) -> str:
     """One publish attempt from a spec file: the release id. Every attempt leaves its audit row:
     a refusal is logged with its figures by the pipeline, any other failure here (then raised)."""
     committed = len(COMMITTED)
     try:
         spec = resolve_spec(spec_path, None, overrides)
-        return run_release(spec, actor=actor, new_release=new_release, spec_path=spec_path, driver=driver)["release_id"]
+        return run_release(
+            spec, actor=actor, new_release=new_release, spec_path=spec_path, driver=driver, allow_repeat=allow_repeat
+        )["release_id"]
     except Exception as exc:
         if len(COMMITTED) > committed:  # the release exists: what failed after it is a warning
             progress(

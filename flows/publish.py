@@ -223,23 +223,30 @@ def _artifacts(meta, privacy, utility) -> None:
 
 @flow(name="publish", persist_result=False, validate_parameters=True)
 def publish_flow(
-    spec_path: str = "", overrides: dict | None = None, actor: str | None = None, new_release: bool = False
+    spec_path: str = "",
+    overrides: dict | None = None,
+    actor: str | None = None,
+    new_release: bool = False,
+    allow_repeat: bool = False,
 ):
     """Publish the next release of the series described by the spec file.
 
     spec_path: a TOML spec (see README); overrides: e.g. {"technique": {"k": 20}} merged over it;
     actor: who asks (the audit log); new_release: publish again although this run (a retry) or
-    this scheduled slot already published one. Returns the release id.
+    this scheduled slot already published one; allow_repeat: publish although the input and
+    parameters equal the series' last release's. Returns the release id.
     """
-    return run_attempt(spec_path, overrides, actor, new_release)
+    return run_attempt(spec_path, overrides, actor, new_release, allow_repeat)
 
 
-def run_attempt(spec_path: str, overrides: dict | None, actor: str | None, new_release: bool = False):
+def run_attempt(
+    spec_path: str, overrides: dict | None, actor: str | None, new_release: bool = False, allow_repeat: bool = False
+):
     """The body of the publish and serial flows: the release id, or a Failed state whose message
     is the error's one line. Returning the state (not raising) keeps Prefect from pickling the
     exception into its result storage; the attempt gets its audit-log row either way."""
     try:
-        return pipeline.attempt(spec_path, overrides, actor, new_release, driver=PREFECT)
+        return pipeline.attempt(spec_path, overrides, actor, new_release, driver=PREFECT, allow_repeat=allow_repeat)
     except Exception as exc:
         return failed_state(exc)
 
@@ -254,11 +261,11 @@ def failed_state(exc: Exception):
     return Failed(message=public_message(exc))
 
 
-def publish(spec_path: str, overrides: dict | None = None, actor: str | None = None) -> str:
+def publish(spec_path: str, overrides: dict | None = None, actor: str | None = None, allow_repeat: bool = False) -> str:
     """Run `publish_flow` in this process (the spec is read first: a bad spec fails before any
     flow run). The release is the same whichever [run] executor and however many workers."""
     get_technique(resolve_spec(spec_path, None, overrides))
-    return call_flow(publish_flow, spec_path=spec_path, overrides=overrides, actor=actor)
+    return call_flow(publish_flow, spec_path=spec_path, overrides=overrides, actor=actor, allow_repeat=allow_repeat)
 
 
 def call_flow(flow_, **parameters) -> Any:

@@ -50,6 +50,7 @@ def publish_release(
     overrides: dict | None = None,
     actor: str | None = None,
     progress: Callable[[str], None] | None = None,
+    allow_repeat: bool = False,
 ) -> str:
     """Publish the next release of the spec's series; returns its id (`privpub.publish`).
 
@@ -64,7 +65,7 @@ def publish_release(
     if prefect_configured():
         from privpub.flows.publish import publish  # lazy: Prefect only when used
 
-        return publish(spec_path, overrides, actor)
+        return publish(spec_path, overrides, actor, allow_repeat=allow_repeat)
     from privpub.flows.pipeline import Driver, attempt  # lazy: as above
 
-    return attempt(spec_path, overrides, actor, driver=Driver(progress))
+    return attempt(spec_path, overrides, actor, driver=Driver(progress), allow_repeat=allow_repeat)

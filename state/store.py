@@ -656,6 +656,26 @@ class Store:
             ).fetchone()
         return row[0] if row else None
 
+    def last_release(self, series: str) -> dict[str, Any] | None:
+        """The newest committed release of a series: its id, sequence, technique, parameters,
+        seed and input fingerprint (None: the series has none)."""
+        if not self.path.exists():
+            return None
+        with self.read() as con:
+            if not has_table(con, "release_rows"):
+                return None
+            cur = con.execute(
+                "SELECT release_id, sequence, technique, parameters, seed, input_fingerprint FROM release_rows "
+                "WHERE series = ? ORDER BY sequence DESC LIMIT 1",
+                [series],
+            )
+            row = cur.fetchone()
+            if row is None:
+                return None
+            out = dict(zip([d[0] for d in cur.description], row))
+        out["parameters"] = json.loads(out["parameters"])
+        return out
+
     def last_sequence(self, series: str) -> int:
         if not self.path.exists():
             return 0

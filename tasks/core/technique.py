@@ -169,6 +169,9 @@ class Technique:
     # when its identity figures are not computed (QIs published unchanged or perturbed) or need
     # a caveat (docs/risk.md). None: both kinds of figure are read from its published table.
     risk_note: str | None = None
+    # draws its published values at random (not only their order): a second release of the same
+    # data with fresh randomness would let an adversary average it out (flows/pipeline.refuse_repeat)
+    randomized = False
 
     def risk_table(self, release: Release) -> tuple[Any, list[str]] | None:
         """The published table and QI columns an adversary links records through, for the risk

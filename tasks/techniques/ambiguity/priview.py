@@ -355,6 +355,7 @@ class PriView(GroupChunkedVerify, Technique):
         _, counts = np.unique(column_np(at, "gid"), return_counts=True)
         return counts
 
+    randomized = True  # its groups are drawn at random
     risk_note = (
         "PriView publishes all but one quasi-identifier unchanged (AT, a row per person) and the "
         "last one beside the sensitive value (ST): equivalence-class figures of AT would count "

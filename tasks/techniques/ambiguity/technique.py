@@ -392,6 +392,7 @@ class Ambiguity(GroupChunkedVerify, Technique):
         _, inv = np.unique(column_np(st, "gid"), return_inverse=True)
         return np.bincount(inv, weights=column_np(st, "count")).astype(np.int64)
 
+    randomized = True  # its groups are drawn at random
     risk_note = (
         "Ambiguity publishes each quasi-identifier's values unchanged (one AT table per QI) but "
         "not their combinations, and no table has a row per person: equivalence-class figures "

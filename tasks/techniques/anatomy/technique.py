@@ -153,6 +153,7 @@ class Anatomy(Technique):
             out.append(float((matched * mean.reindex(matched.index)).sum()))
         return np.array(out)
 
+    randomized = True  # its groups are drawn at random
     risk_note = (
         "Anatomy publishes every quasi-identifier value unchanged (QIT): identity disclosure, "
         "finding a person's QIT row, is not reduced, so its identity figures equal the input's. "

@@ -383,6 +383,7 @@ class MuCo(Technique):
         chunks = counts + [ILossChunk([cells[a] for a in run]) for run in qis]
         return ChunkPlan(chunks, utility_piece, partial(_combine_utility, len(workload), len(counts)))
 
+    randomized = True  # its published QI values are drawn at random
     risk_note = (
         "MuCo publishes every record with its quasi-identifiers perturbed within its group (each "
         "published value stands for at least ceil(1/delta) records): classes of equal published "

@@ -1,0 +1,60 @@
+"""Repeat protection (issue 29, item 6): the series' next release from the input and parameters
+of its last one is refused with one line and an audit row, unless the seed is the same (that
+release is returned) or the steward allows the repeat; a changed input or parameter publishes."""
+
+from __future__ import annotations
+
+import pytest
+
+import privpub
+from privpub.flows import pipeline
+from privpub.schemas.errors import PrivacyRefused
+from privpub.state.store import Store
+from privpub.tasks.demo_data import census
+from tests.helpers import write_spec
+from tests.test_drivers import _without_a_server
+
+
+def test_an_unchanged_input_is_refused_then_published_when_allowed(census_dir):
+    spec = write_spec(census_dir, k=5, l=None, seed=None)
+    first = pipeline.attempt(str(spec), None, None, driver=pipeline.Driver(None))
+    with pytest.raises(PrivacyRefused, match=r"the input is unchanged since release #1 \(" + first):
+        pipeline.attempt(str(spec), None, None, driver=pipeline.Driver(None))
+    log = Store(census_dir / "privpub.duckdb").audit_log()
+    assert log.outcome.tolist()[-1] == "refused" and first in log.detail.iloc[-1]
+    assert len(Store(census_dir / "privpub.duckdb").history(None)) == 1
+    second = privpub.publish(str(spec), allow_repeat=True)
+    assert second != first and len(Store(census_dir / "privpub.duckdb").history(None)) == 2
+
+
+def test_the_same_seed_returns_the_release_and_a_change_publishes(census_dir):
+    spec = write_spec(census_dir, k=5, l=None, seed=4)
+    first = pipeline.attempt(str(spec), None, None, driver=pipeline.Driver(None))
+    assert pipeline.attempt(str(spec), None, None, driver=pipeline.Driver(None)) == first
+    other = pipeline.attempt(
+        str(spec), {"technique": {"k": 6}, "output": {"seed": 5}}, None, driver=pipeline.Driver(None)
+    )
+    assert other != first  # other parameters: not a repeat
+    census(610, seed=3).to_csv(census_dir / "census.csv", index=False)
+    assert pipeline.attempt(str(spec), {"output": {"seed": 6}}, None, driver=pipeline.Driver(None)) not in (
+        first,
+        other,
+    )
+
+
+def test_a_randomized_technique_says_why_through_the_cli(census_dir, tmp_path):
+    spec = write_spec(census_dir, technique="anatomy", k=None, l=3, seed=None)
+
+    def cli(*flags):
+        return _without_a_server(
+            census_dir, tmp_path, "-m", "privpub.flows.cli", "publish", str(spec), "--quiet", *flags
+        )
+
+    assert cli().returncode == 0
+    res = cli()
+    assert res.returncode != 0 and res.stdout == ""
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr  # one line
+    line = res.stderr.strip()
+    assert "the input is unchanged since release #1" in line and "anatomy is randomized" in line
+    assert "--allow-repeat" in line
+    assert cli("--allow-repeat").returncode == 0
