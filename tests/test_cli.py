@@ -110,7 +110,7 @@ def test_sigkill_leaves_no_release_and_next_run_publishes(prefect_server, census
     before_dirs, before_rows = release_dirs(census_dir), history_rows(census_dir)
     flag = census_dir / "paused"
     proc = subprocess.Popen(
-        PRIVPUB + ["publish", str(spec)],
+        PRIVPUB + ["publish", str(spec), "--allow-repeat"],  # the same input as the first release
         cwd=ROOT,
         start_new_session=True,
         env=_env(prefect_server, PRIVPUB_PAUSE_AT=stage, PRIVPUB_PAUSE_FLAG=str(flag)),
@@ -129,7 +129,7 @@ def test_sigkill_leaves_no_release_and_next_run_publishes(prefect_server, census
     staging = census_dir / "releases" / ".staging"
     if stage == "commit":
         assert staging.exists()  # the killed run's files are still hidden in staging
-    res = run(["publish", str(spec)], prefect_server)
+    res = run(["publish", str(spec), "--allow-repeat"], prefect_server)
     assert res.returncode == 0, res.stderr
     assert history_rows(census_dir) == before_rows + 1
     assert len(release_dirs(census_dir)) == len(before_dirs) + 1

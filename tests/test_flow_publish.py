@@ -36,7 +36,7 @@ def test_two_runs_make_two_releases_of_one_series(prefect_server, secret_census)
     folder, _ = secret_census
     spec = write_spec(folder, seed=None)
     first = publish_flow(spec_path=str(spec))
-    second = publish_flow(spec_path=str(spec))
+    second = publish_flow(spec_path=str(spec), allow_repeat=True)  # the same input again
     hist = Store(folder / "privpub.duckdb").history()
     assert hist.release_id.tolist() == [first, second]
     assert hist.series.tolist() == ["census", "census"] and hist.sequence.tolist() == [1, 2]
@@ -76,7 +76,7 @@ def test_report_shows_provenance_series_and_what_figures_mean(prefect_server, se
     folder, frame = secret_census
     spec = write_spec(folder, seed=None)
     first = publish_flow(spec_path=str(spec), actor="steward")
-    second = publish_flow(spec_path=str(spec), actor="steward")
+    second = publish_flow(spec_path=str(spec), actor="steward", allow_repeat=True)
     store = Store(folder / "privpub.duckdb")
     rel = store.release(second)
     page = (folder / "releases" / second / "report.html").read_text()

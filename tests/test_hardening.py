@@ -275,7 +275,7 @@ def test_permissions_follow_secrecy_not_umask(prefect_server, tmp_path):
     for umask, published_file, published_dir in ((0o022, 0o644, 0o755), (0o000, 0o666, 0o777)):
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PREFECT_API_URL": prefect_server}
         res = subprocess.run(
-            PRIVPUB + ["publish", str(spec), "--quiet"],
+            PRIVPUB + ["publish", str(spec), "--quiet", "--allow-repeat"],  # twice, the same input
             capture_output=True,
             text=True,
             env=env,
@@ -415,8 +415,8 @@ def test_sigkill_anywhere_leaves_no_half_release_and_no_process(tmp_path, prefec
         env = {**base_env, "PYTHONPATH": str(ROOT), "PRIVPUB_TEST_MARK": mark}
         if stage:
             env.update(PRIVPUB_PAUSE_AT=stage, PRIVPUB_PAUSE_FLAG=str(flag))
-        proc = subprocess.Popen(
-            PRIVPUB + ["publish", str(spec), "--quiet"],
+        proc = subprocess.Popen(  # a run killed after its commit leaves a release of this input
+            PRIVPUB + ["publish", str(spec), "--quiet", "--allow-repeat"],
             env=env,
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
@@ -440,7 +440,7 @@ def test_sigkill_anywhere_leaves_no_half_release_and_no_process(tmp_path, prefec
         assert not _processes_with(mark), f"processes left alive after a kill at {stage or delay}"
         _check_no_half_release(tmp_path)
     res = subprocess.run(
-        PRIVPUB + ["publish", str(spec), "--quiet"],
+        PRIVPUB + ["publish", str(spec), "--quiet", "--allow-repeat"],
         env={**base_env, "PYTHONPATH": str(ROOT)},
         cwd=ROOT,
         capture_output=True,
