@@ -1,5 +1,6 @@
 """Technique `generalization`: Mondrian QI-groups, each QI replaced by its group's range or set,
-sensitive values kept (k-anonymity, optionally distinct l-diversity)."""
+sensitive values kept (k-anonymity, optionally distinct, entropy or recursive (c, l)-diversity and
+t-closeness: docs/models.md)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ from typing import Any
 
 import numpy as np
 
+from privpub.schemas.errors import SpecError
 from privpub.schemas.published import generalized_table_schema
 from privpub.tasks.cluster.evaluate import table_estimates, table_penalty
 from privpub.tasks.cluster.partition import distributed_mondrian, publish_parts
 from privpub.tasks.cluster.verify import table_class_sizes, table_k_and_l
 from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.sensitive_models import SensitiveModel
 from privpub.tasks.core.technique import Technique
 from privpub.tasks.core.types import Partition, PrivacyResult, Release
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
@@ -20,6 +23,7 @@ from privpub.tasks.partition.mondrian import mondrian_partition
 from privpub.tasks.techniques.generalization.params import GeneralizationParams
 from privpub.tasks.techniques.registry import register
 from privpub.tasks.verify.published import qi_columns
+from privpub.tasks.verify.sensitive import sensitive_results
 
 
 @register("generalization")
@@ -30,15 +34,37 @@ class Generalization(Technique):
     table_names = ("table",)
     accepts_kept_groups = True  # anonymize builds each group's box from whatever rows it holds
 
+    def check_params(self) -> None:
+        self.models = self.params.model_choice(self.spec.dataset)
+        # beyond distinct l: entropy / recursive diversity, t-closeness (docs/models.md)
+        self.beyond_distinct = self.models.diversity not in (None, "distinct") or self.models.t is not None
+        if self.beyond_distinct and self.spec.run.task_runner == "dask":
+            raise SpecError(
+                '[technique] entropy or recursive diversity and t-closeness run in memory only: [run] task_runner = "dask" '
+                "partitions rows in parts, which honours k and distinct l only"
+            )
+
     def check_data(self, data: Microdata) -> None:
         if data.n < self.params.k:
             raise ValueError(f"k = {self.params.k} is larger than the table ({data.n} rows)")
         self.check_diversity(data, self.params.l)
+        if self.beyond_distinct:
+            model = self.sensitive_model(data)
+            problem = model.table_problem(model.codes(data.sensitive_codes))
+            if problem:
+                raise ValueError(problem)
+
+    def sensitive_model(self, data: Microdata) -> SensitiveModel:
+        """The models over the rows to partition: their distribution and ground codes."""
+        rows = np.bincount(data.sensitive_codes, minlength=len(data.sensitive_values))
+        return self.models.model(data.sensitive_values, rows)
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
         if data.in_parts:  # rows kept in parts where the run works: the top of the tree from histograms
             # a ClusterPartition: the contract's Partition does not describe a partition kept in parts
             return distributed_mondrian(data, self.params.k, self.params.l, self.spec.run.chunk_rows)  # type: ignore[return-value]
+        if self.beyond_distinct:
+            return mondrian_partition(data, self.params.k, self.params.l, model=self.sensitive_model(data))
         return mondrian_partition(data, self.params.k, self.params.l)
 
     def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
@@ -55,7 +81,12 @@ class Generalization(Technique):
     def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
         table = release.tables["table"]
         ds = self.spec.dataset
-        return table_k_and_l(table, qi_columns(table, ds.qi_names), ds.sensitive, self.params.k, self.params.l)
+        columns = qi_columns(table, ds.qi_names)
+        distinct_l = self.params.l if self.models.diversity == "distinct" else None
+        results = table_k_and_l(table, columns, ds.sensitive, self.params.k, distinct_l)
+        if self.beyond_distinct:
+            results += sensitive_results(table, columns, ds.sensitive, self.models)
+        return results
 
     def estimate_counts(self, release: Release, workload) -> np.ndarray:
         ds = self.spec.dataset
