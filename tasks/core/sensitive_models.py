@@ -38,8 +38,16 @@ def pair_counts(group: np.ndarray, value: np.ndarray, n_groups: int, m: int) -> 
         cells = np.flatnonzero(counts)
         n = counts[cells]
     else:
-        cells, n = np.unique(key, return_counts=True)
+        cells, n = sorted_counts(key)
     return cells // m, cells % m, n.astype(np.int64)
+
+
+def sorted_counts(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct keys in order and how often each occurs, by one sort (numpy's np.unique may
+    hash instead, several times slower on a million keys)."""
+    ordered = np.sort(key)
+    start = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    return ordered[start], np.diff(np.append(start, len(ordered)))
 
 
 def group_totals(g: np.ndarray, n: np.ndarray, n_groups: int) -> np.ndarray:
@@ -245,13 +253,14 @@ def closeness_passes(distance: np.ndarray, t: float) -> np.ndarray:
 
 
 def distinct_per_group(group: np.ndarray, value: np.ndarray, n_groups: int, m: int) -> np.ndarray:
-    """Distinct values per group: a presence bitmap (linear) while it is small, else a sort."""
+    """Distinct values per group: a presence bitmap while groups x values is small (linear),
+    else a sort of the keys (a bitmap far larger than the rows costs more to clear and sum)."""
     key = group.astype(np.int64) * m + value
-    if n_groups * m <= 50_000_000:
+    if n_groups * m <= max(_DENSE_CELLS, 4 * len(key)):
         seen = np.zeros(n_groups * m, dtype=bool)
         seen[key] = True
         return seen.reshape(n_groups, m).sum(axis=1)
-    return np.bincount(np.unique(key) // m, minlength=n_groups)
+    return np.bincount(sorted_counts(key)[0] // m, minlength=n_groups)
 
 
 def ground_codes(
