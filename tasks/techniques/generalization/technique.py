@@ -14,7 +14,7 @@ from privpub.tasks.cluster.evaluate import table_estimates, table_penalty
 from privpub.tasks.cluster.partition import distributed_mondrian, publish_parts
 from privpub.tasks.cluster.verify import table_class_sizes, table_k_and_l
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.sensitive_models import SensitiveModel
+from privpub.tasks.core.sensitive_models import ModelChoice, SensitiveModel
 from privpub.tasks.core.technique import Technique
 from privpub.tasks.core.types import Partition, PrivacyResult, Release
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
@@ -34,10 +34,18 @@ class Generalization(Technique):
     table_names = ("table",)
     accepts_kept_groups = True  # anonymize builds each group's box from whatever rows it holds
 
+    @property
+    def models(self) -> ModelChoice:
+        """The sensitive-value models asked for (read from the parameters each time: a
+        parameter set on the technique later counts)."""
+        return self.params.model_choice(self.spec.dataset)
+
+    @property
+    def beyond_distinct(self) -> bool:
+        """Entropy / recursive diversity or t-closeness (docs/models.md), not just distinct l."""
+        return self.models.diversity not in (None, "distinct") or self.models.t is not None
+
     def check_params(self) -> None:
-        self.models = self.params.model_choice(self.spec.dataset)
-        # beyond distinct l: entropy / recursive diversity, t-closeness (docs/models.md)
-        self.beyond_distinct = self.models.diversity not in (None, "distinct") or self.models.t is not None
         if self.beyond_distinct and self.spec.run.task_runner == "dask":
             raise SpecError(
                 '[technique] entropy or recursive diversity and t-closeness run in memory only: [run] task_runner = "dask" '
