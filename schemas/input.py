@@ -20,7 +20,7 @@ import pyarrow.csv as pcsv
 from pandera.errors import SchemaErrors
 
 from privpub.schemas.errors import InputError
-from privpub.schemas.spec import ReleaseSpec
+from privpub.schemas.spec import ReleaseSpec, sensitive_leaves
 
 # The longest text cell accepted (characters). Text columns become fixed-width arrays in places
 # (numpy's str dtype is as wide as the longest item), so one huge cell would cost its width in
@@ -215,6 +215,12 @@ def input_schema(spec: ReleaseSpec) -> pa.DataFrameSchema:
         ds.person_id: pa.Column(nullable=False, checks=[FINITE, SHORT], title="person id"),
         ds.sensitive: pa.Column(nullable=False, checks=[FINITE, SHORT], title="sensitive attribute"),
     }
+    allowed = sensitive_leaves(ds)
+    if allowed is not None:
+        what = "sensitive hierarchy's leaves" if ds.sensitive_hierarchy else "declared sensitive order"
+        cols[ds.sensitive] = pa.Column(
+            nullable=False, checks=[FINITE, SHORT, _in_set(allowed, what)], title="sensitive attribute"
+        )
     for q in ds.qi:
         if q.kind == "numeric":
             cols[q.name] = pa.Column(float, coerce=True, nullable=False, checks=FINITE)

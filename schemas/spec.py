@@ -76,6 +76,37 @@ class QISpec(BaseModel):
         return self
 
 
+def _tree_problem(tree: dict[str, list[str]]) -> str | None:
+    """Why {parent: [children]} is not one tree (None when it is): every parent has children,
+    every node one parent, one root, no cycle."""
+    parent_of: dict[str, str] = {}
+    for parent, kids in tree.items():
+        if not kids:
+            return f"'{parent}' has no children"
+        for kid in kids:
+            if kid in parent_of:
+                return f"'{kid}' has two parents (or is listed twice)"
+            parent_of[kid] = parent
+    roots = [p for p in tree if p not in parent_of]
+    if len(roots) != 1:
+        return f"a tree has one root, found {len(roots)}" + (" (a cycle)" if not roots else "")
+    seen, stack = {roots[0]}, [roots[0]]
+    while stack:  # every node reachable from the root, each once: no cycle beside it
+        for kid in tree.get(stack.pop(), []):
+            seen.add(kid)
+            stack.append(kid)
+    if len(seen) != len(parent_of) + 1:
+        return "some nodes are not below the root (a cycle)"
+    return None
+
+
+def sensitive_leaves(ds: DatasetSpec) -> list[str] | None:
+    """The values the sensitive column may hold when the spec fixes them (order or hierarchy)."""
+    if ds.sensitive_hierarchy:
+        return sorted({c for kids in ds.sensitive_hierarchy.values() for c in kids if c not in ds.sensitive_hierarchy})
+    return list(ds.sensitive_order) if ds.sensitive_order else None
+
+
 class DatasetSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -86,6 +117,11 @@ class DatasetSpec(BaseModel):
     sensitive: str
     qi: list[QISpec] = Field(min_length=1)
     registration: str | None = None
+    # the sensitive column's values in order (an ordinal column: t-closeness's ordered distance)
+    sensitive_order: list[str] | None = Field(default=None, min_length=1)
+    # a tree {parent: [children]} over the sensitive values (leaves are data values; one root):
+    # t-closeness's hierarchical distance
+    sensitive_hierarchy: dict[str, list[str]] | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _check(self) -> DatasetSpec:
@@ -101,6 +137,14 @@ class DatasetSpec(BaseModel):
                 )
         if self.person_id == self.sensitive:
             raise ValueError("[dataset] person_id and sensitive must be different columns")
+        if self.sensitive_order is not None and len(set(self.sensitive_order)) != len(self.sensitive_order):
+            raise ValueError("[dataset] sensitive_order repeats a value")
+        if self.sensitive_order is not None and self.sensitive_hierarchy is not None:
+            raise ValueError("[dataset] give the sensitive column an order or a hierarchy, not both")
+        if self.sensitive_hierarchy is not None:
+            tree_problem = _tree_problem(self.sensitive_hierarchy)
+            if tree_problem:
+                raise ValueError(f"[dataset] sensitive_hierarchy: {tree_problem}")
         return self
 
     @property

@@ -17,6 +17,7 @@ import pytest
 from test_presence_association import ambiguity_release, priview_release
 
 from privpub.tasks.audit import Auditor, secret_from_mapping
+from privpub.tasks.core.sensitive_models import ModelChoice
 from privpub.tasks.core.types import Release
 from privpub.tasks.techniques.ambiguity.association import ambiguity_association, priview_association
 from privpub.tasks.techniques.ambiguity.presence import ambiguity_presence, priview_presence
@@ -25,6 +26,7 @@ from privpub.tasks.techniques.butterfly.multi_qid import multi_qid_anonymity
 from privpub.tasks.techniques.muco import delta_probability as dp
 from privpub.tasks.techniques.serial import guarantee as sg
 from privpub.tasks.verify.k_anonymity import k_and_l
+from privpub.tasks.verify.sensitive import UNBOUNDED, sensitive_results
 
 # --- MuCo: delta-probability (Definition 3) and the cover (Corollary 3.2) ----------------------
 
@@ -179,6 +181,89 @@ def test_anatomy_l_diversity_and_disclosure_one_value_short(l, short):
     assert (res["l-diversity (distinct)"].value, res["l-diversity (distinct)"].passed) == (l - short, short == 0)
     share = Fraction(1 + short, l)
     assert (res["attribute disclosure"].value, res["attribute disclosure"].passed) == (str(share), short == 0)
+
+
+# --- entropy and recursive (c, l)-diversity, t-closeness (generalization, docs/models.md) ---------
+
+
+def sensitive_table(classes: list[list]) -> pa.Table:
+    """A published table with one class (age range) per list of sensitive values."""
+    lo = [10 * i for i, vs in enumerate(classes) for _ in vs]
+    return pa.table({"age_lo": lo, "age_hi": [x + 9 for x in lo], "s": [v for vs in classes for v in vs]})
+
+
+def sensitive_check(classes: list[list], **choice):
+    (res,) = sensitive_results(sensitive_table(classes), ["age_lo", "age_hi"], "s", ModelChoice(**choice))
+    return res
+
+
+@pytest.mark.parametrize("l", [2, 3, 4])
+@pytest.mark.parametrize("each", [1, 1000])
+@pytest.mark.parametrize("extra", [0, 1], ids=["exactly-l", "one-row-more"])
+def test_entropy_l_diversity_at_exp_h_equal_l_and_one_row_more(l, each, extra):
+    # the second class holds l values equally (exp(H) = l), then one of them once more
+    worst = [f"v{j}" for j in range(l) for _ in range(each)] + ["v0"] * extra
+    res = sensitive_check([[f"v{j}" for j in range(l + 1)], worst], diversity="entropy", l=l)
+    counts = [each + extra] + [each] * (l - 1)
+    n = sum(counts)
+    exp_h = math.exp(-sum(c / n * math.log(c / n) for c in counts))
+    assert (res.model, res.threshold, res.passed) == ("entropy-l-diversity", l, extra == 0)
+    assert res.value == pytest.approx(exp_h, rel=1e-12) and res.worst["class"]["age_lo"] == 10
+    assert (exp_h < l * (1 - 1e-12)) is (extra == 1)  # exactly l may come out an ulp below
+
+
+@pytest.mark.parametrize("c", [2, 3])
+@pytest.mark.parametrize("tail", [1, 1000])
+@pytest.mark.parametrize("top, passes", [(-1, True), (0, False)], ids=["just-below-c", "exactly-c"])
+def test_recursive_cl_diversity_just_below_c_and_at_c(c, tail, top, passes):
+    # l = 2: r1 = c * tail + top, r2 = tail
+    worst = ["v0"] * (c * tail + top) + ["v1"] * tail
+    res = sensitive_check([["v0", "v1", "v2"], worst], diversity="recursive", l=2, c=float(c))
+    assert (res.model, res.passed) == ("recursive-cl-diversity", passes)
+    assert res.value == float(Fraction(c * tail + top, tail)) and res.worst["class"]["age_lo"] == 10
+
+
+@pytest.mark.parametrize("l", [2, 3])
+def test_recursive_cl_diversity_of_a_class_of_fewer_than_l_values(l):
+    res = sensitive_check([["v0", "v1", "v2"], ["v0"] * 5 + ["v1"] * (l - 2)], diversity="recursive", l=l, c=100.0)
+    assert (res.value, res.passed, res.worst["r_l_to_r_m"]) == (UNBOUNDED, False, 0)
+
+
+# Three classes whose largest distance to the table is exactly 1/2 under each ground distance
+CLOSENESS_CASES = {
+    "equal": ([["x", "x"], ["y", "y"]], {}),
+    "ordered": ([[0, 0], [1, 1], [2, 2]], {}),
+    "hierarchical": (
+        [["a1", "a1"], ["b1", "b1"]],
+        {"hierarchy": {"r": ["A", "B"], "A": ["a1", "a2"], "B": ["b1", "b2"]}},
+    ),
+}
+
+
+@pytest.mark.parametrize("closeness", sorted(CLOSENESS_CASES))
+@pytest.mark.parametrize(
+    "t, passes",
+    [(0.5, True), (0.5 * (1 + 1e-9), True), (0.5 * (1 - 1e-9), False), (0.49, False)],
+    ids=["at-t", "above", "a-hair-below", "below"],
+)
+def test_t_closeness_at_t_and_a_hair_below(closeness, t, passes):
+    classes, extra = CLOSENESS_CASES[closeness]
+    res = sensitive_check(classes, t=t, closeness=closeness, **extra)
+    assert (res.model, res.threshold, res.passed) == ("t-closeness", t, passes)
+    assert res.value == pytest.approx(0.5, abs=1e-15) and res.worst["distance"] == closeness
+
+
+@pytest.mark.parametrize("moved", [0, 1], ids=["at-t", "one-row-moved"])
+def test_t_closeness_ordered_at_t_and_one_row_further(moved):
+    # class 1 holds 0 and 2 evenly, class 2 only 1: both at distance exactly 1/4; moving one row
+    # of value 1 of class 2 to value 0 of class 1 changes both distributions
+    classes = [[0, 0, 2, 2] + [0] * moved, [1] * (4 - moved)]
+    exact = Fraction(1, 4) if not moved else None
+    res = sensitive_check(classes, t=0.25, closeness="ordered")
+    if exact is not None:
+        assert res.value == pytest.approx(float(exact), abs=1e-15) and res.passed
+    else:
+        assert res.value > 0.25 and not res.passed
 
 
 # --- Butterfly: k-anonymity per QID, and k' on the union QID (two-level framework) ---------------

@@ -21,6 +21,7 @@ import numpy as np
 
 from privpub.schemas.errors import PartitionError
 from privpub.tasks.core.microdata import QIDomain
+from privpub.tasks.core.sensitive_models import SensitiveModel
 from privpub.tasks.core.types import Partition
 
 
@@ -91,20 +92,6 @@ class TreeBuilder:
 
 def _segment_ids(sizes: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(len(sizes)), sizes)
-
-
-def _distinct_per_side(
-    seg: np.ndarray, side: np.ndarray, s: np.ndarray, n_seg: int, n_s: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct sensitive values on the left (side 0) and right (side 1) of each segment."""
-    key = (seg.astype(np.int64) * 2 + side) * n_s + s
-    if 2 * n_seg * n_s <= 50_000_000:  # a presence bitmap is linear; np.unique would sort
-        seen = np.zeros(2 * n_seg * n_s, dtype=bool)
-        seen[key] = True
-        counts = seen.reshape(2 * n_seg, n_s).sum(axis=1)
-    else:
-        counts = np.bincount(np.unique(key) // n_s, minlength=2 * n_seg)
-    return counts[0::2], counts[1::2]
 
 
 def _median_counts(
@@ -201,6 +188,7 @@ def split_levels(
     tree: TreeBuilder | None = None,
     dim_names: np.ndarray | None = None,
     weights: np.ndarray | None = None,
+    model: SensitiveModel | None = None,
 ):
     """Split contiguous row segments level by level until no segment can be split.
 
@@ -216,15 +204,20 @@ def split_levels(
     weights: optionally, how many table rows each item stands for (Butterfly's wings run on
     distinct points: rows equal on every split column are never separated). Medians and the
     >= k tests then count rows through the weights; returned sizes count items.
+
+    l / model: a split is allowed only when both sides meet the sensitive-value models: `l`
+    alone is distinct l-diversity; `model` any of tasks/core/sensitive_models (s then holds
+    its ground codes).
     """
     D = len(doms)
-    use_l = l is not None and l > 1
-    if use_l and weights is not None:
+    if model is None and l is not None and l > 1 and s is not None:
+        model = SensitiveModel.distinct(l, max(int(s.max()) + 1, 1) if len(s) else 1)
+    use_model = model is not None and model.active or (l is not None and l > 1)
+    if use_model and weights is not None:
         raise ValueError("l-diversity needs one item per row: no weights")
-    if use_l and s is None:
+    if use_model and s is None:
         raise ValueError("l-diversity needs the sensitive codes s")
-    ss = s[rows] if use_l and s is not None else None  # None: no l-diversity
-    n_s = max(int(s.max()) + 1, 1) if use_l and s is not None and len(s) else 1
+    ss = s[rows] if use_model and s is not None else None  # None: no sensitive-value model
     xs = xt[:, rows]
     ws = None if weights is None else np.asarray(weights, dtype=np.int64)[rows]
     leaf_rows: list[np.ndarray] = []
@@ -260,12 +253,14 @@ def split_levels(
             diverse_le: np.ndarray | bool = True
             diverse_lt: np.ndarray | bool = True
             if ss is not None:
+                assert model is not None  # ss is kept only for a model
                 s_sub = ss[pos]
                 med_row = med[local]
-                a, b = _distinct_per_side(local, (key > med_row).astype(np.int64), s_sub, len(c_idx), n_s)
-                diverse_le = (a >= l) & (b >= l)
-                a, b = _distinct_per_side(local, (key >= med_row).astype(np.int64), s_sub, len(c_idx), n_s)
-                diverse_lt = (a >= l) & (b >= l)
+                sides = 2 * len(c_idx)
+                ok = model.groups_ok(2 * local + (key > med_row), s_sub, sides)  # side 0: <= median
+                diverse_le = ok[0::2] & ok[1::2]
+                ok = model.groups_ok(2 * local + (key >= med_row), s_sub, sides)  # side 0: < median
+                diverse_lt = ok[0::2] & ok[1::2]
             split, use_lt = allowed_splits(n_le, n_lt, total, k, diverse_le, diverse_lt)
             if not split.any():
                 continue
@@ -335,8 +330,15 @@ class CodedRows(Protocol):
     def sensitive_codes(self) -> np.ndarray: ...
 
 
-def mondrian_partition(data: CodedRows, k: int, l: int | None = None, columns: list[int] | None = None) -> Partition:
-    """QI-groups of at least k rows (and l distinct sensitive values when l is given).
+def mondrian_partition(
+    data: CodedRows,
+    k: int,
+    l: int | None = None,
+    columns: list[int] | None = None,
+    model: SensitiveModel | None = None,
+) -> Partition:
+    """QI-groups of at least k rows (and l distinct sensitive values when l is given; every
+    sensitive-value model of `model` when that is given instead).
 
     columns: which QIs (indices into data.domains) to partition on; default all.
     """
@@ -347,7 +349,12 @@ def mondrian_partition(data: CodedRows, k: int, l: int | None = None, columns: l
     if n < k:
         raise PartitionError(f"k = {k} is larger than the table ({n} rows): no k-anonymous release exists")
     s = data.sensitive_codes.astype(np.int64)
-    if l is not None and l > 1 and len(np.unique(s)) < l:
+    if model is not None:
+        s = model.codes(s)
+        problem = model.table_problem(s)
+        if problem:
+            raise PartitionError(problem)
+    elif l is not None and l > 1 and len(np.unique(s)) < l:
         raise PartitionError(f"l = {l} but the table has only {len(np.unique(s))} distinct sensitive values")
 
     xt = np.ascontiguousarray(data.codes[:, cols].T)  # (D, n): per-dimension rows are contiguous
@@ -363,6 +370,7 @@ def mondrian_partition(data: CodedRows, k: int, l: int | None = None, columns: l
         s=s,
         tree=tree,
         dim_names=np.asarray(cols),
+        model=model,
     )
     group = np.empty(n, dtype=np.int64)
     group[leaf_rows] = np.repeat(np.arange(len(leaf_sizes)), leaf_sizes)

@@ -47,6 +47,7 @@ SERIAL = ["tests/test_serial_guarantee.py", "tests/test_serial_technique.py", "t
 AUDIT = ["tests/audit/test_golden.py", "tests/audit/test_properties.py", "tests/test_thresholds.py"]
 ANATOMY = ["tests/test_anatomy.py", "tests/test_thresholds.py", "tests/test_chunked_verify.py"]
 SERIES = ["tests/test_series_composition.py"]
+SENSITIVE = ["tests/test_sensitive_models.py", "tests/test_thresholds.py"]
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,63 @@ MUTANTS = [
         "reached >= l,",
         "reached >= l - 1,",
         GENERALIZED,
+    ),
+    # entropy and recursive (c, l)-diversity, t-closeness (tasks/core/sensitive_models.py)
+    Mutant(
+        "entropy l-diversity accepts exp(H) >= l - 1",
+        "tasks/core/sensitive_models.py",
+        "h >= np.log(l) * (1 - ROUNDING)",
+        "h >= np.log(l - 1) * (1 - ROUNDING)",
+        SENSITIVE,
+    ),
+    Mutant(
+        "entropy l-diversity rounding 1e-6 instead of 1e-12",
+        "tasks/core/sensitive_models.py",
+        "h >= np.log(l) * (1 - ROUNDING)",
+        "h >= np.log(l) * (1 - 1e-6)",
+        SENSITIVE,
+    ),
+    Mutant(
+        "recursive (c, l)-diversity accepts r1 = c (r_l + ... + r_m)",
+        "tasks/core/sensitive_models.py",
+        "r1 < c * tail",
+        "r1 <= c * tail",
+        SENSITIVE,
+    ),
+    Mutant(
+        "recursive (c, l)-diversity sorts counts ascending (as pycanon does)",
+        "tasks/core/sensitive_models.py",
+        "order = np.lexsort((-n, g))",
+        "order = np.lexsort((n, g))",
+        SENSITIVE,
+    ),
+    Mutant(
+        "t-closeness accepts a distance of t + 1e-6",
+        "tasks/core/sensitive_models.py",
+        "distance <= t + ROUNDING",
+        "distance <= t + 1e-6",
+        SENSITIVE,
+    ),
+    Mutant(
+        "t-closeness ordered distance divides by m instead of m - 1",
+        "tasks/core/sensitive_models.py",
+        "return (out + lead) / (m - 1)",
+        "return (out + lead) / m",
+        SENSITIVE,
+    ),
+    Mutant(
+        "t-closeness equal distance forgets the values a class lacks",
+        "tasks/core/sensitive_models.py",
+        "weights=np.abs(p - q[v]) - q[v]",
+        "weights=np.abs(p - q[v])",
+        SENSITIVE,
+    ),
+    Mutant(
+        "t-closeness hierarchical distance twice the tree's transport cost",
+        "tasks/core/sensitive_models.py",
+        "/ (2 * root_height)",
+        "/ root_height",
+        SENSITIVE,
     ),
     # MuCo
     Mutant(

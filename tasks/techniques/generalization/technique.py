@@ -1,6 +1,7 @@
 """Technique `generalization`: Mondrian QI-groups, each QI replaced by its group's range or set,
-sensitive values kept (k-anonymity, optionally distinct l-diversity). With `suppress`, outliers
-are left out (tasks/partition/suppression.py) and never published."""
+sensitive values kept (k-anonymity, optionally distinct, entropy or recursive (c, l)-diversity and
+t-closeness: docs/models.md). With `suppress`, outliers are left out
+(tasks/partition/suppression.py) and never published."""
 
 from __future__ import annotations
 
@@ -14,15 +15,17 @@ from privpub.tasks.cluster.evaluate import table_estimates, table_penalty
 from privpub.tasks.cluster.partition import distributed_mondrian, publish_parts
 from privpub.tasks.cluster.verify import table_class_sizes, table_k_and_l
 from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.sensitive_models import ModelChoice, SensitiveModel
 from privpub.tasks.core.technique import Technique
 from privpub.tasks.core.types import Partition, PrivacyResult, Release
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
 from privpub.tasks.partition.generalized_table import generalized_table
-from privpub.tasks.partition.mondrian import mondrian_partition
+from privpub.tasks.partition.mondrian import CodedRows, mondrian_partition
 from privpub.tasks.partition.suppression import published_rows, suppressed_partition
 from privpub.tasks.techniques.generalization.params import GeneralizationParams
 from privpub.tasks.techniques.registry import register
 from privpub.tasks.verify.published import qi_columns
+from privpub.tasks.verify.sensitive import sensitive_results
 
 
 @register("generalization")
@@ -33,24 +36,57 @@ class Generalization(Technique):
     table_names = ("table",)
     accepts_kept_groups = True  # anonymize builds each group's box from whatever rows it holds
 
+    @property
+    def models(self) -> ModelChoice:
+        """The sensitive-value models asked for (read from the parameters each time: a
+        parameter set on the technique later counts)."""
+        return self.params.model_choice(self.spec.dataset)
+
+    @property
+    def beyond_distinct(self) -> bool:
+        """Entropy / recursive diversity or t-closeness (docs/models.md), not just distinct l."""
+        return self.models.diversity not in (None, "distinct") or self.models.t is not None
+
     def check_params(self) -> None:
         if self.params.suppress > 0 and self.spec.run.task_runner == "dask":  # before any work
             raise SpecError('[technique] suppress does not run with [run] task_runner = "dask" yet; publish in memory')
         if self.params.suppress > 0 and self.spec.section("series").get("keep_groups"):
             raise SpecError("[technique] suppress: [series] keep_groups would publish returning people left out")
+        if self.beyond_distinct and self.spec.run.task_runner == "dask":
+            raise SpecError(
+                '[technique] entropy or recursive diversity and t-closeness run in memory only: [run] task_runner = "dask" '
+                "partitions rows in parts, which honours k and distinct l only"
+            )
 
     def check_data(self, data: Microdata) -> None:
         if data.n < self.params.k:
             raise ValueError(f"k = {self.params.k} is larger than the table ({data.n} rows)")
         self.check_diversity(data, self.params.l)
+        if self.beyond_distinct:
+            model = self.sensitive_model(data)
+            problem = model.table_problem(model.codes(data.sensitive_codes))
+            if problem:
+                raise ValueError(problem)
+
+    def sensitive_model(self, data: Microdata, rows: CodedRows | None = None) -> SensitiveModel:
+        """The models over the rows to partition (all of data's, or the kept ones): their
+        distribution over data's sensitive values, and the ground codes."""
+        codes = (data if rows is None else rows).sensitive_codes
+        counts = np.bincount(codes, minlength=len(data.sensitive_values))
+        return self.models.model(data.sensitive_values, counts)
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
         if data.in_parts:  # rows kept in parts where the run works: the top of the tree from histograms
             # a ClusterPartition: the contract's Partition does not describe a partition kept in parts
             return distributed_mondrian(data, self.params.k, self.params.l, self.spec.run.chunk_rows)  # type: ignore[return-value]
         p = self.params
+
+        def mondrian(rows):  # the models' distribution is that of the rows partitioned (the kept ones)
+            model = self.sensitive_model(data, rows) if self.beyond_distinct else None
+            return mondrian_partition(rows, p.k, p.l, model=model)
+
         # with suppress: Mondrian, its widest groups left out, Mondrian again on the rows kept
-        return suppressed_partition(data, p.suppress, p.k, lambda rows: mondrian_partition(rows, p.k, p.l))
+        return suppressed_partition(data, p.suppress, p.k, mondrian)
 
     def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
         if data.in_parts:  # each subtree finished where its rows are, written as one part
@@ -68,7 +104,12 @@ class Generalization(Technique):
     def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
         table = release.tables["table"]
         ds = self.spec.dataset
-        return table_k_and_l(table, qi_columns(table, ds.qi_names), ds.sensitive, self.params.k, self.params.l)
+        columns = qi_columns(table, ds.qi_names)
+        distinct_l = self.params.l if self.models.diversity == "distinct" else None
+        results = table_k_and_l(table, columns, ds.sensitive, self.params.k, distinct_l)
+        if self.beyond_distinct:
+            results += sensitive_results(table, columns, ds.sensitive, self.models)
+        return results
 
     def estimate_counts(self, release: Release, workload) -> np.ndarray:
         ds = self.spec.dataset

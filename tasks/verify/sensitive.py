@@ -1,0 +1,85 @@
+"""Entropy and recursive (c, l)-diversity and t-closeness of a published table, read as an
+adversary reads it: the equivalence classes of its published QI cells and each class's
+sensitive values (docs/models.md). The figures come from tasks/core/sensitive_models, the
+functions Mondrian uses to decide its splits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from privpub.tasks.core import sensitive_models as sm
+from privpub.tasks.core.types import PrivacyResult
+from privpub.tasks.verify.published import class_profile, describe_row_class
+
+# What the recursive figure shows for a class of fewer than l values (r_l + ... + r_m = 0):
+# no finite ratio, and a non-finite number is refused by the spec, JSON and the report alike.
+UNBOUNDED = "unbounded (a class holds fewer than l values)"
+
+
+def value_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the code of its sensitive value; and the distinct values in code order."""
+    col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if col.null_count:
+        raise ValueError("the published sensitive column holds a null")
+    enc = pc.dictionary_encode(col)
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_numpy(zero_copy_only=False)
+
+
+def class_pairs(class_of: np.ndarray, n_classes: int, codes: np.ndarray, values: np.ndarray, choice: sm.ModelChoice):
+    """The model over the table's own distribution, and the (class, value, rows) triples."""
+    model = choice.model(values, np.bincount(codes, minlength=len(values)))
+    g, v, n = sm.pair_counts(class_of, model.codes(codes), n_classes, model.m)
+    return model, g, v, n
+
+
+def model_figures(
+    model: sm.SensitiveModel, g, v, n, n_classes: int
+) -> list[tuple[str, object, object, bool, int, dict]]:
+    """Per requested model beyond distinct l: (name, figure, threshold, passed, worst class,
+    extra facts about it) from the (class, value, rows) triples."""
+    out: list[tuple[str, object, object, bool, int, dict]] = []
+    if model.diversity == "entropy" and model.l:
+        h = sm.entropy(g, n, n_classes)
+        w = int(h.argmin())
+        passed = bool(sm.entropy_passes(h[w : w + 1], model.l)[0])
+        out.append(("entropy-l-diversity", float(np.exp(h[w])), model.l, passed, w, {"entropy": float(h[w])}))
+    if model.diversity == "recursive" and model.l:
+        assert model.c is not None  # the parameters require c with recursive
+        r1, tail = sm.recursive_terms(g, n, n_classes, model.l)
+        short = np.flatnonzero(tail == 0)
+        if len(short):
+            w = int(short[0])
+            figure: object = UNBOUNDED
+        else:
+            ratio = r1 / tail
+            w = int(ratio.argmax())
+            figure = float(ratio[w])
+        passed = bool(sm.recursive_passes(r1[w : w + 1], tail[w : w + 1], model.c)[0])
+        facts = {"r1": int(r1[w]), "r_l_to_r_m": int(tail[w])}
+        out.append(("recursive-cl-diversity", figure, f"c = {model.c}, l = {model.l}", passed, w, facts))
+    if model.t is not None:
+        d = sm.emd(model.ground, g, v, n, n_classes, model.counts)
+        w = int(d.argmax())
+        passed = bool(sm.closeness_passes(d[w : w + 1], model.t)[0])
+        out.append(("t-closeness", float(d[w]), model.t, passed, w, {"distance": model.ground.kind}))
+    return out
+
+
+def sensitive_results(
+    table: pa.Table, qi_cols: list[str], sensitive: str, choice: sm.ModelChoice
+) -> list[PrivacyResult]:
+    """The PrivacyResults of the models in `choice` other than distinct l-diversity (reported by
+    k_and_l), for a published table in memory."""
+    if table.num_rows == 0:
+        return []
+    prof = class_profile(table, qi_cols, sensitive)
+    codes, values = value_codes(table.column(sensitive))
+    n_classes = len(prof["size"])
+    model, g, v, n = class_pairs(prof["class"], n_classes, codes, values, choice)
+    results = []
+    for name, figure, threshold, passed, w, facts in model_figures(model, g, v, n, n_classes):
+        cls = describe_row_class(table, prof["first_row"][w], qi_cols, prof["size"][w], prof["distinct"][w])
+        results.append(PrivacyResult(name, figure, threshold, passed, {"class": cls, **facts}))
+    return results
