@@ -18,6 +18,9 @@ Cases (input as CSV, fixed seed):
   Targets: <= 6 s and <= 1.5 GiB with no server; <= 9 s (1.5x) with one running.
 - demo: the 5,000-row demo spec. Target: <= 1.5 s with no server.
 - muco: MuCo (delta = 1/5, l = 10) on a 40,152-row census extract. Target: <= 5 s, no server.
+- gen-1m-entropy, gen-1m-tcloseness (issue 28): the gen-1m table with entropy l-diversity
+  (l = 3) or t-closeness (t = 0.2, equal distance) instead of distinct l. Target: the gen-1m
+  targets plus at most 50% (<= 9 s, no server).
 - history: `privpub history` of the gen-1m state. Target: <= 0.4 s.
 - verify-1m: `privpub verify ID` of the gen-1m release. Target: <= 3 s.
 
@@ -60,7 +63,12 @@ ANONYPYX_SCRIPT = Path(__file__).with_name("anonypyx_script.py")
 GNU_TIME = "/usr/bin/time"
 QI_250K = ["age", "sex", "race", "married", "native"]
 CATEGORICAL_250K = ["sex", "race", "married", "native"]
-CASES = ("gen-250k", "gen-1m", "demo", "muco", "history", "verify-1m")
+CASES = ("gen-250k", "gen-1m", "gen-1m-entropy", "gen-1m-tcloseness", "demo", "muco", "history", "verify-1m")
+# issue 28: the sensitive-value models on the gen-1m table, [technique] keys beside k = 10
+MODEL_CASES = {
+    "gen-1m-entropy": {"l": 3, "diversity": "entropy"},
+    "gen-1m-tcloseness": {"t": 0.2, "closeness": "equal"},
+}
 STEPS = ("partition", "anonymize", "verify", "evaluate", "series composition", "risk", "write files")
 
 
@@ -317,6 +325,13 @@ def prepare(case: str, work: Path, args) -> dict:
         spec_path = prepare_demo(work / "demo", rows=5000)
         spec = load_spec(spec_path)
         return {"spec": spec_dict(spec, spec_path.parent / spec.dataset.input)}
+    if case in MODEL_CASES:
+        path = work / "gen-1m-models.csv"
+        if not path.exists():
+            census(args.rows_1m, seed=1).to_csv(path, index=False)
+        sections = spec_dict(make_spec(10, None, None), path)
+        sections["technique"].update(MODEL_CASES[case])
+        return {"spec": sections}
     if case == "gen-1m":
         frame, spec = census(args.rows_1m, seed=1), make_spec(10, 3, None)
     else:
@@ -362,6 +377,8 @@ def anonypyx_once(prep: dict, python: Path, work: Path) -> dict:
 TARGETS = {
     ("gen-1m", "none"): (6, 1.5 * GiB),
     ("gen-1m", "running"): (9, 1.5 * GiB),
+    ("gen-1m-entropy", "none"): (9, 1.5 * 1.5 * GiB),
+    ("gen-1m-tcloseness", "none"): (9, 1.5 * 1.5 * GiB),
     ("demo", "none"): (1.5, None),
     ("muco", "none"): (5, None),
     ("history", "none"): (0.4, None),
@@ -370,6 +387,8 @@ TARGETS = {
 LABELS = {
     "gen-250k": "generalization k=10, 250K census-shaped rows, 5 QIs",
     "gen-1m": "generalization k=10 l=3, 1M rows, 8 QIs",
+    "gen-1m-entropy": "generalization k=10, entropy l=3, 1M rows, 8 QIs",
+    "gen-1m-tcloseness": "generalization k=10, t=0.2 (equal), 1M rows, 8 QIs",
     "demo": "demo: generalization k=10 l=3, 5,000 rows",
     "muco": "MuCo delta=1/5 l=10, 40,152 rows, 7 QIs",
     "history": "privpub history (the 1M state)",
