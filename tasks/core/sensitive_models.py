@@ -54,10 +54,6 @@ def group_totals(g: np.ndarray, n: np.ndarray, n_groups: int) -> np.ndarray:
     return np.bincount(g, weights=n, minlength=n_groups)
 
 
-def distinct_values(g: np.ndarray, n_groups: int) -> np.ndarray:
-    return np.bincount(g, minlength=n_groups)
-
-
 def entropy(g: np.ndarray, n: np.ndarray, n_groups: int) -> np.ndarray:
     """Shannon entropy (natural log) of each group's values: log N - sum(n log n) / N.
     An empty group has entropy 0."""

@@ -18,7 +18,7 @@ from privpub.tasks.verify.published import class_profile, describe_row_class
 UNBOUNDED = "unbounded (a class holds fewer than l values)"
 
 
-def value_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
+def sensitive_value_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """Per row, the code of its sensitive value; and the distinct values in code order."""
     col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if col.null_count:
@@ -75,7 +75,7 @@ def sensitive_results(
     if table.num_rows == 0:
         return []
     prof = class_profile(table, qi_cols, sensitive)
-    codes, values = value_codes(table.column(sensitive))
+    codes, values = sensitive_value_codes(table.column(sensitive))
     n_classes = len(prof["size"])
     model, g, v, n = class_pairs(prof["class"], n_classes, codes, values, choice)
     results = []
