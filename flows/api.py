@@ -1,5 +1,5 @@
-"""The Python API: `privpub.publish`, `privpub.history`, `privpub.verify` (the CLI's `history` and
-`verify` print what these return).
+"""The Python API: `privpub.publish` (`publish_data` here), `privpub.history`, `privpub.verify`
+(the CLI's `history` and `verify` print what these return).
 
     release = privpub.publish(frame, {"dataset": {...}, "technique": {...}}, state="privpub.duckdb")
     release.tables["table"]; release.figures; release.report
@@ -58,7 +58,7 @@ def _sections(spec: Any) -> tuple[dict[str, Any], Path]:
     )
 
 
-def _merge(sections: dict[str, Any], section: str, values: dict[str, Any]) -> None:
+def _merge_section(sections: dict[str, Any], section: str, values: dict[str, Any]) -> None:
     from privpub.schemas.errors import SpecError
 
     given = sections.get(section, {})
@@ -87,7 +87,7 @@ def absolute_spec(spec: ReleaseSpec) -> dict[str, Any]:
 def release_spec(
     data: Any = None, spec: Any = None, state: Any = None, overrides: dict | None = None
 ) -> tuple[ReleaseSpec, pd.DataFrame | None]:
-    """The spec `publish` runs, checked (SpecError before any work), and the DataFrame input if
+    """The spec `publish_data` runs, checked (SpecError before any work), and the DataFrame input if
     any. `data` (a DataFrame or an input file's path) replaces [dataset] input (and table);
     `state` replaces [output] state; both are read from the current folder."""
     import pandas as pd
@@ -102,23 +102,23 @@ def release_spec(
     for section, values in (overrides or {}).items():
         if not isinstance(values, dict):
             raise SpecError(f'overrides: [{section}] must be a table of keys, e.g. {{"technique": {{"k": 20}}}}')
-        _merge(sections, section, values)
+        _merge_section(sections, section, values)
     frame = None
     if isinstance(data, pd.DataFrame):
         frame = data
-        _merge(sections, "dataset", {"input": FRAME_INPUT})
+        _merge_section(sections, "dataset", {"input": FRAME_INPUT})
     elif _is_path(data):
-        _merge(sections, "dataset", {"input": _absolute(data)})
+        _merge_section(sections, "dataset", {"input": _absolute(data)})
     elif data is not None:
         raise SpecError(f"data must be a pandas DataFrame or an input file's path, not {type(data).__name__}")
     if data is not None:
         sections["dataset"].pop("table", None)  # the data given is the input
     if state is not None:
-        _merge(sections, "output", {"state": _absolute(state)})
+        _merge_section(sections, "output", {"state": _absolute(state)})
     return spec_from_dict(sections, base_dir=base_dir), frame
 
 
-def publish(
+def publish_data(
     data: pd.DataFrame | str | os.PathLike | None = None,
     spec: dict | str | os.PathLike | ReleaseSpec | None = None,
     state: str | os.PathLike | None = None,

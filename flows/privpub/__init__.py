@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 
 # public name -> (module, attribute)
 _PUBLIC: dict[str, tuple[str, str]] = {
-    "publish": ("privpub.flows.api", "publish"),
+    "publish": ("privpub.flows.api", "publish_data"),
     "history": ("privpub.flows.api", "history"),
     "verify": ("privpub.flows.api", "verify"),
     "PublishedRelease": ("privpub.flows.published_release", "PublishedRelease"),
@@ -49,7 +49,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from privpub.flows.api import history as history
-    from privpub.flows.api import publish as publish
+    from privpub.flows.api import publish_data as publish
     from privpub.flows.api import verify as verify
     from privpub.flows.published_release import PublishedRelease as PublishedRelease
     from privpub.schemas.errors import InputError as InputError
