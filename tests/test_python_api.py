@@ -252,3 +252,14 @@ def test_a_dataframe_never_goes_to_a_prefect_server(tmp_path, monkeypatch):
     monkeypatch.setattr(run, "prefect_configured", lambda: "http://127.0.0.1:9/api")  # nothing listens
     release = privpub.publish(people(), frame_spec())
     assert Store(release.state).release(release)["flow_run_id"] is None
+
+
+def test_with_a_server_a_dict_spec_is_a_flow_run_and_a_dataframe_is_not(prefect_server, census_dir, monkeypatch):
+    monkeypatch.chdir(census_dir)
+    warn = {"series": {"composition": "warn"}}  # two releases of other seeds: not what this is about
+    via_flow = privpub.publish(spec={**census_spec("census.csv", k=5, l=None, seed=3), **warn})
+    rel = Store(via_flow.state).release(via_flow)
+    assert rel["flow_run_id"] is not None and rel["spec"]["dataset"]["input"] == str(census_dir / "census.csv")
+    in_process = privpub.publish(pd.read_csv("census.csv"), {**frame_spec(seed=4), **warn})
+    assert Store(in_process.state).release(in_process)["flow_run_id"] is None
+    assert privpub.history().release_id.tolist() == [via_flow, in_process]
