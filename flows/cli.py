@@ -32,8 +32,7 @@ os.environ.setdefault("PY_KEY_VALUE_DISABLE_BEARTYPE", "true")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("PREFECT_RESULTS_PERSIST_BY_DEFAULT", "false")
 
-DEFAULT_STATE = "privpub.duckdb"
-
+from privpub.flows.api import DEFAULT_STATE  # noqa: E402  (light: no Prefect, no pandas)
 from privpub.schemas.errors import CliError, public_message  # noqa: E402  (light: no Prefect, no pandas)
 
 
@@ -63,7 +62,9 @@ def _state_path(args) -> Path:
         from privpub.schemas.spec import load_spec
 
         return load_spec(args.spec).state_path
-    return Path(args.state or os.environ.get("PRIVPUB_STATE", DEFAULT_STATE))
+    from privpub.flows.api import state_file  # lazy: as above
+
+    return state_file(args.state)
 
 
 def check_spec(spec_path: str, overrides: dict | None = None):
@@ -302,9 +303,9 @@ def cmd_serial(args) -> int:
 
 def cmd_history(args) -> int:
     # lazy: `--help` and `history` import no Prefect, no technique
-    from privpub.state.store import Store
+    from privpub.flows.api import history
 
-    frame = Store(_state_path(args)).history(args.series)
+    frame = history(_state_path(args), args.series)
     if frame.empty:
         print("no releases yet")
         return 0
@@ -336,12 +337,12 @@ def cmd_trail(args) -> int:
 
 def cmd_verify(args) -> int:
     # lazy: `--help` and `history` import no Prefect, no technique
-    from privpub.flows.reverify import reverify
+    from privpub.flows.api import verify
 
-    ok, lines = reverify(_state_path(args), args.release_id, actor=args.actor)
-    for line in lines:
+    checks = verify(args.release_id, _state_path(args), actor=args.actor or "cli")
+    for line in checks.attrs["lines"]:
         print(line)
-    return 0 if ok else 1
+    return 0 if checks.attrs["ok"] else 1
 
 
 def cmd_report(args) -> int:

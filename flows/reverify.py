@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import NamedTuple
 
 from privpub.flows.cluster import dask_task_runner
 from privpub.schemas.spec import spec_from_dict
@@ -46,12 +47,38 @@ def _on_cluster(stack: contextlib.ExitStack, spec, release) -> None:
             table.executor = executor
 
 
+class Check(NamedTuple):
+    """One line of `privpub verify`: PASS / FAIL / SKIP / INFO, what was checked, the rest."""
+
+    status: str
+    check: str
+    detail: str
+    line: str
+
+
+def _check(line: str, check: str = "") -> Check:
+    """A printed line as a Check: `PASS k-anonymity: 5 (required 5)`, or a problem of the published
+    files (`check` given: the line names no check)."""
+    status, _, rest = line.partition(" ")
+    name, _, detail = rest.partition(": ") if not check else (check, "", rest)
+    return Check(status, name, detail, line)
+
+
 def reverify(state: Path, release_id: str, actor: str | None = None) -> tuple[bool, list[str]]:
+    """(all passed, the lines `privpub verify` prints: a header, then one per check)."""
+    ok, header, checks = reverify_checks(state, release_id, actor)
+    return ok, [header, *(c.line for c in checks)]
+
+
+def reverify_checks(state: Path, release_id: str, actor: str | None = None) -> tuple[bool, str, list[Check]]:
+    """(all passed, the header line, one Check per line after it); logged in the audit log."""
     store = Store(state)
     rel, spec, release, problems = load_release(store, release_id)
     with contextlib.ExitStack() as stack:
         _on_cluster(stack, spec, release)
-        return _reverify(store, release_id, actor, rel, spec, release, problems)
+        ok, lines = _reverify(store, release_id, actor, rel, spec, release, problems)
+    checks = [_check(line, "published files" if i < len(problems) else "") for i, line in enumerate(lines[1:])]
+    return ok, lines[0], checks
 
 
 def _reverify(store, release_id, actor, rel, spec, release, problems):

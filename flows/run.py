@@ -8,11 +8,16 @@ steps run as plain calls in this process: no server is started, Prefect is not e
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def profile_api_url() -> str | None:
@@ -51,21 +56,28 @@ def publish_release(
     actor: str | None = None,
     progress: Callable[[str], None] | None = None,
     allow_repeat: bool = False,
+    frame: pd.DataFrame | None = None,
 ) -> str:
-    """Publish the next release of the spec's series; returns its id (`privpub.publish`).
+    """Publish the next release of the spec's series; returns its id (`privpub.publish`, in
+    flows/api.py, is built on it).
 
     With a Prefect server configured or running, as a flow run of it (flows/publish.py);
     otherwise in this process with no server. The release is the same either way. `progress`
-    receives one line per step (e.g. `print`; None: silent). Raises SpecError, InputError,
-    PrivacyRefused, ... with a one-line message; every attempt leaves its row in the audit log."""
+    receives one line per step (e.g. `print`; None: silent). `frame`: the input rows, for a spec
+    whose [dataset] input is "<DataFrame>"; such a release always runs in this process (a flow
+    run's parameters and task inputs are the server's to keep, and rows must never get there).
+    Raises SpecError, InputError, PrivacyRefused, ... with a one-line message; every attempt
+    leaves its row in the audit log."""
     from privpub.schemas.spec import resolve_spec  # lazy: `import privpub` stays cheap
     from privpub.tasks.techniques.registry import get_technique
 
     get_technique(resolve_spec(spec_path, None, overrides))  # a bad spec fails before the attempt
-    if prefect_configured():
+    if frame is None and prefect_configured():
         from privpub.flows.publish import publish  # lazy: Prefect only when used
 
         return publish(spec_path, overrides, actor, allow_repeat=allow_repeat)
     from privpub.flows.pipeline import Driver, attempt  # lazy: as above
+    from privpub.schemas.input import frame_input
 
-    return attempt(spec_path, overrides, actor, driver=Driver(progress), allow_repeat=allow_repeat)
+    with frame_input(frame) if frame is not None else contextlib.nullcontext():
+        return attempt(spec_path, overrides, actor, driver=Driver(progress), allow_repeat=allow_repeat)

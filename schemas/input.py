@@ -6,8 +6,11 @@ counted (row 1 is line 2 of a CSV file).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import csv
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -42,10 +45,43 @@ def _is_glob(text: str) -> bool:
     return any(ch in text for ch in "*?[")
 
 
+# `[dataset] input` of a release whose rows were handed over as a DataFrame (privpub.publish(frame,
+# spec)): the stored spec says so; the frame itself lives only in the publishing process.
+FRAME_INPUT = "<DataFrame>"
+_FRAME: contextvars.ContextVar[pd.DataFrame | None] = contextvars.ContextVar("privpub_frame", default=None)
+
+
+@contextlib.contextmanager
+def frame_input(frame: pd.DataFrame) -> Iterator[None]:
+    """`frame` is the input of the releases this thread publishes inside the block (in-process
+    driver: every step that reads the input runs in the calling thread)."""
+    token = _FRAME.set(frame)
+    try:
+        yield
+    finally:
+        _FRAME.reset(token)
+
+
+def is_frame_input(spec: ReleaseSpec) -> bool:
+    return spec.dataset.input == FRAME_INPUT
+
+
+def handed_frame() -> pd.DataFrame:
+    frame = _FRAME.get()
+    if frame is None:
+        raise InputError(
+            f'[dataset] input = "{FRAME_INPUT}" stands for a DataFrame handed to privpub.publish(frame, spec); '
+            "none was given"
+        )
+    return frame
+
+
 def input_text(spec: ReleaseSpec) -> str:
     """`[dataset] input` as written (a file, folder or glob); only for a spec that has one."""
     if spec.dataset.input is None:
         raise InputError("[dataset] names a DuckDB table, not an input file")
+    if is_frame_input(spec):
+        raise InputError("[dataset] input is a DataFrame held in memory, not a file")
     return spec.dataset.input
 
 
@@ -145,6 +181,8 @@ def _read_csv_with_arrow(path: Path, spec: ReleaseSpec) -> pd.DataFrame | None:
 
 def read_input(spec: ReleaseSpec) -> pd.DataFrame:
     ds = spec.dataset
+    if is_frame_input(spec):
+        return handed_frame()
     if ds.table:
         db, _, table = ds.table.rpartition(":")
         if not db:
@@ -323,3 +361,30 @@ def validate_input(frame: pd.DataFrame, spec: ReleaseSpec) -> pd.DataFrame:
         elif pd.api.types.is_integer_dtype(frame[q.name].dtype):
             out[q.name] = frame[q.name]  # keep integers integral in the published ranges
     return out
+
+
+# what pandas infers for an object column that holds only numbers (no text, no booleans)
+_NUMBER_KINDS = ("integer", "floating", "mixed-integer-float", "decimal", "empty")
+
+
+def check_frame_types(frame: pd.DataFrame, spec: ReleaseSpec) -> None:
+    """A DataFrame is typed, a CSV file is not: a numeric quasi-identifier of a DataFrame must
+    hold numbers. Text that would convert ("30") or booleans are refused, not converted (a cell
+    that would not convert was already named by its row in validate_input)."""
+    for q in spec.dataset.qi:
+        if q.kind != "numeric":
+            continue
+        column = frame[q.name]
+        dtype = column.dtype
+        if pd.api.types.is_bool_dtype(dtype):
+            held = "booleans"
+        elif pd.api.types.is_numeric_dtype(dtype):
+            continue
+        elif pd.api.types.is_object_dtype(dtype) and pd.api.types.infer_dtype(column, skipna=True) in _NUMBER_KINDS:
+            continue
+        else:
+            held = f"{dtype} values"
+        raise InputError(
+            f"input rejected: column '{q.name}': not a number (a numeric quasi-identifier; the DataFrame "
+            f"column holds {held}, which privpub does not convert)"
+        )

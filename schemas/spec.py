@@ -289,17 +289,21 @@ def spec_from_dict(data: dict[str, Any], base_dir: str | Path = ".") -> ReleaseS
         raise SpecError(f"invalid spec: {problems}") from None
 
 
-def load_spec(path: str | Path) -> ReleaseSpec:
+def read_spec_file(path: str | Path) -> dict[str, Any]:
+    """A spec file's sections as written, not yet checked (load_spec checks them)."""
     path = Path(path)
     if path.is_dir():
         raise SpecError(f"spec {path} is a directory, not a TOML file")
     if not path.is_file():
         raise SpecError(f"spec file not found: {path}")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SpecError(f"{path} is not valid TOML: {exc}") from None
-    return spec_from_dict(data, base_dir=path.resolve().parent)
+
+
+def load_spec(path: str | Path) -> ReleaseSpec:
+    return spec_from_dict(read_spec_file(path), base_dir=Path(path).resolve().parent)
 
 
 def resolve_spec(spec_path: str | None, spec: dict[str, Any] | None, overrides: dict[str, Any] | None) -> ReleaseSpec:

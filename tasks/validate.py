@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
 import pandas as pd
 
 from privpub.schemas.errors import InputError
-from privpub.schemas.input import files_root, input_files, input_text, read_input, validate_input
+from privpub.schemas.input import (
+    check_frame_types,
+    files_root,
+    input_files,
+    input_text,
+    is_frame_input,
+    read_input,
+    validate_input,
+)
 from privpub.schemas.spec import ReleaseSpec
 from privpub.state.store import sha256_file, sha256_files
 from privpub.tasks.core.microdata import Microdata
@@ -22,9 +31,23 @@ def input_fingerprint(spec: ReleaseSpec) -> str:
     return sha256_files(files, files_root(files))
 
 
+def frame_fingerprint(frame: pd.DataFrame) -> str:
+    """A DataFrame's fingerprint: sha256 over its columns' names and dtypes (JSON) and pandas'
+    64-bit hash of each row (`hash_pandas_object(frame, index=False)`, in row order). The same
+    frame gives the same fingerprint in any process; a changed cell, column or row order another."""
+    try:
+        rows = pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes()
+    except TypeError:  # a cell pandas cannot hash (a list, a dict): its class only, never the value
+        raise InputError("input rejected: the DataFrame holds cells that are not values (lists, dicts?)") from None
+    columns = json.dumps([[str(name), str(dtype)] for name, dtype in frame.dtypes.items()])
+    return hashlib.sha256(b"privpub DataFrame\0" + columns.encode() + b"\0" + rows).hexdigest()
+
+
 def fingerprint(spec: ReleaseSpec, frame: pd.DataFrame) -> str:
-    """The input's fingerprint (input_fingerprint), or a hash of the table's rows when read
-    from DuckDB."""
+    """The input's fingerprint (input_fingerprint), a DataFrame's (frame_fingerprint), or a hash
+    of the table's rows when read from DuckDB."""
+    if is_frame_input(spec):
+        return frame_fingerprint(frame)
     if spec.dataset.input:
         return input_fingerprint(spec)
     return hashlib.sha256(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes()).hexdigest()
@@ -36,7 +59,10 @@ def load_input(spec: ReleaseSpec) -> tuple[pd.DataFrame, str]:
 
 
 def validate(frame: pd.DataFrame, spec: ReleaseSpec, technique) -> Microdata:
-    data = Microdata.from_frame(spec, validate_input(frame, spec))
+    valid = validate_input(frame, spec)
+    if is_frame_input(spec):
+        check_frame_types(frame, spec)
+    data = Microdata.from_frame(spec, valid)
     try:
         technique.check_data(data)
     except ValueError as exc:
@@ -51,7 +77,7 @@ _CHECKED: dict[tuple, tuple[pd.DataFrame, str, Microdata]] = {}
 
 
 def _input_key(spec: ReleaseSpec) -> tuple | None:
-    if not spec.dataset.input:
+    if not spec.dataset.input or is_frame_input(spec):
         return None
     stats = [p.stat() for p in input_files(spec)]
     return (spec.model_dump_json(), *((st.st_ino, st.st_size, st.st_mtime_ns) for st in stats))

@@ -17,8 +17,10 @@ __version__ = "0.1.0"
 
 # public name -> (module, attribute)
 _PUBLIC: dict[str, tuple[str, str]] = {
-    "publish": ("privpub.flows.run", "publish_release"),
-    "verify": ("privpub.flows.reverify", "reverify"),
+    "publish": ("privpub.flows.api", "publish_data"),
+    "history": ("privpub.flows.api", "history"),
+    "verify": ("privpub.flows.api", "verify"),
+    "PublishedRelease": ("privpub.flows.published_release", "PublishedRelease"),
     "Store": ("privpub.state.store", "Store"),
     "ReleaseSpec": ("privpub.schemas.spec", "ReleaseSpec"),
     "load_spec": ("privpub.schemas.spec", "load_spec"),
@@ -32,10 +34,12 @@ _PUBLIC: dict[str, tuple[str, str]] = {
 __all__ = [
     "InputError",
     "PrivacyRefused",
+    "PublishedRelease",
     "ReleaseSpec",
     "SpecError",
     "Store",
     "__version__",
+    "history",
     "load_spec",
     "publish",
     "spec_from_dict",
@@ -44,8 +48,10 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from privpub.flows.reverify import reverify as verify
-    from privpub.flows.run import publish_release as publish
+    from privpub.flows.api import history as history
+    from privpub.flows.api import publish_data as publish
+    from privpub.flows.api import verify as verify
+    from privpub.flows.published_release import PublishedRelease as PublishedRelease
     from privpub.schemas.errors import InputError as InputError
     from privpub.schemas.errors import PrivacyRefused as PrivacyRefused
     from privpub.schemas.errors import SpecError as SpecError

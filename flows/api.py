@@ -1,0 +1,192 @@
+"""The Python API: `privpub.publish` (`publish_data` here), `privpub.history`, `privpub.verify`
+(the CLI's `history` and `verify` print what these return).
+
+    release = privpub.publish(frame, {"dataset": {...}, "technique": {...}}, state="privpub.duckdb")
+    release.tables["table"]; release.figures; release.report
+    privpub.history("privpub.duckdb"); privpub.verify(release.id, "privpub.duckdb")
+
+Light on purpose: `privpub history` imports no Prefect, no technique (heavier imports are inside
+the functions).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from privpub.flows.published_release import PublishedRelease
+    from privpub.schemas.spec import ReleaseSpec
+
+DEFAULT_STATE = "privpub.duckdb"
+
+
+def state_file(state: str | os.PathLike | None = None) -> Path:
+    """The state file: `state`, else $PRIVPUB_STATE, else ./privpub.duckdb (as the CLI's --state)."""
+    return Path(state or os.environ.get("PRIVPUB_STATE", DEFAULT_STATE))
+
+
+def _is_path(value: Any) -> bool:
+    return isinstance(value, (str, os.PathLike))
+
+
+def _absolute(path: str | os.PathLike) -> str:
+    """A path as an absolute one, from the current folder; links and globs are left as they are."""
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def _sections(spec: Any) -> tuple[dict[str, Any], Path]:
+    """(the spec's sections as written, the folder its relative paths start from): a dict's
+    from the current folder, a spec file's from the file's folder, a ReleaseSpec's from its own."""
+    from privpub.schemas.errors import SpecError
+    from privpub.schemas.spec import ReleaseSpec, read_spec_file
+
+    if isinstance(spec, ReleaseSpec):
+        return spec.model_dump(exclude={"base_dir"}), Path(spec.base_dir)
+    if isinstance(spec, dict):
+        return copy.deepcopy(spec), Path.cwd()  # the caller's dict stays as it was
+    if _is_path(spec):
+        return read_spec_file(spec), Path(spec).resolve().parent
+    raise SpecError(
+        "spec must be a dict of sections ({'dataset': {...}, 'technique': {...}, 'output': {...}}), "
+        f"a TOML file's path or a ReleaseSpec, not {type(spec).__name__}"
+    )
+
+
+def _merge_section(sections: dict[str, Any], section: str, values: dict[str, Any]) -> None:
+    from privpub.schemas.errors import SpecError
+
+    given = sections.get(section, {})
+    if not isinstance(given, dict):
+        raise SpecError(f"[{section}] must be a table of keys")
+    sections[section] = {**given, **values}
+
+
+def absolute_spec(spec: ReleaseSpec) -> dict[str, Any]:
+    """The spec's sections with every path made absolute, so that they mean the same whichever
+    folder reads them (a flow run, the stored spec)."""
+    from privpub.schemas.input import FRAME_INPUT
+
+    data = spec.model_dump(exclude={"base_dir"})
+    ds, out = data["dataset"], data["output"]
+    for key in ("input", "registration"):
+        if ds.get(key) and ds[key] != FRAME_INPUT:
+            ds[key] = _absolute(spec.path(ds[key]))
+    if ds.get("table"):
+        db, sep, table = ds["table"].rpartition(":")
+        ds["table"] = f"{_absolute(spec.path(db))}{sep}{table}" if db else ds["table"]
+    out["dir"], out["state"] = _absolute(spec.output_dir), _absolute(spec.state_path)
+    return data
+
+
+def release_spec(
+    data: Any = None, spec: Any = None, state: Any = None, overrides: dict | None = None
+) -> tuple[ReleaseSpec, pd.DataFrame | None]:
+    """The spec `publish_data` runs, checked (SpecError before any work), and the DataFrame input if
+    any. `data` (a DataFrame or an input file's path) replaces [dataset] input (and table);
+    `state` replaces [output] state; both are read from the current folder."""
+    import pandas as pd
+
+    from privpub.schemas.errors import SpecError
+    from privpub.schemas.input import FRAME_INPUT
+    from privpub.schemas.spec import spec_from_dict
+
+    if spec is None:
+        raise SpecError("privpub.publish needs a spec: a dict of sections, a TOML file's path or a ReleaseSpec")
+    sections, base_dir = _sections(spec)
+    for section, values in (overrides or {}).items():
+        if not isinstance(values, dict):
+            raise SpecError(f'overrides: [{section}] must be a table of keys, e.g. {{"technique": {{"k": 20}}}}')
+        _merge_section(sections, section, values)
+    frame = None
+    if isinstance(data, pd.DataFrame):
+        frame = data
+        _merge_section(sections, "dataset", {"input": FRAME_INPUT})
+    elif _is_path(data):
+        _merge_section(sections, "dataset", {"input": _absolute(data)})
+    elif data is not None:
+        raise SpecError(f"data must be a pandas DataFrame or an input file's path, not {type(data).__name__}")
+    if data is not None:
+        sections["dataset"].pop("table", None)  # the data given is the input
+    if state is not None:
+        _merge_section(sections, "output", {"state": _absolute(state)})
+    return spec_from_dict(sections, base_dir=base_dir), frame
+
+
+def publish_data(
+    data: pd.DataFrame | str | os.PathLike | None = None,
+    spec: dict | str | os.PathLike | ReleaseSpec | None = None,
+    state: str | os.PathLike | None = None,
+    *,
+    overrides: dict | None = None,
+    actor: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    allow_repeat: bool = False,
+) -> PublishedRelease:
+    """Publish the next release of the spec's series; returns it (a PublishedRelease: a `str`
+    equal to the release id, with `.tables`, `.figures`, `.report`).
+
+    publish(frame, spec)        a pandas DataFrame as the input ([dataset] input may be left out)
+    publish("data.csv", spec)   an input file (or Parquet folder / glob) and a spec
+    publish(spec=spec)          the spec's own [dataset] input
+    publish("spec.toml")        one path: the spec file (as before)
+    spec: a dict of the TOML file's sections, a TOML file's path or a ReleaseSpec; `state`
+    replaces [output] state; `overrides` ({"technique": {"k": 20}}) are merged over the spec's
+    sections. A release from a DataFrame runs in this process; any other runs as a flow run when
+    a Prefect server is configured or running (flows/run.py). `progress` gets one line per step.
+    Raises SpecError, InputError, PrivacyRefused, ... with a one-line message."""
+    from privpub.flows.published_release import PublishedRelease
+    from privpub.flows.run import publish_release
+    from privpub.schemas.spec import resolve_spec
+
+    if spec is None and isinstance(data, (str, os.PathLike)):  # one path: the spec file, as always
+        spec, data = data, None
+    if isinstance(spec, (str, os.PathLike)) and data is None:  # the spec file itself (its path is logged)
+        if state is not None:
+            overrides = {
+                **(overrides or {}),
+                "output": {**(overrides or {}).get("output", {}), "state": _absolute(state)},
+            }
+        path = str(spec)
+        release_id = publish_release(path, overrides, actor, progress, allow_repeat)
+        return PublishedRelease(release_id, resolve_spec(path, None, overrides).state_path)
+    checked, frame = release_spec(data, spec, state, overrides)
+    sections = absolute_spec(checked)
+    release_id = publish_release("", sections, actor, progress, allow_repeat, frame=frame)
+    return PublishedRelease(release_id, sections["output"]["state"])
+
+
+def history(state: str | os.PathLike | None = None, series: str | None = None) -> pd.DataFrame:
+    """The committed releases (what `privpub history` prints): release_id, series, sequence,
+    technique, status, seed, created_at, trigger, actor, flow_run_id; one series' with `series`."""
+    from privpub.state.store import Store  # lazy: `import privpub` stays cheap
+
+    return Store(state_file(state)).history(series)
+
+
+def verify(release_id: str, state: str | os.PathLike | None = None, *, actor: str | None = None) -> pd.DataFrame:
+    """Re-verify a committed release from its published files (what `privpub verify` prints):
+    one row per check, columns status (PASS, FAIL, SKIP, INFO), check, passed, detail; `.attrs`
+    holds ok (no check failed, as `passed.all()`), release (the header line) and lines (the
+    printed lines). Logged in the audit log."""
+    import pandas as pd
+
+    from privpub.flows.attempts import current_actor
+    from privpub.flows.reverify import reverify_checks  # lazy: techniques load only when verifying
+
+    ok, header, checks = reverify_checks(state_file(state), str(release_id), actor=current_actor(actor))
+    frame = pd.DataFrame(
+        {
+            "status": [c.status for c in checks],
+            "check": [c.check for c in checks],
+            "passed": [c.status != "FAIL" for c in checks],
+            "detail": [c.detail for c in checks],
+        }
+    )
+    frame.attrs.update(ok=ok, release=header, lines=[header, *(c.line for c in checks)])
+    return frame
