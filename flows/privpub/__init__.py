@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 _PUBLIC: dict[str, tuple[str, str]] = {
     "publish": ("privpub.flows.run", "publish_release"),
     "verify": ("privpub.flows.reverify", "reverify"),
+    "explore": ("privpub.flows.explore", "explore"),
     "Store": ("privpub.state.store", "Store"),
     "ReleaseSpec": ("privpub.schemas.spec", "ReleaseSpec"),
     "load_spec": ("privpub.schemas.spec", "load_spec"),
@@ -36,6 +37,7 @@ __all__ = [
     "SpecError",
     "Store",
     "__version__",
+    "explore",
     "load_spec",
     "publish",
     "spec_from_dict",
@@ -44,6 +46,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from privpub.flows.explore import explore as explore
     from privpub.flows.reverify import reverify as verify
     from privpub.flows.run import publish_release as publish
     from privpub.schemas.errors import InputError as InputError
