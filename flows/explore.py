@@ -293,10 +293,11 @@ def explore_settings(
         f"{data.n} valid rows read and validated, workload drawn, in {time.perf_counter() - t0:.2f} s; "
         f"{len(settings)} settings, seed {seed}"
     )
-    rows = []
+    rows: list[Row] = []
+    prepared: list[SeriesCheck] = []  # the first series check prepared: the others take what it read
     for i, setting in enumerate(settings, start=1):
         t0 = time.perf_counter()
-        row = explore_one(driver, setting, data, store, seed, executor, shared)
+        row = explore_one(driver, setting, data, store, seed, executor, shared, prepared)
         row.seconds = time.perf_counter() - t0
         verdict = "passes" if row.passed else f"fails: {row.reason}"
         say(f"setting {i}/{len(settings)} {label(setting.values)}: {verdict} ({row.seconds:.2f} s)")
@@ -306,14 +307,19 @@ def explore_settings(
     return rows
 
 
-def explore_one(driver: Driver, setting: Setting, data, store: Store, seed: int, executor, shared) -> Row:
+def explore_one(
+    driver: Driver, setting: Setting, data, store: Store, seed: int, executor, shared, prepared: list[SeriesCheck]
+) -> Row:
     """One setting's release computed and checked as publish would, nothing written."""
     technique, spec = setting.technique, setting.spec
     series_check = SeriesCheck(spec, technique)
+    series_check.commits = False
     try:
         technique.check_data(data)
         setting.risk.check_population(data.n)
-        series_check.prepare(store, data)  # reads this input's people's summaries, writes nothing
+        if not (prepared and series_check.share_prepared(prepared[0])):
+            series_check.prepare(store, data)  # reads this input's people's summaries, writes nothing
+            prepared[:] = [series_check]
         done = compute_release(
             driver, spec, technique, data, store, series_check, setting.risk, seed, None, executor, shared
         )
