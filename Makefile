@@ -7,7 +7,7 @@ export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PY_KEY_VALUE_DISABLE_BEARTYPE := true
 
-.PHONY: setup run lint test e2e-browser mutants bench bench-e2e bench-evaluate bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-compose bench-scale bench-suppress clean
+.PHONY: setup run lint test e2e-browser mutants bench bench-e2e bench-evaluate bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-compose bench-scale bench-suppress bench-explore clean
 
 setup: $(STAMP)
 
@@ -83,6 +83,12 @@ bench-e2e: $(STAMP) $(BENCH_STAMP) $(USER_STAMP)
 # flock /tmp/privpub-bench.lock make bench-suppress
 bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-evaluate bench-compose bench-suppress: bench-%: $(STAMP)
 	$(BIN)/python -m tests.benchmarks.bench_$* $(BENCH_ARGS)
+
+# `privpub explore` over k = 5,10,20,40 against one `privpub publish` of k = 10, 1M census rows,
+# fresh processes, paired (tests/benchmarks/bench_explore.py; target <= 2x). Take the lock:
+# flock /tmp/privpub-bench.lock make bench-explore
+bench-explore: $(STAMP)
+	$(BIN)/python -m tests.benchmarks.bench_explore $(BENCH_ARGS)
 
 # Issue 15: 20M rows on a LocalCluster of 2 workers of 4 GiB each, beside 1M both ways
 # (tests/benchmarks/bench_scale.py; long: run it under flock /tmp/privpub-bench.lock).

@@ -82,10 +82,20 @@ def flow_run_id() -> str | None:
         return None
 
 
-def record_failure(spec_path: str, overrides: dict | None, actor: str | None, exc: BaseException, message: str) -> None:
+def record_failure(
+    spec_path: str,
+    overrides: dict | None,
+    actor: str | None,
+    exc: BaseException,
+    message: str,
+    action: str = "publish",
+    outcome: str = "failed",
+    detail: dict | None = None,
+) -> None:
     """An audit-log row for a failed attempt, in the state file the spec names (or would name:
     a spec that cannot be read still has a folder). A state file that cannot be written gets it
-    in its journal, folded into audit_log by the next writer."""
+    in its journal, folded into audit_log by the next writer. action, outcome: the row's (an
+    explore refused: "explore", "refused"); detail: more of it."""
     series, state = None, None
     try:
         data = tomllib.loads(Path(spec_path).read_text()) if spec_path else {}
@@ -104,11 +114,11 @@ def record_failure(spec_path: str, overrides: dict | None, actor: str | None, ex
         return
     where = Store(path, lock_timeout=min(lock_wait_seconds(), 30)).log_attempt(
         current_actor(actor),
-        "publish",
+        action,
         series,
-        "failed",
+        outcome,
         flow_run_id(),
-        {"error": type(exc).__name__, "message": message, "spec": spec_path, **attribution()},
+        {"error": type(exc).__name__, "message": message, "spec": spec_path, **(detail or {}), **attribution()},
     )
     if where != "audit_log":
         notice(f"warning: the state file could not be written; this failed attempt went to {where}")

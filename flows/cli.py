@@ -2,6 +2,8 @@
 
     privpub publish SPEC.toml          publish the next release of the spec's series
     privpub serial SPEC.toml           the next release of a serial series (global guarantee)
+    privpub explore SPEC.toml --set k=5,10,20 [--set l=2,3] [--json]
+                                       a dry run over a grid of settings: figures, nothing published
     privpub history [--state FILE]     list committed releases
     privpub verify RELEASE_ID          re-verify a committed release from its published files
     privpub report RELEASE_ID          (re)write and show the HTML report of a release
@@ -301,6 +303,30 @@ def cmd_serial(args) -> int:
     return _run_flow(args, args.spec, None, serial=True)
 
 
+def cmd_explore(args) -> int:
+    """A dry run over the grid of --set values: one row (or JSON line) per setting."""
+    # lazy: `--help` and `history` import no Prefect, no technique
+    from privpub.flows import attempts
+    from privpub.flows.explore import json_lines, parse_sets, run_explore, table_lines
+    from privpub.flows.pipeline import echo_to_stderr
+
+    attempts.STARTED_BY_CLI = True
+    try:
+        grid = parse_sets(args.set)
+    except Exception as exc:
+        from privpub.flows.attempts import record_failure  # lazy: as above
+
+        record_failure(args.spec, None, args.actor, exc, public_message(exc), "explore", "refused")
+        raise
+    echo = None if args.quiet or args.json else echo_to_stderr
+    done = run_explore(args.spec, grid, seed=args.seed, actor=args.actor, html=args.html, echo=echo)
+    if done.seed_drawn and args.json and not args.quiet:
+        echo_to_stderr(f"seed {done.seed} drawn (publish with --seed {done.seed} to reproduce a setting's release)")
+    for line in json_lines(done) if args.json else table_lines(done):
+        print(line)
+    return 0
+
+
 def cmd_history(args) -> int:
     # lazy: `--help` and `history` import no Prefect, no technique
     from privpub.flows.api import history
@@ -502,6 +528,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="publish although the input and parameters equal the series' last release's (refused by default)",
     )
     sp.set_defaults(func=cmd_serial)
+
+    sp = sub.add_parser("explore", help="a dry run over a grid of settings: each one's figures, nothing published")
+    sp.add_argument("spec", help="the release spec (TOML)")
+    sp.add_argument(
+        "--set",
+        action="append",
+        required=True,
+        metavar="NAME=V1,V2,...",
+        help="values of a [technique] key (series.KEY, risk.KEY for those sections); repeat it: "
+        "the grid is every combination, in the order given",
+    )
+    sp.add_argument("--seed", type=int, help="every setting's seed (default: the spec's, else one drawn and printed)")
+    sp.add_argument("--json", action="store_true", help="one JSON object per setting and line")
+    sp.add_argument(
+        "--html", help="where the trade-off page goes (default: explore-<series>.html beside the state file)"
+    )
+    sp.add_argument("--as", dest="actor", help="who runs this (audit log); default: the OS user")
+    sp.add_argument("--quiet", action="store_true", help="no progress lines")
+    sp.set_defaults(func=cmd_explore)
 
     for name, func, hlp in (
         ("history", cmd_history, "list committed releases"),

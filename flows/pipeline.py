@@ -14,13 +14,15 @@ No step caches or persists its result: several of them carry the secret rows.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hashlib
 import json
 import secrets
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -44,7 +46,7 @@ from privpub.tasks.compose.check import SeriesCheck
 from privpub.tasks.core.executor import Executor, ThreadExecutor
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.types import Partition, PrivacyResult, Release
-from privpub.tasks.evaluate import evaluate, evaluation_workload, utility_summary
+from privpub.tasks.evaluate import SharedWorkload, evaluate, evaluation_workload, utility_summary
 from privpub.tasks.risk import RiskSettings, over_limits, risk_settings
 from privpub.tasks.techniques.registry import get_technique
 from privpub.tasks.validate import checked_input, load_input, validate
@@ -123,6 +125,16 @@ def current_driver() -> Driver:
     return _DRIVER.get() or PLAIN
 
 
+@contextlib.contextmanager
+def using_driver(driver: Driver) -> Iterator[Driver]:
+    """Steps and helpers run under `driver` (their progress lines go to it) inside the block."""
+    token = _DRIVER.set(driver)
+    try:
+        yield driver
+    finally:
+        _DRIVER.reset(token)
+
+
 def progress(message: str) -> None:
     """Progress for the person at the terminal and, in a Prefect run, the run's log."""
     current_driver().progress(message)
@@ -194,9 +206,11 @@ def composition_step(check: SeriesCheck, data, part) -> list[PrivacyResult]:
     return _timed("series composition", check.check_release, data, part)
 
 
-def evaluate_step(technique, release, data, workload_seed: int):
-    step = evaluate_on_cluster if data.in_parts else evaluate  # the workload drawn where the rows are
-    return _timed("evaluate", step, technique, release, data, workload_seed)
+def evaluate_step(technique, release, data, workload_seed: int, shared: SharedWorkload | None = None):
+    """shared: the workload drawn and answered already (rows in this process only)."""
+    if data.in_parts:  # the workload drawn where the rows are
+        return _timed("evaluate", evaluate_on_cluster, technique, release, data, workload_seed)
+    return _timed("evaluate", partial(evaluate, shared=shared), technique, release, data, workload_seed)
 
 
 def risk_step(technique, release, data, settings: RiskSettings) -> tuple[dict[str, float], dict | None]:
@@ -246,10 +260,19 @@ def anonymize_step(driver: Driver, technique, data, part, rng, executor: Executo
 
 
 def verify_and_evaluate(
-    driver: Driver, technique, release, spec: ReleaseSpec, context: dict, data, workload_seed: int, executor
+    driver: Driver,
+    technique,
+    release,
+    spec: ReleaseSpec,
+    context: dict,
+    data,
+    workload_seed: int,
+    executor,
+    shared: SharedWorkload | None = None,
 ):
     """verify, then (when it passes) evaluate; each whole or, when the technique splits it, as
-    chunks. Returns (privacy results, utility figures or None if refused)."""
+    chunks. Returns (privacy results, utility figures or None if refused). shared: the workload
+    drawn and answered once for several releases of the same rows (explore)."""
     privacy = None
     if "verify" in technique.chunked:
         check_published(release, spec, technique)
@@ -259,16 +282,20 @@ def verify_and_evaluate(
     if any(not r.passed for r in privacy):
         return privacy, None
     if "utility" in technique.chunked:
-        workload = evaluation_workload(data, workload_seed)
-        finish = partial(_utility_summary, technique, release, data, workload)
+        workload = evaluation_workload(data, workload_seed) if shared is None else shared.queries
+        actual = None if shared is None else shared.actual
+        finish = partial(_utility_summary, technique, release, data, workload, actual)
         utility = _chunked(driver, "evaluate", technique, (release, data, workload), executor, finish)
         if utility is not None:
             return privacy, utility
-    return privacy, driver.run("evaluate", evaluate_step, technique, release, data, workload_seed)
+    if shared is None:  # the call the Prefect task of this name takes
+        return privacy, driver.run("evaluate", evaluate_step, technique, release, data, workload_seed)
+    return privacy, driver.run("evaluate", evaluate_step, technique, release, data, workload_seed, shared)
 
 
-def _utility_summary(technique, release, data, workload, estimate_and_figures):
-    return utility_summary(technique, release, data, workload, *estimate_and_figures)
+def _utility_summary(technique, release, data, workload, actual, estimate_and_figures):
+    estimate, figures = estimate_and_figures
+    return utility_summary(technique, release, data, workload, estimate, figures, actual)
 
 
 # --- the release ----------------------------------------------------------------------------
@@ -336,6 +363,89 @@ def refuse_repeat(store: Store, spec: ReleaseSpec, technique, fp: str, who, run_
         f"'{spec.dataset.name}', with the same technique and parameters: not published again{why} "
         "(--allow-repeat publishes it anyway; the same seed returns that release)"
     )
+
+
+@dataclass
+class Refusal:
+    """Why a computed release may not be published: the one-line message and the audit row's detail."""
+
+    message: str
+    detail: dict
+
+
+@dataclass
+class Computed:
+    """A release computed and checked, nothing written: what `publish` commits and `explore`
+    reports. utility is None when a privacy check failed; risk too, and when a privacy check
+    failed or a [risk] limit was exceeded, `refusal` says why."""
+
+    release: Release
+    part: Partition
+    privacy: list[PrivacyResult]
+    utility: dict[str, Any] | None
+    risk: dict[str, float] | None
+    riskiest: dict | None
+    refusal: Refusal | None
+
+
+def compute_release(
+    driver: Driver,
+    spec: ReleaseSpec,
+    technique,
+    data,
+    store: Store,
+    series_check: SeriesCheck,
+    settings: RiskSettings,
+    seed: int,
+    context: dict | None,
+    executor: Executor,
+    shared: SharedWorkload | None = None,
+) -> Computed:
+    """partition -> anonymize -> verify and evaluate -> series composition -> risk, on rows
+    read and validated already and a prepared series check. Writes nothing (the technique's
+    history is read from the store); `data` is read, never changed, beyond `data.extra`, which
+    holds the technique's history (the same for every release of the series made next)."""
+    # independent streams: the release's draws do not depend on how the workload is drawn
+    release_seq, _ = np.random.SeedSequence(seed).spawn(2)
+    rng = np.random.default_rng(release_seq)
+    history = technique.prior_context(store, spec)
+    data.extra.update(history)
+    part = driver.run("partition", partition_step, technique, data, rng)
+    if series_check.settings.keep_groups:  # PartedSeriesCheck refused it for rows in parts
+        assert isinstance(data, Microdata)
+        part = series_check.keep_groups(data, part)
+        progress(f"{part.n_groups} groups kept from earlier releases ({part.info['merge_rounds']} merge rounds)")
+    release = anonymize_step(driver, technique, data, part, rng, executor)
+    privacy, utility = verify_and_evaluate(
+        driver,
+        technique,
+        release,
+        spec,
+        {**(context or {}), **history, "data": data},
+        data,
+        int(spec.section("evaluate").get("workload_seed", 0)),
+        executor,
+        shared,
+    )
+    privacy = privacy + driver.run("series-composition", composition_step, series_check, data, part)
+    failed = [r for r in privacy if not r.passed and not series_check.tolerated(r)]
+    for r in privacy:
+        if not r.passed and series_check.tolerated(r):
+            what = f"{r.worst['below']} people below {r.threshold} when all releases of the series are combined"
+            progress(f'warning: {r.model}: {what}; published because [series] composition = "warn"')
+    if failed:
+        detail = {r.model: {"value": str(r.value), "threshold": str(r.threshold), "worst": r.worst} for r in failed}
+        message = "release refused, privacy check failed: " + "; ".join(
+            f"{r.model} reached {r.value}, required {r.threshold}" for r in failed
+        )
+        return Computed(release, part, privacy, utility, None, None, Refusal(message, detail))
+
+    risk, riskiest = driver.run("risk", risk_step, technique, release, data, settings)
+    broken = over_limits(risk, settings)
+    if broken:
+        message = "release refused, re-identification risk above its limit: " + "; ".join(broken)
+        return Computed(release, part, privacy, utility, risk, riskiest, Refusal(message, {"risk": broken}))
+    return Computed(release, part, privacy, utility, risk, riskiest, None)
 
 
 def run_release(
@@ -417,9 +527,6 @@ def _run_release(
     if not allow_repeat:
         refuse_repeat(store, spec, technique, fp, who, run_id, origin)
 
-    # independent streams: the release's draws do not depend on how the workload is drawn
-    release_seq, _ = np.random.SeedSequence(seed).spawn(2)
-    rng = np.random.default_rng(release_seq)
     # the composition check reads the summaries it combines: another release of the series
     # committed meanwhile would make them stale, so the commit checks the sequence
     based_on = store.last_sequence(spec.dataset.name)
@@ -429,45 +536,14 @@ def _run_release(
             f"series composition: the {based_on} earlier releases of the series have no stored groups "
             "(published before privpub kept them); the check starts with this release"
         )
-    history = technique.prior_context(store, spec)
-    data.extra.update(history)
-    part = driver.run("partition", partition_step, technique, data, rng)
-    if series_check.settings.keep_groups:  # PartedSeriesCheck refused it for rows in parts
-        assert isinstance(data, Microdata)
-        part = series_check.keep_groups(data, part)
-        progress(f"{part.n_groups} groups kept from earlier releases ({part.info['merge_rounds']} merge rounds)")
-    release = anonymize_step(driver, technique, data, part, rng, executor)
-    privacy, utility = verify_and_evaluate(
-        driver,
-        technique,
-        release,
-        spec,
-        {**(context or {}), **history, "data": data},
-        data,
-        int(spec.section("evaluate").get("workload_seed", 0)),
-        executor,
-    )
-    privacy = privacy + driver.run("series-composition", composition_step, series_check, data, part)
-    failed = [r for r in privacy if not r.passed and not series_check.tolerated(r)]
-    for r in privacy:
-        if not r.passed and series_check.tolerated(r):
-            what = f"{r.worst['below']} people below {r.threshold} when all releases of the series are combined"
-            progress(f'warning: {r.model}: {what}; published because [series] composition = "warn"')
-    if failed:
-        detail = {r.model: {"value": str(r.value), "threshold": str(r.threshold), "worst": r.worst} for r in failed}
-        store.log(who, "publish", spec.dataset.name, "refused", run_id, {**detail, **origin})
+    computed = compute_release(driver, spec, technique, data, store, series_check, settings, seed, context, executor)
+    if computed.refusal is not None:
+        store.log(who, "publish", spec.dataset.name, "refused", run_id, {**computed.refusal.detail, **origin})
         series_check.discard()
-        raise PrivacyRefused(
-            "release refused, privacy check failed: "
-            + "; ".join(f"{r.model} reached {r.value}, required {r.threshold}" for r in failed)
-        )
-
-    risk, riskiest = driver.run("risk", risk_step, technique, release, data, settings)
-    broken = over_limits(risk, settings)
-    if broken:
-        store.log(who, "publish", spec.dataset.name, "refused", run_id, {"risk": broken, **origin})
-        series_check.discard()
-        raise PrivacyRefused("release refused, re-identification risk above its limit: " + "; ".join(broken))
+        raise PrivacyRefused(computed.refusal.message)
+    release, privacy, utility = computed.release, computed.privacy, computed.utility
+    risk, riskiest = computed.risk, computed.riskiest
+    assert utility is not None  # not refused: every verifier passed, so the release was evaluated
 
     staged = driver.run("stage-files", stage_step, spec.output_dir, release.tables)
     # before the commit reads release.private: a hook may move state out of it into its own tables

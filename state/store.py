@@ -843,7 +843,7 @@ class Store:
                 SELECT a.logged_at, a.actor, a.action,
                        CASE WHEN b.breach IS NULL THEN a.outcome
                             ELSE a.outcome || ' with series breach: ' || b.breach END AS outcome,
-                       coalesce(r.series, CASE WHEN a.action = 'publish' THEN a.target END) AS series,
+                       coalesce(r.series, CASE WHEN a.action IN ('publish', 'explore') THEN a.target END) AS series,
                        r.release_id, r.sequence, r.technique, {trig} AS trigger,
                        a.detail->>'deployment' AS deployment, a.detail->>'scheduled_for' AS scheduled_for,
                        a.flow_run_id, a.detail->>'error' AS error,

@@ -21,6 +21,7 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "history": ("privpub.flows.api", "history"),
     "verify": ("privpub.flows.api", "verify"),
     "PublishedRelease": ("privpub.flows.published_release", "PublishedRelease"),
+    "explore": ("privpub.flows.explore", "explore"),
     "Store": ("privpub.state.store", "Store"),
     "ReleaseSpec": ("privpub.schemas.spec", "ReleaseSpec"),
     "load_spec": ("privpub.schemas.spec", "load_spec"),
@@ -39,6 +40,7 @@ __all__ = [
     "SpecError",
     "Store",
     "__version__",
+    "explore",
     "history",
     "load_spec",
     "publish",
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
     from privpub.flows.api import history as history
     from privpub.flows.api import publish_data as publish
     from privpub.flows.api import verify as verify
+    from privpub.flows.explore import explore as explore
     from privpub.flows.published_release import PublishedRelease as PublishedRelease
     from privpub.schemas.errors import InputError as InputError
     from privpub.schemas.errors import PrivacyRefused as PrivacyRefused

@@ -75,6 +75,9 @@ class SeriesCheck:
         self.cohort: np.ndarray | None = None  # per row, set by keep_groups
         self._staged = None  # staged summaries of rows kept in parts (tasks/cluster/compose.py)
         self.store = None
+        # False: the release is never committed (privpub explore), so its summaries need not be
+        # built when there is nothing to combine them with
+        self.commits = True
 
     @property
     def model(self) -> str:
@@ -109,6 +112,20 @@ class SeriesCheck:
                 "a value that changes must be named in [series] transient"
             )
 
+    def share_prepared(self, other: SeriesCheck) -> bool:
+        """Take what `other.prepare` read from the same input and store (privpub explore's
+        settings share one input; the summaries are only read). False, nothing taken, when
+        the two would read differently (another transient list, a technique guarding its series)."""
+        if (
+            other.technique.guards_series != self.technique.guards_series
+            or other.settings.transient != self.settings.transient
+            or not hasattr(other, "persons")
+        ):
+            return False
+        self.persons, self.values, self.codes = other.persons, other.values, other.codes
+        self.transient, self.prior = other.transient, other.prior
+        return True
+
     def discard(self) -> None:
         """Delete a cluster release's staged summaries (person ids): after its commit, or when the
         release is refused."""
@@ -142,7 +159,7 @@ class SeriesCheck:
         return bool(based_on) and self.prior is None and not self.technique.guards_series
 
     def check(self, data: Microdata, group: np.ndarray, n_groups: int) -> list[PrivacyResult]:
-        if self.technique.guards_series:
+        if self.technique.guards_series or (self.prior is None and not self.commits):
             return []
         sets, row_set = summarise(
             self.prior, group, data.sensitive_codes, n_groups, self.transient, bool(self.settings.l)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -11,12 +12,31 @@ from privpub.tasks.evaluate.metrics import error_by_selectivity, group_size_stat
 from privpub.tasks.evaluate.workload import make_workload
 
 
-def evaluate(technique, release, data, workload_seed: int = 0, per_band: int = 100) -> dict[str, Any]:
-    """Every technique on the same data gets the same queries (the workload's seed is fixed).
-    Rows kept in parts (data.in_parts) are evaluated by tasks/cluster/evaluate.py::evaluate_on_cluster."""
-    workload = evaluation_workload(data, workload_seed, per_band)
+@dataclass(frozen=True)
+class SharedWorkload:
+    """The workload of one input and its exact answers, drawn and counted once for several
+    releases of the same rows (`privpub explore`): they depend on the rows and the workload's
+    seed only, so each release's figures are those it would get alone."""
+
+    queries: list
+    actual: np.ndarray
+
+
+def shared_workload(data, workload_seed: int = 0, per_band: int = 100) -> SharedWorkload:
+    queries = evaluation_workload(data, workload_seed, per_band)
+    return SharedWorkload(queries, count_in_microdata(data, queries))
+
+
+def evaluate(
+    technique, release, data, workload_seed: int = 0, per_band: int = 100, shared: SharedWorkload | None = None
+) -> dict[str, Any]:
+    """Every technique on the same data gets the same queries (the workload's seed is fixed;
+    `shared`: drawn and answered already). Rows kept in parts (data.in_parts) are evaluated by
+    tasks/cluster/evaluate.py::evaluate_on_cluster."""
+    workload = evaluation_workload(data, workload_seed, per_band) if shared is None else shared.queries
     estimate, figures = technique.run_step("utility", release, data, workload)
-    return utility_summary(technique, release, data, workload, estimate, figures)
+    actual = None if shared is None else shared.actual
+    return utility_summary(technique, release, data, workload, estimate, figures, actual)
 
 
 def evaluation_workload(data, workload_seed: int = 0, per_band: int = 100) -> list:

@@ -456,6 +456,13 @@ MUTANTS = [
         "here",
         SERIES,
     ),
+    Mutant(
+        "explore passes a setting the pipeline refuses",
+        "flows/explore.py",
+        "        done.refusal is None,",
+        "        True,",
+        ["tests/test_explore.py"],
+    ),
 ]
 
 

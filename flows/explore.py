@@ -1,0 +1,409 @@
+"""`privpub explore`: a dry run of a release over a grid of parameter settings (issue 29).
+
+    privpub explore SPEC --set k=5,10,20 [--set l=2,3] [--seed N] [--json] [--html PATH]
+    privpub.explore(SPEC, {"k": [5, 10, 20], "l": [2, 3]}) -> a pandas DataFrame
+
+The grid is the cartesian product of the `--set` lists, in the order given. Every setting is
+checked as strictly as a spec file (resolve_spec with the setting as overrides, the technique's
+parameter model, [series], [risk]) before any work; a bad one refuses the whole grid with one
+line naming the key and value. The input is then read and validated once, the evaluation
+workload drawn and answered once, and each setting runs the pipeline's own computation
+(pipeline.compute_release: partition, anonymize, verify, evaluate, series composition, risk) on
+the same rows with the same seed, so its figures are those `privpub publish` with that setting
+and seed records. Nothing is written but one audit row (action `explore`: `explored` with the
+grid, or `refused` / `failed`) and the trade-off page (tasks/explore_page.py, beside the state
+file unless --html says where): no release folder, no staging folder, no release rows or
+figures, no series summaries. A setting that fails (k above the table, a privacy check or a
+[risk] limit) is a row with passed = false and the reason.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from privpub.flows import attempts
+from privpub.flows.attempts import current_actor, record_failure
+from privpub.flows.cluster import uses_cluster
+from privpub.flows.pipeline import (
+    Driver,
+    compute_release,
+    draw_seed,
+    load_input_step,
+    using_driver,
+    validate_step,
+)
+from privpub.schemas.errors import InputError, PrivacyRefused, SpecError, public_message
+from privpub.schemas.spec import ReleaseSpec, resolve_spec
+from privpub.state.store import Store
+from privpub.tasks.compose.check import SeriesCheck, series_settings
+from privpub.tasks.core.technique import Technique
+from privpub.tasks.evaluate import shared_workload
+from privpub.tasks.explore_page import KEY_FIGURES, write_explore_page
+from privpub.tasks.report import fmt
+from privpub.tasks.risk import RiskSettings, risk_settings
+from privpub.tasks.techniques.registry import get_technique
+
+# the sections a setting may vary: the input, the output, the seed and the run are the spec's
+SECTIONS = ("technique", "series", "risk")
+_INT = re.compile(r"[+-]?\d+")
+_FLOAT = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
+
+
+# --- the grid ------------------------------------------------------------------------------------
+
+
+def parse_value(text: str) -> Any:
+    """A value as TOML would read it bare: an integer, else a decimal number, else true / false,
+    else the text itself (a "2" stays 2 and a "2.0" stays 2.0: the spec check takes no coercion)."""
+    if _INT.fullmatch(text):
+        return int(text)
+    if _FLOAT.fullmatch(text):
+        return float(text)
+    if text in ("true", "false"):
+        return text == "true"
+    return text
+
+
+def parse_sets(items: Sequence[str]) -> dict[str, list[Any]]:
+    """`--set NAME=v1,v2,...` options, in the order given, as {name: [values]}."""
+    grid: dict[str, list[Any]] = {}
+    for item in items:
+        name, sep, values = item.partition("=")
+        name = name.strip()
+        if not sep or not name or not values.strip():
+            raise SpecError(f"--set {item!r}: expected NAME=VALUE[,VALUE...], e.g. --set k=5,10,20")
+        if name in grid:
+            raise SpecError(f"--set {name}: given twice; list all its values in one --set")
+        grid[name] = [parse_value(v.strip()) for v in values.split(",")]
+    return grid
+
+
+def where(name: str) -> tuple[str, str]:
+    """(section, key) of a setting's name: `k` is [technique] k, `risk.threshold` [risk] threshold."""
+    section, dot, key = name.rpartition(".")
+    section = section if dot else "technique"
+    if section not in SECTIONS or not key:
+        raise SpecError(
+            f"--set {name}: explore varies keys of [technique] (plain names), [series] and [risk] "
+            "(series.KEY, risk.KEY); the input, output, seed and run are the spec's"
+        )
+    return section, key
+
+
+def settings_of(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """The cartesian product of the grid, the first name varying slowest."""
+    if not grid:
+        raise SpecError("explore needs at least one setting (--set NAME=VALUE[,VALUE...])")
+    for name, values in grid.items():
+        where(name)
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not len(values):
+            raise SpecError(f"{name}: the grid needs a list of values, e.g. {{{name!r}: [5, 10]}}")
+    names = list(grid)
+    return [dict(zip(names, combo)) for combo in itertools.product(*(grid[n] for n in names))]
+
+
+def overrides_of(setting: Mapping[str, Any], seed: int) -> dict[str, dict[str, Any]]:
+    """The setting as resolve_spec overrides, with the run's seed."""
+    out: dict[str, dict[str, Any]] = {"output": {"seed": seed}}
+    for name, value in setting.items():
+        section, key = where(name)
+        out.setdefault(section, {})[key] = value
+    return out
+
+
+def label(setting: Mapping[str, Any]) -> str:
+    return " ".join(f"{name}={value}" for name, value in setting.items())
+
+
+@dataclass
+class Setting:
+    values: dict[str, Any]  # as given: {"k": 10}, {"risk.threshold": 0.1}
+    spec: ReleaseSpec
+    technique: Technique
+    risk: RiskSettings
+
+
+def checked_settings(spec_path: str | None, spec: dict | None, grid: Mapping[str, Sequence[Any]], seed: int):
+    """Every setting through the strict spec path, before any work; the first bad one refuses
+    the grid with one line naming its key and value."""
+    out = []
+    for values in settings_of(grid):
+        try:
+            resolved = resolve_spec(spec_path, spec, overrides_of(values, seed))
+            technique = get_technique(resolved)
+            series_settings(resolved, technique)
+            out.append(Setting(values, resolved, technique, risk_settings(resolved)))
+        except SpecError as exc:
+            raise SpecError(f"setting {label(values)}: {public_message(exc)}") from None
+    return out
+
+
+# --- one row per setting -------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    setting: dict[str, Any]
+    passed: bool
+    figures: dict[str, Any] = field(default_factory=dict)
+    series_composition: bool | None = None  # None: no earlier release of the series to combine with
+    reason: str | None = None
+    seconds: float = 0.0
+    privacy: list[str] = field(default_factory=list)  # which figures are privacy checks'
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "setting": self.setting,
+            "passed": self.passed,
+            "figures": {name: json_value(v) for name, v in self.figures.items()},
+            "series_composition": self.series_composition,
+            "reason": self.reason,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def plain_value(value: Any) -> Any:
+    """A figure as a Python value: numpy scalars unwrapped, anything else (a fraction) as stored."""
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def json_value(value: Any) -> Any:
+    """A figure for JSON: numbers as numbers, non-finite as null, a fraction or text as text."""
+    value = plain_value(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    return str(value)
+
+
+def number(value: Any) -> float | None:
+    """A figure as release_metrics' `value` column reads it (a fraction's quotient; text: None)."""
+    try:
+        return float(Fraction(str(value))) if isinstance(value, str) else float(value)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None
+
+
+# --- the run ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Explored:
+    rows: list[Row]
+    seed: int
+    seed_drawn: bool
+    page: Path | None
+    series: str
+
+
+def run_explore(
+    spec_path: str | None,
+    grid: Mapping[str, Sequence[Any]],
+    *,
+    spec: dict | None = None,
+    seed: int | None = None,
+    actor: str | None = None,
+    html: str | Path | None = None,
+    echo: Callable[[str], None] | None = None,
+    on_row: Callable[[Row], None] | None = None,
+) -> Explored:
+    """The dry run: every setting checked, the input read once, one row per setting (on_row
+    called as each is done), the page written, one audit row. Raises SpecError for a bad
+    setting (audit row `refused`) and what reading the input raises (`failed`)."""
+    detail = {"grid": {name: list(values) for name, values in grid.items()}}
+    base = None
+    try:
+        base = resolve_spec(spec_path, spec, None)
+        drawn = seed is None and base.output.seed is None
+        seed = seed if seed is not None else base.output.seed if base.output.seed is not None else draw_seed()
+        settings = checked_settings(spec_path, spec, grid, seed)
+        first = settings[0].spec
+        if any(uses_cluster(s.spec, s.technique) for s in settings):
+            raise SpecError(
+                '[run] task_runner = "dask": explore runs in this process; explore with task_runner = '
+                '"inprocess" (the figures are the same)'
+            )
+        store = Store(first.state_path)
+        store.check_usable()
+    except Exception as exc:
+        _record(spec_path, base, actor, exc, "refused" if isinstance(exc, SpecError) else "failed", detail)
+        raise
+    who = current_actor(actor)
+    say = echo or (lambda _: None)
+    if drawn:
+        say(f"seed {seed} drawn (publish with --seed {seed} to reproduce a setting's release)")
+    driver = Driver(None)  # the steps' own lines stay quiet: one line per setting instead
+    try:
+        with using_driver(driver), driver.make_executor(first.run) as executor:
+            rows = explore_settings(driver, settings, store, seed, executor, say, on_row)
+        page = Path(html) if html else first.state_path.parent / f"explore-{first.dataset.name}.html"
+        write_explore_page(page, first.dataset.name, seed, [r.as_json() for r in rows])
+    except Exception as exc:
+        _record(spec_path, base, actor, exc, "failed", {**detail, "seed": seed})
+        raise
+    passed = sum(r.passed for r in rows)
+    store.log(
+        who,
+        "explore",
+        first.dataset.name,
+        "explored",
+        None,
+        {**detail, "seed": seed, "settings": len(rows), "passed": passed, "page": str(page), **attempts.attribution()},
+    )
+    return Explored(rows, seed, drawn, page, first.dataset.name)
+
+
+def _record(
+    spec_path: str | None, base: ReleaseSpec | None, actor: str | None, exc: BaseException, outcome: str, detail: dict
+) -> None:
+    """The audit row of an explore refused or failed, in the state file the spec names."""
+    if spec_path:  # read as publish's failures are, even when the spec itself is bad
+        record_failure(spec_path, None, actor, exc, public_message(exc), "explore", outcome, detail)
+    elif base is not None:  # a spec given as a dict: its state file, if it got that far
+        message = {"error": type(exc).__name__, "message": public_message(exc), **detail}
+        Store(base.state_path).log_attempt(current_actor(actor), "explore", base.dataset.name, outcome, None, message)
+
+
+def explore_settings(
+    driver: Driver, settings: list[Setting], store: Store, seed: int, executor, say, on_row=None
+) -> list[Row]:
+    """The input read and validated once, the workload drawn once, then each setting computed."""
+    first = settings[0]
+    t0 = time.perf_counter()
+    frame, _ = driver.run("load-input", load_input_step, first.spec)
+    data = driver.run("validate", validate_step, frame, first.spec, None)  # each technique's check below
+    del frame
+    shared = shared_workload(data, int(first.spec.section("evaluate").get("workload_seed", 0)))
+    say(
+        f"{data.n} valid rows read and validated, workload drawn, in {time.perf_counter() - t0:.2f} s; "
+        f"{len(settings)} settings, seed {seed}"
+    )
+    rows: list[Row] = []
+    prepared: list[SeriesCheck] = []  # the first series check prepared: the others take what it read
+    for i, setting in enumerate(settings, start=1):
+        t0 = time.perf_counter()
+        row = explore_one(driver, setting, data, store, seed, executor, shared, prepared)
+        row.seconds = time.perf_counter() - t0
+        verdict = "passes" if row.passed else f"fails: {row.reason}"
+        say(f"setting {i}/{len(settings)} {label(setting.values)}: {verdict} ({row.seconds:.2f} s)")
+        rows.append(row)
+        if on_row is not None:
+            on_row(row)
+    return rows
+
+
+def explore_one(
+    driver: Driver, setting: Setting, data, store: Store, seed: int, executor, shared, prepared: list[SeriesCheck]
+) -> Row:
+    """One setting's release computed and checked as publish would, nothing written."""
+    technique, spec = setting.technique, setting.spec
+    series_check = SeriesCheck(spec, technique)
+    series_check.commits = False
+    try:
+        technique.check_data(data)
+        setting.risk.check_population(data.n)
+        if not (prepared and series_check.share_prepared(prepared[0])):
+            series_check.prepare(store, data)  # reads this input's people's summaries, writes nothing
+            prepared[:] = [series_check]
+        done = compute_release(
+            driver, spec, technique, data, store, series_check, setting.risk, seed, None, executor, shared
+        )
+    except ValueError as exc:  # the data cannot meet the parameters (Technique.check_data)
+        return Row(setting.values, False, reason=str(exc))
+    except (InputError, PrivacyRefused, SpecError) as exc:
+        return Row(setting.values, False, reason=public_message(exc))
+    finally:
+        series_check.discard()
+    figures: dict[str, Any] = {r.model: plain_value(r.value) for r in done.privacy}
+    figures.update({name: plain_value(v) for name, v in (done.utility or {}).items()})
+    figures.update({name: plain_value(v) for name, v in (done.risk or {}).items()})
+    composed = [r.passed for r in done.privacy if r.model == series_check.model]
+    return Row(
+        setting.values,
+        done.refusal is None,
+        figures,
+        bool(composed[0]) if composed else None,
+        None if done.refusal is None else done.refusal.message,
+        privacy=[r.model for r in done.privacy],
+    )
+
+
+# --- the Python API ------------------------------------------------------------------------------
+
+
+def explore(
+    spec: str | Path | dict,
+    grid: Mapping[str, Sequence[Any]],
+    *,
+    seed: int | None = None,
+    actor: str | None = None,
+    html: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> pd.DataFrame:
+    """A dry run of the spec's release over a grid of settings (`privpub.explore`).
+
+    spec: the spec file (or a spec as a dict of sections, paths relative to the working folder);
+    grid: {name: [values]}, a name being a [technique] key or `series.KEY` / `risk.KEY`; the
+    settings are the cartesian product, the first name varying slowest. seed: every setting's
+    (default: the spec's [output] seed, else one drawn, in `.attrs["seed"]`). Returns one row per
+    setting: the setting's names, `passed`, `series_composition` (None without earlier releases
+    to combine with), `reason` (why it would be refused), one column per figure, named as
+    release_metrics names them, and `seconds`. `.attrs` holds `seed` and `page` (the trade-off
+    page). Nothing is published or stored but the audit row; a bad setting raises SpecError."""
+    spec_path, spec_dict = (None, dict(spec)) if isinstance(spec, Mapping) else (str(spec), None)
+    done = run_explore(spec_path, grid, spec=spec_dict, seed=seed, actor=actor, html=html, echo=progress)
+    records = [
+        {
+            **r.setting,
+            "passed": r.passed,
+            "series_composition": r.series_composition,
+            "reason": r.reason,
+            **r.figures,
+            "seconds": r.seconds,
+        }
+        for r in done.rows
+    ]
+    frame = pd.DataFrame.from_records(records)
+    frame.attrs.update(seed=done.seed, page=str(done.page))
+    return frame
+
+
+# --- the command's output ----------------------------------------------------------------------
+
+
+def json_lines(done: Explored) -> list[str]:
+    return [json.dumps({**r.as_json(), "seed": done.seed}, allow_nan=False) for r in done.rows]
+
+
+def table_lines(done: Explored) -> list[str]:
+    """One line per setting: the setting, PASS / FAIL, the privacy figures, the key utility and
+    risk figures, the seconds; then why each failing setting would be refused."""
+    privacy = list(dict.fromkeys(n for r in done.rows for n in r.privacy))
+    shown = [n for n in KEY_FIGURES if any(n in r.figures for r in done.rows)]
+    head = ["setting", "result", *privacy, *shown, "seconds"]
+    cells = [head]
+    for r in done.rows:
+        figs = [fmt(r.figures[n]) if n in r.figures else "-" for n in (*privacy, *shown)]
+        cells.append([label(r.setting), "PASS" if r.passed else "FAIL", *figs, f"{r.seconds:.2f}"])
+    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+    lines = [
+        "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells
+    ]
+    lines += [f"{label(r.setting)}: {r.reason}" for r in done.rows if r.reason]
+    lines.append(f"seed {done.seed}; nothing published; page: {done.page}")
+    return lines
