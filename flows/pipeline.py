@@ -470,16 +470,18 @@ def run_release(
     driver = driver or current_driver()
     token = _DRIVER.set(driver)
     try:
-        if executor is None:
-            with driver.make_executor(spec.run) as executor:
-                return _run_release(driver, spec, actor, context, store, new_release, spec_path, executor, allow_repeat)
-        return _run_release(driver, spec, actor, context, store, new_release, spec_path, executor, allow_repeat)
+        with contextlib.ExitStack() as held:  # the series lock, once taken, until the release ends
+            args = (driver, spec, actor, context, store, new_release, spec_path)
+            if executor is None:
+                with driver.make_executor(spec.run) as executor:
+                    return _run_release(*args, executor, allow_repeat, held)
+            return _run_release(*args, executor, allow_repeat, held)
     finally:
         _DRIVER.reset(token)
 
 
 def _run_release(
-    driver: Driver, spec, actor, context, store, new_release, spec_path, executor, allow_repeat
+    driver: Driver, spec, actor, context, store, new_release, spec_path, executor, allow_repeat, held
 ) -> dict[str, Any]:
     started = datetime.now(UTC).replace(tzinfo=None)
     technique = get_technique(spec)
@@ -493,6 +495,8 @@ def _run_release(
     check_output_dir(spec.output_dir)  # before any work: a run must not fail only at the end
     store.check_usable()
     store.watch_output_dir(spec.output_dir)
+    # one publish of a series at a time, from here (its first look at the series) to its commit
+    held.enter_context(store.series_lock(spec.dataset.name))
     who, run_id, origin = current_actor(actor), flow_run_id(), attribution()
     done = store.published_for(spec.dataset.name, run_id, origin["deployment"], origin["scheduled_for"])
     if done and not new_release:

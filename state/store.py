@@ -223,13 +223,15 @@ class Store:
         time.sleep(min(2.0, 0.1 * 2 ** min(attempt, 5)))
 
     @contextlib.contextmanager
-    def _flock(self, mode: int) -> Iterator[None]:
+    def _flock(
+        self, mode: int, suffix: str = ".lock", holder: str = "another privpub process is writing it"
+    ) -> Iterator[None]:
         private_umask()
         if self.path.is_dir():
             raise StateError(f"the state file {self.path} is a directory")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            lock = open(str(self.path) + ".lock", "a")
+            lock = open(str(self.path) + suffix, "a")
         except OSError as exc:
             raise StateError(f"cannot use the state file {self.path}: {exc.strerror}") from None
         with lock:
@@ -240,12 +242,20 @@ class Store:
                     fcntl.flock(lock, mode | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
-                    self._wait(attempt, deadline, "another privpub process is writing it")
+                    self._wait(attempt, deadline, holder)
                     attempt += 1
             try:
                 yield
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def series_lock(self, series: str) -> contextlib.AbstractContextManager[None]:
+        """Held by a publish of `series` from its first look at the series' history to its commit:
+        publishes of one series run one after the other (a scheduler firing overlapping runs),
+        each seeing the one before (issue 25, item 5). Waited for under the lock-wait policy; the
+        kernel drops it if the process dies. The file is named by a hash: no series name in it."""
+        digest = hashlib.sha256(series.encode()).hexdigest()[:16]
+        return self._flock(fcntl.LOCK_EX, f".series-{digest}.lock", "another publish of this series is running")
 
     def _connect(self, read_only: bool) -> duckdb.DuckDBPyConnection:
         """DuckDB's own file lock (an analyst's `duckdb privpub.duckdb` holds it for writing) is

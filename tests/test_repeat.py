@@ -4,6 +4,10 @@ release is returned) or the steward allows the repeat; a changed input or parame
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 import privpub
@@ -12,7 +16,7 @@ from privpub.schemas.errors import PrivacyRefused
 from privpub.state.store import Store
 from privpub.tasks.demo_data import census
 from tests.helpers import write_spec
-from tests.test_drivers import _without_a_server
+from tests.test_drivers import ROOT, _without_a_server
 
 
 def test_an_unchanged_input_is_refused_then_published_when_allowed(census_dir):
@@ -63,3 +67,30 @@ def test_a_randomized_technique_says_why_through_the_cli(census_dir, tmp_path):
     res = cli("--allow-repeat")
     assert res.returncode == 1 and "unchanged" not in res.stderr
     assert "series-composition-l reached 1" in res.stderr
+
+
+def test_concurrent_publishes_of_one_series_run_one_after_the_other(census_dir, tmp_path):
+    """Issue 25, item 5: four publishes of one series started together all commit, in turn
+    (before, those overtaken failed with "was committed while this one was computed")."""
+    spec = write_spec(census_dir, k=5, l=None, seed=None, extra='\n[series]\ncomposition = "warn"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PYTHONPATH=str(ROOT), PRIVPUB_HOME=str(tmp_path / "no-service"), PREFECT_HOME=str(tmp_path / "p"))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "privpub.flows.cli", "publish", str(spec), "--quiet", "--allow-repeat"],
+            cwd=census_dir,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [err for _, err in outs]
+    history = Store(census_dir / "privpub.duckdb").history()
+    assert history.sequence.tolist() == [1, 2, 3, 4]
+    assert sorted(history.release_id) == sorted(out.strip() for out, _ in outs)
+    assert not list(census_dir.glob("*.series-*.lock")) or all(
+        "census" not in p.name for p in census_dir.glob("*.series-*.lock")
+    )  # the lock file is named by a hash, not the series
