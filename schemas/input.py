@@ -122,6 +122,15 @@ def _read_parquet_files(files: list[Path]) -> pd.DataFrame:
     return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
 
 
+def _starts_as_parquet(path: Path) -> bool:
+    """Parquet files begin with the magic bytes PAR1."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"PAR1"
+    except OSError:
+        return False  # the reader then names the problem
+
+
 def _first_bad_utf8(path, header: list[str] | None) -> str:
     """Where a CSV stops being UTF-8: 'row R, column 'c'' (found line by line, error path only)."""
     with open(path, "rb") as f:
@@ -129,7 +138,10 @@ def _first_bad_utf8(path, header: list[str] | None) -> str:
             try:
                 raw.decode("utf-8")
             except UnicodeDecodeError:
-                fields = next(csv.reader([raw.decode("utf-8", errors="replace")]), [])
+                try:
+                    fields = next(csv.reader([raw.decode("utf-8", errors="replace")]), [])
+                except csv.Error:  # not CSV text at all (e.g. binary): the row is all we can say
+                    fields = []
                 col = next((i for i, v in enumerate(fields) if "\ufffd" in v), None)
                 where = f"row {line_no}" if line_no else "the header"
                 if header and col is not None and col < len(header) and line_no:
@@ -199,6 +211,8 @@ def read_input(spec: ReleaseSpec) -> pd.DataFrame:
     suffix = files[0].suffix.lower()
     if suffix not in (".parquet", ".pq", ".csv", ".txt", ".gz"):
         raise InputError(f"{path}: unknown input format '{suffix}' (use .csv or .parquet)")
+    if suffix not in PARQUET_SUFFIXES and _starts_as_parquet(files[0]):
+        raise InputError(f"{path} is a Parquet file with a {suffix} name: rename it to .parquet")
     try:
         if suffix in PARQUET_SUFFIXES:
             return _read_parquet_files(files)

@@ -73,12 +73,17 @@ class QISpec(BaseModel):
             raise ValueError(f"ordinal quasi-identifier '{self.name}' needs an 'order' list")
         if self.order is not None and len(set(self.order)) != len(self.order):
             raise ValueError(f"quasi-identifier '{self.name}': 'order' repeats a value")
+        if isinstance(self.hierarchy, dict):  # a cycle or a node with two parents: refused here, before any work
+            problem = _tree_problem(self.hierarchy, one_root=False)
+            if problem:
+                raise ValueError(f"quasi-identifier '{self.name}': hierarchy: {problem}")
         return self
 
 
-def _tree_problem(tree: dict[str, list[str]]) -> str | None:
+def _tree_problem(tree: dict[str, list[str]], one_root: bool = True) -> str | None:
     """Why {parent: [children]} is not one tree (None when it is): every parent has children,
-    every node one parent, one root, no cycle."""
+    every node one parent, one root (or, with one_root False, at least one: a forest, as a QI's
+    hierarchy may be), no cycle."""
     parent_of: dict[str, str] = {}
     for parent, kids in tree.items():
         if not kids:
@@ -88,14 +93,14 @@ def _tree_problem(tree: dict[str, list[str]]) -> str | None:
                 return f"'{kid}' has two parents (or is listed twice)"
             parent_of[kid] = parent
     roots = [p for p in tree if p not in parent_of]
-    if len(roots) != 1:
+    if not roots or (one_root and len(roots) != 1):
         return f"a tree has one root, found {len(roots)}" + (" (a cycle)" if not roots else "")
-    seen, stack = {roots[0]}, [roots[0]]
+    seen, stack = set(roots), list(roots)
     while stack:  # every node reachable from the root, each once: no cycle beside it
         for kid in tree.get(stack.pop(), []):
             seen.add(kid)
             stack.append(kid)
-    if len(seen) != len(parent_of) + 1:
+    if len(seen) != len(parent_of) + len(roots):
         return "some nodes are not below the root (a cycle)"
     return None
 
