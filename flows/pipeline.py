@@ -555,6 +555,7 @@ def _run_release(
         "parameters": spec.technique.params,
         "seed": seed,
         "rows_in": data.n,
+        "person_id": spec.dataset.person_id,  # the column's name (the report says when it is @row)
         "actor": who,
         "flow_run_id": run_id,
         "input_fingerprint": fp,
