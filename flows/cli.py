@@ -303,6 +303,19 @@ def cmd_serial(args) -> int:
     return _run_flow(args, args.spec, None, serial=True)
 
 
+def cmd_init(args) -> int:
+    """Write the proposed spec; print what was proposed and why (counts, never values)."""
+    from privpub.flows.init import init_with_report  # lazy: as the other commands
+
+    path, report = init_with_report(
+        args.data, sensitive=args.sensitive, person_id=args.person_id, output=args.output, force=args.force
+    )
+    for line in report:
+        print(line)
+    print(f"wrote {path}; review it, then: privpub publish {path}")
+    return 0
+
+
 def cmd_explore(args) -> int:
     """A dry run over the grid of --set values: one row (or JSON line) per setting."""
     # lazy: `--help` and `history` import no Prefect, no technique
@@ -516,6 +529,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="threads (inprocess) or Dask worker processes (overrides [run] workers; Dask default 2)",
     )
     sp.set_defaults(func=cmd_publish)
+
+    sp = sub.add_parser("init", help="propose a spec for a table: kinds, quasi-identifiers and hierarchies")
+    sp.add_argument("data", help="the table: a CSV or Parquet file, or file.duckdb:table")
+    sp.add_argument("--sensitive", required=True, help="the sensitive column (published as it is)")
+    sp.add_argument("--person-id", help="the person id column; without it the row number is used (@row)")
+    sp.add_argument("-o", "--output", default="spec.toml", help="the spec file to write (default spec.toml)")
+    sp.add_argument("--force", action="store_true", help="overwrite the spec file if it exists")
+    sp.set_defaults(func=cmd_init)
 
     sp = sub.add_parser("serial", help="publish the next release of a serial series (global guarantee)")
     sp.add_argument("spec", help='the release spec (TOML), [technique] name = "serial"')
