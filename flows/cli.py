@@ -305,10 +305,16 @@ def cmd_serial(args) -> int:
 
 def cmd_init(args) -> int:
     """Write the proposed spec; print what was proposed and why (counts, never values)."""
-    from privpub.flows.init import init_with_report  # lazy: as the other commands
+    from privpub.flows.init import init  # lazy: as the other commands
 
-    path, report = init_with_report(
-        args.data, sensitive=args.sensitive, person_id=args.person_id, output=args.output, force=args.force
+    report: list[str] = []
+    path = init(
+        args.data,
+        sensitive=args.sensitive,
+        person_id=args.person_id,
+        output=args.output,
+        force=args.force,
+        report=report,
     )
     for line in report:
         print(line)

@@ -311,21 +311,12 @@ def init(
     person_id: str | None = None,
     output: str | os.PathLike = "spec.toml",
     force: bool = False,
+    report: list[str] | None = None,
 ) -> Path:
     """Read `data` (CSV, Parquet, or "file.duckdb:table"), propose a spec and write it to
-    `output` (refused when it exists, unless `force`); returns the written file's path. The spec
-    is checked as `privpub publish` checks it before it is written."""
-    return init_with_report(data, sensitive=sensitive, person_id=person_id, output=output, force=force)[0]
-
-
-def init_with_report(
-    data: str | os.PathLike,
-    *,
-    sensitive: str,
-    person_id: str | None = None,
-    output: str | os.PathLike = "spec.toml",
-    force: bool = False,
-) -> tuple[Path, list[str]]:
+    `output` (refused when it exists, unless `force`); returns the written file's path and adds
+    what was proposed and why to `report` (the CLI prints it). The spec is checked as `privpub
+    publish` checks it before it is written."""
     out = Path(output)
     if out.exists() and not force:
         raise SpecError(f"{out} exists; choose another -o or pass --force to overwrite it")
@@ -341,4 +332,6 @@ def init_with_report(
         tmp.unlink()
         raise
     tmp.replace(out)
-    return out, proposal.report
+    if report is not None:
+        report += proposal.report
+    return out

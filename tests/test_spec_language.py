@@ -358,3 +358,19 @@ k = 10
     (tmp_path / "spec.toml").write_text((tmp_path / "spec.toml").read_text().replace('"drop"', '"refuse"'))
     res = _without_a_server(tmp_path, tmp_path, "-m", "privpub.flows.cli", "publish", "spec.toml")
     assert res.returncode == 1 and "is empty (null)" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_the_published_schema_refuses_a_date_range_whose_low_end_is_after_its_high_end():
+    from pandera.errors import SchemaError, SchemaErrors
+
+    from privpub.schemas.published import generalized_table_schema
+
+    schema = generalized_table_schema(spec_from_dict(file_spec({"name": "born", "kind": "date"})).dataset)
+    day = dt.date(2020, 3, 1)
+    inside = pd.DataFrame({"born_lo": [day, day], "born_hi": [day, dt.date(2020, 3, 2)], "diagnosis": ["a", "b"]})
+    schema.validate(inside)  # a one-day range: lo == hi
+    outside = inside.assign(born_lo=[day, dt.date(2020, 3, 3)])  # one day past its high end
+    with pytest.raises((SchemaError, SchemaErrors), match="born_lo <= born_hi"):
+        schema.validate(outside)
+    with pytest.raises((SchemaError, SchemaErrors)):
+        schema.validate(inside.assign(born_hi=[1, 2]))  # numbers are not dates

@@ -22,6 +22,8 @@ def mask_hierarchy(values: np.ndarray | list[str]) -> dict[str, list[str]]:
     distinct = pd.Series(sorted({str(v) for v in values}), dtype=object)
     has_missing = bool((distinct == MISSING_CATEGORY).any())
     codes = distinct[distinct != MISSING_CATEGORY].reset_index(drop=True)
+    if codes.str.contains(MASK_CHAR, regex=False).any():  # refused by validation; a loop in the tree else
+        raise ValueError(f'hierarchy = "mask": a value holds the mask character {MASK_CHAR!r}')
     lengths = codes.str.len()
     edges: list[pd.DataFrame] = []
     child = codes
