@@ -257,7 +257,7 @@ def print_summary(state: Path, release_id: str) -> None:
     utility = {}
     for r in m[m.kind == "utility"].itertuples():
         utility[r.name] = r.value if r.value is not None and r.value == r.value else r.text_value
-    for key in ("groups", "max_group_size", "suppressed_rows", "queries"):
+    for key in ("groups", "max_group_size", "suppressed_rows", "dropped_rows", "queries"):
         if key in utility:
             utility[key] = int(utility[key])
     risk = {r.name: r.value for r in m[m.kind == "risk"].itertuples()}
@@ -301,6 +301,25 @@ def cmd_serial(args) -> int:
         _record_refusal(args, args.spec, None, exc)
         raise
     return _run_flow(args, args.spec, None, serial=True)
+
+
+def cmd_init(args) -> int:
+    """Write the proposed spec; print what was proposed and why (counts, never values)."""
+    from privpub.flows.init import init  # lazy: as the other commands
+
+    report: list[str] = []
+    path = init(
+        args.data,
+        sensitive=args.sensitive,
+        person_id=args.person_id,
+        output=args.output,
+        force=args.force,
+        report=report,
+    )
+    for line in report:
+        print(line)
+    print(f"wrote {path}; review it, then: privpub publish {path}")
+    return 0
 
 
 def cmd_explore(args) -> int:
@@ -516,6 +535,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="threads (inprocess) or Dask worker processes (overrides [run] workers; Dask default 2)",
     )
     sp.set_defaults(func=cmd_publish)
+
+    sp = sub.add_parser("init", help="propose a spec for a table: kinds, quasi-identifiers and hierarchies")
+    sp.add_argument("data", help="the table: a CSV or Parquet file, or file.duckdb:table")
+    sp.add_argument("--sensitive", required=True, help="the sensitive column (published as it is)")
+    sp.add_argument("--person-id", help="the person id column; without it the row number is used (@row)")
+    sp.add_argument("-o", "--output", default="spec.toml", help="the spec file to write (default spec.toml)")
+    sp.add_argument("--force", action="store_true", help="overwrite the spec file if it exists")
+    sp.set_defaults(func=cmd_init)
 
     sp = sub.add_parser("serial", help="publish the next release of a serial series (global guarantee)")
     sp.add_argument("spec", help='the release spec (TOML), [technique] name = "serial"')

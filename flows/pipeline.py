@@ -34,7 +34,7 @@ import pandas as pd
 from privpub.flows.attempts import attribution, current_actor, flow_run_id, record_failure
 from privpub.flows.cluster import cluster_input, dask_task_runner, uses_cluster
 from privpub.schemas.errors import PrivacyRefused, public_message
-from privpub.schemas.spec import ReleaseSpec, RunSpec, resolve_spec
+from privpub.schemas.spec import ROW_ID, ReleaseSpec, RunSpec, resolve_spec
 from privpub.state.failpoints import failpoint
 from privpub.state.store import StagedFiles, Store, check_output_dir, stage_tables
 from privpub.tasks import report as report_mod
@@ -448,6 +448,21 @@ def compute_release(
     return Computed(release, part, privacy, utility, risk, riskiest, None)
 
 
+def refuse_row_ids_in_a_series(store: Store, spec: ReleaseSpec, who, run_id, origin) -> None:
+    """`person_id = "@row"` numbers rows, not people: row i of two releases is not one person, so
+    the series composition check could not see what releases reveal together. Such a table is
+    published once: a series that already has a release refuses it."""
+    earlier = store.last_sequence(spec.dataset.name)
+    if spec.dataset.person_id != ROW_ID or earlier == 0:
+        return
+    store.log(who, "publish", spec.dataset.name, "refused", run_id, {"reason": "@row in a series", **origin})
+    raise PrivacyRefused(
+        f"person_id = \"{ROW_ID}\" numbers rows, not people: series '{spec.dataset.name}' already has "
+        f"{earlier} release(s), and what its releases reveal together can only be checked with a real "
+        "person id; name the person id column, or publish the table as a new series"
+    )
+
+
 def run_release(
     spec: ReleaseSpec,
     actor: str | None = None,
@@ -530,6 +545,7 @@ def _run_release(
         return {"release_id": existing, "created": False, "state": str(store.path)}
     if not allow_repeat:
         refuse_repeat(store, spec, technique, fp, who, run_id, origin)
+    refuse_row_ids_in_a_series(store, spec, who, run_id, origin)
 
     # the composition check reads the summaries it combines: another release of the series
     # committed meanwhile would make them stale, so the commit checks the sequence
@@ -559,6 +575,7 @@ def _run_release(
         "parameters": spec.technique.params,
         "seed": seed,
         "rows_in": data.n,
+        "person_id": spec.dataset.person_id,  # the column's name (the report says when it is @row)
         "actor": who,
         "flow_run_id": run_id,
         "input_fingerprint": fp,

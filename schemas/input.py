@@ -22,8 +22,9 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 from pandera.errors import SchemaErrors
 
+from privpub.schemas.dates import parse_dates, to_days
 from privpub.schemas.errors import InputError
-from privpub.schemas.spec import ReleaseSpec, sensitive_leaves
+from privpub.schemas.spec import MASK, MASK_CHAR, MISSING_CATEGORY, ROW_ID, DatasetSpec, ReleaseSpec, sensitive_leaves
 
 # The longest text cell accepted (characters). Text columns become fixed-width arrays in places
 # (numpy's str dtype is as wide as the longest item), so one huge cell would cost its width in
@@ -165,7 +166,7 @@ def _read_csv_with_arrow(path: Path, spec: ReleaseSpec) -> pd.DataFrame | None:
     with a leading space (pandas skips it), a numeric QI that is not all numbers, a guessed date
     or boolean. Text QIs are read as text, as written; missing values as pandas spells them."""
     ds = spec.dataset
-    needed = list(dict.fromkeys([ds.person_id, *ds.qi_names, ds.sensitive]))
+    needed = file_columns(ds)
     text = {q.name for q in ds.qi if q.kind != "numeric"}
     try:
         table = pcsv.read_csv(
@@ -189,6 +190,11 @@ def _read_csv_with_arrow(path: Path, spec: ReleaseSpec) -> pd.DataFrame | None:
         elif not (arrow.types.is_integer(kind) or arrow.types.is_floating(kind) or arrow.types.is_null(kind)):
             return None  # a guessed date, time or boolean: read as pandas would
     return table.to_pandas()
+
+
+def file_columns(ds: DatasetSpec) -> list[str]:
+    """The input's columns the release reads (the row number `@row` is not one of them)."""
+    return [c for c in dict.fromkeys([ds.person_id, *ds.qi_names, ds.sensitive]) if c != ROW_ID]
 
 
 def read_input(spec: ReleaseSpec) -> pd.DataFrame:
@@ -259,6 +265,30 @@ def _short_text(s: pd.Series):
 
 FINITE = pa.Check(_finite, error="finite")
 SHORT = pa.Check(_short_text, error="cell_length")
+DATE = pa.Check(lambda s: parse_dates(s).notna(), error="date")
+NO_MASK_CHAR = pa.Check(
+    lambda s: (
+        pd.api.types.is_numeric_dtype(s.dtype) or ~s.astype("string").str.contains(MASK_CHAR, regex=False).fillna(False)
+    ),
+    error="mask_char",
+)
+
+
+def _as_numbers(s: pd.Series) -> pd.Series:
+    """Cells read as numbers (NaN where a cell is not one): an ordinal with an order of numbers."""
+    if pd.api.types.is_bool_dtype(s.dtype):
+        return pd.Series(np.nan, index=s.index)
+    if pd.api.types.is_numeric_dtype(s.dtype):
+        return s.astype(float)
+    return pd.to_numeric(s.astype("string").str.strip(), errors="coerce").astype(float)
+
+
+def _in_numbers(order: list) -> pa.Check:
+    allowed = np.array(order, dtype=float)
+    return pa.Check(
+        lambda s: pd.Series(np.isin(_as_numbers(s).to_numpy(), allowed), index=s.index),
+        error="value not in the declared order",
+    )
 
 
 def input_schema(spec: ReleaseSpec) -> pa.DataFrameSchema:
@@ -276,11 +306,17 @@ def input_schema(spec: ReleaseSpec) -> pa.DataFrameSchema:
     for q in ds.qi:
         if q.kind == "numeric":
             cols[q.name] = pa.Column(float, coerce=True, nullable=False, checks=FINITE)
-        elif q.hierarchy:
-            leaves = {c for kids in q.hierarchy.values() for c in kids if c not in q.hierarchy}
+        elif q.kind == "date":
+            cols[q.name] = pa.Column(nullable=False, checks=DATE)
+        elif q.tree:
+            leaves = {c for kids in q.tree.values() for c in kids if c not in q.tree}
             cols[q.name] = pa.Column(nullable=False, checks=[SHORT, _in_set(sorted(leaves), "hierarchy's leaves")])
+        elif q.hierarchy == MASK:
+            cols[q.name] = pa.Column(nullable=False, checks=[FINITE, SHORT, NO_MASK_CHAR])
+        elif q.numeric_order:
+            cols[q.name] = pa.Column(nullable=False, checks=[_in_numbers(q.order or [])])
         elif q.order:
-            cols[q.name] = pa.Column(nullable=False, checks=[SHORT, _in_set(q.order, "declared order")])
+            cols[q.name] = pa.Column(nullable=False, checks=[SHORT, _in_set(q.order_labels or [], "declared order")])
         else:
             cols[q.name] = pa.Column(nullable=False, checks=[FINITE, SHORT])
     return pa.DataFrameSchema(cols, strict=False)
@@ -297,13 +333,17 @@ def _problem(check: str) -> str:
         return f"text longer than {MAX_CELL_CHARS} characters"
     if check.startswith("value not in the"):
         return check
+    if check == "date":
+        return "not a date (YYYY-MM-DD)"
+    if check == "mask_char":
+        return f"holds '{MASK_CHAR}', which hierarchy = \"mask\" writes for a masked character"
     return f"fails '{check}'"
 
 
 def _describe(cases: pd.DataFrame, frame: pd.DataFrame, limit: int = 3) -> str:
     """One line: per (column, problem) its first row and how many more rows share it. No cell
     value is quoted: values are secret, rows are named by position."""
-    position = pd.Series(np.arange(1, len(frame) + 1), index=frame.index)
+    position = pd.Series(frame.index + 1, index=frame.index)  # the index is the row's place in the input
     cases = cases.assign(
         check=cases["check"].astype(str).map(_problem), row=cases["index"].map(position) if "index" in cases else np.nan
     )
@@ -330,6 +370,7 @@ def _duplicate_ids(frame: pd.DataFrame, pid: str) -> str | None:
     second = int(np.argmax(repeated))
     first = int(np.argmax((frame[pid] == frame[pid].iloc[second]).to_numpy()))
     more = int(repeated.sum()) - 1
+    first, second = int(frame.index[first]), int(frame.index[second])  # places in the input
     return f"row {second + 1}, column '{pid}': repeats the person id of row {first + 1} (person ids must be unique)" + (
         f"; and {more:,} more repeated id(s)" if more else ""
     )
@@ -350,9 +391,15 @@ def _masked_infinities(frame: pd.DataFrame, spec: ReleaseSpec, cases: pd.DataFra
 
 def validate_input(frame: pd.DataFrame, spec: ReleaseSpec) -> pd.DataFrame:
     """Check the input against the spec; return only the columns the release uses, typed."""
+    return checked_rows(frame, spec)[0]
+
+
+def checked_rows(frame: pd.DataFrame, spec: ReleaseSpec) -> tuple[pd.DataFrame, int]:
+    """validate_input, and how many rows `[dataset] missing = "drop"` left out. Rows are named
+    by their place in the input, dropped rows counted."""
     ds = spec.dataset
     needed = [ds.person_id, *ds.qi_names, ds.sensitive]
-    missing = [c for c in needed if c not in frame.columns]
+    missing = [c for c in file_columns(ds) if c not in frame.columns]
     if missing:
         raise InputError(
             f"input is missing column(s) {', '.join(repr(m) for m in missing)}; "
@@ -360,7 +407,10 @@ def validate_input(frame: pd.DataFrame, spec: ReleaseSpec) -> pd.DataFrame:
         )
     if frame.empty:
         raise InputError("input has no rows")
+    if ds.person_id == ROW_ID:  # the row number stands for the person id
+        frame = frame.assign(**{ROW_ID: np.arange(1, len(frame) + 1, dtype=np.int64)})
     frame = frame[needed].reset_index(drop=True)
+    frame, dropped = _missing_cells(frame, spec)
     try:
         out = input_schema(spec).validate(frame, lazy=True)
     except SchemaErrors as err:
@@ -370,11 +420,36 @@ def validate_input(frame: pd.DataFrame, spec: ReleaseSpec) -> pd.DataFrame:
     if dup:
         raise InputError("input rejected: " + dup)
     for q in ds.qi:
-        if q.kind != "numeric":
+        if q.kind == "date":
+            out[q.name] = to_days(parse_dates(out[q.name]), q.date_unit)  # day numbers (schemas/dates.py)
+        elif q.numeric_order:  # each number as the order spells it
+            at = pd.Index(np.array(q.order, dtype=float)).get_indexer(_as_numbers(out[q.name]))
+            out[q.name] = np.array(q.order_labels, dtype=object)[at]
+        elif q.kind != "numeric":
             out[q.name] = out[q.name].astype(str)  # text, as pandas keeps it (Arrow-backed: fast to code)
         elif pd.api.types.is_integer_dtype(frame[q.name].dtype):
             out[q.name] = frame[q.name]  # keep integers integral in the published ranges
-    return out
+    return (out.reset_index(drop=True) if dropped else out), dropped
+
+
+def _missing_cells(frame: pd.DataFrame, spec: ReleaseSpec) -> tuple[pd.DataFrame, int]:
+    """`[dataset] missing`: "drop" leaves out the rows with an empty cell (their index, their
+    place in the input, is kept for messages); "category" fills a categorical QI's empty cells
+    with MISSING_CATEGORY; "refuse" changes nothing (the schema refuses the empty cells)."""
+    ds = spec.dataset
+    if ds.missing == "drop":
+        empty = frame.isna().any(axis=1).to_numpy()
+        if empty.all():
+            raise InputError('input has no rows without an empty cell ([dataset] missing = "drop")')
+        return (frame[~empty], int(empty.sum())) if empty.any() else (frame, 0)
+    if ds.missing == "category":
+        filled = {
+            q.name: frame[q.name].astype(object).where(frame[q.name].notna(), MISSING_CATEGORY)
+            for q in ds.qi
+            if q.kind == "categorical" and frame[q.name].isna().any()
+        }
+        return (frame.assign(**filled) if filled else frame), 0
+    return frame, 0
 
 
 # what pandas infers for an object column that holds only numbers (no text, no booleans)

@@ -34,22 +34,37 @@ def _list_of(allowed: set[str] | None):
     return pa.Check(check, element_wise=False, error="a non-empty list of domain values")
 
 
+def _all_dates(column: pd.Series) -> bool:
+    if pd.api.types.is_datetime64_any_dtype(column.dtype):
+        return True
+    kind = pd.api.types.infer_dtype(column, skipna=True)
+    return kind in ("date", "datetime", "empty")
+
+
+DATES = pa.Check(_all_dates, element_wise=False, error="dates")
+
+
 def generalized_table_schema(
     ds: DatasetSpec, extra: dict[str, pa.Column] | None = None, sensitive_nullable: bool = False
 ) -> pa.DataFrameSchema:
     cols: dict[str, pa.Column] = {}
     checks = []
     for q in ds.qi:
-        if q.kind == "numeric":
+        if q.kind == "date":  # dates (Arrow date32, read as datetime.date or datetime64)
+            lo, hi = f"{q.name}_lo", f"{q.name}_hi"
+            cols[lo] = pa.Column(nullable=False, checks=DATES)
+            cols[hi] = pa.Column(nullable=False, checks=DATES)
+            checks.append(pa.Check(lambda df, lo=lo, hi=hi: df[lo] <= df[hi], error=f"{lo} <= {hi}"))
+        elif q.kind == "numeric":
             cols[f"{q.name}_lo"] = pa.Column(float, coerce=True, nullable=False)
             cols[f"{q.name}_hi"] = pa.Column(float, coerce=True, nullable=False)
             lo, hi = f"{q.name}_lo", f"{q.name}_hi"
             checks.append(pa.Check(lambda df, lo=lo, hi=hi: df[lo] <= df[hi], error=f"{lo} <= {hi}"))
         else:
-            allowed = set(q.order) if q.order else None
-            if q.hierarchy:
-                kids = {c for v in q.hierarchy.values() for c in v}
-                allowed = {c for c in kids if c not in q.hierarchy}
+            allowed = set(q.order_labels) if q.order_labels else None
+            if q.tree:  # (a hierarchy built from the data, "mask", fixes no values here)
+                kids = {c for v in q.tree.values() for c in v}
+                allowed = {c for c in kids if c not in q.tree}
             cols[q.name] = pa.Column(checks=_list_of(allowed), nullable=False)
     cols.update(extra or {})
     cols[ds.sensitive] = pa.Column(nullable=sensitive_nullable)

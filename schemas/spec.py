@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from privpub.schemas.errors import SpecError
 
@@ -57,15 +57,57 @@ def _check_finite(value: Any, path: tuple[str | int, ...] = ()) -> None:
             _check_finite(v, (*path, i))
 
 
+# `person_id = "@row"`: the table has no person id; the row number (from 1, in input order) is
+# used as one (schemas/input.py adds it; the report says so).
+ROW_ID = "@row"
+# `hierarchy = "mask"` (a categorical QI): levels built from the data by masking the last
+# characters with MASK_CHAR (tasks/core/hierarchies.py).
+MASK = "mask"
+MASK_CHAR = "*"
+# `hierarchy = "month" | "year"` (a date QI): dates truncated to the month or year before work.
+DATE_UNITS = ("month", "year")
+# `[dataset] missing = "category"`: what an empty categorical QI cell becomes.
+MISSING_CATEGORY = "(missing)"
+
+
 class QISpec(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     name: str
-    kind: Literal["numeric", "ordinal", "categorical"]
-    # ordinal: the order of the values (required); categorical: optional display order
-    order: list[str] | None = None
-    # categorical: optional generalization tree {parent: [children]}; leaves are data values
-    hierarchy: dict[str, list[str]] | None = None
+    kind: Literal["numeric", "date", "ordinal", "categorical"]
+    # ordinal: the order of the values (required); categorical: optional display order. Text, or
+    # numbers when the column holds numbers (not both)
+    order: list[str | int | float] | None = None
+    # categorical: optional generalization tree {parent: [children]} (leaves are data values) or
+    # "mask" (built from the data); date: "month" or "year" (truncation)
+    hierarchy: dict[str, list[str]] | Literal["mask", "month", "year"] | None = None
+
+    # one message for a wrong type (pydantic would give one per member of the union, per item)
+    @field_validator("order", mode="before")
+    @classmethod
+    def _order_items(cls, value: Any) -> Any:
+        if value is None:
+            return value
+        if not isinstance(value, list):
+            raise ValueError("must be a list (of text, or of numbers)")
+        for i, item in enumerate(value):
+            if isinstance(item, bool) or not isinstance(item, (str, int, float)):
+                raise ValueError(f"item {i + 1} is neither text nor a number")
+        if len({str if isinstance(v, str) else float for v in value}) > 1:
+            raise ValueError("mixes text and numbers")
+        return value
+
+    @field_validator("hierarchy", mode="before")
+    @classmethod
+    def _hierarchy_form(cls, value: Any) -> Any:
+        if value is None or value in (MASK, *DATE_UNITS):
+            return value
+        if isinstance(value, dict):
+            for parent, kids in value.items():
+                if not isinstance(kids, list) or not all(isinstance(k, str) for k in kids):
+                    raise ValueError(f"'{parent}' must list its children as text")
+            return value
+        raise ValueError('must be "mask", "month", "year" or a table {parent = [children]}')
 
     @model_validator(mode="after")
     def _ordinal_needs_order(self) -> QISpec:
@@ -73,11 +115,42 @@ class QISpec(BaseModel):
             raise ValueError(f"ordinal quasi-identifier '{self.name}' needs an 'order' list")
         if self.order is not None and len(set(self.order)) != len(self.order):
             raise ValueError(f"quasi-identifier '{self.name}': 'order' repeats a value")
+        if self.kind == "date" and self.order is not None:
+            raise ValueError(f"date quasi-identifier '{self.name}': dates are ordered already (no 'order')")
+        if isinstance(self.hierarchy, str):
+            fits = self.kind == "categorical" if self.hierarchy == MASK else self.kind == "date"
+            if not fits:
+                need = "a categorical" if self.hierarchy == MASK else "a date"
+                raise ValueError(f"quasi-identifier '{self.name}': hierarchy = \"{self.hierarchy}\" is for {need} QI")
+            if self.hierarchy == MASK and self.order is not None:
+                raise ValueError(f"quasi-identifier '{self.name}': give an 'order' or hierarchy = \"mask\", not both")
+        elif self.hierarchy is not None and self.kind == "date":
+            raise ValueError(f'date quasi-identifier \'{self.name}\': hierarchy is "month" or "year"')
         if isinstance(self.hierarchy, dict):  # a cycle or a node with two parents: refused here, before any work
             problem = _tree_problem(self.hierarchy, one_root=False)
             if problem:
                 raise ValueError(f"quasi-identifier '{self.name}': hierarchy: {problem}")
         return self
+
+    @property
+    def numeric_order(self) -> bool:
+        """An order of numbers: the column's cells are read as numbers and matched to it."""
+        return self.order is not None and len(self.order) > 0 and not isinstance(self.order[0], str)
+
+    @property
+    def order_labels(self) -> list[str] | None:
+        """The order as the published lists spell it (numbers as written in the spec)."""
+        return None if self.order is None else [str(v) for v in self.order]
+
+    @property
+    def tree(self) -> dict[str, list[str]] | None:
+        """An explicit hierarchy {parent: [children]} (None for none or a built one)."""
+        return self.hierarchy if isinstance(self.hierarchy, dict) else None
+
+    @property
+    def date_unit(self) -> str:
+        """A date QI's unit: "day", or the "month" / "year" it is truncated to."""
+        return self.hierarchy if isinstance(self.hierarchy, str) and self.hierarchy in DATE_UNITS else "day"
 
 
 def _tree_problem(tree: dict[str, list[str]], one_root: bool = True) -> str | None:
@@ -122,6 +195,10 @@ class DatasetSpec(BaseModel):
     sensitive: str
     qi: list[QISpec] = Field(min_length=1)
     registration: str | None = None
+    # an empty cell in a column the release reads: "refuse" the input (naming row and column),
+    # "drop" its row (counted in the report: dropped_rows), or for a categorical QI "category"
+    # (the cell becomes the value MISSING_CATEGORY; empty cells elsewhere are still refused)
+    missing: Literal["refuse", "drop", "category"] = "refuse"
     # the sensitive column's values in order (an ordinal column: t-closeness's ordered distance)
     sensitive_order: list[str] | None = Field(default=None, min_length=1)
     # a tree {parent: [children]} over the sensitive values (leaves are data values; one root):
@@ -284,7 +361,7 @@ def spec_from_dict(data: dict[str, Any], base_dir: str | Path = ".") -> ReleaseS
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
         raise SpecError(f"[evaluate] workload_seed = {seed!r}: must be an integer from 0 to 2^64 - 1")
     try:
-        return ReleaseSpec.model_validate({**data, "base_dir": str(base_dir)})
+        spec = ReleaseSpec.model_validate({**data, "base_dir": str(base_dir)})
     except ValidationError as exc:
         for err in exc.errors():
             if err["type"] == "extra_forbidden":
@@ -292,6 +369,28 @@ def spec_from_dict(data: dict[str, Any], base_dir: str | Path = ".") -> ReleaseS
                 raise unknown_key(_where(loc[:-1]), loc[-1], _valid_keys(loc)) from None
         problems = "; ".join(f"{_where(tuple(err['loc']))}: {err['msg']}" for err in exc.errors())
         raise SpecError(f"invalid spec: {problems}") from None
+    _check_parted(spec)
+    return spec
+
+
+def _check_parted(spec: ReleaseSpec) -> None:
+    """What the Dask path (rows read file by file on workers) does not do yet: dates, dropped
+    rows (counted per file) and row numbers as ids (numbered per file)."""
+    if spec.run.task_runner != "dask":
+        return
+    ds = spec.dataset
+    dates = [q.name for q in ds.qi if q.kind == "date"]
+    problem = (
+        f"[dataset] qi '{dates[0]}': a date quasi-identifier"
+        if dates
+        else '[dataset] missing = "drop"'
+        if ds.missing == "drop"
+        else f'[dataset] person_id = "{ROW_ID}"'
+        if ds.person_id == ROW_ID
+        else None
+    )
+    if problem:
+        raise SpecError(f'{problem} runs in memory only, not with [run] task_runner = "dask"')
 
 
 def read_spec_file(path: str | Path) -> dict[str, Any]:

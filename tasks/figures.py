@@ -16,6 +16,7 @@ _FIGURES: dict[str, tuple[str, str]] = {
     "max_group_size": ("largest QI-group: large groups blur the data most", LOWER),
     "discernibility": ("sum of squared group sizes (Bayardo-Agrawal): the total blur", LOWER),
     "suppressed_rows": ("input rows left out of the release", LOWER),
+    "dropped_rows": ('input rows with an empty cell, left out before any work ([dataset] missing = "drop")', LOWER),
     "uncertainty_penalty": ("total generalization width over all cells (Butterfly Definition 1)", LOWER),
     "uncertainty_penalty_normalized": ("generalization width per cell, 0 = exact values, 1 = whole domain", LOWER),
     "uncertainty_penalty_common": ("generalization width on attributes shared by several QIDs", LOWER),

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from privpub.schemas.spec import ROW_ID
 from privpub.tasks.figures import describe, poor_figures, worst_rows
 
 _W, _H, _LEFT, _BOTTOM, _TOP, _RIGHT = 440, 230, 56, 44, 26, 12
@@ -219,6 +220,21 @@ def _cell(value: Any) -> str:
     return fmt(value)
 
 
+def input_notes(meta: dict[str, Any], utility: dict[str, Any]) -> list[str]:
+    """What the release did to its input before any work: rows dropped for an empty cell
+    (`[dataset] missing = "drop"`), the row number taken as the person id (`person_id = "@row"`)."""
+    notes = []
+    if "dropped_rows" in utility:
+        notes.append(
+            f"dropped rows: {int(utility['dropped_rows']):,} (an empty cell in the person id, a quasi-identifier "
+            'or the sensitive column; [dataset] missing = "drop"); not published and not in the figures'
+        )
+    person_id = meta.get("person_id") or ((meta.get("spec") or {}).get("dataset") or {}).get("person_id")
+    if person_id == ROW_ID:
+        notes.append(f"person id: row number ({ROW_ID}): every row is taken as a different person")
+    return notes
+
+
 def summary_lines(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) -> list[str]:
     lines = [
         f"release {meta['release_id']} (series {meta['series']}, #{meta['sequence']}, "
@@ -242,6 +258,7 @@ def summary_lines(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) 
         lines.append(f"uncertainty penalty (per tuple per QI): {fmt(utility['uncertainty_penalty_normalized'])}")
     if utility.get("suppressed_rows"):
         lines.append(f"suppressed rows: {utility['suppressed_rows']}")
+    lines += input_notes(meta, utility)
     rows = risk_rows(meta.get("risk") or {}, meta.get("risk_note"))
     if rows:
         shown = ", ".join(f"{n} {a} -> {b.removesuffix(' (see below)')}" for n, a, b, _ in rows)
@@ -390,6 +407,7 @@ table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;te
 <p>Series <b>{esc(meta["series"])}</b>, release #{meta["sequence"]}, technique <b>{esc(meta["technique"])}</b>,
 parameters <code>{esc(json.dumps(meta.get("parameters", {}), default=str))}</code>, seed {meta["seed"]},
 {meta["rows_in"]} input rows, committed {esc(str(meta.get("created_at", "")))}.</p>
+{"".join(f"<p>{esc(n[0].upper() + n[1:])}.</p>" for n in input_notes(meta, utility))}
 {warnings}
 <h2>Privacy (computed from the published tables only)</h2>
 <table><tr><th>model</th><th>reached</th><th>required</th><th>result</th><th>worst case</th></tr>{priv_rows}</table>

@@ -10,12 +10,12 @@ import pandas as pd
 from privpub.schemas.errors import InputError
 from privpub.schemas.input import (
     check_frame_types,
+    checked_rows,
     files_root,
     input_files,
     input_text,
     is_frame_input,
     read_input,
-    validate_input,
 )
 from privpub.schemas.spec import ReleaseSpec
 from privpub.state.store import sha256_file, sha256_files
@@ -61,10 +61,11 @@ def load_input(spec: ReleaseSpec) -> tuple[pd.DataFrame, str]:
 def validate(frame: pd.DataFrame, spec: ReleaseSpec, technique) -> Microdata:
     """The rows checked against the spec's schema, then against the technique's parameters
     (technique None: not yet; `privpub explore` asks each setting's technique in turn)."""
-    valid = validate_input(frame, spec)
+    valid, dropped = checked_rows(frame, spec)
     if is_frame_input(spec):
         check_frame_types(frame, spec)
     data = Microdata.from_frame(spec, valid)
+    data.dropped_rows = dropped
     if technique is None:
         return data
     try:

@@ -22,6 +22,7 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "verify": ("privpub.flows.api", "verify"),
     "PublishedRelease": ("privpub.flows.published_release", "PublishedRelease"),
     "explore": ("privpub.flows.explore", "explore"),
+    "init": ("privpub.flows.init", "init"),
     "Store": ("privpub.state.store", "Store"),
     "ReleaseSpec": ("privpub.schemas.spec", "ReleaseSpec"),
     "load_spec": ("privpub.schemas.spec", "load_spec"),
@@ -42,6 +43,7 @@ __all__ = [
     "__version__",
     "explore",
     "history",
+    "init",
     "load_spec",
     "publish",
     "spec_from_dict",
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
     from privpub.flows.api import publish_data as publish
     from privpub.flows.api import verify as verify
     from privpub.flows.explore import explore as explore
+    from privpub.flows.init import init as init
     from privpub.flows.published_release import PublishedRelease as PublishedRelease
     from privpub.schemas.errors import InputError as InputError
     from privpub.schemas.errors import PrivacyRefused as PrivacyRefused

@@ -3,9 +3,11 @@
 Every QI gets a domain (its ordered list of possible values) and each row a code, the position of
 its value in that domain. Partitioners work on codes; published tables decode them back.
 - numeric: the sorted distinct values present (code order = numeric order)
+- date: a numeric domain of day numbers (schemas/dates.py) whose `unit` says it is a date
 - ordinal: the spec's `order`
 - categorical: the hierarchy's leaves in depth-first order (so every subtree is a contiguous code
-  range), else the spec's `order`, else the sorted distinct values present
+  range; `hierarchy = "mask"`: built from the distinct values present, tasks/core/hierarchies.py),
+  else the spec's `order`, else the sorted distinct values present
 """
 
 from __future__ import annotations
@@ -16,15 +18,19 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from privpub.schemas.spec import QISpec, ReleaseSpec
+from privpub.schemas.dates import unit_last_day
+from privpub.schemas.spec import MASK, QISpec, ReleaseSpec
+from privpub.tasks.core.hierarchies import mask_hierarchy
 
 
 @dataclass(frozen=True)
 class QIDomain:
     name: str
-    kind: str  # numeric | ordinal | categorical
+    kind: str  # numeric | ordinal | categorical (a date QI is numeric: day numbers)
     values: np.ndarray  # domain values in code order
     hierarchy: dict[str, list[str]] | None = None
+    # a date QI: "day", "month" or "year" (values are the unit's first days); None otherwise
+    unit: str | None = None
 
     @property
     def size(self) -> int:
@@ -34,15 +40,19 @@ class QIDomain:
     def span(self) -> float:
         """Width of the whole domain: value range for numeric, code range otherwise."""
         if self.kind == "numeric":
-            return float(self.values[-1] - self.values[0]) if self.size else 0.0
+            return float(self.upper(self.values[-1:])[0] - self.values[0]) if self.size else 0.0
         return float(self.size - 1)
+
+    def upper(self, values: np.ndarray) -> np.ndarray:
+        """The top of each value's range: the value, or a date unit's last day."""
+        return unit_last_day(values, self.unit) if self.unit else values
 
     def width(self, lo_code: np.ndarray, hi_code: np.ndarray) -> np.ndarray:
         """Width of code ranges in the same unit as `span`."""
         widths: np.ndarray  # (numpy's stubs type this arithmetic as Any)
         if self.kind == "numeric":
             v = self.values.astype(float)
-            widths = v[hi_code] - v[lo_code]
+            widths = (self.upper(self.values[hi_code]).astype(float) if self.unit else v[hi_code]) - v[lo_code]
         else:
             widths = (hi_code - lo_code).astype(float)
         return widths
@@ -68,9 +78,9 @@ def distinct_values(q: QISpec, column: pd.Series) -> np.ndarray | None:
     """What a QI's domain needs from the data: the sorted distinct values (floats for numeric,
     text otherwise), or None when the spec fixes the domain (an order or a hierarchy). A table
     read in partitions combines these with `merge_distinct`."""
-    if q.kind == "numeric":
+    if q.kind in ("numeric", "date"):
         return np.unique(column.to_numpy(dtype=float))
-    if q.hierarchy or q.order:
+    if q.tree or q.order:
         return None
     return np.array(sorted(pd.unique(column.astype(str))), dtype=object)
 
@@ -83,17 +93,22 @@ def merge_distinct(parts: list[np.ndarray | None]) -> np.ndarray | None:
 
 
 def domain_from_distinct(q: QISpec, distinct: np.ndarray | None) -> QIDomain:
-    if q.kind != "numeric" and q.hierarchy:
-        values = hierarchy_leaves(q.hierarchy)
-    elif q.kind != "numeric" and q.order:
-        values = list(q.order)
+    hierarchy = q.tree
+    if q.kind == "categorical" and q.hierarchy == MASK and distinct is not None:
+        hierarchy = mask_hierarchy(distinct)
+    if q.kind not in ("numeric", "date") and hierarchy:
+        values = hierarchy_leaves(hierarchy)
+    elif q.kind not in ("numeric", "date") and q.order:
+        values = q.order_labels or []
     elif distinct is None:  # distinct_values gives None only when the spec fixes the domain
         raise ValueError(f"{q.name}: its domain needs the data's distinct values")
     elif q.kind == "numeric":
         return QIDomain(q.name, "numeric", distinct)
+    elif q.kind == "date":
+        return QIDomain(q.name, "numeric", distinct.astype(np.int64), unit=q.date_unit)
     else:
         values = list(distinct)
-    return QIDomain(q.name, q.kind, np.array(values, dtype=object), q.hierarchy)
+    return QIDomain(q.name, q.kind, np.array(values, dtype=object), hierarchy)
 
 
 def build_domain(q: QISpec, column: pd.Series) -> QIDomain:
@@ -137,6 +152,8 @@ class Microdata(HasDomains):
     sensitive_values: np.ndarray  # distinct sensitive values, sorted
     sensitive_codes: np.ndarray  # (n,) int32
     extra: dict[str, Any] = field(default_factory=dict)
+    # input rows left out before any work for an empty cell ([dataset] missing = "drop")
+    dropped_rows: int = 0
 
     @classmethod
     def from_frame(cls, spec: ReleaseSpec, frame: pd.DataFrame) -> Microdata:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from privpub.schemas.errors import SpecError
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.params import TechniqueParams, read_params
@@ -41,12 +42,21 @@ class Technique:
     # `accepts_kept_groups` when `anonymize` takes any grouping from `[series] keep_groups`
     guards_series: ClassVar[bool] = False
     accepts_kept_groups: ClassVar[bool] = False
+    # True when the technique publishes a date QI (`kind = "date"`) as dates (Arrow date32
+    # ranges): the others would publish its day numbers, so they refuse it
+    publishes_dates: ClassVar[bool] = False
 
     params: TechniqueParams
 
     def __init__(self, spec: ReleaseSpec):
         self.spec = spec
         self.params = read_params(self.name, self.Params, spec.technique.params)
+        dates = [q.name for q in spec.dataset.qi if q.kind == "date"]
+        if dates and not self.publishes_dates:
+            raise SpecError(
+                f"[dataset] qi '{dates[0]}': technique {self.name} does not publish dates yet; "
+                'use technique "generalization" or a numeric QI (e.g. the year)'
+            )
         self.check_params()
 
     # --- parameters -------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from privpub.schemas.dates import as_day_numbers
 from privpub.tasks.evaluate.counting import (
     DistinctLists,
     QueryAnswers,
@@ -28,9 +29,7 @@ __all__ = ["estimate_from_generalized", "range_fraction"]
 def generalized_column(table: pa.Table, qi: str):
     """How a QI's published cells answer a condition: a [lo, hi] range, a set, or a plain value."""
     if f"{qi}_lo" in table.column_names:
-        return Ranges(
-            table.column(f"{qi}_lo").to_numpy().astype(float), table.column(f"{qi}_hi").to_numpy().astype(float)
-        )
+        return Ranges(as_day_numbers(table.column(f"{qi}_lo")), as_day_numbers(table.column(f"{qi}_hi")))
     if pa.types.is_list(table.schema.field(qi).type) or pa.types.is_large_list(table.schema.field(qi).type):
         return DistinctLists.of(table, qi).column()
     return arrow_plain_column(table.column(qi))

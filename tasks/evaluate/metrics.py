@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from privpub.schemas.dates import as_day_numbers
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.evaluate.counting import DistinctLists
 from privpub.tasks.evaluate.workload import CountQuery
@@ -42,8 +43,8 @@ def cell_widths(table: pa.Table, name: str, dom) -> np.ndarray:
     """Per published row: its `name` cell's width over the QI's span (0: the exact value, 1: the
     whole domain); a range cell from its bounds, a set from its values' codes. dom.span > 0."""
     if f"{name}_lo" in table.column_names:
-        lo = table.column(f"{name}_lo").to_numpy().astype(float)
-        hi = table.column(f"{name}_hi").to_numpy().astype(float)
+        lo = as_day_numbers(table.column(f"{name}_lo"))  # dates as day numbers, as their domain
+        hi = as_day_numbers(table.column(f"{name}_hi"))
         return (hi - lo) / dom.span
     return _list_code_span(table, name, dom) / dom.span
 

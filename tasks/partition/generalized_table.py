@@ -2,6 +2,8 @@
 
 Each QI value is replaced by its group's generalization:
 - numeric   -> two columns <qi>_lo, <qi>_hi (inclusive range of the group's values)
+- date      -> the same, Arrow date32: from the first day of the lowest value's unit to the last
+  day of the highest's (schemas/dates.py)
 - ordinal   -> list column <qi>: every value of the order between the group's min and max
 - categorical -> list column <qi>: the values present in the group, or with a hierarchy the
   leaves under the lowest common ancestor of the values present
@@ -16,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from privpub.schemas.dates import date32
 from privpub.tasks.core.microdata import Microdata, QIDomain
 
 
@@ -107,7 +110,10 @@ def generalized_columns(
             continue
         codes = data.codes[:, j]
         lo, hi = index.bounds(codes)
-        if dom.kind == "numeric":
+        if dom.unit:  # a date QI: day numbers, published as dates
+            out[f"{dom.name}_lo"] = date32(dom.values[lo])
+            out[f"{dom.name}_hi"] = date32(dom.upper(dom.values[hi]))
+        elif dom.kind == "numeric":
             dtype = data.frame[dom.name].dtype  # validated: a numpy dtype, not a pandas extension one
             integer = isinstance(dtype, np.dtype) and np.issubdtype(dtype, np.integer)
             vals = dom.values.astype(np.int64 if integer else float)

@@ -463,6 +463,34 @@ MUTANTS = [
         "        True,",
         ["tests/test_explore.py"],
     ),
+    Mutant(
+        "published date range: low end after high end",
+        "schemas/published.py",
+        "df[lo] <= df[hi]",  # the first: the date branch
+        "df[lo] <= df[lo]",
+        ["tests/test_spec_language.py"],
+    ),
+    Mutant(
+        "input: a cell that is not a date",
+        "schemas/input.py",
+        "parse_dates(s).notna()",
+        "parse_dates(s).notna() | True",
+        ["tests/test_spec_language.py"],
+    ),
+    Mutant(
+        "input: a masked code holding the mask character",
+        "schemas/input.py",
+        ".str.contains(MASK_CHAR, regex=False).fillna(False)",
+        ".str.contains(MASK_CHAR, regex=False).fillna(False) | True",
+        ["tests/test_spec_language.py"],
+    ),
+    Mutant(
+        "input: a number outside an ordinal's order of numbers",
+        "schemas/input.py",
+        "np.isin(_as_numbers(s).to_numpy(), allowed)",
+        "np.isin(_as_numbers(s).to_numpy(), allowed) | True",
+        ["tests/test_spec_language.py"],
+    ),
 ]
 
 

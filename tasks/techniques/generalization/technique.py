@@ -35,6 +35,7 @@ class Generalization(Technique):
     distributed = True
     table_names = ("table",)
     accepts_kept_groups = True  # anonymize builds each group's box from whatever rows it holds
+    publishes_dates = True  # tasks/partition/generalized_table.py: date32 ranges
 
     @property
     def models(self) -> ModelChoice:
