@@ -346,19 +346,8 @@ def test_a_series_without_stored_summaries_or_a_serial_spec_is_refused(tmp_path)
     with pytest.raises(StateError, match="no stored composition summaries"):
         change_to(store, {"transient": ["x"]})
     assert list(audit_rows(store.path).outcome) == ["refused"]
-    serial = {
-        "dataset": {
-            "name": "s",
-            "input": "x.csv",
-            "person_id": "pid",
-            "sensitive": "v",
-            "qi": [{"name": "age", "kind": "numeric"}],
-        },
-        "technique": {"name": "serial", "l": 2},
-        "output": {"state": str(store.path)},
-    }
     with pytest.raises(SpecError, match="guards its own series"):
-        privpub.change_series(serial)
+        privpub.change_series(spec_of({}, {"name": "serial", "l": 2}), store.path)  # a ReleaseSpec
     assert list(audit_rows(store.path).outcome) == ["refused", "refused"]
 
 

@@ -18,7 +18,7 @@ release computed from the summaries read before is refused at its commit (StaleH
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -74,13 +74,13 @@ class _Figures:
 
     fewest: int = int(np.iinfo(np.int64).max)
     checked: int = 0
-    below_pkeys: list | None = None
+    below_pkeys: list[np.ndarray] = field(default_factory=list)
 
     def add(self, fig: np.ndarray, checked: np.ndarray, pkeys: np.ndarray, threshold: int) -> None:
         self.fewest = int(fig[checked].min(initial=self.fewest))
         self.checked += int(checked.sum())
         below = checked & (fig < threshold)
-        self.below_pkeys = [*(self.below_pkeys or []), pkeys[below]]
+        self.below_pkeys.append(pkeys[below])
 
     @property
     def below(self) -> np.ndarray:

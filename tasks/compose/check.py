@@ -127,7 +127,7 @@ class SeriesCheck:
         ):
             return False
         self.persons, self.values, self.codes = other.persons, other.values, other.codes
-        self.transient, self.prior = other.transient, other.prior
+        self.transient, self.prior, self.store = other.transient, other.prior, other.store
         return True
 
     def discard(self) -> None:
