@@ -1,9 +1,10 @@
-"""The Python API: `privpub.publish` (`publish_data` here), `privpub.history`, `privpub.verify`
-(the CLI's `history` and `verify` print what these return).
+"""The Python API: `privpub.publish` (`publish_data` here), `privpub.history`, `privpub.verify`,
+`privpub.change_series` (the CLI's `history`, `verify` and `series change` print what these return).
 
     release = privpub.publish(frame, {"dataset": {...}, "technique": {...}}, state="privpub.duckdb")
     release.tables["table"]; release.figures; release.report
     privpub.history("privpub.duckdb"); privpub.verify(release.id, "privpub.duckdb")
+    privpub.change_series("spec.toml")   # the series' [series] settings become the spec's
 
 Light on purpose: `privpub history` imports no Prefect, no technique (heavier imports are inside
 the functions).
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
     from privpub.flows.published_release import PublishedRelease
     from privpub.schemas.spec import ReleaseSpec
+    from privpub.tasks.compose.change import SeriesChange
 
 DEFAULT_STATE = "privpub.duckdb"
 
@@ -190,3 +192,66 @@ def verify(release_id: str, state: str | os.PathLike | None = None, *, actor: st
     )
     frame.attrs.update(ok=ok, release=header, lines=[header, *(c.line for c in checks)])
     return frame
+
+
+def series_spec(spec: Any, state: Any = None, overrides: dict | None = None) -> ReleaseSpec:
+    """The spec whose [series] a change takes, checked: as `publish` reads it, but no input is
+    read, so a dict spec may leave [dataset] input out."""
+    from privpub.schemas.input import FRAME_INPUT
+    from privpub.schemas.spec import resolve_spec
+
+    if _is_path(spec) and state is None:  # the file itself: its folder anchors its paths
+        return resolve_spec(str(spec), None, overrides)
+    if isinstance(spec, dict):
+        dataset = spec.get("dataset")
+        if isinstance(dataset, dict) and not dataset.get("input") and not dataset.get("table"):
+            spec = {**spec, "dataset": {**dataset, "input": FRAME_INPUT}}
+    checked, _ = release_spec(None, spec, state, overrides)
+    return checked
+
+
+def change_series(
+    spec: dict | str | os.PathLike | ReleaseSpec,
+    state: str | os.PathLike | None = None,
+    *,
+    overrides: dict | None = None,
+    actor: str | None = None,
+) -> SeriesChange:
+    """Change the [series] settings (transient, l, composition) of the spec's series, which keeps
+    its history (what `privpub series change SPEC` does; docs/series.md, "Changing a series'
+    settings"): the summaries rebuilt from every release's stored groups under the spec's
+    settings, the whole series re-checked, and, when it passes, the new summaries and settings
+    kept in one transaction with a `series-change` audit row. Returns the figures
+    (a SeriesChange); raises PrivacyRefused naming the releases that combine to narrow people,
+    SpecError when the stored values break the new model, StateError when the series has no
+    stored summaries; then nothing changed and the refusal is in the audit log."""
+    from privpub.flows.attempts import current_actor, record_failure
+    from privpub.schemas.errors import SpecError, StateError, public_message
+    from privpub.state.store import Store
+    from privpub.tasks.compose.change import rebuild_series
+    from privpub.tasks.compose.check import series_settings
+    from privpub.tasks.techniques.registry import get_technique
+
+    who = current_actor(actor)
+    checked = None
+    try:  # refused before any work: still an attempt, with its audit row where the spec says
+        checked = series_spec(spec, state, overrides)
+        technique = get_technique(checked)
+        if technique.guards_series:
+            raise SpecError(
+                f"[technique] {technique.name} guards its own series (its statistics are its series check): "
+                "[series] settings do not apply to it"
+            )
+        settings = series_settings(checked, technique)
+        store = Store(checked.state_path)
+        if not store.path.exists():
+            raise StateError(f"no state file at {store.path} (nothing has been published there yet)")
+        store.check_usable()
+    except Exception as exc:
+        detail = {"error": type(exc).__name__, "message": public_message(exc)}
+        if checked is not None and Path(checked.state_path).exists():
+            Store(checked.state_path).log_attempt(who, "series-change", checked.dataset.name, "refused", None, detail)
+        elif _is_path(spec):
+            record_failure(str(spec), overrides, who, exc, detail["message"], "series-change", "refused")
+        raise
+    return rebuild_series(store, checked.dataset.name, settings, who)

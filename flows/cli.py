@@ -6,6 +6,8 @@
                                        a dry run over a grid of settings: figures, nothing published
     privpub history [--state FILE]     list committed releases
     privpub verify RELEASE_ID          re-verify a committed release from its published files
+    privpub series change SPEC.toml    the series' [series] settings become the spec's: summaries
+                                       rebuilt, the whole series re-checked (docs/series.md)
     privpub report RELEASE_ID          (re)write and show the HTML report of a release
     privpub demo                       publish a release of the embedded sample data
     privpub audit init|ask|batch|log [--summary]   the online auditor (l-uncertainty)
@@ -390,6 +392,18 @@ def cmd_verify(args) -> int:
     return 0 if checks.attrs["ok"] else 1
 
 
+def cmd_series(args) -> int:
+    """`series change SPEC`: the spec's [series] settings for its series, which keeps its history."""
+    # lazy: `--help` and `history` import no Prefect, no technique
+    from privpub.flows.api import change_series
+
+    done = change_series(args.spec, actor=args.actor)
+    if not args.quiet:
+        for line in done.lines():
+            print(line)
+    return 0
+
+
 def cmd_report(args) -> int:
     # lazy: `--help` and `history` import no Prefect, no technique
     from privpub.flows.reverify import rewrite_report
@@ -589,6 +603,19 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--series", help="only this series")
         sp.add_argument("--as", dest="actor", help="who runs this (audit log)")
         sp.set_defaults(func=func)
+
+    sp = sub.add_parser("series", help="change the settings of a series that keeps its history")
+    series_sub = sp.add_subparsers(dest="series_command", required=True)
+    a = series_sub.add_parser(
+        "change",
+        help="the series' [series] settings (transient, l, composition) become the spec's: its summaries "
+        "rebuilt from every release's stored groups, the whole series re-checked; refused, nothing changed, "
+        "if the series would fail the check",
+    )
+    a.add_argument("spec", help="the series' release spec (TOML), its [series] edited")
+    a.add_argument("--as", dest="actor", help="who runs this (audit log); default: the OS user")
+    a.add_argument("--quiet", action="store_true", help="print nothing on success")
+    sp.set_defaults(func=cmd_series)
 
     sp = sub.add_parser("trail", help="export the audit trail (every attempt and its outcome)")
     sp.add_argument("--state", help=f"the state file (default ${'{'}PRIVPUB_STATE{'}'} or ./{DEFAULT_STATE})")

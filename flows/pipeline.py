@@ -438,6 +438,8 @@ def compute_release(
         message = "release refused, privacy check failed: " + "; ".join(
             f"{r.model} reached {r.value}, required {r.threshold}" for r in failed
         )
+        if any(r.model == series_check.model for r in failed):  # which releases combine, the remedies
+            message += "; " + series_check.breach_note()
         return Computed(release, part, privacy, utility, None, None, Refusal(message, detail))
 
     risk, riskiest = driver.run("risk", risk_step, technique, release, data, settings)

@@ -707,6 +707,12 @@ class Store:
             self._log(con, actor, action, target, outcome, flow_run_id, detail or {})
 
     @staticmethod
+    def log_in(con, actor: str, action: str, target: str | None, outcome: str, flow_run_id=None, detail=None) -> None:
+        """An audit row written on a connection `write()` lent: inside its transaction, if one is
+        open, so that the row exists exactly when what it records does."""
+        Store._log(con, actor, action, target, outcome, flow_run_id, detail or {})
+
+    @staticmethod
     def _log(con, actor, action, target, outcome, flow_run_id, detail) -> None:
         con.execute(
             "INSERT INTO audit_log (logged_at, actor, action, target, outcome, flow_run_id, detail) "

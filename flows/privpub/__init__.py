@@ -20,6 +20,8 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "publish": ("privpub.flows.api", "publish_data"),
     "history": ("privpub.flows.api", "history"),
     "verify": ("privpub.flows.api", "verify"),
+    "change_series": ("privpub.flows.api", "change_series"),
+    "SeriesChange": ("privpub.tasks.compose.change", "SeriesChange"),
     "PublishedRelease": ("privpub.flows.published_release", "PublishedRelease"),
     "explore": ("privpub.flows.explore", "explore"),
     "init": ("privpub.flows.init", "init"),
@@ -38,9 +40,11 @@ __all__ = [
     "PrivacyRefused",
     "PublishedRelease",
     "ReleaseSpec",
+    "SeriesChange",
     "SpecError",
     "Store",
     "__version__",
+    "change_series",
     "explore",
     "history",
     "init",
@@ -52,6 +56,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from privpub.flows.api import change_series as change_series
     from privpub.flows.api import history as history
     from privpub.flows.api import publish_data as publish
     from privpub.flows.api import verify as verify
@@ -65,6 +70,7 @@ if TYPE_CHECKING:
     from privpub.schemas.spec import load_spec as load_spec
     from privpub.schemas.spec import spec_from_dict as spec_from_dict
     from privpub.state.store import Store as Store
+    from privpub.tasks.compose.change import SeriesChange as SeriesChange
     from privpub.tasks.techniques.registry import technique_names as technique_names
 
 

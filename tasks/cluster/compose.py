@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from privpub.schemas.errors import InputError, SpecError
 from privpub.state.store import open_staging
-from privpub.tasks.compose import summaries
+from privpub.tasks.compose import remedies, summaries
 from privpub.tasks.compose.check import SeriesCheck, broken_rows, same_transient, summarise
 from privpub.tasks.core.parted_table import StagingFolder
 from privpub.tasks.core.types import PrivacyResult
@@ -81,6 +81,7 @@ class Staged:
     release: int = -1
     values: pa.Table | None = None
     next_ids: tuple[int, int, int] = (0, 0, 0)
+    read_next_set: int | None = None  # the series' next set id as read (summaries.table_writer)
 
 
 class PartedSeriesCheck(SeriesCheck):
@@ -146,13 +147,16 @@ def _compose_batches(check, store, data, cpart, staged: Staged):
                 same_transient(prior, settings, spec.dataset.name)
                 staged.sid, staged.release = prior.sid, prior.release
                 pkey_base, set_base, next_cohort = prior.next_pkey, prior.next_set, prior.next_cohort
+                staged.read_next_set = prior.next_set
             code_to_vkey, staged.values = summaries.value_keys(prior, check.values)
         if prior is not None:
             _refuse_changed_values(check, prior, code, file, row, data.files)
         first = int(offset[a])  # a batch holds whole groups: number them from its first
         sets, row_set = summarise(prior, group - first, code, int(offset[b]) - first, check.transient, bool(settings.l))
         if prior is not None:
-            worst.add(check.figures(sets, row_set), file, row, check.threshold, int((prior.set_of_row >= 0).sum()))
+            fig = check.figures(sets, row_set)
+            worst.add(fig, file, row, check.threshold, int((prior.set_of_row >= 0).sum()))
+            check.note_below(prior.pkey[(row_set >= 0) & (fig < check.threshold)])
         pkey = prior.pkey.copy() if prior else np.full(len(group), -1, np.int64)
         fresh = pkey < 0
         pkey[fresh] = pkey_base + np.arange(int(fresh.sum()))
@@ -216,6 +220,5 @@ def _refuse_changed_values(check, prior, code, file, row, files) -> None:
         raise InputError(
             f"{Path(files[file[i]]).name}: row {row[i] + 1}, column '{check.spec.dataset.sensitive}': "
             "the value differs from this person's value in an earlier release of the series "
-            f"({len(broken)} rows in this batch); a value that changes must be named in "
-            "[series] transient"
+            f"({len(broken)} rows in this batch); " + remedies.VALUE_CHANGES
         )

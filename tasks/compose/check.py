@@ -21,7 +21,7 @@ import numpy as np
 
 from privpub.schemas.errors import InputError, SpecError
 from privpub.schemas.spec import ReleaseSpec
-from privpub.tasks.compose import summaries
+from privpub.tasks.compose import remedies, summaries
 from privpub.tasks.compose.algebra import GroupCounts, Sets, compose, shared
 from privpub.tasks.compose.keep_groups import kept_partition
 from privpub.tasks.core.microdata import Microdata
@@ -75,6 +75,10 @@ class SeriesCheck:
         self.cohort: np.ndarray | None = None  # per row, set by keep_groups
         self._staged = None  # staged summaries of rows kept in parts (tasks/cluster/compose.py)
         self.store = None
+        # the stored keys of the returning people below the threshold, and how many newcomers are
+        # (the refusal names the earlier releases they were in: breach_note)
+        self.below_pkeys: list[np.ndarray] = []
+        self.below_newcomers = 0
         # False: the release is never committed (privpub explore), so its summaries need not be
         # built when there is nothing to combine them with
         self.commits = True
@@ -99,6 +103,7 @@ class SeriesCheck:
         self.transient = np.isin(self.values, list(self.settings.transient))
         if self.technique.guards_series:  # its own verifier is the series check
             return
+        self.store = store
         self.prior = summaries.load(store, ds.name, self.persons, self.values)
         if self.prior is None:
             return
@@ -108,8 +113,7 @@ class SeriesCheck:
             rows = np.flatnonzero(broken)
             raise InputError(
                 f"row {rows[0] + 1}, column '{ds.sensitive}': the value differs from this "
-                f"person's value in an earlier release of the series ({len(rows)} rows); "
-                "a value that changes must be named in [series] transient"
+                f"person's value in an earlier release of the series ({len(rows)} rows); " + remedies.VALUE_CHANGES
             )
 
     def share_prepared(self, other: SeriesCheck) -> bool:
@@ -123,7 +127,7 @@ class SeriesCheck:
         ):
             return False
         self.persons, self.values, self.codes = other.persons, other.values, other.codes
-        self.transient, self.prior = other.transient, other.prior
+        self.transient, self.prior, self.store = other.transient, other.prior, other.store
         return True
 
     def discard(self) -> None:
@@ -171,6 +175,7 @@ class SeriesCheck:
         published = row_set >= 0
         below = published & (fig < self.threshold)
         worst = int(np.argmin(fig))
+        self.note_below(self.prior.pkey[below])
         what = "candidate values" if self.settings.l else "records that can be the person's"
         return [
             PrivacyResult(
@@ -191,6 +196,27 @@ class SeriesCheck:
             )
         ]
 
+    def note_below(self, pkey: np.ndarray) -> None:
+        """Keep the stored keys of people below the threshold (-1: a newcomer) for breach_note."""
+        self.below_pkeys.append(pkey[pkey >= 0])
+        self.below_newcomers += int((pkey < 0).sum())
+
+    def breach_note(self) -> str:
+        """Which earlier releases the people below the threshold were in, and the remedies: what
+        the publish refusal adds to the figure. Never fails the refusal it explains."""
+        pkeys = np.concatenate(self.below_pkeys) if self.below_pkeys else np.zeros(0, np.int64)
+        below = len(pkeys) + self.below_newcomers
+        releases: list = []
+        sid = self.prior.sid if self.prior is not None else self._staged.sid if self._staged is not None else None
+        if self.store is not None and sid is not None and len(pkeys):
+            try:
+                releases = self.store.query(
+                    lambda con: remedies.releases_holding(con, self.spec.dataset.name, sid, pkeys)
+                )
+            except Exception:  # the refusal stands without the list
+                releases = []
+        return remedies.breach_note(releases, below, self.threshold, self.below_newcomers)
+
     def tolerated(self, result: PrivacyResult) -> bool:
         """A failed composition figure under composition = "warn": published and recorded."""
         return result.model == self.model and self.settings.mode == "warn"
@@ -201,7 +227,12 @@ class SeriesCheck:
             staged = self._staged
             tables = {**staged.files, "_compose_values": staged.values}
             write = summaries.table_writer(
-                self.spec.dataset.name, staged.sid, tables, staged.next_ids, list(self.settings.transient)
+                self.spec.dataset.name,
+                staged.sid,
+                tables,
+                staged.next_ids,
+                list(self.settings.transient),
+                staged.read_next_set,
             )
 
             return write
@@ -259,7 +290,8 @@ def same_transient(prior: summaries.Prior, settings: SeriesSettings, series: str
     if sorted(prior.transient) != sorted(settings.transient):
         raise SpecError(
             f"[series] transient differs from the list release #{prior.release} of "
-            f"series '{series}' was checked with; a series keeps one list"
+            f"series '{series}' was checked with; a series keeps one list: {remedies.CHANGE} rebuilds "
+            "its summaries under the spec's list and re-checks the whole series (or keep the stored list)"
         )
 
 

@@ -14,7 +14,9 @@ contents, so the figures are those of one replay of everybody.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -50,40 +52,78 @@ def _replay(con, series, sequence, by_values, threshold, batch_people):
     if head is None:
         return None
     sid, transient = head
-    values = con.execute("SELECT value FROM compose_values WHERE sid = ? ORDER BY vkey", [sid]).fetchall()
-    transient_mask = np.isin(np.array([v for (v,) in values], dtype=object), json.loads(transient))
-    lo, hi, releases = con.execute(
-        "SELECT min(pkey), max(pkey), list(DISTINCT release ORDER BY release) FROM compose_membership "
-        "WHERE sid = ? AND release <= ?",
-        [sid, sequence],
-    ).fetchone()
+    transient_mask = np.isin(stored_values(con, sid), json.loads(transient))
+    lo, hi, releases = stored_releases(con, sid, sequence)
     if not releases:
         return None
     fewest, below = np.iinfo(np.int64).max, 0
+    with counted_groups(con, sid, releases):
+        for people in person_batches(lo, hi, batch_people):  # the figures folded over the batches
+            fig = _batch(con, sid, people, releases, transient_mask, by_values)
+            fewest = int(fig.min(initial=fewest))
+            below += int((fig < threshold).sum())
+    return fewest, below, len(releases)
+
+
+def stored_values(con, sid: int) -> np.ndarray:
+    """The series' sensitive values as text, by value key."""
+    values = con.execute("SELECT value FROM compose_values WHERE sid = ? ORDER BY vkey", [sid]).fetchall()
+    return np.array([v for (v,) in values], dtype=object)
+
+
+def stored_releases(con, sid: int, sequence: int | None = None) -> tuple[int, int, list[int]]:
+    """(the lowest and highest person key, the releases with stored groups), up to `sequence`."""
+    lo, hi, releases = con.execute(
+        "SELECT min(pkey), max(pkey), list(DISTINCT release ORDER BY release) FROM compose_membership "
+        "WHERE sid = ? AND release <= ?",
+        [sid, np.iinfo(np.int32).max if sequence is None else sequence],
+    ).fetchone()
+    return lo, hi, releases or []
+
+
+def person_batches(lo: int, hi: int, batch_people: int) -> list[tuple[int, int]]:
+    """Ranges [a, b) of person keys, batch_people keys each."""
+    return [(first, min(first + batch_people, hi + 1)) for first in range(lo, hi + 1, batch_people)]
+
+
+@contextlib.contextmanager
+def counted_groups(con, sid: int, releases: list[int]) -> Iterator[None]:
+    """The series' records per (release, group, value) in a temporary table of `con` while the
+    block runs (what `_group_counts` reads), counted one release at a time: DuckDB holds one
+    release's groups to count them."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE {COUNTS} (release INTEGER, gid BIGINT, vkey INTEGER, n BIGINT)")
     try:
-        for release in releases:  # one release at a time: DuckDB holds one release's groups to count them
+        for release in releases:
             con.execute(
                 f"INSERT INTO {COUNTS} SELECT release, gid, vkey, count(*) FROM compose_membership "
                 "WHERE sid = ? AND release = ? GROUP BY ALL",
                 [sid, release],
             )
-        for first in range(lo, hi + 1, batch_people):  # the figures folded over the batches
-            people = (first, min(first + batch_people, hi + 1))
-            fig = _batch(con, sid, people, releases, transient_mask, by_values)
-            fewest = int(fig.min(initial=fewest))
-            below += int((fig < threshold).sum())
+        yield
     finally:
         con.execute(f"DROP TABLE IF EXISTS {COUNTS}")
-    return fewest, below, len(releases)
 
 
 def _batch(
     con, sid: int, people: tuple[int, int], releases: list[int], transient: np.ndarray, by_values: bool
 ) -> np.ndarray:
     """The figures, in the newest release, of the people whose keys are in [people[0], people[1])
-    (none when they are not in it): replayed release by release, one release's rows at a time."""
+    (none when they are not in it)."""
+    sets, set_of, latest = replay_people(con, sid, people, releases, transient)
+    in_newest = set_of[latest == releases[-1]]
+    return (sets.candidates() if by_values else sets.identity())[in_newest]
+
+
+def replay_people(
+    con, sid: int, people: tuple[int, int], releases: list[int], transient: np.ndarray
+) -> tuple[Sets, np.ndarray, np.ndarray]:
+    """The summaries of the people whose keys are in [people[0], people[1]) after `releases`
+    (sorted), replayed release by release, one release's rows at a time: (the sets, each person's
+    set, each person's latest release; -1 for a key in none of them). `transient`: per stored
+    value key, whether the model replayed calls it transient. The sets of the newest release are
+    not shared with the earlier ones (`shared` does it when they are to be stored)."""
     set_of = np.full(people[1] - people[0], -1, np.int64)
+    latest = np.full(people[1] - people[0], -1, np.int64)
     sets = Sets.empty()
     for release in releases:
         rows = con.execute(
@@ -96,12 +136,13 @@ def _batch(
         person = np.asarray(rows["pkey"], np.int64) - people[0]
         groups, g = np.unique(rows["gid"], return_inverse=True)  # the batch's groups, numbered densely
         new, row_set = compose(sets, set_of[person], g, _group_counts(con, release, groups, transient), ~transient)
-        if release == releases[-1]:
-            return (new.candidates() if by_values else new.identity())[row_set]
         set_of[person] = row_set + sets.size
-        sets, index = shared(_concat(sets, new))  # absent people keep their sets
-        set_of = np.where(set_of >= 0, index[np.clip(set_of, 0, None)], -1)
-    return np.zeros(0, np.int64)
+        latest[person] = release
+        sets = _concat(sets, new)  # absent people keep their sets
+        if release != releases[-1]:  # equal summaries shared, so the sets stay few
+            sets, index = shared(sets)
+            set_of = np.where(set_of >= 0, index[np.clip(set_of, 0, None)], -1)
+    return sets, set_of, latest
 
 
 def _group_counts(con, release: int, groups: np.ndarray, transient: np.ndarray) -> GroupCounts:

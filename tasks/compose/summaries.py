@@ -18,6 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
+from privpub.schemas.errors import StaleHistory
 from privpub.state.store import has_table
 from privpub.tasks.compose.algebra import Sets
 
@@ -178,7 +179,9 @@ def summaries_writer(
         "_compose_info": info,
         "_compose_values": new_values,
     }
-    return table_writer(series, prior.sid if prior else None, tables, next_ids, transient)
+    return table_writer(
+        series, prior.sid if prior else None, tables, next_ids, transient, prior.next_set if prior else None
+    )
 
 
 def value_keys(prior: Prior | None, values: np.ndarray) -> tuple[np.ndarray, pa.Table]:
@@ -234,12 +237,19 @@ def summary_tables(
 
 
 def table_writer(
-    series: str, sid: int | None, tables: dict, next_ids: tuple[int, int, int], transient: list[str]
+    series: str,
+    sid: int | None,
+    tables: dict,
+    next_ids: tuple[int, int, int],
+    transient: list[str],
+    read_next_set: int | None = None,
 ) -> Callable:
     """The commit hook writing one release's summaries. tables: `_compose_people`, `_compose_sets`,
     `_compose_info`, `_compose_values`, each an Arrow table or a list of Parquet files (what a
     release on a cluster staged, tasks/compose/cluster.py: DuckDB reads them as it writes).
-    sid: the series' key, None for a series without summaries yet."""
+    sid: the series' key, None for a series without summaries yet. read_next_set: the series'
+    next set id when its summaries were read; another one at the commit means they were rebuilt
+    meanwhile (tasks/compose/change.py), and the commit is refused."""
 
     def attach(con, name: str, source) -> None:
         if isinstance(source, list):
@@ -262,6 +272,13 @@ def table_writer(
                 "SELECT sid FROM compose_values UNION ALL SELECT sid FROM compose_membership)"
             ).fetchone()[0]
         }
+        if sid is not None and read_next_set is not None:
+            now = con.execute("SELECT next_set FROM compose_head WHERE sid = ?", [sid]).fetchone()
+            if now is None or now[0] != read_next_set:
+                raise StaleHistory(
+                    f"the summaries of series '{series}' were rebuilt (privpub series change) while this "
+                    "release was computed from them; run it again"
+                )
         for name, source in tables.items():
             attach(con, name, source)
         try:

@@ -47,6 +47,7 @@ SERIAL = ["tests/test_serial_guarantee.py", "tests/test_serial_technique.py", "t
 AUDIT = ["tests/audit/test_golden.py", "tests/audit/test_properties.py", "tests/test_thresholds.py"]
 ANATOMY = ["tests/test_anatomy.py", "tests/test_thresholds.py", "tests/test_chunked_verify.py"]
 SERIES = ["tests/test_series_composition.py"]
+REMEDIES = ["tests/test_series_remedies.py"]
 SENSITIVE = ["tests/test_sensitive_models.py", "tests/test_thresholds.py"]
 
 
@@ -455,6 +456,35 @@ MUTANTS = [
         "np.minimum(prior.minc[p2], here)",
         "here",
         SERIES,
+    ),
+    # changing a series' settings (issue 29, item 5: tasks/compose/change.py)
+    Mutant(
+        "series change accepts l - 1 candidate values",
+        "tasks/compose/change.py",
+        "below = checked & (fig < threshold)",
+        "below = checked & (fig < threshold - 1)",
+        REMEDIES,
+    ),
+    Mutant(
+        "series change checks only people beyond the second release",
+        "tasks/compose/change.py",
+        "latest[stored_people] > first,",
+        "latest[stored_people] > first + 1,",
+        REMEDIES,
+    ),
+    Mutant(
+        "series change lets a value change when one side is transient",
+        "tasks/compose/change.py",
+        "(list_contains($t, vkey) AND list_contains($t, before))",
+        "(list_contains($t, vkey) OR list_contains($t, before))",
+        REMEDIES,
+    ),
+    Mutant(
+        "a commit takes summaries rebuilt while it was computed",
+        "tasks/compose/summaries.py",
+        "if now is None or now[0] != read_next_set:",
+        "if now is None:",
+        REMEDIES,
     ),
     Mutant(
         "explore passes a setting the pipeline refuses",
