@@ -19,12 +19,14 @@ figures, no series summaries. A setting that fails (k above the table, a privacy
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import json
 import math
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -54,6 +56,8 @@ from privpub.tasks.explore_page import KEY_FIGURES, write_explore_page
 from privpub.tasks.report import fmt
 from privpub.tasks.risk import RiskSettings, risk_settings
 from privpub.tasks.techniques.registry import get_technique
+
+PARALLEL_SETTINGS = 2  # settings computed at once after the first (one per core here)
 
 # the sections a setting may vary: the input, the output, the seed and the run are the spec's
 SECTIONS = ("technique", "series", "risk")
@@ -295,20 +299,42 @@ def explore_settings(
     )
     rows: list[Row] = []
     prepared: list[SeriesCheck] = []  # the first series check prepared: the others take what it read
-    for i, setting in enumerate(settings, start=1):
+    input_risk: dict = {}  # the input's risk figures, computed once (pipeline.risk_step)
+
+    def one(setting: Setting) -> Row:
         t0 = time.perf_counter()
-        row = explore_one(driver, setting, data, store, seed, executor, shared, prepared)
+        row = explore_one(driver, setting, data, store, seed, executor, shared, prepared, input_risk)
         row.seconds = time.perf_counter() - t0
+        return row
+
+    def done(i: int, row: Row) -> None:
         verdict = "passes" if row.passed else f"fails: {row.reason}"
-        say(f"setting {i}/{len(settings)} {label(setting.values)}: {verdict} ({row.seconds:.2f} s)")
+        say(f"setting {i}/{len(settings)} {label(row.setting)}: {verdict} ({row.seconds:.2f} s)")
         rows.append(row)
         if on_row is not None:
             on_row(row)
+
+    # The first setting alone (it reads the series' summaries and the input's risk for all),
+    # then two at a time: a setting's work is numpy and Arrow that mostly runs without the GIL,
+    # and each has its own generator from the seed, so the rows are those of one at a time.
+    done(1, one(settings[0]))
+    with ThreadPoolExecutor(max_workers=PARALLEL_SETTINGS) as pool:
+        futures = [pool.submit(contextvars.copy_context().run, one, s) for s in settings[1:]]
+        for i, future in enumerate(futures, start=2):
+            done(i, future.result())
     return rows
 
 
 def explore_one(
-    driver: Driver, setting: Setting, data, store: Store, seed: int, executor, shared, prepared: list[SeriesCheck]
+    driver: Driver,
+    setting: Setting,
+    data,
+    store: Store,
+    seed: int,
+    executor,
+    shared,
+    prepared: list[SeriesCheck],
+    input_risk: dict,
 ) -> Row:
     """One setting's release computed and checked as publish would, nothing written."""
     technique, spec = setting.technique, setting.spec
@@ -321,7 +347,7 @@ def explore_one(
             series_check.prepare(store, data)  # reads this input's people's summaries, writes nothing
             prepared[:] = [series_check]
         done = compute_release(
-            driver, spec, technique, data, store, series_check, setting.risk, seed, None, executor, shared
+            driver, spec, technique, data, store, series_check, setting.risk, seed, None, executor, shared, input_risk
         )
     except ValueError as exc:  # the data cannot meet the parameters (Technique.check_data)
         return Row(setting.values, False, reason=str(exc))

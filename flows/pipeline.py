@@ -213,14 +213,22 @@ def evaluate_step(technique, release, data, workload_seed: int, shared: SharedWo
     return _timed("evaluate", partial(evaluate, shared=shared), technique, release, data, workload_seed)
 
 
-def risk_step(technique, release, data, settings: RiskSettings) -> tuple[dict[str, float], dict | None]:
+def risk_step(
+    technique, release, data, settings: RiskSettings, input_memo: dict | None = None, where_too: bool = True
+) -> tuple[dict[str, float], dict | None]:
     """Re-identification risk before (the input, when its rows are here) and after (the
-    published table the technique names), and where the riskiest published rows are."""
+    published table the technique names), and where the riskiest published rows are.
+    input_memo: the input's figures by (threshold, population), kept across the releases
+    `privpub explore` computes from one input; where_too False: no riskiest rows (no report)."""
     t0 = time.perf_counter()
     population = settings.population_size(data.n)  # None: no journalist / marketer figures
-    figures = rows_risk(data, settings.threshold, population)
+    memo = {} if input_memo is None else input_memo
+    key = (settings.threshold, population)
+    if key not in memo:
+        memo[key] = rows_risk(data, settings.threshold, population)
+    figures = dict(memo[key])
     figures.update(release_risk(technique, release, settings.threshold, population))
-    where = release_riskiest(technique, release)
+    where = release_riskiest(technique, release) if where_too else None
     progress(f"risk done in {time.perf_counter() - t0:.2f} s")
     return figures, where
 
@@ -400,11 +408,14 @@ def compute_release(
     context: dict | None,
     executor: Executor,
     shared: SharedWorkload | None = None,
+    input_risk: dict | None = None,
 ) -> Computed:
     """partition -> anonymize -> verify and evaluate -> series composition -> risk, on rows
     read and validated already and a prepared series check. Writes nothing (the technique's
     history is read from the store); `data` is read, never changed, beyond `data.extra`, which
-    holds the technique's history (the same for every release of the series made next)."""
+    holds the technique's history (the same for every release of the series made next).
+    shared, input_risk: what `privpub explore` computes once for all its settings (the workload
+    and its answers; the input's risk figures); with them no riskiest rows (nothing reported)."""
     # independent streams: the release's draws do not depend on how the workload is drawn
     release_seq, _ = np.random.SeedSequence(seed).spawn(2)
     rng = np.random.default_rng(release_seq)
@@ -442,7 +453,7 @@ def compute_release(
             message += "; " + series_check.breach_note()
         return Computed(release, part, privacy, utility, None, None, Refusal(message, detail))
 
-    risk, riskiest = driver.run("risk", risk_step, technique, release, data, settings)
+    risk, riskiest = driver.run("risk", risk_step, technique, release, data, settings, input_risk, input_risk is None)
     broken = over_limits(risk, settings)
     if broken:
         message = "release refused, re-identification risk above its limit: " + "; ".join(broken)
