@@ -26,7 +26,6 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as arrow
@@ -34,7 +33,7 @@ import pyarrow.csv as pcsv
 
 from privpub.schemas.dates import parse_dates
 from privpub.schemas.errors import InputError, SpecError
-from privpub.schemas.input import PANDAS_NA_VALUES, PARQUET_SUFFIXES
+from privpub.schemas.input import PANDAS_NA_VALUES, PARQUET_SUFFIXES, read_duckdb_table
 from privpub.schemas.spec import MASK_CHAR, ROW_ID, load_spec
 
 DEFAULT_K = 10
@@ -82,12 +81,7 @@ def read_source(data: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str]]:
         path = Path(db)
         if not path.is_file():
             raise InputError(f"DuckDB file not found: {path}")
-        try:
-            with duckdb.connect(str(path), read_only=True) as con:
-                frame = con.sql(f'SELECT * FROM "{table.replace(chr(34), chr(34) * 2)}"').df()
-        except duckdb.Error as exc:
-            raise InputError(f"cannot read table '{table}' from {path}: {type(exc).__name__}") from None
-        return frame, {"table": text}
+        return read_duckdb_table(path, table), {"table": text}
     path = Path(text)
     if not path.is_file():
         raise InputError(f"input file not found: {path}" if not path.is_dir() else f"{path} is a directory, not a file")

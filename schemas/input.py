@@ -197,6 +197,15 @@ def file_columns(ds: DatasetSpec) -> list[str]:
     return [c for c in dict.fromkeys([ds.person_id, *ds.qi_names, ds.sensitive]) if c != ROW_ID]
 
 
+def read_duckdb_table(path: Path, table: str) -> pd.DataFrame:
+    """A table of a DuckDB file, read-only; an error names the table and the file, not a cell."""
+    try:
+        with duckdb.connect(str(path), read_only=True) as con:
+            return con.sql(f'SELECT * FROM "{table.replace(chr(34), chr(34) * 2)}"').df()
+    except duckdb.Error as exc:
+        raise InputError(f"cannot read table '{table}' from {path}: {type(exc).__name__}") from None
+
+
 def read_input(spec: ReleaseSpec) -> pd.DataFrame:
     ds = spec.dataset
     if is_frame_input(spec):
@@ -207,11 +216,7 @@ def read_input(spec: ReleaseSpec) -> pd.DataFrame:
             raise InputError("[dataset] table must look like 'file.duckdb:table_name'")
         path = spec.path(db)
         _existing_file(path, "DuckDB file")
-        try:
-            with duckdb.connect(str(path), read_only=True) as con:
-                return con.sql(f'SELECT * FROM "{table.replace(chr(34), chr(34) * 2)}"').df()
-        except duckdb.Error as exc:
-            raise InputError(f"cannot read table '{table}' from {path}: {type(exc).__name__}") from None
+        return read_duckdb_table(path, table)
     files = input_files(spec)
     path = files[0] if len(files) == 1 else files_root(files)
     suffix = files[0].suffix.lower()

@@ -48,6 +48,7 @@ import pyarrow.compute as pc
 from privpub.schemas.errors import SpecError
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.sensitive_models import pair_counts
 from privpub.tasks.population_models import expected_inverse_class_size, population_uniques
 from privpub.tasks.verify.published import class_ids, column_codes
 
@@ -158,12 +159,11 @@ def most_frequent(
     entry (a published count), else one each."""
     shown = sensitive >= 0
     ids, sensitive = ids[shown], sensitive[shown]
-    weights = np.ones(len(ids), np.int64) if weights is None else weights[shown].astype(np.int64)
     most = np.zeros(n_classes, dtype=np.int64)
     if len(ids):
-        width = int(sensitive.max()) + 1
-        pair, inverse = np.unique(ids * width + sensitive, return_inverse=True)
-        np.maximum.at(most, pair // width, np.bincount(inverse, weights=weights).astype(np.int64))
+        counted = None if weights is None else weights[shown].astype(np.int64)
+        g, _, n = pair_counts(ids, sensitive, n_classes, int(sensitive.max()) + 1, counted)
+        np.maximum.at(most, g, n)
     return most
 
 

@@ -169,3 +169,24 @@ def test_a_folder_of_parts_names_the_same_rows_and_classes(tmp_path):
     assert [c["attribute_risk"] for c in parted["classes"]] == pytest.approx(
         [c["attribute_risk"] for c in whole["classes"]]
     )
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3), st.integers(1, 4)), min_size=1, max_size=30))
+def test_weighted_pair_counts_are_the_same_by_bincount_and_by_sort(rows):
+    """pair_counts with weights (a count table's counts): both of its branches, against a sum."""
+    from privpub.tasks.core import sensitive_models as sm
+
+    g, v, w = (np.array(c, dtype=np.int64) for c in zip(*rows))
+    expected: dict[tuple[int, int], int] = {}
+    for a, b, c in rows:
+        expected[(a, b)] = expected.get((a, b), 0) + c
+    dense = sm.pair_counts(g, v, 6, 4, w)
+    real = sm._DENSE_CELLS
+    sm._DENSE_CELLS = 0  # the sort branch (tables too large for a bincount)
+    try:
+        by_sort = sm.pair_counts(g, v, 6, 4 * len(rows) + 1, w)
+    finally:
+        sm._DENSE_CELLS = real
+    for got in (dense, by_sort):
+        assert dict(zip(zip(got[0].tolist(), got[1].tolist()), got[2].tolist())) == expected

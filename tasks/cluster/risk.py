@@ -22,8 +22,8 @@ from privpub.tasks.risk import (
     as_input,
     figures_from_classes,
     input_risk,
+    riskiest_rows,
     table_risk,
-    table_riskiest,
     worst_classes,
 )
 
@@ -76,16 +76,13 @@ def release_risk(technique, release, threshold: float, population: int | None = 
 
 def release_riskiest(technique, release, limit: int = 10) -> dict | None:
     """Where the highest prosecutor risk is in the table the technique names (tasks/risk.py
-    table_riskiest), one Arrow table or a folder of parts; None without such a table."""
+    riskiest_rows), one Arrow table or a folder of parts; None without such a table."""
     view = technique.risk_table(release)
-    if view is None:
-        return None
+    if view is None or not isinstance(view[0], PartedTable):
+        return riskiest_rows(technique, release, limit)  # one Arrow table (or none)
     table, columns = view
     sensitive = technique.spec.dataset.sensitive
-    has_s = sensitive in table.column_names
-    if isinstance(table, PartedTable):
-        return parted_riskiest(table, columns, sensitive if has_s else None, limit)
-    return table_riskiest(table, columns, sensitive if has_s else None, limit)
+    return parted_riskiest(table, columns, sensitive if sensitive in table.column_names else None, limit)
 
 
 def rows_of_keys(table: pa.Table, columns: list[str], keys: pa.Array, limit: int) -> tuple[int, list[int]]:

@@ -29,16 +29,24 @@ ROUNDING = 1e-12
 _DENSE_CELLS = 1 << 22
 
 
-def pair_counts(group: np.ndarray, value: np.ndarray, n_groups: int, m: int) -> tuple[np.ndarray, ...]:
+def pair_counts(
+    group: np.ndarray, value: np.ndarray, n_groups: int, m: int, weights: np.ndarray | None = None
+) -> tuple[np.ndarray, ...]:
     """Rows per (group, value) that occur: (g, v, n), sorted by group then value. Linear
-    (one bincount) while groups x values is small, else a sort of the keys."""
+    (one bincount) while groups x values is small, else a sort of the keys. weights: rows each
+    entry stands for (a published count table's counts), else one each."""
     key = group.astype(np.int64) * m + value
     if n_groups * m <= max(_DENSE_CELLS, 4 * len(key)):
-        counts = np.bincount(key, minlength=n_groups * m)
+        counts = np.bincount(key, weights=weights, minlength=n_groups * m)
         cells = np.flatnonzero(counts)
         n = counts[cells]
-    else:
+    elif weights is None:
         cells, n = sorted_counts(key)
+    else:
+        order = np.argsort(key, kind="stable")
+        ordered = key[order]
+        start = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+        cells, n = ordered[start], np.add.reduceat(weights[order], start)
     return cells // m, cells % m, n.astype(np.int64)
 
 
