@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import csv
+import mmap
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -117,6 +119,20 @@ def files_root(files: list[Path]) -> Path:
     return Path(os.path.commonpath([str(p.parent) for p in files]))
 
 
+def _refuse_nested_columns(files: list[Path], spec: ReleaseSpec) -> None:
+    """A column the release reads holds one value per cell: a Parquet list, map or struct column
+    would otherwise be published as the text of a Python list ("['South']")."""
+    import pyarrow.parquet as pq  # lazy: only Parquet inputs need it
+
+    schema = pq.read_schema(files[0])
+    for name in file_columns(spec.dataset):
+        if name in schema.names and arrow.types.is_nested(schema.field(name).type):
+            raise InputError(
+                f"input rejected: column '{name}' holds {schema.field(name).type} cells; "
+                "the columns a release reads hold one value per cell"
+            )
+
+
 def _read_parquet_files(files: list[Path]) -> pd.DataFrame:
     if len(files) == 1:
         return pd.read_parquet(files[0])
@@ -130,6 +146,43 @@ def _starts_as_parquet(path: Path) -> bool:
             return f.read(4) == b"PAR1"
     except OSError:
         return False  # the reader then names the problem
+
+
+def _csv_header(path: Path) -> list[str]:
+    """The header's names (the first record), read with Python's csv module."""
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        return next(csv.reader(f), [])
+
+
+def _refuse_malformed_csv(path: Path) -> None:
+    """What no reader should paper over, refused before reading: a column named twice in the
+    header (pandas would rename the second) and a NUL byte anywhere (found by one memchr pass
+    over the mapped file; the row is named on the error path only)."""
+    header = _csv_header(path)
+    seen: set[str] = set()
+    for name in header:
+        if name in seen:
+            raise InputError(f"input rejected: the header names column '{name}' twice (column names must differ)")
+        seen.add(name)
+    if path.stat().st_size == 0:
+        return
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        at = data.find(b"\0")
+        if at < 0:
+            return
+        line = data[:at].count(b"\n")
+    raise InputError(f"input rejected: {'row ' + str(line) if line else 'the header'}: holds a NUL byte")
+
+
+def _field_count_problem(path: Path) -> str:
+    """The first record whose number of fields differs from the header's (error path only)."""
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        records = csv.reader(f)
+        width = len(next(records, []))
+        for row, fields in enumerate(records, start=1):
+            if len(fields) != width and fields:
+                return f"row {row} has {len(fields)} fields, the header {width}"
+    return "a row's fields do not match the header"
 
 
 def _first_bad_utf8(path, header: list[str] | None) -> str:
@@ -178,6 +231,13 @@ def _read_csv_with_arrow(path: Path, spec: ReleaseSpec) -> pd.DataFrame | None:
                 strings_can_be_null=True,
             ),
         )
+    except arrow.ArrowInvalid as exc:
+        # a short row, which pandas would fill with empty cells (a long one: pandas' own message);
+        # Arrow's text quotes the row, so only its counts are read
+        counts = re.search(r"Expected (\d+) columns, got (\d+)", str(exc))
+        if counts and int(counts[2]) < int(counts[1]):
+            raise InputError(f"input rejected: {_field_count_problem(path)}") from None
+        return None
     except (arrow.ArrowException, OSError, UnicodeDecodeError):
         return None
     for name, column in zip(table.column_names, table.columns):
@@ -226,13 +286,18 @@ def read_input(spec: ReleaseSpec) -> pd.DataFrame:
         raise InputError(f"{path} is a Parquet file with a {suffix} name: rename it to .parquet")
     try:
         if suffix in PARQUET_SUFFIXES:
+            _refuse_nested_columns(files, spec)
             return _read_parquet_files(files)
+        if suffix == ".csv" and path.is_file():
+            _refuse_malformed_csv(path)
         fast = _read_csv_with_arrow(path, spec) if suffix == ".csv" else None
         if fast is not None:
             return fast
         # text QIs stay text as written ("true" is not True, "01" is not 1), as the Arrow reader reads them
         text = {q.name: str for q in spec.dataset.qi if q.kind != "numeric"}
         return pd.read_csv(path, skipinitialspace=True, encoding="utf-8", dtype=text)
+    except InputError:
+        raise
     except UnicodeDecodeError:
         try:
             header = pd.read_csv(path, nrows=0, encoding="latin-1").columns.tolist()

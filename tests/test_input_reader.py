@@ -112,3 +112,35 @@ def test_text_that_looks_like_another_type_is_published_as_written(tmp_path):
     frame.to_csv(tmp_path / "census.csv", index=False)
     out = validate_input(read_input(_spec(tmp_path)), _spec(tmp_path))
     assert set(out["sex"]) == {"true", "false"} and set(out["race"]) == {"007", "010"}
+
+
+def _written(tmp_path, lines: list[str]):
+    (tmp_path / "census.csv").write_text("\n".join(lines) + "\n")
+    return _spec(tmp_path)
+
+
+def test_a_file_pandas_would_repair_is_refused_naming_the_row(tmp_path):
+    """Issue 25 item 7: a repeated header name (pandas renames the second), a short row (pandas
+    fills it with empty cells), a NUL byte (read as part of a value) are refused before any
+    reading, each with one line naming the row or column and quoting no cell."""
+    lines = census(40, seed=7).assign(hours=40).to_csv(index=False).splitlines()
+    short = [*lines[:9], lines[9].rsplit(",", 1)[0], *lines[10:]]  # row 9 lost its last (unread) field
+    with pytest.raises(InputError, match="^input rejected: row 9 has 10 fields, the header 11$"):
+        read_input(_written(tmp_path, short))
+    # the same file with row 9 complete reads
+    assert len(read_input(_written(tmp_path, lines))) == 40
+    nul = [*lines[:12], lines[12][:4] + "\0" + lines[12][4:], *lines[13:]]
+    with pytest.raises(InputError, match="^input rejected: row 12: holds a NUL byte$"):
+        read_input(_written(tmp_path, nul))
+    repeated = [lines[0] + ",sex", *(line + ",x" for line in lines[1:])]
+    with pytest.raises(InputError, match="^input rejected: the header names column 'sex' twice"):
+        read_input(_written(tmp_path, repeated))
+
+
+def test_a_parquet_list_column_is_refused_not_published_as_text(tmp_path):
+    frame = census(30, seed=7)
+    frame.assign(race=[["South"]] * len(frame)).to_parquet(tmp_path / "census.parquet")
+    with pytest.raises(InputError, match="^input rejected: column 'race' holds list<element: string> cells"):
+        read_input(_spec(tmp_path, "census.parquet"))
+    frame.assign(extra=[["South"]] * len(frame)).to_parquet(tmp_path / "census.parquet")  # not read: accepted
+    assert len(read_input(_spec(tmp_path, "census.parquet"))) == 30
