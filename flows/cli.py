@@ -112,9 +112,10 @@ def check_input(spec, echo=None) -> None:
 def _record_refusal(args, spec_path: str, overrides: dict | None, exc: Exception) -> None:
     """A run refused before Prefect started still leaves its audit row (nothing else)."""
     # lazy: `--help` and `history` import no Prefect, no technique
-    from privpub.flows.attempts import record_failure
+    from privpub.flows import attempts
 
-    record_failure(spec_path, overrides, args.actor, exc, public_message(exc))
+    attempts.STARTED_BY_CLI = True  # the row says "cli", as a refusal inside the run does
+    attempts.record_failure(spec_path, overrides, args.actor, exc, public_message(exc))
 
 
 def _run_flow(args, spec_path: str, overrides: dict | None, serial: bool = False) -> int:

@@ -571,7 +571,8 @@ def _run_release(
         )
     computed = compute_release(driver, spec, technique, data, store, series_check, settings, seed, context, executor)
     if computed.refusal is not None:
-        store.log(who, "publish", spec.dataset.name, "refused", run_id, {**computed.refusal.detail, **origin})
+        detail = {**computed.refusal.detail, "message": computed.refusal.message, **origin}
+        store.log(who, "publish", spec.dataset.name, "refused", run_id, detail)
         series_check.discard()
         raise PrivacyRefused(computed.refusal.message)
     release, privacy, utility = computed.release, computed.privacy, computed.utility
@@ -707,8 +708,13 @@ def attempt(
     """One publish attempt from a spec file: the release id. Every attempt leaves its audit row:
     a refusal is logged with its figures by the pipeline, any other failure here (then raised)."""
     committed = len(COMMITTED)
+    marker = None
     try:
         spec = resolve_spec(spec_path, None, overrides)
+        # a marker while the attempt runs: killed, it still leaves a row ("interrupted")
+        marker = Store(spec.state_path).begin_attempt(
+            current_actor(actor), "publish", spec.dataset.name, flow_run_id(), {"spec": spec_path}
+        )
         return run_release(
             spec, actor=actor, new_release=new_release, spec_path=spec_path, driver=driver, allow_repeat=allow_repeat
         )["release_id"]
@@ -722,3 +728,6 @@ def attempt(
         if not isinstance(exc, PrivacyRefused):  # a refusal was logged with its figures
             record_failure(spec_path, overrides, actor, exc, public_message(exc))
         raise
+    finally:
+        if marker is not None:
+            marker.close()

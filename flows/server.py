@@ -50,7 +50,9 @@ class TemporaryServer:
     def __init__(self) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}/api"
-        self._log = tempfile.NamedTemporaryFile(prefix="privpub-prefect-", suffix=".log", delete=False)
+        # the server's output, in a file with no name: nothing is left on disk when this process
+        # is killed (read back only when the server fails to start)
+        self._log = tempfile.TemporaryFile(prefix="privpub-prefect-", suffix=".log")
         # where Prefect is installed, without importing it: the server starts before this
         # process pays for its own imports
         spec = find_spec("prefect")
@@ -102,8 +104,12 @@ class TemporaryServer:
                     if client.get(f"{self.url}/health").status_code == 200:
                         return self.url
                 time.sleep(0.1)
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.seek(0)
+        tail = self._log.read().decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
         self.stop()
-        tail = Path(self._log.name).read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
         raise RuntimeError(
             f"the temporary Prefect server did not start ({tail[0][:200]}); set PREFECT_API_URL to use a running server"
         )
@@ -115,8 +121,7 @@ class TemporaryServer:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        with contextlib.suppress(OSError):
-            os.unlink(self._log.name)
+        self._log.close()
 
 
 @contextlib.contextmanager

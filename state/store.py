@@ -137,6 +137,19 @@ class StagedFiles:
             self.path.parent.rmdir()  # only succeeds when no other staging folder is there
 
 
+@dataclass
+class AttemptMarker:
+    """An attempt in progress (Store.begin_attempt): its file, flocked while the attempt runs."""
+
+    path: Path
+    handle: Any
+
+    def close(self) -> None:
+        """The attempt ended and logged its outcome: no marker remains."""
+        self.path.unlink(missing_ok=True)
+        self.handle.close()
+
+
 def open_staging(output_dir: Path) -> StagedFiles:
     """A new private staging folder under `<output_dir>/.staging/`, its `.owner` flock held (the
     kernel drops it if this process dies, and the next writer then deletes the folder)."""
@@ -289,6 +302,7 @@ class Store:
                 self._migrate(con)
                 self._recover(con)
                 self._fold_journal(con)
+                self._fold_interrupted(con)
                 yield con
             finally:
                 con.close()
@@ -351,6 +365,67 @@ class Store:
                 return "journal"
             except OSError:
                 return "nowhere"
+
+    # --- attempts in progress ----------------------------------------------------------------
+    @property
+    def attempts_dir(self) -> Path:
+        return Path(str(self.path) + ".attempts")
+
+    def begin_attempt(
+        self, actor: str, action: str, target: str | None, flow_run_id: str | None, detail: dict
+    ) -> AttemptMarker | None:
+        """A marker of an attempt in progress, `<state>.attempts/<token>.json`, its flock held
+        until `AttemptMarker.close()`. A process killed meanwhile (even by SIGKILL) leaves it
+        unlocked, and the next writer turns it into an audit-log row "interrupted". None when
+        the folder cannot be written (the attempt goes on; its outcome is still logged)."""
+        entry = {
+            "logged_at": _now().isoformat(),
+            "actor": actor,
+            "action": action,
+            "target": target,
+            "flow_run_id": flow_run_id,
+            "detail": detail,
+        }
+        try:
+            private_umask()
+            self.attempts_dir.mkdir(exist_ok=True)
+            path = self.attempts_dir / f"{uuid.uuid4().hex[:16]}.json"
+            handle = open(path, "w")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            handle.write(json.dumps(entry, default=str))
+            handle.flush()
+            return AttemptMarker(path, handle)
+        except OSError:
+            return None
+
+    def _fold_interrupted(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Markers of attempts whose process died: one audit-log row each, outcome "interrupted"."""
+        if not self.attempts_dir.is_dir():
+            return
+        for marker in sorted(self.attempts_dir.glob("*.json")):
+            if not self._lock_released(marker):
+                continue  # a live attempt
+            try:
+                e = json.loads(marker.read_text())
+            except (OSError, json.JSONDecodeError):
+                e = None  # killed before its entry was written: nothing to say who it was
+            if e is not None:
+                con.execute(
+                    "INSERT INTO audit_log (logged_at, actor, action, target, outcome, flow_run_id, "
+                    "detail) VALUES (?, ?, ?, ?, 'interrupted', ?, ?)",
+                    [
+                        e["logged_at"],
+                        e["actor"],
+                        e["action"],
+                        e["target"],
+                        e["flow_run_id"],
+                        json.dumps(
+                            {**e["detail"], "message": "the process ended before the attempt did (killed?)"},
+                            default=str,
+                        ),
+                    ],
+                )
+            marker.unlink(missing_ok=True)
 
     def _fold_journal(self, con: duckdb.DuckDBPyConnection) -> None:
         if not self.journal_path.is_file():
@@ -438,7 +513,11 @@ class Store:
 
     @staticmethod
     def _owner_gone(staged: Path) -> bool:
-        owner = staged / ".owner"
+        return Store._lock_released(staged / ".owner")
+
+    @staticmethod
+    def _lock_released(owner: Path) -> bool:
+        """No live process holds the flock of `owner` (the kernel drops it when one dies)."""
         if not owner.exists():
             return True
         with open(owner, "a") as f:

@@ -354,3 +354,27 @@ def test_a_release_published_over_a_breach_says_so_in_history_and_trail(prefect_
     committed = trail[trail.release_id.notna()]
     assert committed.release_id.tolist() == [first["release_id"], warned["release_id"]]
     assert committed.outcome.tolist() == ["committed", expected]
+
+
+def test_a_refusal_keeps_its_message_and_verify_names_an_accepted_breach(prefect_server, tmp_path):
+    """Issue 25, item 9: the trail's refused row carries its one-line message; `privpub verify`
+    of a release published under composition = "warn" still fails, and says the breach was the
+    one accepted at publish."""
+    from privpub.flows.reverify import reverify
+    from privpub.tasks.demo_data import census
+
+    pool = census(1500, seed=1)
+    first = publish_month(tmp_path, monthly(pool, 0))
+    with pytest.raises(PrivacyRefused) as refused:
+        publish_month(tmp_path, monthly(pool, 1))
+    store = Store(tmp_path / "privpub.duckdb")
+    trail = store.trail()
+    assert trail.outcome.tolist() == ["committed", "refused"]
+    assert trail.message.iloc[-1] == str(refused.value) and "series-composition-l" in trail.message.iloc[-1]
+
+    warned = publish_month(tmp_path, monthly(pool, 1), extra='[series]\ncomposition = "warn"')
+    ok, lines = reverify(tmp_path / "privpub.duckdb", warned["release_id"])
+    (line,) = [l for l in lines if "series-composition-l" in l]
+    assert not ok and line.startswith("FAIL") and 'accepted at publish ([series] composition = "warn")' in line
+    ok, lines = reverify(tmp_path / "privpub.duckdb", first["release_id"])  # a clean release: no such words
+    assert ok and not any("accepted" in l for l in lines)
