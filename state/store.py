@@ -137,6 +137,23 @@ class StagedFiles:
             self.path.parent.rmdir()  # only succeeds when no other staging folder is there
 
 
+def _entry(
+    actor: str, action: str, target: str | None, flow_run_id: str | None, detail: dict, outcome: str | None = None
+) -> dict:
+    """An audit-log row kept outside the database (the journal, an attempt's marker)."""
+    entry = {"logged_at": _now().isoformat(), "actor": actor, "action": action, "target": target}
+    return {**entry, "outcome": outcome, "flow_run_id": flow_run_id, "detail": detail}
+
+
+def _insert_entry(con: duckdb.DuckDBPyConnection, e: dict) -> None:
+    con.execute(
+        "INSERT INTO audit_log (logged_at, actor, action, target, outcome, flow_run_id, detail) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [e["logged_at"], e["actor"], e["action"], e["target"], e["outcome"], e["flow_run_id"],
+         json.dumps(e["detail"], default=str)],
+    )  # fmt: skip
+
+
 @dataclass
 class AttemptMarker:
     """An attempt in progress (Store.begin_attempt): its file, flocked while the attempt runs."""
@@ -347,15 +364,7 @@ class Store:
             self.log(actor, action, target, outcome, flow_run_id, detail)
             return "audit_log"
         except Exception:
-            entry = {
-                "logged_at": _now().isoformat(),
-                "actor": actor,
-                "action": action,
-                "target": target,
-                "outcome": outcome,
-                "flow_run_id": flow_run_id,
-                "detail": detail or {},
-            }
+            entry = _entry(actor, action, target, flow_run_id, detail or {}, outcome=outcome)
             try:
                 private_umask()
                 with open(self.journal_path, "a") as f:
@@ -378,14 +387,7 @@ class Store:
         until `AttemptMarker.close()`. A process killed meanwhile (even by SIGKILL) leaves it
         unlocked, and the next writer turns it into an audit-log row "interrupted". None when
         the folder cannot be written (the attempt goes on; its outcome is still logged)."""
-        entry = {
-            "logged_at": _now().isoformat(),
-            "actor": actor,
-            "action": action,
-            "target": target,
-            "flow_run_id": flow_run_id,
-            "detail": detail,
-        }
+        entry = _entry(actor, action, target, flow_run_id, detail)
         try:
             private_umask()
             self.attempts_dir.mkdir(exist_ok=True)
@@ -410,21 +412,8 @@ class Store:
             except (OSError, json.JSONDecodeError):
                 e = None  # killed before its entry was written: nothing to say who it was
             if e is not None:
-                con.execute(
-                    "INSERT INTO audit_log (logged_at, actor, action, target, outcome, flow_run_id, "
-                    "detail) VALUES (?, ?, ?, ?, 'interrupted', ?, ?)",
-                    [
-                        e["logged_at"],
-                        e["actor"],
-                        e["action"],
-                        e["target"],
-                        e["flow_run_id"],
-                        json.dumps(
-                            {**e["detail"], "message": "the process ended before the attempt did (killed?)"},
-                            default=str,
-                        ),
-                    ],
-                )
+                message = "the process ended before the attempt did (killed?)"
+                _insert_entry(con, {**e, "outcome": "interrupted", "detail": {**e["detail"], "message": message}})
             marker.unlink(missing_ok=True)
 
     def _fold_journal(self, con: duckdb.DuckDBPyConnection) -> None:
@@ -437,19 +426,7 @@ class Store:
                 e = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a line cut short by a crash
-            con.execute(
-                "INSERT INTO audit_log (logged_at, actor, action, target, outcome, flow_run_id, "
-                "detail) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    e["logged_at"],
-                    e["actor"],
-                    e["action"],
-                    e["target"],
-                    e["outcome"],
-                    e["flow_run_id"],
-                    json.dumps({**e["detail"], "journaled": True}, default=str),
-                ],
-            )
+            _insert_entry(con, {**e, "detail": {**e["detail"], "journaled": True}})
         con.execute("COMMIT")
         self.journal_path.unlink()
 
