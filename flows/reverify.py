@@ -154,7 +154,11 @@ def _composition(store: Store, rel: dict, lines: list[str]) -> bool:
         f"{below} people below, replayed over {releases} releases"
         + ("" if same else f"; the publish stored {row.text_value}")
         # the breach is the one the publish recorded and accepted: say so, the exit stays 1
-        + ('; a breach accepted at publish ([series] composition = "warn")' if same and not passed and not row.passed else "")
+        + (
+            '; a breach accepted at publish ([series] composition = "warn")'
+            if same and not passed and not row.passed
+            else ""
+        )
     )
     return passed
 
