@@ -48,7 +48,7 @@ def tick_step(labels: Sequence[str], space: float) -> int:
     return max(1, math.ceil(widest / max(space, 1e-9)))
 
 
-def _frame(title: str, xlabel: str, ylabel: str, left: int = _LEFT) -> list[str]:
+def _svg_head(title: str, xlabel: str, ylabel: str, left: int = _LEFT) -> list[str]:
     return [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" viewBox="0 0 {_W} {_H}" '
         f'role="img" aria-label="{_esc(title)}" font-family="sans-serif" font-size="11">',
@@ -77,7 +77,7 @@ def bar_chart(title: str, labels: list[str], values: list[float], xlabel: str, y
     top = max(max(values, default=0.0), 0.0) or 1.0
     step = width / max(len(values), 1)
     every = tick_step(labels, step)
-    parts = _frame(title, xlabel, ylabel)
+    parts = _svg_head(title, xlabel, ylabel)
     for i, (label, value) in enumerate(zip(labels, values)):
         h = height * max(value, 0.0) / top
         x = _LEFT + i * step
@@ -102,7 +102,7 @@ def trend_chart(
     step = width / max(len(values), 1)
     labels = [f"#{s}" for s in sequences]
     every = tick_step(labels, step)
-    parts = _frame(title, "release in the series (#)", ylabel)
+    parts = _svg_head(title, "release in the series (#)", ylabel)
     points = [(_LEFT + (i + 0.5) * step, _TOP + height - height * max(v, 0.0) / top) for i, v in enumerate(values)]
     parts.append(
         '<polyline fill="none" stroke="#4472c4" stroke-width="2" points="'
@@ -135,7 +135,7 @@ def before_after_chart(title: str, names: list[str], before: list[float], after:
     width, height = _W - left - _RIGHT, _H - _TOP - _BOTTOM
     row = height / max(len(names), 1)
     bar = max(min(row / 2 - 2, 14), 2)
-    parts = _frame(title, "share or probability (0-1)", "risk figure", left)
+    parts = _svg_head(title, "share or probability (0-1)", "risk figure", left)
     for i, (name, b, a) in enumerate(zip(names, before, after)):
         y = _TOP + i * row + (row - 2 * bar) / 2
         for j, (value, color, who) in enumerate(((b, "#a5a5a5", "input"), (a, "#4472c4", "release"))):

@@ -25,7 +25,7 @@ def series_cell(value: Any) -> str:
     """A series figure as shown: empty where it does not apply (never "nan")."""
     if value is None or (isinstance(value, float) and value != value):
         return ""
-    text = str(value)
+    text = {"True": "yes", "False": "no"}.get(str(value), str(value))
     return text if "/" in text or as_number(text) is None else fmt(as_number(text))
 
 
