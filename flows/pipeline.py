@@ -38,6 +38,7 @@ from privpub.schemas.spec import ROW_ID, ReleaseSpec, RunSpec, resolve_spec
 from privpub.state.failpoints import failpoint
 from privpub.state.store import StagedFiles, Store, check_output_dir, stage_tables
 from privpub.tasks import report as report_mod
+from privpub.tasks import report_verdict
 from privpub.tasks.cluster.compose import PartedSeriesCheck
 from privpub.tasks.cluster.evaluate import evaluate_on_cluster
 from privpub.tasks.cluster.input import PartedData
@@ -597,6 +598,7 @@ def _run_release(
         "risk": risk,
         "riskiest": riskiest,
         "risk_note": technique.risk_note,
+        **report_verdict.spec_facts(spec),  # quasi_identifiers, sensitive, input_name: the report's verdict
         **origin,
         "hashes": {meta_["file"]: meta_["sha256"] for meta_ in staged.files.values()},
     }

@@ -9,7 +9,7 @@ from typing import NamedTuple
 from privpub.flows.cluster import dask_task_runner
 from privpub.schemas.spec import spec_from_dict
 from privpub.state.store import Store, published_sha256
-from privpub.tasks import report
+from privpub.tasks import report, report_verdict
 from privpub.tasks.cluster.risk import release_risk, release_riskiest
 from privpub.tasks.compose.rebuild import replay
 from privpub.tasks.core.parted_table import PartedTable, read_published
@@ -183,5 +183,6 @@ def rewrite_report(state: Path, release_id: str) -> str:
         "risk": risk,
         "riskiest": riskiest,
         "risk_note": technique.risk_note,
+        **report_verdict.spec_facts(spec),
     }
     return str(report.write_html_report(folder / "report.html", meta, privacy, utility, sizes))

@@ -1,41 +1,200 @@
-"""What each utility figure measures, which way is better, and when it is poor: the words a
-compliance officer reads beside the numbers (report.html, the Prefect summary)."""
+"""The words a compliance officer reads beside the numbers (report.html, the Prefect summary):
+what each utility figure measures, its unit and its verdict against stated bands, what each
+privacy figure guarantees, and a verifier's worst case as readable cells (docs/report.md)."""
 
 from __future__ import annotations
 
+import math
 import re
-from typing import Any
+from fractions import Fraction
+from typing import Any, NamedTuple
+
+import numpy as np
 
 LOWER, HIGHER, NEUTRAL = "lower is better", "higher is better", "context"
+LONG_LIST = 12  # a list of more values is shown as "N values: the first few, ..."
+SHOWN = 6  # values shown of a long list
 
-_FIGURES: dict[str, tuple[str, str]] = {
-    "queries": ("count queries in the shared workload (the same for every technique on this data)", NEUTRAL),
-    "groups": ("QI-groups published: people an adversary cannot tell apart share one", NEUTRAL),
-    "avg_group_size": ("average rows per QI-group", LOWER),
-    "min_group_size": ("smallest QI-group (at least k when k-anonymity is asked for)", NEUTRAL),
-    "max_group_size": ("largest QI-group: large groups blur the data most", LOWER),
-    "discernibility": ("sum of squared group sizes (Bayardo-Agrawal): the total blur", LOWER),
-    "suppressed_rows": ("input rows left out of the release", LOWER),
-    "dropped_rows": ('input rows with an empty cell, left out before any work ([dataset] missing = "drop")', LOWER),
-    "uncertainty_penalty": ("total generalization width over all cells (Butterfly Definition 1)", LOWER),
-    "uncertainty_penalty_normalized": ("generalization width per cell, 0 = exact values, 1 = whole domain", LOWER),
-    "uncertainty_penalty_common": ("generalization width on attributes shared by several QIDs", LOWER),
-    "uncertainty_penalty_distinct": ("generalization width on attributes of one QID only", LOWER),
-    "iloss": ("information loss of the perturbed QI values (MuCo ILoss)", LOWER),
+
+def fmt(value: Any, digits: int = 4) -> str:
+    """A figure with `digits` significant digits (3.75e-05, not 0.0000); integers as they are;
+    nothing (not "nan" / "None") for a missing figure."""
+    if value is None or (isinstance(value, (float, np.floating)) and math.isnan(float(value))):
+        return ""
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (float, np.floating)):
+        return f"{float(value):.{digits}g}"
+    return str(value)
+
+
+def as_number(value: Any) -> float | None:
+    """A figure as a float ("1/3" too), or None when it is not a finite number."""
+    if isinstance(value, (bool, np.bool_)) or value is None:
+        return None
+    try:
+        number = float(Fraction(str(value).strip())) if "/" in str(value) else float(value)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+# --- utility figures ---------------------------------------------------------------------------
+
+
+class Band(NamedTuple):
+    """Verdict bands of a figure where lower is better: good below `good`, fair below `fair`,
+    else poor; `of_rows`: the figure is a count of rows, judged as a share of the input rows;
+    `per_row`: a sum over published rows, judged per row."""
+
+    good: float
+    fair: float
+    of_rows: bool = False
+    per_row: bool = False
+
+
+QUERY_BAND = Band(0.05, 0.20)  # mean relative error of count queries
+WIDTH_BAND = Band(0.10, 0.30)  # share of a column's domain a published cell spans
+ROWS_BAND = Band(0.01, 0.05, of_rows=True)  # share of the input rows left out
+PER_ROW_BAND = Band(0.10, 0.30, per_row=True)  # penalty_<column>: its width per published row
+
+
+class Figure(NamedTuple):
+    label: str  # what a person calls it
+    unit: str
+    what: str  # what it measures, in words
+    better: str
+    band: Band | None = None
+
+
+_FIGURES: dict[str, Figure] = {
+    "queries": Figure(
+        "count queries asked", "queries", "count queries in the shared workload (the same for every technique)", NEUTRAL
+    ),
+    "groups": Figure(
+        "QI-groups", "groups", "QI-groups published: people an adversary cannot tell apart share one", NEUTRAL
+    ),
+    "avg_group_size": Figure("average group size", "rows", "average rows per QI-group", LOWER),
+    "min_group_size": Figure(
+        "smallest group", "rows", "smallest QI-group (at least k when k-anonymity is asked for)", NEUTRAL
+    ),
+    "max_group_size": Figure("largest group", "rows", "largest QI-group: large groups blur the data most", LOWER),
+    "discernibility": Figure(
+        "discernibility",
+        "rows²",
+        "sum of squared group sizes (Bayardo-Agrawal): each row is charged the size of its group",
+        LOWER,
+    ),
+    "suppressed_rows": Figure(
+        "suppressed rows",
+        "rows",
+        "input rows left out of the release (judged as a share of the input)",
+        LOWER,
+        ROWS_BAND,
+    ),
+    "dropped_rows": Figure(
+        "dropped rows",
+        "rows",
+        'input rows with an empty cell, left out before any work ([dataset] missing = "drop")',
+        LOWER,
+        ROWS_BAND,
+    ),
+    "uncertainty_penalty": Figure(
+        "uncertainty penalty (total)",
+        "cells × share of domain",
+        "sum over published cells of the cell's width as a share of its column's range (Butterfly Definition 1)",
+        LOWER,
+    ),
+    "uncertainty_penalty_normalized": Figure(
+        "uncertainty penalty per cell",
+        "share of domain, 0-1",
+        "average width of a published QI cell as a share of its column's range: 0 = exact values, 1 = whole domain",
+        LOWER,
+        WIDTH_BAND,
+    ),
+    "uncertainty_penalty_common": Figure(
+        "uncertainty penalty, shared columns",
+        "cells × share of domain",
+        "the uncertainty penalty on columns that belong to several QIDs",
+        LOWER,
+    ),
+    "uncertainty_penalty_distinct": Figure(
+        "uncertainty penalty, single-QID columns",
+        "cells × share of domain",
+        "the uncertainty penalty on columns of one QID only",
+        LOWER,
+    ),
+    "iloss": Figure(
+        "information loss (ILoss)",
+        "share of the largest distance, 0-1",
+        "average distance between a QI value and its perturbed published value, over the column's largest "
+        "distance (MuCo): 0 = unchanged",
+        LOWER,
+        WIDTH_BAND,
+    ),
 }
+
+
+def figure_words(name: str) -> Figure:
+    """Label, unit, meaning, direction and bands of a utility figure (a plain fallback for one
+    this module does not know)."""
+    m = re.fullmatch(r"query_error_(\d+)pct", name)
+    if m:
+        return Figure(
+            f"count-query error at {m.group(1)}% selectivity",
+            "relative error (0 = exact)",
+            f"mean relative error of count queries selecting about {m.group(1)}% of the rows (0 = exact answers)",
+            LOWER,
+            QUERY_BAND,
+        )
+    if name.startswith("penalty_"):
+        col = name.removeprefix("penalty_")
+        return Figure(
+            f"uncertainty penalty on {col}",
+            "rows × share of domain",
+            f"sum over published rows of the {col} cell's width as a share of {col}'s range "
+            "(part of the uncertainty penalty; judged per row)",
+            LOWER,
+            PER_ROW_BAND,
+        )
+    return _FIGURES.get(name, Figure(name.replace("_", " "), "", "technique-specific figure", NEUTRAL))
 
 
 def describe(name: str) -> tuple[str, str]:
     """(what the figure measures, which direction is better)."""
-    m = re.fullmatch(r"query_error_(\d+)pct", name)
-    if m:
-        return (
-            f"mean relative error of count queries selecting about {m.group(1)}% of the rows (0 = exact answers)",
-            LOWER,
-        )
-    if name.startswith("penalty_"):
-        return (f"generalization width on {name.removeprefix('penalty_')} (part of the uncertainty penalty)", LOWER)
-    return _FIGURES.get(name, ("technique-specific figure", NEUTRAL))
+    words = figure_words(name)
+    return words.what, words.better
+
+
+def band_text(band: Band, pct: bool) -> tuple[str, str]:
+    """The good and fair limits as a person reads them (5%, or 0.1)."""
+    return (f"{band.good:.0%}", f"{band.fair:.0%}") if pct else (f"{band.good:g}", f"{band.fair:g}")
+
+
+def verdict(name: str, value: Any, rows_in: int | None = None, published_rows: int | None = None) -> str:
+    """ "good", "fair" or "poor" with the band it falls in, or "" where no verdict makes sense
+    (a count of groups, a figure without bands, a share without its denominator)."""
+    band = figure_words(name).band
+    number = as_number(value)
+    if band is None or number is None:
+        return ""
+    pct = band.of_rows or name.startswith("query_error_")
+    if band.of_rows:
+        if not rows_in:
+            return ""
+        number /= rows_in
+    if band.per_row:
+        if not published_rows:
+            return ""
+        number /= published_rows
+    good, fair = band_text(band, pct)
+    shown = f"{number:.1%}" if pct else f"{number:.3g}"
+    per = " per row" if band.per_row else (" of the input rows" if band.of_rows else "")
+    if number < band.good:
+        return f"good ({shown}{per}; under {good})"
+    if number < band.fair:
+        return f"fair ({shown}{per}; {good} to {fair})"
+    return f"poor ({shown}{per}; {fair} or more)"
 
 
 def poor_figures(utility: dict[str, Any], rows_in: int | None = None) -> list[str]:
@@ -57,15 +216,215 @@ def poor_figures(utility: dict[str, Any], rows_in: int | None = None) -> list[st
     return out
 
 
-def worst_rows(worst: dict[str, Any]) -> list[tuple[str, str]]:
-    """A verifier's worst case as (field, value) rows a person can read (no raw JSON)."""
-    rows = []
+# --- privacy figures ---------------------------------------------------------------------------
+
+_GUARANTEES: list[tuple[str, str]] = [
+    (
+        r"k-anonymity",
+        "every published combination of quasi-identifier values is shared by at least {t} rows: an adversary "
+        "who knows a person's quasi-identifiers finds at least {t} rows that may be theirs",
+    ),
+    (
+        r"k-anonymity QID(\d+)",
+        "for QID {1} (columns an adversary may know together), every published combination of its values is "
+        "shared by at least {t} rows",
+    ),
+    (
+        r"k'-anonymity union QID",
+        "over the columns of all QIDs together, every published combination is shared by at least {t} rows",
+    ),
+    (
+        r"l-diversity( \(distinct\))?",
+        "every group holds at least {t} different sensitive values: knowing a person's group leaves at least "
+        "{t} possible values",
+    ),
+    (
+        r"entropy-l-diversity",
+        "the sensitive values of every class are at least as spread out as {t} equally frequent values "
+        "(exp of their entropy)",
+    ),
+    (
+        r"recursive-cl-diversity",
+        "in every class the most frequent sensitive value is rarer than c times the less frequent ones "
+        "together ({t}): no value dominates a class",
+    ),
+    (
+        r"t-closeness",
+        "in every class the sensitive values are distributed within distance {t} of the whole table's: a class "
+        "tells little more than the table as a whole",
+    ),
+    (
+        r"attribute disclosure",
+        "an adversary who has linked a person to their group guesses their sensitive value with probability "
+        "at most {t}",
+    ),
+    (
+        r"QIT and ST agree on group sizes",
+        "the two published tables agree: each group has as many QIT rows as ST counts",
+    ),
+    (r"alpha-presence", "the probability of telling that a given person is in the data at all is at most {t}"),
+    (r"beta-association", "the probability of naming a person's sensitive value from the tables is at most {t}"),
+    (
+        r"delta-probability",
+        "no published QI value can be tied to one original record with probability above {t}",
+    ),
+    (
+        r"mutual cover \(Corollary 3.2\)",
+        "every published QI value could have come from at least {t} records of its group",
+    ),
+    (
+        r"random output tables are distributions",
+        "the perturbation MuCo applied is a true probability distribution per record (sums to 1 within {t})",
+    ),
+    (
+        r"identity disclosure \(P_match=(.+)\)",
+        "for information (no threshold): expected share of people re-identified by an adversary whose "
+        "knowledge matches a published value with probability {1}",
+    ),
+    (
+        r"attribute disclosure \(P_match=(.+)\)",
+        "for information (no threshold): expected share of people whose sensitive value such an adversary "
+        "(matching with probability {1}) learns",
+    ),
+    (
+        r"series-composition-l",
+        "with every release of the series combined, each person of this release keeps at least {t} candidate "
+        "sensitive values",
+    ),
+    (
+        r"series-composition-k",
+        "with every release of the series combined, at least {t} records can be each person's",
+    ),
+    (
+        r"serial-global",
+        "over every release of the series, the probability of linking a person to a sensitive value is at most {t}",
+    ),
+    (r"serial-localized", "in this release, no sensitive value holds more than {t} of any group"),
+    (
+        r"serial-virtual-members",
+        "the absent people counted as group members (virtual members) are backed by people really absent: at most {t}",
+    ),
+    (r"serial-statistics", "the statistics carried for the series agree with its history"),
+]
+
+
+def guarantee(model: str, threshold: Any) -> str:
+    """In one sentence, what a privacy figure guarantees when its check passes ("" when unknown)."""
+    for pattern, text in _GUARANTEES:
+        m = re.fullmatch(pattern, model)
+        if m:
+            return text.format(m.group(0), *m.groups(), t=fmt(threshold) or "the threshold")
+    return ""
+
+
+# --- published cells and worst cases ----------------------------------------------------------
+
+
+def value_list(values: Any, braces: bool = True) -> str:
+    """A list of values as {a, b}, or "12 values: a, b, c, ..." when it is long: never a
+    Python repr and never a value cut in the middle."""
+    items = [fmt(v) for v in values]
+    if len(items) > LONG_LIST:
+        return f"{len(items)} values: " + ", ".join(items[:SHOWN]) + ", ..."
+    text = ", ".join(items)
+    return "{" + text + "}" if braces else text
+
+
+def cell_text(value: Any) -> str:
+    """A published cell as the table shows it: a list as {a, b}, a number as it is."""
+    if isinstance(value, (list, tuple, set, np.ndarray)):
+        return value_list(list(value))
+    if isinstance(value, dict):
+        return ", ".join(f"{k} = {cell_text(v)}" for k, v in value.items())
+    return fmt(value)
+
+
+def merged_cells(cells: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A class's cells with each `<col>_lo` / `<col>_hi` pair shown as one range "[lo, hi]"
+    (one value when both ends agree), in the order the columns come."""
+    out: list[tuple[str, Any]] = []
+    for key, value in cells.items():
+        base = key.removesuffix("_lo")
+        if key.endswith("_lo") and f"{base}_hi" in cells:
+            lo, hi = fmt(value), fmt(cells[f"{base}_hi"])
+            out.append((base, lo if lo == hi else f"[{lo}, {hi}]"))
+        elif not (key.endswith("_hi") and f"{key.removesuffix('_hi')}_lo" in cells):
+            out.append((key, value))
+    return out
+
+
+_WORST_LABELS = {
+    "class": "the class (as published)",
+    "size": "rows in the class",
+    "distinct_sensitive": "different sensitive values in it",
+    "classes": "classes in the table",
+    "qid": "QID columns",
+    "gid": "group (gid in the published tables)",
+    "group_size": "rows in the group",
+    "sensitive_value": "sensitive value",
+    "count": "rows with that value",
+    "at_sizes": "values per AT table",
+    "attribute": "column",
+    "code": "value code",
+    "below": "people below the threshold",
+    "people": "people in this release",
+    "returning": "returning people (also in an earlier release)",
+    "releases": "releases combined",
+    "measures": "the figure counts",
+    "mode": "on a breach",
+    "adversary": "adversary",
+    "failing_groups": "groups failing",
+    "failing_rows": "rows failing",
+    "inconsistent_groups": "inconsistent groups",
+    "breaching_pairs": "breaching (person, value) pairs",
+    "pairs": "(person, value) pairs checked",
+    "violating_groups": "groups failing",
+    "groups_not_covered": "groups not covered",
+    "witnesses_rejected": "witnesses rejected",
+    "links": "releases linked",
+    "p": "probability",
+    "qi_value": "ST's QI value",
+    "qi_units": "units with that QI value",
+    "theorem6": "Theorem 6 bound",
+    "r1": "rows of the most frequent value",
+    "r_l_to_r_m": "rows of the l-th to last values",
+}
+
+
+def _row_label(model: str) -> str | None:
+    """What a worst case's "row" is: the series check's person, by position in this release's
+    input rows; MuCo's, a row of the published table. None: not shown."""
+    if model.startswith("series-composition"):
+        return "the person with the fewest: input row (counting from 1, after dropped rows)"
+    if model in ("random output tables are distributions", "mutual cover (Corollary 3.2)"):
+        return "row of table.parquet (counting from 0)"
+    return None
+
+
+def worst_cells(worst: dict[str, Any], model: str = "") -> list[tuple[str, str | list[tuple[str, str]]]]:
+    """A verifier's worst case as (label, text) rows, a nested dict (a class's published cells)
+    as its own (column, cell) rows; missing values are left out."""
+    rows: list[tuple[str, str | list[tuple[str, str]]]] = []
     for key, value in worst.items():
-        if isinstance(value, dict):
-            text = ", ".join(f"{k} = {v}" for k, v in value.items())
-        elif isinstance(value, (list, tuple)):
-            text = ", ".join(map(str, value[:12])) + (f", ... ({len(value)} in all)" if len(value) > 12 else "")
+        if key == "row":
+            label = _row_label(model)
+            if label is None:
+                continue
         else:
-            text = str(value)
-        rows.append((key.replace("_", " "), text))
+            label = _WORST_LABELS.get(key, key.replace("_", " "))
+        if isinstance(value, dict):
+            inner = [(_WORST_LABELS.get(k, k), cell_text(v)) for k, v in merged_cells(value)]
+            rows.append((label, [(k, v) for k, v in inner if v != ""]))
+        elif isinstance(value, (list, tuple, np.ndarray)):
+            rows.append((label, value_list(list(value), braces=False)))
+        elif fmt(value) != "":
+            rows.append((label, fmt(value)))
     return rows
+
+
+def worst_rows(worst: dict[str, Any], model: str = "") -> list[tuple[str, str]]:
+    """A verifier's worst case as flat (field, value) rows (markdown, no raw JSON)."""
+    return [
+        (label, text if isinstance(text, str) else ", ".join(f"{k} = {v}" for k, v in text))
+        for label, text in worst_cells(worst, model)
+    ]

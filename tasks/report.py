@@ -1,109 +1,37 @@
-"""Step 7: a report a person can read: an HTML page with the privacy checks, the utility figures
-and two plots (group sizes, query error by selectivity), plus a markdown summary for Prefect.
-
-The plots are small inline SVG bar charts written directly: no plotting library is imported, so
-a report costs milliseconds at any table size (it reads only the group sizes and a few figures).
+"""Step 7: a report a person can read (docs/report.md): an HTML page opening with a verdict in
+plain words (tasks/report_verdict.py), the privacy checks with what each guarantees and its worst
+case, the utility figures with units and verdicts (tasks/figures.py), the risk before and after,
+the release's series, and plots (tasks/report_plots.py: inline SVG, no plotting library); plus a
+markdown summary with the same words for Prefect.
 """
 
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from privpub.schemas.spec import ROW_ID
-from privpub.tasks.figures import describe, poor_figures, worst_rows
+from privpub.tasks.figures import (
+    as_number,
+    cell_text,
+    figure_words,
+    fmt,
+    guarantee,
+    merged_cells,
+    poor_figures,
+    value_list,
+    verdict,
+    worst_cells,
+    worst_rows,
+)
+from privpub.tasks.report_plots import bar_chart, before_after_chart, integer_bins, plot_figure
+from privpub.tasks.report_series import series_rows, series_words, trend_plots
+from privpub.tasks.report_verdict import verdict_paragraph
 
-_W, _H, _LEFT, _BOTTOM, _TOP, _RIGHT = 440, 230, 56, 44, 26, 12
-
-
-def _svg_bars(
-    title: str, labels: list[str], values: list[float], xlabel: str, ylabel: str, color: str, tick_every: int = 1
-) -> str:
-    """A bar chart as an SVG element: one bar per value, each with a tooltip (label: value)."""
-    esc = html.escape
-    width, height = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
-    top = max(max(values, default=0.0), 0.0) or 1.0
-    step = width / max(len(values), 1)
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" role="img" '
-        f'aria-label="{esc(title)}" font-family="sans-serif" font-size="11">',
-        f'<text x="{_W / 2:.0f}" y="16" text-anchor="middle" font-size="13">{esc(title)}</text>',
-    ]
-    for i, (label, value) in enumerate(zip(labels, values)):
-        h = height * max(value, 0.0) / top
-        x = _LEFT + i * step
-        parts.append(
-            f'<rect x="{x + 0.5:.1f}" y="{_TOP + height - h:.1f}" width="{max(step - 1, 1):.1f}" '
-            f'height="{h:.1f}" fill="{color}"><title>{esc(label)}: {esc(fmt(value))}</title></rect>'
-        )
-        if i % tick_every == 0 or i == len(values) - 1:
-            parts.append(
-                f'<text x="{x + step / 2:.1f}" y="{_TOP + height + 14}" text-anchor="middle">{esc(label)}</text>'
-            )
-    axis_y = _TOP + height
-    parts += [
-        f'<line x1="{_LEFT}" y1="{axis_y}" x2="{_LEFT + width}" y2="{axis_y}" stroke="#444"/>',
-        f'<line x1="{_LEFT}" y1="{_TOP}" x2="{_LEFT}" y2="{axis_y}" stroke="#444"/>',
-        f'<text x="{_LEFT - 4}" y="{_TOP + 4}" text-anchor="end">{esc(fmt(top))}</text>',
-        f'<text x="{_LEFT - 4}" y="{axis_y}" text-anchor="end">0</text>',
-        f'<text x="{_LEFT + width / 2:.0f}" y="{_H - 6}" text-anchor="middle">{esc(xlabel)}</text>',
-        f'<text transform="translate(14 {_TOP + height / 2:.0f}) rotate(-90)" text-anchor="middle">'
-        f"{esc(ylabel)}</text>",
-        "</svg>",
-    ]
-    return "".join(parts)
-
-
-def _plots(sizes: np.ndarray | None, utility: dict[str, Any]) -> list[tuple[str, str]]:
-    """(caption, inline SVG) per plot: the group-size histogram and the query error by band."""
-    out = []
-    if sizes is not None and len(sizes):
-        sizes = np.asarray(sizes)
-        bins = min(40, max(5, len(np.unique(sizes))))
-        counts, edges = np.histogram(sizes, bins=bins)
-        labels = [f"{edges[i]:.4g}" for i in range(len(counts))]
-        out.append(
-            (
-                "Group sizes",
-                _svg_bars(
-                    "Group sizes",
-                    labels,
-                    counts.astype(float).tolist(),
-                    "QI-group size (rows, bin start)",
-                    "groups",
-                    "#4472c4",
-                    tick_every=max(1, len(counts) // 6),
-                ),
-            )
-        )
-    errs = dict(sorted(_query_errors(utility).items(), key=lambda kv: _pct(kv[0])))
-    if errs:
-        labels = [k.removeprefix("query_error_").replace("pct", "%") for k in errs]
-        out.append(
-            (
-                "Query error",
-                _svg_bars(
-                    "Count-query error",
-                    labels,
-                    [float(v) for v in errs.values()],
-                    "query selectivity",
-                    "mean relative error",
-                    "#ed7d31",
-                ),
-            )
-        )
-    return out
-
-
-def fmt(value: Any, digits: int = 4) -> str:
-    """A figure with `digits` significant digits (3.75e-05, not 0.0000); integers as they are."""
-    if isinstance(value, (float, np.floating)):
-        return f"{float(value):.{digits}g}"
-    return str(value)
+__all__ = ["fmt", "markdown_summary", "summary_lines", "write_html_report"]
 
 
 def _pct(key: str) -> int:
@@ -184,40 +112,39 @@ def risk_denominator(meta: dict[str, Any], utility: dict[str, Any]) -> str | Non
     )
 
 
-def _riskiest(where: dict | None, esc) -> str:
+# the table the risk figures read when a technique publishes several (its row positions count there)
+RISK_TABLE = {"anatomy": "QIT"}
+
+
+def _riskiest(where: dict | None, technique: str, esc) -> str:
     """Where the highest prosecutor risk is in the published table, by row position, and the
     riskiest classes by their published cells."""
     if not where:
         return ""
     rows = ", ".join(str(r) for r in where["rows"])
     more = f" (the first {len(where['rows'])} of {where['records']})" if where["records"] > len(where["rows"]) else ""
+    table = RISK_TABLE.get(technique, "table")
     html = (
         f"<p>Highest risk: {esc(str(where['records']))} published records in classes of "
-        f"{esc(str(where['class_size']))}; their row positions (from 0){esc(more)}: {esc(rows)}</p>"
+        f"{esc(str(where['class_size']))}; their row positions in {table}.parquet (counting from 0){esc(more)}: "
+        f"{esc(rows)}</p>"
     )
     classes = where.get("classes") or []
     if classes:
-        columns = list(classes[0]["cells"])
+        columns = [name for name, _ in merged_cells(classes[0]["cells"])]
         shares = "attribute_risk" in classes[0]
         head = "".join(f"<th>{esc(c)}</th>" for c in columns) + "<th>records</th>"
         head += "<th>share of its most frequent sensitive value</th>" if shares else ""
         body = ""
         for c in classes:
-            cells = "".join(f"<td>{esc(_cell(c['cells'][name]))}</td>" for name in columns)
+            cells = "".join(f"<td>{esc(cell_text(v))}</td>" for _, v in merged_cells(c["cells"]))
             share = f"<td>{fmt(c['attribute_risk'], 3)}</td>" if shares else ""
             body += f"<tr>{cells}<td>{c['size']}</td>{share}</tr>"
         html += (
             "<p>The riskiest classes (smallest first, then the most predictable sensitive value), "
-            f"as published:</p><table><tr>{head}</tr>{body}</table>"
+            f"as published:</p><table class=classes><tr>{head}</tr>{body}</table>"
         )
     return html
-
-
-def _cell(value: Any) -> str:
-    """A published cell as the table shows it: a list as {a, b}, a number as it is."""
-    if isinstance(value, (list, tuple)):
-        return "{" + ", ".join(map(str, value)) + "}"
-    return fmt(value)
 
 
 def input_notes(meta: dict[str, Any], utility: dict[str, Any]) -> list[str]:
@@ -241,7 +168,7 @@ def summary_lines(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) 
         f"technique {meta['technique']}, seed {meta['seed']})",
         f"rows in: {meta['rows_in']}",
     ]
-    if "groups" in utility:
+    if {"groups", "avg_group_size", "max_group_size"} <= set(utility):
         lines.append(
             f"groups: {utility['groups']} (avg size {utility['avg_group_size']:.2f}, max {utility['max_group_size']})"
         )
@@ -288,53 +215,146 @@ def _provenance(meta: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def _series_rows(meta: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """The same figures over the series' releases (this one last): header and rows."""
-    frame = meta.get("series_figures")
-    if frame is None or len(frame) == 0:
-        return [], []
-    wide = frame.pivot_table(
-        index=["sequence", "release_id"], columns="name", values="value", aggfunc="first"
-    ).reset_index()
-    names = [c for c in wide.columns if c not in ("sequence", "release_id")]
-    rows = [[str(r["sequence"]), str(r["release_id"]), *[_short(r[n]) for n in names]] for _, r in wide.iterrows()]
-    return ["#", "release", *names], rows
+def parameter_text(params: dict[str, Any]) -> str:
+    """The technique's parameters as a person reads them: k = 5, qids = {a, b}; {c, d}."""
+    out = []
+    for key, value in params.items():
+        if isinstance(value, (list, tuple)) and value and all(isinstance(v, (list, tuple)) for v in value):
+            text = "; ".join(value_list(v) for v in value)
+        elif isinstance(value, (list, tuple)):
+            text = value_list(value)
+        elif isinstance(value, dict):
+            text = cell_text(value)
+        else:
+            text = fmt(value)
+        out.append(f"{key} = {text}")
+    return ", ".join(out)
 
 
-def _short(value: Any) -> str:
-    try:
-        return fmt(float(value)) if "/" not in str(value) else str(value)
-    except (TypeError, ValueError):
-        return "" if value is None else str(value)
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def utility_table(utility: dict[str, Any], meta: dict[str, Any]) -> list[tuple[str, str, str, str, str, str, str]]:
+    """(label, identifier, value, unit, verdict, what it measures, better) per utility figure."""
+    rows_in = meta.get("rows_in") if isinstance(meta.get("rows_in"), int) else None
+    published = rows_in - int(utility.get("suppressed_rows") or 0) if rows_in else None
+    out = []
+    for name, value in utility.items():
+        w = figure_words(name)
+        shown = fmt(value) if isinstance(value, (int, float, np.number)) or value is None else str(value)
+        out.append((w.label, name, shown, w.unit, verdict(name, value, rows_in, published), w.what, w.better))
+    return out
 
 
 def markdown_summary(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) -> str:
-    rows = "\n".join(f"| {r.model} | {r.value} | {r.threshold} | {'pass' if r.passed else 'FAIL'} |" for r in privacy)
-    util = "\n".join(f"| {k} | {fmt(v)} | {describe(k)[0]} ({describe(k)[1]}) |" for k, v in utility.items())
+    def worst_md(r) -> str:
+        return "; ".join(f"{k}: {v}" for k, v in worst_rows(r.worst, r.model))
+
+    rows = "\n".join(
+        f"| {_md(r.model)} | {_md(fmt(r.value))} | {_md(fmt(r.threshold))} | {'pass' if r.passed else 'FAIL'} "
+        f"| {_md(guarantee(r.model, r.threshold))} | {_md(worst_md(r))} |"
+        for r in privacy
+    )
+    util = "\n".join(
+        f"| {_md(label)} (`{name}`) | {_md(value)} | {_md(unit)} | {_md(verdict_)} | {_md(what)} ({better}) |"
+        for label, name, value, unit, verdict_, what, better in utility_table(utility, meta)
+    )
     warnings = "".join(f"\n> **Warning:** {w}\n" for w in poor_figures(utility, meta.get("rows_in")))
-    prov = "\n".join(f"| {k} | {v} |" for k, v in _provenance(meta))
-    head, series = _series_rows(meta)
+    prov = "\n".join(f"| {k} | {_md(v)} |" for k, v in _provenance(meta))
+    head, series = series_rows(meta)
     series_md = (
         (
-            "\n## In its series\n\n| "
+            f"\n## In its series\n\n{series_words(meta, privacy)}\n\n| "
             + " | ".join(head)
             + " |\n|"
             + "---|" * len(head)
             + "\n"
-            + "\n".join("| " + " | ".join(r) + " |" for r in series)
+            + "\n".join("| " + " | ".join(_md(c) for c in r) + " |" for r in series)
             + "\n"
         )
         if series
         else ""
     )
     return (
-        f"# Release {meta['release_id']}\n\n"
+        f"# Release {meta['release_id']}\n\n{verdict_paragraph(meta, privacy, utility)}\n\n"
         + "\n".join(f"- {l}" for l in summary_lines(meta, privacy, utility))
-        + f"\n{warnings}\n## Privacy\n\n| model | reached | required | result |\n|---|---|---|---|\n{rows}\n"
-        + f"\n## Utility\n\n| figure | value | what it measures |\n|---|---|---|\n{util}\n"
+        + f"\n{warnings}\n## Privacy\n\n| model | reached | required | result | what it guarantees | worst case |\n"
+        + f"|---|---|---|---|---|---|\n{rows}\n"
+        + "\n## Utility\n\n| figure | value | unit | verdict | what it measures |\n|---|---|---|---|---|\n"
+        + f"{util}\n"
         + series_md
         + (f"\n## Provenance\n\n| | |\n|---|---|\n{prov}\n" if prov else "")
     )
+
+
+def _plots(meta: dict[str, Any], privacy: list, sizes: np.ndarray | None, utility: dict[str, Any]) -> list[str]:
+    """Each plot as a <figure class="plot">: group sizes, query error, risk before -> after, and
+    the series' figures over its releases."""
+    out = []
+    if sizes is not None and len(sizes):
+        edges, counts, labels = integer_bins(np.asarray(sizes))
+        width = int(edges[1] - edges[0])
+        svg = bar_chart(
+            "Group sizes", labels, counts.astype(float).tolist(), "QI-group size (rows)", "groups", "#4472c4"
+        )
+        out.append(
+            plot_figure(
+                svg,
+                f"How many QI-groups have each size ({'one bar per size' if width == 1 else f'bars of {width} sizes'}"
+                f"; {len(sizes):,} groups): the smallest bar on the left is the group easiest to single out.",
+            )
+        )
+    errs = dict(sorted(_query_errors(utility).items(), key=lambda kv: _pct(kv[0])))
+    if errs:
+        labels = [k.removeprefix("query_error_").replace("pct", "%") for k in errs]
+        svg = bar_chart(
+            "Count-query error",
+            labels,
+            [float(v) for v in errs.values()],
+            "query selectivity (% of rows selected)",
+            "mean relative error (0 = exact)",
+            "#ed7d31",
+        )
+        out.append(
+            plot_figure(
+                svg,
+                "Mean relative error of count queries by how many rows they select: under 0.05 good, "
+                "under 0.2 fair, otherwise poor.",
+            )
+        )
+    risk = meta.get("risk") or {}
+    pairs = [
+        (name, as_number(risk.get(f"input-{name}")), as_number(risk.get(name)))
+        for name in RISK_LABELS
+        if as_number(risk.get(f"input-{name}")) is not None and as_number(risk.get(name)) is not None
+    ]
+    if pairs:
+        svg = before_after_chart(
+            "Re-identification risk: input → release",
+            [n for n, _, _ in pairs],
+            [float(b or 0.0) for _, b, _ in pairs],
+            [float(a or 0.0) for _, _, a in pairs],
+        )
+        out.append(
+            plot_figure(
+                svg, "Grey: the input's quasi-identifiers as they are; blue: the published table (lower is safer)."
+            )
+        )
+    return out + trend_plots(meta, privacy)
+
+
+_STYLE = """body{font-family:sans-serif;max-width:60em;margin:2em auto;color:#222}
+table{border-collapse:collapse;max-width:100%}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;
+vertical-align:top;overflow-wrap:anywhere}
+.ok{color:#080;font-weight:bold;white-space:nowrap}.bad{color:#b00;font-weight:bold;white-space:nowrap}
+figure.plot{display:inline-block;margin:0.5em 1em 1em 0;max-width:100%}figure.plot svg{max-width:100%;height:auto}
+figcaption{font-size:90%;color:#444;max-width:460px}
+#verdict p{font-size:110%;line-height:1.45;background:#f3f6fb;border-left:4px solid #4472c4;padding:8px 12px}
+.warn{background:#fff3cd;border:1px solid #e0c060;padding:6px}
+table.worst{width:100%}table.worst td,table.worst th{border:0;padding:1px 6px;font-size:90%}
+table.cells td,table.cells th{border:0;padding:0 4px;font-size:95%}
+code.id{font-size:80%;color:#666}td.verdict-poor{color:#b00}td.verdict-fair{color:#a60}td.verdict-good{color:#080}"""
 
 
 def write_html_report(
@@ -343,35 +363,43 @@ def write_html_report(
     esc = html.escape
 
     def worst(r) -> str:
-        rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v[:300])}</td></tr>" for k, v in worst_rows(r.worst))
+        rows = ""
+        for label, text in worst_cells(r.worst, r.model):
+            if isinstance(text, str):
+                rows += f"<tr><th>{esc(label)}</th><td>{esc(text)}</td></tr>"
+            else:
+                inner = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in text)
+                rows += f"<tr><th>{esc(label)}</th><td><table class=cells>{inner}</table></td></tr>"
         return f"<table class=worst>{rows}</table>" if rows else ""
 
     priv_rows = "".join(
-        f"<tr><td>{esc(r.model)}</td><td>{esc(str(r.value))}</td><td>{esc(str(r.threshold))}</td>"
+        f"<tr><td>{esc(r.model)}</td><td>{esc(fmt(r.value))}</td><td>{esc(fmt(r.threshold))}</td>"
         f"<td class={'ok' if r.passed else 'bad'}>{'&#10004; pass' if r.passed else '&#10008; FAIL'}</td>"
-        f"<td>{worst(r)}</td></tr>"
+        f"<td>{esc(guarantee(r.model, r.threshold))}</td><td>{worst(r)}</td></tr>"
         for r in privacy
     )
     util_rows = "".join(
-        f"<tr><td>{esc(k)}</td><td>{esc(fmt(v))}</td><td>{esc(describe(k)[0])}</td><td>{esc(describe(k)[1])}</td></tr>"
-        for k, v in utility.items()
+        f"<tr><td>{esc(label)} <code class=id>{esc(name)}</code></td><td>{esc(value)}</td><td>{esc(unit)}</td>"
+        f"<td class=verdict-{esc(verdict_.split(' ')[0] or 'none')}>{esc(verdict_)}</td><td>{esc(what)}</td>"
+        f"<td>{esc(better)}</td></tr>"
+        for label, name, value, unit, verdict_, what, better in utility_table(utility, meta)
     )
     warnings = "".join(f"<p class=warn>Warning: {esc(w)}</p>" for w in poor_figures(utility, meta.get("rows_in")))
     # a failed figure in a published release: one the spec chose to tolerate ([series] composition = "warn")
     warnings += "".join(
         (
-            f"<p class=warn>Warning: {esc(r.model)} reached {esc(str(r.value))}, required {esc(str(r.threshold))}: "
-            f"{esc(str(r.worst.get('below', '')))} people fall below it when every release of the series is "
+            f"<p class=warn>Warning: {esc(r.model)} reached {esc(fmt(r.value))}, required {esc(fmt(r.threshold))}: "
+            f"{esc(fmt(r.worst.get('below', '')))} people fall below it when every release of the series is "
             'combined; published because the spec says composition = "warn"</p>'
         )
         for r in privacy
         if not r.passed
     )
     prov = "".join(f"<tr><th>{esc(k)}</th><td><code>{esc(v)}</code></td></tr>" for k, v in _provenance(meta))
-    head, series = _series_rows(meta)
+    head, series = series_rows(meta)
     series_html = (
         (
-            "<h2>In its series</h2><table class=series><tr>"
+            f"<h2>In its series</h2><p>{esc(series_words(meta, privacy))}</p><table class=series><tr>"
             + "".join(f"<th>{esc(h)}</th>" for h in head)
             + "</tr>"
             + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in series)
@@ -390,31 +418,32 @@ def write_html_report(
         + (f"<p class=note><b>What {esc(meta['technique'])} reduces:</b> {esc(note)}</p>" if note else "")
         + f"<p>{esc(population_note(meta.get('risk') or {}))}</p>"
         + (f"<p>{esc(denominator)}.</p>" if (denominator := risk_denominator(meta, utility)) else "")
-        + _riskiest(meta.get("riskiest"), esc)
+        + _riskiest(meta.get("riskiest"), str(meta.get("technique", "")), esc)
         if risk
         else ""
     )
     files = "".join(f"<li><code>{esc(f)}</code></li>" for f in meta.get("files", []))
-    plots = "".join(f"<figure>{svg}<figcaption>{esc(t)}</figcaption></figure>" for t, svg in _plots(sizes, utility))
+    plots = "".join(_plots(meta, privacy, sizes, utility))
+    created = f", committed {esc(str(meta['created_at']))}" if meta.get("created_at") else ""
     page = f"""<!doctype html><html><head><meta charset="utf-8">
 <title>privpub release {esc(meta["release_id"])}</title>
-<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto;color:#222}}
-table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}
-.ok{{color:#080;font-weight:bold}}.bad{{color:#b00;font-weight:bold}}figure{{display:inline-block}}
-.warn{{background:#fff3cd;border:1px solid #e0c060;padding:6px}}table.worst td,table.worst th{{border:0;padding:1px 6px;font-size:90%}}</style>
+<style>{_STYLE}</style>
 </head><body>
 <h1>Release {esc(meta["release_id"])}</h1>
+<section id="verdict"><p>{esc(verdict_paragraph(meta, privacy, utility))}</p></section>
 <p>Series <b>{esc(meta["series"])}</b>, release #{meta["sequence"]}, technique <b>{esc(meta["technique"])}</b>,
-parameters <code>{esc(json.dumps(meta.get("parameters", {}), default=str))}</code>, seed {meta["seed"]},
-{meta["rows_in"]} input rows, committed {esc(str(meta.get("created_at", "")))}.</p>
+parameters <code>{esc(parameter_text(meta.get("parameters") or {}))}</code>, seed {esc(fmt(meta["seed"]))},
+{esc(fmt(meta["rows_in"]))} input rows{created}.</p>
 {"".join(f"<p>{esc(n[0].upper() + n[1:])}.</p>" for n in input_notes(meta, utility))}
 {warnings}
 <h2>Privacy (computed from the published tables only)</h2>
-<table><tr><th>model</th><th>reached</th><th>required</th><th>result</th><th>worst case</th></tr>{priv_rows}</table>
-<h2>Utility</h2><table><tr><th>figure</th><th>value</th><th>what it measures</th><th>better</th></tr>{util_rows}</table>
+<table class=privacy><tr><th>model</th><th>reached</th><th>required</th><th>result</th><th>what it guarantees</th>
+<th>worst case</th></tr>{priv_rows}</table>
+<h2>Utility</h2><table class=utility><tr><th>figure</th><th>value</th><th>unit</th><th>verdict</th>
+<th>what it measures</th><th>better</th></tr>{util_rows}</table>
 {risk_html}
 {series_html}
-{plots}
+{"<h2>Plots</h2>" + plots if plots else ""}
 <h2>Published files</h2><ul>{files}</ul>
 <h2>Provenance</h2><table>{prov}</table>
 </body></html>"""

@@ -51,7 +51,8 @@ def test_html_report_draws_both_plots_as_inline_svg(tmp_path):
     assert len(svgs) == 2 and "<img" not in page
     hist, errors = svgs
     bars = re.findall(r'<rect [^>]*height="([0-9.]+)"[^>]*><title>([^<]*)</title>', hist)
-    counts, _ = np.histogram(sizes, bins=5)  # 4 distinct sizes: the 5-bin minimum
+    counts = np.bincount(sizes - 10)  # sizes 10..30 span 21 integers: one bar per size
+    assert [t.split(": ")[0] for _, t in bars] == [str(s) for s in range(10, 31)]
     assert [t.split(": ")[1] for _, t in bars] == [str(c) for c in counts]
     heights = np.array([float(h) for h, _ in bars])
     assert heights.argmax() == 0 and np.allclose(heights / heights.max(), counts / counts.max(), atol=0.01)
@@ -75,3 +76,94 @@ def test_report_module_imports_no_plotting_library(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# --- issue 30: the report in plain words -------------------------------------------------------
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from privpub.tasks.figures import verdict, worst_cells  # noqa: E402
+from privpub.tasks.report_plots import integer_bins  # noqa: E402
+
+
+def _label_range(label: str) -> tuple[int, int]:
+    lo, _, hi = label.partition("–")
+    return int(lo), int(hi or lo)
+
+
+@given(st.lists(st.integers(1, 5000), min_size=1, max_size=300))
+def test_group_size_bins_are_integers_counting_every_size_once(sizes):
+    edges, counts, labels = integer_bins(np.array(sizes))
+    assert edges.dtype.kind == "i" and np.all(np.diff(edges) == edges[1] - edges[0]) and edges[1] > edges[0]
+    assert counts.sum() == len(sizes) and len(counts) == len(labels) == len(edges) - 1 <= 30
+    # each size in exactly one bin [edge_i, edge_i+1), whose label names that range, both ends included
+    for size in set(sizes):
+        inside = [i for i in range(len(counts)) if edges[i] <= size < edges[i + 1]]
+        assert len(inside) == 1 and counts[inside[0]] == sizes.count(size) + sum(
+            sizes.count(s) for s in set(sizes) - {size} if edges[inside[0]] <= s < edges[inside[0] + 1]
+        )
+    ranges = [_label_range(lab) for lab in labels]
+    assert all(lo <= hi for lo, hi in ranges) and all(a[1] < b[0] for a, b in zip(ranges, ranges[1:]))
+    assert [lo for lo, _ in ranges] == edges[:-1].tolist() and [hi + 1 for _, hi in ranges] == edges[1:].tolist()
+    assert all("." not in lab for lab in labels)
+
+
+def test_wide_sizes_get_round_bins_and_ticks_that_do_not_overlap(tmp_path):
+    sizes = np.array([5] * 40 + [19] * 3 + [250])
+    edges, counts, labels = integer_bins(sizes)
+    assert edges[1] - edges[0] == 20 and labels[0] == "0–19" and counts[0] == 43 and counts[-1] == 1
+    page = write_html_report(tmp_path / "r.html", META, PRIVACY, {}, sizes).read_text()
+    ticks = [(float(x), t) for x, t in re.findall(r'<text class="tick" x="([0-9.]+)"[^>]*>([^<]*)</text>', page)]
+    for (x1, a), (x2, b) in zip(ticks, ticks[1:]):  # centres further apart than half of both labels
+        assert x2 - x1 >= (len(a) + len(b)) / 2 * 6.5, (a, b)
+
+
+def test_verdict_bands():
+    assert verdict("query_error_1pct", 0.049).startswith("good") and verdict("query_error_1pct", 0.05).startswith(
+        "fair"
+    )
+    assert verdict("query_error_1pct", 0.199).startswith("fair") and verdict("query_error_1pct", 0.2).startswith("poor")
+    assert verdict("uncertainty_penalty_normalized", 0.099).startswith("good")
+    assert verdict("uncertainty_penalty_normalized", 0.3).startswith("poor")
+    assert verdict("suppressed_rows", 9, rows_in=1000).startswith("good")
+    assert verdict("suppressed_rows", 10, rows_in=1000).startswith("fair")
+    assert verdict("suppressed_rows", 50, rows_in=1000).startswith("poor")
+    assert verdict("suppressed_rows", 5) == "" and verdict("groups", 3) == "" and verdict("iloss", float("nan")) == ""
+    assert verdict("penalty_age", 9.0, published_rows=100).startswith("good")
+    assert verdict("penalty_age", 10.0, published_rows=100).startswith("fair")
+
+
+def test_worst_case_cells_are_readable_and_whole():
+    long = [f"value-{i}" for i in range(40)]
+    rows = dict(
+        worst_cells(
+            {"class": {"age_lo": 30, "age_hi": 39, "sex": ["f"], "job": long, "size": 5}, "row": 3, "x": None},
+            "k-anonymity",
+        )
+    )
+    cells = dict(rows["the class (as published)"])
+    assert cells["age"] == "[30, 39]" and cells["sex"] == "{f}" and cells["rows in the class"] == "5"
+    assert cells["job"] == "40 values: value-0, value-1, value-2, value-3, value-4, value-5, ..."
+    assert "row" not in " ".join(rows) and "x" not in rows  # a bare row number, a missing value: left out
+    composed = dict(worst_cells({"row": 3, "below": 0}, "series-composition-l"))
+    assert any("input row (counting from 1" in k for k in composed)
+
+
+def test_report_with_a_minimal_meta_opens_with_a_verdict_and_says_nothing_missing(tmp_path):
+    priv = [
+        *PRIVACY,
+        SimpleNamespace(model="identity disclosure (P_match=0.5)", value=0.1, threshold=None, passed=True, worst={}),
+    ]
+    page = write_html_report(tmp_path / "r.html", META, priv, {"iloss": float("nan"), "groups": 3}, None).read_text()
+    verdict_p = re.search(r'<h1>Release census-0001-abc</h1>\s*<section id="verdict"><p>([^<]+)</p></section>', page)
+    assert verdict_p and "Every privacy check passed (2 checks)" in verdict_p.group(1)
+    text = re.sub(r"<[^>]+>", " ", page)
+    assert not re.search(r"\bnan\b|\bNaN\b|\bNone\b|\['", text)
+
+
+def test_the_markdown_summary_opens_with_the_verdict():
+    md = markdown_summary({**META, "quasi_identifiers": ["age", "sex"], "sensitive": "job"}, PRIVACY, {"groups": 3})
+    first = md.split("\n\n")[1]
+    assert first.startswith("Release census-0001-abc publishes 1,000 rows") and "age and sex" in first
+    assert "what it guarantees" in md and "at least 10 rows" in md
