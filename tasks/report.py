@@ -344,9 +344,9 @@ def _plots(meta: dict[str, Any], privacy: list, sizes: np.ndarray | None, utilit
     return out + trend_plots(meta, privacy)
 
 
-_STYLE = """body{font-family:sans-serif;max-width:60em;margin:2em auto;color:#222}
+_STYLE = """body{font-family:sans-serif;max-width:76em;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;max-width:100%}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;
-vertical-align:top;overflow-wrap:anywhere}
+vertical-align:top;overflow-wrap:break-word;hyphens:none}table.worst th,table.cells th{white-space:nowrap}
 .ok{color:#080;font-weight:bold;white-space:nowrap}.bad{color:#b00;font-weight:bold;white-space:nowrap}
 figure.plot{display:inline-block;margin:0.5em 1em 1em 0;max-width:100%}figure.plot svg{max-width:100%;height:auto}
 figcaption{font-size:90%;color:#444;max-width:460px}

@@ -30,13 +30,20 @@ def series_cell(value: Any) -> str:
 
 
 def series_rows(meta: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """The same figures over the series' releases (this one last): header and rows."""
+    """The same figures over the series' releases: one row per figure (its label), one column per
+    release (this one last), so many figures stay readable at any page width."""
     wide = series_wide(meta)
     if wide is None:
         return [], []
     names = [c for c in wide.columns if c not in ("sequence", "release_id")]
-    rows = [[str(r["sequence"]), str(r["release_id"]), *[series_cell(r[n]) for n in names]] for _, r in wide.iterrows()]
-    return ["#", "release", *names], rows
+    head = ["figure", *(f"#{r.sequence} {r.release_id}" for r in wide.itertuples())]
+    return head, [[_series_label(n), *(series_cell(v) for v in wide[n])] for n in names]
+
+
+def _series_label(name: str) -> str:
+    """A utility figure by its words; a privacy figure by its model's name, as in the privacy table."""
+    words = figure_words(name)
+    return words.label if words.unit else name
 
 
 def series_words(meta: dict[str, Any], privacy: list) -> str:

@@ -1,11 +1,13 @@
 """What a person sees, in a real browser: headless Chromium (Debian's package, /usr/bin/chromium,
 driven by playwright without a browser download) opens the Prefect UI's page of the UI-triggered
 run of tests/service_scenario.py and the report.html of its release. Screenshots go to
-artifacts/browser/ (git-ignored). `make e2e-browser` installs Chromium when it is missing; without
-it this test is skipped, and the skip says why."""
+artifacts/browser/ (git-ignored). `make test` installs Chromium when it is missing; without it
+these tests fail (never skip), naming what to install."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,29 +26,27 @@ FLAGS = [
 ]
 
 
-def _chromium_or_skip():
+@contextlib.contextmanager
+def launch_chromium() -> Iterator:
+    """Debian's Chromium, headless, under playwright; a failure (not a skip) when it is absent, so
+    a CI run cannot pass without the browser tests having run."""
     if not CHROMIUM.exists():
-        pytest.skip(
-            f"browser test skipped: {CHROMIUM} is not installed "
-            "(`make e2e-browser` installs Debian's chromium and runs it)"
-        )
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("browser test skipped: the Python package playwright is not installed (`make setup`)")
-    return sync_playwright
+        pytest.fail(f"{CHROMIUM} is not installed: `make test` (or `make chromium`) installs Debian's chromium")
+    from playwright.sync_api import sync_playwright
 
-
-@pytest.fixture
-def browser_page():
-    sync_playwright = _chromium_or_skip()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
         try:
-            yield browser.new_page(viewport={"width": 1400, "height": 1000})
+            yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture
+def browser_page():
+    with launch_chromium() as browser:
+        yield browser.new_page(viewport={"width": 1400, "height": 1000})
 
 
 def test_ui_run_page_and_release_report(browser_page, request):
