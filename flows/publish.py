@@ -193,31 +193,37 @@ GENERATED_NAME = re.compile(rf"[a-z]+-[a-z]+|(?:{GREEK})[0-9]*(?:-[a-z]+){{1,3}}
 NAME_LIMIT = 100  # "refused: " and the reason, shortened at a word boundary
 
 
+REFUSED = "refused"
+
+
 def generated_name(name: str) -> bool:
-    """A run name Prefect or its UI made up (renamed after the release), not one typed (kept)."""
-    return GENERATED_NAME.fullmatch(name) is not None
+    """A run name Prefect or its UI made up, or an earlier attempt's "refused: ..." (replaced by
+    what this attempt produced), not one the user typed (kept)."""
+    return GENERATED_NAME.fullmatch(name) is not None or name.startswith(f"{REFUSED}: ")
 
 
 def refused_name(message: str, limit: int = NAME_LIMIT) -> str:
     """ "refused: <the one-line message>", cut at a word boundary to `limit` characters with "..."."""
-    name = f"refused: {' '.join(message.split())}"
+    prefix = f"{REFUSED}: "
+    name = prefix + " ".join(message.split())
     if len(name) <= limit:
         return name
     cut = name[: limit - 3]
-    if " " in cut[len("refused: ") :]:
+    if " " in cut[len(prefix) :]:
         cut = cut[: cut.rindex(" ")]
     return cut.rstrip(" ,;:") + "..."
 
 
 def label_flow_run(run_id: str | None, name: str, tag: str) -> None:
     """The run shows what it produced where runs are listed: a generated name becomes `name` (the
-    release id, or "refused: ..."); a name the user typed is kept. The tag is added either way."""
+    release id, or "refused: ..."); a name the user typed is kept. The tag is added either way
+    (a release's replaces the "refused" tag of an earlier attempt of the run)."""
     if run_id is None:
         return
     try:
         with get_client(sync_client=True) as client:
             run = client.read_flow_run(UUID(run_id))
-            tags = [*run.tags, tag] if tag not in run.tags else list(run.tags)
+            tags = [t for t in run.tags if t not in (tag, REFUSED)] + [tag]
             if generated_name(run.name):
                 client.update_flow_run(UUID(run_id), name=name, tags=tags)
             else:
@@ -237,7 +243,7 @@ def _served_report(meta) -> str | None:
         reports_url = service_reports_url(str(PREFECT_API_URL.value() or ""))
         if reports_url is None or register_report(service_home(), meta["release_id"], Path(meta["report"])) is None:
             return None
-    except OSError as exc:
+    except Exception as exc:  # the release is committed: its link artifact falls back to the file
         PREFECT.progress(f"warning: could not link the report for the report server ({type(exc).__name__})")
         return None
     return f"{reports_url}/reports/{meta['release_id']}"
@@ -322,7 +328,7 @@ def failed_state(exc: Exception):
     if isinstance(exc, EXPECTED_ERRORS):
         REFUSALS.add(message)
         _quiet_engine_traceback()
-        label_flow_run(flow_run_id(), refused_name(message), "refused")
+        label_flow_run(flow_run_id(), refused_name(message), REFUSED)
     else:
         # frames only: the exception's own text may quote data
         PREFECT.progress("internal error; traceback (frames only):\n" + "".join(traceback.format_tb(exc.__traceback__)))

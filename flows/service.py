@@ -273,6 +273,8 @@ def start(home: Path, port: int, timeout: float = 180.0) -> int:
     record = read_record(home)
     if record and healthy(record["api_url"]):
         print(f"privpub service already running: UI {record['url']} (home {home})")
+        if record.get("reports_url"):
+            print(f"  reports: {record['reports_url']}/reports/<release id>")
         return 0
     if record:  # a stale record: whatever is left of it goes first
         stop(home, quiet=True)

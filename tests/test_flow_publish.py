@@ -109,7 +109,7 @@ def test_report_shows_provenance_series_and_what_figures_mean(prefect_server, se
         ("beta3-ceti", True),
         ("census check by hand", False),
         ("census-0001-abcdef", False),  # already a release's name
-        ("refused: [technique] kk: unknown key; did you mean k?", False),
+        ("refused: [technique] kk: unknown key; did you mean k?", True),  # an earlier attempt's
         ("January-census", False),
         ("monthly-census-2026", False),
         ("alpha", False),
@@ -180,3 +180,26 @@ def test_a_committed_run_keeps_a_typed_name_and_is_tagged_with_its_release(prefe
     assert first.name == generated.result() and f"release:{first.name}" in first.tags
     assert second.name == "census check by hand" and f"release:{typed.result()}" in second.tags
     assert typed.result() != generated.result()
+
+
+def test_a_retried_refusal_that_commits_is_renamed_after_its_release(prefect_server):
+    """The UI's Retry of a refused run (its spec fixed meanwhile): the release replaces the
+    earlier attempt's "refused: ..." name and "refused" tag; a typed name is still kept."""
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+
+    from privpub.flows.publish import label_flow_run
+
+    @flow(name="label-test")
+    def nothing():
+        return None
+
+    with get_client(sync_client=True) as client:
+        ids = []
+        for name in ("refused: [technique] kk: unknown key; did you mean k?", "census check by hand"):
+            run = client.create_flow_run(nothing, name=name, tags=["privpub", "refused"])
+            label_flow_run(str(run.id), "census-0002-abcdef", "release:census-0002-abcdef")
+            ids.append(run.id)
+        renamed, typed = (client.read_flow_run(i) for i in ids)
+    assert renamed.name == "census-0002-abcdef" and renamed.tags == ["privpub", "release:census-0002-abcdef"]
+    assert typed.name == "census check by hand" and typed.tags == ["privpub", "release:census-0002-abcdef"]
