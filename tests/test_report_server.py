@@ -109,7 +109,8 @@ def test_a_link_to_anything_but_a_report_is_not_served(served, tmp_path):
 def test_register_refuses_an_id_it_would_not_serve(tmp_path):
     report = tmp_path / "report.html"
     report.write_text("x")
-    for bad in ("../census-0001-abcdef", "census 0001", "census/0001-abcdef", ".census-0001-abcdef", ""):
+    bad_ids = ("../census-0001-abcdef", "census/../../x-0001-abcdef", "census 0001", ".census-0001-abcdef", "")
+    for bad in bad_ids:
         assert register_report(tmp_path, bad, report) is None
     assert not (tmp_path / "reports").exists()
     assert register_report(tmp_path, "census-v2.1-0001-abcdef", report) is not None
@@ -136,6 +137,8 @@ def test_registering_again_replaces_the_link(tmp_path):
         ("census-0001-abcdef0", False),
         ("-0001-abcdef", False),
         ("census-0001-abcdef/", False),
+        ("census/../../x-0001-abcdef", False),  # a path, not an id
+        ("census\\..\\x-0001-abcdef", False),
         ("census-0001-abcdef\n", False),
     ],
 )
