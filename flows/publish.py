@@ -10,6 +10,8 @@ land in Prefect's result storage.
 
 from __future__ import annotations
 
+import logging
+import re
 import traceback
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -19,12 +21,16 @@ from prefect import flow, task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.client.orchestration import get_client
+from prefect.exceptions import FailedRun
 from prefect.logging import get_run_logger
 from prefect.states import Failed
 from prefect.utilities.annotations import quote
 
 from privpub.flows import pipeline
-from privpub.flows.attempts import record_failure  # noqa: F401  (callers import it from here)
+from privpub.flows.attempts import (
+    flow_run_id,
+    record_failure,  # noqa: F401  (callers import it from here)
+)
 from privpub.flows.pipeline import (  # noqa: F401  (the names callers of this module use)
     COMMITTED,
     ON_COMMIT,
@@ -37,6 +43,8 @@ from privpub.flows.pipeline import (  # noqa: F401  (the names callers of this m
     run_release,
     transient_error,
 )
+from privpub.flows.report_server import register_report
+from privpub.flows.service import service_home, service_reports_url
 from privpub.schemas.errors import EXPECTED_ERRORS, public_message
 from privpub.schemas.spec import RunSpec, resolve_spec
 from privpub.tasks import report as report_mod
@@ -165,8 +173,8 @@ class PrefectDriver(Driver):
             self.echo(message)
 
     def after_commit(self, run_id, meta, privacy, utility) -> None:
-        _name_flow_run(run_id, meta["release_id"])
-        _artifacts(meta, privacy, utility)
+        label_flow_run(run_id, meta["release_id"], f"release:{meta['release_id']}")
+        _artifacts(meta, privacy, utility, _served_report(meta))
 
 
 PREFECT = PrefectDriver(echo=None)
@@ -177,27 +185,84 @@ def make_task_runner(run: RunSpec) -> Executor:
     return pipeline.make_executor(run)
 
 
-def _name_flow_run(run_id: str | None, release_id: str) -> None:
-    """The flow run is renamed after its release, so the UI's run list links to it."""
+# the names Prefect gives a run nobody named: "adjective-animal" (prefect.utilities.names
+# generate_slug(2), by the server or the client) or, in the UI's "Custom run" form, a star's
+# name ("alpha-aquarii", "gamma12-ceti-nebula": a Greek letter, maybe digits, two to four words)
+GREEK = "alpha|beta|gamma|delta|epsilon|zeta|eta|theta|iota|kappa|lambda|mu|nu|xi|omicron|pi|rho|sigma|tau|upsilon|phi|chi|psi|omega"
+GENERATED_NAME = re.compile(rf"[a-z]+-[a-z]+|(?:{GREEK})[0-9]*(?:-[a-z]+){{1,3}}")
+NAME_LIMIT = 100  # "refused: " and the reason, shortened at a word boundary
+
+
+REFUSED = "refused"
+
+
+def generated_name(name: str) -> bool:
+    """A run name Prefect or its UI made up, or an earlier attempt's "refused: ..." (replaced by
+    what this attempt produced), not one the user typed (kept)."""
+    return GENERATED_NAME.fullmatch(name) is not None or name.startswith(f"{REFUSED}: ")
+
+
+def refused_name(message: str, limit: int = NAME_LIMIT) -> str:
+    """ "refused: <the one-line message>", cut at a word boundary to `limit` characters with "..."."""
+    prefix = f"{REFUSED}: "
+    name = prefix + " ".join(message.split())
+    if len(name) <= limit:
+        return name
+    cut = name[: limit - 3]
+    if " " in cut[len(prefix) :]:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,;:") + "..."
+
+
+def label_flow_run(run_id: str | None, name: str, tag: str) -> None:
+    """The run shows what it produced where runs are listed: a generated name becomes `name` (the
+    release id, or "refused: ..."); a name the user typed is kept. The tag is added either way
+    (a release's replaces the "refused" tag of an earlier attempt of the run)."""
     if run_id is None:
         return
     try:
         with get_client(sync_client=True) as client:
-            client.update_flow_run(UUID(run_id), name=f"{release_id}")
+            run = client.read_flow_run(UUID(run_id))
+            tags = [t for t in run.tags if t not in (tag, REFUSED)] + [tag]
+            if generated_name(run.name):
+                client.update_flow_run(UUID(run_id), name=name, tags=tags)
+            else:
+                client.update_flow_run(UUID(run_id), tags=tags)
     except Exception as exc:
-        PREFECT.progress(f"warning: could not rename the flow run ({type(exc).__name__})")
+        PREFECT.progress(f"warning: could not name the flow run ({type(exc).__name__})")
 
 
-def _artifacts(meta, privacy, utility) -> None:
+def _served_report(meta) -> str | None:
+    """The report's URL on the release service's report server, when this run reports to the
+    running service: the report is linked into the service's registry first. Else None."""
+    if not meta.get("report"):
+        return None
     try:
+        from prefect.settings import PREFECT_API_URL
+
+        reports_url = service_reports_url(str(PREFECT_API_URL.value() or ""))
+        if reports_url is None or register_report(service_home(), meta["release_id"], Path(meta["report"])) is None:
+            return None
+    except Exception as exc:  # the release is committed: its link artifact falls back to the file
+        PREFECT.progress(f"warning: could not link the report for the report server ({type(exc).__name__})")
+        return None
+    return f"{reports_url}/reports/{meta['release_id']}"
+
+
+def _artifacts(meta, privacy, utility, served: str | None = None) -> None:
+    """The run's artifacts: "release-summary" (markdown; with a link to the report when the
+    service serves it), "release-report" (a link: the served report, else the file) and
+    "release-figures" (a table)."""
+    try:
+        summary = report_mod.markdown_summary(meta, privacy, utility)
         create_markdown_artifact(
-            markdown=report_mod.markdown_summary(meta, privacy, utility),
+            markdown=f"[Open the full report]({served})\n\n{summary}" if served else summary,
             key="release-summary",
             description=f"release {meta['release_id']}",
         )
         if meta.get("report"):  # the artifacts link to the report; the report names this run
             create_link_artifact(
-                link=Path(meta["report"]).as_uri(),
+                link=served or Path(meta["report"]).as_uri(),
                 link_text=f"report of {meta['release_id']}",
                 key="release-report",
                 description=str(Path(meta["report"]).parent),
@@ -229,12 +294,14 @@ def publish_flow(
     new_release: bool = False,
     allow_repeat: bool = False,
 ):
-    """Publish the next release of the series described by the spec file.
+    """Publish the next release of the series described by the spec file. Returns the release id.
 
-    spec_path: a TOML spec (see README); overrides: e.g. {"technique": {"k": 20}} merged over it;
-    actor: who asks (the audit log); new_release: publish again although this run (a retry) or
-    this scheduled slot already published one; allow_repeat: publish although the input and
-    parameters equal the series' last release's. Returns the release id.
+    Args:
+        spec_path: The release's TOML spec file (see the README); relative paths in it are taken from its folder.
+        overrides: Spec values merged over the file's, by section, e.g. {"technique": {"k": 20}}.
+        actor: Who asks for the release, as the audit log records it (default: the deployment's name).
+        new_release: Publish again although this run (a retry) or this scheduled slot already published a release.
+        allow_repeat: Publish although the input and parameters equal those of the series' last release.
     """
     return run_attempt(spec_path, overrides, actor, new_release, allow_repeat)
 
@@ -253,12 +320,45 @@ def run_attempt(
 
 def failed_state(exc: Exception):
     """The Failed state a flow returns for `exc`: its one-line public message as the state
-    message. Remembered in FAILURES for an in-process caller (call_flow raises it again)."""
+    message. Remembered in FAILURES for an in-process caller (call_flow raises it again). An
+    expected error (a refusal) also names the run "refused: ..." and tags it "refused", and its
+    log gets no traceback; an internal error logs its frames."""
     FAILURES.append(exc)
-    if not isinstance(exc, EXPECTED_ERRORS):
+    message = public_message(exc)
+    if isinstance(exc, EXPECTED_ERRORS):
+        REFUSALS.add(message)
+        _quiet_engine_traceback()
+        label_flow_run(flow_run_id(), refused_name(message), REFUSED)
+    else:
         # frames only: the exception's own text may quote data
         PREFECT.progress("internal error; traceback (frames only):\n" + "".join(traceback.format_tb(exc.__traceback__)))
-    return Failed(message=public_message(exc))
+    return Failed(message=message)
+
+
+# the one-line messages of the refusals that ended this process's flow runs
+REFUSALS: set[str] = set()
+
+
+class QuietRefusal(logging.Filter):
+    """Drops the record Prefect's engine logs when a flow run it ran in a subprocess (serve, a
+    worker) ends Failed: "Engine execution exited with unexpected exception" and the traceback
+    of the FailedRun that `state.result()` raises for the returned state (prefect/flow_engine.py
+    run_flow, error_logger). For a refusal that traceback shows only Prefect's own frames and
+    repeats the state message, which the run's log already has ("Finished in state Failed")."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(exc, FailedRun) and str(exc) in REFUSALS)
+
+
+_QUIET = QuietRefusal()
+
+
+def _quiet_engine_traceback() -> None:
+    """QuietRefusal on the flow-run logger (installed once Prefect's logging is configured)."""
+    logger = logging.getLogger("prefect.flow_runs")
+    if _QUIET not in logger.filters:
+        logger.addFilter(_QUIET)
 
 
 def publish(spec_path: str, overrides: dict | None = None, actor: str | None = None, allow_repeat: bool = False) -> str:

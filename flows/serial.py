@@ -19,6 +19,14 @@ def serial_flow(
     new_release: bool = False,
     allow_repeat: bool = False,
 ):
-    """Publish the next release of the serial series described by the spec (current snapshot);
-    the parameters are the publish flow's."""
+    """Publish the next release of the serial series described by the spec (its current
+    snapshot). Returns the release id.
+
+    Args:
+        spec_path: The serial series' TOML spec file (technique "serial"; see docs/series.md).
+        overrides: Spec values merged over the file's, by section, e.g. {"technique": {"l": 5}}.
+        actor: Who asks for the release, as the audit log records it (default: the deployment's name).
+        new_release: Publish again although this run (a retry) or this scheduled slot already published a release.
+        allow_repeat: Publish although the input and parameters equal those of the series' last release.
+    """
     return run_attempt(spec_path, overrides, actor, new_release, allow_repeat)

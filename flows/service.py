@@ -1,17 +1,20 @@
 """`privpub server start|stop|status`: the release service as one command.
 
 start: a Prefect server (`prefect server start --host 127.0.0.1 --port N`, its UI calling the same
-port) and the served deployments (deployments/serve.py), both detached in sessions of their own so
-they outlive the terminal. Everything lives in the home folder (--home, else PRIVPUB_HOME, else
-~/.privpub), never in the working directory:
+port), the served deployments (deployments/serve.py) and the report server (flows/report_server.py,
+on port N+1 when free, else any free port), each detached in a session of its own so they outlive
+the terminal. Everything lives in the home folder (--home, else PRIVPUB_HOME, else ~/.privpub),
+never in the working directory:
 
     <home>/service.toml    deployment settings (spec, serial_spec, cron, timezone; deployments/serve.py)
     <home>/server.json     what is running: pids, port, URLs (written by start, removed by stop)
     <home>/prefect/        PREFECT_HOME: the server's database of flow runs and logs
+    <home>/reports/        <release_id>.html: a link to each report committed while the service ran
     <home>/demo/           the demo data and specs, their state file and releases (when no spec is set)
-    <home>/logs/           the server's and serve's output
+    <home>/logs/           the server's, serve's and the report server's output
 
-stop: serve first, then the server (a server stopped first leaves serve's shutdown hanging).
+stop: serve first, then the server (a server stopped first leaves serve's shutdown hanging), then
+the report server.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import subprocess
 import sys
 import time
 import tomllib
+import urllib.error
 import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
@@ -94,6 +98,15 @@ def read_record(home: Path) -> dict | None:
         return json.loads((home / "server.json").read_text())
     except (OSError, ValueError):
         return None
+
+
+def service_reports_url(api_url: str, home: Path | None = None) -> str | None:
+    """The report server's URL when `api_url` is this home's running service (a flow run of the
+    service, or a CLI run that uses it), else None (another server: reports stay file:// links)."""
+    record = read_record(home or service_home())
+    if record and record.get("api_url") == api_url.rstrip("/") and record.get("reports_url"):
+        return record["reports_url"]
+    return None
 
 
 def running_service(home: Path | None = None) -> str | None:
@@ -169,6 +182,26 @@ def _port_free(port: int) -> bool:
     return True
 
 
+def _reports_port(port: int) -> int:
+    """The report server's port: the one after the UI's when free, else any free one."""
+    if port < 65535 and _port_free(port + 1):
+        return port + 1
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _answers(url: str) -> bool:
+    """The report server is up: it answers (with 404 for a path that names no report)."""
+    try:
+        with urllib.request.urlopen(f"{url}/reports/", timeout=1.0):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, ValueError):
+        return False
+
+
 def _prefect_command() -> list[str]:
     beside = Path(sys.executable).with_name("prefect")
     if beside.exists():
@@ -240,6 +273,8 @@ def start(home: Path, port: int, timeout: float = 180.0) -> int:
     record = read_record(home)
     if record and healthy(record["api_url"]):
         print(f"privpub service already running: UI {record['url']} (home {home})")
+        if record.get("reports_url"):
+            print(f"  reports: {record['reports_url']}/reports/<release id>")
         return 0
     if record:  # a stale record: whatever is left of it goes first
         stop(home, quiet=True)
@@ -268,11 +303,23 @@ def start(home: Path, port: int, timeout: float = 180.0) -> int:
     _write_record(home, record)
     deadline = time.monotonic() + timeout
     _wait(lambda: healthy(api), server, deadline, home, "the Prefect server", "server.log")
+    reports_port = _reports_port(port)
+    reports = _spawn(
+        [sys.executable, "-m", "privpub.flows.report_server", "--home", str(home), "--port", str(reports_port)],
+        env,
+        home,
+        "reports.log",
+    )
+    reports_url = f"http://127.0.0.1:{reports_port}"
+    record.update(reports_url=reports_url, reports_pid=reports.pid, reports_started=_start_time(reports.pid))
+    _write_record(home, record)
+    _wait(lambda: _answers(reports_url), reports, deadline, home, "the report server", "reports.log")
     serve = _spawn([sys.executable, "-m", "privpub.deployments.serve"], env, home, "serve.log")
     record.update(serve_pid=serve.pid, serve_started=_start_time(serve.pid))
     _write_record(home, record)
     _wait(lambda: _deployments_ready(api), serve, deadline, home, "serving the deployments", "serve.log")
     print(f"privpub service running: UI {url}")
+    print(f"  reports: {reports_url}/reports/<release id>")
     print(f"  deployments: {', '.join(DEPLOYMENTS)}; settings {home / 'service.toml'}")
     print(f"  home {home}; logs {home / 'logs'}; stop with `privpub server stop --home {home}`")
     return 0
@@ -303,7 +350,7 @@ def stop(home: Path, quiet: bool = False) -> int:
             print(f"privpub service not running (no {home / 'server.json'})")
         return 0
     # serve first: with the server gone, serve's shutdown hangs on its API calls
-    for key, name in (("serve", "serve"), ("server", "the Prefect server")):
+    for key, name in (("serve", "serve"), ("server", "the Prefect server"), ("reports", "the report server")):
         if record.get(f"{key}_pid"):
             _stop_group(record[f"{key}_pid"], record.get(f"{key}_started"), home, name)
     (home / "server.json").unlink(missing_ok=True)
@@ -325,9 +372,11 @@ def status(home: Path) -> int:
         return 1
     serving = "deployments served" if _deployments_ready(record["api_url"]) else "deployments NOT served"
     print(f"privpub service running: UI {record['url']}, API {record['api_url']}; {serving}")
+    if record.get("reports_url"):
+        print(f"  reports: {record['reports_url']}/reports/<release id>")
     print(
         f"  home {home}; server pid {record.get('server_pid')}, serve pid {record.get('serve_pid')}, "
-        f"since {record.get('started_at')}"
+        f"report server pid {record.get('reports_pid')}, since {record.get('started_at')}"
     )
     return 0
 

@@ -20,6 +20,8 @@ from uuid import UUID
 import pytest
 
 DEPLOYMENT = "publish/monthly-census"
+SERIAL = "serial/monthly-serial"
+TYPED_NAME = "census check by hand"
 FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 
 
@@ -74,12 +76,13 @@ class Service:
         with temporary_settings(updates={PREFECT_API_URL: self.api}):
             return get_client(sync_client=True)
 
-    def custom_run(self, overrides: dict, wait: bool = True):
+    def custom_run(self, overrides: dict, wait: bool = True, name: str | None = None, deployment: str = DEPLOYMENT):
         """What the UI's "Custom run" form sends: POST /deployments/{id}/create_flow_run with the
-        edited parameters (merged over the deployment's defaults by the server)."""
+        edited parameters (merged over the deployment's defaults by the server) and, when the
+        user typed one, the run's name (else the server makes one up)."""
         with self.client() as client:
-            deployment = client.read_deployment_by_name(DEPLOYMENT)
-            run = client.create_flow_run_from_deployment(deployment.id, parameters={"overrides": overrides})
+            found = client.read_deployment_by_name(deployment)
+            run = client.create_flow_run_from_deployment(found.id, parameters={"overrides": overrides}, name=name)
         return self.wait(run.id) if wait else run
 
     def retry(self, run_id: UUID):
@@ -112,6 +115,21 @@ class Service:
                 log.message
                 for log in client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id])), limit=200)
             ]
+
+    def artifacts(self, run_id: UUID) -> dict:
+        """The run's artifacts by key (what the UI's Artifacts tab lists)."""
+        from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+        with self.client() as client:
+            found = client.read_artifacts(
+                artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run_id]))
+            )
+        return {a.key: a for a in found}
+
+    def report_link(self, run_id: UUID) -> str:
+        """The link of the run's "release-report" artifact (stored as "[text](link)")."""
+        data = str(self.artifacts(run_id)["release-report"].data)
+        return data[data.rindex("(") + 1 : -1] if data.endswith(")") else data
 
     def query(self, sql: str, params: list | None = None) -> list[tuple]:
         import duckdb
@@ -185,6 +203,9 @@ def run_scenario(home: Path) -> Service:
     service.runs["misspelled"] = service.custom_run({"technique": {"kk": 7}})
     service.runs["retry"] = service.retry(service.runs["override"].id)
     service.runs["reader"] = _run_while_reader_holds(service)
+    # refusals: one with a name typed in the form (kept), one of the serial deployment
+    service.runs["typed_name"] = service.custom_run({"technique": {"kk": 7}}, name=TYPED_NAME)
+    service.runs["serial_misspelled"] = service.custom_run({"technique": {"ll": 5}}, deployment=SERIAL)
     service.notes["scenario_seconds"] = round(time.monotonic() - began, 1)
     print(f"service scenario: start {service.notes['start_seconds']} s, all {service.notes['scenario_seconds']} s")
     return service

@@ -75,3 +75,20 @@ def test_the_schedule_runs_in_the_configured_timezone(tmp_path, monkeypatch):
         assert [s.schedule.timezone for s in dep.schedules] == ["Europe/Vienna"]
     monkeypatch.delenv("PRIVPUB_TIMEZONE")
     assert [s.schedule.timezone for s in deployments(tmp_path)[0].schedules] == ["UTC"]
+
+
+def test_every_deployment_parameter_has_help_text(tmp_path, monkeypatch):
+    """The UI's Custom run form shows a description under each parameter: Prefect reads them from
+    the flows' Google-style "Args:" docstrings into the deployment's parameter schema."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text("")
+    monkeypatch.setenv("PRIVPUB_SPEC", str(spec))
+    monkeypatch.setenv("PRIVPUB_SERIAL_SPEC", str(spec))
+    for dep in deployments(tmp_path):
+        props = dep._parameter_openapi_schema.model_dump()["properties"]
+        assert set(props) == {"spec_path", "overrides", "actor", "new_release", "allow_repeat"}, dep.name
+        for name, prop in props.items():
+            description = prop.get("description") or ""
+            assert description.strip() and "\n" not in description.strip(), (dep.name, name)
+    publish = deployments(tmp_path)[0]._parameter_openapi_schema.model_dump()["properties"]
+    assert '{"technique": {"k": 20}}' in publish["overrides"]["description"]

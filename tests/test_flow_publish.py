@@ -98,3 +98,108 @@ def test_report_shows_provenance_series_and_what_figures_mean(prefect_server, se
     for t in rel["tables"].itertuples():
         assert f"sha256 of {t.file}" in page and t.sha256 in page
     assert not any(pid in page for pid in frame.pid)
+
+
+@pytest.mark.parametrize(
+    "name, generated",
+    [
+        ("colossal-hoatzin", True),  # Prefect's generate_slug(2)
+        ("gamma-aquarii", True),  # the UI's Custom run form
+        ("omega517-canis-majoris-nebula", True),
+        ("beta3-ceti", True),
+        ("census check by hand", False),
+        ("census-0001-abcdef", False),  # already a release's name
+        ("refused: [technique] kk: unknown key; did you mean k?", True),  # an earlier attempt's
+        ("January-census", False),
+        ("monthly-census-2026", False),
+        ("alpha", False),
+    ],
+)
+def test_generated_run_names_are_told_from_typed_ones(name, generated):
+    from privpub.flows.publish import generated_name
+
+    assert generated_name(name) is generated
+
+
+def test_generated_name_matches_what_prefect_makes():
+    from prefect.utilities.names import generate_slug
+
+    from privpub.flows.publish import generated_name
+
+    assert all(generated_name(generate_slug(2)) for _ in range(2000))
+
+
+def test_refused_name_is_shortened_at_a_word_boundary():
+    from privpub.flows.publish import NAME_LIMIT, refused_name
+
+    short = "[technique] kk: unknown key; did you mean k?"
+    assert refused_name(short) == f"refused: {short}"
+    exact = "x" * (NAME_LIMIT - len("refused: "))
+    assert refused_name(exact) == f"refused: {exact}"  # just inside the limit: whole
+    over = exact + "y"
+    assert len(refused_name(over)) <= NAME_LIMIT and refused_name(over).endswith("...")  # just outside
+    long = "privacy refused: k-anonymity 3 below the required 5 " + "and the series composition check " * 5
+    name = refused_name(long)
+    assert len(name) <= NAME_LIMIT and name.endswith("...")
+    body = name[len("refused: ") : -3]
+    assert long.startswith(body) and long[len(body)] == " "  # cut between two words
+
+
+def test_a_refused_flow_run_is_named_and_tagged(prefect_server, census_dir):
+    from prefect.client.orchestration import get_client
+
+    from privpub.flows.serial import serial_flow
+
+    spec = write_spec(census_dir, seed=1)
+    state = publish_flow(spec_path=str(spec), overrides={"technique": {"kk": 7}}, return_state=True)
+    message = "[technique] kk: unknown key; did you mean k?"
+    assert state.is_failed() and state.message == message
+    typed = publish_flow.with_options(flow_run_name="census check by hand")
+    state_typed = typed(spec_path=str(spec), overrides={"technique": {"kk": 7}}, return_state=True)
+    state_serial = serial_flow(spec_path=str(spec), overrides={"technique": {"kk": 7}}, return_state=True)
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(state.state_details.flow_run_id)
+        run_typed = client.read_flow_run(state_typed.state_details.flow_run_id)
+        run_serial = client.read_flow_run(state_serial.state_details.flow_run_id)
+    assert run.name == f"refused: {message}" and "refused" in run.tags
+    assert run_typed.name == "census check by hand" and "refused" in run_typed.tags
+    assert run_serial.name == f"refused: {message}" and "refused" in run_serial.tags
+
+
+def test_a_committed_run_keeps_a_typed_name_and_is_tagged_with_its_release(prefect_server, census_dir):
+    from prefect.client.orchestration import get_client
+
+    spec = write_spec(census_dir, seed=None)
+    generated = publish_flow(spec_path=str(spec), return_state=True)
+    typed = publish_flow.with_options(flow_run_name="census check by hand")(
+        spec_path=str(spec), allow_repeat=True, new_release=True, return_state=True
+    )
+    with get_client(sync_client=True) as client:
+        first = client.read_flow_run(generated.state_details.flow_run_id)
+        second = client.read_flow_run(typed.state_details.flow_run_id)
+    assert first.name == generated.result() and f"release:{first.name}" in first.tags
+    assert second.name == "census check by hand" and f"release:{typed.result()}" in second.tags
+    assert typed.result() != generated.result()
+
+
+def test_a_retried_refusal_that_commits_is_renamed_after_its_release(prefect_server):
+    """The UI's Retry of a refused run (its spec fixed meanwhile): the release replaces the
+    earlier attempt's "refused: ..." name and "refused" tag; a typed name is still kept."""
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+
+    from privpub.flows.publish import label_flow_run
+
+    @flow(name="label-test")
+    def nothing():
+        return None
+
+    with get_client(sync_client=True) as client:
+        ids = []
+        for name in ("refused: [technique] kk: unknown key; did you mean k?", "census check by hand"):
+            run = client.create_flow_run(nothing, name=name, tags=["privpub", "refused"])
+            label_flow_run(str(run.id), "census-0002-abcdef", "release:census-0002-abcdef")
+            ids.append(run.id)
+        renamed, typed = (client.read_flow_run(i) for i in ids)
+    assert renamed.name == "census-0002-abcdef" and renamed.tags == ["privpub", "release:census-0002-abcdef"]
+    assert typed.name == "census check by hand" and typed.tags == ["privpub", "release:census-0002-abcdef"]

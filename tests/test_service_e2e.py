@@ -143,6 +143,110 @@ def test_cli_uses_the_running_service(privpub_service):
         assert client.read_flow_run(run_id).name == release_id
 
 
+def test_the_run_links_its_report_over_http(privpub_service):
+    """The override run's "release-report" artifact opens the report in a browser: a link to the
+    service's report server (recorded in server.json, printed by start and status)."""
+    import urllib.request
+
+    s = privpub_service
+    run = s.runs["override"]
+    release_id = run.name
+    reports_url = s.record["reports_url"]
+    assert reports_url.startswith("http://127.0.0.1:") and reports_url != s.record["url"]
+    assert f"reports: {reports_url}/reports/<release id>" in s.notes["start_output"]
+    link = s.report_link(run.id)
+    assert link == f"{reports_url}/reports/{release_id}"
+    with urllib.request.urlopen(link, timeout=10) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/html")
+        page = response.read().decode()
+    assert release_id in page and page == (s.home / "data" / "releases" / release_id / "report.html").read_text()
+    summary = str(s.artifacts(run.id)["release-summary"].data)
+    assert f"[Open the full report]({link})" in summary and release_id in summary
+    assert (s.home / "reports" / f"{release_id}.html").is_symlink()
+    assert f"release:{release_id}" in run_tags(s, run.id)
+    status = privpub("server", "status", "--home", str(s.home))
+    assert f"reports: {reports_url}/reports/<release id>" in status.stdout
+
+
+def run_tags(s, run_id) -> list[str]:
+    with s.client() as client:
+        return client.read_flow_run(run_id).tags
+
+
+def test_a_refused_run_is_named_after_its_reason_and_logs_no_traceback(privpub_service):
+    import time
+
+    s = privpub_service
+    run = s.runs["misspelled"]
+    message = "[technique] kk: unknown key; did you mean k?"
+    with s.client() as client:
+        run = client.read_flow_run(run.id)
+    assert run.state_type.value == "FAILED" and run.state.message == message
+    assert run.name == f"refused: {message}"  # the generated name replaced
+    assert "refused" in run.tags
+    deadline, logs = time.monotonic() + 30, []
+    while time.monotonic() < deadline and not any("Finished in state Failed" in m for m in logs):
+        logs = s.logs(run.id)
+        time.sleep(0.5)
+    assert any(message in m for m in logs if "Finished in state Failed" in m), logs
+    noisy = [m for m in logs if "Traceback" in m or 'File "' in m or "unexpected exception" in m]
+    assert not noisy, noisy
+
+
+def test_a_typed_run_name_is_kept_and_tagged(privpub_service):
+    s = privpub_service
+    with s.client() as client:
+        run = client.read_flow_run(s.runs["typed_name"].id)
+    assert run.state_type.value == "FAILED"
+    assert run.state.message == "[technique] kk: unknown key; did you mean k?"
+    assert run.name == "census check by hand" and "refused" in run.tags
+
+
+def test_the_serial_deployment_refuses_the_same_way(privpub_service):
+    s = privpub_service
+    with s.client() as client:
+        run = client.read_flow_run(s.runs["serial_misspelled"].id)
+    assert run.state_type.value == "FAILED" and "ll: unknown key" in run.state.message
+    assert "\n" not in run.state.message
+    assert run.name == f"refused: {run.state.message}" and "refused" in run.tags
+    assert not [m for m in s.logs(run.id) if "Traceback" in m or 'File "' in m]
+
+
+def test_failed_runs_show_their_reason_where_runs_are_listed(privpub_service):
+    """The run list (read_flow_runs, as the UI's Runs page) shows each failed run's one-line
+    reason: in its state message and in its name or tags."""
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterState, FlowRunFilterStateType
+    from prefect.client.schemas.objects import StateType
+
+    s = privpub_service
+    failed = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.FAILED])))
+    with s.client() as client:
+        runs = {r.id: r for r in client.read_flow_runs(flow_run_filter=failed)}
+    expected = {s.runs[k].id for k in ("misspelled", "typed_name", "serial_misspelled")}
+    assert expected <= set(runs)
+    for run in runs.values():
+        assert run.state.message and "\n" not in run.state.message
+        assert "refused" in run.tags
+        assert run.name.startswith("refused: ") or run.name == "census check by hand"
+    with s.client() as client:
+        completed = client.read_flow_run(s.runs["override"].id)
+    assert completed.name.startswith("census-") and f"release:{completed.name}" in completed.tags
+
+
+def test_deployment_parameters_carry_help_text(privpub_service):
+    """The UI's Custom run form shows each parameter's description (from the flows' docstrings)."""
+    s = privpub_service
+    with s.client() as client:
+        for name in ("publish/monthly-census", "serial/monthly-serial"):
+            props = client.read_deployment_by_name(name).parameter_openapi_schema["properties"]
+            assert set(props) == {"spec_path", "overrides", "actor", "new_release", "allow_repeat"}
+            assert all(p.get("description", "").strip() for p in props.values()), props
+    with s.client() as client:
+        publish = client.read_deployment_by_name("publish/monthly-census").parameter_openapi_schema
+    assert '{"technique": {"k": 20}}' in publish["properties"]["overrides"]["description"]
+
+
 def test_stop_leaves_no_process(privpub_service):
     s = privpub_service
     stopped = stop_service(s.home)
@@ -152,3 +256,17 @@ def test_stop_leaves_no_process(privpub_service):
     assert not (s.home / "server.json").exists()
     status = privpub("server", "status", "--home", str(s.home))
     assert status.returncode == 1 and "not running" in status.stdout
+
+
+def test_stop_ends_the_report_server(privpub_service):
+    """The report server dies with the service (stop is idempotent: the test above may have run)."""
+    import urllib.error
+    import urllib.request
+
+    import pytest
+
+    s = privpub_service
+    assert stop_service(s.home).returncode == 0
+    assert not group_alive(s.record["reports_pid"]) and not processes_with_home(s.home)
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"{s.record['reports_url']}/reports/", timeout=5)
