@@ -346,7 +346,8 @@ def _plots(meta: dict[str, Any], privacy: list, sizes: np.ndarray | None, utilit
 
 _STYLE = """body{font-family:sans-serif;max-width:76em;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;max-width:100%}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;
-vertical-align:top;overflow-wrap:break-word;hyphens:none}table.worst th,table.cells th{white-space:nowrap}
+vertical-align:top;overflow-wrap:break-word;hyphens:none}table.cells th{white-space:nowrap}
+td.guarantee{min-width:16em}table.worst th{min-width:8em}
 .ok{color:#080;font-weight:bold;white-space:nowrap}.bad{color:#b00;font-weight:bold;white-space:nowrap}
 figure.plot{display:inline-block;margin:0.5em 1em 1em 0;max-width:100%}figure.plot svg{max-width:100%;height:auto}
 figcaption{font-size:90%;color:#444;max-width:460px}
@@ -375,7 +376,7 @@ def write_html_report(
     priv_rows = "".join(
         f"<tr><td>{esc(r.model)}</td><td>{esc(fmt(r.value))}</td><td>{esc(fmt(r.threshold))}</td>"
         f"<td class={'ok' if r.passed else 'bad'}>{'&#10004; pass' if r.passed else '&#10008; FAIL'}</td>"
-        f"<td>{esc(guarantee(r.model, r.threshold))}</td><td>{worst(r)}</td></tr>"
+        f"<td class=guarantee>{esc(guarantee(r.model, r.threshold))}</td><td>{worst(r)}</td></tr>"
         for r in privacy
     )
     util_rows = "".join(

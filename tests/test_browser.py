@@ -82,3 +82,46 @@ def test_ui_run_page_and_release_report(browser_page, request):
     assert all(m.endswith("pass") for m in marks), marks
     series = page.locator("xpath=//h2[contains(., 'In its series')]/following::table[1]")
     assert series.is_visible() and release_id in series.inner_text()  # its place in the series
+
+
+def test_the_report_opens_from_the_runs_artifacts_in_the_ui(browser_page, request):
+    """Issue 30: from the run's page in the Prefect UI, its Artifacts tab, to the report the
+    release service serves over HTTP (not a file path on the server)."""
+    service = request.getfixturevalue("privpub_service")
+    run = service.runs["reader"]  # the series' second release
+    release_id = run.name
+    page = browser_page
+    page.set_default_timeout(60_000)
+    page.goto(f"{service.record['url']}/runs/flow-run/{run.id}")
+    page.get_by_text("Artifacts", exact=True).first.click()
+    page.get_by_text("release-report").first.wait_for()
+    page.screenshot(path=str(ARTIFACTS / "flow-run-artifacts.png"), full_page=True)
+    page.get_by_text("release-report").first.click()  # the artifact's page shows its link
+    link = page.get_by_role("link", name=f"report of {release_id}").first
+    href = link.get_attribute("href")
+    assert href == f"{service.record['reports_url']}/reports/{release_id}"
+    page.goto(href)
+    page.screenshot(path=str(ARTIFACTS / "served-report.png"), full_page=True)
+    assert release_id in page.title()
+    verdict = page.locator("#verdict p").first.inner_text()
+    assert "occupation" in verdict and "age" in verdict
+    series = page.locator("xpath=//h2[contains(., 'In its series')]/following::table[1]").inner_text()
+    assert release_id in series and service.runs["override"].name in series  # both releases combined
+    assert "nan" not in page.inner_text("body").split()
+
+
+def test_a_refused_run_reads_as_its_reason_in_the_ui(browser_page, request):
+    """Issue 30: a UI run with a misspelled override is named after its one-line reason, ends
+    Failed, and its log holds that line and no engine traceback."""
+    service = request.getfixturevalue("privpub_service")
+    run = service.runs["misspelled"]
+    page = browser_page
+    page.set_default_timeout(60_000)
+    page.goto(f"{service.record['url']}/runs/flow-run/{run.id}")
+    page.get_by_text("Finished in state Failed").first.wait_for()
+    page.screenshot(path=str(ARTIFACTS / "flow-run-refused.png"), full_page=True)
+    body = page.inner_text("body")
+    assert "refused: [technique] kk: unknown key; did you mean k?" in body and "Failed" in body
+    assert "Traceback" not in body and 'File "' not in body
+    page.goto(f"{service.record['url']}/runs")
+    page.get_by_text("refused: [technique] kk: unknown key; did you mean k?").first.wait_for()
