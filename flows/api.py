@@ -171,6 +171,15 @@ def history(state: str | os.PathLike | None = None, series: str | None = None) -
     return Store(state_file(state)).history(series)
 
 
+def snapshot(out: str | os.PathLike, state: str | os.PathLike | None = None) -> Path:
+    """A consistent copy of the state file at `out` (a new file, owner-only): open the copy with
+    DuckDB, even read-write, without holding any publish (a session on the state file itself,
+    read-only ones included, makes every writer wait). Returns its path."""
+    from privpub.state.store import Store  # lazy: `import privpub` stays cheap
+
+    return Store(state_file(state)).snapshot(Path(out))
+
+
 def verify(release_id: str, state: str | os.PathLike | None = None, *, actor: str | None = None) -> pd.DataFrame:
     """Re-verify a committed release from its published files (what `privpub verify` prints):
     one row per check, columns status (PASS, FAIL, SKIP, INFO), check, passed, detail; `.attrs`

@@ -5,6 +5,7 @@
     privpub explore SPEC.toml --set k=5,10,20 [--set l=2,3] [--json]
                                        a dry run over a grid of settings: figures, nothing published
     privpub history [--state FILE]     list committed releases
+    privpub snapshot OUT [--state FILE]  a copy of the state to read with duckdb, blocking nobody
     privpub verify RELEASE_ID          re-verify a committed release from its published files
     privpub series change SPEC.toml    the series' [series] settings become the spec's: summaries
                                        rebuilt, the whole series re-checked (docs/series.md)
@@ -362,6 +363,14 @@ def cmd_history(args) -> int:
     return 0
 
 
+def cmd_snapshot(args) -> int:
+    """Copy the state for reading: `duckdb -readonly` on the live file would hold every publish."""
+    from privpub.flows.api import snapshot  # lazy: as the other commands
+
+    print(snapshot(args.out, _state_path(args)))
+    return 0
+
+
 def cmd_trail(args) -> int:
     """The audit trail for a compliance officer: every attempt, its outcome, release and trigger."""
     # lazy: `--help` and `history` import no Prefect, no technique
@@ -617,6 +626,15 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--as", dest="actor", help="who runs this (audit log); default: the OS user")
     a.add_argument("--quiet", action="store_true", help="print nothing on success")
     sp.set_defaults(func=cmd_series)
+
+    sp = sub.add_parser(
+        "snapshot",
+        help="a consistent copy of the state file for analysts (a DuckDB session on the copy blocks nobody)",
+    )
+    sp.add_argument("out", help="the copy's file (must not exist)")
+    sp.add_argument("--state", help=f"the state file (default ${'{'}PRIVPUB_STATE{'}'} or ./{DEFAULT_STATE})")
+    sp.add_argument("--spec", help="take the state file from this spec")
+    sp.set_defaults(func=cmd_snapshot)
 
     sp = sub.add_parser("trail", help="export the audit trail (every attempt and its outcome)")
     sp.add_argument("--state", help=f"the state file (default ${'{'}PRIVPUB_STATE{'}'} or ./{DEFAULT_STATE})")

@@ -91,7 +91,7 @@ def make_server(home: Path, port: int) -> ThreadingHTTPServer:
     return ThreadingHTTPServer(("127.0.0.1", port), handler)
 
 
-def main(argv: list[str] | None = None) -> None:
+def serve_reports(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="serve the release service's reports (read-only)")
     parser.add_argument("--home", required=True)
     parser.add_argument("--port", type=int, required=True)
@@ -101,4 +101,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    serve_reports()

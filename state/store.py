@@ -21,6 +21,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -135,6 +136,23 @@ class StagedFiles:
         shutil.rmtree(self.path, ignore_errors=True)
         with contextlib.suppress(OSError):
             self.path.parent.rmdir()  # only succeeds when no other staging folder is there
+
+
+def _lock_holder(text: str) -> str:
+    """Who holds DuckDB's file lock, from its message: the program's name and pid (a DuckDB
+    session, read-only ones included, holds it while open)."""
+    found = re.search(r"Conflicting lock is held in (.+?) \(PID (\d+)\)", text)
+    if not found:
+        return "held open by another process"
+    return (
+        f"held open by {Path(found[1]).name}, pid {found[2]}: a DuckDB session on the state file, read-only "
+        "ones included, blocks writers; analysts read a copy (privpub snapshot)"
+    )
+
+
+def _sql_text(text: str) -> str:
+    """`text` inside a single-quoted SQL literal."""
+    return text.replace("'", "''")
 
 
 def _entry(
@@ -302,8 +320,7 @@ class Store:
                     raise StateError(f"{self.path} is not a privpub state file (not a DuckDB database)") from None
                 if "lock" not in text:
                     raise StateError(f"cannot open the state file {self.path}: {text.splitlines()[0]}") from None
-                holder = text.split("Conflicting lock is held in", 1)[-1].split(".")[0].strip()
-                self._wait(attempt, deadline, f"held open by {holder}" if holder != text else "locked")
+                self._wait(attempt, deadline, _lock_holder(text))
                 attempt += 1
             except duckdb.Error as exc:
                 raise StateError(f"cannot open the state file {self.path}: {str(exc).splitlines()[0]}") from None
@@ -334,6 +351,26 @@ class Store:
                 yield con
             finally:
                 con.close()
+
+    def snapshot(self, out: Path) -> Path:
+        """A consistent copy of the state database at `out` (0600: it holds the series' private
+        history), for analysts: a DuckDB session on the copy blocks nobody, while one on the state
+        file itself, even read-only, makes every publish wait. Taken under the readers' lock, so
+        no commit is half in it; written beside `out` and renamed into place."""
+        out = Path(out).expanduser().resolve()
+        if out.exists():
+            raise StateError(f"{out} already exists; name a new file for the snapshot")
+        check_output_dir(out.parent, "snapshot's folder")
+        partial = out.with_name(f".{out.name}.partial")
+        partial.unlink(missing_ok=True)
+        private_umask()
+        with self.read(), duckdb.connect() as con:  # no privpub writer until the copy is done
+            con.execute(f"ATTACH '{_sql_text(str(self.path))}' AS state (READ_ONLY)")
+            con.execute(f"ATTACH '{_sql_text(str(partial))}' AS snapshot")
+            con.execute("COPY FROM DATABASE state TO snapshot")
+        owner_only(partial)
+        os.replace(partial, out)
+        return out
 
     def check_usable(self) -> None:
         """Before any work: the state file's folder is writable and an existing state file is a

@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 _PUBLIC: dict[str, tuple[str, str]] = {
     "publish": ("privpub.flows.api", "publish_data"),
     "history": ("privpub.flows.api", "history"),
+    "snapshot": ("privpub.flows.api", "snapshot"),
     "verify": ("privpub.flows.api", "verify"),
     "change_series": ("privpub.flows.api", "change_series"),
     "SeriesChange": ("privpub.tasks.compose.change", "SeriesChange"),
@@ -50,6 +51,7 @@ __all__ = [
     "init",
     "load_spec",
     "publish",
+    "snapshot",
     "spec_from_dict",
     "technique_names",
     "verify",
@@ -58,6 +60,7 @@ __all__ = [
 if TYPE_CHECKING:
     from privpub.flows.api import change_series as change_series
     from privpub.flows.api import history as history
+    from privpub.flows.api import snapshot as snapshot
     from privpub.flows.api import publish_data as publish
     from privpub.flows.api import verify as verify
     from privpub.flows.explore import explore as explore
