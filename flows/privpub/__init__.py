@@ -60,8 +60,8 @@ __all__ = [
 if TYPE_CHECKING:
     from privpub.flows.api import change_series as change_series
     from privpub.flows.api import history as history
-    from privpub.flows.api import snapshot as snapshot
     from privpub.flows.api import publish_data as publish
+    from privpub.flows.api import snapshot as snapshot
     from privpub.flows.api import verify as verify
     from privpub.flows.explore import explore as explore
     from privpub.flows.init import init as init
