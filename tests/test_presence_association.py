@@ -102,6 +102,20 @@ def test_presence_and_association_equal_world_enumeration(case):
     assert Fraction(ambiguity_association(st_t, "S", Fraction(1)).value) == worst_a
 
 
+@SETTINGS
+@given(tiny_ambiguity(), st.data())
+def test_a_repeated_at_row_makes_its_group_certain(case, data):
+    """A tampered AT table (one row published twice) is not an Ambiguity release: its group's
+    presence is reported as 1 whatever the others hold, never lowered by the extra row."""
+    groups, sens = case
+    ats, st_t = ambiguity_release(groups, sens)
+    name = data.draw(st.sampled_from(sorted(ats)))
+    row = data.draw(st.integers(0, ats[name].num_rows - 1))
+    ats[name] = pa.concat_tables([ats[name], ats[name].slice(row, 1)])
+    res = ambiguity_presence(ats, st_t, Fraction(1, 2))
+    assert (res.value, res.passed) == ("1", False) and res.worst["inconsistent_groups"] >= 1
+
+
 @settings(max_examples=20, deadline=None)
 @given(tiny_ambiguity(max_groups=2, max_size=3, max_dom=2))
 def test_presence_of_a_tuple_covered_by_several_groups(case):
@@ -304,3 +318,18 @@ def test_fig9_theorem6_is_loose():
     assert presence.worst["theorem6"] == "1/4"
     assoc = priview_association(at, st_t, "zipcode", "disease", Fraction(1, 2))
     assert assoc.value == "1" and not assoc.passed
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(13, 24), st.integers(2, 4), st.integers(2, 4), st.randoms(use_true_random=False))
+def test_priview_groups_beyond_the_exact_count_are_reported_certain(size, m, c, rnd):
+    """A PriView group whose AT repeats a row (m copies) and whose ST holds a unit count above 1
+    (c units of one (QI', S)) is counted exactly up to 12 people; beyond, the verifier does not
+    know the literal Definition 5.1 probability and reports it as 1 (unsafe), never less."""
+    at_rows = ["x"] * m + [f"p{i}" for i in range(size - m)]
+    units = [(0, "a")] * c + [(i, f"s{i}") for i in range(1, size - c + 1)]
+    rnd.shuffle(at_rows)
+    rnd.shuffle(units)
+    at, st_t = priview_release(at_rows, units)
+    res = priview_presence(at, st_t, "q", "S", Fraction(99, 100))
+    assert (res.value, res.passed) == ("1", False)

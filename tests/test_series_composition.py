@@ -195,6 +195,24 @@ def test_a_permanent_value_that_changes_is_refused_naming_row_and_column(tmp_pat
 
 
 @pytest.mark.parametrize(
+    "before, after", [("a", "x"), ("x", "a")], ids=["permanent-to-transient", "transient-to-permanent"]
+)
+def test_a_value_flipping_between_permanent_and_transient_is_refused(tmp_path, before, after):
+    """Issue 25, item 10: only a change between two transient values is allowed; a permanent value
+    never changes, into a transient one or out of one (a loosened check that lets either side be
+    transient would take this person's permanent value out of the adversary's candidates)."""
+    store = Store(tmp_path / "state.duckdb")
+    spec = spec_of({"transient": ["x", "y"]})
+    first = pd.DataFrame({"pid": ["p0", "p1", "p2"], "age": [1, 2, 3], "v": ["a", "y", before]})
+    publish_groups(store, spec, first, np.zeros(3, np.int64), 1)
+    flipped = pd.DataFrame({"pid": ["p0", "p1", "p2"], "age": [1, 2, 3], "v": ["a", "x", after]})
+    with pytest.raises(InputError, match=r"^row 3, column 'v': the value differs"):
+        publish_groups(store, spec, flipped, np.zeros(3, np.int64), 2)
+    stay = pd.DataFrame({"pid": ["p0", "p1", "p2"], "age": [1, 2, 3], "v": ["a", "x", before]})
+    publish_groups(store, spec, stay, np.zeros(3, np.int64), 2)  # y -> x alone: both transient, accepted
+
+
+@pytest.mark.parametrize(
     "series, message",
     [
         ({"compositon": "warn"}, "did you mean composition"),

@@ -315,6 +315,19 @@ def test_ambiguity_presence_at_alpha_and_one_tuple_more(extra):
     assert (res.value, res.passed) == (str(Fraction(3 + extra, 9)), extra == 0)
 
 
+@pytest.mark.parametrize("repeated", [0, 1], ids=["duplicate-free", "one-row-repeated"])
+def test_ambiguity_presence_refuses_an_at_table_that_repeats_a_row(repeated):
+    """Issue 25, item 10: AT tables are duplicate-free (Definition 3.3). A repeated row is no
+    release Ambiguity publishes: counted, it would pass for one more person and lower the figure;
+    the verifier marks the group (presence 1, the group inconsistent) instead."""
+    ats, st = ambiguity_release([[(0, 0), (1, 1), (2, 2)]], [["a", "b", "c"]])
+    if repeated:
+        ats["q0"] = pa.concat_tables([ats["q0"], ats["q0"].slice(0, 1)])
+    res = ambiguity_presence(ats, st, Fraction(1, 3))
+    assert (res.value, res.passed) == (("1", False) if repeated else ("1/3", True))
+    assert res.worst["inconsistent_groups"] == repeated
+
+
 @pytest.mark.parametrize(
     "beta, sens, worst",
     [
@@ -346,6 +359,21 @@ def test_priview_presence_at_alpha_and_one_unit_more(alpha, units, worst):
     at, st = priview_release([f"p{i}" for i in range(len(units))], units)
     res = priview_presence(at, st, "q", "S", alpha)
     assert (res.value, res.passed) == (str(worst), worst <= alpha)
+
+
+@pytest.mark.parametrize("size", [12, 13], ids=["countable", "too-large-to-count"])
+def test_priview_presence_of_a_group_too_large_to_count_is_certain(size):
+    """Issue 25, item 10: with a repeated AT row and an ST unit count above 1 the literal
+    Definition 5.1 count ("distinct" worlds) is computed up to DISTINCT_WORLDS_MAX_GROUP = 12
+    people; above it the unknown probability is reported as 1, never as safe."""
+    at_rows = ["x", "x"] + [f"p{i}" for i in range(size - 2)]
+    units = [(0, "a"), (0, "a")] + [(i, chr(ord("b") + i)) for i in range(1, size - 1)]
+    at, st = priview_release(at_rows, units)
+    res = priview_presence(at, st, "q", "S", Fraction(1, 2))
+    if size == 13:
+        assert (res.value, res.passed) == ("1", False)
+    else:  # counted: x meets one of the two q = 0 units in most but not all worlds
+        assert Fraction(res.value) < 1 and res.passed == (Fraction(res.value) <= Fraction(1, 2))
 
 
 @pytest.mark.parametrize(

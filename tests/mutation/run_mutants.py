@@ -311,6 +311,20 @@ MUTANTS = [
     ),
     # Anatomy
     Mutant(
+        "Ambiguity presence takes a repeated AT row for another person",
+        "tasks/techniques/ambiguity/presence.py",
+        "broken = (den == 0) | (num > den) | g.repeats",
+        "broken = (den == 0) | (num > den)",
+        PRESENCE,
+    ),
+    Mutant(
+        "PriView presence scores a group too large to count as safe",
+        "tasks/techniques/ambiguity/presence.py",
+        "p = Fraction(1)  # too large to count",
+        "p = Fraction(0)  # too large to count",
+        PRESENCE,
+    ),
+    Mutant(
         "Anatomy l-diversity accepts l - 1 values",
         "tasks/techniques/anatomy/technique.py",
         "fewest >= l",
@@ -455,6 +469,13 @@ MUTANTS = [
         "tasks/compose/algebra.py",
         "np.minimum(prior.minc[p2], here)",
         "here",
+        SERIES,
+    ),
+    Mutant(
+        "composition input check lets a value change when one side is transient",
+        "tasks/compose/check.py",
+        "return changed & ~(transient[codes] & was_transient)",
+        "return changed & ~(transient[codes] | was_transient)",
         SERIES,
     ),
     # changing a series' settings (issue 29, item 5: tasks/compose/change.py)

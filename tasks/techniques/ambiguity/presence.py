@@ -108,6 +108,7 @@ class AmbiguityGroups:
     size: np.ndarray  # |G| = sum of ST counts (int64)
     at_sizes: np.ndarray  # (groups, m) distinct values per AT_i (|G_AT_i|)
     qi_names: list[str]
+    repeats: np.ndarray  # bool per group: some AT_i repeats a row (not a release: reported as 1)
 
 
 def ambiguity_groups(at_tables: Mapping[str, pa.Table], st: pa.Table) -> AmbiguityGroups:
@@ -117,11 +118,20 @@ def ambiguity_groups(at_tables: Mapping[str, pa.Table], st: pa.Table) -> Ambigui
     size = np.zeros(len(gid), np.int64)
     np.add.at(size, np.searchsorted(gid, gid_values(st)), st.column("count").to_numpy().astype(np.int64))
     at_sizes = np.zeros((len(gid), len(names)), np.int64)
+    repeats = np.zeros(len(gid), bool)
     for j, name in enumerate(names):
-        # duplicate-free by Definition 3.3; count distinct anyway so a bad table cannot help
-        agg = at_tables[name].group_by("gid").aggregate([(name, "count_distinct")])
-        at_sizes[np.searchsorted(gid, gid_values(agg)), j] = agg.column(f"{name}_count_distinct").to_numpy()
-    return AmbiguityGroups(gid, size, at_sizes, names)
+        # duplicate-free by Definition 3.3: a repeated row is a table no Ambiguity release
+        # publishes (it would pass for one more person), so its group is marked, never counted
+        agg = (
+            at_tables[name]
+            .group_by("gid")
+            .aggregate([(name, "count_distinct"), (name, "count", pc.CountOptions(mode="all"))])
+        )
+        at = np.searchsorted(gid, gid_values(agg))
+        distinct = agg.column(f"{name}_count_distinct").to_numpy()
+        at_sizes[at, j] = distinct
+        repeats[at] |= agg.column(f"{name}_count").to_numpy() > distinct
+    return AmbiguityGroups(gid, size, at_sizes, names, repeats)
 
 
 def ambiguity_presence(at_tables: Mapping[str, pa.Table], st: pa.Table, alpha: Fraction) -> PrivacyResult:
@@ -134,7 +144,8 @@ def ambiguity_presence_part(at_tables: Mapping[str, pa.Table], st: pa.Table, alp
     g = ambiguity_groups(at_tables, st)
     num = g.size.astype(object)
     den = np.prod(g.at_sizes.astype(object), axis=1) if len(g.gid) else np.zeros(0, object)
-    broken = (den == 0) | (num > den)  # no world reproduces these tables: presence is not hidden
+    # no world reproduces these tables: presence is not hidden
+    broken = (den == 0) | (num > den) | g.repeats
     num = np.where(broken, 1, num)
     den = np.where(broken, 1, den)
     i, worst, failing = worst_and_check(num, den, alpha)
