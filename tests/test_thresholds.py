@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -164,6 +165,26 @@ def test_distinct_l_diversity_group_one_value_short(l, short):
     assert (lres.value, lres.threshold, lres.passed) == (l - short, l, short == 0)
     if short:
         assert lres.worst["class"]["age_lo"] == 10
+
+
+@pytest.mark.parametrize("k", [2, 4])
+@pytest.mark.parametrize("short", [0, 1], ids=["at-k-and-l", "one-short"])
+def test_parted_k_and_l_at_the_thresholds_with_classes_split_over_parts(tmp_path, k, short):
+    """The folder-of-parts verifier (the Dask path's, here in process): a class of k - short rows
+    with l - short values, its rows spread over three parts, just inside and just outside."""
+    import pyarrow.parquet as pq
+
+    from privpub.tasks.cluster.verify import parted_k_and_l
+    from privpub.tasks.core.parted_table import PartedTable, part_name
+
+    l = k
+    table = classes_table([k + 2, k - short, k + 1], [l + 1, l - short, l])
+    table = table.take(np.random.default_rng(k).permutation(table.num_rows))
+    for i, rows in enumerate(np.array_split(np.arange(table.num_rows), 3)):
+        pq.write_table(table.take(rows), tmp_path / part_name(i))
+    kres, lres = parted_k_and_l(PartedTable(tmp_path), ["age_lo", "age_hi", "sex"], "s", k, l)
+    assert (kres.value, kres.passed) == (k - short, short == 0)
+    assert (lres.value, lres.passed) == (l - short, short == 0)
 
 
 @pytest.mark.parametrize("l", [2, 3])

@@ -49,6 +49,7 @@ ANATOMY = ["tests/test_anatomy.py", "tests/test_thresholds.py", "tests/test_chun
 SERIES = ["tests/test_series_composition.py"]
 REMEDIES = ["tests/test_series_remedies.py"]
 SENSITIVE = ["tests/test_sensitive_models.py", "tests/test_thresholds.py"]
+CLUSTER = ["tests/test_cluster_release.py", "tests/test_thresholds.py"]
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,21 @@ MUTANTS = [
         GENERALIZED,
     ),
     # entropy and recursive (c, l)-diversity, t-closeness (tasks/core/sensitive_models.py)
+    # the folder-of-parts verifier of the Dask path (tasks/cluster/verify.py)
+    Mutant(
+        "parted k-anonymity accepts a class of k - 1",
+        "tasks/cluster/verify.py",
+        "k is None or reached >= k,",
+        "k is None or reached >= k - 1,",
+        CLUSTER,
+    ),
+    Mutant(
+        "parted l-diversity accepts l - 1 values",
+        "tasks/cluster/verify.py",
+        "fewest >= l,",
+        "fewest >= l - 1,",
+        CLUSTER,
+    ),
     Mutant(
         "entropy l-diversity accepts exp(H) >= l - 1",
         "tasks/core/sensitive_models.py",
