@@ -417,6 +417,35 @@ def test_priview_association_at_beta_and_one_step_above(beta, units, worst):
 # --- serial publishing: the global guarantee p <= 1/l ---------------------------------------------
 
 
+def _pairs(rows: list[tuple[str, int, int]]) -> pd.DataFrame:
+    """Pairs (person, value "a") with their Q/D (p = 1 - Q/D) as the serial aggregate holds them."""
+    return pd.DataFrame(
+        {
+            "person": [r[0] for r in rows],
+            "value": ["a"] * len(rows),
+            "links": [1] * len(rows),
+            "q": pd.Series([r[1] for r in rows], dtype=object),
+            "d": pd.Series([r[2] for r in rows], dtype=object),
+        }
+    )
+
+
+@pytest.mark.parametrize("step", [0, 1], ids=["at-the-worst", "one-step-worse"])
+def test_the_serial_summary_keeps_breaches_and_takes_a_worse_pair(step):
+    """The O(release) summary of the serial check (advance_summary), from its definition: the
+    series' breaching pairs are those of before plus the pairs that breach now and did not, and
+    its worst pair is the largest p of the whole series. A pair of this release at the prior worst
+    keeps the prior record; one step worse replaces it."""
+    l = 2
+    prior_worst = {"person": "p0", "value": "a", "links": 1, "q": "1", "d": "3"}  # p = 2/3: breaching
+    prior = {"l": l, "pairs": 5, "breaching": 2, "worst": prior_worst}
+    before = _pairs([("p1", 3, 4)])  # p = 1/4, within 1/2
+    after = _pairs([("p1", 1, 3 + step), ("p2", 3, 4)])  # p1 now 2/3 (or 3/4): breaches anew
+    summary = sg.advance_summary(prior, before, after, l)
+    assert summary["pairs"] == 6 and summary["breaching"] == 3  # p2 is new; p1 breaches anew
+    assert summary["worst"]["person"] == ("p1" if step else "p0")  # a tie keeps the lesser record
+
+
 def serial_check(size: int, count: int, prior: tuple[int, int] | None, l: int = 2):
     """Person 0 holds the protected value "a" in a group of `size` with `count` a's; `prior` is
     (size, count) of one earlier group that linked person 0 to "a"."""

@@ -50,6 +50,7 @@ SERIES = ["tests/test_series_composition.py"]
 REMEDIES = ["tests/test_series_remedies.py"]
 SENSITIVE = ["tests/test_sensitive_models.py", "tests/test_thresholds.py"]
 CLUSTER = ["tests/test_cluster_release.py", "tests/test_thresholds.py"]
+SERIAL_INCREMENTAL = ["tests/test_serial_incremental.py", "tests/test_serial_technique.py", "tests/test_thresholds.py"]
 
 
 @dataclass(frozen=True)
@@ -418,6 +419,21 @@ MUTANTS = [
         'summary["breaching"] == 0',
         'summary["breaching"] <= 1',
         SERIAL,
+    ),
+    # the serial check in O(release) (tasks/techniques/serial/guarantee.py advance_summary)
+    Mutant(
+        "incremental serial summary keeps its first worst pair",
+        "tasks/techniques/serial/guarantee.py",
+        "if old_p is None or p > old_p or (p == old_p and _record_order(new) < _record_order(worst)):",
+        "if old_p is None:",
+        SERIAL_INCREMENTAL,
+    ),
+    Mutant(
+        "incremental serial summary forgets earlier breaching pairs",
+        "tasks/techniques/serial/guarantee.py",
+        '"breaching": int(prior["breaching"]) + int((~new_ok & old_ok).sum()),',
+        '"breaching": int((~new_ok & old_ok).sum()),',
+        SERIAL_INCREMENTAL,
     ),
     Mutant(
         "serial localized guarantee n(s)/|G| <= 1/(l - 1)",
