@@ -6,10 +6,12 @@ Prefect starts.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import sys
 import tomllib
+from collections.abc import Iterator
 from datetime import UTC
 from pathlib import Path
 from uuid import UUID
@@ -122,3 +124,27 @@ def record_failure(
     )
     if where != "audit_log":
         notice(f"warning: the state file could not be written; this failed attempt went to {where}")
+
+
+# the attempt markers this process holds, by state file: the CLI opens one before reading the
+# input; the pipeline's attempt inside it then adds none
+_OPEN_MARKERS: dict[str, object] = {}
+
+
+@contextlib.contextmanager
+def attempt_marker(state: Path, actor: str | None, target: str | None, detail: dict) -> Iterator[None]:
+    """While the block runs, a marker that makes a killed attempt an "interrupted" audit row
+    (Store.begin_attempt); nested blocks for the same state file share the outer one."""
+    key = str(Path(state).resolve())
+    if key in _OPEN_MARKERS:
+        yield
+        return
+    marker = Store(state).begin_attempt(current_actor(actor), "publish", target, flow_run_id(), detail)
+    if marker is not None:
+        _OPEN_MARKERS[key] = marker
+    try:
+        yield
+    finally:
+        if marker is not None:
+            _OPEN_MARKERS.pop(key, None)
+            marker.close()

@@ -126,7 +126,6 @@ def _run_flow(args, spec_path: str, overrides: dict | None, serial: bool = False
     succeeds: whatever fails afterwards is a warning."""
     # lazy: `--help` and `history` import no Prefect, no technique
     from privpub.flows import attempts
-    from privpub.flows.run import prefect_configured
 
     attempts.STARTED_BY_CLI = True
     try:
@@ -134,8 +133,15 @@ def _run_flow(args, spec_path: str, overrides: dict | None, serial: bool = False
     except Exception as exc:
         _record_refusal(args, spec_path, overrides, exc)
         raise
+    # from here a kill leaves an "interrupted" row (the run's own attempt shares this marker)
+    with attempts.attempt_marker(spec.state_path, args.actor, spec.dataset.name, {"spec": spec_path}):
+        return _checked_run(args, spec, spec_path, overrides, serial)
+
+
+def _checked_run(args, spec, spec_path: str, overrides: dict | None, serial: bool) -> int:
     # lazy: `--help` and `history` import no Prefect, no technique
     from privpub.flows.pipeline import echo_to_stderr
+    from privpub.flows.run import prefect_configured
 
     echo = None if args.quiet else echo_to_stderr
     try:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from privpub.flows.attempts import attribution, current_actor, flow_run_id, record_failure
+from privpub.flows.attempts import attempt_marker, attribution, current_actor, flow_run_id, record_failure
 from privpub.flows.cluster import cluster_input, dask_task_runner, uses_cluster
 from privpub.schemas.errors import PrivacyRefused, public_message
 from privpub.schemas.spec import ROW_ID, ReleaseSpec, RunSpec, resolve_spec
@@ -710,16 +710,18 @@ def attempt(
     """One publish attempt from a spec file: the release id. Every attempt leaves its audit row:
     a refusal is logged with its figures by the pipeline, any other failure here (then raised)."""
     committed = len(COMMITTED)
-    marker = None
     try:
         spec = resolve_spec(spec_path, None, overrides)
         # a marker while the attempt runs: killed, it still leaves a row ("interrupted")
-        marker = Store(spec.state_path).begin_attempt(
-            current_actor(actor), "publish", spec.dataset.name, flow_run_id(), {"spec": spec_path}
-        )
-        return run_release(
-            spec, actor=actor, new_release=new_release, spec_path=spec_path, driver=driver, allow_repeat=allow_repeat
-        )["release_id"]
+        with attempt_marker(spec.state_path, actor, spec.dataset.name, {"spec": spec_path}):
+            return run_release(
+                spec,
+                actor=actor,
+                new_release=new_release,
+                spec_path=spec_path,
+                driver=driver,
+                allow_repeat=allow_repeat,
+            )["release_id"]
     except Exception as exc:
         if len(COMMITTED) > committed:  # the release exists: what failed after it is a warning
             progress(
@@ -730,6 +732,3 @@ def attempt(
         if not isinstance(exc, PrivacyRefused):  # a refusal was logged with its figures
             record_failure(spec_path, overrides, actor, exc, public_message(exc))
         raise
-    finally:
-        if marker is not None:
-            marker.close()
