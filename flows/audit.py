@@ -17,12 +17,9 @@ from privpub.schemas.errors import SpecError, StateError
 from privpub.schemas.input import validate_input
 from privpub.schemas.spec import ReleaseSpec, spec_from_dict
 from privpub.state.store import Store
-from privpub.tasks.audit import Auditor, ask_batch, secret_from_mapping, select_ids
+from privpub.tasks.audit import DEFAULT_BUDGET, Auditor, ask_batch, secret_from_mapping, select_ids
+from privpub.tasks.audit.auditor import legacy_budget
 from privpub.tasks.validate import load_input
-
-# seconds of simulatable work per decision; keeps the p95 latency of tests/benchmarks/bench_audit.py
-# under 1 s (docs/auditing.md, Scale). A query that needs more is denied without reading the secret.
-DEFAULT_TIME_BUDGET = 0.8
 
 
 def audit_settings(spec: ReleaseSpec) -> dict[str, Any]:
@@ -30,16 +27,18 @@ def audit_settings(spec: ReleaseSpec) -> dict[str, Any]:
     l = section.get("l")
     if not isinstance(l, int) or isinstance(l, bool) or l < 1:
         raise SpecError("[audit] l must be an integer >= 1")
-    budget = section.get("budget")
-    if budget is not None and (not isinstance(budget, int) or budget < 1):
-        raise SpecError("[audit] budget must be a positive integer (integer programs per decision)")
-    time_budget = section.get("time_budget", DEFAULT_TIME_BUDGET)
-    if time_budget is not None and (
-        isinstance(time_budget, bool) or not isinstance(time_budget, (int, float)) or not time_budget > 0
-    ):
-        raise SpecError("[audit] time_budget must be a positive number of seconds per decision")
+    budget = section.get("budget", DEFAULT_BUDGET)
+    if not valid_budget(budget):
+        raise SpecError("[audit] budget must be a positive whole number (units of work per decision)")
+    if "time_budget" in section:
+        raise SpecError("[audit] time_budget: removed, budgets are counts of work, not seconds; use [audit] budget")
     strategy = section.get("strategy", "simulatable")
-    return {"l": l, "budget": budget, "strategy": strategy, "time_budget": time_budget}
+    return {"l": l, "budget": budget, "strategy": strategy}
+
+
+def valid_budget(budget: object) -> bool:
+    """A budget is a positive whole number (units of work: solves + solver nodes); no bool, no text."""
+    return isinstance(budget, int) and not isinstance(budget, bool) and budget >= 1
 
 
 def _secret_table(spec: ReleaseSpec):
@@ -64,7 +63,6 @@ def _auditor(spec: ReleaseSpec, knowledge: dict | None):
             secret,
             budget=settings["budget"],
             strategy=settings["strategy"],
-            time_budget=settings["time_budget"],
             id_column=spec.dataset.person_id,
         ), fingerprint
     return Auditor.from_state(knowledge, population, values, secret, id_column=spec.dataset.person_id), fingerprint
@@ -90,8 +88,12 @@ def pick_table(store: Store, name: str | None) -> str:
 
 
 def _spec_of(session: dict) -> ReleaseSpec:
-    data = session["spec"]
-    return spec_from_dict({k: v for k, v in data.items() if k != "base_dir"}, base_dir=data.get("base_dir", "."))
+    data = {k: v for k, v in session["spec"].items() if k != "base_dir"}
+    if isinstance(data.get("audit"), dict):
+        # registered before budgets were counts of work: the stored wall-clock time_budget is
+        # ignored (the state's budget governs, see tasks/audit/auditor.py legacy_budget)
+        data["audit"] = {k: v for k, v in data["audit"].items() if k != "time_budget"}
+    return spec_from_dict(data, base_dir=session["spec"].get("base_dir", "."))
 
 
 def open_session(session: dict):
@@ -108,11 +110,15 @@ def open_session(session: dict):
 
 
 def response_json(decision) -> dict[str, Any]:
-    """The contract's JSON object: ids and values only for an answer."""
+    """The contract's JSON object: ids, values and counts per value only for an answer;
+    `budget_hit` only on a budget denial."""
     out: dict[str, Any] = {"response": decision.response, "query_id": decision.query_id, "reason": decision.reason}
+    if decision.budget_hit:
+        out["budget_hit"] = True
     if decision.response == "answer":
         out["ids"] = [*decision.ids]
         out["values"] = [*decision.values]
+        out["counts"] = decision.to_dict()["counts"]
     return out
 
 
@@ -129,6 +135,7 @@ def log_entry(decision, predicate: str, actor: str, flow_run_id: str | None = No
             "selected": len(decision.ids) or None,
             "joint": list(decision.joint),
             "integer_programs": decision.solves,
+            "work": decision.work,
         },
     }
 
@@ -187,6 +194,29 @@ def ask(state, where: str, actor: str, table: str | None = None) -> dict[str, An
     if resolved:
         out["resolved_earlier"] = [response_json(d) for d in resolved]
     return out
+
+
+def set_budget(state, table: str, budget: str, actor: str) -> dict[str, Any]:
+    """`privpub audit set TABLE --budget N`: the work budget of a registered table's later
+    decisions (units of work: solves + solver nodes). Logged as an "audit-set" row; the knowledge
+    is unchanged. `budget` is the command line's text: a positive whole number, nothing else."""
+    if not budget.isascii() or not budget.isdigit() or not valid_budget(int(budget)):
+        raise SpecError(f"--budget {budget!r}: must be a positive whole number (units of work per decision)")
+    store = Store(state)
+    with store.audit_session(table) as session:
+        was = legacy_budget(session["knowledge"])
+        session["knowledge"] = {k: v for k, v in session["knowledge"].items() if k != "time_budget"}
+        session["knowledge"]["budget"] = int(budget)
+        session["log"] = [
+            {
+                "actor": actor,
+                "action": "audit-set",
+                "response": "set",
+                "flow_run_id": None,
+                "detail": {"budget": int(budget), "was": was},
+            }
+        ]
+    return {"table": table, "budget": int(budget), "was": was}
 
 
 def decide_batch(state: str, queries: list[dict], actor: str, table: str | None, run_id: str | None) -> list[dict]:

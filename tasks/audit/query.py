@@ -64,6 +64,21 @@ def checked_predicate(predicate: str, columns: list[str]) -> str:
     return tree.sql(dialect="duckdb")
 
 
+def column_kinds(population: pd.DataFrame, columns: list[str]) -> str:
+    """'age: number, sex: text': what each public column holds, for a type error's message."""
+
+    def kind(dtype) -> str:
+        if pd.api.types.is_bool_dtype(dtype):
+            return "true/false"
+        if pd.api.types.is_numeric_dtype(dtype):
+            return "number"
+        if pd.api.types.is_datetime64_any_dtype(dtype):
+            return "date"
+        return "text"
+
+    return ", ".join(f"{c}: {kind(population[c].dtype)}" for c in columns)
+
+
 def select_ids(population: pd.DataFrame, predicate: str, id_column: str) -> list:
     """Ids of the people whose public QI values satisfy `predicate`."""
     columns = [str(c) for c in population.columns if c != id_column]
@@ -73,9 +88,10 @@ def select_ids(population: pd.DataFrame, predicate: str, id_column: str) -> list
         con.register("population", population)
         con.execute("SET enable_external_access = false")
         rows = con.execute(f'SELECT "{id_column}" FROM population WHERE {sql}').fetchall()
-    except duckdb.Error as err:  # e.g. a text compared with a number: the engine's text may quote a cell
+    except duckdb.Error:  # e.g. a text compared with a number: the engine's text may quote a cell
         raise ValueError(
-            f"bad predicate: it cannot be evaluated over the public columns ({type(err).__name__})"
+            f"bad predicate: compare each public column with a value of its type ({column_kinds(population, columns)}); "
+            f"it cannot be evaluated over the public columns ({', '.join(columns)})"
         ) from None
     finally:
         con.close()

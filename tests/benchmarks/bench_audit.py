@@ -9,7 +9,7 @@ Prints decisions per second, the share answered / denied / budget-denied and lat
 percentiles.
 
     flock /tmp/privpub-bench.lock .venv/bin/python -m tests.benchmarks.bench_audit \
-        [--workload narrow|wide|intervals] [--budget N] [--time-budget SECONDS] [--l L] [--queries Q]
+        [--workload narrow|wide|intervals] [--budget N] [--l L] [--queries Q]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from privpub.tasks.audit import Auditor
+from privpub.tasks.audit import DEFAULT_BUDGET, Auditor
 
 
 def make_population(rng: np.random.Generator, n: int, n_values: int):
@@ -63,10 +63,7 @@ def main() -> None:
     ap.add_argument("--values", type=int, help="default: the workload's")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--l", type=int, help="default: the workload's")
-    ap.add_argument("--budget", type=int, default=150)
-    ap.add_argument(
-        "--time-budget", type=float, default=0.8, help="seconds per decision's simulatable stage (<= 0: none)"
-    )
+    ap.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="units of work per decision")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
@@ -84,7 +81,6 @@ def main() -> None:
         lambda ids: [secret[i] for i in ids],
         id_column="pid",
         budget=args.budget,
-        time_budget=args.time_budget if args.time_budget > 0 else None,
     )
     latencies, kinds = [], []
     start, cpu_start = time.perf_counter(), time.process_time()
@@ -95,7 +91,7 @@ def main() -> None:
         kinds.append("budget-denied" if d.budget_hit else d.response)
         if args.verbose:
             print(
-                f"{len(kinds):4d} {latencies[-1]:7.3f}s {kinds[-1]:16s} solves={d.solves:5d} {predicate}"
+                f"{len(kinds):4d} {latencies[-1]:7.3f}s {kinds[-1]:16s} work={d.work:5d} {predicate}"
                 f"  [{d.reason[:60]}]",
                 flush=True,
             )
@@ -103,7 +99,7 @@ def main() -> None:
     lat = np.array(latencies)
     print(
         f"workload={args.workload} people={args.people} values={args.values} queries={args.queries} l={args.l} "
-        f"budget={args.budget} integer programs/decision time_budget={args.time_budget}s"
+        f"budget={args.budget} units of work/decision"
     )
     print(f"wall={total:.1f}s cpu={cpu:.1f}s")
     print(
