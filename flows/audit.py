@@ -15,10 +15,11 @@ from typing import Any
 
 from privpub.schemas.errors import SpecError, StateError
 from privpub.schemas.input import validate_input
-from privpub.schemas.spec import ReleaseSpec, spec_from_dict
+from privpub.schemas.spec import ReleaseSpec, check_known_keys, spec_from_dict
 from privpub.state.store import Store
-from privpub.tasks.audit import DEFAULT_BUDGET, Auditor, ask_batch, secret_from_mapping, select_ids
+from privpub.tasks.audit import DEFAULT_BUDGET, Auditor, ask_batch, secret_from_mapping
 from privpub.tasks.audit.auditor import legacy_budget
+from privpub.tasks.audit.grid import DEFAULT_MIN_CELL, Grid, auto_grid, width_grid
 from privpub.tasks.validate import load_input
 
 
@@ -33,7 +34,58 @@ def audit_settings(spec: ReleaseSpec) -> dict[str, Any]:
     if "time_budget" in section:
         raise SpecError("[audit] time_budget: removed, budgets are counts of work, not seconds; use [audit] budget")
     strategy = section.get("strategy", "simulatable")
-    return {"l": l, "budget": budget, "strategy": strategy}
+    return {"l": l, "budget": budget, "strategy": strategy, **grid_settings(spec, section)}
+
+
+def grid_settings(spec: ReleaseSpec, section: dict[str, Any]) -> dict[str, Any]:
+    """`[audit] grid` ("auto" or { QI = band width, ... } naming every QI), `min_cell` (with
+    "auto", default 30) and `snap` (default true); strict, refused with one line naming the key."""
+    grid = section.get("grid")
+    if grid is None:
+        for key in ("min_cell", "snap"):
+            if key in section:
+                raise SpecError(f'[audit] {key}: only with a grid ([audit] grid = "auto" or band widths)')
+        return {}
+    qis = spec.dataset.qi_names
+    for q in spec.dataset.qi:
+        if q.kind != "numeric":
+            raise SpecError(f"[audit] grid: QI {q.name} is {q.kind}; a grid needs numeric QIs")
+    if isinstance(grid, dict):
+        check_known_keys("[audit] grid", grid, qis)
+        for name in qis:
+            width = grid.get(name)
+            if width is None:
+                raise SpecError(f"[audit] grid: no band width for QI {name} (every QI needs one)")
+            if isinstance(width, bool) or not isinstance(width, (int, float)) or not width > 0:
+                raise SpecError(f"[audit] grid {name}: the band width must be a positive number")
+        if "min_cell" in section:
+            raise SpecError('[audit] min_cell: only with grid = "auto" (band widths set the cells)')
+    elif grid != "auto":
+        raise SpecError('[audit] grid must be "auto" or band widths per QI, e.g. { age = 5 }')
+    min_cell = section.get("min_cell", DEFAULT_MIN_CELL)
+    if isinstance(min_cell, bool) or not isinstance(min_cell, int) or min_cell < 1:
+        raise SpecError("[audit] min_cell must be a positive whole number (people per grid cell)")
+    snap = section.get("snap", True)
+    if not isinstance(snap, bool):
+        raise SpecError("[audit] snap must be true or false")
+    out: dict[str, Any] = {"grid": grid, "snap": snap}
+    if grid == "auto":
+        out["min_cell"] = min_cell
+    return out
+
+
+def build_grid(settings: dict[str, Any], qi_table) -> Grid | None:
+    """The public query grid from the public QI table alone (ids and QIs: never the secret)."""
+    grid = settings.get("grid")
+    columns = [str(c) for c in qi_table.columns]
+    try:
+        if grid == "auto":
+            return auto_grid(qi_table, columns, settings["min_cell"])
+        if isinstance(grid, dict):
+            return width_grid(qi_table, columns, grid)
+    except ValueError as exc:
+        raise SpecError(f"[audit] {exc}") from None
+    return None
 
 
 def valid_budget(budget: object) -> bool:
@@ -56,6 +108,7 @@ def _auditor(spec: ReleaseSpec, knowledge: dict | None):
     settings = audit_settings(spec)
     population, values, secret, fingerprint = _secret_table(spec)
     if knowledge is None:
+        grid = build_grid(settings, population[spec.dataset.qi_names])
         return Auditor(
             population,
             values,
@@ -64,6 +117,8 @@ def _auditor(spec: ReleaseSpec, knowledge: dict | None):
             budget=settings["budget"],
             strategy=settings["strategy"],
             id_column=spec.dataset.person_id,
+            grid=grid,
+            snap=settings.get("snap", True),
         ), fingerprint
     return Auditor.from_state(knowledge, population, values, secret, id_column=spec.dataset.person_id), fingerprint
 
@@ -115,6 +170,9 @@ def response_json(decision) -> dict[str, Any]:
     out: dict[str, Any] = {"response": decision.response, "query_id": decision.query_id, "reason": decision.reason}
     if decision.budget_hit:
         out["budget_hit"] = True
+    if decision.predicate is not None:  # a grid: the predicate decided, and how much wider it is
+        out["predicate"] = decision.predicate
+        out["widened"] = decision.widened
     if decision.response == "answer":
         out["ids"] = [*decision.ids]
         out["values"] = [*decision.values]
@@ -134,6 +192,8 @@ def log_entry(decision, predicate: str, actor: str, flow_run_id: str | None = No
             "budget_hit": decision.budget_hit,
             "selected": len(decision.ids) or None,
             "joint": list(decision.joint),
+            "decided_as": decision.predicate,
+            "widened": decision.widened,
             "integer_programs": decision.solves,
             "work": decision.work,
         },
@@ -177,12 +237,12 @@ def ask(state, where: str, actor: str, table: str | None = None) -> dict[str, An
     with store.audit_session(name) as session:
         spec, auditor = open_session(session)
         try:
-            ids = select_ids(auditor.population, where, spec.dataset.person_id)
+            selection = auditor.select(where)
         except ValueError as exc:  # logged, the knowledge unchanged; raised once committed
             refused = str(exc)
             session["log"] = [refused_entry(where, actor, refused)]
         else:
-            decision = auditor.ask(ids)
+            decision = selection.annotate(auditor.ask(selection.ids))
             resolved = auditor.take_resolved()
             session["knowledge"] = auditor.to_state()
             session["log"] = [log_entry(decision, where, actor)] + [
@@ -227,17 +287,16 @@ def decide_batch(state: str, queries: list[dict], actor: str, table: str | None,
     refused: list[str] = []
     with store.audit_session(name) as session:
         spec, auditor = open_session(session)
-        batch = []
+        batch, selections = [], []
         for i, q in enumerate(queries):
             try:
-                batch.append(
-                    (q.get("id") or f"b{i + 1}", select_ids(auditor.population, q["where"], spec.dataset.person_id))
-                )
+                selections.append(auditor.select(q["where"]))
+                batch.append((q.get("id") or f"b{i + 1}", selections[-1].ids))
             except ValueError as exc:
                 refused.append(f"query {i + 1}: {exc}")
                 session["log"].append(refused_entry(q["where"], q.get("as") or actor, str(exc), run_id))
         if not refused:  # decided as one
-            decisions = ask_batch(auditor, batch)
+            decisions = [s.annotate(d) for s, d in zip(selections, ask_batch(auditor, batch))]
             session["knowledge"] = auditor.to_state()
             session["log"] = [
                 log_entry(d, q["where"], q.get("as") or actor, run_id) for d, q in zip(decisions, queries)

@@ -287,3 +287,80 @@ def test_a_wall_clock_time_budget_is_refused_but_an_old_registration_still_opens
     with store.read() as con:
         knowledge = json.loads(con.execute("SELECT knowledge FROM audit_tables").fetchone()[0])
     assert knowledge["budget"] == DEFAULT_BUDGET and "time_budget" not in knowledge
+
+
+@pytest.mark.parametrize(
+    ("audit", "message"),
+    [
+        ('grid = "autoo"', r'^\[audit\] grid must be "auto" or band widths per QI'),
+        ("grid = 5", r'^\[audit\] grid must be "auto" or band widths per QI'),
+        ("grid = { agee = 5 }", r"^\[audit\] grid agee: unknown key; did you mean age\?"),
+        ("grid = { age = 0 }", r"^\[audit\] grid age: the band width must be a positive number"),
+        ('grid = { age = "5" }', r"^\[audit\] grid age: the band width must be a positive number"),
+        ("grid = { age = true }", r"^\[audit\] grid age: the band width must be a positive number"),
+        ("grid = {}", r"^\[audit\] grid: no band width for QI age"),
+        ('grid = "auto"\nmin_cell = 0', r"^\[audit\] min_cell must be a positive whole number"),
+        ('grid = "auto"\nmin_cell = "3"', r"^\[audit\] min_cell must be a positive whole number"),
+        ('grid = "auto"\nmin_cell = 2.0', r"^\[audit\] min_cell must be a positive whole number"),
+        ('grid = "auto"\nsnap = "yes"', r"^\[audit\] snap must be true or false"),
+        ("grid = { age = 5 }\nmin_cell = 3", r'^\[audit\] min_cell: only with grid = "auto"'),
+        ("min_cell = 3", r"^\[audit\] min_cell: only with a grid"),
+        ("snap = false", r"^\[audit\] snap: only with a grid"),
+        ('grid = "auto"\nmin_cell = 11', r"^\[audit\] grid: the table has 10 people, fewer than min_cell = 11$"),
+    ],
+)
+def test_grid_settings_are_strict(clinic, audit, message):
+    """`[audit] grid`, `min_cell`, `snap`: a wrong key or type is refused with one line, before
+    anything is registered."""
+    (clinic / "grid.toml").write_text(SPEC.replace("budget = 1000", f"budget = 1000\n{audit}"))
+    with pytest.raises(SpecError, match=message) as err:
+        init_audit(load_spec(clinic / "grid.toml"), "steward")
+    assert "\n" not in str(err.value)
+    assert not (clinic / "privpub.duckdb").exists()  # nothing registered
+
+
+def test_a_grid_needs_numeric_qis(clinic):
+    (clinic / "grid.toml").write_text(
+        SPEC.replace('kind = "numeric" }', 'kind = "categorical" }').replace("budget = 1000", 'grid = "auto"')
+    )
+    with pytest.raises(SpecError, match=r"^\[audit\] grid: QI age is categorical; a grid needs numeric QIs$"):
+        init_audit(load_spec(clinic / "grid.toml"), "steward")
+
+
+def test_a_registered_grid_is_built_from_the_public_qi_table_alone(clinic, monkeypatch):
+    """`audit init` with `grid = "auto"`: the grid sees the QI columns only, the secret reader is
+    never called, the grid is stored with the knowledge, and responses state the predicate
+    decided and how much wider it is."""
+    from privpub.flows import audit
+    from privpub.flows.audit import ask as ask_in_process
+    from privpub.state.store import Store
+
+    seen = []
+    real_auto_grid = audit.auto_grid
+
+    def recording(frame, columns, min_cell):
+        seen.append(list(frame.columns))
+        return real_auto_grid(frame, columns, min_cell)
+
+    def no_secret(mapping):
+        def read(ids):
+            raise AssertionError("the secret was read while building the grid")
+
+        return read
+
+    monkeypatch.setattr(audit, "auto_grid", recording)
+    monkeypatch.setattr(audit, "secret_from_mapping", no_secret)
+    (clinic / "grid.toml").write_text(SPEC.replace("budget = 1000", 'budget = 1000\ngrid = "auto"\nmin_cell = 3'))
+    spec = load_spec(clinic / "grid.toml")
+    init_audit(spec, "steward")
+    assert seen == [["age"]]  # no id, no sensitive column
+    monkeypatch.undo()
+    with Store(spec.state_path).read() as con:
+        knowledge = json.loads(con.execute("SELECT knowledge FROM audit_tables").fetchone()[0])
+    assert knowledge["grid"]["min_cell"] == 3 and knowledge["snap"] is True
+    out = ask_in_process(spec.state_path, "age BETWEEN 31 AND 44", "analyst")
+    assert out["widened"] > 0 and out["predicate"] != "age BETWEEN 31 AND 44"
+    assert out["reason"].startswith(f"decided for the grid-aligned query {out['predicate']} ")
+    log = Store(spec.state_path).audit_log()
+    detail = json.loads(log[log.action == "audit-query"].detail.iloc[-1])
+    assert detail["decided_as"] == out["predicate"] and detail["widened"] == out["widened"]

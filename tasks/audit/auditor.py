@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TypedDict
 
 import pandas as pd
@@ -26,9 +26,11 @@ from privpub.tasks.audit.decide import (
     materialize,
     restricted,
 )
+from privpub.tasks.audit.grid import Grid
 from privpub.tasks.audit.knowledge import Denial, Knowledge, Universe, plain, sort_values
 from privpub.tasks.audit.program import BudgetExceeded, Constraint, Work
 from privpub.tasks.audit.query import select_ids
+from privpub.tasks.audit.snap import snap
 
 STATE_FORMAT = "privpub.audit/1"
 STRATEGIES = ("simulatable", "delay", "joint")
@@ -74,6 +76,8 @@ class Decision:
     floor_delta: int | None = None  # floor(Delta) when computed (None: Delta empty or unknown)
     possible_answers: int | None = None  # how many answers the adversary considers possible
     unsafe_answers: int | None = None
+    predicate: str | None = None  # with a grid: the grid-aligned predicate actually decided
+    widened: int = 0  # with a grid: how many more people it selects than the query asked
     solves: int = 0  # solves (LP relaxations, LP bounds, integer programs) this decision needed
     work: int = 0  # units of work it spent: solves + branch-and-bound nodes (what `budget` counts)
 
@@ -89,6 +93,23 @@ class Decision:
 def secret_from_mapping(mapping: Mapping[Hashable, Hashable]) -> SecretReader:
     """A secret reader over an in-memory id -> value mapping."""
     return lambda ids: [mapping[i] for i in ids]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The people a predicate selects; with a grid, the grid-aligned predicate that selects them
+    and how many more people that is than the predicate as asked."""
+
+    ids: tuple
+    predicate: str | None = None
+    widened: int = 0
+
+    def annotate(self, decision: Decision) -> Decision:
+        """The decision with the predicate it was decided for (and, when widened, the reason says so)."""
+        if self.predicate is None:
+            return decision
+        reason = reasons.snapped(decision.reason, self.predicate, self.widened) if self.widened else decision.reason
+        return replace(decision, predicate=self.predicate, widened=self.widened, reason=reason)
 
 
 @dataclass
@@ -108,6 +129,9 @@ class Auditor:
         decision's simulatable stage; beyond it the query is denied without reading the secret
         (a simulatable denial is always safe). A count, never a duration: decisions do not
         depend on the machine or its load.
+    grid: a public query grid (grid.py, built from the public QI table alone); with it a
+        predicate is widened outward to the grid (`snap=True`) or refused when off the grid
+        (`snap=False`). Without one, predicates are decided as written.
     """
 
     def __init__(
@@ -122,6 +146,8 @@ class Auditor:
         strategy: str = "simulatable",
         open_world: bool = False,
         max_joint: int = 3,
+        grid: Grid | None = None,
+        snap: bool = True,
     ):
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}")
@@ -140,6 +166,10 @@ class Auditor:
         self.budget = budget
         self.strategy = strategy
         self.max_joint = max_joint
+        if grid is not None and not set(grid.columns) <= set(map(str, self.population.columns)) - {self.id_column}:
+            raise ValueError("the grid's columns must be public QI columns of the population")
+        self.grid = grid
+        self.snap = snap
         self.knowledge = Knowledge(self.universe)
         self.pool: list[Pending] = []  # delayed queries (delay) / waiting pool (joint)
         self.resolved: list[Decision] = []  # decisions on pooled queries, oldest first
@@ -161,8 +191,28 @@ class Auditor:
         return decision
 
     def ask_where(self, predicate: str, query_id: str | None = None) -> Decision:
-        """Decide the query selecting the people whose public QI values satisfy a SQL predicate."""
-        return self.ask(select_ids(self.population, predicate, self.id_column), query_id)
+        """Decide the query selecting the people whose public QI values satisfy a SQL predicate
+        (with a grid: widened to it, see `select`)."""
+        selection = self.select(predicate)
+        return selection.annotate(self.ask(selection.ids, query_id))
+
+    def select(self, predicate: str) -> Selection:
+        """The people a predicate selects (ValueError with one line when it is not allowed). With
+        a grid and `snap`, widened outward to the grid; with `snap=False`, an off-grid predicate
+        is refused naming the grid-aligned predicate nearest to it (its outward widening)."""
+        ids = select_ids(self.population, predicate, self.id_column)
+        if self.grid is None:
+            return Selection(tuple(ids))
+        columns = [str(c) for c in self.population.columns if c != self.id_column]
+        snapped = snap(self.population, predicate, self.grid, columns)
+        wide = [plain(i) for i in self.population[self.id_column][snapped.selected].tolist()]
+        extra = len(wide) - len(ids)
+        if extra and not self.snap:
+            raise ValueError(
+                f"off-grid query: this table answers queries aligned to its public grid; the nearest "
+                f"grid-aligned query is {snapped.predicate}"
+            )
+        return Selection(tuple(wide), snapped.predicate, extra)
 
     def take_resolved(self) -> list[Decision]:
         """Decisions reached on earlier delayed / pooled queries since the last call."""
@@ -402,6 +452,8 @@ class Auditor:
             "budget": self.budget,
             "strategy": self.strategy,
             "max_joint": self.max_joint,
+            "grid": None if self.grid is None else self.grid.to_state(),
+            "snap": self.snap,
             "universe": self.universe.fingerprint(),
             "knowledge": self.knowledge.to_state(),
             "pool": [{"query_id": p.query_id, "ids": [plain(i) for i in p.ids]} for p in self.pool],
@@ -432,6 +484,8 @@ class Auditor:
             strategy=state["strategy"],
             open_world=open_world,
             max_joint=state["max_joint"],
+            grid=Grid.from_state(state["grid"]) if state.get("grid") else None,  # older states: none
+            snap=state.get("snap", True),
         )
         if auditor.universe.fingerprint() != state["universe"]:
             raise ValueError("the population or the sensitive values differ from the saved state")

@@ -48,6 +48,11 @@ GRAMMAR = "literals, comparisons, BETWEEN, IN, AND / OR / NOT and arithmetic"
 
 def checked_predicate(predicate: str, columns: list[str]) -> str:
     """The predicate as SQL written from its parse tree, or ValueError naming what is not allowed."""
+    return parsed_predicate(predicate, columns).sql(dialect="duckdb")
+
+
+def parsed_predicate(predicate: str, columns: list[str]) -> exp.Expr:
+    """The predicate's checked parse tree, or ValueError naming what is not allowed."""
     allowed = f"a predicate is made of the public columns ({', '.join(columns)}), {GRAMMAR}"
     try:
         trees = [t for t in sqlglot.parse(predicate, dialect="duckdb") if t is not None]
@@ -61,7 +66,7 @@ def checked_predicate(predicate: str, columns: list[str]) -> str:
             raise ValueError(f"bad predicate: {node.key.upper()} is not allowed; {allowed}")
         if isinstance(node, exp.Column) and (node.table or node.name not in columns):
             raise ValueError(f"bad predicate: {node.sql(dialect='duckdb')} is not a public column; {allowed}")
-    return tree.sql(dialect="duckdb")
+    return tree
 
 
 def column_kinds(population: pd.DataFrame, columns: list[str]) -> str:
