@@ -207,3 +207,15 @@ def test_without_snapping_an_off_grid_query_is_refused_naming_an_aligned_one():
     assert set(select_ids(people, "age BETWEEN 30 AND 40", "pid")) <= set(select_ids(people, aligned, "pid"))
     decision = auditor.ask_where(aligned)  # the aligned query is accepted as it is
     assert decision.widened == 0 and decision.predicate == aligned and not decision.reason.startswith("decided for")
+
+
+def test_a_closed_upper_end_on_a_band_edge_keeps_that_band():
+    """A fractional QI: "day <= 14" holds day = 14.0, the first value of the band [14, 21), so the
+    snapped query keeps that band (just inside); "day < 14" does not (just outside)."""
+    people = pd.DataFrame({"pid": list("abcd"), "day": [0.5, 8.0, 14.0, 20.5]})
+    grid = width_grid(people, ["day"], {"day": 7})
+    assert grid.cuts == {"day": (7.0, 14.0)} and not grid.integer["day"]
+    closed = snap(people, "day <= 14", grid, ["day"])
+    assert closed.predicate == "TRUE" and closed.selected.tolist() == [True] * 4
+    assert snap(people, "day BETWEEN 7.5 AND 14", grid, ["day"]).predicate == "day >= 7"
+    assert snap(people, "day < 14", grid, ["day"]).predicate == "day < 14"
