@@ -9,12 +9,14 @@ A QI's bands are given by increasing cuts c_1 < ... < c_k: band 0 = (-inf, c_1),
 [c_i, c_{i+1}), band k = [c_k, +inf). A grid cell is one band per QI.
 
 `auto_grid`: bands at quantiles of the public values, coarsened until every non-empty cell of
-the product holds at least `min_cell` people. Start: b = floor((n / min_cell)^(1/d)) bands per QI
-(d QIs) at quantiles; while some non-empty cell is smaller than min_cell, the QI with the most
-bands (the first such QI on ties) is re-cut at quantiles with one band fewer. Every step removes
-at least one band, and one band per QI is one cell of n >= min_cell people, so the loop ends with
-the guarantee; each step is one vectorised pass (searchsorted + bincount) over the n people, at
-most (number of initial bands) steps.
+the product holds at least `min_cell` people. Start: about n / min_cell cells, the QIs' band
+counts b_j = floor((n / min_cell)^(e_j)) with e_j proportional to the log of the QI's number of
+distinct values (so d equal QIs get (n / min_cell)^(1/d) each), bands at quantiles; while some non-empty cell is smaller than min_cell, the smallest one (the
+first on ties) is merged, along the QI with the most bands (the first on ties), into its
+neighbouring band holding fewer people (one cut removed; merging locally keeps the other bands
+fine). Every step removes one band, and one band per QI is one cell of n >= min_cell people, so
+the loop ends with the guarantee; each step is one vectorised pass (searchsorted + unique) over
+the n people, at most (number of initial bands) steps.
 `width_grid`: explicit band widths per QI, bands [j w, (j + 1) w) anchored at 0 (no size guarantee).
 """
 
@@ -96,6 +98,18 @@ def quantile_cuts(sorted_values: np.ndarray, bands: int) -> tuple[float, ...]:
     return tuple(float(c) for c in cuts[cuts > sorted_values[0]])
 
 
+def start_bands(values: dict[str, np.ndarray], cells: float) -> dict[str, int]:
+    """Bands per QI to start from: about `cells` cells in all, shared out in proportion to the log
+    of each QI's number of distinct values (a QI of 73 ages gets more bands than one of 10 region
+    codes: queries draw finer boundaries on it), never more bands than distinct values."""
+    distinct = {c: len(np.unique(v)) for c, v in values.items()}
+    logs = {c: math.log(k) for c, k in distinct.items()}
+    total = sum(logs.values())
+    if cells <= 1 or total == 0:
+        return {c: 1 for c in values}
+    return {c: max(1, min(distinct[c], math.floor(cells ** (logs[c] / total)))) for c in values}
+
+
 def auto_grid(population: pd.DataFrame, columns: list[str], min_cell: int = DEFAULT_MIN_CELL) -> Grid:
     """Bands at quantiles, coarsened until every non-empty cell holds >= min_cell people (see the
     module's docstring). `population` is the public QI table: no sensitive column is needed."""
@@ -105,15 +119,25 @@ def auto_grid(population: pd.DataFrame, columns: list[str], min_cell: int = DEFA
     if n < min_cell:
         raise ValueError(f"grid: the table has {n} people, fewer than min_cell = {min_cell}")
     values = {c: np.sort(numeric_values(population, c)) for c in columns}
-    start = max(1, math.floor((n / min_cell) ** (1 / max(len(columns), 1))))
-    cuts = {c: quantile_cuts(values[c], start) for c in columns}
+    cuts = {c: quantile_cuts(values[c], b) for c, b in start_bands(values, n / min_cell).items()}
     integer = {c: is_integer(population, c) for c in columns}
     while True:
         grid = Grid(dict(cuts), integer, min_cell)
-        if not columns or grid.cell_sizes(population).min() >= min_cell:
+        if not columns:
             return grid
-        widest = max(columns, key=lambda c: len(cuts[c]))  # the first on ties
-        cuts[widest] = quantile_cuts(values[widest], len(cuts[widest]))  # one band fewer, at most
+        codes, sizes = np.unique(cell_codes(population, grid), return_counts=True)
+        if sizes.min() >= min_cell:
+            return grid
+        # the smallest cell (the first on ties) is merged along the QI with the most bands (the
+        # first on ties) into the neighbouring band with fewer people: one cut removed
+        widest = max(columns, key=lambda c: len(cuts[c]))
+        radix = [len(cuts[c]) + 1 for c in columns]
+        band = int(np.unravel_index(codes[np.argmin(sizes)], radix)[columns.index(widest)])
+        per_band = np.bincount(grid.bands(widest, values[widest]), minlength=radix[columns.index(widest)])
+        below = per_band[band - 1] if band > 0 else np.inf
+        above = per_band[band + 1] if band + 1 < len(per_band) else np.inf
+        drop = band - 1 if below <= above else band  # cut band - 1 opens this band, cut band closes it
+        cuts[widest] = cuts[widest][:drop] + cuts[widest][drop + 1 :]
 
 
 def width_grid(population: pd.DataFrame, columns: list[str], widths: Mapping[str, float]) -> Grid:
