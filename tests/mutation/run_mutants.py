@@ -433,8 +433,8 @@ MUTANTS = [
     Mutant(
         "audit grid accepts cells of min_cell - 1 people",
         "tasks/audit/grid.py",
-        "grid.cell_sizes(population).min() >= min_cell",
-        "grid.cell_sizes(population).min() >= min_cell - 1",
+        "if sizes.min() >= min_cell:",
+        "if sizes.min() >= min_cell - 1:",
         AUDIT_GRID,
     ),
     Mutant(
