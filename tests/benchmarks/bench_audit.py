@@ -11,7 +11,8 @@ same queries are also decided unsnapped beside it (unless --no-baseline), with t
 widening (extra people per snapped query; relative to the asked selection for answered ones).
 
     flock /tmp/privpub-bench.lock .venv/bin/python -m tests.benchmarks.bench_audit \
-        [--workload narrow|wide|intervals] [--budget N] [--l L] [--queries Q] [--grid auto [--min-cell N]]
+        [--workload narrow|wide|intervals] [--budget N] [--l L] [--queries Q]
+        [--grid auto [--min-cell N] [--no-baseline | --baseline-queries N]]
 """
 
 from __future__ import annotations
@@ -116,6 +117,9 @@ def main() -> None:
     ap.add_argument("--grid", choices=["none", "auto"], default="none", help="auto: snap queries to a public grid")
     ap.add_argument("--min-cell", type=int, default=DEFAULT_MIN_CELL, help="people per grid cell (--grid auto)")
     ap.add_argument("--no-baseline", action="store_true", help="--grid auto: skip the unsnapped run beside it")
+    ap.add_argument(
+        "--baseline-queries", type=int, help="--grid auto: the unsnapped run on the first N queries only (it is slow)"
+    )
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
@@ -140,11 +144,12 @@ def main() -> None:
             f"grid auto min_cell={args.min_cell}: {bands} bands, {len(sizes)} non-empty cells, "
             f"smallest {sizes.min()}, median {np.median(sizes):g}"
         )
-        runs.append(("grid auto", run(args, people, secret, queries, grid)))
+        runs.append((f"grid auto ({len(queries)} queries)", run(args, people, secret, queries, grid)))
     if args.grid == "none" or not args.no_baseline:
-        runs.append(("unsnapped", run(args, people, secret, queries, None)))
+        first = queries[: args.baseline_queries] if args.grid == "auto" and args.baseline_queries else queries
+        runs.append((f"unsnapped ({len(first)} queries)", run(args, people, secret, first, None)))
     print(
-        f"{'run':10s} {'answered':>9s} {'negative':>9s} {'positive':>9s} {'budget-d.':>9s} "
+        f"{'run':24s} {'answered':>9s} {'negative':>9s} {'positive':>9s} {'budget-d.':>9s} "
         f"{'p50':>7s} {'p95':>7s} {'max':>7s} {'wall':>7s} {'cpu':>7s}  median widening"
     )
     for name, r in runs:
@@ -155,7 +160,7 @@ def main() -> None:
             else f"{r['widened']:g} people" + ("" if r["relative"] is None else f" ({r['relative']:.0%} of answered)")
         )
         print(
-            f"{name:10s} {sh['answer']:9.1%} {sh['negative-denial']:9.1%} {sh['positive-denial']:9.1%} "
+            f"{name:24s} {sh['answer']:9.1%} {sh['negative-denial']:9.1%} {sh['positive-denial']:9.1%} "
             f"{sh['budget-denied']:9.1%} {r['p50']:6.3f}s {r['p95']:6.3f}s {r['max']:6.3f}s "
             f"{r['wall']:6.1f}s {r['cpu']:6.1f}s  {widening}"
             + ("  (knowledge implicit at the end)" if r["implicit"] else "")
