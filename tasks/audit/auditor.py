@@ -131,7 +131,8 @@ class Auditor:
         depend on the machine or its load.
     grid: a public query grid (grid.py, built from the public QI table alone); with it a
         predicate is widened outward to the grid (`snap=True`) or refused when off the grid
-        (`snap=False`). Without one, predicates are decided as written.
+        (`snap=False`). Without one, predicates are decided as written. The grid applies to
+        predicates (`ask_where`, `select`); `ask(ids)` decides the given set as it is.
     """
 
     def __init__(
