@@ -15,14 +15,12 @@ from typing import Any
 
 from privpub.schemas.errors import SpecError, StateError
 from privpub.schemas.input import validate_input
-from privpub.schemas.spec import ReleaseSpec, spec_from_dict
+from privpub.schemas.spec import ReleaseSpec, check_known_keys, spec_from_dict
 from privpub.state.store import Store
-from privpub.tasks.audit import Auditor, ask_batch, secret_from_mapping, select_ids
+from privpub.tasks.audit import DEFAULT_BUDGET, Auditor, ask_batch, secret_from_mapping
+from privpub.tasks.audit.auditor import legacy_budget
+from privpub.tasks.audit.grid import DEFAULT_MIN_CELL, Grid, auto_grid, width_grid
 from privpub.tasks.validate import load_input
-
-# seconds of simulatable work per decision; keeps the p95 latency of tests/benchmarks/bench_audit.py
-# under 1 s (docs/auditing.md, Scale). A query that needs more is denied without reading the secret.
-DEFAULT_TIME_BUDGET = 0.8
 
 
 def audit_settings(spec: ReleaseSpec) -> dict[str, Any]:
@@ -30,16 +28,69 @@ def audit_settings(spec: ReleaseSpec) -> dict[str, Any]:
     l = section.get("l")
     if not isinstance(l, int) or isinstance(l, bool) or l < 1:
         raise SpecError("[audit] l must be an integer >= 1")
-    budget = section.get("budget")
-    if budget is not None and (not isinstance(budget, int) or budget < 1):
-        raise SpecError("[audit] budget must be a positive integer (integer programs per decision)")
-    time_budget = section.get("time_budget", DEFAULT_TIME_BUDGET)
-    if time_budget is not None and (
-        isinstance(time_budget, bool) or not isinstance(time_budget, (int, float)) or not time_budget > 0
-    ):
-        raise SpecError("[audit] time_budget must be a positive number of seconds per decision")
+    budget = section.get("budget", DEFAULT_BUDGET)
+    if not valid_budget(budget):
+        raise SpecError("[audit] budget must be a positive whole number (units of work per decision)")
+    if "time_budget" in section:
+        raise SpecError("[audit] time_budget: removed, budgets are counts of work, not seconds; use [audit] budget")
     strategy = section.get("strategy", "simulatable")
-    return {"l": l, "budget": budget, "strategy": strategy, "time_budget": time_budget}
+    return {"l": l, "budget": budget, "strategy": strategy, **grid_settings(spec, section)}
+
+
+def grid_settings(spec: ReleaseSpec, section: dict[str, Any]) -> dict[str, Any]:
+    """`[audit] grid` ("auto" or { QI = band width, ... } naming every QI), `min_cell` (with
+    "auto", default 30) and `snap` (default true); strict, refused with one line naming the key."""
+    grid = section.get("grid")
+    if grid is None:
+        for key in ("min_cell", "snap"):
+            if key in section:
+                raise SpecError(f'[audit] {key}: only with a grid ([audit] grid = "auto" or band widths)')
+        return {}
+    qis = spec.dataset.qi_names
+    for q in spec.dataset.qi:
+        if q.kind != "numeric":
+            raise SpecError(f"[audit] grid: QI {q.name} is {q.kind}; a grid needs numeric QIs")
+    if isinstance(grid, dict):
+        check_known_keys("[audit] grid", grid, qis)
+        for name in qis:
+            width = grid.get(name)
+            if width is None:
+                raise SpecError(f"[audit] grid: no band width for QI {name} (every QI needs one)")
+            if isinstance(width, bool) or not isinstance(width, (int, float)) or not width > 0:
+                raise SpecError(f"[audit] grid {name}: the band width must be a positive number")
+        if "min_cell" in section:
+            raise SpecError('[audit] min_cell: only with grid = "auto" (band widths set the cells)')
+    elif grid != "auto":
+        raise SpecError('[audit] grid must be "auto" or band widths per QI, e.g. { age = 5 }')
+    min_cell = section.get("min_cell", DEFAULT_MIN_CELL)
+    if isinstance(min_cell, bool) or not isinstance(min_cell, int) or min_cell < 1:
+        raise SpecError("[audit] min_cell must be a positive whole number (people per grid cell)")
+    snap = section.get("snap", True)
+    if not isinstance(snap, bool):
+        raise SpecError("[audit] snap must be true or false")
+    out: dict[str, Any] = {"grid": grid, "snap": snap}
+    if grid == "auto":
+        out["min_cell"] = min_cell
+    return out
+
+
+def build_grid(settings: dict[str, Any], qi_table) -> Grid | None:
+    """The public query grid from the public QI table alone (ids and QIs: never the secret)."""
+    grid = settings.get("grid")
+    columns = [str(c) for c in qi_table.columns]
+    try:
+        if grid == "auto":
+            return auto_grid(qi_table, columns, settings["min_cell"])
+        if isinstance(grid, dict):
+            return width_grid(qi_table, columns, grid)
+    except ValueError as exc:
+        raise SpecError(f"[audit] {exc}") from None
+    return None
+
+
+def valid_budget(budget: object) -> bool:
+    """A budget is a positive whole number (units of work: solves + solver nodes); no bool, no text."""
+    return isinstance(budget, int) and not isinstance(budget, bool) and budget >= 1
 
 
 def _secret_table(spec: ReleaseSpec):
@@ -57,6 +108,7 @@ def _auditor(spec: ReleaseSpec, knowledge: dict | None):
     settings = audit_settings(spec)
     population, values, secret, fingerprint = _secret_table(spec)
     if knowledge is None:
+        grid = build_grid(settings, population[spec.dataset.qi_names])
         return Auditor(
             population,
             values,
@@ -64,8 +116,9 @@ def _auditor(spec: ReleaseSpec, knowledge: dict | None):
             secret,
             budget=settings["budget"],
             strategy=settings["strategy"],
-            time_budget=settings["time_budget"],
             id_column=spec.dataset.person_id,
+            grid=grid,
+            snap=settings.get("snap", True),
         ), fingerprint
     return Auditor.from_state(knowledge, population, values, secret, id_column=spec.dataset.person_id), fingerprint
 
@@ -90,8 +143,12 @@ def pick_table(store: Store, name: str | None) -> str:
 
 
 def _spec_of(session: dict) -> ReleaseSpec:
-    data = session["spec"]
-    return spec_from_dict({k: v for k, v in data.items() if k != "base_dir"}, base_dir=data.get("base_dir", "."))
+    data = {k: v for k, v in session["spec"].items() if k != "base_dir"}
+    if isinstance(data.get("audit"), dict):
+        # registered before budgets were counts of work: the stored wall-clock time_budget is
+        # ignored (the state's budget governs, see tasks/audit/auditor.py legacy_budget)
+        data["audit"] = {k: v for k, v in data["audit"].items() if k != "time_budget"}
+    return spec_from_dict(data, base_dir=session["spec"].get("base_dir", "."))
 
 
 def open_session(session: dict):
@@ -108,11 +165,18 @@ def open_session(session: dict):
 
 
 def response_json(decision) -> dict[str, Any]:
-    """The contract's JSON object: ids and values only for an answer."""
+    """The contract's JSON object: ids, values and counts per value only for an answer;
+    `budget_hit` only on a budget denial."""
     out: dict[str, Any] = {"response": decision.response, "query_id": decision.query_id, "reason": decision.reason}
+    if decision.budget_hit:
+        out["budget_hit"] = True
+    if decision.predicate is not None:  # a grid: the predicate decided, and how much wider it is
+        out["predicate"] = decision.predicate
+        out["widened"] = decision.widened
     if decision.response == "answer":
         out["ids"] = [*decision.ids]
         out["values"] = [*decision.values]
+        out["counts"] = decision.to_dict()["counts"]
     return out
 
 
@@ -128,7 +192,10 @@ def log_entry(decision, predicate: str, actor: str, flow_run_id: str | None = No
             "budget_hit": decision.budget_hit,
             "selected": len(decision.ids) or None,
             "joint": list(decision.joint),
+            "decided_as": decision.predicate,
+            "widened": decision.widened,
             "integer_programs": decision.solves,
+            "work": decision.work,
         },
     }
 
@@ -170,12 +237,12 @@ def ask(state, where: str, actor: str, table: str | None = None) -> dict[str, An
     with store.audit_session(name) as session:
         spec, auditor = open_session(session)
         try:
-            ids = select_ids(auditor.population, where, spec.dataset.person_id)
+            selection = auditor.select(where)
         except ValueError as exc:  # logged, the knowledge unchanged; raised once committed
             refused = str(exc)
             session["log"] = [refused_entry(where, actor, refused)]
         else:
-            decision = auditor.ask(ids)
+            decision = selection.annotate(auditor.ask(selection.ids))
             resolved = auditor.take_resolved()
             session["knowledge"] = auditor.to_state()
             session["log"] = [log_entry(decision, where, actor)] + [
@@ -189,6 +256,29 @@ def ask(state, where: str, actor: str, table: str | None = None) -> dict[str, An
     return out
 
 
+def set_budget(state, table: str, budget: str, actor: str) -> dict[str, Any]:
+    """`privpub audit set TABLE --budget N`: the work budget of a registered table's later
+    decisions (units of work: solves + solver nodes). Logged as an "audit-set" row; the knowledge
+    is unchanged. `budget` is the command line's text: a positive whole number, nothing else."""
+    if not budget.isascii() or not budget.isdigit() or not valid_budget(int(budget)):
+        raise SpecError(f"--budget {budget!r}: must be a positive whole number (units of work per decision)")
+    store = Store(state)
+    with store.audit_session(table) as session:
+        was = legacy_budget(session["knowledge"])
+        session["knowledge"] = {k: v for k, v in session["knowledge"].items() if k != "time_budget"}
+        session["knowledge"]["budget"] = int(budget)
+        session["log"] = [
+            {
+                "actor": actor,
+                "action": "audit-set",
+                "response": "set",
+                "flow_run_id": None,
+                "detail": {"budget": int(budget), "was": was},
+            }
+        ]
+    return {"table": table, "budget": int(budget), "was": was}
+
+
 def decide_batch(state: str, queries: list[dict], actor: str, table: str | None, run_id: str | None) -> list[dict]:
     """A batch of concurrent queries decided as one (Algorithm 5); a batch with a refused query
     is refused whole (nothing decided), each refused query still logged."""
@@ -197,17 +287,16 @@ def decide_batch(state: str, queries: list[dict], actor: str, table: str | None,
     refused: list[str] = []
     with store.audit_session(name) as session:
         spec, auditor = open_session(session)
-        batch = []
+        batch, selections = [], []
         for i, q in enumerate(queries):
             try:
-                batch.append(
-                    (q.get("id") or f"b{i + 1}", select_ids(auditor.population, q["where"], spec.dataset.person_id))
-                )
+                selections.append(auditor.select(q["where"]))
+                batch.append((q.get("id") or f"b{i + 1}", selections[-1].ids))
             except ValueError as exc:
                 refused.append(f"query {i + 1}: {exc}")
                 session["log"].append(refused_entry(q["where"], q.get("as") or actor, str(exc), run_id))
         if not refused:  # decided as one
-            decisions = ask_batch(auditor, batch)
+            decisions = [s.annotate(d) for s, d in zip(selections, ask_batch(auditor, batch))]
             session["knowledge"] = auditor.to_state()
             session["log"] = [
                 log_entry(d, q["where"], q.get("as") or actor, run_id) for d, q in zip(decisions, queries)

@@ -12,6 +12,7 @@
     privpub report RELEASE_ID          (re)write and show the HTML report of a release
     privpub demo                       publish a release of the embedded sample data
     privpub audit init|ask|batch|log [--summary]   the online auditor (l-uncertainty)
+    privpub audit set TABLE --budget N  a registered table's work budget per decision (logged)
     privpub server start|stop|status   the release service (Prefect server, UI, deployments)
 
 Exit status 0 on success; on failure one line `privpub: error: ...` and status 1.
@@ -443,6 +444,9 @@ def cmd_audit(args) -> int:
         print(json.dumps({"registered": name, "state": str(spec.state_path.resolve()), **audit.audit_settings(spec)}))
         return 0
     state = _state_path(args)
+    if args.audit_command == "set":
+        print(json.dumps(audit.set_budget(state, args.table, args.budget, actor)))
+        return 0
     if args.audit_command == "ask":
         print(json.dumps(audit.ask(state, args.where, actor, args.table), default=str))
         return 0
@@ -675,6 +679,12 @@ def build_parser() -> argparse.ArgumentParser:
         a.add_argument("--state", help=f"the state file (default ./{DEFAULT_STATE})")
         a.add_argument("--spec", help="take the state file from this spec")
         a.add_argument("--table", help="which registered table, when there are several")
+    a = audit_sub.add_parser("set", help="change a registered table's settings (logged): its work budget")
+    a.add_argument("table", help="the registered table (its dataset name)")
+    a.add_argument("--budget", required=True, help="units of work (solves + solver nodes) per decision, > 0")
+    a.add_argument("--as", dest="actor", help="who changes it (audit log); default: the OS user")
+    a.add_argument("--state", help=f"the state file (default ./{DEFAULT_STATE})")
+    a.add_argument("--spec", help="take the state file from this spec")
     sp.set_defaults(func=cmd_audit)
 
     sp = sub.add_parser("demo", help="publish a release of the embedded census sample")

@@ -19,7 +19,8 @@ from privpub.schemas.errors import SpecError
 # Optional sections beside the modelled ones, with the keys each accepts (read by spec.section()).
 EXTRA_SECTIONS: dict[str, tuple[str, ...]] = {
     "evaluate": ("workload_seed",),
-    "audit": ("l", "budget", "time_budget", "strategy"),
+    # time_budget: listed so that flows/audit.py refuses it with its own line (budgets are counts now)
+    "audit": ("l", "budget", "time_budget", "strategy", "grid", "min_cell", "snap"),
     "series": ("composition", "transient", "l", "keep_groups"),  # tasks/compose/check.py
     "risk": (
         "threshold",

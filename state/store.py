@@ -892,7 +892,8 @@ class Store:
     def audit_session(self, name: str) -> Iterator[dict[str, Any]]:
         """Exclusive access to one registered table's knowledge. The caller decides and fills
         session["knowledge"] and session["log"]; both are committed in one transaction on exit,
-        so a decision is remembered exactly when it is logged (and before it is shown)."""
+        so a decision is remembered exactly when it is logged (and before it is shown). A log
+        entry's "action" is "audit-query" unless it says otherwise (`audit set`: "audit-set")."""
         with self.write() as con:
             row = con.execute("SELECT spec, fingerprint, knowledge FROM audit_tables WHERE name = ?", [name]).fetchone()
             if row is None:
@@ -903,15 +904,16 @@ class Store:
             yield session
             con.execute("BEGIN TRANSACTION")
             try:
+                queries = sum(entry.get("action", "audit-query") == "audit-query" for entry in session["log"])
                 con.execute(
                     "UPDATE audit_tables SET knowledge = ?, decisions = decisions + ?, updated_at = ? WHERE name = ?",
-                    [json.dumps(session["knowledge"]), len(session["log"]), _now(), name],
+                    [json.dumps(session["knowledge"]), queries, _now(), name],
                 )
                 for entry in session["log"]:
                     self._log(
                         con,
                         entry["actor"],
-                        "audit-query",
+                        entry.get("action", "audit-query"),
                         name,
                         entry["response"],
                         entry.get("flow_run_id"),

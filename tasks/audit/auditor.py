@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TypedDict
 
 import pandas as pd
 
+from privpub.tasks.audit import reasons
 from privpub.tasks.audit.decide import (
     Answer,
     DeltaReport,
@@ -25,13 +26,31 @@ from privpub.tasks.audit.decide import (
     materialize,
     restricted,
 )
+from privpub.tasks.audit.grid import Grid
 from privpub.tasks.audit.knowledge import Denial, Knowledge, Universe, plain, sort_values
 from privpub.tasks.audit.program import BudgetExceeded, Constraint, Work
 from privpub.tasks.audit.query import select_ids
+from privpub.tasks.audit.snap import snap
 
 STATE_FORMAT = "privpub.audit/1"
 STRATEGIES = ("simulatable", "delay", "joint")
 SecretReader = Callable[[Sequence[Hashable]], Sequence[Hashable]]
+# units of work per decision when the steward sets none (`[audit] budget`; tests/benchmarks/bench_audit.py)
+DEFAULT_BUDGET = 150
+
+
+def budget_reason(budget: int | None, err: BudgetExceeded) -> str:
+    """The reason of a budget denial (one sentence; `err` says which work ran out)."""
+    return reasons.budget(budget, str(err))
+
+
+def legacy_budget(state: dict) -> int | None:
+    """The budget of a saved state. States written before budgets were counts of work may carry a
+    wall-clock `time_budget`: it is ignored, and when it was the only limit (no `budget`), the
+    default count budget takes its place, so that a decision still cannot run unbounded."""
+    if state["budget"] is None and state.get("time_budget") is not None:
+        return DEFAULT_BUDGET
+    return state["budget"]
 
 
 class DecisionStats(TypedDict):
@@ -39,6 +58,7 @@ class DecisionStats(TypedDict):
 
     floor_delta: int | None
     solves: int
+    work: int
     possible_answers: int | None
     unsafe_answers: int | None
 
@@ -49,18 +69,23 @@ class Decision:
     response: str  # answer | negative-denial | positive-denial | delayed
     ids: tuple = ()  # the selected people, for an answer
     values: tuple = ()  # their sorted sensitive values, for an answer
+    counts: tuple = ()  # (value, count) per value held by the selected people, for an answer
     reason: str = ""
     budget_hit: bool = False
     joint: tuple = ()  # ids of the queries decided together with this one (joint strategy)
     floor_delta: int | None = None  # floor(Delta) when computed (None: Delta empty or unknown)
     possible_answers: int | None = None  # how many answers the adversary considers possible
     unsafe_answers: int | None = None
-    solves: int = 0  # integer programs this decision needed
+    predicate: str | None = None  # with a grid: the grid-aligned predicate actually decided
+    widened: int = 0  # with a grid: how many more people it selects than the query asked
+    solves: int = 0  # solves (LP relaxations, LP bounds, integer programs) this decision needed
+    work: int = 0  # units of work it spent: solves + branch-and-bound nodes (what `budget` counts)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["ids"] = [plain(i) for i in self.ids]
         d["values"] = [plain(v) for v in self.values]
+        d["counts"] = {str(plain(v)): int(t) for v, t in self.counts}  # JSON keys are text
         d["joint"] = list(self.joint)
         return d
 
@@ -68,6 +93,23 @@ class Decision:
 def secret_from_mapping(mapping: Mapping[Hashable, Hashable]) -> SecretReader:
     """A secret reader over an in-memory id -> value mapping."""
     return lambda ids: [mapping[i] for i in ids]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The people a predicate selects; with a grid, the grid-aligned predicate that selects them
+    and how many more people that is than the predicate as asked."""
+
+    ids: tuple
+    predicate: str | None = None
+    widened: int = 0
+
+    def annotate(self, decision: Decision) -> Decision:
+        """The decision with the predicate it was decided for (and, when widened, the reason says so)."""
+        if self.predicate is None:
+            return decision
+        reason = reasons.snapped(decision.reason, self.predicate, self.widened) if self.widened else decision.reason
+        return replace(decision, predicate=self.predicate, widened=self.widened, reason=reason)
 
 
 @dataclass
@@ -83,9 +125,14 @@ class Auditor:
     sensitive_values: the public multiset of sensitive values (closed world), or with
         open_world=True the public domain of values.
     secret: reads the real values of the given ids; consulted only after the simulatable check.
-    budget: maximal number of integer programs one decision may solve; beyond it the query is
-        denied without reading the secret (a simulatable denial is always safe).
-    time_budget: maximal wall-clock seconds of one decision's simulatable stage, same denial.
+    budget: maximal units of work (solves and branch-and-bound nodes, program.Work) of one
+        decision's simulatable stage; beyond it the query is denied without reading the secret
+        (a simulatable denial is always safe). A count, never a duration: decisions do not
+        depend on the machine or its load.
+    grid: a public query grid (grid.py, built from the public QI table alone); with it a
+        predicate is widened outward to the grid (`snap=True`) or refused when off the grid
+        (`snap=False`). Without one, predicates are decided as written. The grid applies to
+        predicates (`ask_where`, `select`); `ask(ids)` decides the given set as it is.
     """
 
     def __init__(
@@ -100,7 +147,8 @@ class Auditor:
         strategy: str = "simulatable",
         open_world: bool = False,
         max_joint: int = 3,
-        time_budget: float | None = None,
+        grid: Grid | None = None,
+        snap: bool = True,
     ):
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}")
@@ -114,12 +162,15 @@ class Auditor:
         values = [plain(v) for v in sensitive_values]
         self.universe = Universe.open(people, values) if open_world else Universe.closed(people, values)
         self.l = l
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
+            raise ValueError("budget must be a positive whole number of units of work")
         self.budget = budget
-        if time_budget is not None and not time_budget > 0:
-            raise ValueError("time_budget must be a positive number of seconds")
-        self.time_budget = time_budget
         self.strategy = strategy
         self.max_joint = max_joint
+        if grid is not None and not set(grid.columns) <= set(map(str, self.population.columns)) - {self.id_column}:
+            raise ValueError("the grid's columns must be public QI columns of the population")
+        self.grid = grid
+        self.snap = snap
         self.knowledge = Knowledge(self.universe)
         self.pool: list[Pending] = []  # delayed queries (delay) / waiting pool (joint)
         self.resolved: list[Decision] = []  # decisions on pooled queries, oldest first
@@ -127,8 +178,8 @@ class Auditor:
         self._counter = 0
 
     def new_work(self) -> Work:
-        """The solve and time budgets of one simulatable check."""
-        return Work(self.budget, self.time_budget)
+        """The work budget of one simulatable check."""
+        return Work(self.budget)
 
     # -- asking ----------------------------------------------------------------------------------
     def ask(self, ids: Iterable[Hashable], query_id: str | None = None) -> Decision:
@@ -141,8 +192,28 @@ class Auditor:
         return decision
 
     def ask_where(self, predicate: str, query_id: str | None = None) -> Decision:
-        """Decide the query selecting the people whose public QI values satisfy a SQL predicate."""
-        return self.ask(select_ids(self.population, predicate, self.id_column), query_id)
+        """Decide the query selecting the people whose public QI values satisfy a SQL predicate
+        (with a grid: widened to it, see `select`)."""
+        selection = self.select(predicate)
+        return selection.annotate(self.ask(selection.ids, query_id))
+
+    def select(self, predicate: str) -> Selection:
+        """The people a predicate selects (ValueError with one line when it is not allowed). With
+        a grid and `snap`, widened outward to the grid; with `snap=False`, an off-grid predicate
+        is refused naming the grid-aligned predicate nearest to it (its outward widening)."""
+        ids = select_ids(self.population, predicate, self.id_column)
+        if self.grid is None:
+            return Selection(tuple(ids))
+        columns = [str(c) for c in self.population.columns if c != self.id_column]
+        snapped = snap(self.population, predicate, self.grid, columns)
+        wide = [plain(i) for i in self.population[self.id_column][snapped.selected].tolist()]
+        extra = len(wide) - len(ids)
+        if extra and not self.snap:
+            raise ValueError(
+                f"off-grid query: this table answers queries aligned to its public grid; the nearest "
+                f"grid-aligned query is {snapped.predicate}"
+            )
+        return Selection(tuple(wide), snapped.predicate, extra)
 
     def take_resolved(self) -> list[Decision]:
         """Decisions reached on earlier delayed / pooled queries since the last call."""
@@ -174,25 +245,23 @@ class Auditor:
             return Decision(
                 query_id,
                 "negative-denial",
-                reason=(f"work budget hit ({err}); denied without reading the secret table"),
+                reason=budget_reason(self.budget, err),
                 budget_hit=True,
                 solves=work.solves,
+                work=work.used,
             )
         stats = DecisionStats(
             floor_delta=report.floor(),
             solves=work.solves,
+            work=work.used,
             possible_answers=None if report.answers is None else len(report.answers),
             unsafe_answers=None if report.everything or report.implicit else len(report.unsafe),
         )
         if not report.is_safe_query(self.l):
-            why = (
-                f"denying could narrow a person to {report.floor()} value(s) < l={self.l} "
-                f"across the {len(report.unsafe)} unsafe answer(s); decided without the secret"
-            )
             if self.strategy == "simulatable":
-                return Decision(query_id, "negative-denial", reason=why, **stats)
+                return Decision(query_id, "negative-denial", reason=reasons.negative(self.l), **stats)
             self.pool.append(Pending(query_id, ids))
-            return Decision(query_id, "delayed", reason=why + "; waiting for more knowledge", **stats)
+            return Decision(query_id, "delayed", reason=reasons.delayed(self.l), **stats)
         return self._consult(query_id, ids, sets, report, stats)
 
     def _consult(
@@ -205,7 +274,7 @@ class Auditor:
             return Decision(
                 query_id,
                 "positive-denial",
-                reason=("every possible answer is unsafe (" + report.shortcut + "); knowledge unchanged"),
+                reason=reasons.structural(self.l),
                 joint=joint,
                 **stats,
             )
@@ -220,10 +289,7 @@ class Auditor:
                 return Decision(
                     query_id,
                     "positive-denial",
-                    reason=(
-                        "the real answer is unsafe; the adversary learns the table is among the unsafe "
-                        f"answers, where everyone keeps >= {self.l} values"
-                    ),
+                    reason=reasons.positive(self.l),
                     joint=joint,
                     **stats,
                 )
@@ -234,10 +300,7 @@ class Auditor:
             return Decision(
                 query_id,
                 "positive-denial",
-                reason=(
-                    f"the real answer is unsafe; the adversary learns the table is among the "
-                    f"{len(report.unsafe)} unsafe answer(s), where everyone keeps >= {self.l} values"
-                ),
+                reason=reasons.positive(self.l),
                 joint=joint,
                 **stats,
             )
@@ -247,10 +310,15 @@ class Auditor:
             "answer",
             ids=ids,
             values=tuple(self.universe.multiset(answer[0])),
-            reason="safe to read the secret table and the real answer keeps l-uncertainty",
+            counts=self._counts(answer[0]),
+            reason=reasons.answered(self.l),
             joint=joint,
             **stats,
         )
+
+    def _counts(self, counts: Sequence[int]) -> tuple:
+        """(value, how many of the selected people hold it) for every value held, in value order."""
+        return tuple((v, int(t)) for v, t in zip(self.universe.values, counts) if t)
 
     def _with_answer(self, sets, answer: Answer, report: DeltaReport) -> Knowledge:
         if report.answers is not None:
@@ -290,6 +358,7 @@ class Auditor:
                 stats = DecisionStats(
                     floor_delta=None,
                     solves=work.solves,
+                    work=work.used,
                     unsafe_answers=0,
                     possible_answers=None if report.answers is None else len(report.answers),
                 )
@@ -328,17 +397,18 @@ class Auditor:
                     continue
                 if not report.is_safe_query(self.l):
                     continue
-                self._decide_group(group, sets, report, work.solves)
+                self._decide_group(group, sets, report, work)
                 return True
         return False
 
-    def _decide_group(self, group, sets, report: DeltaReport, solves: int) -> None:
+    def _decide_group(self, group, sets, report: DeltaReport, work: Work) -> None:
         for p in group:
             self.pool.remove(p)
         names = tuple(p.query_id for p in group)
         stats = DecisionStats(
             floor_delta=report.floor(),
-            solves=solves,
+            solves=work.solves,
+            work=work.used,
             possible_answers=None if report.answers is None else len(report.answers),
             unsafe_answers=None if report.everything or report.implicit else len(report.unsafe),
         )
@@ -354,7 +424,7 @@ class Auditor:
                         p.query_id,
                         "positive-denial",
                         joint=names,
-                        reason=("denied together: some answer of the joint group is unsafe"),
+                        reason=reasons.joint_denied(self.l, names),
                         **stats,
                     )
                 )
@@ -368,7 +438,8 @@ class Auditor:
                     ids=p.ids,
                     joint=names,
                     values=tuple(self.universe.multiset(counts)),
-                    reason="answered together with its joint group",
+                    counts=self._counts(counts),
+                    reason=reasons.joint_answered(self.l, names),
                     **stats,
                 )
             )
@@ -380,9 +451,10 @@ class Auditor:
             "format": STATE_FORMAT,
             "l": self.l,
             "budget": self.budget,
-            "time_budget": self.time_budget,
             "strategy": self.strategy,
             "max_joint": self.max_joint,
+            "grid": None if self.grid is None else self.grid.to_state(),
+            "snap": self.snap,
             "universe": self.universe.fingerprint(),
             "knowledge": self.knowledge.to_state(),
             "pool": [{"query_id": p.query_id, "ids": [plain(i) for i in p.ids]} for p in self.pool],
@@ -409,11 +481,12 @@ class Auditor:
             state["l"],
             secret,
             id_column=id_column,
-            budget=state["budget"],
+            budget=legacy_budget(state),
             strategy=state["strategy"],
             open_world=open_world,
             max_joint=state["max_joint"],
-            time_budget=state.get("time_budget"),
+            grid=Grid.from_state(state["grid"]) if state.get("grid") else None,  # older states: none
+            snap=state.get("snap", True),
         )
         if auditor.universe.fingerprint() != state["universe"]:
             raise ValueError("the population or the sensitive values differ from the saved state")

@@ -21,7 +21,8 @@ import copy
 import itertools
 from collections.abc import Hashable, Iterable, Sequence
 
-from privpub.tasks.audit.auditor import Auditor, Decision, DecisionStats
+from privpub.tasks.audit import reasons
+from privpub.tasks.audit.auditor import Auditor, Decision, DecisionStats, budget_reason
 from privpub.tasks.audit.decide import compute_delta
 from privpub.tasks.audit.knowledge import Knowledge, plain, sort_values
 from privpub.tasks.audit.program import BudgetExceeded
@@ -59,12 +60,14 @@ def _rounds(auditor: Auditor, batch) -> dict[str, Decision]:
                     "negative-denial",
                     budget_hit=True,
                     solves=work.solves,
-                    reason=f"work budget hit ({err}); denied without the secret",
+                    work=work.used,
+                    reason=budget_reason(auditor.budget, err),
                 )
                 continue
             stats = DecisionStats(
                 floor_delta=report.floor(),
                 solves=work.solves,
+                work=work.used,
                 possible_answers=None if report.answers is None else len(report.answers),
                 unsafe_answers=None if report.everything or report.implicit else len(report.unsafe),
             )
@@ -73,10 +76,7 @@ def _rounds(auditor: Auditor, batch) -> dict[str, Decision]:
                     qid,
                     "negative-denial",
                     **stats,
-                    reason=(
-                        f"denying could narrow a person to {report.floor()} value(s) < l={auditor.l}, "
-                        f"also after the other queries of the batch were decided"
-                    ),
+                    reason=reasons.batch_negative(auditor.l),
                 )
                 continue
             decided[qid] = auditor._consult(qid, ids, sets, report, stats)

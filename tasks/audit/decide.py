@@ -114,9 +114,10 @@ def compute_delta(
             shortcut="a group of fewer than l people is determined by any answer",
         )
     # Routes 2 and 3 list the low-diversity answers: one restricted listing per choice of l - 1
-    # values, C(values, l - 1) of them (1,225 for 50 values and l = 3). When that is more than one
-    # per value, route 4 goes first: it needs a few of those regions, not all of them.
-    witness_first = math.comb(len(g.universe.values), max(l - 1, 0)) > len(g.universe.values)
+    # values, C(values, l - 1) of them (1,225 for 50 values and l = 3). When the choices that can
+    # fill the query at all are more than one per value, route 4 goes first: it needs a few of
+    # those regions, not all of them.
+    witness_first = low_diversity_listings(g, sets, l, limit=len(g.universe.values)) > len(g.universe.values)
     if need is not None and witness and witness_first:
         report = witness_report(g, sets, l, work, need)
         if report is not None:
@@ -140,6 +141,28 @@ def compute_delta(
         if report is not None:
             return report
     return listed_delta(g, sets, l, work, need)
+
+
+def low_diversity_listings(g: Knowledge, sets: list[frozenset[int]], l: int, limit: int) -> int:
+    """How many restricted listings routes 2-3 would solve for the query's low-diversity answers:
+    the (branch, set, l - 1 values) choices `can_fill` does not rule out without a solve (counting
+    stops above `limit`). It orders the routes only (every route is exact): C(values, l - 1) can be
+    1,225, but on queries aligned to a grid of large cells most choices cannot fill the query and
+    cost nothing, so routes 2-3 go first when few are left (issue 31)."""
+    n_values = len(g.universe.values)
+    if math.comb(n_values, max(l - 1, 0)) <= limit:  # no more than the values: nothing to count
+        return math.comb(n_values, max(l - 1, 0))
+    count = 0
+    for branch in g.branches:
+        prog = g.program(branch, sets)
+        for i in range(len(sets)):
+            inside = np.flatnonzero(prog.cell_inside_open[i])
+            usable = [v for v in range(n_values) if len(prog.answer_vars[i][v])]
+            for chosen in itertools.combinations(usable, min(l - 1, len(usable))):
+                count += can_fill(prog, inside, list(chosen))
+                if count > limit:
+                    return count
+    return count
 
 
 def witness_report(g, sets, l, work, need) -> DeltaReport | None:

@@ -19,7 +19,6 @@ enumerates instances.
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -31,63 +30,63 @@ from scipy.sparse import csr_array
 
 
 class BudgetExceeded(Exception):
-    """Raised when a decision needs more integer-program solves or more time than configured."""
+    """Raised when a decision needs more work than its budget (a count, never a duration)."""
 
 
 class Work:
-    """Counts integer-program solves for one decision and enforces the solve and time budgets.
+    """Counts the work of one decision and enforces its budget.
 
-    The time budget is wall-clock seconds from the creation of this object. Running out of it
-    depends on (G, q) and on the machine, never on the secret table, so a denial it causes is
-    simulatable like any other budget denial.
+    A unit of work is one solve (an LP relaxation, an LP bound or an integer program) or one
+    branch-and-bound node an integer program explored (HiGHS's node count). Both counts are
+    functions of the program alone, so a budget denial depends on (G, q) and the budget only:
+    the same history and query give the same decision on any machine under any load, and never
+    on the secret table (which is read only after the check), so the denial is simulatable.
+    Each integer program runs with HiGHS's node limit set to the units left; a solver stopped by
+    it proves nothing and is a budget denial, never read as "infeasible".
     """
 
-    def __init__(self, budget: int | None = None, time_budget: float | None = None):
+    def __init__(self, budget: int | None = None):
         self.budget = budget
-        self.time_budget = time_budget
-        self.deadline = None if time_budget is None else time.monotonic() + time_budget
         self.solves = 0
-        self.solve_seconds = 0.0
+        self.nodes = 0
         self._lp_models: dict[int, tuple] = {}  # see upper_bound
 
-    def expect(self, solves: int) -> None:
-        """Deny now when `solves` more integer programs, at the mean time of those solved so far,
-        cannot fit in the time left (saves running into the time budget the slow way)."""
-        if not self.solves:
-            return
-        left = self.remaining()  # None: no deadline
-        if left is not None and solves * self.solve_seconds / self.solves > left:
-            raise BudgetExceeded(
-                f"about {solves} more integer programs needed, more than {self.time_budget:g} s allows"
-            )
+    @property
+    def used(self) -> int:
+        """Units of work spent so far (solves + branch-and-bound nodes)."""
+        return self.solves + self.nodes
 
-    def remaining(self) -> float | None:
-        """Seconds left (raises BudgetExceeded when none are)."""
-        if self.deadline is None:
-            return None
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise BudgetExceeded(f"more than {self.time_budget:g} s needed")
-        return left
+    def left(self) -> int | None:
+        """Units left (None: no budget)."""
+        return None if self.budget is None else self.budget - self.used
 
-    def charge(self) -> None:
-        self.solves += 1
-        if self.budget is not None and self.solves > self.budget:
-            raise BudgetExceeded(f"more than {self.budget} integer programs needed")
-        self.remaining()
+    def expect(self, units: int) -> None:
+        """Deny now when at least `units` more units are certainly needed and the budget cannot
+        hold them: the same denial the work would reach later, reached without the work."""
+        left = self.left()
+        if left is not None and units > left:
+            raise BudgetExceeded(f"at least {units} more solves needed, {left} left")
+
+    def charge(self, solves: int = 1, nodes: int = 0) -> None:
+        """Solves (and the branch-and-bound nodes they explored) spent."""
+        self.solves += solves
+        self.nodes += nodes
+        if self.budget is not None and self.used > self.budget:
+            raise BudgetExceeded(f"more than {self.budget} units of work needed")
 
     def run(self, c, **kw):
-        """One MILP under the remaining time. A solver stopped by its time limit proves nothing,
-        so it is a budget denial, never read as 'infeasible'."""
+        """One MILP (or its LP relaxation when no integrality is given), its nodes limited to the
+        units left after this solve (HiGHS stops *at* its node limit, even on a tree that the
+        last node would have closed, hence the limit one above what may be charged)."""
         self.charge()
-        left = self.remaining()
-        if left is not None:
-            kw["options"] = {"time_limit": left}
-        t0 = time.monotonic()
+        left = self.left()
+        if left is not None and kw.get("integrality") is not None:
+            kw["options"] = {"node_limit": left + 1}
         res = milp(c, **kw)
-        self.solve_seconds += time.monotonic() - t0
-        if res.status in (1, 4):  # time/iteration limit or solver trouble: undecided
+        if res.status in (1, 4):  # node/iteration limit or solver trouble: undecided
             raise BudgetExceeded(f"the integer-program solver stopped early ({res.message})")
+        if kw.get("integrality") is not None:
+            self.charge(0, int(res.mip_node_count or 0))
         return res
 
     def upper_bound(self, f: np.ndarray, a, b: np.ndarray, upper: np.ndarray) -> int:
@@ -98,15 +97,10 @@ class Work:
         objectives), rounded to multiples of 2^-20 so that the bound is computed in exact integer
         arithmetic; a poor y only loosens the bound, never invalidates it."""
         self.charge()
-        left = self.remaining()
-        t0 = time.monotonic()
         model = self._lp_model(a, b, upper)
-        # HiGHS's time limit counts the model's run time over all its runs
-        model.setOptionValue("time_limit", np.inf if left is None else model.getRunTime() + left)
         model.changeColsCost(len(f), np.arange(len(f), dtype=np.int32), np.asarray(f, dtype=float))
         model.run()
         status = model.getModelStatus()
-        self.solve_seconds += time.monotonic() - t0
         if status == highspy.HighsModelStatus.kInfeasible:  # G itself has no point
             return 0
         if status != highspy.HighsModelStatus.kOptimal:

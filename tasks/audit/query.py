@@ -48,6 +48,11 @@ GRAMMAR = "literals, comparisons, BETWEEN, IN, AND / OR / NOT and arithmetic"
 
 def checked_predicate(predicate: str, columns: list[str]) -> str:
     """The predicate as SQL written from its parse tree, or ValueError naming what is not allowed."""
+    return parsed_predicate(predicate, columns).sql(dialect="duckdb")
+
+
+def parsed_predicate(predicate: str, columns: list[str]) -> exp.Expr:
+    """The predicate's checked parse tree, or ValueError naming what is not allowed."""
     allowed = f"a predicate is made of the public columns ({', '.join(columns)}), {GRAMMAR}"
     try:
         trees = [t for t in sqlglot.parse(predicate, dialect="duckdb") if t is not None]
@@ -61,7 +66,22 @@ def checked_predicate(predicate: str, columns: list[str]) -> str:
             raise ValueError(f"bad predicate: {node.key.upper()} is not allowed; {allowed}")
         if isinstance(node, exp.Column) and (node.table or node.name not in columns):
             raise ValueError(f"bad predicate: {node.sql(dialect='duckdb')} is not a public column; {allowed}")
-    return tree.sql(dialect="duckdb")
+    return tree
+
+
+def column_kinds(population: pd.DataFrame, columns: list[str]) -> str:
+    """'age: number, sex: text': what each public column holds, for a type error's message."""
+
+    def kind(dtype) -> str:
+        if pd.api.types.is_bool_dtype(dtype):
+            return "true/false"
+        if pd.api.types.is_numeric_dtype(dtype):
+            return "number"
+        if pd.api.types.is_datetime64_any_dtype(dtype):
+            return "date"
+        return "text"
+
+    return ", ".join(f"{c}: {kind(population[c].dtype)}" for c in columns)
 
 
 def select_ids(population: pd.DataFrame, predicate: str, id_column: str) -> list:
@@ -73,9 +93,10 @@ def select_ids(population: pd.DataFrame, predicate: str, id_column: str) -> list
         con.register("population", population)
         con.execute("SET enable_external_access = false")
         rows = con.execute(f'SELECT "{id_column}" FROM population WHERE {sql}').fetchall()
-    except duckdb.Error as err:  # e.g. a text compared with a number: the engine's text may quote a cell
+    except duckdb.Error:  # e.g. a text compared with a number: the engine's text may quote a cell
         raise ValueError(
-            f"bad predicate: it cannot be evaluated over the public columns ({type(err).__name__})"
+            f"bad predicate: compare each public column with a value of its type ({column_kinds(population, columns)}); "
+            f"it cannot be evaluated over the public columns ({', '.join(columns)})"
         ) from None
     finally:
         con.close()

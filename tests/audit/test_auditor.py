@@ -78,18 +78,20 @@ def test_decision_is_json_serialisable():
     assert json.loads(json.dumps(d))["values"] == ["cancer", "cancer", "flu"]
 
 
-def test_time_budget_denies_without_reading_the_secret_and_is_kept_in_the_state():
+def test_count_budget_denies_without_reading_the_secret_and_is_kept_in_the_state():
+    """(Was the wall-clock time_budget test: budgets are counts of work now.)"""
     spy = Spy(T12)
-    auditor = Auditor(population(T12), list(T12.values()), 2, spy, time_budget=1e-9)
-    decision = auditor.ask(Q2)  # no integer program fits in a nanosecond
+    auditor = Auditor(population(T12), list(T12.values()), 2, spy, budget=1)
+    decision = auditor.ask(FIVE)  # needs 9 solves
     assert decision.response == "negative-denial" and decision.budget_hit
     assert "budget" in decision.reason and spy.reads == []
     assert auditor.knowledge.branches == [()]
     state = json.loads(json.dumps(auditor.to_state()))
-    assert state["time_budget"] == 1e-9
-    assert Auditor.from_state(state, population(T12), list(T12.values())).time_budget == 1e-9
-    with pytest.raises(ValueError, match="time_budget"):
-        Auditor(population(T12), list(T12.values()), 2, time_budget=0)
+    assert state["budget"] == 1 and "time_budget" not in state
+    assert Auditor.from_state(state, population(T12), list(T12.values())).budget == 1
+    for bad in (0, -1, True, 1.5, "3"):
+        with pytest.raises(ValueError, match="budget"):
+            Auditor(population(T12), list(T12.values()), 2, budget=bad)
 
 
 @pytest.mark.parametrize(

@@ -5,11 +5,14 @@ values with uneven counts, 200 random range queries over age (30% also over regi
 Workload "wide": 5,000 people, 50 values, every query a box over both QIs, l = 3.
 Workload "intervals": the narrow one with every query a range over age only (issue 16's blocked
 note: the one shape where an exact LP test of pinning might exist).
-Prints decisions per second, the share answered / denied / budget-denied and latency
-percentiles.
+Prints the share answered / denied / budget-denied and latency percentiles; with `--grid auto`
+the queries are snapped to a public grid (every cell >= --min-cell people, issue 31) and the
+same queries are also decided unsnapped beside it (unless --no-baseline), with the median
+widening (extra people per snapped query; relative to the asked selection for answered ones).
 
     flock /tmp/privpub-bench.lock .venv/bin/python -m tests.benchmarks.bench_audit \
-        [--workload narrow|wide|intervals] [--budget N] [--time-budget SECONDS] [--l L] [--queries Q]
+        [--workload narrow|wide|intervals] [--budget N] [--l L] [--queries Q]
+        [--grid auto [--min-cell N] [--no-baseline | --baseline-queries N]]
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ import time
 import numpy as np
 import pandas as pd
 
-from privpub.tasks.audit import Auditor
+from privpub.tasks.audit import DEFAULT_BUDGET, Auditor
+from privpub.tasks.audit.grid import DEFAULT_MIN_CELL, auto_grid
 
 
 def make_population(rng: np.random.Generator, n: int, n_values: int):
@@ -56,6 +60,52 @@ def make_queries(rng: np.random.Generator, k: int, with_region: float = 0.3) -> 
     return out
 
 
+def run(args, people, secret, queries, grid) -> dict:
+    """Decide the queries in order on a fresh auditor; figures of the run."""
+    auditor = Auditor(
+        people,
+        list(secret.values()),
+        args.l,
+        lambda ids: [secret[i] for i in ids],
+        id_column="pid",
+        budget=args.budget,
+        grid=grid,
+    )
+    latencies, kinds, widened, relative = [], [], [], []
+    start, cpu_start = time.perf_counter(), time.process_time()
+    for predicate in queries:
+        t0 = time.perf_counter()
+        d = auditor.ask_where(predicate)
+        latencies.append(time.perf_counter() - t0)
+        kinds.append("budget-denied" if d.budget_hit else d.response)
+        if grid is not None:
+            asked = len(d.ids) - d.widened if d.response == "answer" else None
+            widened.append(d.widened)
+            if asked:
+                relative.append(d.widened / asked)
+        if args.verbose:
+            print(
+                f"{len(kinds):4d} {latencies[-1]:7.3f}s {kinds[-1]:16s} work={d.work:5d} +{d.widened:4d} {predicate}"
+                f"  [{d.reason[:60]}]",
+                flush=True,
+            )
+    lat = np.array(latencies)
+    return {
+        "wall": time.perf_counter() - start,
+        "cpu": time.process_time() - cpu_start,
+        "p50": float(np.percentile(lat, 50)),
+        "p95": float(np.percentile(lat, 95)),
+        "max": float(lat.max()),
+        "shares": {k: kinds.count(k) / len(kinds) for k in KINDS},
+        "widened": float(np.median(widened)) if widened else None,
+        "relative": float(np.median(relative)) if relative else None,
+        "implicit": auditor.knowledge.denial is not None,
+    }
+
+
+KINDS = ["answer", "negative-denial", "positive-denial", "budget-denied"]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workload", choices=sorted(WORKLOADS), default="narrow")
@@ -63,9 +113,12 @@ def main() -> None:
     ap.add_argument("--values", type=int, help="default: the workload's")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--l", type=int, help="default: the workload's")
-    ap.add_argument("--budget", type=int, default=150)
+    ap.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="units of work per decision")
+    ap.add_argument("--grid", choices=["none", "auto"], default="none", help="auto: snap queries to a public grid")
+    ap.add_argument("--min-cell", type=int, default=DEFAULT_MIN_CELL, help="people per grid cell (--grid auto)")
+    ap.add_argument("--no-baseline", action="store_true", help="--grid auto: skip the unsnapped run beside it")
     ap.add_argument(
-        "--time-budget", type=float, default=0.8, help="seconds per decision's simulatable stage (<= 0: none)"
+        "--baseline-queries", type=int, help="--grid auto: the unsnapped run on the first N queries only (it is slow)"
     )
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--verbose", action="store_true")
@@ -77,47 +130,40 @@ def main() -> None:
 
     rng = np.random.default_rng(args.seed)
     people, secret = make_population(rng, args.people, args.values)
-    auditor = Auditor(
-        people,
-        list(secret.values()),
-        args.l,
-        lambda ids: [secret[i] for i in ids],
-        id_column="pid",
-        budget=args.budget,
-        time_budget=args.time_budget if args.time_budget > 0 else None,
-    )
-    latencies, kinds = [], []
-    start, cpu_start = time.perf_counter(), time.process_time()
-    for predicate in make_queries(rng, args.queries, with_region):
-        t0 = time.perf_counter()
-        d = auditor.ask_where(predicate)
-        latencies.append(time.perf_counter() - t0)
-        kinds.append("budget-denied" if d.budget_hit else d.response)
-        if args.verbose:
-            print(
-                f"{len(kinds):4d} {latencies[-1]:7.3f}s {kinds[-1]:16s} solves={d.solves:5d} {predicate}"
-                f"  [{d.reason[:60]}]",
-                flush=True,
-            )
-    total, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    lat = np.array(latencies)
+    queries = make_queries(rng, args.queries, with_region)
     print(
         f"workload={args.workload} people={args.people} values={args.values} queries={args.queries} l={args.l} "
-        f"budget={args.budget} integer programs/decision time_budget={args.time_budget}s"
+        f"budget={args.budget} units of work/decision"
     )
-    print(f"wall={total:.1f}s cpu={cpu:.1f}s")
-    print(
-        f"decisions/s={len(lat) / total:.2f}  p50={np.percentile(lat, 50):.3f}s  "
-        f"p95={np.percentile(lat, 95):.3f}s  max={lat.max():.3f}s"
-    )
-    for kind in ["answer", "negative-denial", "positive-denial", "budget-denied"]:
-        print(f"  {kind:16s} {kinds.count(kind) / len(kinds):6.1%}")
-    if auditor.knowledge.denial is not None:  # a positive denial by route 4, not yet listed
-        print("knowledge implicit (Delta of a positive denial, listed by the next decision)")
-    else:
+    runs = []
+    if args.grid == "auto":
+        grid = auto_grid(people[["age", "region"]], ["age", "region"], args.min_cell)
+        sizes = grid.cell_sizes(people)
+        bands = " x ".join(f"{c} {len(cuts) + 1}" for c, cuts in grid.cuts.items())
         print(
-            f"knowledge branches={len(auditor.knowledge.branches)} "
-            f"facts={sum(len(b) for b in auditor.knowledge.branches)}"
+            f"grid auto min_cell={args.min_cell}: {bands} bands, {len(sizes)} non-empty cells, "
+            f"smallest {sizes.min()}, median {np.median(sizes):g}"
+        )
+        runs.append((f"grid auto ({len(queries)} queries)", run(args, people, secret, queries, grid)))
+    if args.grid == "none" or not args.no_baseline:
+        first = queries[: args.baseline_queries] if args.grid == "auto" and args.baseline_queries else queries
+        runs.append((f"unsnapped ({len(first)} queries)", run(args, people, secret, first, None)))
+    print(
+        f"{'run':24s} {'answered':>9s} {'negative':>9s} {'positive':>9s} {'budget-d.':>9s} "
+        f"{'p50':>7s} {'p95':>7s} {'max':>7s} {'wall':>7s} {'cpu':>7s}  median widening"
+    )
+    for name, r in runs:
+        sh = r["shares"]
+        widening = (
+            "-"
+            if r["widened"] is None
+            else f"{r['widened']:g} people" + ("" if r["relative"] is None else f" ({r['relative']:.0%} of answered)")
+        )
+        print(
+            f"{name:24s} {sh['answer']:9.1%} {sh['negative-denial']:9.1%} {sh['positive-denial']:9.1%} "
+            f"{sh['budget-denied']:9.1%} {r['p50']:6.3f}s {r['p95']:6.3f}s {r['max']:6.3f}s "
+            f"{r['wall']:6.1f}s {r['cpu']:6.1f}s  {widening}"
+            + ("  (knowledge implicit at the end)" if r["implicit"] else "")
         )
 
 

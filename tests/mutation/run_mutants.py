@@ -45,6 +45,7 @@ BUTTERFLY = [
 ]
 SERIAL = ["tests/test_serial_guarantee.py", "tests/test_serial_technique.py", "tests/test_thresholds.py"]
 AUDIT = ["tests/audit/test_golden.py", "tests/audit/test_properties.py", "tests/test_thresholds.py"]
+AUDIT_GRID = ["tests/audit/test_grid.py"]
 ANATOMY = ["tests/test_anatomy.py", "tests/test_thresholds.py", "tests/test_chunked_verify.py"]
 SERIES = ["tests/test_series_composition.py"]
 REMEDIES = ["tests/test_series_remedies.py"]
@@ -473,6 +474,28 @@ MUTANTS = [
         "(prog.sizes < l)",
         "(prog.sizes < l - 1)",
         AUDIT,
+    ),
+    # the auditor's public query grid (issue 31)
+    Mutant(
+        "audit grid accepts cells of min_cell - 1 people",
+        "tasks/audit/grid.py",
+        "if sizes.min() >= min_cell:",
+        "if sizes.min() >= min_cell - 1:",
+        AUDIT_GRID,
+    ),
+    Mutant(
+        "audit snap drops a band holding one whole number of the query (not outward)",
+        "tasks/audit/snap.py",
+        "np.maximum(first, cond.lo) <= np.minimum(last, cond.hi)",
+        "np.maximum(first, cond.lo) < np.minimum(last, cond.hi)",
+        AUDIT_GRID,
+    ),
+    Mutant(
+        "audit snap drops a band starting at a closed upper end (not outward)",
+        "tasks/audit/snap.py",
+        "upper_ok = (low < cond.hi) if cond.hi_open else (low <= cond.hi)",
+        "upper_ok = low < cond.hi",
+        AUDIT_GRID,
     ),
     # the series composition check (issue 17)
     Mutant(

@@ -1,0 +1,68 @@
+"""The one-sentence reasons an analyst reads with every decision (plain words, no person, no value).
+
+A negative denial is decided without the real data, a positive denial because of it; a budget
+denial is the auditor's own limit. The texts say which, because the three mean different things
+to the analyst: only a positive denial depends on the table (and then reveals only that the real
+answer is among the unsafe ones).
+"""
+
+from __future__ import annotations
+
+
+def negative(l: int) -> str:
+    return (
+        "answering could, for some data consistent with what you have already seen, narrow someone "
+        f"to fewer than {l} values; this decision does not depend on the real data"
+    )
+
+
+def structural(l: int) -> str:
+    """Route 1: every answer narrows a small group, whatever the data (reported as positive-denial,
+    but decided without reading the table)."""
+    return (
+        f"every possible answer is unsafe: any answer would narrow a group of fewer than {l} people to "
+        f"fewer than {l} values, whatever the data; this decision does not depend on the real data"
+    )
+
+
+def positive(l: int) -> str:
+    return (
+        f"the real data would narrow someone to fewer than {l} values if this were answered (who and "
+        "which value are not told); the denial reveals only that the real answer is one of the unsafe ones"
+    )
+
+
+def answered(l: int) -> str:
+    return f"answered: with this answer everyone still has at least {l} possible values"
+
+
+def delayed(l: int) -> str:
+    return negative(l) + "; the query waits until later answers make it safe"
+
+
+def batch_negative(l: int) -> str:
+    return negative(l) + ", also after the other queries of the batch were decided"
+
+
+def joint_answered(l: int, names: tuple) -> str:
+    return f"answered together with {', '.join(names)}: with these answers everyone still has at least {l} values"
+
+
+def joint_denied(l: int, names: tuple) -> str:
+    return (
+        f"denied together with {', '.join(names)}: the real answers of the group could narrow someone to "
+        f"fewer than {l} values (who and which value are not told)"
+    )
+
+
+def budget(units: int | None, what: str) -> str:
+    return (
+        f"the work budget of {units} units (solves and solver nodes) was used up before the decision "
+        f"({what}); denied without reading the real data; `privpub audit set TABLE --budget N` raises it"
+    )
+
+
+def snapped(reason: str, predicate: str, extra: int) -> str:
+    """A decision on a query widened to the public grid: the predicate actually decided first."""
+    people = "person" if extra == 1 else "people"
+    return f"decided for the grid-aligned query {predicate} ({extra} more {people} than yours): {reason}"
