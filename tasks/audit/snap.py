@@ -87,10 +87,10 @@ class Condition:
         return ok
 
 
-def number(node: exp.Expr) -> float | None:
+def literal_number(node: exp.Expr) -> float | None:
     node = node.unnest()
     if isinstance(node, exp.Neg):
-        inner = number(node.this)
+        inner = literal_number(node.this)
         return None if inner is None else -inner
     if isinstance(node, exp.Literal) and not node.is_string:
         try:
@@ -126,22 +126,22 @@ def simple(part: exp.Expr, grid: Grid) -> tuple[str, Condition]:
     """One comparison, BETWEEN or IN on one grid column, as (column, condition)."""
     cond = Condition()
     if isinstance(part, exp.Between):
-        column, lo, hi = column_of(part.this), number(part.args["low"]), number(part.args["high"])
+        column, lo, hi = column_of(part.this), literal_number(part.args["low"]), literal_number(part.args["high"])
         if column not in grid.cuts or lo is None or hi is None:
             raise refusal(part)
         cond.above(lo, False)
         cond.below(hi, False)
     elif isinstance(part, exp.In):
         column = column_of(part.this)
-        values = [number(e) for e in part.expressions]
+        values = [literal_number(e) for e in part.expressions]
         if column not in grid.cuts or not values or any(v is None for v in values) or part.args.get("query"):
             raise refusal(part)
         cond.within({float(v) for v in values if v is not None})
     elif type(part) in FLIP:
         kind: type[exp.Expr] = type(part)
-        column, value = column_of(part.this), number(part.expression)
+        column, value = column_of(part.this), literal_number(part.expression)
         if column is None:  # the number on the left: read it the other way round
-            column, value, kind = column_of(part.expression), number(part.this), FLIP[kind]
+            column, value, kind = column_of(part.expression), literal_number(part.this), FLIP[kind]
         if column not in grid.cuts or value is None:
             raise refusal(part)
         if kind in (exp.GT, exp.GTE, exp.EQ):
