@@ -1,8 +1,18 @@
-"""Versioned schema migrations of the state database. Append, never edit an applied one."""
+"""Versioned schema migrations of the state database. Append, never edit an applied one.
+
+A migration is SQL, or a function `(connection, state path)` for one that needs more than SQL
+(migration 9 needs the pseudonym key, which lives in a file beside the state)."""
 
 from __future__ import annotations
 
-MIGRATIONS: list[tuple[int, str, str]] = [
+from collections.abc import Callable
+from pathlib import Path
+
+from privpub.state.pseudonyms import pseudonymise_state
+
+Migration = str | Callable[[object, Path], bool]  # True: compact the file after (Store._compact)
+
+MIGRATIONS: list[tuple[int, str, Migration]] = [
     (
         1,
         "releases, published tables, metrics, private metadata, audit log",
@@ -262,5 +272,10 @@ CREATE TABLE IF NOT EXISTS compose_membership ( -- each release's groups (never 
 UPDATE release_metrics SET detail = json_merge_patch(detail, '{"person": null}')
 WHERE name = 'serial-global' AND json_exists(detail, '$.person');
 """,
+    ),
+    (
+        9,
+        "person ids as keyed pseudonyms, the key kept apart from the state file",
+        pseudonymise_state,
     ),
 ]

@@ -41,6 +41,16 @@ from privpub.schemas.errors import StaleHistory, StateBusy, StateError
 from privpub.state.failpoints import failpoint
 from privpub.state.migrations import MIGRATIONS
 from privpub.state.permissions import as_published, make_public_dir, owner_only, private_umask
+from privpub.state.pseudonyms import (
+    Pseudonyms,
+    create_key,
+    key_path,
+    missing_key,
+    read_key,
+    record_check,
+    recorded_check,
+    wrong_key,
+)
 
 STAGING = ".staging"
 
@@ -333,7 +343,10 @@ class Store:
         with self._flock(fcntl.LOCK_EX):
             con = self._connect(read_only=False)
             try:
-                self._migrate(con)
+                if self._migrate(con):
+                    con.close()
+                    self._compact()
+                    con = self._connect(read_only=False)
                 self._recover(con)
                 self._fold_journal(con)
                 self._fold_interrupted(con)
@@ -468,7 +481,10 @@ class Store:
         self.journal_path.unlink()
 
     # --- schema ---------------------------------------------------------------------------
-    def _migrate(self, con: duckdb.DuckDBPyConnection) -> None:
+    def _migrate(self, con: duckdb.DuckDBPyConnection) -> bool:
+        """Apply the pending migrations, each in its transaction. True when one rewrote values
+        the file must not keep in its freed blocks (migration 9: person ids): compact it then."""
+        compact = False
         con.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
             "description VARCHAR, applied_at TIMESTAMP)"
@@ -479,12 +495,34 @@ class Store:
                 continue
             con.execute("BEGIN TRANSACTION")
             try:
-                con.execute(sql)
+                if callable(sql):
+                    compact = bool(sql(con, self.path)) or compact
+                else:
+                    con.execute(sql)
                 con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, description, _now()])
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
                 raise
+        return compact
+
+    def _compact(self) -> None:
+        """Rewrite the state file into a fresh one (under the writers' lock, no connection open):
+        DuckDB reuses freed blocks but never clears them, so values a migration replaced would
+        otherwise stay readable in the file's bytes. Written beside it, then renamed into place."""
+        fresh = self.path.with_name(f".{self.path.name}.compact")
+        fresh.unlink(missing_ok=True)
+        private_umask()
+        with duckdb.connect() as con:
+            con.execute(f"ATTACH '{_sql_text(str(self.path))}' AS state (READ_ONLY)")
+            con.execute(f"ATTACH '{_sql_text(str(fresh))}' AS fresh")
+            con.execute("COPY FROM DATABASE state TO fresh")
+        owner_only(fresh)
+        with open(fresh, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(fresh, self.path)
+        Path(str(self.path) + ".wal").unlink(missing_ok=True)  # checkpointed into the copy
+        _fsync_dir(self.path.parent)
 
     def schema_version(self) -> int:
         with self.read() as con:
@@ -496,6 +534,42 @@ class Store:
         if self.path.exists() and self.schema_version() < MIGRATIONS[-1][0]:
             with self.write():
                 pass
+
+    # --- person ids ------------------------------------------------------------------------
+    @property
+    def key_path(self) -> Path:
+        """The pseudonym key's file: PRIVPUB_PSEUDONYM_KEY_FILE, else `<state>.key`."""
+        return key_path(self.path)
+
+    def pseudonyms(self, create: bool = True) -> Pseudonyms:
+        """The keyed hash that person ids are stored under (state/pseudonyms.py), after upgrading
+        the state (an older one's ids in clear become pseudonyms first). The key file is created
+        (and recorded in the state) when the state has none yet; a state that recorded a key is
+        refused, in one line, when that key file is missing or another one is found.
+        create=False (a release that is never committed): with no key anywhere, a throwaway key,
+        since the state then holds no person to recognise."""
+        self.upgrade()
+        recorded = None
+        if self.path.exists():
+            with self.read() as con:
+                recorded = recorded_check(con)
+        path = self.key_path
+        key = read_key(path)
+        if key is None:
+            if recorded is not None:
+                raise missing_key(self.path, path)
+            if not create:
+                return Pseudonyms(os.urandom(32))
+            private_umask()
+            key = create_key(path)
+        found = Pseudonyms(key)
+        if recorded is None and create:
+            with self.write() as con:
+                record_check(con, found)
+                recorded = recorded_check(con)
+        if recorded is not None and recorded != found.check:
+            raise wrong_key(self.path, path)
+        return found
 
     # --- recovery -------------------------------------------------------------------------
     def _recover(self, con: duckdb.DuckDBPyConnection, extra_dirs: list[Path] | None = None) -> None:

@@ -313,6 +313,8 @@ def test_series_composition_on_a_cluster_equals_the_in_memory_check(prefect_serv
     from privpub.tasks.cluster import compose as compose_cluster
 
     monkeypatch.setattr(compose_cluster, "BATCH_PEOPLE", 250)  # batches of a few nodes (chunk_rows 300)
+    # one pseudonym key for both states, so their people (stored as pseudonyms) compare by name
+    monkeypatch.setenv("PRIVPUB_PSEUDONYM_KEY_FILE", str(tmp_path / "shared.key"))
     local, _ = cluster
     month1 = census(1200, seed=21)
     month1["pid"] = [f"p{i:05d}" for i in range(len(month1))]

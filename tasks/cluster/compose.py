@@ -98,6 +98,8 @@ class PartedSeriesCheck(SeriesCheck):
         self.store = store
         self.values = np.asarray(data.sensitive_values).astype(str).astype(object)
         self.transient = np.isin(self.values, list(self.settings.transient))
+        if not self.technique.guards_series:  # the people are stored as pseudonyms, batch by batch
+            self.pseudonyms = store.pseudonyms(create=self.commits)
 
     def check_release(self, data, part) -> list[PrivacyResult]:
         if self.technique.guards_series:
@@ -135,7 +137,7 @@ def _compose_batches(check, store, data, cpart, staged: Staged):
         cpart.members[a:b] = [None] * (b - a)  # each node's members are read once
         rows = pa.concat_tables(parts)
         del parts
-        persons = rows.column("person").combine_chunks()
+        persons = check.pseudonyms.of(rows.column("person"))  # stored and compared as pseudonyms
         group = _batch_groups(rows, cpart, a, b)  # global group ids
         code = rows.column("s").to_numpy().astype(np.int64)
         file, row = rows.column("file").to_numpy(), rows.column("row").to_numpy()

@@ -104,6 +104,9 @@ class SeriesCheck:
         if self.technique.guards_series:  # its own verifier is the series check
             return
         self.store = store
+        # the state keeps pseudonyms, never the ids (state/pseudonyms.py): the ids are compared
+        # with the stored ones, and stored, as their pseudonyms
+        self.persons = store.pseudonyms(create=self.commits).of(self.persons)
         self.prior = summaries.load(store, ds.name, self.persons, self.values)
         if self.prior is None:
             return

@@ -1,8 +1,9 @@
 """The composition summaries in the state database (migration 7), read through `Store.query` and
 written by a commit hook inside the release's commit transaction.
 
-A release reads only the rows of the people it holds (joined on the person id as text) and the
-sets those people point at: as large as the release, whatever the length of the series.
+A release reads only the rows of the people it holds (joined on the person's pseudonym: the
+state never holds a person id, state/pseudonyms.py) and the sets those people point at: as
+large as the release, whatever the length of the series.
 Readers get positions in their own arrays back, never the stored text.
 """
 
@@ -53,7 +54,8 @@ def person_text(column: pd.Series) -> pa.Array:
 
 
 def load(store, series: str, persons: pa.Array, values: np.ndarray) -> Prior | None:
-    """persons: this input's person ids as text, per row; values: its distinct sensitive values
+    """persons: this input's person pseudonyms (`Store.pseudonyms().of(person_text(...))`), per
+    row; values: its distinct sensitive values
     as text, in code order. None when the series has no summaries yet."""
 
     def fetch(con):

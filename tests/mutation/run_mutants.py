@@ -597,6 +597,27 @@ MUTANTS = [
         "np.isin(_as_numbers(s).to_numpy(), allowed) | True",
         ["tests/test_spec_language.py"],
     ),
+    Mutant(
+        "pseudonyms: a state whose key file is missing is refused",
+        "state/store.py",
+        "                raise missing_key(self.path, path)",
+        "                pass",
+        ["tests/test_pseudonyms.py"],
+    ),
+    Mutant(
+        "pseudonyms: a state given another key is refused",
+        "state/store.py",
+        "if recorded is not None and recorded != found.check:",
+        "if recorded is not None and recorded != found.check and False:",
+        ["tests/test_pseudonyms.py"],
+    ),
+    Mutant(
+        "pseudonyms: migration 9 rewrites the composition summaries' ids",
+        "state/pseudonyms.py",
+        'pseudonymise_column(con, "compose_people", "person", key)',
+        "pass",
+        ["tests/test_pseudonyms.py"],
+    ),
 ]
 
 

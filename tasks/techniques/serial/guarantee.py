@@ -392,14 +392,16 @@ def advance_summary(prior: dict | None, before, after, l: int) -> dict:
     }
 
 
-def _pair_order(aggregate, i: int) -> tuple[str, str]:
+def _pair_order(aggregate, i: int) -> tuple[str, int, str]:
     """The tie-break among pairs of equal p: the same pair whatever order the pairs were read in
     (the carried aggregate in memory and the store's reads differ in order)."""
     return _record_order(_pair_record(aggregate, i))
 
 
-def _record_order(record: dict) -> tuple[str, str]:
-    return str(record["person"]), str(record["value"])
+def _record_order(record: dict) -> tuple[str, int, str]:
+    # value and links first: the figure's detail (value, links, p) is then the same whatever the
+    # person is called (an id, or its pseudonym in the state: state/pseudonyms.py)
+    return str(record["value"]), int(record["links"]), str(record["person"])
 
 
 def _pair_record(aggregate, i: int) -> dict:

@@ -14,6 +14,9 @@ What the flow puts in `data.extra` (and passes again in the verify context):
   serial_summary    optional: pairs, breaching pairs and worst pair of the committed series
   serial_release    optional: this release's number in the series (default: last + 1)
   registration      optional: the registration list (person id + QI columns) as a DataFrame
+                    (its ids compared as pseudonyms when serial_pseudonyms is given)
+  serial_pseudonyms optional: the state's keyed hash (state/pseudonyms.py); the person ids are
+                    then compared with the stored history, and stored, as their pseudonyms
 What the release carries privately: serial_stats (this release's history rows), serial_pairs (with
 a lookup: the new state of the pairs it names) or serial_aggregate (without: the whole aggregate
 after it) -- commit_hook moves either into the serial_pairs table --, serial_summary (after it),
@@ -150,12 +153,34 @@ class SerialTechnique(Technique):
             own = hist[hist.sequence == before_sequence].release_id
             if len(own):
                 ctx["serial_own"] = ss.release_private(store, series, own.iloc[0])
+        if before_sequence is None or spec.dataset.registration:
+            # the state keys people by pseudonym (state/pseudonyms.py): this release's ids and the
+            # registration list's are compared with it, and stored, as pseudonyms. Re-verifying
+            # without a registration list reads only stored pseudonyms and needs no key.
+            ctx["serial_pseudonyms"] = store.pseudonyms()
         if spec.dataset.registration:
             path = spec.path(spec.dataset.registration)
             if not path.is_file():
                 raise InputError(f"registration list not found: {path}")
             ctx["registration"] = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
         return ctx
+
+    def person_keys(self, data: Microdata) -> np.ndarray:
+        """The release's person ids as the series' statistics key them: their pseudonyms when the
+        flow gave the state's key (`serial_pseudonyms`), else the ids themselves (the technique
+        used without a state). Only compared and stored: nothing published is ordered by them."""
+        ids = data.frame[self.spec.dataset.person_id].to_numpy()
+        keys = (data.extra or {}).get("serial_pseudonyms")
+        return ids if keys is None else keys.of_numpy(ids)
+
+    def registration(self, source: dict[str, Any]) -> pd.DataFrame | None:
+        """The registration list (data.extra / the verify context), its ids keyed as `person_keys`
+        keys the release's, so that the two are compared like with like."""
+        reg, keys = source.get("registration"), source.get("serial_pseudonyms")
+        pid = self.spec.dataset.person_id
+        if reg is None or keys is None or not len(reg) or pid not in reg.columns:
+            return reg
+        return reg.assign(**{pid: keys.of_numpy(reg[pid].to_numpy())})
 
     def commit_hook(self, release: Release):
         """Moves the statistics out of the private metadata into the serial tables, inside the
@@ -201,7 +226,7 @@ class SerialTechnique(Technique):
     # --- partition: the groups ---------------------------------------------------------------
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
         self.check_data(data)
-        persons = pd.Index(data.frame[self.spec.dataset.person_id].to_numpy())
+        persons = pd.Index(self.person_keys(data))
         protected = self.protected_values(data)
         is_protected = np.isin(
             np.arange(len(data.sensitive_values)), pd.Index(data.sensitive_values).get_indexer(protected)
@@ -274,6 +299,7 @@ class SerialTechnique(Technique):
             "virtual_ids": virtual_ids,
             "protected": protected,
             "release": next_release_number(data.extra or {}),
+            "person_keys": person_ids,
         }
         part = Partition(group=group[: data.n].astype(np.int64), n_groups=grown.n_groups, info=info)
         self._check_requirements(data, part, np.where(suppressed, -1, code), source)
@@ -285,7 +311,7 @@ class SerialTechnique(Technique):
             data.frame[d.name].to_numpy(dtype=float) if d.kind == "numeric" else data.codes[:, j]
             for j, d in enumerate(data.domains)
         ]
-        reg = (data.extra or {}).get("registration")
+        reg = self.registration(data.extra or {})
         virtual_cols = [np.zeros(0, dtype=c.dtype) for c in real_cols]
         virtual_ids = np.zeros(0, dtype=object)
         if reg is not None and len(reg):
@@ -310,7 +336,7 @@ class SerialTechnique(Technique):
         the required ratio of every stored pair computed from its exact q and d (so the float
         bounds and p_floor that sized the groups are checked too)."""
         rows = st.release_rows(
-            data.frame[self.spec.dataset.person_id].to_numpy(),
+            part.info["person_keys"],
             part.group,
             part.info["sizes"],
             code,
@@ -342,7 +368,7 @@ class SerialTechnique(Technique):
         per_group = generalize(data.domains, columns, point_group, part.n_groups)
         sensitive = data.frame[ds.sensitive].to_numpy(dtype=object)
         tables = published_tables(part.group, sensitive, info["suppressed"], ds.sensitive, per_group, info["sizes"])
-        person = data.frame[ds.person_id].to_numpy()
+        person = info["person_keys"] if "person_keys" in info else self.person_keys(data)
         code = np.where(info["suppressed"], -1, data.sensitive_codes).astype(np.int64)
         code[~np.isin(code, pd.Index(data.sensitive_values).get_indexer(info["protected"]))] = -1
         rows = st.release_rows(
@@ -488,7 +514,7 @@ class SerialTechnique(Technique):
         claimed = (
             np.asarray(groups.column("size").to_numpy(), dtype=np.int64) - np.bincount(gid, minlength=n_gid)[g_ids]
         )
-        reg = ctx.get("registration")
+        reg = self.registration(ctx)
         pid = self.spec.dataset.person_id
         reg = reg.drop_duplicates(pid) if reg is not None and len(reg) else None
         present = pd.Index(release.private["membership"].column("person").to_pandas())
