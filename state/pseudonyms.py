@@ -189,7 +189,7 @@ def record_check(con, key: Pseudonyms) -> None:
     )
 
 
-def _count(con, table: str, where: str = "") -> int:
+def _rows_in(con, table: str, where: str = "") -> int:
     if not _has_table(con, table):
         return 0
     row = con.execute(f"SELECT count(*) FROM {table} {where}").fetchone()
@@ -211,9 +211,9 @@ def pseudonymise_state(con, state: Path) -> bool:
     con.execute(KEY_TABLE)
     if recorded_check(con) is not None:
         return False  # a state that recorded its key holds pseudonyms only (migration rows reset by hand)
-    people = _count(con, "compose_people") + _count(con, "serial_people")
-    blobs = _count(con, "release_private", _blob_filter())
-    summaries = _count(con, "serial_summary")
+    people = _rows_in(con, "compose_people") + _rows_in(con, "serial_people")
+    blobs = _rows_in(con, "release_private", _blob_filter())
+    summaries = _rows_in(con, "serial_summary")
     if not (people or blobs or summaries):
         return False  # nothing in clear: the key is made when the first id is stored
     path = key_path(state)
