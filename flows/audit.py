@@ -229,27 +229,39 @@ def refused_entry(predicate: str, actor: str, why: str, flow_run_id: str | None 
     }
 
 
+def select_unlocked(store: Store, name: str, predicates: list[str]) -> list:
+    """Each predicate's people (a Selection) or the one line refusing it (a str), computed with
+    no lock held: the public population and the grid are fixed at registration, so what a
+    predicate selects does not depend on the knowledge that decisions change. A predicate's cost
+    (one pass of the grammar's operators over the population) never holds a writer."""
+    _, auditor = open_session(store.audit_table(name))
+    out: list = []
+    for predicate in predicates:
+        try:
+            out.append(auditor.select(predicate))
+        except ValueError as exc:
+            out.append(str(exc))
+    return out
+
+
 def ask(state, where: str, actor: str, table: str | None = None) -> dict[str, Any]:
     """Decide one query and remember it; returns the response object."""
     store = Store(state)
     name = pick_table(store, table)
-    refused = None
+    (selection,) = select_unlocked(store, name, [where])
     with store.audit_session(name) as session:
-        spec, auditor = open_session(session)
-        try:
-            selection = auditor.select(where)
-        except ValueError as exc:  # logged, the knowledge unchanged; raised once committed
-            refused = str(exc)
-            session["log"] = [refused_entry(where, actor, refused)]
+        if isinstance(selection, str):  # logged, the knowledge unchanged; raised once committed
+            session["log"] = [refused_entry(where, actor, selection)]
         else:
+            _, auditor = open_session(session)
             decision = selection.annotate(auditor.ask(selection.ids))
             resolved = auditor.take_resolved()
             session["knowledge"] = auditor.to_state()
             session["log"] = [log_entry(decision, where, actor)] + [
                 log_entry(d, "(earlier query)", actor) for d in resolved
             ]
-    if refused:
-        raise SpecError(refused)
+    if isinstance(selection, str):
+        raise SpecError(selection)
     out = response_json(decision)
     if resolved:
         out["resolved_earlier"] = [response_json(d) for d in resolved]
@@ -284,18 +296,18 @@ def decide_batch(state: str, queries: list[dict], actor: str, table: str | None,
     is refused whole (nothing decided), each refused query still logged."""
     store = Store(state)
     name = pick_table(store, table)
-    refused: list[str] = []
+    selections = select_unlocked(store, name, [q["where"] for q in queries])
+    refused = [f"query {i + 1}: {s}" for i, s in enumerate(selections) if isinstance(s, str)]
     with store.audit_session(name) as session:
-        spec, auditor = open_session(session)
-        batch, selections = [], []
-        for i, q in enumerate(queries):
-            try:
-                selections.append(auditor.select(q["where"]))
-                batch.append((q.get("id") or f"b{i + 1}", selections[-1].ids))
-            except ValueError as exc:
-                refused.append(f"query {i + 1}: {exc}")
-                session["log"].append(refused_entry(q["where"], q.get("as") or actor, str(exc), run_id))
-        if not refused:  # decided as one
+        if refused:
+            session["log"] = [
+                refused_entry(q["where"], q.get("as") or actor, s, run_id)
+                for q, s in zip(queries, selections)
+                if isinstance(s, str)
+            ]
+        else:  # decided as one
+            _, auditor = open_session(session)
+            batch = [(q.get("id") or f"b{i + 1}", s.ids) for i, (q, s) in enumerate(zip(queries, selections))]
             decisions = [s.annotate(d) for s, d in zip(selections, ask_batch(auditor, batch))]
             session["knowledge"] = auditor.to_state()
             session["log"] = [

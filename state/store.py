@@ -962,6 +962,15 @@ class Store:
                 return []
             return [r[0] for r in con.execute("SELECT name FROM audit_tables ORDER BY name").fetchall()]
 
+    def audit_table(self, name: str) -> dict[str, Any]:
+        """One registered table's spec, fingerprint and knowledge, read under the readers' lock
+        (what selecting a predicate's people needs; nothing is held once it returns)."""
+        with self.read() as con:
+            row = con.execute("SELECT spec, fingerprint, knowledge FROM audit_tables WHERE name = ?", [name]).fetchone()
+        if row is None:
+            raise StateError(f"no table '{name}' registered with the auditor in {self.path} (privpub audit init SPEC)")
+        return {"spec": json.loads(row[0]), "fingerprint": row[1], "knowledge": json.loads(row[2]), "log": []}
+
     @contextlib.contextmanager
     def audit_session(self, name: str) -> Iterator[dict[str, Any]]:
         """Exclusive access to one registered table's knowledge. The caller decides and fills

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections import Counter
 
+import duckdb
 import pandas as pd
 import pytest
 
@@ -364,3 +365,35 @@ def test_a_registered_grid_is_built_from_the_public_qi_table_alone(clinic, monke
     log = Store(spec.state_path).audit_log()
     detail = json.loads(log[log.action == "audit-query"].detail.iloc[-1])
     assert detail["decided_as"] == out["predicate"] and detail["widened"] == out["widened"]
+
+
+def test_a_predicate_is_evaluated_with_no_lock_held(clinic, monkeypatch):
+    """Issue 25, item 3: selecting a predicate's people holds no lock of the state (a writer,
+    here another store session, gets in while it runs); deciding then takes the lock. A refused
+    predicate is still logged."""
+    from privpub.flows import audit as audit_flow
+    from privpub.schemas.errors import SpecError
+    from privpub.state.store import Store
+    from privpub.tasks.audit import Auditor
+
+    init_audit(load_spec(clinic / "clinic.toml"), "steward")
+    state = clinic / "privpub.duckdb"
+    select, writers = Auditor.select, []
+
+    def select_while_another_writes(self, predicate):
+        with Store(state, lock_timeout=0.5).write() as con:  # StateBusy if the ask held the lock
+            writers.append(con.execute("SELECT count(*) FROM audit_log").fetchone()[0])
+        return select(self, predicate)
+
+    monkeypatch.setattr(Auditor, "select", select_while_another_writes)
+    assert audit_flow.ask(state, "age BETWEEN 20 AND 40", "analyst")["response"] in ("answer", "deny")
+    with pytest.raises(SpecError, match="not a public column"):
+        audit_flow.ask(state, "disease = 'flu'", "analyst")
+    assert len(writers) == 2
+    outcomes = [
+        r[0]
+        for r in duckdb.connect(str(state), read_only=True)
+        .execute("SELECT action FROM audit_log ORDER BY id")
+        .fetchall()
+    ]
+    assert outcomes.count("audit-query") == 2  # the decision and the refusal, both logged
