@@ -206,6 +206,11 @@ def run_scenario(home: Path) -> Service:
     # refusals: one with a name typed in the form (kept), one of the serial deployment
     service.runs["typed_name"] = service.custom_run({"technique": {"kk": 7}}, name=TYPED_NAME)
     service.runs["serial_misspelled"] = service.custom_run({"technique": {"ll": 5}}, deployment=SERIAL)
+    # the same people once more, the series check asked to refuse (the spec warns) and to keep 12
+    # candidate values for everybody, which groups of 7 to 13 people cannot give
+    service.runs["privacy_refused"] = service.custom_run(
+        {"technique": {"k": 7}, "series": {"composition": "refuse", "l": 12}}
+    )
     service.notes["scenario_seconds"] = round(time.monotonic() - began, 1)
     print(f"service scenario: start {service.notes['start_seconds']} s, all {service.notes['scenario_seconds']} s")
     return service

@@ -247,6 +247,20 @@ def test_deployment_parameters_carry_help_text(privpub_service):
     assert '{"technique": {"k": 20}}' in publish["properties"]["overrides"]["description"]
 
 
+def test_a_run_the_series_check_refuses_fails_with_its_reason_and_publishes_nothing(privpub_service):
+    """Issue 25, item 10: the scenario's series warns, so this run asks the check to refuse: the
+    run ends Failed with the refusal's one line, named after it, and only its audit row is new."""
+    s = privpub_service
+    run = s.runs["privacy_refused"]
+    assert run.state_type.value == "FAILED"
+    assert "series-composition-l reached" in run.state.message and "\n" not in run.state.message
+    assert run.name.startswith("refused: ") and "refused" in run.tags
+    [(outcome, detail)] = s.query("SELECT outcome, detail FROM audit_log WHERE flow_run_id = ?", [str(run.id)])
+    assert outcome == "refused" and json.loads(detail)["message"] in run.state.message
+    assert not s.query("SELECT 1 FROM release_rows WHERE flow_run_id = ?", [str(run.id)])
+    assert not any("Traceback" in line for line in s.logs(run.id))
+
+
 def test_stop_leaves_no_process(privpub_service):
     s = privpub_service
     stopped = stop_service(s.home)
