@@ -190,9 +190,11 @@ class AttemptMarker:
     handle: Any
 
     def close(self) -> None:
-        """The attempt ended and logged its outcome: no marker remains."""
+        """The attempt ended and logged its outcome: no marker remains (nor an empty folder)."""
         self.path.unlink(missing_ok=True)
         self.handle.close()
+        with contextlib.suppress(OSError):
+            self.path.parent.rmdir()  # only when no other attempt's marker is there
 
 
 def open_staging(output_dir: Path) -> StagedFiles:
@@ -438,17 +440,24 @@ class Store:
         unlocked, and the next writer turns it into an audit-log row "interrupted". None when
         the folder cannot be written (the attempt goes on; its outcome is still logged)."""
         entry = _entry(actor, action, target, flow_run_id, detail)
-        try:
-            private_umask()
-            self.attempts_dir.mkdir(exist_ok=True)
-            path = self.attempts_dir / f"{uuid.uuid4().hex[:16]}.json"
-            handle = open(path, "w")
+        private_umask()
+        for _ in range(3):  # another attempt's end may remove the empty folder in between
+            try:
+                self.attempts_dir.mkdir(exist_ok=True)
+                token = uuid.uuid4().hex[:16]
+                handle = open(self.attempts_dir / f"{token}.new", "w")
+            except FileNotFoundError:
+                continue
+            except OSError:
+                return None
+            # locked and written before it is named *.json: a writer never folds a live marker
             fcntl.flock(handle, fcntl.LOCK_EX)
             handle.write(json.dumps(entry, default=str))
             handle.flush()
+            path = self.attempts_dir / f"{token}.json"
+            os.rename(self.attempts_dir / f"{token}.new", path)
             return AttemptMarker(path, handle)
-        except OSError:
-            return None
+        return None
 
     def _fold_interrupted(self, con: duckdb.DuckDBPyConnection) -> None:
         """Markers of attempts whose process died: one audit-log row each, outcome "interrupted"."""
@@ -465,6 +474,11 @@ class Store:
                 message = "the process ended before the attempt did (killed?)"
                 _insert_entry(con, {**e, "outcome": "interrupted", "detail": {**e["detail"], "message": message}})
             marker.unlink(missing_ok=True)
+        for unnamed in self.attempts_dir.glob("*.new"):  # killed before its marker was named
+            if self._lock_released(unnamed):
+                unnamed.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            self.attempts_dir.rmdir()
 
     def _fold_journal(self, con: duckdb.DuckDBPyConnection) -> None:
         if not self.journal_path.is_file():
