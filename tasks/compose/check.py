@@ -159,7 +159,7 @@ class SeriesCheck:
         """The figures of a release (rows kept in parts: tasks/cluster/compose.PartedSeriesCheck)."""
         if self.technique.guards_series:
             return []
-        return self.check(data, part.group, part.n_groups)
+        return self.check(data, *self.technique.composition_groups(data, part))
 
     def history_missing(self, based_on: int) -> bool:
         """Earlier releases exist but left no stored groups (published before privpub kept them)."""

@@ -167,6 +167,13 @@ class Technique:
         hook(con, release_id, sequence) inside the release's commit transaction (None: none)."""
         return None
 
+    def composition_groups(self, data: Microdata, part: Partition) -> tuple[np.ndarray, int]:
+        """The groups the series composition check (tasks/compose) takes: in each, the records an
+        adversary who knows a person's QIs cannot tell apart from the person's (docs/series.md).
+        By default the partition's; a technique whose tables narrow a person within its group
+        returns finer ones (group per row, -1 = not published; the number of groups)."""
+        return part.group, part.n_groups
+
     def utility(self, release: Release, data: Microdata) -> dict[str, float]:
         """Technique-specific utility figures (penalties, ILoss), beside the shared workload."""
         return {}

@@ -47,7 +47,7 @@ SERIAL = ["tests/test_serial_guarantee.py", "tests/test_serial_technique.py", "t
 AUDIT = ["tests/audit/test_golden.py", "tests/audit/test_properties.py", "tests/test_thresholds.py"]
 AUDIT_GRID = ["tests/audit/test_grid.py"]
 ANATOMY = ["tests/test_anatomy.py", "tests/test_thresholds.py", "tests/test_chunked_verify.py"]
-SERIES = ["tests/test_series_composition.py"]
+SERIES = ["tests/test_series_composition.py", "tests/test_composition_oracle.py"]
 REMEDIES = ["tests/test_series_remedies.py"]
 SENSITIVE = ["tests/test_sensitive_models.py", "tests/test_thresholds.py"]
 CLUSTER = ["tests/test_cluster_release.py", "tests/test_thresholds.py"]
@@ -556,6 +556,13 @@ MUTANTS = [
         "below = checked & (fig < threshold)",
         "below = checked & (fig < threshold - 1)",
         REMEDIES,
+    ),
+    Mutant(
+        "composition takes PriView's whole groups, not the units of the person's QI'",
+        "tasks/techniques/ambiguity/priview.py",
+        "        return group, len(pairs)",
+        "        return part.group, part.n_groups",
+        ["tests/test_composition_oracle.py"],
     ),
     Mutant(
         "series change checks only people beyond the second release",

@@ -328,6 +328,17 @@ class PriView(GroupChunkedVerify, Technique):
         err, j, group, n_groups, info = best
         return Partition(group, n_groups, info={**info, "st_qi": names[j], "probe_error": err, "split_errors": errors})
 
+    def composition_groups(self, data: Microdata, part: Partition) -> tuple[np.ndarray, int]:
+        """ST shows each unit's QI' next to its value, so an adversary who knows a person's QI'
+        keeps only the units of its group with that QI': the series check composes over
+        (group, QI' value) pairs (tests/test_composition_oracle.py)."""
+        q = data.codes[:, data.qi_names.index(part.info["st_qi"])].astype(np.int64)
+        kept = part.group >= 0
+        pairs, index = np.unique(part.group[kept] * (int(q.max()) + 1) + q[kept], return_inverse=True)
+        group = np.full(len(q), -1, np.int64)
+        group[kept] = index.ravel()
+        return group, len(pairs)
+
     def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
         j = data.qi_names.index(part.info["st_qi"])
         info = {**part.info, "groups": part.n_groups, "suppressed": int(np.count_nonzero(part.group < 0))}
