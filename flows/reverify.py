@@ -96,7 +96,7 @@ def _reverify(store, release_id, actor, rel, spec, release, problems):
             need = f" (required {r.threshold})" if r.threshold is not None else ""
             lines.append(f"{'PASS' if r.passed else 'FAIL'} {r.model}: {r.value}{need}")
             ok &= r.passed
-        ok &= _composition(store, rel, lines)
+        ok &= _composition(store, rel, lines, len(technique.composition_views()))
         ok &= _risk(technique, release, spec, rel, lines)
     store.log(actor or "cli", "verify", release_id, "pass" if ok else "fail", None, {"lines": lines})
     return ok, lines
@@ -131,9 +131,10 @@ def _risk(technique, release, spec, rel: dict, lines: list[str]) -> bool:
     return ok
 
 
-def _composition(store: Store, rel: dict, lines: list[str]) -> bool:
+def _composition(store: Store, rel: dict, lines: list[str], views: int = 1) -> bool:
     """The series composition figure replayed from every release's stored groups (docs/series.md)
-    and compared with the figure stored at publish; True when there is none to check."""
+    and compared with the figure stored at publish; True when there is none to check. views:
+    the adversaries composed (Butterfly: one per QID, each person stored once per QID)."""
     m = rel["metrics"]
     stored = m[(m.kind == "privacy") & m.name.str.startswith("series-composition")]
     if not len(stored):
@@ -151,7 +152,7 @@ def _composition(store: Store, rel: dict, lines: list[str]) -> bool:
     passed = fig >= threshold and same
     lines.append(
         f"{'PASS' if passed else 'FAIL'} {row['name']}: {fig} (required {threshold}), "
-        f"{below} people below, replayed over {releases} releases"
+        f"{below} {'(person, QID) pairs' if views > 1 else 'people'} below, replayed over {releases} releases"
         + ("" if same else f"; the publish stored {row.text_value}")
         # the breach is the one the publish recorded and accepted: say so, the exit stays 1
         + (

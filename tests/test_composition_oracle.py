@@ -24,10 +24,10 @@ Stated knowledge, per technique:
   published values, not the choice of that adversary.
 
 Found by this oracle: the check composed PriView's whole groups, though ST shows each unit's QI'
-next to its value (fixed: PriView.composition_groups, (group, QI') pairs); it composes Butterfly's
+next to its value (fixed: PriView.composition_groups, (group, QI') pairs); it composed Butterfly's
 units, though each published row is a box of the unit's body range and its wing groups, and an
-adversary knowing the target's QIs, or one QID's, keeps only the rows that cover them
-(`test_FINDING_butterfly_composition_counts_the_whole_unit`, xfail until fixed).
+adversary knowing one QID's values keeps only the rows that cover them (fixed: one adversary per
+QID, `Butterfly.composition_views`; `test_butterfly_is_composed_per_qid`).
 """
 
 from __future__ import annotations
@@ -125,10 +125,11 @@ def muco_groups(state: Path, release_id: str) -> tuple[np.ndarray, np.ndarray]:
     return out.gid.to_numpy(), published_row
 
 
-def records_in(name: str, tables: dict, frame: pd.DataFrame, row: int, muco=None) -> list | None:
+def records_in(name: str, tables: dict, frame: pd.DataFrame, row: int, muco=None, known=None) -> list | None:
     """The records of one release that can be the target's (the person at `row` of the release's
-    input); None when the target is not published there."""
-    qi = {q["name"]: frame.at[row, q["name"]] for q in QI}
+    input); None when the target is not published there. known: the QIs the adversary knows
+    (default: all)."""
+    qi = {q["name"]: frame.at[row, q["name"]] for q in QI if known is None or q["name"] in known}
     qi = {k: (int(v) if k == "age" else str(v)) for k, v in qi.items()}
     if name == "anatomy":
         return cl.anatomy_records(tables, qi, "v")
@@ -143,12 +144,19 @@ def records_in(name: str, tables: dict, frame: pd.DataFrame, row: int, muco=None
 
 
 def compare_series(
-    tmp_path: Path, name: str, releases: list[pd.DataFrame], l: int | None = None, size: int = 2
+    tmp_path: Path,
+    name: str,
+    releases: list[pd.DataFrame],
+    l: int | None = None,
+    size: int = 2,
+    views: list[list[str]] | None = None,
 ) -> list:
     """Publish the series, then replay the linker on the published tables; returns per release
-    (the pipeline's metric, the linker's figure per published person of that release)."""
+    (the pipeline's metric, the linker's figure per published person of that release).
+    views: one adversary per list of QIs it knows (Butterfly: per QID); a person's figure is the
+    fewest any of them is left with. Default: one adversary knowing every QI."""
     spec, state = spec_of(tmp_path, technique(name, size), l), tmp_path / "state.duckdb"
-    seen: dict[str, dict[int, list]] = {}  # person -> release -> records that can be theirs
+    seen: dict[tuple, dict[int, list]] = {}  # (person, view) -> release -> records that can be theirs
     out = []
     for number, frame in enumerate(releases, start=1):
         release = privpub.publish(frame, spec, state=state)
@@ -157,13 +165,15 @@ def compare_series(
         figures = {}
         returning = 0
         for row, pid in enumerate(frame.pid):
-            records = records_in(name, tables, frame, row, muco)
-            if records is None:
-                continue
-            returning += pid in seen
-            seen.setdefault(pid, {})[number] = records
-            links = cl.link(seen[pid], set(TRANSIENT))
-            figures[row] = (min(len(v) for v, _ in links.values()), min(n for _, n in links.values()))
+            for view, known in enumerate(views or [None]):
+                records = records_in(name, tables, frame, row, muco, known)
+                if records is None:
+                    continue
+                returning += view == 0 and (pid, 0) in seen
+                seen.setdefault((pid, view), {})[number] = records
+                links = cl.link(seen[(pid, view)], set(TRANSIENT))
+                fewest = (min(len(v) for v, _ in links.values()), min(n for _, n in links.values()))
+                figures[row] = min(figures.get(row, fewest), fewest)
         if number > 1:
             out.append((composition_metric(state, release.id), figures, returning))
     return out
@@ -245,20 +255,51 @@ def butterfly_two_releases() -> list[pd.DataFrame]:
     return [one, two]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING (issue 25, item 10): Butterfly is composed over its units (all wing groups of a "
-    "body range), not the published boxes that cover the target: the check says 4 records / values "
-    "where an adversary knowing p0's QIs (or only one QID's) is left with 1",
-)
+BUTTERFLY_QIDS = [["age", "zip"], ["age", "sex"]]
+
+
 @pytest.mark.parametrize("l", [None, 2], ids=["k", "l"])
-def test_FINDING_butterfly_composition_counts_the_whole_unit(tmp_path, l):
-    results = compare_series(tmp_path, "butterfly", butterfly_two_releases(), l, size=1)
-    (model, value, required, _, worst), figures, _ = results[0]
-    assert figures == {0: (1, 1), 1: (1, 1), 2: (1, 1), 3: (1, 1)}  # the linker: every row its own box
+def test_butterfly_is_composed_per_qid(tmp_path, l):
+    """Issue 25, item 10 (found by this oracle): the check composed Butterfly's units (every wing
+    group of a body range: 4 records, passing k = 2) where an adversary who knows p0's (age, zip)
+    is left with 1. Butterfly protects each QID on its own, so the check now plays one adversary
+    per QID, over the rows' classes on that QID."""
+    results = compare_series(tmp_path, "butterfly", butterfly_two_releases(), l, size=1, views=BUTTERFLY_QIDS)
+    (model, value, required, passed, worst), figures, returning = results[0]
+    assert figures == {0: (1, 1), 1: (2, 2), 2: (2, 2), 3: (2, 2)}  # per-QID linker: p0 pinned, newcomers 2
     assert (model, required) == (("series-composition-l", 2) if l else ("series-composition-k", 2))
+    assert (value, passed, worst["below"], worst["row"], worst["returning"]) == (1, False, 1, 1, returning)
+    assert worst["people"] == 4 and worst["view"].startswith("QID 1 (age, zip)")
     # one QID is enough: p0's (age, zip) class holds a, b, then a, c
     tables = [published_tables(p)["table"] for p in sorted((tmp_path / "releases").iterdir(), key=lambda p: p.name)]
     per_qid = cl.link({r: cl.generalized_records(t, {"age": 30, "zip": "A"}, "v") for r, t in enumerate(tables)}, set())
     assert [len(v) for v, _ in per_qid.values()] == [1, 1]
-    assert value == 1 and worst["below"] == 4  # fails: the check reports 4 and 0
+    # an adversary who knows every QI finds each row alone even in one release: Butterfly's
+    # guarantee is per QID (its risk note says so), not what the series check adds
+    everything = cl.generalized_records(tables[0], {"age": 31, "zip": "A", "sex": "M"}, "v")
+    assert len(everything) == 1
+    # privpub verify replays the per-QID summaries from the stored groups: the same figure
+    newest = sorted((tmp_path / "releases").iterdir(), key=lambda p: p.name)[-1].name
+    lines = privpub.verify(newest, tmp_path / "state.duckdb").attrs["lines"]
+    (line,) = [x for x in lines if "series-composition" in x]
+    by_sex = cl.link({r: cl.generalized_records(t, {"age": 30, "sex": "F"}, "v") for r, t in enumerate(tables)}, set())
+    pairs = 1 + ([len(v) for v, _ in by_sex.values()] == [1, 1])  # p0 on QID 1, and on QID 2 if pinned there
+    assert line.startswith(f"FAIL {model}: 1 (required 2), {pairs} (person, QID) pairs below"), line
+    assert 'a breach accepted at publish ([series] composition = "warn")' in line
+
+
+@settings(max_examples=15, phases=NO_SHRINK)
+@given(seed=st.integers(0, 2**32 - 1), n_releases=st.integers(2, 3), l=st.sampled_from([None, 2]))
+def test_butterfly_composition_is_never_above_the_per_qid_linker(tmp_path_factory, seed, n_releases, l):
+    """The check composes each QID's own classes; another class's box that also covers the target
+    on that QID only adds candidates, so the check never says more than the per-QID linker (and
+    is exact where no box overlaps the target's, as in the case above)."""
+    results = compare_series(
+        tmp_path_factory.mktemp("b"), "butterfly", draw_series(seed, n_releases), l, 2, views=BUTTERFLY_QIDS
+    )
+    for (_, value, required, passed, worst), figures, returning in results:
+        fewest = {row: f[0] if l else f[1] for row, f in figures.items()}
+        assert value <= min(fewest.values()) and fewest[worst["row"] - 1] >= value
+        assert worst["below"] >= sum(v < required for v in fewest.values())
+        assert worst["people"] == len(fewest) and worst["returning"] == returning
+        assert passed == (worst["below"] == 0)

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from privpub.schemas.errors import InputError, SpecError
 from privpub.schemas.spec import ReleaseSpec
@@ -79,9 +81,13 @@ class SeriesCheck:
         # (the refusal names the earlier releases they were in: breach_note)
         self.below_pkeys: list[np.ndarray] = []
         self.below_newcomers = 0
+        self.below_people = 0
         # False: the release is never committed (privpub explore), so its summaries need not be
         # built when there is nothing to combine them with
         self.commits = True
+        # the adversaries the check plays (Technique.composition_views): each person is composed
+        # once per view, view v's rows after view v-1's, under an id tagged with the view
+        self.views = technique.composition_views()
 
     @property
     def model(self) -> str:
@@ -104,6 +110,9 @@ class SeriesCheck:
         if self.technique.guards_series:  # its own verifier is the series check
             return
         self.store = store
+        if len(self.views) > 1:
+            self.persons = per_view(self.persons, len(self.views))
+            self.codes = np.tile(self.codes, len(self.views))
         # the state keeps pseudonyms, never the ids (state/pseudonyms.py): the ids are compared
         # with the stored ones, and stored, as their pseudonyms
         self.persons = store.pseudonyms(create=self.commits).of(self.persons)
@@ -111,13 +120,17 @@ class SeriesCheck:
         if self.prior is None:
             return
         same_transient(self.prior, self.settings, ds.name)
-        broken = broken_rows(self.prior, data.sensitive_codes, self.transient)
+        broken = self.by_person(broken_rows(self.prior, self.codes, self.transient))
         if broken.any():
             rows = np.flatnonzero(broken)
             raise InputError(
                 f"row {rows[0] + 1}, column '{ds.sensitive}': the value differs from this "
                 f"person's value in an earlier release of the series ({len(rows)} rows); " + remedies.VALUE_CHANGES
             )
+
+    def by_person(self, per_row: np.ndarray) -> np.ndarray:
+        """A per-row flag over every view -> per input row: set in any view."""
+        return np.asarray(per_row.reshape(len(self.views), -1).any(axis=0))
 
     def share_prepared(self, other: SeriesCheck) -> bool:
         """Take what `other.prepare` read from the same input and store (privpub explore's
@@ -126,6 +139,7 @@ class SeriesCheck:
         if (
             other.technique.guards_series != self.technique.guards_series
             or other.settings.transient != self.settings.transient
+            or other.views != self.views
             or not hasattr(other, "persons")
         ):
             return False
@@ -168,9 +182,8 @@ class SeriesCheck:
     def check(self, data: Microdata, group: np.ndarray, n_groups: int) -> list[PrivacyResult]:
         if self.technique.guards_series or (self.prior is None and not self.commits):
             return []
-        sets, row_set = summarise(
-            self.prior, group, data.sensitive_codes, n_groups, self.transient, bool(self.settings.l)
-        )
+        codes = self.codes if len(self.views) > 1 else data.sensitive_codes
+        sets, row_set = summarise(self.prior, group, codes, n_groups, self.transient, bool(self.settings.l))
         self._composed = (group, sets, row_set)
         if self.prior is None:  # the first release with summaries: nothing to combine yet
             return []
@@ -178,8 +191,10 @@ class SeriesCheck:
         published = row_set >= 0
         below = published & (fig < self.threshold)
         worst = int(np.argmin(fig))
-        self.note_below(self.prior.pkey[below])
+        n = len(fig) // len(self.views)
+        self.note_below(self.prior.pkey[below], self.by_person(below) if len(self.views) > 1 else None)
         what = "candidate values" if self.settings.l else "records that can be the person's"
+        views = {"view": self.views[worst // n], "views": self.views} if len(self.views) > 1 else {}
         return [
             PrivacyResult(
                 self.model,
@@ -187,28 +202,37 @@ class SeriesCheck:
                 self.threshold,
                 not below.any(),
                 {
-                    "row": worst + 1,
-                    "below": int(below.sum()),
-                    "people": int(published.sum()),
-                    "returning": int((published & (self.prior.set_of_row >= 0)).sum()),
+                    "row": worst % n + 1,
+                    "below": int(self.by_person(below).sum()),
+                    "people": int(self.by_person(published).sum()),
+                    "returning": int(self.by_person(published & (self.prior.set_of_row >= 0)).sum()),
                     "releases": self.prior.release + 1,
                     "measures": what,
                     "mode": self.settings.mode,
                     "adversary": "holds every release of the series",
+                    **views,
                 },
             )
         ]
 
-    def note_below(self, pkey: np.ndarray) -> None:
-        """Keep the stored keys of people below the threshold (-1: a newcomer) for breach_note."""
+    def note_below(self, pkey: np.ndarray, below: np.ndarray | None = None) -> None:
+        """Keep the stored keys of people below the threshold (-1: a newcomer) for breach_note.
+        below: per input row, whether the person is below in some view (several views: a person
+        has a key per view and is a newcomer when it has none)."""
         self.below_pkeys.append(pkey[pkey >= 0])
-        self.below_newcomers += int((pkey < 0).sum())
+        if below is None:
+            self.below_people += len(pkey)
+            self.below_newcomers += int((pkey < 0).sum())
+            return
+        assert self.prior is not None  # several views are composed only against stored summaries
+        self.below_people += int(below.sum())
+        self.below_newcomers += int((below & ~self.by_person(self.prior.pkey >= 0)).sum())
 
     def breach_note(self) -> str:
         """Which earlier releases the people below the threshold were in, and the remedies: what
         the publish refusal adds to the figure. Never fails the refusal it explains."""
         pkeys = np.concatenate(self.below_pkeys) if self.below_pkeys else np.zeros(0, np.int64)
-        below = len(pkeys) + self.below_newcomers
+        below = self.below_people
         releases: list = []
         sid = self.prior.sid if self.prior is not None else self._staged.sid if self._staged is not None else None
         if self.store is not None and sid is not None and len(pkeys):
@@ -274,6 +298,13 @@ class SeriesCheck:
             next_ids=next_ids,
             transient=list(self.settings.transient),
         )
+
+
+def per_view(persons: pa.Array, views: int) -> pa.Array:
+    """The person ids once per view: view 0 as they are (a technique with one view stores them
+    so), view v tagged "<id>\\x1fview<v>", so the state keeps one summary per person and view."""
+    tagged = [pc.binary_join_element_wise(persons, f"view{v}", "\x1f") for v in range(1, views)]
+    return pa.concat_arrays([persons, *tagged])
 
 
 def broken_rows(prior: summaries.Prior, codes: np.ndarray, transient: np.ndarray) -> np.ndarray:

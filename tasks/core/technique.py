@@ -167,11 +167,19 @@ class Technique:
         hook(con, release_id, sequence) inside the release's commit transaction (None: none)."""
         return None
 
+    def composition_views(self) -> list[str]:
+        """The adversaries the series composition check plays, named by what each knows: one by
+        default (all the QIs). A technique that protects several QIDs separately (Butterfly)
+        names one per QID, and `composition_groups` returns each one's groups, view after view."""
+        return ["the quasi-identifiers"]
+
     def composition_groups(self, data: Microdata, part: Partition) -> tuple[np.ndarray, int]:
         """The groups the series composition check (tasks/compose) takes: in each, the records an
         adversary who knows a person's QIs cannot tell apart from the person's (docs/series.md).
         By default the partition's; a technique whose tables narrow a person within its group
-        returns finer ones (group per row, -1 = not published; the number of groups)."""
+        returns finer ones (group per row, -1 = not published; the number of groups). With
+        several `composition_views`, one group per row and view: view 0's n rows, then view 1's,
+        ..., the groups numbered across all views."""
         return part.group, part.n_groups
 
     def utility(self, release: Release, data: Microdata) -> dict[str, float]:

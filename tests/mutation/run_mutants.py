@@ -565,6 +565,13 @@ MUTANTS = [
         ["tests/test_composition_oracle.py"],
     ),
     Mutant(
+        "composition takes Butterfly's whole units, not each QID's classes",
+        "tasks/techniques/butterfly/technique.py",
+        "key = unit * (int(wing.max(initial=0)) + 1) + wing[row_point] if attrs else unit",
+        "key = unit",
+        ["tests/test_composition_oracle.py"],
+    ),
+    Mutant(
         "series change checks only people beyond the second release",
         "tasks/compose/change.py",
         "latest[stored_people] > first,",

@@ -163,6 +163,26 @@ class Butterfly(_MultiQID):
         )
         return points, part.group, k_points
 
+    def composition_views(self) -> list[str]:
+        """Butterfly protects each QID on its own (k rows per QID class), not the union: the
+        series check plays one adversary per QID, who knows that QID's values."""
+        return [f"QID {q + 1} ({', '.join(qid)})" for q, qid in enumerate(self.params.qids)]
+
+    def composition_groups(self, data: Microdata, part: Partition) -> tuple[np.ndarray, int]:
+        """Per QID, a row's class on that QID: its unit (the body's range) and its wing group of
+        that QID (the wing's range); the QIDs one after the other (tests/test_composition_oracle.py).
+        A box of another class that happens to cover the person too only adds candidates."""
+        assign: Assignment = part.info["assignment"]
+        row_point = part.info["row_point"]
+        unit = assign.unit[row_point].astype(np.int64)
+        groups, offset = [], 0
+        for attrs, wing in zip(self.layout.wings, assign.wing):
+            key = unit * (int(wing.max(initial=0)) + 1) + wing[row_point] if attrs else unit  # no wing: the unit
+            pairs, index = np.unique(key, return_inverse=True)
+            groups.append(index.ravel() + offset)
+            offset += len(pairs)
+        return np.concatenate(groups), offset
+
     def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
         assign: Assignment = part.info["assignment"]
         row_point = part.info["row_point"]
