@@ -210,3 +210,52 @@ def test_group_sizes_are_the_union_classes_of_the_published_table():
         assert n_qid <= n_union
         pairs = {(u, q) for u, q in zip(union_class.tolist(), qid_class.tolist())}
         assert len(pairs) == n_union
+
+
+def census_case():
+    from privpub.tasks.demo_data import CENSUS_QI, census
+
+    qids = [["age", "sex", "education"], ["education", "marital", "race"]]
+    return census(300, seed=4), CENSUS_QI, qids, 4
+
+
+COMPOSITION_CASES = {  # frame, QIs, QIDs, k
+    "fig2a": lambda: (FIG2A.drop(columns="s"), cat_qi("A", "B", "C"), [["A", "B"], ["B", "C"]], 2),
+    "table4": lambda: (
+        pd.concat([TABLE4] * 2, ignore_index=True).assign(pid=range(16)),
+        cat_qi("A", "B", "C"),
+        [["A", "B"], ["B", "C"]],
+        4,
+    ),
+    "census": census_case,
+}
+
+
+@pytest.mark.parametrize("case", list(COMPOSITION_CASES))
+def test_the_series_check_composes_each_qids_published_classes(case):
+    """`composition_groups` (the series check, docs/series.md): per QID, every group lies inside
+    one class of the published table on that QID and holds at least k rows. Read from the
+    published table: each row's sensitive value is unique, so it names the input row."""
+    from privpub.tasks.verify.published import class_ids, qi_columns
+
+    frame, qi, qids, k = COMPOSITION_CASES[case]()
+    frame = frame.assign(tag=[f"r{i}" for i in range(len(frame))])
+    tech, data = technique_and_data(frame, qi, "tag", "butterfly", k=k, qids=qids)
+    part, release = release_of(tech, data)
+    table = release.tables["table"]
+    input_row = pd.Index(frame["tag"]).get_indexer(table.column("tag").to_pylist())
+    group, n_groups = tech.composition_groups(data, part)
+    assert len(group) == len(qids) * len(frame) and set(group.tolist()) == set(range(n_groups))
+    assert tech.composition_views() == [f"QID {q + 1} ({', '.join(qid)})" for q, qid in enumerate(qids)]
+    split_units = 0
+    for q, qid in enumerate(qids):
+        of_row = group[q * len(frame) : (q + 1) * len(frame)]
+        published_class = np.empty(len(frame), np.int64)
+        published_class[input_row] = class_ids(table, qi_columns(table, qid))[0]
+        pairs = set(zip(of_row.tolist(), published_class.tolist()))
+        assert len(pairs) == len(set(of_row.tolist()))  # a group never spans two published classes
+        assert np.unique(of_row, return_counts=True)[1].min() >= k  # k rows per class, as Butterfly promises
+        unit = part.group
+        split_units += len(set(zip(unit.tolist(), published_class.tolist()))) > len(set(unit.tolist()))
+    if case == "fig2a":  # its butterflies' units hold several classes of a QID: a unit is too coarse
+        assert split_units

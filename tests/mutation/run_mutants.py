@@ -569,7 +569,7 @@ MUTANTS = [
         "tasks/techniques/butterfly/technique.py",
         "key = unit * (int(wing.max(initial=0)) + 1) + wing[row_point] if attrs else unit",
         "key = unit",
-        ["tests/test_composition_oracle.py"],
+        ["tests/test_composition_oracle.py", "tests/test_butterfly.py"],
     ),
     Mutant(
         "series change checks only people beyond the second release",
