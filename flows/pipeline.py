@@ -48,6 +48,7 @@ from privpub.tasks.core.executor import Executor, ThreadExecutor
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.types import Partition, PrivacyResult, Release
 from privpub.tasks.evaluate import SharedWorkload, evaluate, evaluation_workload, utility_summary
+from privpub.tasks.report_series import SERIES_FIGURES
 from privpub.tasks.risk import RiskSettings, over_limits, risk_settings
 from privpub.tasks.techniques.registry import get_technique
 from privpub.tasks.validate import checked_input, load_input, validate
@@ -328,7 +329,6 @@ def release_key(spec: ReleaseSpec, fingerprint: str, seed: int) -> str:
 
 
 # the figures the report follows over a series (beside the privacy figures)
-SERIES_FIGURES = ["query_error_1pct", "uncertainty_penalty_normalized", "suppressed_rows"]
 
 
 def read_rows(

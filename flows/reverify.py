@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from pathlib import Path
 from typing import NamedTuple
 
@@ -13,7 +14,8 @@ from privpub.tasks import report, report_verdict
 from privpub.tasks.cluster.risk import release_risk, release_riskiest
 from privpub.tasks.compose.rebuild import replay
 from privpub.tasks.core.parted_table import PartedTable, read_published
-from privpub.tasks.core.types import Release
+from privpub.tasks.core.types import PrivacyResult, Release
+from privpub.tasks.report_series import SERIES_FIGURES
 from privpub.tasks.risk import risk_settings
 from privpub.tasks.techniques.registry import get_technique
 
@@ -176,7 +178,9 @@ def rewrite_report(state: Path, release_id: str) -> str:
         riskiest = release_riskiest(technique, release) if not problems else None
     m = rel["metrics"]
     utility = {r.name: (r.value if r.value == r.value else r.text_value) for r in m[m.kind == "utility"].itertuples()}
+    privacy += stored_composition(m)  # what the series check said at publish (`verify` replays it)
     folder = Path(rel["output_dir"]) / release_id
+    figures = store.series_figures(rel["series"], [r.model for r in privacy] + SERIES_FIGURES)
     risk = {r.name: r.value for r in m[m.kind == "risk"].itertuples()}
     meta = {
         **rel,
@@ -185,5 +189,16 @@ def rewrite_report(state: Path, release_id: str) -> str:
         "riskiest": riskiest,
         "risk_note": technique.risk_note,
         **report_verdict.spec_facts(spec),
+        # the series as it stood at this release (later releases are not part of its report)
+        "series_figures": None if figures is None else figures[figures.sequence <= rel["sequence"]],
     }
     return str(report.write_html_report(folder / "report.html", meta, privacy, utility, sizes))
+
+
+def stored_composition(metrics) -> list[PrivacyResult]:
+    """The series composition figure stored at publish, as the report shows it."""
+    rows = metrics[(metrics.kind == "privacy") & metrics.name.str.startswith("series-composition")]
+    return [
+        PrivacyResult(r.name, int(r.value), int(r.threshold), bool(r.passed), json.loads(r.detail or "{}"))
+        for r in rows.itertuples()
+    ]

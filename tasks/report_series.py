@@ -11,6 +11,9 @@ import pandas as pd
 from privpub.tasks.figures import as_number, figure_words, fmt
 from privpub.tasks.report_plots import plot_figure, trend_chart
 
+# the utility figures the report follows over a series (beside every privacy figure)
+SERIES_FIGURES = ["query_error_1pct", "uncertainty_penalty_normalized", "suppressed_rows"]
+
 
 def series_wide(meta: dict[str, Any]) -> pd.DataFrame | None:
     """The series' figures, one row per release (this one last), one column per figure."""

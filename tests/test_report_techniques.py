@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -56,3 +57,25 @@ def test_every_technique_reports_in_plain_words(tmp_path, frame, name):
     # worst-case values are whole: a long list is summarised with its count, never cut
     for cell in re.findall(r"<td>([^<]*)</td>", privacy):
         assert not cell.endswith(",") and "..." not in cell or re.match(r"\d+ values: ", cell), cell
+
+
+def test_privpub_report_rewrites_the_series_section_as_published(tmp_path, frame):
+    """`privpub report RELEASE` (flows/reverify.rewrite_report) writes the same series section and
+    series-composition row as the publish did, and no later release of the series."""
+    from privpub.flows.reverify import rewrite_report
+
+    spec, page = _publish(tmp_path, frame, "generalization")
+    first = sorted((tmp_path / "releases").iterdir(), key=lambda p: p.name)
+    later = frame.sample(frac=1, random_state=3).reset_index(drop=True)
+    privpub.publish(later, spec, allow_repeat=True, overrides={"output": {"seed": 10}})  # a third release
+    second = [p for p in first if p.name != ".staging"][-1]
+
+    def parts(text: str) -> tuple[str, str]:
+        series = re.search(r"<h2>In its series</h2>.*?</table>", text, re.S).group(0)
+        composition = re.search(r"<tr><td>series-composition-[^<]*</td>.*?</tr>", text, re.S).group(0)
+        return series, composition
+
+    (second / "report.html").unlink()
+    rewritten = Path(rewrite_report(tmp_path / "s.duckdb", second.name)).read_text()
+    assert parts(rewritten) == parts(page)
+    assert rewritten.count("<th>#") == 2  # releases #1 and #2, not #3
