@@ -263,4 +263,5 @@ def change_series(
         elif _is_path(spec):
             record_failure(str(spec), overrides, who, exc, detail["message"], "series-change", "refused")
         raise
-    return rebuild_series(store, checked.dataset.name, settings, who)
+    views = len(technique.composition_views())  # Butterfly: each person once per QID
+    return rebuild_series(store, checked.dataset.name, settings, who, views=views)

@@ -286,6 +286,11 @@ def test_butterfly_is_composed_per_qid(tmp_path, l):
     pairs = 1 + ([len(v) for v, _ in by_sex.values()] == [1, 1])  # p0 on QID 1, and on QID 2 if pinned there
     assert line.startswith(f"FAIL {model}: 1 (required 2), {pairs} (person, QID) pairs below"), line
     assert 'a breach accepted at publish ([series] composition = "warn")' in line
+    # privpub series change replays them too, and counts what it replays as pairs
+    spec = spec_of(tmp_path, technique("butterfly", 1), l)
+    change = privpub.change_series(spec, state=tmp_path / "state.duckdb")
+    assert (change.value, change.below, change.people, change.views) == (1, pairs, 8, 2)
+    assert f"over 8 (person, QID) pairs of the series, {pairs} below" in change.lines()[1]
 
 
 @settings(max_examples=15, phases=NO_SHRINK)

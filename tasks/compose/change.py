@@ -57,13 +57,18 @@ class SeriesChange:
     releases: int  # releases replayed
     transient_before: int  # how many values the list held, and holds now (never the values)
     transient_after: int
+    views: int = 1  # adversaries composed (Butterfly: one per QID): people are then (person, QID) pairs
+
+    @property
+    def who(self) -> str:
+        return "(person, QID) pairs" if self.views > 1 else "people"
 
     def lines(self) -> list[str]:
         figure = "-" if self.value is None else str(self.value)
         return [
             f"series '{self.series}' changed: [series] transient {self.transient_before} -> "
             f"{self.transient_after} values; summaries rebuilt from {self.releases} releases",
-            f"{self.model}: {figure} (required {self.threshold}) over {self.people} people of the series, "
+            f"{self.model}: {figure} (required {self.threshold}) over {self.people} {self.who} of the series, "
             f"{self.below} below",
         ]
 
@@ -88,14 +93,19 @@ class _Figures:
 
 
 def rebuild_series(
-    store: Store, series: str, settings: SeriesSettings, actor: str, batch_people: int = BATCH_PEOPLE
+    store: Store,
+    series: str,
+    settings: SeriesSettings,
+    actor: str,
+    batch_people: int = BATCH_PEOPLE,
+    views: int = 1,
 ) -> SeriesChange:
     """Rebuild the series' summaries under `settings` (the spec's [series]) and keep them when
     the whole series passes; else raise (PrivacyRefused: a figure below the threshold;
     SpecError: the stored values break the new model; StateError: nothing stored to change),
     the series unchanged and the refusal in the audit log."""
     try:
-        return _change(store, series, settings, actor, batch_people)
+        return _change(store, series, settings, actor, batch_people, views)
     except (PrivacyRefused, SpecError, StateError):
         raise  # refusals are logged inside the change's connection
     except Exception as exc:  # the transaction rolled back: the attempt is still recorded
@@ -106,7 +116,9 @@ def rebuild_series(
         raise
 
 
-def _change(store: Store, series: str, settings: SeriesSettings, actor: str, batch_people: int) -> SeriesChange:
+def _change(
+    store: Store, series: str, settings: SeriesSettings, actor: str, batch_people: int, views: int
+) -> SeriesChange:
     model = "series-composition-l" if settings.l else "series-composition-k"
     threshold = settings.l or settings.k
     assert threshold is not None  # series_settings sets k when there is no l
@@ -161,6 +173,7 @@ def _change(store: Store, series: str, settings: SeriesSettings, actor: str, bat
                 len(releases),
                 len(before),
                 len(set(settings.transient)),
+                views,
             )
             detail |= {
                 "figure": result.value,
@@ -187,7 +200,7 @@ def _change(store: Store, series: str, settings: SeriesSettings, actor: str, bat
         if refused:
             message = (
                 f"series change refused: {model} would be {result.value}, required {threshold}: "
-                f"{len(below)} people of series '{series}' fall below it when its releases are combined "
+                f"{len(below)} {result.who} of series '{series}' fall below it when its releases are combined "
                 f"under the spec's [series] settings; they are in releases {named}; nothing was changed; "
                 + remedies.CHANGE_REMEDIES
             )
