@@ -418,7 +418,10 @@ def test_a_mask_hierarchy_level_above_its_top_is_refused(visits):
     data["audit"]["grid"]["region"] = 8
     from privpub.schemas.spec import spec_from_dict
 
-    with pytest.raises(SpecError, match=r"^\[audit\] grid region: the level must be a whole number from 0 to 7$"):
+    with pytest.raises(
+        SpecError,
+        match=r"^\[audit\] grid region: the level of a categorical QI's hierarchy must be a whole number from 0 to 7$",
+    ):
         init_audit(spec_from_dict(data, base_dir=visits), "steward")
     data["audit"]["grid"]["region"] = 7
     assert init_audit(spec_from_dict(data, base_dir=visits), "steward") == "visits"

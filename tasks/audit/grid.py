@@ -288,9 +288,9 @@ def auto_grid(
     keys = {
         c: draft.keys(c, population[c]) if spec[c].kind != "numeric" else numeric_values(population, c) for c in columns
     }
-    ordered = [c for c in columns if spec[c].kind != "categorical"]
-    shares = start_bands({c: np.sort(keys[c]) for c in ordered}, n / min_cell) if ordered else {}
-    cuts = {c: quantile_cuts(np.sort(keys[c]), shares[c]) if c in shares else () for c in columns}
+    ordered = {c: np.sort(keys[c]) for c in columns if spec[c].kind != "categorical"}  # banded at quantiles
+    shares = start_bands(ordered, n / min_cell) if ordered else {}
+    cuts = {c: quantile_cuts(ordered[c], shares[c]) if c in ordered else () for c in columns}
     integer = {c: spec[c].kind != "numeric" or is_integer(population, c) for c in columns}
     while True:
         for c in groups:
@@ -349,7 +349,9 @@ def width_grid(
             base, tree = categorical_values(population, c, spec[c])
             if tree is None and w != 0 or tree is not None and not 0 <= int(w) <= top_level(tree):
                 top = 0 if tree is None else top_level(tree)
-                raise ValueError(f"grid {c}: the level must be a whole number from 0 to {top}")
+                raise ValueError(
+                    f"grid {c}: the level of a categorical QI's hierarchy must be a whole number from 0 to {top}"
+                )
             labels[c], cuts[c] = labelled_cuts(level_groups(base, tree, int(w)), base)
             continue
         if kind == "ordinal":

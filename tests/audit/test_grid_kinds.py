@@ -156,7 +156,9 @@ def test_width_grids_of_dates_ordinals_and_hierarchy_levels():
     assert grid.band_labels("area") == [("n1", "n2"), ("s1", "s2", "s3")]
     assert [band(grid, "day", d) for d in people.day] == [0, 1, 1, 4]
     assert width_grid(people, ["area"], {"area": 0}, qis).band_labels("area") == [(v,) for v in LEAVES]
-    with pytest.raises(ValueError, match="grid area: the level must be a whole number from 0 to 2"):
+    with pytest.raises(
+        ValueError, match="grid area: the level of a categorical QI's hierarchy must be a whole number from 0 to 2"
+    ):
         width_grid(people, ["area"], {"area": 3}, qis)
     with pytest.raises(ValueError, match="QI day is a date QI and must hold dates"):
         auto_grid(pd.DataFrame({"day": [1, 2]}), ["day"], 1, {"day": GridQI("date")})
