@@ -268,7 +268,7 @@ def test_snapping_every_kind_is_outward_aligned_and_stable(data):
     people, qis = mixed(n=data.draw(st.integers(5, 80)), seed=data.draw(st.integers(0, 1_000)))
     columns = ["age", "day", "sev", "area"]
     if data.draw(st.booleans()):
-        grid = auto_grid(people[columns], columns, data.draw(st.integers(1, 6)), qis)
+        grid = auto_grid(people[columns], columns, data.draw(st.integers(1, 5)), qis)
     else:
         widths = {"age": data.draw(st.sampled_from([1, 5, 10])), "day": data.draw(st.sampled_from([1, 7, 30]))}
         widths |= {"sev": data.draw(st.integers(1, 4)), "area": data.draw(st.integers(0, 2))}
