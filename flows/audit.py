@@ -11,15 +11,19 @@ response is returned.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeGuard
 
+import pandas as pd
+import pyarrow as pa
+
+from privpub.schemas.dates import date32
 from privpub.schemas.errors import SpecError, StateError
 from privpub.schemas.input import validate_input
 from privpub.schemas.spec import ReleaseSpec, check_known_keys, spec_from_dict
 from privpub.state.store import Store
 from privpub.tasks.audit import DEFAULT_BUDGET, Auditor, ask_batch, secret_from_mapping
 from privpub.tasks.audit.auditor import legacy_budget
-from privpub.tasks.audit.grid import DEFAULT_MIN_CELL, Grid, auto_grid, width_grid
+from privpub.tasks.audit.grid import DEFAULT_MIN_CELL, Grid, GridQI, auto_grid, top_level, width_grid
 from privpub.tasks.validate import load_input
 
 
@@ -37,8 +41,43 @@ def audit_settings(spec: ReleaseSpec) -> dict[str, Any]:
     return {"l": l, "budget": budget, "strategy": strategy, **grid_settings(spec, section)}
 
 
+def whole(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_band(q, value: object) -> None:
+    """One QI's entry of `[audit] grid = { ... }`, by the QI's kind; refused with one line."""
+    where = f"[audit] grid {q.name}"
+    if q.kind == "numeric":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise SpecError(f"{where}: the band width must be a positive number")
+    elif q.kind == "date":
+        if not whole(value) or not value >= 1:
+            raise SpecError(f"{where}: the band width of a date QI must be a positive whole number of days")
+    elif q.kind == "ordinal":
+        if not whole(value) or not value >= 1:
+            raise SpecError(f"{where}: the band width of an ordinal QI must be a positive whole number of values")
+    elif q.hierarchy is None:
+        if not whole(value) or value != 0:
+            raise SpecError(
+                f'{where}: a categorical QI without a hierarchy takes level 0 (each value alone) or grid = "auto"'
+            )
+    elif not whole(value) or not 0 <= value <= (top_level(q.tree) if q.tree else value):
+        top = f"from 0 to {top_level(q.tree)}" if q.tree else "from 0"
+        raise SpecError(f"{where}: the level of a categorical QI's hierarchy must be a whole number {top}")
+
+
+def grid_qis(spec: ReleaseSpec) -> dict[str, GridQI]:
+    """What the grid needs of each QI's declaration: its kind, order and hierarchy."""
+    return {
+        q.name: GridQI(q.kind, tuple(q.order_labels or ()), q.hierarchy if q.kind == "categorical" else None)
+        for q in spec.dataset.qi
+    }
+
+
 def grid_settings(spec: ReleaseSpec, section: dict[str, Any]) -> dict[str, Any]:
-    """`[audit] grid` ("auto" or { QI = band width, ... } naming every QI), `min_cell` (with
+    """`[audit] grid` ("auto" or { QI = band, ... } naming every QI: a band width for a numeric,
+    date (days) or ordinal (values) QI, a hierarchy level for a categorical one), `min_cell` (with
     "auto", default 30) and `snap` (default true); strict, refused with one line naming the key."""
     grid = section.get("grid")
     if grid is None:
@@ -47,17 +86,12 @@ def grid_settings(spec: ReleaseSpec, section: dict[str, Any]) -> dict[str, Any]:
                 raise SpecError(f'[audit] {key}: only with a grid ([audit] grid = "auto" or band widths)')
         return {}
     qis = spec.dataset.qi_names
-    for q in spec.dataset.qi:
-        if q.kind != "numeric":
-            raise SpecError(f"[audit] grid: QI {q.name} is {q.kind}; a grid needs numeric QIs")
     if isinstance(grid, dict):
         check_known_keys("[audit] grid", grid, qis)
-        for name in qis:
-            width = grid.get(name)
-            if width is None:
-                raise SpecError(f"[audit] grid: no band width for QI {name} (every QI needs one)")
-            if isinstance(width, bool) or not isinstance(width, (int, float)) or not width > 0:
-                raise SpecError(f"[audit] grid {name}: the band width must be a positive number")
+        for q in spec.dataset.qi:
+            if q.name not in grid:
+                raise SpecError(f"[audit] grid: no band width for QI {q.name} (every QI needs one)")
+            check_band(q, grid[q.name])
         if "min_cell" in section:
             raise SpecError('[audit] min_cell: only with grid = "auto" (band widths set the cells)')
     elif grid != "auto":
@@ -74,15 +108,16 @@ def grid_settings(spec: ReleaseSpec, section: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def build_grid(settings: dict[str, Any], qi_table) -> Grid | None:
-    """The public query grid from the public QI table alone (ids and QIs: never the secret)."""
+def build_grid(settings: dict[str, Any], qi_table, qis: dict[str, GridQI] | None = None) -> Grid | None:
+    """The public query grid from the public QI table alone (ids and QIs: never the secret);
+    `qis` declares the QIs' kinds (numeric when absent)."""
     grid = settings.get("grid")
     columns = [str(c) for c in qi_table.columns]
     try:
         if grid == "auto":
-            return auto_grid(qi_table, columns, settings["min_cell"])
+            return auto_grid(qi_table, columns, settings["min_cell"], qis)
         if isinstance(grid, dict):
-            return width_grid(qi_table, columns, grid)
+            return width_grid(qi_table, columns, grid, qis)
     except ValueError as exc:
         raise SpecError(f"[audit] {exc}") from None
     return None
@@ -98,17 +133,30 @@ def _secret_table(spec: ReleaseSpec):
     frame, fingerprint = load_input(spec)
     frame = validate_input(frame, spec)  # an audit spec needs no [technique]
     ds = spec.dataset
-    population = frame[[ds.person_id, *ds.qi_names]]
+    population = query_table(frame[[ds.person_id, *ds.qi_names]], spec)
     values = frame[ds.sensitive].tolist()
     mapping = dict(zip(frame[ds.person_id].tolist(), values))
     return population, values, secret_from_mapping(mapping), fingerprint
+
+
+def query_table(population: pd.DataFrame, spec: ReleaseSpec) -> pd.DataFrame:
+    """The public table as predicates read it: a date QI's day numbers as dates (DATE in SQL,
+    compared with 'YYYY-MM-DD' texts), an ordinal QI's values as ordered categories (compared in
+    the declared order, tasks/audit/query.py)."""
+    out = population.copy()
+    for q in spec.dataset.qi:
+        if q.kind == "date":
+            out[q.name] = pd.Series(date32(out[q.name].to_numpy()), dtype=pd.ArrowDtype(pa.date32()), index=out.index)
+        elif q.kind == "ordinal":
+            out[q.name] = pd.Categorical(out[q.name].astype(str), categories=q.order_labels, ordered=True)
+    return out
 
 
 def _auditor(spec: ReleaseSpec, knowledge: dict | None):
     settings = audit_settings(spec)
     population, values, secret, fingerprint = _secret_table(spec)
     if knowledge is None:
-        grid = build_grid(settings, population[spec.dataset.qi_names])
+        grid = build_grid(settings, population[spec.dataset.qi_names], grid_qis(spec))
         return Auditor(
             population,
             values,

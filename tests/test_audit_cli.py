@@ -9,6 +9,7 @@ import sys
 from collections import Counter
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -320,12 +321,161 @@ def test_grid_settings_are_strict(clinic, audit, message):
     assert not (clinic / "privpub.duckdb").exists()  # nothing registered
 
 
-def test_a_grid_needs_numeric_qis(clinic):
-    (clinic / "grid.toml").write_text(
-        SPEC.replace('kind = "numeric" }', 'kind = "categorical" }').replace("budget = 1000", 'grid = "auto"')
+# sixty patients over a numeric, a categorical, a date, an ordinal and a hierarchical QI (issue 31)
+KINDS_SPEC = """[dataset]
+name = "visits"
+input = "visits.csv"
+person_id = "name"
+sensitive = "disease"
+qi = [
+  { name = "age", kind = "numeric" },
+  { name = "region", kind = "categorical" },
+  { name = "visit", kind = "date" },
+  { name = "sev", kind = "ordinal", order = ["low", "mid", "high", "top"] },
+  { name = "area", kind = "categorical", hierarchy = { north = ["n1", "n2"], south = ["s1", "s2", "s3"], all = ["north", "south"] } },
+]
+
+[audit]
+l = 2
+budget = 1000
+GRID
+
+[output]
+state = "privpub.duckdb"
+"""
+
+
+@pytest.fixture
+def visits(tmp_path):
+    rng = np.random.default_rng(11)
+    n = 60
+    days = np.datetime64("2024-01-01") + rng.integers(0, 90, n)
+    pd.DataFrame(
+        {
+            "name": [f"v{i:02d}" for i in range(n)],
+            "age": rng.integers(18, 90, n),
+            "region": rng.choice(["east", "west", "north", "south", "centre"], n, p=[0.4, 0.3, 0.2, 0.05, 0.05]),
+            "visit": [str(d) for d in days],
+            "sev": rng.choice(["low", "mid", "high", "top"], n),
+            "area": rng.choice(["n1", "n2", "s1", "s2", "s3"], n),
+            "disease": rng.choice(["flu", "cold", "asthma", "hiv"], n),
+        }
+    ).to_csv(tmp_path / "visits.csv", index=False)
+    return tmp_path
+
+
+def visits_spec(folder, grid: str):
+    (folder / "visits.toml").write_text(KINDS_SPEC.replace("GRID", grid))
+    return load_spec(folder / "visits.toml")
+
+
+@pytest.mark.parametrize(
+    ("grid", "message"),
+    [
+        ("visit = 7.5", r"^\[audit\] grid visit: the band width of a date QI must be a positive whole number of days$"),
+        ("visit = 0", r"^\[audit\] grid visit: the band width of a date QI must be a positive whole number of days$"),
+        ('visit = "7"', r"^\[audit\] grid visit: the band width of a date QI must be a positive whole number of days$"),
+        ("sev = 0", r"^\[audit\] grid sev: the band width of an ordinal QI must be a positive whole number of values$"),
+        (
+            "sev = true",
+            r"^\[audit\] grid sev: the band width of an ordinal QI must be a positive whole number of values",
+        ),
+        ("region = 1", r"^\[audit\] grid region: a categorical QI without a hierarchy takes level 0"),
+        ('region = "auto"', r"^\[audit\] grid region: a categorical QI without a hierarchy takes level 0"),
+        (
+            "area = 3",
+            r"^\[audit\] grid area: the level of a categorical QI's hierarchy must be a whole number from 0 to 2$",
+        ),
+        (
+            "area = -1",
+            r"^\[audit\] grid area: the level of a categorical QI's hierarchy must be a whole number from 0 to 2$",
+        ),
+        (
+            "area = 1.0",
+            r"^\[audit\] grid area: the level of a categorical QI's hierarchy must be a whole number from 0 to 2$",
+        ),
+    ],
+)
+def test_grid_bands_of_every_kind_are_strict(visits, grid, message):
+    """A band of the wrong type or outside its kind's domain is refused with one line naming the
+    QI, before anything is registered; the entries just inside pass."""
+    good = {"age": "age = 10", "region": "region = 0", "visit": "visit = 7", "sev": "sev = 2", "area": "area = 2"}
+    good[grid.split(" = ")[0]] = grid
+    spec = visits_spec(visits, "grid = { " + ", ".join(good.values()) + " }")
+    with pytest.raises(SpecError, match=message) as err:
+        init_audit(spec, "steward")
+    assert "\n" not in str(err.value)
+    assert not (visits / "privpub.duckdb").exists()  # nothing registered
+    inside = {"age": "age = 10", "region": "region = 0", "visit": "visit = 1", "sev": "sev = 1", "area": "area = 2"}
+    assert init_audit(visits_spec(visits, "grid = { " + ", ".join(inside.values()) + " }"), "steward") == "visits"
+
+
+def test_a_mask_hierarchy_level_above_its_top_is_refused(visits):
+    spec = visits_spec(visits, "grid = { age = 10, region = 0, visit = 7, sev = 2, area = 0 }")
+    data = spec.model_dump(exclude={"base_dir"})
+    # five region names of 4 to 6 letters: masked up to "******", then the root "*": levels 0 to 7
+    data["dataset"]["qi"][1]["hierarchy"] = "mask"
+    data["audit"]["grid"]["region"] = 8
+    from privpub.schemas.spec import spec_from_dict
+
+    with pytest.raises(
+        SpecError,
+        match=r"^\[audit\] grid region: the level of a categorical QI's hierarchy must be a whole number from 0 to 7$",
+    ):
+        init_audit(spec_from_dict(data, base_dir=visits), "steward")
+    data["audit"]["grid"]["region"] = 7
+    assert init_audit(spec_from_dict(data, base_dir=visits), "steward") == "visits"
+
+
+def test_audit_init_and_ask_snap_every_kind_of_qi(visits, tmp_path):
+    """`privpub audit init` over numeric, categorical, date, ordinal and hierarchical QIs with
+    `grid = "auto"`, then `privpub audit ask` with an off-grid predicate: the decision is taken
+    for the grid-aligned predicate, which selects whole cells of >= min_cell people and is
+    decided as it is when asked again."""
+    from privpub.flows.audit import _secret_table
+    from privpub.tasks.audit import select_ids
+    from privpub.tasks.audit.grid import Grid, cell_codes
+
+    spec = visits_spec(visits, 'grid = "auto"\nmin_cell = 5')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PYTHONPATH=str(ROOT), PRIVPUB_HOME=str(tmp_path / "none"), PREFECT_HOME=str(tmp_path / "prefect"))
+    cli = [sys.executable, "-m", "privpub.flows.cli", "audit"]
+    init = subprocess.run(
+        [*cli, "init", str(visits / "visits.toml")], env=env, capture_output=True, text=True, timeout=120
     )
-    with pytest.raises(SpecError, match=r"^\[audit\] grid: QI age is categorical; a grid needs numeric QIs$"):
-        init_audit(load_spec(clinic / "grid.toml"), "steward")
+    assert init.returncode == 0, init.stderr
+    state = str(visits / "privpub.duckdb")
+
+    def ask_cli(where):
+        res = subprocess.run(
+            [*cli, "ask", "--where", where, "--as", "analyst", "--state", state],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert res.returncode == 0, res.stderr
+        return json.loads(res.stdout)
+
+    where = "age BETWEEN 31 AND 44 AND region = 'south' AND visit >= '2024-02-10' AND sev < 'high' AND area = 's1'"
+    out = ask_cli(where)
+    assert out["widened"] > 0 and out["predicate"] != where
+    assert out["reason"].startswith(f"decided for the grid-aligned query {out['predicate']} ")
+    population = _secret_table(spec)[0]
+    asked = set(select_ids(population, where, "name"))
+    wide = set(select_ids(population, out["predicate"], "name"))
+    assert asked < wide and len(wide) - len(asked) == out["widened"]
+    if out["response"] == "answer":
+        assert set(out["ids"]) == wide
+    with duckdb.connect(state, read_only=True) as con:
+        grid = Grid.from_state(json.loads(con.execute("SELECT knowledge FROM audit_tables").fetchone()[0])["grid"])
+    assert grid.kinds == {"region": "categorical", "visit": "date", "sev": "ordinal", "area": "categorical"}
+    codes = cell_codes(population, grid)
+    assert min(Counter(codes.tolist()).values()) >= 5  # every non-empty cell holds min_cell people
+    chosen = population.name.isin(wide).to_numpy()
+    assert set(codes[chosen]).isdisjoint(codes[~chosen])  # whole grid cells
+    again = ask_cli(out["predicate"])
+    assert again["predicate"] == out["predicate"] and again["widened"] == 0
 
 
 def test_a_registered_grid_is_built_from_the_public_qi_table_alone(clinic, monkeypatch):
@@ -339,9 +489,9 @@ def test_a_registered_grid_is_built_from_the_public_qi_table_alone(clinic, monke
     seen = []
     real_auto_grid = audit.auto_grid
 
-    def recording(frame, columns, min_cell):
+    def recording(frame, columns, min_cell, qis=None):
         seen.append(list(frame.columns))
-        return real_auto_grid(frame, columns, min_cell)
+        return real_auto_grid(frame, columns, min_cell, qis)
 
     def no_secret(mapping):
         def read(ids):

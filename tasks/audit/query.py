@@ -7,11 +7,17 @@ analyst's text, so a predicate cannot close its parentheses and append a query. 
 private in-memory DuckDB connection that sees only the public population frame, with external
 access off; its cost is one pass over that frame. No engine message reaches the analyst: it could
 quote a cell.
+
+An ordinal QI held as an ordered categorical (flows/audit.py holds it so) is compared in its
+declared order, not as text: `sev < 'mid'` runs as `sev IN (<the values before 'mid'>)`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import duckdb
+import numpy as np
 import pandas as pd
 import sqlglot
 from sqlglot import exp
@@ -69,6 +75,76 @@ def parsed_predicate(predicate: str, columns: list[str]) -> exp.Expr:
     return tree
 
 
+# comparisons that read an ordinal QI in its declared order: which ranks each keeps
+RANKS: dict[type[exp.Expr], Callable[[np.ndarray, int], np.ndarray]] = {
+    exp.LT: lambda ranks, r: ranks < r,
+    exp.LTE: lambda ranks, r: ranks <= r,
+    exp.GT: lambda ranks, r: ranks > r,
+    exp.GTE: lambda ranks, r: ranks >= r,
+}
+FLIPPED: dict[type[exp.Expr], type[exp.Expr]] = {exp.LT: exp.GT, exp.LTE: exp.GTE, exp.GT: exp.LT, exp.GTE: exp.LTE}
+
+
+def declared_orders(population: pd.DataFrame) -> dict[str, list[str]]:
+    """The ordinal QIs (ordered categoricals) and their orders."""
+    return {
+        str(c): [str(v) for v in population[c].cat.categories]
+        for c in population.columns
+        if is_ordered(population[c].dtype)
+    }
+
+
+def is_ordered(dtype) -> bool:
+    return isinstance(dtype, pd.CategoricalDtype) and bool(dtype.ordered)
+
+
+def rank_in(order: list[str], column: str, node: exp.Expr) -> int:
+    """The rank of a literal in an ordinal QI's order, or ValueError."""
+    node = node.unnest()
+    text = node.this if isinstance(node, exp.Literal) else None
+    if text is not None and not node.is_string:  # a number: as the order spells numbers
+        number = float(text)
+        text = str(int(number)) if number.is_integer() else str(number)
+    if text not in order:
+        raise ValueError(
+            f"bad predicate: compare the ordinal QI {column} with values of its order ({', '.join(order)})"
+        )
+    return order.index(text)
+
+
+def in_declared_order(tree: exp.Expr, population: pd.DataFrame) -> exp.Expr:
+    """The tree with every comparison and BETWEEN on an ordinal QI rewritten as an IN list of the
+    values it keeps in the declared order (FALSE when none)."""
+    orders = declared_orders(population)
+
+    def rewrite(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Between) and isinstance(node.this.unnest(), exp.Column):
+            column = node.this.unnest().name
+            if column not in orders:
+                return node
+            order = orders[column]
+            lo, hi = rank_in(order, column, node.args["low"]), rank_in(order, column, node.args["high"])
+            kept = order[lo : hi + 1]
+        elif type(node) in RANKS:
+            kind, side, value = type(node), node.this.unnest(), node.expression
+            if not isinstance(side, exp.Column):  # the value on the left
+                kind, side, value = FLIPPED[kind], node.expression.unnest(), node.this
+            if not isinstance(side, exp.Column) or side.name not in orders:
+                if any(isinstance(c, exp.Column) and c.name in orders for c in node.find_all(exp.Column)):
+                    raise ValueError("bad predicate: compare an ordinal QI with values of its order")
+                return node
+            column, order = side.name, orders[side.name]
+            ranks = np.arange(len(order))
+            kept = [order[i] for i in np.flatnonzero(RANKS[kind](ranks, rank_in(order, column, value)))]
+        else:
+            return node
+        if not kept:
+            return exp.false()
+        return exp.In(this=exp.column(column), expressions=[exp.Literal.string(v) for v in kept])
+
+    return tree.transform(rewrite) if orders else tree
+
+
 def column_kinds(population: pd.DataFrame, columns: list[str]) -> str:
     """'age: number, sex: text': what each public column holds, for a type error's message."""
 
@@ -87,7 +163,7 @@ def column_kinds(population: pd.DataFrame, columns: list[str]) -> str:
 def select_ids(population: pd.DataFrame, predicate: str, id_column: str) -> list:
     """Ids of the people whose public QI values satisfy `predicate`."""
     columns = [str(c) for c in population.columns if c != id_column]
-    sql = checked_predicate(predicate, columns)
+    sql = in_declared_order(parsed_predicate(predicate, columns), population).sql(dialect="duckdb")
     con = duckdb.connect(":memory:")
     try:
         con.register("population", population)

@@ -1,27 +1,35 @@
 """Widening a query outward to the public grid (grid.py).
 
 A predicate that can be snapped is a conjunction (AND) of parts, each on one QI: a comparison
-with a number (=, <, <=, >, >=, either side), BETWEEN two numbers, IN a list of numbers, TRUE or
+with a value (=, <, <=, >, >=, either side), BETWEEN two values, IN a list of values, TRUE or
 FALSE, or an OR of conjunctions of those on one and the same QI (the form of a snapped predicate
-whose bands are not consecutive, so that every snapped predicate can be asked again). Per QI
-the parts meet in a union of intervals (or of finite sets of numbers); the snapped query keeps,
-per QI, every band that holds a value of that union, so it selects everyone the original selects
-and more only where the bands demand it. Anything else (NOT, <>, arithmetic, an OR across QIs,
-a text) cannot be snapped and is refused with one line.
+whose bands are not consecutive, so that every snapped predicate can be asked again). The values
+are numbers for a numeric QI, 'YYYY-MM-DD' texts for a date QI (the grammar has no DATE literal),
+values of the declared order for an ordinal QI (compared in that order, as query.py reads them),
+and values for a categorical QI, which takes = and IN only (its values have no order). Every value
+is read as the QI's key (grid.py: number, day number, rank, position). Per QI the parts meet in a
+union of intervals (or of finite sets) of keys; the snapped query keeps, per QI, every band that
+holds a key of that union, so it selects everyone the original selects and more only where the
+bands demand it. Anything else (NOT, <>, arithmetic, an OR across QIs, a value of the wrong kind)
+cannot be snapped and is refused with one line. A value a categorical or ordinal QI does not hold
+selects nobody with = or IN (as in SQL).
 
-For a QI of whole numbers the conditions are read over whole numbers ("age > 34" is "age >= 35"),
-so a band holding no whole number of the interval is not added."""
+For a QI of whole keys the conditions are read over whole keys ("age > 34" is "age >= 35"), so a
+band holding no whole key of the interval is not added; the keys of an ordinal or categorical QI
+are moreover kept within its labels. The snapped predicate is written back per kind: ranges of
+numbers, ranges of 'YYYY-MM-DD' dates, IN lists of the bands' values."""
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from privpub.tasks.audit.grid import Grid, plain_number
+from privpub.tasks.audit.grid import LABELLED, Grid, plain_number
 from privpub.tasks.audit.query import parsed_predicate
 
 FLIP: dict[type[exp.Expr], type[exp.Expr]] = {
@@ -32,8 +40,11 @@ FLIP: dict[type[exp.Expr], type[exp.Expr]] = {
     exp.EQ: exp.EQ,
 }
 SNAPPABLE = (
-    "a conjunction (AND) of comparisons, BETWEEN or IN of one grid column with numbers (OR only within one column)"
+    "a conjunction (AND) of comparisons, BETWEEN or IN of one grid column with values of its kind "
+    "(numbers; 'YYYY-MM-DD' dates; values of an order; = and IN only for a categorical QI; OR only within one column)"
 )
+ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+NOWHERE = math.nan  # the key of a value the QI does not hold: = and IN select nobody with it
 
 
 class SnapError(ValueError):
@@ -101,6 +112,30 @@ def literal_number(node: exp.Expr) -> float | None:
     return None
 
 
+def literal_key(grid: Grid, column: str, node: exp.Expr) -> float | None:
+    """The literal's key on `column` (None when it is not a value of the column's kind; NOWHERE
+    for a value an ordinal or categorical QI does not hold)."""
+    kind, node = grid.kind(column), node.unnest()
+    if kind == "numeric":
+        return literal_number(node)
+    if kind == "date":
+        if not (isinstance(node, exp.Literal) and node.is_string and ISO_DATE.fullmatch(node.this)):
+            return None
+        try:
+            return float(np.datetime64(node.this, "D").astype(np.int64))
+        except ValueError:
+            return None
+    if isinstance(node, exp.Literal) and node.is_string:
+        text = node.this
+    else:
+        number = literal_number(node)
+        if number is None:
+            return None
+        text = str(plain_number(number))
+    labels = grid.labels[column]
+    return float(labels.index(text)) if text in labels else NOWHERE
+
+
 def flatten(node: exp.Expr, kind: type[exp.Expr]) -> list[exp.Expr]:
     """The operands of nested ANDs (or ORs), parentheses removed."""
     node = node.unnest()
@@ -122,28 +157,50 @@ def refusal(part: exp.Expr) -> SnapError:
     return SnapError(f"this query cannot be widened to the grid: {part.sql(dialect='duckdb')} is not {SNAPPABLE}")
 
 
+def key_of(grid: Grid, column: str | None, node: exp.Expr, part: exp.Expr) -> float:
+    """The literal's key on a grid column; refused when it is not a value of the column's kind."""
+    if column not in grid.cuts:
+        raise refusal(part)
+    key = literal_key(grid, column, node)
+    if key is None:
+        raise refusal(part)
+    return key
+
+
+def ordered(grid: Grid, column: str, keys: list[float], part: exp.Expr) -> None:
+    """A range needs an order: refused on a categorical QI, or with a value outside an ordinal's order."""
+    if grid.kind(column) == "categorical" or any(math.isnan(k) for k in keys):
+        raise refusal(part)
+
+
 def simple(part: exp.Expr, grid: Grid) -> tuple[str, Condition]:
     """One comparison, BETWEEN or IN on one grid column, as (column, condition)."""
     cond = Condition()
     if isinstance(part, exp.Between):
-        column, lo, hi = column_of(part.this), literal_number(part.args["low"]), literal_number(part.args["high"])
-        if column not in grid.cuts or lo is None or hi is None:
-            raise refusal(part)
+        column = column_of(part.this)
+        lo, hi = key_of(grid, column, part.args["low"], part), key_of(grid, column, part.args["high"], part)
+        assert column is not None
+        ordered(grid, column, [lo, hi], part)
         cond.above(lo, False)
         cond.below(hi, False)
     elif isinstance(part, exp.In):
         column = column_of(part.this)
-        values = [literal_number(e) for e in part.expressions]
-        if column not in grid.cuts or not values or any(v is None for v in values) or part.args.get("query"):
+        if not part.expressions or part.args.get("query"):
             raise refusal(part)
-        cond.within({float(v) for v in values if v is not None})
+        values = [key_of(grid, column, e, part) for e in part.expressions]
+        cond.within({v for v in values if not math.isnan(v)})
     elif type(part) in FLIP:
         kind: type[exp.Expr] = type(part)
-        column, value = column_of(part.this), literal_number(part.expression)
-        if column is None:  # the number on the left: read it the other way round
-            column, value, kind = column_of(part.expression), literal_number(part.this), FLIP[kind]
-        if column not in grid.cuts or value is None:
-            raise refusal(part)
+        column, value_node = column_of(part.this), part.expression
+        if column is None:  # the value on the left: read it the other way round
+            column, value_node, kind = column_of(part.expression), part.this, FLIP[kind]
+        value = key_of(grid, column, value_node, part)
+        assert column is not None
+        if kind is exp.EQ and math.isnan(value):  # a value the QI does not hold: nobody
+            cond.within(set())
+            return column, cond
+        if kind is not exp.EQ:
+            ordered(grid, column, [value], part)
         if kind in (exp.GT, exp.GTE, exp.EQ):
             cond.above(value, kind is exp.GT)
         if kind in (exp.LT, exp.LTE, exp.EQ):
@@ -187,6 +244,10 @@ def conditions(tree: exp.Expr, grid: Grid) -> dict[str, list[Condition]]:
         if grid.integer[column]:
             for cond in union:
                 cond.whole()
+        if grid.kind(column) in LABELLED:  # keys are positions 0 .. len(labels) - 1
+            for cond in union:
+                cond.above(0.0, False)
+                cond.below(float(len(grid.labels[column]) - 1), False)
     return out
 
 
@@ -196,7 +257,7 @@ def touched_bands(grid: Grid, column: str, cond: Condition) -> np.ndarray:
     if cond.points is not None:
         points = np.array(sorted(cond.points), dtype=float)
         touched = np.zeros(len(edges) - 1, dtype=bool)
-        touched[grid.bands(column, points[cond.holds(points)])] = True
+        touched[grid.band_of(column, points[cond.holds(points)])] = True
         return touched
     low, high = edges[:-1], edges[1:]  # band i = [low_i, high_i)
     if grid.integer[column]:  # the band's whole numbers: ceil(low) .. ceil(high) - 1
@@ -207,8 +268,22 @@ def touched_bands(grid: Grid, column: str, cond: Condition) -> np.ndarray:
     return upper_ok & (high > cond.lo) & (not empty)
 
 
+def quoted(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def iso_date(day: float) -> str:
+    return quoted(str(np.datetime64(int(day), "D")))
+
+
 def band_sql(grid: Grid, column: str, touched: np.ndarray) -> str:
-    """The bands as SQL: runs of consecutive bands, each a range, OR-ed."""
+    """The bands as SQL: an IN list of their values (ordinal, categorical), or runs of consecutive
+    bands, each a range (of numbers, or of dates), OR-ed."""
+    if grid.kind(column) in LABELLED:
+        values = [v for on, band in zip(touched.tolist(), grid.band_labels(column)) if on for v in band]
+        return f"{column} IN ({', '.join(quoted(v) for v in values)})"
+    if grid.kind(column) == "date":  # whole days: each run from its first to its last day
+        return date_sql(grid, column, touched)
     edges = np.r_[-np.inf, np.asarray(grid.cuts[column], dtype=float), np.inf]
     runs, start = [], None
     for i, on in enumerate([*touched.tolist(), False]):
@@ -233,6 +308,26 @@ def band_sql(grid: Grid, column: str, touched: np.ndarray) -> str:
     return "(" + " OR ".join(f"({p})" for p in parts) + ")"
 
 
+def runs(grid: Grid, column: str, touched: np.ndarray) -> list[tuple[float, float]]:
+    """The runs of consecutive touched bands, as [lo, hi) edges."""
+    edges = np.r_[-np.inf, np.asarray(grid.cuts[column], dtype=float), np.inf]
+    on = np.r_[False, touched, False].astype(np.int8)
+    starts, stops = np.flatnonzero(np.diff(on) == 1), np.flatnonzero(np.diff(on) == -1)
+    return [(float(edges[a]), float(edges[b])) for a, b in zip(starts, stops)]
+
+
+def date_sql(grid: Grid, column: str, touched: np.ndarray) -> str:
+    parts = []
+    for lo, hi in runs(grid, column, touched):
+        if math.isfinite(lo) and math.isfinite(hi):
+            parts.append(f"{column} BETWEEN {iso_date(lo)} AND {iso_date(hi - 1)}")
+        elif math.isfinite(lo):
+            parts.append(f"{column} >= {iso_date(lo)}")
+        else:
+            parts.append(f"{column} <= {iso_date(hi - 1)}")
+    return parts[0] if len(parts) == 1 else "(" + " OR ".join(f"({p})" for p in parts) + ")"
+
+
 @dataclass(frozen=True)
 class Snapped:
     predicate: str  # the grid-aligned predicate (SQL in the analyst's grammar)
@@ -255,6 +350,6 @@ def snap(population: pd.DataFrame, predicate: str, grid: Grid, columns: list[str
             return Snapped("FALSE", np.zeros(len(population), dtype=bool))
         if touched.all():
             continue
-        selected &= touched[grid.bands(column, population[column].to_numpy())]
+        selected &= touched[grid.bands(column, population[column])]
         clauses.append(band_sql(grid, column, touched))
     return Snapped(" AND ".join(clauses) or "TRUE", selected)

@@ -45,7 +45,7 @@ BUTTERFLY = [
 ]
 SERIAL = ["tests/test_serial_guarantee.py", "tests/test_serial_technique.py", "tests/test_thresholds.py"]
 AUDIT = ["tests/audit/test_golden.py", "tests/audit/test_properties.py", "tests/test_thresholds.py"]
-AUDIT_GRID = ["tests/audit/test_grid.py"]
+AUDIT_GRID = ["tests/audit/test_grid.py", "tests/audit/test_grid_kinds.py"]
 ANATOMY = ["tests/test_anatomy.py", "tests/test_thresholds.py", "tests/test_chunked_verify.py"]
 SERIES = ["tests/test_series_composition.py", "tests/test_composition_oracle.py"]
 REMEDIES = ["tests/test_series_remedies.py"]
@@ -497,6 +497,20 @@ MUTANTS = [
         "tasks/audit/grid.py",
         "if sizes.min() >= min_cell:",
         "if sizes.min() >= min_cell - 1:",
+        AUDIT_GRID,
+    ),
+    Mutant(
+        "audit grid reads an order into a categorical QI's comparisons",
+        "tasks/audit/snap.py",
+        'if grid.kind(column) == "categorical" or any(math.isnan(k) for k in keys):',
+        "if any(math.isnan(k) for k in keys):",
+        AUDIT_GRID,
+    ),
+    Mutant(
+        "audit predicate reads an ordinal '<' as '<=' in the declared order",
+        "tasks/audit/query.py",
+        "exp.LT: lambda ranks, r: ranks < r,",
+        "exp.LT: lambda ranks, r: ranks <= r,",
         AUDIT_GRID,
     ),
     Mutant(
