@@ -268,12 +268,12 @@ def touched_bands(grid: Grid, column: str, cond: Condition) -> np.ndarray:
     return upper_ok & (high > cond.lo) & (not empty)
 
 
-def quoted(text: str) -> str:
+def sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
 def iso_date(day: float) -> str:
-    return quoted(str(np.datetime64(int(day), "D")))
+    return sql_string(str(np.datetime64(int(day), "D")))
 
 
 def band_sql(grid: Grid, column: str, touched: np.ndarray) -> str:
@@ -281,7 +281,7 @@ def band_sql(grid: Grid, column: str, touched: np.ndarray) -> str:
     bands, each a range (of numbers, or of dates), OR-ed."""
     if grid.kind(column) in LABELLED:
         values = [v for on, band in zip(touched.tolist(), grid.band_labels(column)) if on for v in band]
-        return f"{column} IN ({', '.join(quoted(v) for v in values)})"
+        return f"{column} IN ({', '.join(sql_string(v) for v in values)})"
     if grid.kind(column) == "date":  # whole days: each run from its first to its last day
         return date_sql(grid, column, touched)
     edges = np.r_[-np.inf, np.asarray(grid.cuts[column], dtype=float), np.inf]
