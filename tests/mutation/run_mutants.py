@@ -8,7 +8,7 @@ test failed) or survived (every test passed); each guarding test file runs alone
 report names every file that notices. The unmutated copy is run first: its tests must
 pass, or no verdict would mean anything. Exit status 1 when a mutant survives.
 
-    python tests/mutation/run_mutants.py [--only NAME_PART] [--markdown FILE]
+    python tests/mutation/run_mutants.py [--only NAME_PART] [--from NAME_PART] [--markdown FILE]
 """
 
 from __future__ import annotations
@@ -715,8 +715,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", help="run the mutants whose name contains this text")
     ap.add_argument("--markdown", type=Path, help="also write the result table to this file")
+    ap.add_argument("--from", dest="start", help="start at the first mutant whose name contains this text")
     args = ap.parse_args()
     mutants = [m for m in MUTANTS if not args.only or args.only.lower() in m.name.lower()]
+    if args.start:  # the rest of a run that was stopped
+        first = next((i for i, m in enumerate(mutants) if args.start.lower() in m.name.lower()), None)
+        if first is None:
+            raise SystemExit(f"no mutant name contains {args.start!r}")
+        mutants = mutants[first:]
     with tempfile.TemporaryDirectory(prefix="privpub-mutants-") as tmp:
         tree = Path(tmp)
         copy_tree(tree)
