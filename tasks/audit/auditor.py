@@ -247,6 +247,21 @@ class Auditor:
     # -- Algorithm 2 -----------------------------------------------------------------------------
     def _decide_new(self, query_id: str, ids: tuple) -> Decision:
         sets = [self.universe.members(ids)]
+        checked = self.check(query_id, sets)
+        if isinstance(checked, Decision):
+            return checked
+        report, stats = checked
+        if not report.is_safe_query(self.l):
+            if self.strategy == "simulatable":
+                return Decision(query_id, "negative-denial", reason=reasons.negative(self.l), **stats)
+            self.pool.append(Pending(query_id, ids))
+            return Decision(query_id, "delayed", reason=reasons.delayed(self.l), **stats)
+        return self._consult(query_id, ids, sets, report, stats)
+
+    def check(self, query_id: str, sets: list[frozenset[int]]) -> Decision | tuple[DeltaReport, DecisionStats]:
+        """The simulatable stage of one query (a function of G, q, l and the limits, never of the
+        secret): Delta within the budget and, under after_denial "list", an unlisted Delta listed
+        within its allowance. A denial by those limits, or the report and its figures."""
         work = self.new_work()
         try:
             report = compute_delta(self.knowledge, sets, self.l, work, need=self.l)
@@ -282,12 +297,7 @@ class Auditor:
             possible_answers=None if report.answers is None else len(report.answers),
             unsafe_answers=None if report.everything or report.implicit else len(report.unsafe),
         )
-        if not report.is_safe_query(self.l):
-            if self.strategy == "simulatable":
-                return Decision(query_id, "negative-denial", reason=reasons.negative(self.l), **stats)
-            self.pool.append(Pending(query_id, ids))
-            return Decision(query_id, "delayed", reason=reasons.delayed(self.l), **stats)
-        return self._consult(query_id, ids, sets, report, stats)
+        return report, stats
 
     def _consult(
         self, query_id: str, ids: tuple, sets, report: DeltaReport, stats: DecisionStats, joint: tuple = ()

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privpub.tasks.audit import Auditor
+from privpub.tasks.audit import Auditor, ask_batch
 from privpub.tasks.audit.after_denial import listed_delta, must_list
 from privpub.tasks.audit.decide import compute_delta
 from privpub.tasks.audit.program import Work
@@ -81,6 +81,18 @@ def test_a_route_4_denial_is_listed_within_the_allowance_and_denied_unread_one_u
     old.ask(Q1)
     assert old.ask(Q2).response == "positive-denial" and len(reads) == 2
     assert old.knowledge.denial is not None
+
+
+def test_a_batch_follows_the_policy_too():
+    """`ask_batch` (Algorithm 5) runs the same simulatable stage: under "list" the route-4 query
+    of the batch is denied unread one unit short of its listing, under "implicit" it is read
+    and leaves Delta unlisted."""
+    _, listing = listing_units()
+    for policy, response, implicit in (("list", "negative-denial", False), ("implicit", "positive-denial", True)):
+        auditor, _, reads = auditor_for(SECRET, 2, budget=listing - 1, policy=policy)
+        first, second = ask_batch(auditor, [("q1", Q1), ("q2", Q2)])
+        assert first.response == "answer" and second.response == response, policy
+        assert (auditor.knowledge.denial is not None) == implicit and len(reads) == 1 + implicit
 
 
 def test_the_listed_delta_answers_the_next_query_without_a_listing():
