@@ -378,9 +378,9 @@ def test_after_denial_is_strict(clinic, value):
     assert not (clinic / "privpub.duckdb").exists()
 
 
-@pytest.mark.parametrize(("line", "stored"), [("", "list"), ('after_denial = "implicit"', "implicit")])
+@pytest.mark.parametrize(("line", "stored"), [("", "implicit"), ('after_denial = "list"', "list")])
 def test_after_denial_is_stored_with_the_knowledge(clinic, line, stored):
-    """The default policy is "list"; the chosen one is stored in the auditor's state and survives
+    """The default policy is "implicit" (the behaviour before issue 31); the chosen one is stored in the auditor's state and survives
     a restart (`open_session`)."""
     from privpub.flows.audit import open_session
     from privpub.state.store import Store

@@ -275,7 +275,8 @@ class Auditor:
                 work=work.used,
             )
         solves, used = work.solves, work.used
-        if must_list(self.after_denial, report, self.l):
+        listed = must_list(self.after_denial, report, self.l)
+        if listed:
             allowance = self.new_work()  # as many units as the budget, counted apart from it
             try:
                 report = listed_delta(self.knowledge, sets, self.l, allowance)
@@ -297,6 +298,11 @@ class Auditor:
             possible_answers=None if report.answers is None else len(report.answers),
             unsafe_answers=None if report.everything or report.implicit else len(report.unsafe),
         )
+        if listed:
+            # route 4 decides single-branch knowledge only, so an answer restricts G whole, as on
+            # the implicit path: `Knowledge.restrict` keeps the new branch's integer point, which
+            # the next decisions start from (a listing's answers alone would not keep one)
+            report = replace(report, answers=None)
         return report, stats
 
     def _consult(

@@ -11,7 +11,8 @@ same queries are also decided unsnapped beside it (unless --no-baseline), with t
 widening (extra people per snapped query; relative to the asked selection for answered ones).
 `--after-denial list|implicit|both` (issue 31): the auditor's policy after a route-4 positive
 denial (both: every run once per policy); each run also prints how many queries were budget-denied
-after its first positive denial, and how many were denied because their Delta could not be listed.
+after its first positive denial that read the table ("stalled"), and how many were denied because
+their Delta could not be listed ("unlisted").
 
     flock /tmp/privpub-bench.lock .venv/bin/python -m tests.benchmarks.bench_audit \
         [--workload narrow|wide|intervals] [--budget N] [--l L] [--queries Q]
@@ -27,7 +28,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from privpub.tasks.audit import DEFAULT_BUDGET, Auditor
+from privpub.tasks.audit import DEFAULT_BUDGET, Auditor, reasons
 from privpub.tasks.audit.after_denial import DEFAULT_POLICY, POLICIES
 from privpub.tasks.audit.grid import DEFAULT_MIN_CELL, auto_grid
 
@@ -78,14 +79,15 @@ def run(args, people, secret, queries, grid, after_denial: str) -> dict:
         after_denial=after_denial,
     )
     latencies, kinds, widened, relative = [], [], [], []
-    unlisted = 0
+    unlisted, positives = 0, []
     start, cpu_start = time.perf_counter(), time.process_time()
     for predicate in queries:
         t0 = time.perf_counter()
         d = auditor.ask_where(predicate)
         latencies.append(time.perf_counter() - t0)
         kinds.append("budget-denied" if d.budget_hit else d.response)
-        unlisted += d.budget_hit and d.reason.startswith("the answers that would have to be refused")
+        positives.append(d.response == "positive-denial" and POSITIVE in d.reason)
+        unlisted += d.budget_hit and "the answers that would have to be refused" in d.reason  # after a grid's prefix
         if grid is not None:
             asked = len(d.ids) - d.widened if d.response == "answer" else None
             widened.append(d.widened)
@@ -98,7 +100,9 @@ def run(args, people, secret, queries, grid, after_denial: str) -> dict:
                 flush=True,
             )
     lat = np.array(latencies)
-    first = kinds.index("positive-denial") if "positive-denial" in kinds else len(kinds)
+    # the first positive denial that read the table and changed G (route 1's, decided unread,
+    # leave G as it was)
+    first = next((i for i, read in enumerate(positives) if read), len(kinds))
     return {
         "stalled": kinds[first:].count("budget-denied"),
         "unlisted": unlisted,
@@ -115,6 +119,7 @@ def run(args, people, secret, queries, grid, after_denial: str) -> dict:
 
 
 KINDS = ["answer", "negative-denial", "positive-denial", "budget-denied"]
+POSITIVE = reasons.positive(2)[:40]  # a positive denial that read the table (any l)
 
 
 def main() -> None:
