@@ -22,6 +22,7 @@ from privpub.schemas.input import validate_input
 from privpub.schemas.spec import ReleaseSpec, check_known_keys, spec_from_dict
 from privpub.state.store import Store
 from privpub.tasks.audit import DEFAULT_BUDGET, Auditor, ask_batch, secret_from_mapping
+from privpub.tasks.audit.after_denial import DEFAULT_POLICY, POLICIES
 from privpub.tasks.audit.auditor import legacy_budget
 from privpub.tasks.audit.grid import DEFAULT_MIN_CELL, Grid, GridQI, auto_grid, top_level, width_grid
 from privpub.tasks.validate import load_input
@@ -38,7 +39,16 @@ def audit_settings(spec: ReleaseSpec) -> dict[str, Any]:
     if "time_budget" in section:
         raise SpecError("[audit] time_budget: removed, budgets are counts of work, not seconds; use [audit] budget")
     strategy = section.get("strategy", "simulatable")
-    return {"l": l, "budget": budget, "strategy": strategy, **grid_settings(spec, section)}
+    after_denial = section.get("after_denial", DEFAULT_POLICY)
+    if not isinstance(after_denial, str) or after_denial not in POLICIES:
+        raise SpecError('[audit] after_denial must be "list" or "implicit"')
+    return {
+        "l": l,
+        "budget": budget,
+        "strategy": strategy,
+        "after_denial": after_denial,
+        **grid_settings(spec, section),
+    }
 
 
 def whole(value: object) -> TypeGuard[int]:
@@ -167,6 +177,7 @@ def _auditor(spec: ReleaseSpec, knowledge: dict | None):
             id_column=spec.dataset.person_id,
             grid=grid,
             snap=settings.get("snap", True),
+            after_denial=settings["after_denial"],
         ), fingerprint
     return Auditor.from_state(knowledge, population, values, secret, id_column=spec.dataset.person_id), fingerprint
 

@@ -20,7 +20,7 @@ from privpub.schemas.errors import SpecError
 EXTRA_SECTIONS: dict[str, tuple[str, ...]] = {
     "evaluate": ("workload_seed",),
     # time_budget: listed so that flows/audit.py refuses it with its own line (budgets are counts now)
-    "audit": ("l", "budget", "time_budget", "strategy", "grid", "min_cell", "snap"),
+    "audit": ("l", "budget", "time_budget", "strategy", "grid", "min_cell", "snap", "after_denial"),
     "series": ("composition", "transient", "l", "keep_groups"),  # tasks/compose/check.py
     "risk": (
         "threshold",

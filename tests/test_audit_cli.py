@@ -517,6 +517,33 @@ def test_a_registered_grid_is_built_from_the_public_qi_table_alone(clinic, monke
     assert detail["decided_as"] == out["predicate"] and detail["widened"] == out["widened"]
 
 
+@pytest.mark.parametrize("value", ['"listed"', '"List"', "true", "1", '["list"]', "{ list = 1 }"])
+def test_after_denial_is_strict(clinic, value):
+    """`[audit] after_denial`: only "list" or "implicit"; anything else is refused with one line
+    naming the key, before anything is registered."""
+    (clinic / "policy.toml").write_text(SPEC.replace("budget = 1000", f"budget = 1000\nafter_denial = {value}"))
+    with pytest.raises(SpecError, match=r'^\[audit\] after_denial must be "list" or "implicit"$') as err:
+        init_audit(load_spec(clinic / "policy.toml"), "steward")
+    assert "\n" not in str(err.value)
+    assert not (clinic / "privpub.duckdb").exists()
+
+
+@pytest.mark.parametrize(("line", "stored"), [("", "implicit"), ('after_denial = "list"', "list")])
+def test_after_denial_is_stored_with_the_knowledge(clinic, line, stored):
+    """The default policy is "implicit" (the behaviour before issue 31); the chosen one is stored in the auditor's state and survives
+    a restart (`open_session`)."""
+    from privpub.flows.audit import open_session
+    from privpub.state.store import Store
+
+    (clinic / "policy.toml").write_text(SPEC.replace("budget = 1000", f"budget = 1000\n{line}"))
+    spec = load_spec(clinic / "policy.toml")
+    init_audit(spec, "steward")
+    session = Store(spec.state_path).audit_table("clinic")
+    assert session["knowledge"]["after_denial"] == stored
+    _, auditor = open_session(session)
+    assert auditor.after_denial == stored
+
+
 def test_a_predicate_is_evaluated_with_no_lock_held(clinic, monkeypatch):
     """Issue 25, item 3: selecting a predicate's people holds no lock of the state (a writer,
     here another store session, gets in while it runs); deciding then takes the lock. A refused

@@ -17,6 +17,7 @@ from typing import TypedDict
 import pandas as pd
 
 from privpub.tasks.audit import reasons
+from privpub.tasks.audit.after_denial import LEGACY_POLICY, POLICIES, listed_delta, must_list
 from privpub.tasks.audit.decide import (
     Answer,
     DeltaReport,
@@ -133,6 +134,10 @@ class Auditor:
         predicate is widened outward to the grid (`snap=True`) or refused when off the grid
         (`snap=False`). Without one, predicates are decided as written. The grid applies to
         predicates (`ask_where`, `select`); `ask(ids)` decides the given set as it is.
+    after_denial: "implicit" (the class's default, the behaviour before issue 31) or "list": a
+        query only route 4 proved l-safe is read only once its Delta is listed within an
+        allowance of `budget` units of its own, else denied unread (after_denial.py), so a
+        positive denial never leaves an unlisted Delta behind.
     """
 
     def __init__(
@@ -149,6 +154,7 @@ class Auditor:
         max_joint: int = 3,
         grid: Grid | None = None,
         snap: bool = True,
+        after_denial: str = LEGACY_POLICY,
     ):
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}")
@@ -171,6 +177,9 @@ class Auditor:
             raise ValueError("the grid's columns must be public QI columns of the population")
         self.grid = grid
         self.snap = snap
+        if after_denial not in POLICIES:
+            raise ValueError(f"after_denial must be one of {POLICIES}")
+        self.after_denial = after_denial
         self.knowledge = Knowledge(self.universe)
         self.pool: list[Pending] = []  # delayed queries (delay) / waiting pool (joint)
         self.resolved: list[Decision] = []  # decisions on pooled queries, oldest first
@@ -238,6 +247,21 @@ class Auditor:
     # -- Algorithm 2 -----------------------------------------------------------------------------
     def _decide_new(self, query_id: str, ids: tuple) -> Decision:
         sets = [self.universe.members(ids)]
+        checked = self.check(query_id, sets)
+        if isinstance(checked, Decision):
+            return checked
+        report, stats = checked
+        if not report.is_safe_query(self.l):
+            if self.strategy == "simulatable":
+                return Decision(query_id, "negative-denial", reason=reasons.negative(self.l), **stats)
+            self.pool.append(Pending(query_id, ids))
+            return Decision(query_id, "delayed", reason=reasons.delayed(self.l), **stats)
+        return self._consult(query_id, ids, sets, report, stats)
+
+    def check(self, query_id: str, sets: list[frozenset[int]]) -> Decision | tuple[DeltaReport, DecisionStats]:
+        """The simulatable stage of one query (a function of G, q, l and the limits, never of the
+        secret): Delta within the budget and, under after_denial "list", an unlisted Delta listed
+        within its allowance. A denial by those limits, or the report and its figures."""
         work = self.new_work()
         try:
             report = compute_delta(self.knowledge, sets, self.l, work, need=self.l)
@@ -250,19 +274,36 @@ class Auditor:
                 solves=work.solves,
                 work=work.used,
             )
+        solves, used = work.solves, work.used
+        listed = must_list(self.after_denial, report, self.l)
+        if listed:
+            allowance = self.new_work()  # as many units as the budget, counted apart from it
+            try:
+                report = listed_delta(self.knowledge, sets, self.l, allowance)
+            except BudgetExceeded as err:
+                return Decision(
+                    query_id,
+                    "negative-denial",
+                    reason=reasons.unlisted(self.budget, str(err)),
+                    budget_hit=True,
+                    floor_delta=report.floor(),
+                    solves=solves + allowance.solves,
+                    work=used + allowance.used,
+                )
+            solves, used = solves + allowance.solves, used + allowance.used
         stats = DecisionStats(
             floor_delta=report.floor(),
-            solves=work.solves,
-            work=work.used,
+            solves=solves,
+            work=used,
             possible_answers=None if report.answers is None else len(report.answers),
             unsafe_answers=None if report.everything or report.implicit else len(report.unsafe),
         )
-        if not report.is_safe_query(self.l):
-            if self.strategy == "simulatable":
-                return Decision(query_id, "negative-denial", reason=reasons.negative(self.l), **stats)
-            self.pool.append(Pending(query_id, ids))
-            return Decision(query_id, "delayed", reason=reasons.delayed(self.l), **stats)
-        return self._consult(query_id, ids, sets, report, stats)
+        if listed:
+            # route 4 decides single-branch knowledge only, so an answer restricts G whole, as on
+            # the implicit path: `Knowledge.restrict` keeps the new branch's integer point, which
+            # the next decisions start from (a listing's answers alone would not keep one)
+            report = replace(report, answers=None)
+        return report, stats
 
     def _consult(
         self, query_id: str, ids: tuple, sets, report: DeltaReport, stats: DecisionStats, joint: tuple = ()
@@ -455,6 +496,7 @@ class Auditor:
             "max_joint": self.max_joint,
             "grid": None if self.grid is None else self.grid.to_state(),
             "snap": self.snap,
+            "after_denial": self.after_denial,
             "universe": self.universe.fingerprint(),
             "knowledge": self.knowledge.to_state(),
             "pool": [{"query_id": p.query_id, "ids": [plain(i) for i in p.ids]} for p in self.pool],
@@ -487,6 +529,7 @@ class Auditor:
             max_joint=state["max_joint"],
             grid=Grid.from_state(state["grid"]) if state.get("grid") else None,  # older states: none
             snap=state.get("snap", True),
+            after_denial=state.get("after_denial", LEGACY_POLICY),  # older states: as before issue 31
         )
         if auditor.universe.fingerprint() != state["universe"]:
             raise ValueError("the population or the sensitive values differ from the saved state")

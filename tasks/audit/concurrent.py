@@ -22,10 +22,8 @@ import itertools
 from collections.abc import Hashable, Iterable, Sequence
 
 from privpub.tasks.audit import reasons
-from privpub.tasks.audit.auditor import Auditor, Decision, DecisionStats, budget_reason
-from privpub.tasks.audit.decide import compute_delta
+from privpub.tasks.audit.auditor import Auditor, Decision
 from privpub.tasks.audit.knowledge import Knowledge, plain, sort_values
-from privpub.tasks.audit.program import BudgetExceeded
 
 Query = tuple[str, Iterable[Hashable]]  # (query id, selected ids)
 
@@ -51,26 +49,11 @@ def _rounds(auditor: Auditor, batch) -> dict[str, Decision]:
         progress = False
         for qid, ids in list(pending):
             sets = [auditor.universe.members(ids)]
-            work = auditor.new_work()
-            try:
-                report = compute_delta(auditor.knowledge, sets, auditor.l, work, need=auditor.l)
-            except BudgetExceeded as err:
-                last_reason[qid] = Decision(
-                    qid,
-                    "negative-denial",
-                    budget_hit=True,
-                    solves=work.solves,
-                    work=work.used,
-                    reason=budget_reason(auditor.budget, err),
-                )
+            checked = auditor.check(qid, sets)  # the budget and the after_denial policy
+            if isinstance(checked, Decision):
+                last_reason[qid] = checked
                 continue
-            stats = DecisionStats(
-                floor_delta=report.floor(),
-                solves=work.solves,
-                work=work.used,
-                possible_answers=None if report.answers is None else len(report.answers),
-                unsafe_answers=None if report.everything or report.implicit else len(report.unsafe),
-            )
+            report, stats = checked
             if not report.is_safe_query(auditor.l):
                 last_reason[qid] = Decision(
                     qid,

@@ -66,3 +66,13 @@ def snapped(reason: str, predicate: str, extra: int) -> str:
     """A decision on a query widened to the public grid: the predicate actually decided first."""
     people = "person" if extra == 1 else "people"
     return f"decided for the grid-aligned query {predicate} ({extra} more {people} than yours): {reason}"
+
+
+def unlisted(units: int | None, what: str) -> str:
+    """after_denial = "list": the query is l-safe, but its unsafe answers did not fit the listing
+    allowance, and a refusal without that list would stall every later decision."""
+    return (
+        f"the answers that would have to be refused could not all be listed within the allowance of {units} "
+        f"units of work ({what}), and a refusal without that list would hold up later queries; denied "
+        "without reading the real data; `privpub audit set TABLE --budget N` raises it"
+    )

@@ -53,18 +53,24 @@ def replay(secret: list[str], l: int, queries: list[frozenset[int]], routes: dic
         routes["implicit"] += auditor.knowledge.denial is not None
 
 
+def random_case(rng: np.random.Generator) -> tuple[list[str], int, list[frozenset[int]]]:
+    """A small random history: 3-7 people with values among a-d, l in {2, 3} (2 twice as often),
+    1-5 random queries (also used by test_after_denial.py)."""
+    n, k = int(rng.integers(3, 8)), int(rng.integers(2, 5))
+    secret = ["abcd"[i] for i in rng.integers(0, k, n)]
+    l = int(rng.choice([2, 2, 3]))
+    queries = [
+        frozenset(rng.choice(n, int(rng.integers(1, n + 1)), replace=False).tolist())
+        for _ in range(int(rng.integers(1, 6)))
+    ]
+    return secret, l, queries
+
+
 def test_sweep_of_random_small_cases_agrees_with_brute_force_decision_by_decision():
     rng = np.random.default_rng(1)
     routes = {"witness": 0, "implicit": 0, "after_implicit": 0}
     for _ in range(200):
-        n, k = int(rng.integers(3, 8)), int(rng.integers(2, 5))
-        secret = ["abcd"[i] for i in rng.integers(0, k, n)]
-        l = int(rng.choice([2, 2, 3]))
-        queries = [
-            frozenset(rng.choice(n, int(rng.integers(1, n + 1)), replace=False).tolist())
-            for _ in range(int(rng.integers(1, 6)))
-        ]
-        replay(secret, l, queries, routes)
+        replay(*random_case(rng), routes)
     # the new routes were exercised: proofs by instances, implicit Deltas, decisions after them
     assert routes["witness"] >= 3 and routes["implicit"] >= 3 and routes["after_implicit"] >= 2, routes
 

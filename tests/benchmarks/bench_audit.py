@@ -9,10 +9,15 @@ Prints the share answered / denied / budget-denied and latency percentiles; with
 the queries are snapped to a public grid (every cell >= --min-cell people, issue 31) and the
 same queries are also decided unsnapped beside it (unless --no-baseline), with the median
 widening (extra people per snapped query; relative to the asked selection for answered ones).
+`--after-denial list|implicit|both` (issue 31): the auditor's policy after a route-4 positive
+denial (both: every run once per policy); each run also prints how many queries were budget-denied
+after its first positive denial that read the table ("stalled"), and how many were denied because
+their Delta could not be listed ("unlisted").
 
     flock /tmp/privpub-bench.lock .venv/bin/python -m tests.benchmarks.bench_audit \
         [--workload narrow|wide|intervals] [--budget N] [--l L] [--queries Q]
         [--grid auto [--min-cell N] [--no-baseline | --baseline-queries N]]
+        [--after-denial list|implicit|both]
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ import time
 import numpy as np
 import pandas as pd
 
-from privpub.tasks.audit import DEFAULT_BUDGET, Auditor
+from privpub.tasks.audit import DEFAULT_BUDGET, Auditor, reasons
+from privpub.tasks.audit.after_denial import DEFAULT_POLICY, POLICIES
 from privpub.tasks.audit.grid import DEFAULT_MIN_CELL, auto_grid
 
 
@@ -60,7 +66,7 @@ def make_queries(rng: np.random.Generator, k: int, with_region: float = 0.3) -> 
     return out
 
 
-def run(args, people, secret, queries, grid) -> dict:
+def run(args, people, secret, queries, grid, after_denial: str) -> dict:
     """Decide the queries in order on a fresh auditor; figures of the run."""
     auditor = Auditor(
         people,
@@ -70,14 +76,18 @@ def run(args, people, secret, queries, grid) -> dict:
         id_column="pid",
         budget=args.budget,
         grid=grid,
+        after_denial=after_denial,
     )
     latencies, kinds, widened, relative = [], [], [], []
+    unlisted, positives = 0, []
     start, cpu_start = time.perf_counter(), time.process_time()
     for predicate in queries:
         t0 = time.perf_counter()
         d = auditor.ask_where(predicate)
         latencies.append(time.perf_counter() - t0)
         kinds.append("budget-denied" if d.budget_hit else d.response)
+        positives.append(d.response == "positive-denial" and POSITIVE in d.reason)
+        unlisted += d.budget_hit and "the answers that would have to be refused" in d.reason  # after a grid's prefix
         if grid is not None:
             asked = len(d.ids) - d.widened if d.response == "answer" else None
             widened.append(d.widened)
@@ -90,7 +100,12 @@ def run(args, people, secret, queries, grid) -> dict:
                 flush=True,
             )
     lat = np.array(latencies)
+    # the first positive denial that read the table and changed G (route 1's, decided unread,
+    # leave G as it was)
+    first = next((i for i, read in enumerate(positives) if read), len(kinds))
     return {
+        "stalled": kinds[first:].count("budget-denied"),
+        "unlisted": unlisted,
         "wall": time.perf_counter() - start,
         "cpu": time.process_time() - cpu_start,
         "p50": float(np.percentile(lat, 50)),
@@ -104,6 +119,7 @@ def run(args, people, secret, queries, grid) -> dict:
 
 
 KINDS = ["answer", "negative-denial", "positive-denial", "budget-denied"]
+POSITIVE = reasons.positive(2)[:40]  # a positive denial that read the table (any l)
 
 
 def main() -> None:
@@ -120,6 +136,9 @@ def main() -> None:
     ap.add_argument(
         "--baseline-queries", type=int, help="--grid auto: the unsnapped run on the first N queries only (it is slow)"
     )
+    ap.add_argument(
+        "--after-denial", choices=[*POLICIES, "both"], default=DEFAULT_POLICY, help="policy after a positive denial"
+    )
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
@@ -135,7 +154,6 @@ def main() -> None:
         f"workload={args.workload} people={args.people} values={args.values} queries={args.queries} l={args.l} "
         f"budget={args.budget} units of work/decision"
     )
-    runs = []
     if args.grid == "auto":
         grid = auto_grid(people[["age", "region"]], ["age", "region"], args.min_cell)
         sizes = grid.cell_sizes(people)
@@ -144,27 +162,36 @@ def main() -> None:
             f"grid auto min_cell={args.min_cell}: {bands} bands, {len(sizes)} non-empty cells, "
             f"smallest {sizes.min()}, median {np.median(sizes):g}"
         )
-        runs.append((f"grid auto ({len(queries)} queries)", run(args, people, secret, queries, grid)))
-    if args.grid == "none" or not args.no_baseline:
-        first = queries[: args.baseline_queries] if args.grid == "auto" and args.baseline_queries else queries
-        runs.append((f"unsnapped ({len(first)} queries)", run(args, people, secret, first, None)))
     print(
-        f"{'run':24s} {'answered':>9s} {'negative':>9s} {'positive':>9s} {'budget-d.':>9s} "
-        f"{'p50':>7s} {'p95':>7s} {'max':>7s} {'wall':>7s} {'cpu':>7s}  median widening"
+        f"{'run':28s} {'answered':>9s} {'negative':>9s} {'positive':>9s} {'budget-d.':>9s} "
+        f"{'p50':>7s} {'p95':>7s} {'max':>7s} {'wall':>7s} {'cpu':>7s} {'stalled':>7s} {'unlisted':>8s}  "
+        "median widening",
+        flush=True,
     )
-    for name, r in runs:
-        sh = r["shares"]
-        widening = (
-            "-"
-            if r["widened"] is None
-            else f"{r['widened']:g} people" + ("" if r["relative"] is None else f" ({r['relative']:.0%} of answered)")
-        )
-        print(
-            f"{name:24s} {sh['answer']:9.1%} {sh['negative-denial']:9.1%} {sh['positive-denial']:9.1%} "
-            f"{sh['budget-denied']:9.1%} {r['p50']:6.3f}s {r['p95']:6.3f}s {r['max']:6.3f}s "
-            f"{r['wall']:6.1f}s {r['cpu']:6.1f}s  {widening}"
-            + ("  (knowledge implicit at the end)" if r["implicit"] else "")
-        )
+    for policy in list(POLICIES) if args.after_denial == "both" else [args.after_denial]:
+        if args.grid == "auto":
+            report(f"grid auto, {policy} ({len(queries)})", run(args, people, secret, queries, grid, policy))
+        if args.grid == "none" or not args.no_baseline:
+            first = queries[: args.baseline_queries] if args.grid == "auto" and args.baseline_queries else queries
+            report(f"unsnapped, {policy} ({len(first)})", run(args, people, secret, first, None, policy))
+
+
+def report(name: str, r: dict) -> None:
+    """One run's row: shares, latency, how many budget denials followed the first positive
+    denial ("stalled") and how many denials were for a Delta that could not be listed."""
+    sh = r["shares"]
+    widening = (
+        "-"
+        if r["widened"] is None
+        else f"{r['widened']:g} people" + ("" if r["relative"] is None else f" ({r['relative']:.0%} of answered)")
+    )
+    print(
+        f"{name:28s} {sh['answer']:9.1%} {sh['negative-denial']:9.1%} {sh['positive-denial']:9.1%} "
+        f"{sh['budget-denied']:9.1%} {r['p50']:6.3f}s {r['p95']:6.3f}s {r['max']:6.3f}s "
+        f"{r['wall']:6.1f}s {r['cpu']:6.1f}s {r['stalled']:7d} {r['unlisted']:8d}  {widening}"
+        + ("  (knowledge implicit at the end)" if r["implicit"] else ""),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

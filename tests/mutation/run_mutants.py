@@ -52,6 +52,7 @@ REMEDIES = ["tests/test_series_remedies.py"]
 SENSITIVE = ["tests/test_sensitive_models.py", "tests/test_thresholds.py"]
 CLUSTER = ["tests/test_cluster_release.py", "tests/test_thresholds.py"]
 AUDIT_PROOFS = ["tests/audit/test_witness.py", "tests/audit/test_exchange.py", "tests/audit/test_properties.py"]
+AUDIT_AFTER_DENIAL = ["tests/audit/test_after_denial.py"]
 SERIAL_INCREMENTAL = ["tests/test_serial_incremental.py", "tests/test_serial_technique.py", "tests/test_thresholds.py"]
 
 
@@ -490,6 +491,21 @@ MUTANTS = [
         "(prog.sizes < l)",
         "(prog.sizes < l - 1)",
         AUDIT,
+    ),
+    # the auditor's policy after a positive denial (issue 31: after_denial.py)
+    Mutant(
+        "after_denial list reads a route-4 query whose Delta took one unit over the allowance",
+        "tasks/audit/auditor.py",
+        "allowance = self.new_work()",
+        "allowance = Work(None if self.budget is None else self.budget + 1)",
+        AUDIT_AFTER_DENIAL,
+    ),
+    Mutant(
+        "after_denial list reads unlisted when floor(Delta) = l",
+        "tasks/audit/after_denial.py",
+        'return policy == "list" and report.implicit and report.is_safe_query(l)',
+        'return policy == "list" and report.implicit and report.is_safe_query(l + 1)',
+        AUDIT_AFTER_DENIAL,
     ),
     # the auditor's public query grid (issue 31)
     Mutant(
