@@ -34,7 +34,7 @@ def must_list(policy: str, report: DeltaReport, l: int) -> bool:
     return policy == "list" and report.implicit and report.is_safe_query(l)
 
 
-def listed_delta(g: Knowledge, sets: list[frozenset[int]], l: int, allowance: Work) -> DeltaReport:
+def delta_within_allowance(g: Knowledge, sets: list[frozenset[int]], l: int, allowance: Work) -> DeltaReport:
     """Delta(q, G, l) with its unsafe answers listed (routes 1-3 or 5, never route 4), under
     `allowance`; BudgetExceeded when it does not fit (the caller denies before reading)."""
     return compute_delta(g, sets, l, allowance, need=l, witness=False)

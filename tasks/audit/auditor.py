@@ -17,7 +17,7 @@ from typing import TypedDict
 import pandas as pd
 
 from privpub.tasks.audit import reasons
-from privpub.tasks.audit.after_denial import LEGACY_POLICY, POLICIES, listed_delta, must_list
+from privpub.tasks.audit.after_denial import LEGACY_POLICY, POLICIES, delta_within_allowance, must_list
 from privpub.tasks.audit.decide import (
     Answer,
     DeltaReport,
@@ -279,7 +279,7 @@ class Auditor:
         if listed:
             allowance = self.new_work()  # as many units as the budget, counted apart from it
             try:
-                report = listed_delta(self.knowledge, sets, self.l, allowance)
+                report = delta_within_allowance(self.knowledge, sets, self.l, allowance)
             except BudgetExceeded as err:
                 return Decision(
                     query_id,

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from privpub.tasks.audit import Auditor, ask_batch
-from privpub.tasks.audit.after_denial import listed_delta, must_list
+from privpub.tasks.audit.after_denial import delta_within_allowance, must_list
 from privpub.tasks.audit.decide import compute_delta
 from privpub.tasks.audit.program import Work
 from tests.audit import brute
@@ -45,7 +45,7 @@ def listing_units() -> tuple[int, int]:
     sets = [auditor.universe.members(Q2)]
     proof, listing = Work(), Work()
     assert compute_delta(auditor.knowledge, sets, 2, proof, need=2).implicit
-    listed = listed_delta(auditor.knowledge, sets, 2, listing)
+    listed = delta_within_allowance(auditor.knowledge, sets, 2, listing)
     assert not listed.implicit and listed.unsafe and listed.is_safe_query(2)
     return proof.used, listing.used
 
