@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 import pandas as pd
 
@@ -28,6 +28,7 @@ from privpub.tasks.audit.decide import (
 )
 from privpub.tasks.audit.grid import Grid
 from privpub.tasks.audit.knowledge import Denial, Knowledge, Universe, plain, sort_values
+from privpub.tasks.audit.nested import decide_delta
 from privpub.tasks.audit.program import BudgetExceeded, Constraint, Work
 from privpub.tasks.audit.query import select_ids
 from privpub.tasks.audit.snap import snap
@@ -61,6 +62,7 @@ class DecisionStats(TypedDict):
     work: int
     possible_answers: int | None
     unsafe_answers: int | None
+    route: NotRequired[str]
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,7 @@ class Decision:
     widened: int = 0  # with a grid: how many more people it selects than the query asked
     solves: int = 0  # solves (LP relaxations, LP bounds, integer programs) this decision needed
     work: int = 0  # units of work it spent: solves + branch-and-bound nodes (what `budget` counts)
+    route: str = ""  # "nested" when the nested path (nested.py) decided it without a solver
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -240,7 +243,7 @@ class Auditor:
         sets = [self.universe.members(ids)]
         work = self.new_work()
         try:
-            report = compute_delta(self.knowledge, sets, self.l, work, need=self.l)
+            report = decide_delta(self.knowledge, sets, self.l, work, need=self.l)
         except BudgetExceeded as err:
             return Decision(
                 query_id,
@@ -256,6 +259,7 @@ class Auditor:
             work=work.used,
             possible_answers=None if report.answers is None else len(report.answers),
             unsafe_answers=None if report.everything or report.implicit else len(report.unsafe),
+            route="nested" if report.shortcut == "nested" else "",
         )
         if not report.is_safe_query(self.l):
             if self.strategy == "simulatable":
@@ -321,6 +325,11 @@ class Auditor:
         return tuple((v, int(t)) for v, t in zip(self.universe.values, counts) if t)
 
     def _with_answer(self, sets, answer: Answer, report: DeltaReport) -> Knowledge:
+        if report.possible is not None:  # the nested path: no solve
+            branches = report.possible(answer)
+            if not branches:
+                raise ValueError("the secret table contradicts the public knowledge")
+            return restricted(self.knowledge, sets, answer, branches)
         if report.answers is not None:
             return restricted(self.knowledge, sets, answer, report.answers[answer])
         restricted_g = self.knowledge.restrict(answer_facts(sets, answer))
@@ -350,7 +359,7 @@ class Auditor:
             sets = [self.universe.members(pending.ids)]
             work = self.new_work()
             try:
-                report = compute_delta(self.knowledge, sets, self.l, work, need=self.l)
+                report = decide_delta(self.knowledge, sets, self.l, work, need=self.l)
             except BudgetExceeded:
                 continue
             if report.empty:
