@@ -57,8 +57,12 @@ def split_of(n: int, totals: tuple[int, ...] | None, n_values: int, branch, quer
     are not laminar (or the branch is inconsistent: then the other routes decide)."""
     nodes: dict[frozenset[int], tuple[int, ...]] = {}
     for fact in branch:
-        if not isinstance(fact, Constraint) or not fact.members:
+        if not isinstance(fact, Constraint):
             return None
+        if not fact.members:  # an empty set's fact (an empty query answered) says nothing
+            if any(fact.counts):
+                return None
+            continue
         if nodes.setdefault(fact.members, fact.counts) != fact.counts:
             return None
     sets = sorted(nodes, key=len, reverse=True)

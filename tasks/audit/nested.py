@@ -47,7 +47,7 @@ def decide_delta(g: Knowledge, sets: list[frozenset[int]], l: int, work: Work, n
 def nested_delta(g: Knowledge, sets: list[frozenset[int]], l: int) -> DeltaReport | None:
     """Delta(q, G, l) exactly by the nested path, or None when it does not apply (several query
     sets, an implicit G, a family that is not laminar, too many answers across branches)."""
-    if not ENABLED or len(sets) != 1 or not sets[0] or g.denial is not None or not g.branches:
+    if not ENABLED or len(sets) != 1 or g.denial is not None or not g.branches:
         return None
     u = g.universe
     splits = [split_of(u.n, u.totals, len(u.values), b, sets[0]) for b in g.branches]

@@ -204,6 +204,20 @@ def test_a_group_already_holding_l_minus_1_values_makes_delta_everything(known, 
     assert auditor.ask(["p2", "p3"]).response == response == brute.step(g, [q], 6, 2, tuple(secret))[0]
 
 
+def test_an_empty_query_is_denied_unread_and_changes_nothing():
+    # its answer has no value at all (< l): Delta = G, whatever the table (route 1's outcome)
+    people = [f"p{i}" for i in range(5)]
+    secret = list("abcab")
+    auditor, reads = make_auditor(people, sorted(secret), secret, 2)
+    assert auditor.ask(people[:2]).response == "answer"
+    before = auditor.knowledge.branches
+    world = brute.all_instances(5, sorted(secret), closed=True)
+    g = brute.step(world, [frozenset({0, 1})], 5, 2, tuple(secret))[1]
+    decision = auditor.ask([])
+    assert decision.response == "positive-denial" == brute.step(g, [frozenset()], 5, 2, tuple(secret))[0]
+    assert decision.route == "nested" and len(reads) == 1 and auditor.knowledge.branches == before
+
+
 def test_a_query_overlapping_a_fact_is_left_to_the_other_routes():
     people = [f"p{i}" for i in range(6)]
     secret = list("aabbcc")
