@@ -84,7 +84,6 @@ def tally():
     # hundreds of decisions, every kind of response, and histories that go on after positive denials
     assert sum(counts[k] for k in ("answer", "negative-denial", "positive-denial")) >= 300, counts
     assert min(counts.values()) >= 10, counts
-    print(counts)
 
 
 @HISTORIES
