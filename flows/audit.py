@@ -39,16 +39,11 @@ def audit_settings(spec: ReleaseSpec) -> dict[str, Any]:
     if "time_budget" in section:
         raise SpecError("[audit] time_budget: removed, budgets are counts of work, not seconds; use [audit] budget")
     strategy = section.get("strategy", "simulatable")
-    after_denial = section.get("after_denial", DEFAULT_POLICY)
+    grid = grid_settings(spec, section)
+    after_denial = section.get("after_denial", DEFAULT_POLICY[grid.get("grid") is not None])
     if not isinstance(after_denial, str) or after_denial not in POLICIES:
         raise SpecError('[audit] after_denial must be "list" or "implicit"')
-    return {
-        "l": l,
-        "budget": budget,
-        "strategy": strategy,
-        "after_denial": after_denial,
-        **grid_settings(spec, section),
-    }
+    return {"l": l, "budget": budget, "strategy": strategy, "after_denial": after_denial, **grid}
 
 
 def whole(value: object) -> TypeGuard[int]:

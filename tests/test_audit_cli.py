@@ -16,6 +16,7 @@ import pytest
 from privpub.flows.audit import init_audit
 from privpub.schemas.errors import SpecError
 from privpub.schemas.spec import load_spec
+from privpub.tasks.audit import nested
 from tests.test_cli import ROOT, run
 
 # ten patients, two of each value (the multiset is public; who holds which is the secret)
@@ -168,10 +169,11 @@ def test_ask_does_not_import_prefect(clinic):
     assert modules == "0 []", res.stderr
 
 
-def test_log_summary_counts_budget_denials_apart(prefect_server, clinic):
+def test_log_summary_counts_budget_denials_apart(prefect_server, clinic, monkeypatch):
     """`audit log --summary`: per table, how the queries ended; a denial by the auditor's own
     budget is counted apart from the exact negative denials, refusals are counted but are not
     decisions. A decision given one unit of work is budget-denied."""
+    monkeypatch.setattr(nested, "ENABLED", False)  # the solver routes' budget: the nested path has none
     init_audit(load_spec(clinic / "clinic.toml"), "steward")
     state = str(clinic / "privpub.duckdb")
     from privpub.flows.audit import ask as ask_in_process
@@ -222,9 +224,10 @@ def test_batch_without_a_server_is_decided_in_process_without_prefect(clinic, tm
     assert res.stderr.strip().splitlines()[-1] == "False"
 
 
-def test_audit_set_changes_the_count_budget_and_is_logged(clinic, capsys):
+def test_audit_set_changes_the_count_budget_and_is_logged(clinic, capsys, monkeypatch):
     """`privpub audit set TABLE --budget N`: strict (a positive whole number), logged, and the
     next decision runs under it; the knowledge is unchanged."""
+    monkeypatch.setattr(nested, "ENABLED", False)  # the solver routes' budget: the nested path has none
     from privpub.flows.audit import ask as ask_in_process
     from privpub.flows.cli import main
     from privpub.state.store import Store
@@ -528,10 +531,19 @@ def test_after_denial_is_strict(clinic, value):
     assert not (clinic / "privpub.duckdb").exists()
 
 
-@pytest.mark.parametrize(("line", "stored"), [("", "implicit"), ('after_denial = "list"', "list")])
+@pytest.mark.parametrize(
+    ("line", "stored"),
+    [
+        ("", "list"),
+        ("grid = { age = 10 }", "implicit"),
+        ('after_denial = "implicit"', "implicit"),
+        ('grid = { age = 10 }\nafter_denial = "list"', "list"),
+    ],
+)
 def test_after_denial_is_stored_with_the_knowledge(clinic, line, stored):
-    """The default policy is "implicit" (the behaviour before issue 31); the chosen one is stored in the auditor's state and survives
-    a restart (`open_session`)."""
+    """The default policy is "list" without a grid (where a positive denial would stall later
+    queries) and "implicit" with one (where "list" only denies more, docs/auditing.md); the
+    chosen one is stored in the auditor's state and survives a restart (`open_session`)."""
     from privpub.flows.audit import open_session
     from privpub.state.store import Store
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 import pandas as pd
 
@@ -29,8 +29,9 @@ from privpub.tasks.audit.decide import (
 )
 from privpub.tasks.audit.grid import Grid
 from privpub.tasks.audit.knowledge import Denial, Knowledge, Universe, plain, sort_values
+from privpub.tasks.audit.nested import decide_delta
 from privpub.tasks.audit.program import BudgetExceeded, Constraint, Work
-from privpub.tasks.audit.query import select_ids
+from privpub.tasks.audit.query import PublicTable
 from privpub.tasks.audit.snap import snap
 
 STATE_FORMAT = "privpub.audit/1"
@@ -62,6 +63,7 @@ class DecisionStats(TypedDict):
     work: int
     possible_answers: int | None
     unsafe_answers: int | None
+    route: NotRequired[str]
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ class Decision:
     widened: int = 0  # with a grid: how many more people it selects than the query asked
     solves: int = 0  # solves (LP relaxations, LP bounds, integer programs) this decision needed
     work: int = 0  # units of work it spent: solves + branch-and-bound nodes (what `budget` counts)
+    route: str = ""  # "nested" when the nested path (nested.py) decided it without a solver
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -162,6 +165,7 @@ class Auditor:
             raise ValueError("l must be at least 1")
         self.id_column = id_column or population.columns[0]
         self.population = population.reset_index(drop=True)
+        self._public: PublicTable | None = None  # the population in DuckDB, for predicates
         people = [plain(i) for i in self.population[self.id_column].tolist()]
         if len(set(people)) != len(people):
             raise ValueError(f"column '{self.id_column}' repeats an id")
@@ -210,7 +214,9 @@ class Auditor:
         """The people a predicate selects (ValueError with one line when it is not allowed). With
         a grid and `snap`, widened outward to the grid; with `snap=False`, an off-grid predicate
         is refused naming the grid-aligned predicate nearest to it (its outward widening)."""
-        ids = select_ids(self.population, predicate, self.id_column)
+        if self._public is None:  # opened on the first predicate, kept for the next ones
+            self._public = PublicTable(self.population, self.id_column)
+        ids = self._public.select_ids(predicate)
         if self.grid is None:
             return Selection(tuple(ids))
         columns = [str(c) for c in self.population.columns if c != self.id_column]
@@ -264,7 +270,7 @@ class Auditor:
         within its allowance. A denial by those limits, or the report and its figures."""
         work = self.new_work()
         try:
-            report = compute_delta(self.knowledge, sets, self.l, work, need=self.l)
+            report = decide_delta(self.knowledge, sets, self.l, work, need=self.l)
         except BudgetExceeded as err:
             return Decision(
                 query_id,
@@ -297,6 +303,7 @@ class Auditor:
             work=used,
             possible_answers=None if report.answers is None else len(report.answers),
             unsafe_answers=None if report.everything or report.implicit else len(report.unsafe),
+            route="nested" if report.shortcut == "nested" else "",
         )
         if listed:
             # route 4 decides single-branch knowledge only, so an answer restricts G whole, as on
@@ -362,6 +369,11 @@ class Auditor:
         return tuple((v, int(t)) for v, t in zip(self.universe.values, counts) if t)
 
     def _with_answer(self, sets, answer: Answer, report: DeltaReport) -> Knowledge:
+        if report.possible is not None:  # the nested path: no solve
+            branches = report.possible(answer)
+            if not branches:
+                raise ValueError("the secret table contradicts the public knowledge")
+            return restricted(self.knowledge, sets, answer, branches)
         if report.answers is not None:
             return restricted(self.knowledge, sets, answer, report.answers[answer])
         restricted_g = self.knowledge.restrict(answer_facts(sets, answer))
@@ -391,7 +403,7 @@ class Auditor:
             sets = [self.universe.members(pending.ids)]
             work = self.new_work()
             try:
-                report = compute_delta(self.knowledge, sets, self.l, work, need=self.l)
+                report = decide_delta(self.knowledge, sets, self.l, work, need=self.l)
             except BudgetExceeded:
                 continue
             if report.empty:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -39,6 +40,8 @@ class DeltaReport:
     everything: bool = False  # Delta = G: every answer is unsafe
     shortcut: str = ""  # how the result was obtained when not by listing answers
     implicit: bool = False  # Delta is not empty but its answers were not listed (route 4)
+    # the nested path (nested.py), which lists no answers: the branches where an answer is possible
+    possible: Callable[[Answer], list[int]] | None = None
 
     @property
     def empty(self) -> bool:

@@ -46,6 +46,7 @@ BUTTERFLY = [
 SERIAL = ["tests/test_serial_guarantee.py", "tests/test_serial_technique.py", "tests/test_thresholds.py"]
 AUDIT = ["tests/audit/test_golden.py", "tests/audit/test_properties.py", "tests/test_thresholds.py"]
 AUDIT_GRID = ["tests/audit/test_grid.py", "tests/audit/test_grid_kinds.py"]
+AUDIT_NESTED = ["tests/audit/test_nested.py"]
 ANATOMY = ["tests/test_anatomy.py", "tests/test_thresholds.py", "tests/test_chunked_verify.py"]
 SERIES = ["tests/test_series_composition.py", "tests/test_composition_oracle.py"]
 REMEDIES = ["tests/test_series_remedies.py"]
@@ -506,6 +507,21 @@ MUTANTS = [
         'return policy == "list" and report.implicit and report.is_safe_query(l)',
         'return policy == "list" and report.implicit and report.is_safe_query(l + 1)',
         AUDIT_AFTER_DENIAL,
+    ),
+    # the auditor's nested path (issue 31): closed form over a tree of facts
+    Mutant(
+        "nested path forgets B's people when B is one person",
+        "tasks/audit/nested.py",
+        "if s.pool is not None and s.b > 0:  # B's people hold < l values",
+        "if s.pool is not None and s.b > 1:  # B's people hold < l values",
+        AUDIT_NESTED,
+    ),
+    Mutant(
+        "nested path lets people outside the split keep l - 1 values",
+        "tasks/audit/nested.py",
+        "if (s.support[others].sum(axis=1) < l).any():",
+        "if (s.support[others].sum(axis=1) < l - 1).any():",
+        AUDIT_NESTED,
     ),
     # the auditor's public query grid (issue 31)
     Mutant(
