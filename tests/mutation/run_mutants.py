@@ -8,7 +8,10 @@ test failed) or survived (every test passed); each guarding test file runs alone
 report names every file that notices. The unmutated copy is run first: its tests must
 pass, or no verdict would mean anything. Exit status 1 when a mutant survives.
 
-    python tests/mutation/run_mutants.py [--only NAME_PART] [--from NAME_PART] [--markdown FILE]
+    python tests/mutation/run_mutants.py [--only NAME_PART] [--from NAME_PART] [--every] [--markdown FILE]
+
+--every runs each guarding file to its end (no -x) and names every test that kills the mutant,
+so a mutant killed by one file shows whether one test or several notice it (slower).
 """
 
 from __future__ import annotations
@@ -726,12 +729,12 @@ def python_path(tree: Path) -> str:
     return f"{link_tree(tree, tree / '.import-root')}{os.pathsep}{tree}"
 
 
-def run_tests(tree: Path, tests: list[str]) -> tuple[bool, str, float]:
-    """(all passed, the first failing test, seconds)."""
+def run_tests(tree: Path, tests: list[str], every: bool = False) -> tuple[bool, list[str], float]:
+    """(all passed, the failing tests: the first only unless `every`, seconds)."""
     env = {**os.environ, "PYTHONPATH": python_path(tree)}
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-x", "-q", "-rf", "--hypothesis-seed=0", *tests],
+        [sys.executable, "-m", "pytest", *([] if every else ["-x"]), "-q", "-rf", "--hypothesis-seed=0", *tests],
         cwd=tree,
         env=env,
         capture_output=True,
@@ -740,7 +743,15 @@ def run_tests(tree: Path, tests: list[str]) -> tuple[bool, str, float]:
     failed = re.findall(r"^FAILED (\S+)", proc.stdout, flags=re.M)
     if proc.returncode not in (0, 1):
         failed = failed or [f"pytest exit {proc.returncode}"]
-    return proc.returncode == 0, (failed[0] if failed else ""), time.perf_counter() - t0
+    return proc.returncode == 0, failed, time.perf_counter() - t0
+
+
+def killed_by(test_file: str, failed: list[str], every: bool) -> str:
+    """'file (first failing test)', with --every 'file (N tests: first, ...)'."""
+    names = [f.split("::")[-1] for f in failed] or ["pytest failed"]
+    if not every:
+        return f"{Path(test_file).name} ({names[0]})"
+    return f"{Path(test_file).name} ({len(names)} test{'s' if len(names) > 1 else ''}: {', '.join(names[:3])})"
 
 
 def main() -> int:
@@ -748,6 +759,9 @@ def main() -> int:
     ap.add_argument("--only", help="run the mutants whose name contains this text")
     ap.add_argument("--markdown", type=Path, help="also write the result table to this file")
     ap.add_argument("--from", dest="start", help="start at the first mutant whose name contains this text")
+    ap.add_argument(
+        "--every", action="store_true", help="run each guarding file to its end and count every test that kills"
+    )
     args = ap.parse_args()
     mutants = [m for m in MUTANTS if not args.only or args.only.lower() in m.name.lower()]
     if args.start:  # the rest of a run that was stopped
@@ -770,7 +784,7 @@ def main() -> int:
         baseline = sorted({t for m in mutants for t in m.tests})
         ok, failed, secs = run_tests(tree, baseline)
         if not ok:
-            raise SystemExit(f"the unmutated tests fail ({failed}); fix that first")
+            raise SystemExit(f"the unmutated tests fail ({failed[0]}); fix that first")
         print(f"baseline: {len(baseline)} test files pass ({secs:.0f} s)", flush=True)
         rows = []
         for m in mutants:
@@ -778,10 +792,10 @@ def main() -> int:
             original = target.read_text()
             target.write_text(replace(original, m.old, m.new, m.occurrence))
             try:  # each guarding file alone, to show which of them notice
-                kills = {t: run_tests(tree, [t]) for t in m.tests}
+                kills = {t: run_tests(tree, [t], args.every) for t in m.tests}
             finally:
                 target.write_text(original)
-            killers = [f"{Path(t).name} ({failed.split('::')[-1]})" for t, (ok, failed, _) in kills.items() if not ok]
+            killers = [killed_by(t, failed, args.every) for t, (ok, failed, _) in kills.items() if not ok]
             verdict = "killed" if killers else "SURVIVED"
             rows.append((m, verdict, killers))
             secs = sum(s for _, _, s in kills.values())
