@@ -25,6 +25,7 @@ def route(request, monkeypatch):
     monkeypatch.setattr(nested, "ENABLED", request.param)
     return request.param
 
+
 # Table 4: the secret table (first relation) and the ages that identify people.
 AGES = {"Alice": 60, "Bob": 50, "Clark": 40, "Diana": 35, "Ellen": 34, "Fen": 33, "George": 30}
 TABLE4 = {
