@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -59,7 +59,7 @@ class DeltaReport:
         return floor is None or floor >= l
 
 
-def distinct_count(counts: tuple[int, ...]) -> int:
+def distinct_count(counts: Iterable[int]) -> int:
     return sum(1 for t in counts if t)
 
 

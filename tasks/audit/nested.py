@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from privpub.tasks.audit.decide import Answer, DeltaReport, compute_delta
+from privpub.tasks.audit.decide import Answer, DeltaReport, compute_delta, distinct_count
 from privpub.tasks.audit.knowledge import Knowledge
 from privpub.tasks.audit.laminar import RegionSplit, split_of
 from privpub.tasks.audit.program import Work
@@ -64,7 +64,7 @@ def one_branch(g: Knowledge, s: RegionSplit, l: int, branches: list[int] | None 
     branches = [0] if branches is None else branches
     present = s.present()
     if s.a == 0:  # the answer is fixed: Delta is G or empty
-        low = distinct(s.base) < l or (s.support[present].sum(axis=1) < l).any()
+        low = distinct_count(s.base) < l or (s.support[present].sum(axis=1) < l).any()
         return report_for(g, s, {}, bool(low), branches)
     others = present.copy()
     others[s.a_id] = False
@@ -223,7 +223,7 @@ def listed_branches(g: Knowledge, splits: list[RegionSplit], l: int, cells: np.n
                 np.logical_or(merged[answer][1], cover, out=merged[answer][1])
             else:
                 merged[answer] = ([j], cover)
-    unsafe = {m: bs for m, (bs, cover) in merged.items() if distinct(m[0]) < l or (cover.sum(axis=1) < l).any()}
+    unsafe = {m: bs for m, (bs, cover) in merged.items() if distinct_count(m[0]) < l or (cover.sum(axis=1) < l).any()}
     covered = np.zeros((cells.shape[1], n_values), dtype=bool)
     for m in unsafe:
         covered |= merged[m][1]
@@ -238,7 +238,3 @@ def coverage_of(g: Knowledge, label: np.ndarray, support: np.ndarray) -> list[se
     values = g.universe.values
     per_row = [{values[v] for v in np.flatnonzero(row)} for row in support]
     return [set(per_row[r]) for r in label.tolist()]
-
-
-def distinct(counts) -> int:
-    return int(np.count_nonzero(np.asarray(counts)))
