@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import Phase, given, settings
+from hypothesis import Phase, assume, example, given, settings
 from hypothesis import strategies as st
 
 import privpub
@@ -195,6 +195,7 @@ def assert_l_figures_equal(results: list, threshold: int) -> None:
 
 
 @pytest.mark.parametrize("name", ["anatomy", "ambiguity", "priview", "muco"])
+@example(seed=2437, n_releases=2, size=3, l=3)  # Anatomy: a transient value on 5 of 13 rows, not 3-eligible
 @settings(max_examples=15, phases=NO_SHRINK)
 @given(
     seed=st.integers(0, 2**32 - 1),
@@ -204,8 +205,12 @@ def assert_l_figures_equal(results: list, threshold: int) -> None:
 )
 def test_composed_l_figures_equal_the_brute_force_linker(tmp_path_factory, name, seed, n_releases, size, l):
     """l: [series] l, else the technique's own (Ambiguity and PriView have none: 2)."""
-    results = compare_series(tmp_path_factory.mktemp(name), name, draw_series(seed, n_releases), l, size)
-    assert_l_figures_equal(results, l or (size if name in ("anatomy", "muco") else 2))
+    threshold = l or (size if name in ("anatomy", "muco") else 2)
+    releases = draw_series(seed, n_releases)
+    if name == "anatomy":  # Anatomy refuses an input that is not l-eligible before any work: draw another
+        assume(all(f.v.value_counts().max() * (l or size) <= len(f) for f in releases))
+    results = compare_series(tmp_path_factory.mktemp(name), name, releases, l, size)
+    assert_l_figures_equal(results, threshold)
 
 
 @settings(max_examples=15, phases=NO_SHRINK)
