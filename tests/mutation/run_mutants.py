@@ -8,10 +8,11 @@ test failed) or survived (every test passed); each guarding test file runs alone
 report names every file that notices. The unmutated copy is run first: its tests must
 pass, or no verdict would mean anything. Exit status 1 when a mutant survives.
 
-    python tests/mutation/run_mutants.py [--only NAME_PART] [--from NAME_PART] [--every] [--markdown FILE]
+    python tests/mutation/run_mutants.py [--only NAME_PART ...] [--from NAME_PART] [--every] [--markdown FILE]
 
---every runs each guarding file to its end (no -x) and names every test that kills the mutant,
-so a mutant killed by one file shows whether one test or several notice it (slower).
+--every runs each guarding file to its end (no -x) and names every test function that kills the
+mutant (parametrized cases of one function count once), and counts the mutants that fewer than two
+test functions kill (slower). --only may be given several times.
 """
 
 from __future__ import annotations
@@ -746,24 +747,35 @@ def run_tests(tree: Path, tests: list[str], every: bool = False) -> tuple[bool, 
     return proc.returncode == 0, failed, time.perf_counter() - t0
 
 
+def test_functions(failed: list[str]) -> list[str]:
+    """The distinct test functions among failing test ids (parametrized cases of one count once)."""
+    return list(dict.fromkeys(f.split("[")[0] for f in failed))
+
+
 def killed_by(test_file: str, failed: list[str], every: bool) -> str:
-    """'file (first failing test)', with --every 'file (N tests: first, ...)'."""
+    """'file (first failing test)', with --every 'file (N tests in M functions: f1, f2, ...)'."""
     names = [f.split("::")[-1] for f in failed] or ["pytest failed"]
     if not every:
         return f"{Path(test_file).name} ({names[0]})"
-    return f"{Path(test_file).name} ({len(names)} test{'s' if len(names) > 1 else ''}: {', '.join(names[:3])})"
+    functions = [f.split("::")[-1] for f in test_functions(failed)] or ["pytest failed"]
+    return (
+        f"{Path(test_file).name} ({len(names)} test{'s' if len(names) > 1 else ''}"
+        f" in {len(functions)} function{'s' if len(functions) > 1 else ''}: {', '.join(functions)})"
+    )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", help="run the mutants whose name contains this text")
+    ap.add_argument(
+        "--only", action="append", help="run the mutants whose name contains this text (repeatable: any of them)"
+    )
     ap.add_argument("--markdown", type=Path, help="also write the result table to this file")
     ap.add_argument("--from", dest="start", help="start at the first mutant whose name contains this text")
     ap.add_argument(
         "--every", action="store_true", help="run each guarding file to its end and count every test that kills"
     )
     args = ap.parse_args()
-    mutants = [m for m in MUTANTS if not args.only or args.only.lower() in m.name.lower()]
+    mutants = [m for m in MUTANTS if not args.only or any(o.lower() in m.name.lower() for o in args.only)]
     if args.start:  # the rest of a run that was stopped
         first = next((i for i, m in enumerate(mutants) if args.start.lower() in m.name.lower()), None)
         if first is None:
@@ -797,19 +809,26 @@ def main() -> int:
                 target.write_text(original)
             killers = [killed_by(t, failed, args.every) for t, (ok, failed, _) in kills.items() if not ok]
             verdict = "killed" if killers else "SURVIVED"
-            rows.append((m, verdict, killers))
+            functions = [f for _, (_, failed, _) in kills.items() for f in test_functions(failed)]
+            rows.append((m, verdict, killers, len(functions)))
             secs = sum(s for _, _, s in kills.values())
             print(f"{verdict:8} {secs:5.0f} s  {m.name}  [{'; '.join(killers) or 'every test passed'}]", flush=True)
     table = ["| mutant | file | change | result | failing test files (first failing test) |", "|---|---|---|---|---|"]
-    for m, verdict, killers in rows:
+    for m, verdict, killers, _ in rows:
         cells = [m.name, f"`{m.path}`", f"`{m.old}` → `{m.new}`", verdict, "; ".join(killers)]
         table.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     if args.markdown:
         args.markdown.write_text("\n".join(table) + "\n")
-    survived = [m.name for m, verdict, _ in rows if verdict == "SURVIVED"]
+    survived = [m.name for m, verdict, _, _ in rows if verdict == "SURVIVED"]
     print(
         f"{len(rows) - len(survived)} of {len(rows)} mutants killed" + (f"; survived: {survived}" if survived else "")
     )
+    if args.every:  # issue 25: at least two independent tests (distinct test functions) per mutant
+        lone = [m.name for m, verdict, _, n in rows if verdict == "killed" and n < 2]
+        print(
+            f"{len(rows) - len(survived) - len(lone)} of {len(rows)} killed by two or more test functions"
+            + (f"; by one only: {lone}" if lone else "")
+        )
     return 1 if survived else 0
 
 
