@@ -8,21 +8,23 @@ publish storing the figures, verified and named in the report."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 from fractions import Fraction
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy.stats import nbinom
 
+import privpub
 from privpub.flows import pipeline
 from privpub.schemas.errors import SpecError
 from privpub.schemas.spec import spec_from_dict
 from privpub.state.store import Store
-from privpub.tasks.demo_data import census_spec
+from privpub.tasks.demo_data import census, census_spec
 from privpub.tasks.population_models import (
     expected_inverse_class_size,
     pitman_share,
@@ -63,6 +65,26 @@ def test_zayatz_when_the_population_has_one_person_more_than_the_sample():
     out is of it, P_2 = 2 C(3, 3) / C(5, 4) = 2/5, P_1 = C(4, 3) / C(5, 4) = 4/5 = pi;
     uniques = 2^2 / (2 P_1 + 1 P_2) = 4 / 2 = 2 of the 5 people."""
     assert zayatz_share(np.array([1, 2]), np.array([2, 1]), 5) == pytest.approx(2 / 5, rel=1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@example([1, 1, 3], 2)  # n = 5, N = 7: the class of 3 is the largest that can give one record (N - 3 = n - 1)
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=8), st.integers(0, 6))
+def test_zayatz_equals_its_hypergeometric_definition_in_exact_integers(size, extra):
+    """Zayatz's estimate from P_i = i C(N - i, n - 1) / C(N, n) in exact integers (math.comb; 0
+    when a class of i leaves fewer than n - 1 others, so it cannot give just one record), with N
+    at most 6 above n: every class size meets the largest that still can (N - i = n - 1)."""
+    n = sum(size)
+    N = n + extra
+    c = Counter(size)
+
+    def p(i: int) -> Fraction:  # a population class of i people gives exactly one sampled record
+        return Fraction(i * math.comb(N - i, n - 1), math.comb(N, n))
+
+    # c_1 P_1 / sum_i c_i P_i: the share of sample uniques that are population uniques
+    uniques = c[1] * (c[1] * p(1) / sum(count * p(i) for i, count in c.items())) / Fraction(n, N) if c[1] else 0
+    sizes, counts = np.unique(size, return_counts=True)
+    assert zayatz_share(sizes, counts, N) == pytest.approx(float(uniques / N), rel=1e-10, abs=0)
 
 
 @pytest.mark.parametrize(
@@ -141,6 +163,33 @@ def test_at_sample_fraction_1_the_population_figures_are_the_sample_figures(size
     assert figures["marketer-risk"] == pytest.approx(figures["prosecutor-risk-avg"], rel=1e-12)
     assert figures["population-uniques"] == pytest.approx(figures["sample-uniques"], rel=1e-12, abs=1e-15)
     assert figures["sample-fraction"] == 1.0
+
+
+def expected_inverse_by_terms(f: int, pi: float) -> float:
+    """E[1 / F | f] as the sum over h = F >= f of C(h - 1, f - 1) pi^f (1 - pi)^(h - f) / h, term
+    by term (each term from the one before), far past where the terms stop mattering."""
+    total, term = 0.0, pi**f
+    for h in range(f, f + 6000):
+        total += term / h
+        term *= h / (h - f + 1) * (1 - pi)
+    return total
+
+
+@settings(max_examples=40, deadline=None)
+@example([0, 1, 1, 2, 2, 2, 2], 2)  # classes of 1, 2 and 4 at pi = 1/2
+@given(st.lists(st.integers(0, 7), min_size=1, max_size=30), st.sampled_from([1.25, 2, 4, 10]))
+def test_journalist_and_marketer_risks_from_each_records_expected_inverse_class_size(cells, times):
+    """A published table's figures, record by record: each record's class seen f times, its
+    E[1 / F | f] summed term by term; journalist-risk-max the highest over the records (a record
+    of the smallest class), marketer-risk their mean."""
+    n = len(cells)
+    population = round(n * times)
+    table = pa.table({"x": pa.array(cells), "s": pa.array(["a"] * n)})
+    figures = table_risk(table, ["x"], "s", 0.2, population=population)
+    size = Counter(cells)
+    each = [expected_inverse_by_terms(size[c], n / population) for c in cells]
+    assert figures["journalist-risk-max"] == pytest.approx(max(each), rel=1e-9)
+    assert figures["marketer-risk"] == pytest.approx(sum(each) / n, rel=1e-9)
 
 
 @settings(max_examples=100, deadline=None)
@@ -256,6 +305,52 @@ def test_a_publish_stores_verifies_and_reports_the_population_figures(census_dir
     report = (census_dir / "releases" / release_id / "report.html").read_text()
     assert "journalist-risk-max" in report and "marketer-risk" in report
     assert "input: Zayatz (1991) model, sampling fraction 0.01; release: Zayatz (1991) model" in report
+
+
+SEX_RACE_WORKCLASS = [{"name": q, "kind": "categorical"} for q in ("sex", "race", "workclass")]
+
+
+def test_a_publish_at_a_sample_fraction_of_exactly_0_1_takes_pitmans_model(tmp_path, monkeypatch):
+    """Dankar et al.'s rule takes Pitman's model up to pi = 0.1 included. 600 census records on
+    sex, race and workclass (75 classes, 30 unique: Pitman's likelihood has its maximum inside)
+    published through the Python API with sample_fraction = 0.1: the stored input figure is
+    Pitman's, on the class sizes counted here; one person fewer in the population (pi just
+    above 0.1) and the rule takes Zayatz's."""
+    monkeypatch.chdir(tmp_path)
+    frame = census(600, seed=3)
+    spec = {
+        "dataset": {"name": "c", "person_id": "pid", "sensitive": "occupation", "qi": SEX_RACE_WORKCLASS},
+        "technique": {"name": "generalization", "k": 5},
+        "risk": {"sample_fraction": 0.1},
+        "output": {"seed": 3},
+    }
+    release = privpub.publish(frame, spec)
+    figures = release.figures.set_index("name").value
+    sizes, counts = np.unique(frame.groupby(["sex", "race", "workclass"]).size().to_numpy(), return_counts=True)
+    assert figures["input-sample-fraction"] == 0.1
+    assert figures["input-population-uniques-pitman"] == pytest.approx(pitman_share(sizes, counts, 6000), rel=1e-12)
+    assert "input-population-uniques-zayatz" not in figures
+    assert "input: Pitman (Hoshino 2001) model, sampling fraction 0.1;" in release.report.read_text()
+    assert population_uniques(sizes, counts, 5999)[1] == "zayatz"
+
+
+def test_explore_over_the_population_refuses_one_below_the_input_and_reads_an_equal_one_as_the_table(census_dir):
+    """`privpub explore` over [risk] population: 599 (one person fewer than the 600 records) is
+    a failed setting naming the key; 600 says the table is the population, so each population
+    figure is its sample twin (definition: F = f); 6000 a sample of a tenth, below them."""
+    spec = write_spec(census_dir, k=5, l=None, seed=8)
+    frame = privpub.explore(spec, {"risk.population": [599, 600, 6000]})
+    assert frame.passed.tolist() == [False, True, True]
+    assert frame.reason.iloc[0] == "[risk] population = 599: smaller than the input's 600 records " + (
+        "(the input is a sample of the population)"
+    )
+    equal, tenth = frame.iloc[1], frame.iloc[2]
+    for prefix in ("input-", ""):
+        assert equal[f"{prefix}sample-fraction"] == 1.0
+        assert equal[f"{prefix}journalist-risk-max"] == pytest.approx(equal[f"{prefix}prosecutor-risk-max"])
+        assert equal[f"{prefix}marketer-risk"] == pytest.approx(equal[f"{prefix}prosecutor-risk-avg"])
+        assert equal[f"{prefix}population-uniques"] == pytest.approx(equal[f"{prefix}sample-uniques"])
+        assert tenth[f"{prefix}journalist-risk-max"] < equal[f"{prefix}journalist-risk-max"]
 
 
 def test_the_report_names_the_model_of_each_figure():

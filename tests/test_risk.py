@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet  # noqa: F401  (pa.parquet)
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from privpub.flows import pipeline
@@ -78,6 +78,29 @@ def test_figures_of_a_published_table_read_cells_whole(case):
     got = table_risk(table, ["x", "y_lo", "y_hi"], "s", threshold)
     cells = [(tuple(x), b) for x, (_, b) in zip(lists, rows)]
     assert got == pytest.approx(by_definition(cells, sensitive, threshold), abs=1e-12)
+
+
+@settings(max_examples=80, deadline=None)
+@example(([(0, 0)] * 3, [4, 4, 0], 0.2))  # two withheld values and one shown: 1/3, not 2/3
+@given(tables)
+def test_a_withheld_sensitive_value_counts_in_its_class_but_is_nobodys_value(case):
+    """A null sensitive cell (a value withheld, as serial publishes it): it adds to its class's
+    size and is never the value the adversary names; counted record by record."""
+    rows, codes, threshold = case
+    sensitive = [None if c == 4 else f"v{c}" for c in codes]
+    table = pa.table(
+        {
+            "x": pa.array([a for a, _ in rows]),
+            "y": pa.array([b for _, b in rows]),
+            "s": pa.array(sensitive, pa.string()),
+        }
+    )
+    size = Counter(rows)
+    best = 0.0
+    for r in size:
+        values = Counter(s for row, s in zip(rows, sensitive) if row == r and s is not None)
+        best = max(best, max(values.values(), default=0) / size[r])
+    assert table_risk(table, ["x", "y"], "s", threshold)["attribute-risk-max"] == pytest.approx(best, abs=1e-12)
 
 
 def test_the_highest_prosecutor_risk_is_one_over_pycanons_k():
@@ -150,6 +173,32 @@ def test_a_risk_limit_refuses_just_outside_and_publishes_just_inside(census_dir)
     assert refused.outcome == "refused" and "prosecutor-risk-max" in json.loads(refused.detail)["risk"][0]
     spec = write_spec(census_dir, k=5, l=None, seed=4, extra=f"\n[risk]\nmax_prosecutor = {reached}\n")
     assert pipeline.attempt(str(spec), None, None, driver=pipeline.Driver(None), allow_repeat=True) != release_id
+
+
+def test_an_attribute_limit_refuses_anatomy_just_below_1_over_l_and_publishes_it_at_1_over_l(census_dir):
+    """Another figure, technique and key: Anatomy with l = 3 publishes groups of three different
+    sensitive values, one record each, so attribute-risk-max is 1/3 (counted from ST here).
+    max_attribute = 0.333 (0.1% below it) refuses the release; 0.33334 publishes it."""
+    store = Store(census_dir / "privpub.duckdb")
+
+    def attempt(limit: float) -> str:
+        extra = f"\n[risk]\nmax_attribute = {limit}\n"
+        spec = write_spec(census_dir, technique="anatomy", k=None, l=3, seed=2, extra=extra)
+        return pipeline.attempt(str(spec), None, None, driver=pipeline.Driver(None), allow_repeat=True)
+
+    with pytest.raises(
+        PrivacyRefused,
+        match=r"^release refused, re-identification risk above its limit: attribute-risk-max is 0.3333, "
+        r"above the limit 0.333$",
+    ):
+        attempt(0.333)
+    assert store.history(None).empty and store.audit_log().iloc[-1].outcome == "refused"
+    release_id = attempt(0.33334)
+    st = pd.read_parquet(census_dir / "releases" / release_id / "ST.parquet")
+    share = max(g["count"].max() / g["count"].sum() for _, g in st.groupby("gid"))
+    m = store.release(release_id)["metrics"]
+    stored = float(m[(m.kind == "risk") & (m.name == "attribute-risk-max")].value.iloc[0])
+    assert share == pytest.approx(1 / 3) and stored == pytest.approx(share)
 
 
 def test_verify_recomputes_the_release_risk_and_notices_a_changed_record(census_dir):

@@ -12,15 +12,17 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
+import privpub
 from privpub.flows import pipeline
 from privpub.flows.reverify import reverify
 from privpub.schemas.errors import SpecError
 from privpub.state.store import Store
+from privpub.tasks.core.types import Partition
 from privpub.tasks.partition.mondrian import mondrian_partition
-from privpub.tasks.partition.suppression import suppression_budget
+from privpub.tasks.partition.suppression import suppression_budget, widest_groups_rows
 from privpub.tasks.report import summary_lines
 from privpub.tasks.risk import table_risk
 from privpub.tasks.verify.published import class_ids, qi_columns
@@ -68,6 +70,35 @@ def test_the_widest_group_is_left_out_exactly_when_it_fits_the_budget():
     _, _, part, release = release_of(outlier_table(), AGE, k=5, suppress=0.04)
     assert "suppressed" not in release.info and (part.group >= 0).all()
     assert len(published_labels(release)) == 100
+
+
+@st.composite
+def ranked_groups(draw):
+    """Group sizes, a width per group (ties and zeros likely), a budget and the rows' order."""
+    sizes = draw(st.lists(st.integers(1, 6), min_size=1, max_size=8))
+    widths = draw(st.lists(st.sampled_from([0.0, 0.1, 0.25, 0.5, 1.0]), min_size=len(sizes), max_size=len(sizes)))
+    return sizes, widths, draw(st.integers(0, sum(sizes))), draw(st.permutations(range(sum(sizes))))
+
+
+@example(([3, 2], [0.5, 0.25], 2, [0, 1, 2, 3, 4]))  # the widest group is one row over: nothing is taken
+@example(([2, 2, 1], [1.0, 0.5, 0.25], 4, [4, 0, 3, 1, 2]))  # two groups fill the budget exactly
+@given(ranked_groups())
+def test_the_rows_left_out_are_the_widest_groups_walked_one_by_one_within_the_budget(case):
+    """The selection against a walk written from its definition: groups widest first (ties: the
+    earlier group), a group of width 0 never; each taken while the rows taken so far and its own
+    stay within the budget; the first that does not fit ends the walk (whole groups only)."""
+    sizes, widths, budget, order = case
+    group = np.repeat(np.arange(len(sizes)), sizes)[list(order)]
+    taken: set[int] = set()
+    rows = 0
+    for g in sorted(range(len(sizes)), key=lambda g: (-widths[g], g)):
+        if widths[g] == 0 or rows + sizes[g] > budget:
+            break
+        taken.add(g)
+        rows += sizes[g]
+    got = widest_groups_rows(Partition(group, len(sizes)), np.array(widths), budget)
+    assert got.tolist() == [i for i, g in enumerate(group.tolist()) if g in taken]
+    assert len(got) <= budget
 
 
 def test_suppression_narrows_the_groups_of_a_table_with_outliers():
@@ -232,6 +263,32 @@ def test_a_series_of_two_releases_with_suppress_is_composed_over_the_published_p
     (table_row,) = rel["tables"].itertuples()
     assert suppressed > 0 and worst["people"] == table_row.n_rows == 630 - suppressed
     assert worst["returning"] > 0 and comp.passed == (worst["below"] == 0)
+
+
+def test_a_share_whose_float_product_falls_below_it_publishes_with_the_budget_as_written(tmp_path, monkeypatch):
+    """End to end through `privpub.publish`: 622 people aged 30-39 and 3 aged 90-92, k = 3. The
+    share 0.0048 of 625 rows is 3 rows as written, though 0.0048 * 625 is 2.9999999999999996 as a
+    float: the outliers' group (3 rows, the only one wider than one age) fits and is not published.
+    0.0047 (2.9375 rows: a budget of 2) publishes every row, the outliers in a range 90-92."""
+    monkeypatch.chdir(tmp_path)
+    assert 0.0048 * 625 < 3
+    ages = np.concatenate([30 + np.arange(622) % 10, [90, 91, 92]])
+    frame = pd.DataFrame({"pid": np.arange(625), "age": ages, "s": [f"v{i}" for i in range(625)]})
+
+    def published(share: float, state: str):
+        spec = {
+            "dataset": {"name": "ages", "person_id": "pid", "sensitive": "s", "qi": AGE},
+            "technique": {"name": "generalization", "k": 3, "suppress": share},
+            "output": {"seed": 1},
+        }
+        release = privpub.publish(frame, spec, state=state)
+        return release.figures.set_index("name").value["suppressed_rows"], release.tables["table"]
+
+    suppressed, table = published(0.0048, "written.duckdb")
+    assert suppressed == 3 and len(table) == 622 and table.age_hi.max() == 39
+    assert not {"v622", "v623", "v624"} & set(table.s)  # the outliers' rows are not published
+    suppressed, table = published(0.0047, "below.duckdb")
+    assert suppressed == 0 and len(table) == 625 and table.age_hi.max() == 92
 
 
 @pytest.mark.parametrize("models", ['t = 0.35\ncloseness = "equal"', 'l = 2\ndiversity = "entropy"'])

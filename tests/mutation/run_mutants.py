@@ -114,7 +114,7 @@ MUTANTS = [
         "tasks/risk.py",
         "shown = sensitive >= 0",
         "shown = sensitive >= -1",
-        ["tests/test_risk_techniques.py"],
+        ["tests/test_risk_techniques.py", "tests/test_risk.py"],
     ),
     # risk against a population (tasks/risk.py, tasks/population_models.py)
     Mutant(
