@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from test_muco import make_data, run
 
 from privpub.tasks.core.types import Release
+from privpub.tasks.techniques.muco.technique import verify_muco
 
 TAMPERING = ("none", "concentrate", "shift", "drop", "scale", "cell")
 
@@ -85,3 +86,44 @@ def test_verdicts_and_figures_equal_the_definitions(n, seed, delta, how, pick):
         ident, attr = oracle.release_disclosure(data, rel, p)
         assert got[f"identity disclosure (P_match={p})"].value == pytest.approx(ident, abs=1e-12)
         assert got[f"attribute disclosure (P_match={p})"].value == pytest.approx(attr, abs=1e-12)
+
+
+def with_column_at(rel: Release, pick: int, delta: Fraction, excess: float) -> Release:
+    """The release with one column j of one stored table rewritten so that its largest entry
+    exceeds delta times the column's sum by `excess` (max - delta * sum, Definition 3): the
+    column's largest entry M becomes x = (delta R + excess) / (1 - delta), R the sum of the others.
+    The release met Definition 3 (M (1 - delta) <= delta R + 1e-9), so for an excess above 1e-9
+    x is still the column's largest entry."""
+    tables = rel.private["output_tables"].to_pandas()
+    live = tables[tables["prob"] > 0]
+    columns = live.groupby(["attribute", "gid", "code"], sort=True)
+    key = list(columns.groups)[pick % columns.ngroups]
+    column = columns.get_group(key)["prob"]
+    top = column.idxmax()
+    rest = float(column.sum() - column[top])
+    tables.loc[top, "prob"] = (float(delta) * rest + excess) / (1 - float(delta))
+    stored = pa.Table.from_pandas(tables, schema=rel.private["output_tables"].schema, preserve_index=False)
+    return Release(rel.tables, {**rel.private, "output_tables": stored}, rel.info)
+
+
+@settings(deadline=None, max_examples=15)
+@given(
+    n=st.integers(6, 14),
+    seed=st.integers(0, 10**6),
+    delta=st.sampled_from(["1/2", "1/3", "2/7", "1/4"]),
+    pick=st.integers(0, 10**6),
+)
+def test_delta_probability_passes_a_column_at_delta_and_refuses_one_a_hair_above(n, seed, delta, pick):
+    """A generated release with one column moved to max = delta * sum exactly, then to 1e-7 above
+    it (a ratio about 1e-7 relative above delta, past the 1e-9 of LP round-off): the verifier
+    reading the stored tables and the definition (tests/muco_oracle.py, in Fractions) agree on the
+    ratio, and both accept the first and refuse the second."""
+    data = make_data(n=n, seed=seed, delta=delta, l=None, sensitive_values=3)
+    _, _, rel = run(data, seed=seed)
+    assert {r.model: r for r in verify_muco(rel, data.spec)}["delta-probability"].passed
+    for excess, passes in ((0.0, True), (1e-7, False)):
+        moved = with_column_at(rel, pick, Fraction(delta), excess)
+        got = {r.model: r for r in verify_muco(moved, data.spec)}["delta-probability"]
+        ratio, ok = oracle.delta_probability(moved.private["output_tables"], Fraction(delta))
+        assert (got.passed, ok) == (passes, passes)
+        assert got.value == pytest.approx(ratio, rel=1e-12)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from pycanon import anonymity as canon
 from scipy.optimize import linprog
@@ -239,6 +239,59 @@ def test_t_closeness_hierarchical_agrees_with_the_definition(frame, seed):
         for vals in classes_of(frame, ["a", "b"], "s")
     )
     assert res.value == pytest.approx(float(exact), abs=1e-12)
+
+
+def entropy_reaches_log(counts: list[int], l: int) -> bool:
+    """H >= log l exactly, in integers: N log N - sum n log n >= N log l, i.e. N^N >= l^N prod n^n."""
+    total = sum(counts)
+    return total**total >= l**total * math.prod(c**c for c in counts)
+
+
+@example(l=3, base=2000, offsets=[1, 0, 0, 0])
+@given(l=st.integers(2, 4), base=st.integers(2000, 5000), offsets=st.lists(st.integers(-1, 1), min_size=4, max_size=4))
+def test_entropy_verdict_on_a_near_even_class_is_the_exact_comparison(l, base, offsets):
+    """A class of l values held by base + offset rows each: exp(H) = l when the offsets are equal,
+    else between about 4e-9 and 1.3e-7 (relative) below l, beyond the verifier's rounding of 1e-12;
+    the verdict is the definition's H >= log l decided in exact integer arithmetic, beside a class
+    of l + 1 single values."""
+    counts = [base + o for o in offsets[:l]]
+    even = [f"v{j}" for j in range(l + 1)]
+    near = [f"v{j}" for j, c in enumerate(counts) for _ in range(c)]
+    frame = pd.DataFrame({"a": [0] * len(even) + [1] * len(near), "b": "x", "s": even + near})
+    (res,) = verify(frame, diversity="entropy", l=l)
+    n = sum(counts)
+    exp_h = math.exp(-math.fsum(c / n * math.log(c / n) for c in counts))
+    assert entropy_reaches_log(counts, l) is (len(set(counts)) == 1)  # only equal counts reach log l
+    assert res.passed is entropy_reaches_log(counts, l)
+    assert res.value == pytest.approx(exp_h, rel=1e-12) and res.worst["class"]["a"] == 1
+
+
+LEAVES = [f"v{i}" for i in range(6)]
+
+
+def closeness_by_definition(frame: pd.DataFrame, closeness: str, tree: dict[str, list[str]]) -> Fraction:
+    """The largest Earth Mover's Distance of a class to the whole table, in Fractions."""
+    classes = classes_of(frame, ["a", "b"], "s")
+    if closeness == "hierarchical":
+        q = {v: Fraction(c, len(frame)) for v, c in Counter(frame.s).items()}
+        return max(emd_tree_def({v: Fraction(c, len(x)) for v, c in Counter(x).items()}, q, tree) for x in classes)
+    domain = [v for v in LEAVES if v in set(frame.s)]  # m: the values present
+    define = emd_ordered_def if closeness == "ordered" else emd_equal_def
+    q = dist(list(frame.s), domain)
+    return max(define(dist(x, domain), q) for x in classes)
+
+
+@given(published(text=True, values=6), st.sampled_from(["equal", "ordered", "hierarchical"]), st.integers(0, 2**32 - 1))
+def test_t_closeness_passes_at_the_exact_distance_and_refuses_t_a_hair_below(frame, closeness, seed):
+    """t set to the definition's distance passes, t 1e-9 below it is refused (ROUNDING is 1e-12)."""
+    tree = random_tree(np.random.default_rng(seed), LEAVES)
+    exact = closeness_by_definition(frame, closeness, tree)
+    assume(exact > 1e-6)  # a table of one class sits at distance 0
+    extra = {"hierarchy": tree} if closeness == "hierarchical" else {"order": LEAVES}
+    (at,) = verify(frame, t=float(exact), closeness=closeness, **extra)
+    (below,) = verify(frame, t=float(exact) - 1e-9, closeness=closeness, **extra)
+    assert (at.passed, below.passed) == (True, False)
+    assert at.value == below.value == pytest.approx(float(exact), abs=1e-12)
 
 
 def test_ordered_sensitive_values_follow_the_declared_order():

@@ -3,7 +3,10 @@ and with pycanon, on published tables of random data."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pandas as pd
+import pyarrow as pa
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from pycanon import anonymity
@@ -106,3 +109,44 @@ def test_a_list_item_holding_the_separator_is_refused():
     table = pa.table({"c": pa.array([["a\x1fb"], ["a", "b"]], pa.list_(pa.string()))})
     with pytest.raises(ValueError, match="U\\+001F"):
         class_ids(table, ["c"])
+
+
+# A published-looking table drawn directly (any k, any l, not a technique's output): QI cells
+# `band` and `sex`, sensitive `s`.
+raw_tables = st.lists(
+    st.tuples(st.integers(0, 3), st.sampled_from(["f", "m"]), st.sampled_from(["flu", "hiv", "cold", "asthma"])),
+    min_size=1,
+    max_size=40,
+)
+
+
+def raw_table(rows) -> pa.Table:
+    band, sex, s = zip(*rows)
+    return pa.table({"band": list(band), "sex": list(sex), "s": list(s)})
+
+
+@given(raw_tables)
+def test_k_verdict_passes_at_pycanons_k_and_fails_at_one_more(rows):
+    """pycanon's k and a count from the definition (the smallest group of equal QI cells) agree;
+    the verifier accepts exactly that k and refuses k + 1."""
+    k = anonymity.k_anonymity(pd.DataFrame(rows, columns=["band", "sex", "s"]), ["band", "sex"])
+    assert k == min(Counter((b, x) for b, x, _ in rows).values())
+    table = raw_table(rows)
+    at, above = k_anonymity(table, ["band", "sex"], k), k_anonymity(table, ["band", "sex"], k + 1)
+    assert (at.value, at.passed) == (k, True)
+    assert (above.value, above.passed) == (k, False)
+
+
+@given(raw_tables)
+def test_l_verdict_passes_at_pycanons_l_and_fails_at_one_more(rows):
+    """pycanon's distinct l and a count from the definition (the fewest distinct sensitive values
+    in a group) agree; the verifier accepts exactly that l and refuses l + 1."""
+    groups: dict[tuple, set] = {}
+    for b, x, s in rows:
+        groups.setdefault((b, x), set()).add(s)
+    l = anonymity.l_diversity(pd.DataFrame(rows, columns=["band", "sex", "s"]), ["band", "sex"], ["s"])
+    assert l == min(len(v) for v in groups.values())
+    table = raw_table(rows)
+    at, above = l_diversity(table, ["band", "sex"], "s", l), l_diversity(table, ["band", "sex"], "s", l + 1)
+    assert (at.value, at.passed) == (l, True)
+    assert (above.value, above.passed) == (l, False)
