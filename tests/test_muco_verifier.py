@@ -7,6 +7,7 @@ from fractions import Fraction
 
 import muco_oracle as oracle
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -106,6 +107,31 @@ def with_column_at(rel: Release, pick: int, delta: Fraction, excess: float) -> R
     return Release(rel.tables, {**rel.private, "output_tables": stored}, rel.info)
 
 
+def overdraw(rel: Release, pick: int, amount: float) -> Release:
+    """Entry `pick` raised by `amount` and an entry of the same row (another output value)
+    lowered by as much below zero: every row still sums to 1, one entry is negative."""
+    tables = rel.private["output_tables"].to_pandas()
+    i = pick % len(tables)
+    same_row = (tables["attribute"] == tables.at[i, "attribute"]) & (tables["row"] == tables.at[i, "row"])
+    siblings = np.flatnonzero(same_row & (tables.index != i))
+    if len(siblings):  # the sibling gives its whole mass and `amount` more
+        j = int(siblings[pick % len(siblings)])
+        tables.loc[i, "prob"] += tables.at[j, "prob"] + amount
+        tables.loc[j, "prob"] = -amount
+    else:  # a row with one entry (p = 1): the negative entry goes on another code of its QI
+        codes = rel.private["value_codes"].to_pandas()
+        other = codes.loc[
+            (codes["attribute"] == tables.at[i, "attribute"]) & (codes["code"] != tables.at[i, "code"]), "code"
+        ]
+        extra = tables.loc[[i]].assign(code=int(other.iloc[pick % len(other)]), prob=-amount)
+        tables.loc[i, "prob"] += amount
+        tables = pd.concat([tables, extra], ignore_index=True)
+    stored = pa.Table.from_pandas(
+        tables.reset_index(drop=True), schema=rel.private["output_tables"].schema, preserve_index=False
+    )
+    return Release(rel.tables, {**rel.private, "output_tables": stored}, rel.info)
+
+
 @settings(deadline=None, max_examples=15)
 @given(
     n=st.integers(6, 14),
@@ -127,3 +153,24 @@ def test_delta_probability_passes_a_column_at_delta_and_refuses_one_a_hair_above
         ratio, ok = oracle.delta_probability(moved.private["output_tables"], Fraction(delta))
         assert (got.passed, ok) == (passes, passes)
         assert got.value == pytest.approx(ratio, rel=1e-12)
+
+
+@settings(deadline=None, max_examples=15)
+@given(
+    n=st.integers(6, 14),
+    seed=st.integers(0, 10**6),
+    pick=st.integers(0, 10**6),
+    amount=st.sampled_from([1e-3, 0.25, 1.0]),
+)
+def test_a_row_that_sums_to_1_through_a_negative_entry_is_no_distribution(n, seed, pick, amount):
+    """Definition 1 asks for p_ij >= 0 as well as row sums of 1: a generated release whose stored
+    table trades mass for a negative entry keeps every sum at 1 (the figure stays within round-off)
+    and is refused for the sign alone, as the definition's direct reading (muco_oracle) says."""
+    data = make_data(n=n, seed=seed, delta="1/3", l=None, sensitive_values=3)
+    tech, _, generated = run(data, seed=seed)
+    rel = overdraw(generated, pick, amount)
+    err, ok = oracle.distributions(rel.private["output_tables"], rel.tables["table"].num_rows, data.qi_names)
+    assert err <= 1e-6 and not ok  # the sums still hold: only the sign breaks Definition 1
+    got = {r.model: r for r in tech.verify(rel, {"data": data})}["random output tables are distributions"]
+    assert not got.passed
+    assert got.value == pytest.approx(err, abs=1e-12)

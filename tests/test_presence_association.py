@@ -116,6 +116,29 @@ def test_a_repeated_at_row_makes_its_group_certain(case, data):
     assert (res.value, res.passed) == ("1", False) and res.worst["inconsistent_groups"] >= 1
 
 
+def enumerated_presence(rows: list[tuple], sens: list) -> Fraction:
+    """A group's alpha-presence from its worlds: the largest share of worlds holding one cell."""
+    domains = [sorted({r[i] for r in rows}) for i in range(len(rows[0]))]
+    worlds = ambiguity_worlds(domains, sens)
+    return max(Fraction(sum(any(c == t for c, _ in w) for w in worlds), len(worlds)) for t in product(*domains))
+
+
+@SETTINGS
+@given(tiny_ambiguity())
+def test_presence_verdict_refuses_exactly_the_groups_whose_worlds_exceed_alpha(case):
+    """The verdict, not only the figure: at every alpha among the groups' enumerated presences
+    and just below the worst, the failing groups are those whose worlds hold some cell more
+    often than alpha, and the release passes only when none does."""
+    groups, sens = case
+    ats, st_t = ambiguity_release(groups, sens)
+    per_group = [enumerated_presence(rows, ss) for rows, ss in zip(groups, sens)]
+    worst = max(per_group)
+    for alpha in sorted(set(per_group)) + [worst * Fraction(9, 10)]:
+        res = ambiguity_presence(ats, st_t, alpha)
+        above = sum(p > alpha for p in per_group)
+        assert (res.worst["failing_groups"], res.passed) == (above, above == 0)
+
+
 @settings(max_examples=20, deadline=None)
 @given(tiny_ambiguity(max_groups=2, max_size=3, max_dom=2))
 def test_presence_of_a_tuple_covered_by_several_groups(case):
@@ -284,6 +307,21 @@ def test_priview_verifier_equals_world_enumeration(case):
     assert priview_presence_of(at, st_t, "q", "S", {"a": at_rows[0], "q": q0}) == labeled_presence(
         size, sum(u[0] == q0 for u in units), at_rows.count(at_rows[0])
     )
+
+
+@settings(max_examples=40, deadline=None)
+@given(tiny_priview())
+def test_priview_association_verdict_at_and_just_below_the_enumerated_worst(case):
+    """The verdict against the worlds: beta equal to the enumerated worst association (the
+    largest of Theorem 6 and both counting rules) passes, beta a tenth below it is refused."""
+    at_rows, units = case
+    at, st_t = priview_release(at_rows, units)
+    b = brute_priview(at_rows, units)
+    worst = max(Fraction(max(Counter(units).values()), len(units)), b["labeled_association"], b["distinct_association"])
+    at_worst = priview_association(at, st_t, "q", "S", worst)
+    below = priview_association(at, st_t, "q", "S", worst * Fraction(9, 10))
+    assert (at_worst.passed, at_worst.worst["failing_rows"]) == (True, 0)
+    assert not below.passed and below.worst["failing_rows"] >= 1
 
 
 def fig9_tables():

@@ -7,8 +7,10 @@ import math
 from fractions import Fraction
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from privpub.tasks.techniques.serial import guarantee as sg
@@ -243,6 +245,41 @@ def test_geometric_growth_closed_form(l, factor, t):
     q, d = sg.not_linked(hist)
     assert sg.min_ratio(q, d, l) == 1 + (l - 1) * (factor / (factor - 1)) ** t
     assert 1 - l * sg.breach_probability(hist) == (1 - 1 / factor) ** t
+
+
+@st.composite
+def published_groups(draw):
+    """Groups as a serial release publishes them: each real member's value (None: suppressed),
+    virtual members on top (counted in the size, no value), the protected values and l."""
+    n = draw(st.integers(1, 4))
+    shown = [draw(st.lists(st.sampled_from(["a", "b", "c", None]), min_size=1, max_size=6)) for _ in range(n)]
+    virtual = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+    transient = draw(st.none() | st.lists(st.sampled_from("abc"), min_size=1, max_size=3, unique=True))
+    return shown, virtual, transient, draw(st.integers(2, 4))
+
+
+@SETTINGS
+@given(published_groups())
+@example(([["a", "a", "b"]], [0], None, 2))  # 2/3 of one group hold a: above 1/2
+@example(([["a", "b", "c"], ["a", "a", "b", "c", "c"]], [0, 0], ["a", "c"], 3))  # 2/5 > 1/3, 1/3 at it
+def test_localized_guarantee_equals_a_direct_count_of_each_group(case):
+    """serial-localized from the published tables against the localized guarantee counted group
+    by group: n(s) / |G| for every group G and protected value s shown in it, |G| including virtual
+    members and suppressed values in no n(s); the verdict fails exactly when a share exceeds 1/l."""
+    shown, virtual, transient, l = case
+    gid = [3 * g for g, values in enumerate(shown) for _ in values]  # ids with gaps between them
+    sizes = [len(values) + v for values, v in zip(shown, virtual)]
+    table = pa.table({"gid": gid, "dis": pa.array([v for values in shown for v in values], pa.string())})
+    groups = pa.table({"gid": [3 * g for g in range(len(shown))], "size": sizes})
+    membership = pd.DataFrame({"person": range(len(gid)), "gid": gid})
+    check = sg.check_release(table, groups, membership, None, l=l, sensitive="dis", transient=transient, release=1)
+    res = {r.model: r for r in check.results}["serial-localized"]
+
+    protected = set("abc") if transient is None else set(transient)
+    shares = [Fraction(values.count(s), size) for values, size in zip(shown, sizes) for s in protected if s in values]
+    violating = sum(share > Fraction(1, l) for share in shares)
+    assert (res.value, res.threshold) == (str(max(shares, default=Fraction(0))), f"1/{l}")
+    assert (res.worst["violating_groups"], res.passed) == (violating, violating == 0)
 
 
 def test_the_worst_pair_among_equal_p_does_not_depend_on_the_order_pairs_are_read():

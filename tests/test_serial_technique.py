@@ -230,6 +230,27 @@ def test_localized_baseline_breaches_the_global_guarantee():
     assert Fraction(releases[-1][1]["serial-global"].value) > Fraction(1, 2)
 
 
+def test_one_person_linked_by_two_groups_of_strangers_is_refused_alone():
+    """Person 0 keeps the value a and meets two new companions each release: every group holds
+    one a in three (localized 1/3), person 0's pair reaches 1 - (2/3)^2 = 5/9 > 1/2 and the
+    companions' stay at 1/3. One breaching pair among five (as the possible worlds count them)
+    is enough for the global guarantee to refuse the release."""
+
+    def snapshot(pids):
+        return pd.DataFrame({"pid": pids, "age": [30 + p for p in pids], "sex": ["M"] * 3, "dis": ["a", "b", "b"]})
+
+    releases, _ = publish_series(
+        make_spec(strategy="localized", transient=["a"]), [snapshot([0, 1, 2]), snapshot([0, 3, 4])]
+    )
+    exact = enumerated_breach(releases, {"a"})
+    assert exact == {(0, "a"): Fraction(5, 9)} | {(p, "a"): Fraction(1, 3) for p in (1, 2, 3, 4)}
+    assert all(res["serial-localized"].passed for _, res in releases) and releases[0][1]["serial-global"].passed
+    refused = releases[1][1]["serial-global"]
+    assert (refused.value, refused.passed) == ("5/9", False)
+    breaching = sum(p > Fraction(1, 2) for p in exact.values())
+    assert (refused.worst["breaching_pairs"], refused.worst["pairs"]) == (breaching, len(exact)) == (1, 5)
+
+
 @pytest.mark.parametrize("technique", [{"strategy": "constant-ratio", "releases": 3}, {"strategy": "geometric"}])
 def test_strategies_keep_the_sticky_value_safe(technique):
     releases, _ = publish_series(make_spec(transient=["a"], **technique), sticky_series(4))
