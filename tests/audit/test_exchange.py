@@ -182,3 +182,43 @@ def test_decisions_that_need_the_proofs_are_brute_force_decisions(secret, releas
     assert expected != "negative-denial" or not reads  # a negative denial never reads the secret
     named = lambda xs: frozenset(tuple(map(str, x)) for x in xs)  # noqa: E731 (the auditor's values)
     assert brute.instances_of(auditor.knowledge, named(instances(secret))) == named(after)
+
+
+# The other side: one released fact and a query crossing it, where some group that is not derived
+# from the query can be pinned by an answer that has two values, so the proofs must fail and
+# Delta is listed (found by a seeded search over this shape; inputs only: every expectation below
+# comes from brute force). (secret, released facts, query)
+NOT_CLEARED = [
+    ((1, 1, 0, 0, 1, 1, 1, 0, 0, 0), [{1, 2, 5, 7, 9}], {0, 2, 3, 5, 6, 7, 8, 9}),
+    ((0, 0, 0, 0, 1, 0, 0, 0, 0, 1), [{5, 6, 7, 9}], {2, 3, 4, 5, 6}),
+    ((1, 1, 1, 0, 0, 1, 1, 0, 0), [{1, 2, 3, 5, 7}], {2, 3, 4, 5, 6, 7, 8}),
+    ((0, 1, 1, 1, 0, 0, 1, 0, 0, 1), [{2, 3, 5, 7, 8, 9}], {0, 1, 3, 6, 7, 8, 9}),
+]
+
+
+@pytest.mark.parametrize("secret, released, q", NOT_CLEARED)
+def test_a_group_an_answer_pins_is_not_cleared_and_the_decision_is_brute_forces(secret, released, q, monkeypatch):
+    """Brute force finds an answer with two values that pins a group the query does not derive;
+    no exchange proof clears it, so routes 2-3 stand aside, and the auditor's decision, floor(Delta),
+    secret reads and new knowledge are brute force's Algorithm 2 (a group wrongly cleared would
+    drop that answer from Delta: a leak, or a denial brute force does not make)."""
+    auditor, people, reads, sets, q, prog, structure, g = released_case(secret, released, q)
+    n = len(secret)
+    pinning = [
+        a
+        for a, fiber in brute.by_answer(g, [q]).items()
+        if len(set(a[0])) > 1 and not brute.is_l_uncertain(fiber, n, 2)
+    ]
+    assert pinning  # Delta holds answers of two values: not only the low-diversity ones
+    assert narrowable_groups(auditor.knowledge, sets, 2, Work()) is None
+    with monkeypatch.context() as m:  # the proofs are what stands between this query and route 2
+        m.setattr(decide, "never_pinned", lambda *a: True)
+        assert narrowable_groups(auditor.knowledge, sets, 2, Work()) is not None
+
+    decision = auditor.ask([people[p] for p in q])
+    expected, after = brute.step(g, [q], n, 2, secret)
+    assert decision.response == expected
+    assert decision.floor_delta == brute.floor(brute.delta(g, [q], n, 2), n)
+    assert len(reads) == (expected != "negative-denial")
+    named = lambda xs: frozenset(tuple(map(str, x)) for x in xs)  # noqa: E731 (the auditor's values)
+    assert brute.instances_of(auditor.knowledge, named(instances(secret))) == named(after)

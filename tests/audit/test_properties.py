@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from privpub.tasks.audit import Auditor
-from privpub.tasks.audit.decide import compute_delta, narrowable_groups, restricted
+from privpub.tasks.audit.decide import compute_delta, narrowable_groups, possible_answers, restricted
 from privpub.tasks.audit.program import Work
 from tests.audit import brute
 
@@ -180,3 +181,41 @@ def test_a_group_outside_the_span_can_be_pinned_so_route_3_does_not_apply():
     sets = [auditor.universe.members([people[p] for p in q])]
     assert narrowable_groups(auditor.knowledge, sets, 2, Work()) is None
     assert check_routes(people, sorted(secret), secret, [f], q, 2, open_world=False) == ""
+
+
+# Differencing on crossing facts (no tree, so the nested path stands aside): the query is the
+# union of two released facts that overlap, so (closed world) every cell of the query and the
+# people outside it have their multisets fixed by the answer: each is q - F2, F1 + F2 - q,
+# q - F1 or population - q. Cells of l - 1 people: (secret, released facts, query, l)
+DIFFERENCING = [
+    ("abacab", [{0, 1}, {1, 2}], {0, 1, 2}, 2),
+    ("aabcabbc", [{0, 1, 2, 3}, {2, 3, 4, 5}], {0, 1, 2, 3, 4, 5}, 3),
+]
+
+
+@pytest.mark.parametrize("secret, released, q, l", DIFFERENCING)
+def test_a_query_that_differences_crossing_facts_is_denied_unread(secret, released, q, l):
+    """Brute force: after the facts G is l-uncertain, and every answer of q is unsafe (Delta = G),
+    because each cell of l - 1 people is pinned to fewer than l values whatever the answer. The
+    auditor denies positively without reading the secret (the response does not depend on it)
+    and its knowledge stays brute force's G; the solver routes listing every answer agree."""
+    secret, q = list(secret), frozenset(q)
+    n, people = len(secret), [f"p{i}" for i in range(len(secret))]
+    world = brute.all_instances(n, sorted(secret), closed=True)
+    auditor, calls = make_auditor(people, sorted(secret), secret, l)
+    g = world
+    for f in map(frozenset, released):
+        auditor.add_public_fact([people[p] for p in f], [secret[p] for p in f])
+        g = frozenset(i for i in g if brute.answer(i, [f]) == brute.answer(tuple(secret), [f]))
+    assert brute.is_l_uncertain(g, n, l)
+    assert brute.delta(g, [q], n, l) == g  # every answer is unsafe; floor(Delta) >= l: l-safe
+    sets = [auditor.universe.members([people[p] for p in q])]
+    assert set(compute_delta(auditor.knowledge, sets, l, Work(), list_answers=True).unsafe) == set(
+        possible_answers(auditor.knowledge, sets, Work())
+    )
+
+    decision = auditor.ask([people[p] for p in q])
+    assert brute.step(g, [q], n, l, tuple(secret))[0] == decision.response == "positive-denial"
+    assert calls == [], "a denial that every instance gets read the secret"
+    assert decision.unsafe_answers is None and decision.reason.startswith("every possible answer is unsafe")
+    assert brute.instances_of(auditor.knowledge, world) == g
