@@ -16,6 +16,7 @@ import pytest
 from privpub.tasks.audit import Auditor, ask_batch
 from privpub.tasks.audit.after_denial import delta_within_allowance, must_list
 from privpub.tasks.audit.decide import compute_delta
+from privpub.tasks.audit.nested import decide_delta
 from privpub.tasks.audit.program import Work
 from tests.audit import brute
 from tests.audit.test_witness import random_case
@@ -109,6 +110,56 @@ def test_the_listed_delta_answers_the_next_query_without_a_listing():
     old.ask(Q2)
     late = old.ask(Q3)
     assert late.response == "answer" and late.work > after.work  # it listed Delta first
+
+
+def with_budget(auditor: Auditor, budget: int, secret: list[str]) -> tuple[Auditor, list]:
+    """The same auditor (a state round trip) with another budget, and the list of its reads."""
+    people = list(auditor.universe.people)
+    reads: list = []
+
+    def read(ids):
+        reads.append(tuple(ids))
+        return [secret[people.index(i)] for i in ids]
+
+    state = {**json.loads(json.dumps(auditor.to_state())), "budget": budget}
+    return Auditor.from_state(state, auditor.population, sorted(secret), read), reads
+
+
+def test_random_route_4_queries_are_read_at_their_listings_units_and_denied_unread_one_short():
+    """Random histories, not the worked example: wherever the simulatable stage must list a
+    Delta (route 4 alone proved the query l-safe) and the proof needs fewer units than the
+    listing, the same auditor with a budget of exactly the listing's units reads and decides as
+    the unbounded auditor does; one unit fewer denies before any read, for the listing, and
+    leaves G as it was."""
+    rng = np.random.default_rng(17)
+    checked = 0
+    for _ in range(300):
+        secret, l, queries = random_case(rng)
+        auditor, people, _ = auditor_for(secret, l)
+        for q in queries:
+            ids = [people[p] for p in q]
+            sets = [auditor.universe.members(ids)]
+            proof, listing = Work(), Work()
+            report = decide_delta(auditor.knowledge, sets, l, proof, need=l)
+            if must_list("list", report, l):
+                delta_within_allowance(auditor.knowledge, sets, l, listing)
+            if must_list("list", report, l) and proof.used < listing.used:
+                (inside, read_in), (outside, read_out) = (
+                    with_budget(auditor, b, secret) for b in (listing.used, listing.used - 1)
+                )
+                unbounded = auditor.ask(ids)
+                got = inside.ask(ids)
+                assert not got.budget_hit and got.response == unbounded.response, (secret, l, queries, q)
+                assert len(read_in) == (unbounded.response != "negative-denial")
+                before = outside.knowledge
+                got = outside.ask(ids)
+                assert got.budget_hit and got.response == "negative-denial" and not read_out, (secret, l, queries, q)
+                assert got.reason.startswith("the answers that would have to be refused could not all be listed")
+                assert outside.knowledge is before
+                checked += 1
+            else:
+                auditor.ask(ids)
+    assert checked >= 3, checked
 
 
 def test_must_list_only_an_unlisted_delta_under_the_list_policy():
