@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,13 @@ import numpy as np
 from privpub.schemas.spec import spec_from_dict
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.demo_data import CENSUS_QI
+
+
+def child_pythonpath(root: Path) -> str:
+    """PYTHONPATH for a privpub subprocess: the checkout's tests (`root`) after the path these
+    tests run with, if any. run_mutants.py runs the tests with the mutated copy's privpub first
+    on PYTHONPATH; a CLI test must run that code too, not the editable install's."""
+    return os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(root)) if p)
 
 
 def census_spec_toml(

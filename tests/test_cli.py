@@ -18,7 +18,7 @@ import pytest
 
 from privpub.state.store import Store
 from privpub.tasks.demo_data import census
-from tests.helpers import write_spec
+from tests.helpers import child_pythonpath, write_spec
 
 PRIVPUB = [sys.executable, "-m", "privpub.flows.cli"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _env(api_url: str, **extra) -> dict:
     env = {**os.environ, "PREFECT_API_URL": api_url, **extra}
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = child_pythonpath(ROOT)
     return env
 
 

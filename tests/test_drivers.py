@@ -20,7 +20,7 @@ from privpub.flows.serial import serial_flow
 from privpub.schemas.errors import InputError
 from privpub.state.store import Store
 from privpub.tasks.demo_data import census
-from tests.helpers import write_spec
+from tests.helpers import child_pythonpath, write_spec
 from tests.test_butterfly_pipeline import spec_toml as multi_qid_spec
 from tests.test_release_hashes import EXPECTED, content_sha256
 from tests.test_serial_pipeline import SERIAL
@@ -126,7 +126,11 @@ def _without_a_server(folder: Path, tmp_path: Path, *argv: str) -> subprocess.Co
     """argv run in a fresh interpreter with no Prefect API anywhere: not in the environment, no
     profile (an empty PREFECT_HOME), no privpub service (an empty PRIVPUB_HOME)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PYTHONPATH=str(ROOT), PRIVPUB_HOME=str(tmp_path / "no-service"), PREFECT_HOME=str(tmp_path / "prefect"))
+    env.update(
+        PYTHONPATH=child_pythonpath(ROOT),
+        PRIVPUB_HOME=str(tmp_path / "no-service"),
+        PREFECT_HOME=str(tmp_path / "prefect"),
+    )
     return subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=env, cwd=folder, timeout=120)
 
 

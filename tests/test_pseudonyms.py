@@ -259,3 +259,90 @@ def test_the_cli_refuses_a_series_state_without_its_key_in_one_line(prefect_serv
     assert len(lines) == 1 and "is missing" in lines[0], out.stderr
     assert "Traceback" not in out.stderr and not PLANTED.search(out.stdout + out.stderr)
     assert run(["history", "--state", str(tmp_path / "privpub.duckdb")], prefect_server).returncode == 0
+
+
+# --- second tests: migration 9's rewrite read against the definition, and a key from elsewhere ----
+
+
+def census_spec(**series) -> dict:
+    """The census spec of publish_generalization as a dict, for privpub.publish(frame, spec)."""
+    import tomllib
+
+    spec = tomllib.loads(census_spec_toml(k=10, l=3, seed=7, extra=KEEP))
+    del spec["dataset"]["input"]
+    return spec
+
+
+def keyed_hash(key: bytes, text: str) -> str:
+    """The definition (state/pseudonyms.py): the first 128 bits, in hex, of SHA-256(hex(key) || text)."""
+    import hashlib
+
+    return hashlib.sha256(key.hex().encode() + text.encode()).hexdigest()[:32]
+
+
+def test_migration_9_turns_each_stored_person_into_the_keyed_hash_of_its_id(tmp_path, monkeypatch):
+    """A version-8 state holding a series' people in clear: after the migration each person row
+    (the same series and number) holds the keyed hash of the id it held, by the definition
+    computed here, under the key file the migration made; the file names nobody."""
+    import privpub
+
+    monkeypatch.chdir(tmp_path)
+    frame = planted(census(300, seed=2))
+    with monkeypatch.context() as m:
+        clear_hook(m)
+        privpub.publish(frame, census_spec())
+    state = tmp_path / "privpub.duckdb"
+    back_to_version_8(state)
+
+    def people() -> dict[tuple[int, int], str]:
+        with duckdb.connect(str(state), read_only=True) as con:
+            return {
+                (s, p): person
+                for s, p, person in con.execute("SELECT sid, pkey, person FROM compose_people").fetchall()
+            }
+
+    before = people()
+    assert sorted(before.values()) == sorted(frame["pid"])  # every person, in clear
+
+    Store(state).upgrade()  # migration 9
+    key = Path(str(state) + ".key").read_bytes()
+    assert len(key) == ps.KEY_BYTES
+    assert people() == {at: keyed_hash(key, person) for at, person in before.items()}
+    assert clear_ids_in_state(state) == []
+
+
+def test_the_cli_refuses_the_key_of_another_state_named_in_the_environment(tmp_path, monkeypatch):
+    """Two series states, each with its own key; PRIVPUB_PSEUDONYM_KEY_FILE naming the other
+    state's key (a valid key, just not this state's): a fresh `privpub publish` refuses in one
+    line, commits nothing and leaves both keys as they were; with the variable unset the same
+    month is published and its returning people recognised."""
+    import privpub
+    from tests.test_drivers import _without_a_server
+
+    general, _, _ = months(2)
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    for folder in (ours, theirs):
+        folder.mkdir()
+        monkeypatch.chdir(folder)
+        privpub.publish(general[0], census_spec())
+    keys = {folder: Path(folder / "privpub.duckdb.key").read_bytes() for folder in (ours, theirs)}
+    assert keys[ours] != keys[theirs]
+
+    general[1].to_csv(ours / "census.csv", index=False)
+    (ours / "spec.toml").write_text(census_spec_toml(k=10, l=3, seed=7, extra=KEEP))
+    monkeypatch.setenv(ps.KEY_ENV, str(theirs / "privpub.duckdb.key"))
+    res = _without_a_server(ours, tmp_path, "-m", "privpub.flows.cli", "publish", "spec.toml", "--quiet")
+    assert res.returncode == 1, res.stdout + res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "is not the key of the state file" in lines[0], res.stderr
+    assert str(theirs / "privpub.duckdb.key") in lines[0] and ps.KEY_ENV in lines[0]
+    assert "Traceback" not in res.stderr and not PLANTED.search(res.stdout + res.stderr)
+    assert len(Store(ours / "privpub.duckdb").history()) == 1
+    assert {folder: Path(folder / "privpub.duckdb.key").read_bytes() for folder in (ours, theirs)} == keys
+
+    monkeypatch.delenv(ps.KEY_ENV)
+    monkeypatch.chdir(ours)
+    out = privpub.publish(general[1], census_spec())
+    metrics = Store(ours / "privpub.duckdb").release(out.id)["metrics"].set_index("name")
+    assert json.loads(metrics.loc["series-composition-l", "detail"])["returning"] > 0
+    assert len(Store(ours / "privpub.duckdb").history()) == 2

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import datetime as dt
 
+import hypothesis
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import strategies as st
 
 import privpub
-from privpub.schemas.errors import InputError, SpecError
+from privpub.schemas.errors import InputError, PublishedTableError, SpecError
+from privpub.schemas.input import validate_input
 from privpub.schemas.spec import spec_from_dict
 from tests.test_drivers import _without_a_server
 
@@ -150,6 +153,32 @@ def test_a_masked_code_holding_the_mask_character_is_refused(tmp_path, monkeypat
     assert "101*5" not in str(err.value)
 
 
+@hypothesis.given(codes=st.lists(st.text(alphabet="019*", min_size=4, max_size=4), min_size=1, max_size=30))
+def test_validation_refuses_exactly_the_masked_codes_holding_the_mask_character(codes):
+    """A property over generated codes against the rule read directly: the input is refused iff
+    some code holds '*'; the message names the first such row and counts the others, never a code."""
+    given_spec = spec_from_dict(file_spec({"name": "zip", "kind": "categorical", "hierarchy": "mask"}))
+    frame = pd.DataFrame(
+        {
+            "pid": [f"p{i}" for i in range(len(codes))],
+            "zip": pd.Series(codes, dtype=object),
+            "diagnosis": ["d"] * len(codes),
+        }
+    )
+    starred = [i for i, code in enumerate(codes) if "*" in code]
+    if not starred:
+        assert validate_input(frame, given_spec)["zip"].tolist() == codes
+        return
+    with pytest.raises(InputError) as err:
+        validate_input(frame, given_spec)
+    more = f" (and {len(starred) - 1} more row(s) with this problem)" if len(starred) > 1 else ""
+    assert str(err.value) == (
+        f"input rejected: row {starred[0] + 1}, column 'zip': holds '*', which hierarchy = \"mask\" "
+        f"writes for a masked character{more}"
+    )
+    assert not any(codes[i] in str(err.value) for i in starred)
+
+
 # --- numbers in an ordinal order ----------------------------------------------------------------
 
 
@@ -178,6 +207,35 @@ def test_an_order_of_floats_matches_the_cells_by_value_and_refuses_others(tmp_pa
     frame.loc[9, "score"] = 3.0
     with pytest.raises(InputError, match=r"^input rejected: row 10, column 'score': value not in the declared order$"):
         privpub.publish(frame, spec(qi), state="other.duckdb")
+
+
+@hypothesis.given(
+    order=st.lists(st.integers(-3, 6), min_size=1, max_size=5, unique=True),
+    cells=st.lists(st.integers(-4, 8), min_size=1, max_size=25),
+    halves=st.booleans(),
+    form=st.sampled_from(["numbers", "text"]),
+)
+def test_validation_matches_numbers_to_an_order_of_numbers_by_value(order, cells, halves, form):
+    """A property against the rule read directly: a cell is in an order of numbers iff its
+    value equals one of the order's; an input with a cell outside is refused naming its first
+    row, otherwise each cell is written as the order spells its value (CSV text read as numbers)."""
+    spelled = [x / 2 for x in order] if halves else order  # halves: an order of floats (1.0, 1.5, ...)
+    values = [x / 2 for x in cells] if halves else cells
+    given_spec = spec_from_dict(file_spec({"name": "score", "kind": "ordinal", "order": spelled}))
+    column = pd.Series(values) if form == "numbers" else pd.Series([f" {v} " for v in values], dtype=object)
+    n = len(values)
+    frame = pd.DataFrame({"pid": [f"p{i}" for i in range(n)], "score": column, "diagnosis": ["d"] * n})
+    label = {float(o): str(o) for o in spelled}
+    outside = [i for i, v in enumerate(values) if float(v) not in label]
+    if not outside:
+        assert validate_input(frame, given_spec)["score"].tolist() == [label[float(v)] for v in values]
+        return
+    more = f" (and {len(outside) - 1} more row(s) with this problem)" if len(outside) > 1 else ""
+    with pytest.raises(InputError) as err:
+        validate_input(frame, given_spec)
+    assert (
+        str(err.value) == f"input rejected: row {outside[0] + 1}, column 'score': value not in the declared order{more}"
+    )
 
 
 # --- [dataset] missing -------------------------------------------------------------------------
@@ -374,3 +432,31 @@ def test_the_published_schema_refuses_a_date_range_whose_low_end_is_after_its_hi
         schema.validate(outside)
     with pytest.raises((SchemaError, SchemaErrors)):
         schema.validate(inside.assign(born_hi=[1, 2]))  # numbers are not dates
+
+
+def test_a_release_whose_date_ranges_run_backwards_is_refused_before_it_is_published(tmp_path, monkeypatch):
+    """End to end: a technique that published every row's date range with its ends swapped (the
+    equivalence classes, hence k, unchanged) is stopped by the published-table check; nothing is
+    committed or written."""
+    from privpub.tasks.techniques.generalization.technique import Generalization
+
+    monkeypatch.chdir(tmp_path)
+    anonymize = Generalization.anonymize
+
+    def backwards(self, data, part, rng):
+        release = anonymize(self, data, part, rng)
+        table = release.tables["table"]
+        lo, hi = table.column("born_lo"), table.column("born_hi")
+        table = table.set_column(table.column_names.index("born_lo"), "born_lo", hi)
+        release.tables["table"] = table.set_column(table.column_names.index("born_hi"), "born_hi", lo)
+        return release
+
+    qi = [{"name": "born", "kind": "date", "hierarchy": "month"}, {"name": "sex", "kind": "categorical"}]
+    monkeypatch.setattr(Generalization, "anonymize", backwards)
+    with pytest.raises(PublishedTableError, match=r"^published table 'table' fails its schema: .*born_lo <= born_hi"):
+        privpub.publish(table(300), spec(qi))
+    assert privpub.history("privpub.duckdb").empty
+    assert not list(tmp_path.rglob("*.parquet"))
+    monkeypatch.setattr(Generalization, "anonymize", anonymize)  # the same input, published as it should be
+    released = privpub.publish(table(300), spec(qi)).tables["table"]
+    assert (pd.to_datetime(released.born_lo) < pd.to_datetime(released.born_hi)).all()
