@@ -17,6 +17,7 @@ from privpub.flows.audit import init_audit
 from privpub.schemas.errors import SpecError
 from privpub.schemas.spec import load_spec
 from privpub.tasks.audit import nested
+from tests.helpers import child_pythonpath
 from tests.test_cli import ROOT, run
 
 # ten patients, two of each value (the multiset is public; who holds which is the secret)
@@ -161,7 +162,7 @@ def test_ask_does_not_import_prefect(clinic):
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": child_pythonpath(ROOT)},
         timeout=120,
     )
     response, modules = res.stdout.strip().splitlines()
@@ -205,7 +206,9 @@ def test_batch_without_a_server_is_decided_in_process_without_prefect(clinic, tm
     """No Prefect server configured: the batch is decided in the CLI's process, as publish is
     (flows/run.py); no Prefect import, no temporary server."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PYTHONPATH=str(ROOT), PRIVPUB_HOME=str(tmp_path / "none"), PREFECT_HOME=str(tmp_path / "prefect"))
+    env.update(
+        PYTHONPATH=child_pythonpath(ROOT), PRIVPUB_HOME=str(tmp_path / "none"), PREFECT_HOME=str(tmp_path / "prefect")
+    )
     init = [sys.executable, "-m", "privpub.flows.cli", "audit", "init", str(clinic / "clinic.toml")]
     assert subprocess.run(init, env=env, capture_output=True, text=True, timeout=120).returncode == 0
     batch = clinic / "batch.txt"
@@ -441,7 +444,9 @@ def test_audit_init_and_ask_snap_every_kind_of_qi(visits, tmp_path):
 
     spec = visits_spec(visits, 'grid = "auto"\nmin_cell = 5')
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PYTHONPATH=str(ROOT), PRIVPUB_HOME=str(tmp_path / "none"), PREFECT_HOME=str(tmp_path / "prefect"))
+    env.update(
+        PYTHONPATH=child_pythonpath(ROOT), PRIVPUB_HOME=str(tmp_path / "none"), PREFECT_HOME=str(tmp_path / "prefect")
+    )
     cli = [sys.executable, "-m", "privpub.flows.cli", "audit"]
     init = subprocess.run(
         [*cli, "init", str(visits / "visits.toml")], env=env, capture_output=True, text=True, timeout=120

@@ -178,7 +178,7 @@ def test_help_and_history_do_not_import_prefect(tmp_path):
             capture_output=True,
             text=True,
             cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env={**os.environ, "PYTHONPATH": child_pythonpath(ROOT)},
             timeout=120,
         )
         assert res.stdout.strip().splitlines()[-1] == "[]", (args, res.stdout, res.stderr)

@@ -219,7 +219,7 @@ def test_the_plain_driver_retries_a_transient_error_and_not_a_missing_file(monke
 
 
 def test_with_a_server_the_terminal_shows_privpub_lines_and_verbose_adds_prefect_s(prefect_server, census_dir):
-    env = {**os.environ, "PREFECT_API_URL": prefect_server, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PREFECT_API_URL": prefect_server, "PYTHONPATH": child_pythonpath(ROOT)}
     cli = [sys.executable, "-m", "privpub.flows.cli", "publish"]
     outputs = {}
     for seed, flags in ((11, []), (12, ["--quiet"]), (13, ["--verbose"])):

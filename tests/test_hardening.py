@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from privpub.tasks.demo_data import census
-from tests.helpers import census_spec_toml
+from tests.helpers import census_spec_toml, child_pythonpath
 
 ROOT = Path(__file__).resolve().parents[1]
 PRIVPUB = [sys.executable, "-m", "privpub.flows.cli"]
@@ -35,7 +35,7 @@ def good_frame(rows: int = 400) -> pd.DataFrame:
 
 
 def run(args, env_extra=None, timeout=240, cwd=ROOT):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_extra or {})}
+    env = {**os.environ, "PYTHONPATH": child_pythonpath(ROOT), **(env_extra or {})}
     return subprocess.run(PRIVPUB + args, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
 
 
@@ -273,7 +273,7 @@ def test_permissions_follow_secrecy_not_umask(prefect_server, tmp_path):
     """State file owner-only whatever the umask; published files as the operator's umask says."""
     spec = _write(tmp_path, good_frame())
     for umask, published_file, published_dir in ((0o022, 0o644, 0o755), (0o000, 0o666, 0o777)):
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "PREFECT_API_URL": prefect_server}
+        env = {**os.environ, "PYTHONPATH": child_pythonpath(ROOT), "PREFECT_API_URL": prefect_server}
         res = subprocess.run(
             PRIVPUB + ["publish", str(spec), "--quiet", "--allow-repeat"],  # twice, the same input
             capture_output=True,
@@ -412,7 +412,7 @@ def test_sigkill_anywhere_leaves_no_half_release_and_no_process(tmp_path, prefec
     for stage, delay in plan:
         mark = f"privpub-crash-{uuid.uuid4().hex}"
         flag = tmp_path / f"{mark}.flag"
-        env = {**base_env, "PYTHONPATH": str(ROOT), "PRIVPUB_TEST_MARK": mark}
+        env = {**base_env, "PYTHONPATH": child_pythonpath(ROOT), "PRIVPUB_TEST_MARK": mark}
         if stage:
             env.update(PRIVPUB_PAUSE_AT=stage, PRIVPUB_PAUSE_FLAG=str(flag))
         proc = subprocess.Popen(  # a run killed after its commit leaves a release of this input
@@ -441,7 +441,7 @@ def test_sigkill_anywhere_leaves_no_half_release_and_no_process(tmp_path, prefec
         _check_no_half_release(tmp_path)
     res = subprocess.run(
         PRIVPUB + ["publish", str(spec), "--quiet", "--allow-repeat"],
-        env={**base_env, "PYTHONPATH": str(ROOT)},
+        env={**base_env, "PYTHONPATH": child_pythonpath(ROOT)},
         cwd=ROOT,
         capture_output=True,
         text=True,

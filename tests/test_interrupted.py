@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 
 from privpub.state.store import Store
-from tests.helpers import write_spec
+from tests.helpers import child_pythonpath, write_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,7 +25,7 @@ def _paused_publish(folder: Path, tmp_path: Path, spec: Path, flag: Path) -> sub
     """`privpub publish` with no Prefect server, paused in its anonymize step."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(
-        PYTHONPATH=str(ROOT),
+        PYTHONPATH=child_pythonpath(ROOT),
         PRIVPUB_HOME=str(tmp_path / "no-service"),
         PREFECT_HOME=str(tmp_path / "prefect"),
         PRIVPUB_PAUSE_AT="anonymize",

@@ -17,6 +17,7 @@ import duckdb
 import pytest
 
 from privpub.tasks.demo_data import census
+from tests.helpers import child_pythonpath
 from tests.test_contract import NAMES, ROWS, spec_dict, toml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +32,7 @@ def _publish_twice(folder: Path, name: str, api_url: str) -> tuple[list[str], st
     spec["output"].pop("seed")  # each release draws its own
     text = "\n".join(f"[{s}]\n" + "".join(f"{k} = {toml(v)}\n" for k, v in body.items()) for s, body in spec.items())
     (folder / "spec.toml").write_text(text)
-    env = {**os.environ, "PREFECT_API_URL": api_url, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PREFECT_API_URL": api_url, "PYTHONPATH": child_pythonpath(ROOT)}
     ids, output = [], ""
     for _ in range(2):
         done = subprocess.run(

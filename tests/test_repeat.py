@@ -15,7 +15,7 @@ from privpub.flows import pipeline
 from privpub.schemas.errors import PrivacyRefused
 from privpub.state.store import Store
 from privpub.tasks.demo_data import census
-from tests.helpers import write_spec
+from tests.helpers import child_pythonpath, write_spec
 from tests.test_drivers import ROOT, _without_a_server
 
 
@@ -74,7 +74,9 @@ def test_concurrent_publishes_of_one_series_run_one_after_the_other(census_dir, 
     turn (before, those overtaken failed with "was committed while this one was computed")."""
     spec = write_spec(census_dir, k=5, l=None, seed=None, extra='\n[series]\ncomposition = "warn"\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PYTHONPATH=str(ROOT), PRIVPUB_HOME=str(tmp_path / "no-service"), PREFECT_HOME=str(tmp_path / "p"))
+    env.update(
+        PYTHONPATH=child_pythonpath(ROOT), PRIVPUB_HOME=str(tmp_path / "no-service"), PREFECT_HOME=str(tmp_path / "p")
+    )
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "privpub.flows.cli", "publish", str(spec), "--quiet", "--allow-repeat"],

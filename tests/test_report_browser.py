@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from privpub.tasks.demo_data import census
-from tests.helpers import census_spec_toml
+from tests.helpers import census_spec_toml, child_pythonpath
 from tests.test_browser import ARTIFACTS, launch_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +33,9 @@ RELEASES = {
 
 def _publish(folder: Path, home: Path, spec: Path) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PYTHONPATH=str(ROOT), PRIVPUB_HOME=str(home / "no-service"), PREFECT_HOME=str(home / "prefect"))
+    env.update(
+        PYTHONPATH=child_pythonpath(ROOT), PRIVPUB_HOME=str(home / "no-service"), PREFECT_HOME=str(home / "prefect")
+    )
     done = subprocess.run(
         [sys.executable, "-m", "privpub.flows.cli", "publish", str(spec), "--quiet"],
         cwd=folder,
