@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from privpub.tasks.audit import Auditor, select_ids
 from privpub.tasks.audit.grid import Grid, auto_grid, width_grid
+from privpub.tasks.audit.query import PublicTable
 from privpub.tasks.audit.snap import SnapError, snap
 
 SETTINGS = settings(max_examples=80, deadline=None)
@@ -219,3 +220,65 @@ def test_a_closed_upper_end_on_a_band_edge_keeps_that_band():
     assert closed.predicate == "TRUE" and closed.selected.tolist() == [True] * 4
     assert snap(people, "day BETWEEN 7.5 AND 14", grid, ["day"]).predicate == "day >= 7"
     assert snap(people, "day < 14", grid, ["day"]).predicate == "day < 14"
+
+
+QUARTERS = st.integers(-20, 180).map(lambda j: j / 4)  # -5 .. 45 in steps of 1/4
+PROBES = {"whole": np.arange(-8, 49), "fraction": np.arange(-64, 385) / 8}  # every value, -8 .. 48
+
+
+@st.composite
+def one_column_predicates(draw, cuts, whole):
+    """A predicate on q whose values are quarters, two in three at a band's edge, where a closed
+    end meets a band in one value only: a cut (the first value of a band) or, for whole numbers,
+    the one before it (the last of the band below)."""
+    edges = st.sampled_from(sorted({*cuts, *(c - 1 for c in cuts)} if whole else cuts))
+    values = st.one_of(edges, edges, QUARTERS) if cuts else QUARTERS
+
+    def value() -> str:
+        return f"{draw(values):g}"
+
+    def part() -> str:
+        op = draw(st.sampled_from(["<", "<=", ">", ">=", "="]))
+        form = draw(st.sampled_from(["compare", "mirrored", "between", "in", "or"]))
+        if form == "compare":
+            return f"q {op} {value()}"
+        if form == "mirrored":
+            return f"{value()} {op} q"
+        if form == "between":
+            low, high = sorted(draw(st.lists(values, min_size=2, max_size=2)))
+            return f"q BETWEEN {low:g} AND {high:g}"
+        if form == "in":
+            return f"q IN ({value()}, {value()})"
+        return f"(q {op} {value()} OR q {draw(st.sampled_from(['<', '<=', '>', '>=']))} {value()})"
+
+    return " AND ".join(part() for _ in range(draw(st.integers(1, 2))))
+
+
+@SETTINGS
+@given(st.data())
+def test_snapping_keeps_exactly_the_bands_holding_a_value_the_query_selects(data):
+    """Over a population with one person at every value of a fine lattice (whole numbers, or
+    eighths for a fractional QI, whose cuts and query values are quarters; reaching past the
+    outermost of them: every band meeting the query holds one of them), the snapped selection is
+    exactly the people of the bands holding someone the query selects, bands counted from the
+    definition: outward, and no band more."""
+    kind = data.draw(st.sampled_from(list(PROBES)))
+    people = pd.DataFrame({"pid": [f"p{i}" for i in range(len(PROBES[kind]))], "q": PROBES[kind]})
+    quarters = people[((people.q * 4) % 1 == 0) & people.q.between(-6, 46)]  # cuts: quarters within -6 .. 46
+    if data.draw(st.booleans()):
+        grid = auto_grid(quarters, ["q"], data.draw(st.integers(1, 40)))
+    else:
+        widths = [1, 3, 5, 10] if kind == "whole" else [0.5, 1.25, 2.5, 7]
+        grid = width_grid(quarters, ["q"], {"q": data.draw(st.sampled_from(widths))})
+    assert grid.integer["q"] is (kind == "whole")
+    predicate = data.draw(one_column_predicates(list(grid.cuts["q"]), kind == "whole"))
+    table = PublicTable(people, "pid")  # one connection for both predicates
+    try:
+        asked = people.pid.isin(table.select_ids(predicate)).to_numpy()
+        bands = (people.q.to_numpy()[:, None] >= np.array(grid.cuts["q"])[None, :]).sum(axis=1)  # cuts <= x
+        expected = np.isin(bands, bands[asked])
+        snapped = snap(people, predicate, grid, ["q"])
+        assert snapped.selected.tolist() == expected.tolist(), (predicate, grid.cuts["q"])
+        assert set(table.select_ids(snapped.predicate)) == set(people.pid[expected])
+    finally:
+        table.close()

@@ -230,6 +230,61 @@ def test_a_predicate_of_the_wrong_kind_is_refused_with_one_line(predicate):
     assert str(err.value).startswith("this query cannot be widened to the grid: ") and "\n" not in str(err.value)
 
 
+def test_an_auditor_refuses_an_order_on_a_categorical_qi_before_reading_the_secret():
+    """A categorical QI's grid lists its values group after group: with a: 10, b: 10 and c: 5
+    people and min_cell 6, c joins a, so the positions are a, c, b, not the text's order. An order
+    read into them would decide "region > 'b'" (c in SQL) as nobody, "region <= 'a'" (a) as a
+    and c; so every comparison and BETWEEN on it is refused with one line, before the secret is
+    read and leaving the knowledge as it was, while = and IN are widened to whole groups."""
+    people = pd.DataFrame({"pid": [f"p{i:02d}" for i in range(25)], "region": ["a"] * 10 + ["b"] * 10 + ["c"] * 5})
+    grid = auto_grid(people[["region"]], ["region"], 6, {"region": GridQI("categorical")})
+    assert grid.band_labels("region") == [("a", "c"), ("b",)]
+    secret = dict(zip(people.pid, np.random.default_rng(4).choice(list("xyz"), len(people))))
+    reads = []
+
+    def reader(ids):
+        reads.append(list(ids))
+        return [secret[i] for i in ids]
+
+    auditor = Auditor(people, list(secret.values()), 2, reader, id_column="pid", grid=grid)
+    before = json.dumps(auditor.to_state(), sort_keys=True)
+    for predicate in ("region > 'b'", "'b' < region", "region <= 'a'", "region >= 'c'", "region BETWEEN 'a' AND 'b'"):
+        assert select_ids(people, predicate, "pid")  # SQL selects someone by the text's order
+        with pytest.raises(ValueError) as err:
+            auditor.ask_where(predicate)
+        message = str(err.value)
+        assert message.startswith("this query cannot be widened to the grid: ") and "\n" not in message, predicate
+    assert reads == [] and json.dumps(auditor.to_state(), sort_keys=True) == before
+    selection = auditor.select("region = 'c'")
+    assert selection.predicate == "region IN ('a', 'c')" and selection.widened == 10
+    assert auditor.select("region IN ('b', 'zz')").predicate == "region IN ('b')"
+
+
+def test_an_ordinal_comparison_selects_exactly_the_ranks_it_names():
+    """An ordinal QI is compared in its declared order, low < mid < high < top, not the text's
+    (high < low < mid < top): each comparison with each value of the order, the value on either
+    side, and each BETWEEN select the people a count straight from the ranks names."""
+    ranks = np.repeat(np.arange(len(ORDER)), [3, 1, 4, 2])
+    people = pd.DataFrame({"pid": [f"p{i}" for i in range(len(ranks))], "sev": ordinals(ranks)})
+    holds = {
+        "<": np.less,
+        "<=": np.less_equal,
+        ">": np.greater,
+        ">=": np.greater_equal,
+        "=": np.equal,
+    }
+    mirrored = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
+    for r, value in enumerate(ORDER):
+        for op, holds_op in holds.items():
+            named = set(people.pid[holds_op(ranks, r)])
+            assert set(select_ids(people, f"sev {op} '{value}'", "pid")) == named, (op, value)
+            assert set(select_ids(people, f"'{value}' {mirrored[op]} sev", "pid")) == named, (value, op)
+        for s, high in enumerate(ORDER):
+            named = set(people.pid[(ranks >= r) & (ranks <= s)])
+            assert set(select_ids(people, f"sev BETWEEN '{value}' AND '{high}'", "pid")) == named
+    assert len(select_ids(people, "sev < 'high'", "pid")) == 4  # low and mid: 3 + 1
+
+
 def iso(x: int) -> str:
     return f"'{np.datetime64(18_262 + x, 'D')}'"
 
