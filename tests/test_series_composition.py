@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from privpub.schemas.errors import InputError, PrivacyRefused, SpecError
@@ -210,6 +210,51 @@ def test_a_value_flipping_between_permanent_and_transient_is_refused(tmp_path, b
         publish_groups(store, spec, flipped, np.zeros(3, np.int64), 2)
     stay = pd.DataFrame({"pid": ["p0", "p1", "p2"], "age": [1, 2, 3], "v": ["a", "x", before]})
     publish_groups(store, spec, stay, np.zeros(3, np.int64), 2)  # y -> x alone: both transient, accepted
+
+
+@st.composite
+def value_histories(draw):
+    """2-4 releases of up to 5 people, each present one drawn value of two permanent and two
+    transient ones: values change freely, between any two kinds."""
+    n = draw(st.integers(1, 5))
+    releases = []
+    for _ in range(draw(st.integers(2, 4))):
+        present = draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=n, unique=True))
+        values = draw(
+            st.lists(st.sampled_from(PERMANENT[:2] + TRANSIENT), min_size=len(present), max_size=len(present))
+        )
+        releases.append((present, values))
+    return releases
+
+
+@example(case=[([0, 1, 2], ["a", "x", "y"]), ([0, 1, 2], ["x", "y", "y"]), ([2, 1, 0], ["x", "a", "a"])])
+@settings(max_examples=12)  # each example publishes its releases into a fresh state file
+@given(case=value_histories())
+def test_the_input_check_refuses_exactly_the_rows_the_value_model_forbids(tmp_path_factory, case):
+    """The input check against a direct count from the model (docs/series.md): a returning
+    person's row is refused when its value differs from the person's value in its latest
+    published release, unless both are transient; the message names the first such row and
+    counts them. A refused release stores nothing, so the next one is compared with the values
+    published before it."""
+    store = Store(tmp_path_factory.mktemp("input") / "state.duckdb")
+    spec = spec_of({"transient": TRANSIENT})
+    published: dict[int, str] = {}  # person -> value in its latest published release
+    number = 0  # releases stored
+    for present, values in case:
+        frame = pd.DataFrame({"pid": [f"p{p}" for p in present], "age": range(len(present)), "v": values})
+        forbidden = [
+            row
+            for row, (p, v) in enumerate(zip(present, values))
+            if p in published and published[p] != v and not (published[p] in TRANSIENT and v in TRANSIENT)
+        ]
+        if forbidden:
+            message = rf"^row {forbidden[0] + 1}, column 'v': the value differs .* series \({len(forbidden)} rows\)"
+            with pytest.raises(InputError, match=message):
+                publish_groups(store, spec, frame, np.zeros(len(present), np.int64), number + 1)
+            continue
+        number += 1
+        publish_groups(store, spec, frame, np.zeros(len(present), np.int64), number)
+        published.update(zip(present, values))
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import privpub
@@ -342,6 +342,45 @@ def test_a_list_the_stored_values_break_is_refused_naming_the_releases(tmp_path)
     assert change_to(store, {"transient": ["y", "x", "flu"]}).transient_after == 3  # flu never changes
 
 
+@example(  # p0: x, y, x; p1 keeps a: both of p0's changes touch one transient value only
+    case=[
+        ([0, 1], [20, 21], ["x", "a"], [False]),
+        ([0, 1], [20, 21], ["y", "a"], [True]),
+        ([1, 0], [22, 23], ["a", "x"], [False]),
+    ],
+    transient=["y", "a"],
+)
+@settings(max_examples=12)  # each example publishes its series into a fresh state file
+@given(case=series_cases(), transient=st.lists(st.sampled_from(TRANSIENT + PERMANENT), unique=True, max_size=3))
+def test_the_model_check_of_a_change_counts_the_changes_the_new_list_forbids(tmp_path_factory, case, transient):
+    """The stored values against a direct count over the published series: under the new list,
+    each time a person's value differs from its value in the previous release it is in, and the
+    two are not both on the list, is a change the model forbids, counted at the later release.
+    The change is refused exactly when there is one, with their number and releases; otherwise
+    it is made (threshold k = 1: the re-check passes whatever the groups)."""
+    store = Store(tmp_path_factory.mktemp("model") / "state.duckdb")
+    spec = spec_of({"transient": TRANSIENT})
+    previous: dict[int, str] = {}  # person -> its value in the last release it was in
+    forbidden: dict[int, int] = {}  # release -> changes the new list forbids
+    for number, release in enumerate(case, start=1):
+        publish_groups(store, spec, *frame_and_groups(*release), number)
+        present, _, values, _ = release
+        for p, v in zip(present, values):
+            if p in previous and previous[p] != v and not (previous[p] in transient and v in transient):
+                forbidden[number] = forbidden.get(number, 0) + 1
+            previous[p] = v
+    before = state_tables(store.path)
+    if forbidden:
+        named = ", ".join(f"#{r}" for r in sorted(forbidden))
+        with pytest.raises(SpecError, match=rf"\({sum(forbidden.values())} times, in releases {named}\)"):
+            change_to(store, {"transient": transient})
+        assert state_tables(store.path) == before
+        assert list(audit_rows(store.path).outcome) == ["refused"]
+        return
+    done = change_to(store, {"transient": transient})
+    assert (done.transient_after, done.releases, done.below) == (len(transient), len(case), 0)
+
+
 def test_a_series_without_stored_summaries_or_a_serial_spec_is_refused(tmp_path):
     store = Store(tmp_path / "state.duckdb")
     with store.write():
@@ -374,6 +413,35 @@ def test_a_release_computed_before_a_change_is_refused_at_its_commit(tmp_path):
             hook(con, "s-0003", 3)
         con.execute("ROLLBACK")
     assert state_tables(store.path) == before
+
+
+def test_a_publish_whose_series_is_changed_while_it_runs_is_refused_and_runs_again(tmp_path, monkeypatch):
+    """Through `privpub.publish`: the series' settings are changed (`privpub.change_series`, which
+    takes no series lock) after the publish read its summaries and before its partition. The
+    publish then fails at its commit with nothing published, the state is the one the change
+    left, and the same publish run again is committed over the rebuilt summaries."""
+    from privpub.flows import pipeline
+
+    one, two = months()
+    spec = month_spec(tmp_path, {"transient": ["employed", "jobless"]})
+    privpub.publish(one, spec)
+    state = tmp_path / "state.duckdb"
+    made = []
+
+    def change_meanwhile(stage: str) -> None:
+        if stage == "partition" and not made:
+            made.append((privpub.change_series(spec, actor="steward"), state_tables(state)))
+
+    monkeypatch.setattr(pipeline, "failpoint", change_meanwhile)
+    with pytest.raises(StaleHistory, match="were rebuilt \\(privpub series change\\) while this release"):
+        privpub.publish(two, spec)
+    ((change, after_change),) = made
+    assert change.releases == 1 and state_tables(state) == after_change  # the commit wrote nothing
+    assert len(Store(state).history()) == 1 and len(list((tmp_path / "releases").iterdir())) == 1
+
+    release = privpub.publish(two, spec)  # run again: read from the rebuilt summaries
+    assert release.id.startswith("monthly-0002-") and state_tables(state) != after_change
+    assert privpub.verify(release.id, state).attrs["ok"]
 
 
 # --- a failure or a kill in the middle leaves the series as it was -----------------------------------------
