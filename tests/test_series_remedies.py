@@ -30,6 +30,7 @@ from privpub.tasks.compose.change import rebuild_series
 from privpub.tasks.compose.check import SeriesCheck, series_settings
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.techniques.registry import get_technique
+from tests.helpers import child_pythonpath
 from tests.test_drivers import _without_a_server
 from tests.test_series_composition import PERMANENT, TRANSIENT, frame_and_groups, publish_groups, series_cases, spec_of
 
@@ -472,7 +473,12 @@ def test_a_change_killed_before_its_commit_leaves_the_old_state(tmp_path):
     )
     before = state_tables(tmp_path / "state.duckdb")
     flag = tmp_path / "paused"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PRIVPUB_PAUSE_AT": "series-change", "PRIVPUB_PAUSE_FLAG": str(flag)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": child_pythonpath(ROOT),
+        "PRIVPUB_PAUSE_AT": "series-change",
+        "PRIVPUB_PAUSE_FLAG": str(flag),
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "privpub.flows.cli", "series", "change", str(path)],
         env=env,
