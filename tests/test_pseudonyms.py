@@ -6,11 +6,13 @@ pseudonyms."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
 import stat
+import tomllib
 from pathlib import Path
 
 import duckdb
@@ -264,10 +266,8 @@ def test_the_cli_refuses_a_series_state_without_its_key_in_one_line(prefect_serv
 # --- second tests: migration 9's rewrite read against the definition, and a key from elsewhere ----
 
 
-def census_spec(**series) -> dict:
+def census_spec_dict() -> dict:
     """The census spec of publish_generalization as a dict, for privpub.publish(frame, spec)."""
-    import tomllib
-
     spec = tomllib.loads(census_spec_toml(k=10, l=3, seed=7, extra=KEEP))
     del spec["dataset"]["input"]
     return spec
@@ -275,8 +275,6 @@ def census_spec(**series) -> dict:
 
 def keyed_hash(key: bytes, text: str) -> str:
     """The definition (state/pseudonyms.py): the first 128 bits, in hex, of SHA-256(hex(key) || text)."""
-    import hashlib
-
     return hashlib.sha256(key.hex().encode() + text.encode()).hexdigest()[:32]
 
 
@@ -290,7 +288,7 @@ def test_migration_9_turns_each_stored_person_into_the_keyed_hash_of_its_id(tmp_
     frame = planted(census(300, seed=2))
     with monkeypatch.context() as m:
         clear_hook(m)
-        privpub.publish(frame, census_spec())
+        privpub.publish(frame, census_spec_dict())
     state = tmp_path / "privpub.duckdb"
     back_to_version_8(state)
 
@@ -324,7 +322,7 @@ def test_the_cli_refuses_the_key_of_another_state_named_in_the_environment(tmp_p
     for folder in (ours, theirs):
         folder.mkdir()
         monkeypatch.chdir(folder)
-        privpub.publish(general[0], census_spec())
+        privpub.publish(general[0], census_spec_dict())
     keys = {folder: Path(folder / "privpub.duckdb.key").read_bytes() for folder in (ours, theirs)}
     assert keys[ours] != keys[theirs]
 
@@ -342,7 +340,7 @@ def test_the_cli_refuses_the_key_of_another_state_named_in_the_environment(tmp_p
 
     monkeypatch.delenv(ps.KEY_ENV)
     monkeypatch.chdir(ours)
-    out = privpub.publish(general[1], census_spec())
+    out = privpub.publish(general[1], census_spec_dict())
     metrics = Store(ours / "privpub.duckdb").release(out.id)["metrics"].set_index("name")
     assert json.loads(metrics.loc["series-composition-l", "detail"])["returning"] > 0
     assert len(Store(ours / "privpub.duckdb").history()) == 2
