@@ -441,8 +441,10 @@ def _duplicate_ids(frame: pd.DataFrame, pid: str) -> str | None:
     first = int(np.argmax((frame[pid] == frame[pid].iloc[second]).to_numpy()))
     more = int(repeated.sum()) - 1
     first, second = int(frame.index[first]), int(frame.index[second])  # places in the input
-    return f"row {second + 1}, column '{pid}': repeats the person id of row {first + 1} (person ids must be unique)" + (
-        f"; and {more:,} more repeated id(s)" if more else ""
+    return (
+        f"row {second + 1}, column '{pid}': repeats the person id of row {first + 1}"
+        + (f"; and {more:,} more repeated id(s)" if more else "")
+        + ' (a person with several rows: set [dataset] rows_per_person = "many")'
     )
 
 
@@ -486,7 +488,7 @@ def checked_rows(frame: pd.DataFrame, spec: ReleaseSpec) -> tuple[pd.DataFrame, 
     except SchemaErrors as err:
         cases = pd.concat([err.failure_cases, _masked_infinities(frame, spec, err.failure_cases)], ignore_index=True)
         raise InputError("input rejected: " + _describe(cases, frame)) from None
-    dup = _duplicate_ids(frame, ds.person_id)
+    dup = _duplicate_ids(frame, ds.person_id) if ds.rows_per_person == "one" else None
     if dup:
         raise InputError("input rejected: " + dup)
     for q in ds.qi:

@@ -193,6 +193,10 @@ class DatasetSpec(BaseModel):
     input: str | None = Field(default=None, description="CSV or Parquet file")
     table: str | None = Field(default=None, description="or a table in a DuckDB file: 'file.duckdb:table'")
     person_id: str
+    # "one": each person has one row (a repeated person id is refused); "many": a person may have
+    # several rows (tests, visits, person-years) and every privacy figure counts people, not rows
+    # (docs/models.md, "Several rows per person")
+    rows_per_person: Literal["one", "many"] = "one"
     sensitive: str
     qi: list[QISpec] = Field(min_length=1)
     registration: str | None = None
@@ -220,6 +224,11 @@ class DatasetSpec(BaseModel):
                 )
         if self.person_id == self.sensitive:
             raise ValueError("[dataset] person_id and sensitive must be different columns")
+        if self.person_id == ROW_ID and self.rows_per_person == "many":
+            raise ValueError(
+                f'[dataset] rows_per_person = "many" needs a person id column: person_id = "{ROW_ID}" '
+                "numbers rows, so every row would be a person of its own"
+            )
         if self.sensitive_order is not None and len(set(self.sensitive_order)) != len(self.sensitive_order):
             raise ValueError("[dataset] sensitive_order repeats a value")
         if self.sensitive_order is not None and self.sensitive_hierarchy is not None:
@@ -388,6 +397,8 @@ def _check_parted(spec: ReleaseSpec) -> None:
         if ds.missing == "drop"
         else f'[dataset] person_id = "{ROW_ID}"'
         if ds.person_id == ROW_ID
+        else '[dataset] rows_per_person = "many"'
+        if ds.rows_per_person == "many"
         else None
     )
     if problem:

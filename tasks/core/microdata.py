@@ -154,6 +154,9 @@ class Microdata(HasDomains):
     extra: dict[str, Any] = field(default_factory=dict)
     # input rows left out before any work for an empty cell ([dataset] missing = "drop")
     dropped_rows: int = 0
+    # `[dataset] rows_per_person = "many"`: each row's person as a number 0..people-1 (the order of
+    # first appearance; never the id itself); None: one row per person, a row is a person
+    person: np.ndarray | None = None
 
     @classmethod
     def from_frame(cls, spec: ReleaseSpec, frame: pd.DataFrame) -> Microdata:
@@ -163,7 +166,8 @@ class Microdata(HasDomains):
         for j, dom in enumerate(domains):
             codes[:, j] = encode(dom, frame[dom.name])
         s_codes, s_values = pd.factorize(frame[ds.sensitive], sort=True)
-        return cls(spec, frame, domains, codes, np.asarray(s_values), s_codes.astype(np.int32))
+        person = pd.factorize(frame[ds.person_id])[0].astype(np.int64) if ds.rows_per_person == "many" else None
+        return cls(spec, frame, domains, codes, np.asarray(s_values), s_codes.astype(np.int32), person=person)
 
     @classmethod
     def from_codes(
@@ -189,3 +193,8 @@ class Microdata(HasDomains):
     @property
     def n(self) -> int:
         return len(self.frame)
+
+    @property
+    def people(self) -> int:
+        """How many people the rows hold (n when each person has one row)."""
+        return self.n if self.person is None else int(self.person.max()) + 1 if self.n else 0

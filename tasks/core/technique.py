@@ -45,6 +45,10 @@ class Technique:
     # True when the technique publishes a date QI (`kind = "date"`) as dates (Arrow date32
     # ranges): the others would publish its day numbers, so they refuse it
     publishes_dates: ClassVar[bool] = False
+    # True when the technique protects people with several rows each (`[dataset] rows_per_person
+    # = "many"`): a person's rows stay in one group and every figure counts people
+    # (docs/models.md, "Several rows per person"); the others refuse such a spec by name
+    many_rows_per_person: ClassVar[bool] = False
 
     params: TechniqueParams
 
@@ -56,6 +60,11 @@ class Technique:
             raise SpecError(
                 f"[dataset] qi '{dates[0]}': technique {self.name} does not publish dates yet; "
                 'use technique "generalization" or a numeric QI (e.g. the year)'
+            )
+        if spec.dataset.rows_per_person == "many" and not self.many_rows_per_person:
+            raise SpecError(
+                f'[dataset] rows_per_person = "many": technique {self.name} does not protect people with several '
+                'rows yet; use technique "generalization" or "anatomy"'
             )
         self.check_params()
 
