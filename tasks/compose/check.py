@@ -210,7 +210,10 @@ class SeriesCheck:
         if self.unlinked_before:  # an "@row" release stores no groups: its rows are nobody's
             why = f'{self.unlinked_before} took person_id = "{ROW_ID}": their rows cannot be linked to people'
             why += "" if self.unlinked_before == based_on else "; the others were published before privpub kept them"
-        return f"the {based_on} earlier releases of series '{series}' have no stored groups ({why}); the check starts with this release"
+        return (
+            f"the {based_on} earlier releases of series '{series}' have no stored groups ({why}); "
+            "the check starts with this release"
+        )
 
     def check(self, data: Microdata, group: np.ndarray, n_groups: int) -> list[PrivacyResult]:
         if self.technique.guards_series or self.row_ids or (self.prior is None and not self.commits):
