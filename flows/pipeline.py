@@ -462,19 +462,29 @@ def compute_release(
     return Computed(release, part, privacy, utility, risk, riskiest, None)
 
 
-def refuse_row_ids_in_a_series(store: Store, spec: ReleaseSpec, who, run_id, origin) -> None:
-    """`person_id = "@row"` numbers rows, not people: row i of two releases is not one person, so
-    the series composition check could not see what releases reveal together. Such a table is
-    published once: a series that already has a release refuses it."""
+def row_ids_refusal(store: Store, spec: ReleaseSpec) -> str | None:
+    """Why a release of this spec is refused in its series, or None: `person_id = "@row"` numbers
+    rows, not people: row i of two releases is not one person, so the series composition check
+    could not see what releases reveal together (it does not apply to such a release: SeriesCheck
+    `row_ids`). Such a table is published once: a series that already has a release refuses it.
+    `privpub explore` shows the same refusal on every setting."""
     earlier = store.last_sequence(spec.dataset.name)
     if spec.dataset.person_id != ROW_ID or earlier == 0:
-        return
-    store.log(who, "publish", spec.dataset.name, "refused", run_id, {"reason": "@row in a series", **origin})
-    raise PrivacyRefused(
+        return None
+    return (
         f"person_id = \"{ROW_ID}\" numbers rows, not people: series '{spec.dataset.name}' already has "
         f"{earlier} release(s), and what its releases reveal together can only be checked with a real "
         "person id; name the person id column, or publish the table as a new series"
     )
+
+
+def refuse_row_ids_in_a_series(store: Store, spec: ReleaseSpec, who, run_id, origin) -> None:
+    """`row_ids_refusal` raised, with its audit row."""
+    message = row_ids_refusal(store, spec)
+    if message is None:
+        return
+    store.log(who, "publish", spec.dataset.name, "refused", run_id, {"reason": "@row in a series", **origin})
+    raise PrivacyRefused(message)
 
 
 def run_release(
@@ -566,10 +576,7 @@ def _run_release(
     based_on = store.last_sequence(spec.dataset.name)
     series_check.prepare(store, data)
     if series_check.history_missing(based_on):
-        progress(
-            f"series composition: the {based_on} earlier releases of the series have no stored groups "
-            "(published before privpub kept them); the check starts with this release"
-        )
+        progress(f"series composition: {series_check.not_applied(based_on)}")
     computed = compute_release(driver, spec, technique, data, store, series_check, settings, seed, context, executor)
     if computed.refusal is not None:
         detail = {**computed.refusal.detail, "message": computed.refusal.message, **origin}

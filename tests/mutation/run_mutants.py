@@ -645,8 +645,22 @@ MUTANTS = [
     Mutant(
         "explore passes a setting the pipeline refuses",
         "flows/explore.py",
-        "        done.refusal is None,",
+        "        not reasons,",
         "        True,",
+        ["tests/test_explore.py"],
+    ),
+    Mutant(
+        "shares of the input divide by the rows kept, not the rows read",
+        "tasks/figures.py",
+        'return int(rows_in) + int(utility.get("dropped_rows") or 0)',
+        "return int(rows_in)",
+        ["tests/test_report.py"],
+    ),
+    Mutant(
+        "the series check composes an @row release (row i taken for one person)",
+        "tasks/compose/check.py",
+        "self.row_ids = spec.dataset.person_id == ROW_ID",
+        "self.row_ids = False",
         ["tests/test_explore.py"],
     ),
     Mutant(
