@@ -10,6 +10,7 @@ import pandas as pd
 from privpub.schemas.errors import InputError
 from privpub.schemas.input import (
     check_frame_types,
+    check_near_unique,
     checked_rows,
     files_root,
     input_files,
@@ -64,6 +65,7 @@ def validate(frame: pd.DataFrame, spec: ReleaseSpec, technique) -> Microdata:
     valid, dropped = checked_rows(frame, spec)
     if is_frame_input(spec):
         check_frame_types(frame, spec)
+    check_near_unique(valid, spec)  # a name or an id among the QIs: refused before any work
     data = Microdata.from_frame(spec, valid)
     data.dropped_rows = dropped
     if technique is None:

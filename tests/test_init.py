@@ -169,8 +169,9 @@ def test_init_refuses_what_cannot_become_a_spec_with_one_line(tmp_path):
     frame.to_csv(tmp_path / "c.csv", index=False)
     with pytest.raises(InputError, match=r"^--sensitive 'occupaton': no such column; the table has pid, age"):
         privpub.init(tmp_path / "c.csv", sensitive="occupaton", output=tmp_path / "s.toml")
-    with pytest.raises(InputError, match=r"^column 'sex' repeats a value: not a person id"):
-        privpub.init(tmp_path / "c.csv", person_id="sex", sensitive="occupation", output=tmp_path / "s.toml")
+    # issue 39: a --person-id that repeats is never refused (nor "@row" advised): several rows per person
+    many = privpub.init(tmp_path / "c.csv", person_id="sex", sensitive="occupation", output=tmp_path / "m.toml")
+    assert tomllib.loads(many.read_text())["dataset"]["rows_per_person"] == "many" and "@row" not in many.read_text()
     with pytest.raises(InputError, match=r"^--person-id and --sensitive must be different columns$"):
         privpub.init(tmp_path / "c.csv", person_id="pid", sensitive="pid", output=tmp_path / "s.toml")
     with pytest.raises(InputError, match=r"^input file not found"):
