@@ -62,7 +62,8 @@ def class_sizes(published: pd.DataFrame, columns: list[str]) -> pd.Series:
 def test_a_date_qi_is_published_as_date_ranges_that_cover_their_rows_and_are_k_anonymous(tmp_path, monkeypatch, unit):
     monkeypatch.chdir(tmp_path)
     frame = table()
-    q = {"name": "born", "kind": "date", **({"hierarchy": unit} if unit != "day" else {})}
+    # a birth date by the day (or month) is near-unique in 800 people: marked, these tests are about dates
+    q = {"name": "born", "kind": "date", "near_unique": "allow", **({"hierarchy": unit} if unit != "day" else {})}
     release = privpub.publish(frame, spec([q, {"name": "sex", "kind": "categorical"}]))
     arrow = pq.read_table(next(release.folder.glob("table*.parquet")))
     assert str(arrow.schema.field("born_lo").type) == "date32[day]" == str(arrow.schema.field("born_hi").type)
@@ -89,7 +90,7 @@ def test_dates_from_a_parquet_date_column_and_datetimes_publish_the_same_table(t
     frame = table(300)
     as_dates = frame.assign(born=pd.to_datetime(frame.born).dt.date)
     as_dates.to_parquet(tmp_path / "people.parquet")
-    qi = [{"name": "born", "kind": "date", "hierarchy": "month"}]
+    qi = [{"name": "born", "kind": "date", "hierarchy": "month", "near_unique": "allow"}]
     from_text = privpub.publish(frame, spec(qi))
     from_parquet = privpub.publish(tmp_path / "people.parquet", spec(qi), state="other.duckdb")
     from_datetimes = privpub.publish(frame.assign(born=pd.to_datetime(frame.born)), spec(qi), state="third.duckdb")
@@ -255,7 +256,7 @@ def with_empty_cells(frame: pd.DataFrame, share: float = 0.05, seed: int = 1) ->
 
 
 QI_ALL = [
-    {"name": "born", "kind": "date", "hierarchy": "month"},
+    {"name": "born", "kind": "date", "hierarchy": "month", "near_unique": "allow"},  # birth months: near-unique
     {"name": "zip", "kind": "categorical", "hierarchy": "mask"},
     {"name": "score", "kind": "ordinal", "order": [1, 2, 3, 4, 5]},
 ]
@@ -445,7 +446,7 @@ person_id = "pid"
 sensitive = "diagnosis"
 missing = "drop"
 qi = [
-  { name = "born", kind = "date", hierarchy = "month" },
+  { name = "born", kind = "date", hierarchy = "month", near_unique = "allow" },
   { name = "zip", kind = "categorical", hierarchy = "mask" },
   { name = "score", kind = "ordinal", order = [1, 2, 3, 4, 5] },
 ]
@@ -498,7 +499,10 @@ def test_a_release_whose_date_ranges_run_backwards_is_refused_before_it_is_publi
         release.tables["table"] = table.set_column(table.column_names.index("born_hi"), "born_hi", lo)
         return release
 
-    qi = [{"name": "born", "kind": "date", "hierarchy": "month"}, {"name": "sex", "kind": "categorical"}]
+    qi = [
+        {"name": "born", "kind": "date", "hierarchy": "month", "near_unique": "allow"},
+        {"name": "sex", "kind": "categorical"},
+    ]
     monkeypatch.setattr(Generalization, "anonymize", backwards)
     with pytest.raises(PublishedTableError, match=r"^published table 'table' fails its schema: .*born_lo <= born_hi"):
         privpub.publish(table(300), spec(qi))

@@ -87,6 +87,14 @@ MUTANTS = [
         "math.floor(share * n)",
         ["tests/test_suppress.py"],
     ),
+    # direct identifiers (schemas/input.py, issue 39 item 2): a QI with more values than half the people
+    Mutant(
+        "identifier check lets a near-unique QI through",
+        "schemas/input.py",
+        "distinct > NEAR_UNIQUE_SHARE * people",
+        "distinct > NEAR_UNIQUE_SHARE * people + 1",
+        ["tests/test_near_unique.py", "tests/test_init.py"],
+    ),
     # re-identification risk (tasks/risk.py)
     Mutant(
         "records-at-risk counts records exactly at the threshold",
