@@ -252,19 +252,47 @@ def _id_word(words: set[str]) -> bool:
     return bool(words & ID_WORDS) or any(w.endswith("id") and w[:-2] in PERSON_WORDS for w in words)
 
 
-def _matching(text: pd.Series, pattern: str) -> float:
-    """The share of the cells that are wholly `pattern` (vectorised)."""
-    return float(text.str.fullmatch(pattern).mean()) if len(text) else 0.0
+def _matching(values: pd.Series, pattern: str) -> float:
+    """The share of the values (text, distinct) that are wholly `pattern` (vectorised)."""
+    return float(values.str.fullmatch(pattern).mean()) if len(values) else 0.0
 
 
-def _value_identifier(text: pd.Series) -> str | None:
-    """What the values look like when they are direct identifiers (email, URL, IP, UUID, phone)."""
+def _value_identifier(values: pd.Series) -> str | None:
+    """What the distinct values look like when they are direct identifiers (email, URL, IP, UUID,
+    phone number); None when less than PATTERN_SHARE of them match any."""
     for what, pattern in VALUE_PATTERNS:
-        if _matching(text, pattern) >= PATTERN_SHARE:
+        if _matching(values, pattern) >= PATTERN_SHARE:
             return what
-    phone = text.str.fullmatch(PHONE) & (text.str.count(r"\d") >= 7)
-    if len(text) and float(phone.mean()) >= PATTERN_SHARE:
+    phone = values.str.fullmatch(PHONE) & (values.str.count(r"\d") >= 7)
+    if len(values) and float(phone.mean()) >= PATTERN_SHARE:
         return "a phone number"
+    return None
+
+
+def _distinct_text(filled: pd.Series) -> pd.Series:
+    """A column's distinct filled values as stripped text: the value patterns read these (a few
+    categories cost nothing, identifiers are as many as the cells)."""
+    return pd.Series(filled.astype("string").str.strip().unique(), dtype="string")
+
+
+def looks_identifying(name: str, column: pd.Series) -> str | None:
+    """Why a column is a direct identifier by its name or its values' shape alone (an email
+    address, a person's name ...), whatever its counts; None when it is not."""
+    words = name_words(name)
+    strong = sorted(words & IDENTIFIER_WORDS)
+    if strong:
+        return f"its name says '{strong[0]}'"
+    if words & {"name", "names"} and not (qi_category(words) or words & SENSITIVE_WORDS):  # not "drug_name"
+        return "its name says it is a person's name"
+    filled = column.dropna()
+    if pd.api.types.is_numeric_dtype(filled.dtype) or pd.api.types.is_datetime64_any_dtype(filled.dtype):
+        return None
+    values = _distinct_text(filled)
+    looks = _value_identifier(values)
+    if looks:
+        return f"the values look like {looks}"
+    if not qi_category(words) and len(values) >= NAME_MIN_VALUES and _matching(values, PERSON_NAME) >= 0.9:
+        return f"{_count(len(values), 'value')} that look like people's names"
     return None
 
 
@@ -292,7 +320,9 @@ def _date_proposal(name: str, column: pd.Series, people: int, birth: bool, why_q
             what = f"a date of birth with {_count(days, 'distinct day')} (the full date identifies people)"
         keys = {} if unit == "day" else {"hierarchy": unit}
         how = "" if unit == "day" else f"; published as ranges of whole {unit}s"
-        return Column(name, f"quasi-identifier: {what}{how}{why_qi}", "date", keys, known=bool(why_qi))
+        # a date is temporal whatever its name says
+        why = why_qi or " (temporal: an adversary may know it)"
+        return Column(name, f"quasi-identifier: {what}{how}{why}", "date", keys, known=True)
     return Column(name, f"not a QI: a date near-unique per person even by the year ({_count(days, 'distinct day')})")
 
 
@@ -341,7 +371,7 @@ def propose_column(name: str, column: pd.Series, n: int, people: int | None = No
     text = filled.astype("string")
     if distinct == n:
         return Column(name, "not a QI: unique per row (identifier-like)")
-    looks = _value_identifier(text.str.strip())
+    looks = _value_identifier(_distinct_text(filled))
     if looks:
         return Column(name, f"not a QI: a direct identifier (the values look like {looks})")
     lengths = text.str.len()
@@ -352,7 +382,7 @@ def propose_column(name: str, column: pd.Series, n: int, people: int | None = No
     if _id_word(words) and not category:
         said = "a person's name" if words & {"name", "names"} else "an id"
         return Column(name, f"not a QI: a direct identifier (its name says it is {said})")
-    if not category and distinct >= NAME_MIN_VALUES and _matching(text, PERSON_NAME) >= 0.9:
+    if not category and distinct >= NAME_MIN_VALUES and _matching(_distinct_text(filled), PERSON_NAME) >= 0.9:
         return Column(name, f"not a QI: {_count(distinct, 'value')} that look like people's names")
     if words & SENSITIVE_WORDS and not category:
         return Column(name, "not a QI: a sensitive candidate (an adversary wants to learn it, not knows it)")
@@ -403,10 +433,10 @@ def find_person_id(frame: pd.DataFrame, exclude: set[str]) -> str | None:
         words = name_words(name)
         id_like = _id_word(words) and not (words & {"name", "names"}) and not qi_category(words)
         textual = pd.api.types.is_object_dtype(column.dtype) or pd.api.types.is_string_dtype(column.dtype)
-        distinct = int(column.nunique())
-        if not 1 < distinct < n or distinct * MAX_ROWS_PER_PERSON < n or not (id_like or textual):
+        if not (id_like or (textual and _matching(_distinct_text(column), UUID) == 1.0)):
             continue
-        if id_like or _matching(column.astype("string").str.strip(), UUID) == 1.0:
+        distinct = int(column.nunique())
+        if 1 < distinct < n and distinct * MAX_ROWS_PER_PERSON >= n:
             found.append((distinct, name))
     return max(found)[1] if found else None
 
@@ -432,7 +462,9 @@ class _Plan:
 
 
 def _empty(frame: pd.DataFrame, names: list[str]) -> np.ndarray:
-    return frame[names].isna().to_numpy().any(axis=1) if names else np.zeros(len(frame), dtype=bool)
+    if not names:
+        return np.zeros(len(frame), dtype=bool)
+    return np.asarray(frame[names].isna().to_numpy().any(axis=1), dtype=bool)
 
 
 def _plan(frame: pd.DataFrame, base: list[str], ranked: list[Column], max_qi: int, people_of) -> _Plan:
@@ -520,6 +552,12 @@ def propose(
         raise SpecError(f"--max-qi {max_qi!r}: must be a whole number of at least 1")
     if frame.empty:
         raise InputError("input has no rows")
+    why = looks_identifying(sensitive, frame[sensitive])
+    if why:  # the sensitive column is published as it is
+        raise InputError(
+            f"--sensitive '{sensitive}' looks like a direct identifier ({why}): it would be published as it is; "
+            "choose the attribute the release is about"
+        )
     n = len(frame)
     detected = person_id is None
     if detected:

@@ -405,3 +405,17 @@ def test_the_cli_finds_the_person_id_and_takes_max_qi(tmp_path):
     assert "person id: 'patient_id' (found: an id that repeats)" in res.stdout
     spec = tomllib.loads((tmp_path / "spec.toml").read_text())["dataset"]
     assert spec["rows_per_person"] == "many" and [q["name"] for q in spec["qi"]] == ["age", "gender"]
+
+
+def test_a_sensitive_column_that_looks_like_a_direct_identifier_is_refused(tmp_path):
+    """The sensitive column is published as it is: an email address (by its values, under a name
+    that says nothing) or people's names there are refused before any spec is written."""
+    frame = hospital(people=200, seed=4).rename(columns={"email": "contact"})
+    frame.to_csv(tmp_path / "covid.csv", index=False)
+    for given, why in [("contact", r"the values look like an email address"), ("first_name", r"its name says")]:
+        with pytest.raises(InputError, match=rf"^--sensitive '{given}' looks like a direct identifier \({why}"):
+            privpub.init(tmp_path / "covid.csv", sensitive=given, output=tmp_path / "s.toml")
+    frame.rename(columns={"first_name": "who"}).to_csv(tmp_path / "covid.csv", index=False)
+    with pytest.raises(InputError, match=r"^--sensitive 'who' looks like a direct identifier \(\d+ values that look"):
+        privpub.init(tmp_path / "covid.csv", sensitive="who", output=tmp_path / "s.toml")
+    assert not (tmp_path / "s.toml").exists()
