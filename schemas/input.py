@@ -479,20 +479,6 @@ def near_unique_error(ds: DatasetSpec, distinct: dict[str, int], people: int) ->
     return None
 
 
-def check_near_unique(valid: pd.DataFrame, spec: ReleaseSpec) -> None:
-    """Refuse a near-unique QI of the validated rows (checked_rows' frame: dates as day numbers in
-    their unit, empty categories filled), before any work. People: rows, or under
-    rows_per_person = "many" the person id's distinct values."""
-    ds = spec.dataset
-    if valid.empty:
-        return
-    people = int(valid[ds.person_id].nunique()) if ds.rows_per_person == "many" else len(valid)
-    counts = {q.name: int(valid[q.name].nunique()) for q in ds.qi if q.near_unique != "allow"}
-    error = near_unique_error(ds, counts, people)
-    if error is not None:
-        raise error
-
-
 def _masked_infinities(frame: pd.DataFrame, spec: ReleaseSpec, cases: pd.DataFrame) -> pd.DataFrame:
     """A numeric column that cannot be coerced skips its other checks, so an `inf` above the
     first non-number would go unnamed: its rows, as failure cases of the finite check."""

@@ -419,3 +419,45 @@ def test_a_sensitive_column_that_looks_like_a_direct_identifier_is_refused(tmp_p
     with pytest.raises(InputError, match=r"^--sensitive 'who' looks like a direct identifier \(\d+ values that look"):
         privpub.init(tmp_path / "covid.csv", sensitive="who", output=tmp_path / "s.toml")
     assert not (tmp_path / "s.toml").exists()
+
+
+@pytest.mark.parametrize("people, found", [(30, True), (29, False)])
+def test_a_repeating_id_is_the_person_id_with_at_most_20_rows_per_person(tmp_path, people, found):
+    """600 rows: 30 ids are 20 rows each (a person id), 29 are more (a clinic's id repeats so)."""
+    rng = np.random.default_rng(8)
+    frame = pd.DataFrame(
+        {
+            "subject_id": np.array([f"s{i:03d}" for i in range(people)], dtype=object)[np.arange(600) % people],
+            "age": rng.integers(20, 80, 600),
+            "diagnosis": np.array(["x", "y", "z"], dtype=object)[rng.integers(0, 3, 600)],
+        }
+    )
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    report: list[str] = []
+    spec = privpub.init(tmp_path / "t.csv", sensitive="diagnosis", output=tmp_path / "s.toml", report=report)
+    dataset = tomllib.loads(spec.read_text())["dataset"]
+    if found:
+        assert dataset["person_id"] == "subject_id" and dataset["rows_per_person"] == "many"
+        assert "person id: 'subject_id' (found: an id that repeats)" in report
+        assert "# found: an id that repeats (30 people in 600 rows)" in spec.read_text()
+    else:
+        assert dataset["person_id"] == "@row" and "rows_per_person" not in dataset
+        assert "# 'subject_id': not a QI: a direct identifier (its name says it is an id)" in spec.read_text()
+
+
+@pytest.mark.parametrize("distinct, names", [(29, False), (30, True)])
+def test_capitalised_words_are_people_s_names_from_30_values(tmp_path, distinct, names):
+    rng = np.random.default_rng(9)
+    words = invented_names(rng, distinct, 3)
+    frame = pd.DataFrame(
+        {
+            "who": words[np.arange(900) % distinct],
+            "age": rng.integers(20, 80, 900),
+            "diagnosis": np.array(["x", "y", "z"], dtype=object)[rng.integers(0, 3, 900)],
+        }
+    )
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    spec = privpub.init(tmp_path / "t.csv", sensitive="diagnosis", output=tmp_path / "s.toml")
+    assert ("who" in qi_by_name(spec)) is not names
+    if names:
+        assert "# 'who': not a QI: 30 values that look like people's names" in spec.read_text()
