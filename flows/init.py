@@ -291,7 +291,8 @@ def looks_identifying(name: str, column: pd.Series) -> str | None:
     looks = _value_identifier(values)
     if looks:
         return f"the values look like {looks}"
-    if not qi_category(words) and len(values) >= NAME_MIN_VALUES and _matching(values, PERSON_NAME) >= 0.9:
+    named = qi_category(words) or words & SENSITIVE_WORDS  # "Asthma", "Nurse": not people's names
+    if not named and len(values) >= NAME_MIN_VALUES and _matching(values, PERSON_NAME) >= 0.9:
         return f"{_count(len(values), 'value')} that look like people's names"
     return None
 
@@ -349,12 +350,12 @@ def propose_column(name: str, column: pd.Series, n: int, people: int | None = No
     if numbers is not None:
         if distinct == n:
             return Column(name, "not a QI: numbers unique per row (identifier-like)")
+        if words & SENSITIVE_WORDS and not category:  # income, a lab result: however many values
+            return Column(name, "not a QI: a sensitive candidate (an adversary wants to learn it, not knows it)")
         if is_near_unique(distinct + extra, people):
             return Column(name, f"not a QI: numbers with {_near(distinct + extra, people)}")
         if _id_word(words) and not category:
             return Column(name, "not a QI: a direct identifier (its name says it is an id)")
-        if words & SENSITIVE_WORDS and not category:
-            return Column(name, "not a QI: a sensitive candidate (an adversary wants to learn it, not knows it)")
         integral = bool(np.all(np.mod(numbers.to_numpy(), 1) == 0))
         if integral and distinct <= ORDINAL_MAX_VALUES:
             order = [int(v) for v in np.unique(numbers.to_numpy())]
@@ -382,10 +383,10 @@ def propose_column(name: str, column: pd.Series, n: int, people: int | None = No
     if _id_word(words) and not category:
         said = "a person's name" if words & {"name", "names"} else "an id"
         return Column(name, f"not a QI: a direct identifier (its name says it is {said})")
-    if not category and distinct >= NAME_MIN_VALUES and _matching(_distinct_text(filled), PERSON_NAME) >= 0.9:
-        return Column(name, f"not a QI: {_count(distinct, 'value')} that look like people's names")
     if words & SENSITIVE_WORDS and not category:
         return Column(name, "not a QI: a sensitive candidate (an adversary wants to learn it, not knows it)")
+    if not category and distinct >= NAME_MIN_VALUES and _matching(_distinct_text(filled), PERSON_NAME) >= 0.9:
+        return Column(name, f"not a QI: {_count(distinct, 'value')} that look like people's names")
     scale = _known_scale(set(text.unique())) if distinct <= 5 else None
     if scale is not None:
         return Column(
