@@ -315,13 +315,31 @@ def draw_seed() -> int:
     return secrets.randbits(63)
 
 
+# [dataset] keys added after releases were keyed, with the value that changes nothing: left out
+# of the key at that value, so a spec that does not use them keeps the key it had (repeat protection)
+LATER_DATASET_KEYS = {"rows_per_person": "one"}
+LATER_QI_KEYS = {"near_unique": None}
+
+
+def _keyed_dataset(spec: ReleaseSpec) -> dict:
+    body = spec.dataset.model_dump(exclude={"input", "table"})
+    for key, value in LATER_DATASET_KEYS.items():
+        if body.get(key) == value:
+            del body[key]
+    for qi in body["qi"]:
+        for key, value in LATER_QI_KEYS.items():
+            if key in qi and qi[key] == value:
+                del qi[key]
+    return body
+
+
 def release_key(spec: ReleaseSpec, fingerprint: str, seed: int) -> str:
     body = {
         "series": spec.dataset.name,
         "input": fingerprint,
         "seed": seed,
         "technique": spec.technique.model_dump(),
-        "dataset": spec.dataset.model_dump(exclude={"input", "table"}),
+        "dataset": _keyed_dataset(spec),
     }
     if spec.section("series"):  # keep_groups changes the release (absent: keys as before)
         body["series_options"] = spec.section("series")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from privpub.flows.pipeline import release_key
 from privpub.schemas.errors import InputError, SpecError
 from privpub.schemas.input import validate_input
 from privpub.schemas.spec import spec_from_dict
@@ -76,3 +77,25 @@ def test_every_technique_supports_many_or_refuses_it_by_name(name):
     else:
         with pytest.raises(SpecError, match=rf'rows_per_person = "many": technique {name} does not protect'):
             get_technique(spec)
+
+
+def test_a_spec_without_the_new_dataset_keys_keeps_its_release_key():
+    """The key privpub 992171f (before rows_per_person and near_unique) gave this spec: a re-run
+    of a stored release is still recognised; the new keys at a value that changes something
+    change the key."""
+    d = census_spec("census.csv", k=5, l=2)
+    assert (
+        release_key(spec_from_dict(d), "f" * 64, 7)
+        == "906647a83fd09f2e2c0afcce19909ec37c8ee48ecfadc3c1def77e144bb3c7c9"
+    )
+    d["dataset"]["rows_per_person"] = "many"
+    assert (
+        release_key(spec_from_dict(d), "f" * 64, 7)
+        != "906647a83fd09f2e2c0afcce19909ec37c8ee48ecfadc3c1def77e144bb3c7c9"
+    )
+    d["dataset"]["rows_per_person"] = "one"
+    d["dataset"]["qi"][0]["near_unique"] = "allow"
+    assert (
+        release_key(spec_from_dict(d), "f" * 64, 7)
+        != "906647a83fd09f2e2c0afcce19909ec37c8ee48ecfadc3c1def77e144bb3c7c9"
+    )
