@@ -162,6 +162,11 @@ class PartedData(HasDomains):
     def n(self) -> int:
         return int(self.sizes.sum())
 
+    @property
+    def people(self) -> int:
+        """A row is a person: rows_per_person = "many" is refused on the cluster path."""
+        return self.n
+
     def collect(self) -> Microdata:
         """Every row in this process, as Microdata (small tables and tests only)."""
         parts = self.executor.gather(self.parts)
