@@ -117,7 +117,13 @@ PANEL_QI = [
 
 def panel_spec(k: int = 5, **technique) -> dict:
     return {
-        "dataset": {"name": "panel", "person_id": "pid", "rows_per_person": "many", "sensitive": "income", "qi": PANEL_QI},
+        "dataset": {
+            "name": "panel",
+            "person_id": "pid",
+            "rows_per_person": "many",
+            "sensitive": "income",
+            "qi": PANEL_QI,
+        },
         "technique": {"name": "generalization", "k": k, **technique},
         "output": {"seed": 5},
     }
@@ -279,7 +285,7 @@ def test_covid_report_speaks_of_people_and_holds_no_id(covid_release):
     report = release.report.read_text()
     k = int(figure(release, "k-anonymity"))
     assert f"shared by at least {k} people" in report and "cannot tell which of its people" in report
-    assert 'rows_per_person = &quot;many&quot;' in report or 'rows_per_person = "many"' in report
+    assert "rows_per_person = &quot;many&quot;" in report or 'rows_per_person = "many"' in report
     texts = [p.read_bytes().decode("latin-1") for p in release.folder.rglob("*") if p.is_file()]
     assert any("PAR1" in t for t in texts)  # the Parquet files are among them
     needles = set(frame.subject_id) | set(frame.last_name)
@@ -603,3 +609,8 @@ def test_without_the_people_table_a_row_is_a_person():
     assert (rows.value, rows.passed, "measures" in rows.worst) == (3, True, False)
     assert (people.value, people.passed) == (2, False)
 
+
+def test_a_release_under_many_without_its_people_table_fails_rather_than_count_rows():
+    tech, release = hand_release([[(j, 1) for j in range(6)]], 3)
+    (res,) = tech.verify(Release(release.tables), {})
+    assert (res.value, res.passed) == (0, False) and "no people table" in res.worst["reason"]

@@ -123,6 +123,9 @@ class Generalization(Technique):
         columns = qi_columns(table, ds.qi_names)
         distinct_l = self.params.l if self.models.diversity == "distinct" else None
         person = release_people(release)  # rows_per_person = "many": the figures count people
+        if person is None and ds.rows_per_person == "many":  # never counted in rows instead
+            reason = 'rows_per_person = "many" but the release keeps no people table: its classes cannot be counted in people'
+            return [PrivacyResult("k-anonymity", 0, self.params.k, False, {"reason": reason})]
         results = table_k_and_l(table, columns, ds.sensitive, self.params.k, distinct_l, person)
         if self.beyond_distinct:
             results += sensitive_results(table, columns, ds.sensitive, self.models, person)
