@@ -204,7 +204,7 @@ def brute_risk(keys: list[tuple], people: list, values: list, threshold: float =
         members[key].add(p)
         holders[key][v].add(p)
     risk: dict = {}
-    for key, group in members.items():
+    for group in members.values():
         for p in group:
             risk[p] = max(risk.get(p, 0.0), 1 / len(group))
     r = list(risk.values())
