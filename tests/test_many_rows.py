@@ -285,6 +285,7 @@ def test_covid_report_speaks_of_people_and_holds_no_id(covid_release):
     report = release.report.read_text()
     k = int(figure(release, "k-anonymity"))
     assert f"shared by at least {k} people" in report and "cannot tell which of its people" in report
+    assert f"published records in classes of {k} people" in report and "<th>people</th>" in report
     assert "rows_per_person = &quot;many&quot;" in report or 'rows_per_person = "many"' in report
     texts = [p.read_bytes().decode("latin-1") for p in release.folder.rglob("*") if p.is_file()]
     assert any("PAR1" in t for t in texts)  # the Parquet files are among them
