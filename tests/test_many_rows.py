@@ -615,3 +615,17 @@ def test_a_release_under_many_without_its_people_table_fails_rather_than_count_r
     tech, release = hand_release([[(j, 1) for j in range(6)]], 3)
     (res,) = tech.verify(Release(release.tables), {})
     assert (res.value, res.passed) == (0, False) and "no people table" in res.worst["reason"]
+
+
+def test_against_a_population_of_people_the_release_and_privpub_verify_agree(tmp_path):
+    frame = covid(400, seed=4)
+    spec = covid_spec(k=5)
+    spec["output"].update(dir=str(tmp_path / "releases"))
+    spec["risk"] = {"sample_fraction": 0.25}  # N = 4 x the input's people, not its rows
+    release = privpub.publish(frame, spec, state=tmp_path / "state.duckdb")
+    assert figure(release, "sample-fraction") == pytest.approx(400 / 1600)  # every person published
+    # a class of f people stands for about f / pi people of the population: E[1 / F] below 1 / f
+    assert 0 < figure(release, "journalist-risk-max") < figure(release, "prosecutor-risk-max") <= 1 / 5
+    checks = privpub.verify(release.id, state=tmp_path / "state.duckdb")
+    assert checks.attrs["ok"], checks.attrs["lines"]
+    assert {"journalist-risk-max", "marketer-risk", "k-anonymity"} <= set(checks.check)
