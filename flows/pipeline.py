@@ -52,7 +52,7 @@ from privpub.tasks.report_series import SERIES_FIGURES
 from privpub.tasks.risk import RiskSettings, over_limits, risk_settings
 from privpub.tasks.techniques.registry import get_technique
 from privpub.tasks.validate import checked_input, load_input, validate
-from privpub.tasks.verify.published import check_published
+from privpub.tasks.verify.published import PEOPLE, PEOPLE_IN, check_published
 
 # ids of the releases this process committed: whatever fails afterwards (artifacts, the summary,
 # Prefect's own bookkeeping) must not turn a committed release into a failed command
@@ -223,7 +223,7 @@ def risk_step(
     input_memo: the input's figures by (threshold, population), kept across the releases
     `privpub explore` computes from one input; where_too False: no riskiest rows (no report)."""
     t0 = time.perf_counter()
-    population = settings.population_size(data.n)  # None: no journalist / marketer figures
+    population = settings.population_size(data.people)  # None: no journalist / marketer figures
     memo = {} if input_memo is None else input_memo
     key = (settings.threshold, population)
     if key not in memo:
@@ -446,6 +446,11 @@ def compute_release(
         part = series_check.keep_groups(data, part)
         progress(f"{part.n_groups} groups kept from earlier releases ({part.info['merge_rounds']} merge rounds)")
     release = anonymize_step(driver, technique, data, part, rng, executor)
+    if getattr(data, "person", None) is not None:  # rows_per_person = "many" (docs/models.md)
+        if PEOPLE not in release.private:  # without it the verifier would count rows as people
+            raise RuntimeError(f'technique {technique.name} kept no people table under rows_per_person = "many"')
+        # the input's people: the population of [risk] sample_fraction when `privpub verify` recomputes
+        release.private[PEOPLE_IN] = data.people
     privacy, utility = verify_and_evaluate(
         driver,
         technique,
@@ -571,7 +576,7 @@ def _run_release(
     )
 
     fp, data = read_rows(driver, spec, technique, executor, in_parts)
-    settings.check_population(data.n)  # [risk] population below the input's records: refused now
+    settings.check_population(data.people)  # [risk] population below the input's records (people): refused now
     key = release_key(spec, fp, seed)
     existing = store.find_by_key(key)
     if existing:
@@ -626,6 +631,7 @@ def _run_release(
         **report_verdict.spec_facts(spec),  # quasi_identifiers, sensitive, input_name: the report's verdict
         **origin,
         "hashes": {meta_["file"]: meta_["sha256"] for meta_ in staged.files.values()},
+        "people_in": release.private.get(PEOPLE_IN),  # rows_per_person = "many": the input's people
     }
     series_names = [r.model for r in privacy] + SERIES_FIGURES
     earlier = store.series_figures(spec.dataset.name, series_names)

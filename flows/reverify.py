@@ -18,6 +18,7 @@ from privpub.tasks.core.types import PrivacyResult, Release
 from privpub.tasks.report_series import SERIES_FIGURES
 from privpub.tasks.risk import risk_settings
 from privpub.tasks.techniques.registry import get_technique
+from privpub.tasks.verify.published import PEOPLE_IN
 
 
 def load_release(store: Store, release_id: str):
@@ -111,7 +112,8 @@ def _risk(technique, release, spec, rel: dict, lines: list[str]) -> bool:
     m = rel["metrics"]
     stored = {r.name: r.text_value for r in m[m.kind == "risk"].itertuples()}
     settings = risk_settings(spec)
-    population = settings.population_size(int(rel["rows_in"]))
+    # the input's records: its people under rows_per_person = "many" (kept private), else its rows
+    population = settings.population_size(int(release.private.get(PEOPLE_IN, rel["rows_in"])))
     figures = release_risk(technique, release, settings.threshold, population)
     if not figures:
         if stored:
@@ -188,6 +190,7 @@ def rewrite_report(state: Path, release_id: str) -> str:
         "risk": risk,
         "riskiest": riskiest,
         "risk_note": technique.risk_note,
+        "people_in": release.private.get(PEOPLE_IN),  # rows_per_person = "many": the input's people
         **report_verdict.spec_facts(spec),
         # the series as it stood at this release (later releases are not part of its report)
         "series_figures": None if figures is None else figures[figures.sequence <= rel["sequence"]],

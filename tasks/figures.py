@@ -318,8 +318,19 @@ _GUARANTEES: list[tuple[str, str]] = [
 ]
 
 
-def guarantee(model: str, threshold: Any) -> str:
-    """In one sentence, what a privacy figure guarantees when its check passes ("" when unknown)."""
+# rows_per_person = "many": k counts people (the k-anonymity result's worst case says "measures": "people")
+_PEOPLE_K = (
+    "every published combination of quasi-identifier values is shared by at least {t} people, and all of a "
+    "person's records are in one such combination: an adversary who knows one or all of a person's records "
+    "finds at least {t} people who may be them"
+)
+
+
+def guarantee(model: str, threshold: Any, worst: dict | None = None) -> str:
+    """In one sentence, what a privacy figure guarantees when its check passes ("" when unknown);
+    worst: the result's worst case (it says when the figure counts people)."""
+    if model == "k-anonymity" and (worst or {}).get("measures") == "people":
+        return _PEOPLE_K.format(t=fmt(threshold) or "the threshold")
     for pattern, text in _GUARANTEES:
         m = re.fullmatch(pattern, model)
         if m:
@@ -367,6 +378,8 @@ _WORST_LABELS = {
     "class": "the class (as published)",
     "size": "rows in the class",
     "distinct_sensitive": "different sensitive values in it",
+    "distinct_people": "different people in it",
+    "people_in_several_classes": "people with rows in several classes",
     "classes": "classes in the table",
     "qid": "QID columns",
     "gid": "group (gid in the published tables)",

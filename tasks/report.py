@@ -125,16 +125,17 @@ def _riskiest(where: dict | None, technique: str, esc) -> str:
     rows = ", ".join(str(r) for r in where["rows"])
     more = f" (the first {len(where['rows'])} of {where['records']})" if where["records"] > len(where["rows"]) else ""
     table = RISK_TABLE.get(technique, "table")
+    people = where.get("unit") == "people"  # rows_per_person = "many": classes counted in people
     html = (
         f"<p>Highest risk: {esc(str(where['records']))} published records in classes of "
-        f"{esc(str(where['class_size']))}; their row positions in {table}.parquet (counting from 0){esc(more)}: "
-        f"{esc(rows)}</p>"
+        f"{esc(str(where['class_size']))}{' people' if people else ''}; their row positions in {table}.parquet "
+        f"(counting from 0){esc(more)}: {esc(rows)}</p>"
     )
     classes = where.get("classes") or []
     if classes:
         columns = [name for name, _ in merged_cells(classes[0]["cells"])]
         shares = "attribute_risk" in classes[0]
-        head = "".join(f"<th>{esc(c)}</th>" for c in columns) + "<th>records</th>"
+        head = "".join(f"<th>{esc(c)}</th>" for c in columns) + f"<th>{'people' if people else 'records'}</th>"
         head += "<th>share of its most frequent sensitive value</th>" if shares else ""
         body = ""
         for c in classes:
@@ -163,6 +164,12 @@ def input_notes(meta: dict[str, Any], utility: dict[str, Any]) -> list[str]:
     person_id = meta.get("person_id") or ((meta.get("spec") or {}).get("dataset") or {}).get("person_id")
     if person_id == ROW_ID:
         notes.append(f"person id: row number ({ROW_ID}): every row is taken as a different person")
+    if meta.get("people_in"):  # rows_per_person = "many" (docs/models.md, "Several rows per person")
+        notes.append(
+            f'several rows per person ([dataset] rows_per_person = "many"): the input\'s {fmt(meta["rows_in"])} rows '
+            f"hold {fmt(meta['people_in'])} people; all of a person's rows are in one group, and the privacy and risk "
+            "figures count people, not rows"
+        )
     return notes
 
 
@@ -187,7 +194,8 @@ def summary_lines(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) 
         )
     for r in privacy:
         need = f" (required {r.threshold})" if r.threshold is not None else ""
-        lines.append(f"{r.model}: {r.value}{need} {'PASS' if r.passed else 'FAIL'}")
+        unit = " people" if r.model == "k-anonymity" and meta.get("people_in") else ""  # rows_per_person = "many"
+        lines.append(f"{r.model}: {r.value}{unit}{need} {'PASS' if r.passed else 'FAIL'}")
     errs = [
         f"{k.removeprefix('query_error_').replace('pct', '%')}: {fmt(v, 3)}"
         for k, v in sorted(_query_errors(utility).items(), key=lambda kv: _pct(kv[0]))
@@ -267,7 +275,7 @@ def markdown_summary(meta: dict[str, Any], privacy: list, utility: dict[str, Any
 
     rows = "\n".join(
         f"| {_md(r.model)} | {_md(fmt(r.value))} | {_md(fmt(r.threshold))} | {'pass' if r.passed else 'FAIL'} "
-        f"| {_md(guarantee(r.model, r.threshold))} | {_md(worst_md(r))} |"
+        f"| {_md(guarantee(r.model, r.threshold, r.worst))} | {_md(worst_md(r))} |"
         for r in privacy
     )
     util = "\n".join(
@@ -392,7 +400,7 @@ def write_html_report(
     priv_rows = "".join(
         f"<tr><td>{esc(r.model)}</td><td>{esc(fmt(r.value))}</td><td>{esc(fmt(r.threshold))}</td>"
         f"<td class={'ok' if r.passed else 'bad'}>{'&#10004; pass' if r.passed else '&#10008; FAIL'}</td>"
-        f"<td class=guarantee>{esc(guarantee(r.model, r.threshold))}</td><td>{worst(r)}</td></tr>"
+        f"<td class=guarantee>{esc(guarantee(r.model, r.threshold, r.worst))}</td><td>{worst(r)}</td></tr>"
         for r in privacy
     )
     util_rows = "".join(

@@ -53,7 +53,14 @@ def _technique_words(meta: dict[str, Any], privacy: list, sensitive: str) -> str
             "instead of its exact value"
         )
     k = _find(privacy, "k-anonymity")
-    if k is not None:
+    if k is not None and (k.worst or {}).get("measures") == "people":  # rows_per_person = "many"
+        gen.append(
+            f"every published combination of them is shared by at least {fmt(k.value)} people (k-anonymity, "
+            f"{fmt(k.threshold)} required), and all of a person's rows are in one such group: an adversary who "
+            "knows one or all of a person's records narrows them down to such a group but cannot tell which of "
+            "its people is the person"
+        )
+    elif k is not None:
         gen.append(
             f"every published combination of them is shared by at least {fmt(k.value)} rows (k-anonymity, "
             f"{fmt(k.threshold)} required): an adversary who knows a person's quasi-identifiers narrows them down "

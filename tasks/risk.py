@@ -50,7 +50,7 @@ from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.sensitive_models import pair_counts
 from privpub.tasks.population_models import expected_inverse_class_size, population_uniques
-from privpub.tasks.verify.published import class_ids, column_codes
+from privpub.tasks.verify.published import class_ids, column_codes, release_people
 
 FIGURES = ("prosecutor-risk-max", "prosecutor-risk-avg", "records-at-risk", "sample-uniques", "attribute-risk-max")
 # against a population (with `population-uniques-<model>` and `sample-fraction` beside them)
@@ -226,9 +226,51 @@ def st_attribute_risk(st: pa.Table, sensitive: str, also: tuple[str, ...] = ()) 
 
 
 def input_risk(data: Microdata, threshold: float, population: int | None = None) -> dict[str, float]:
-    """The input's figures (`input-` names): its QIs as they are."""
+    """The input's figures (`input-` names): its QIs as they are (over people under
+    rows_per_person = "many": people_risk_figures)."""
     ids, n = _classes_of_codes(data.codes)
+    if data.person is not None:
+        return as_input(
+            people_risk_figures(ids, n, data.sensitive_codes.astype(np.int64), data.person, threshold, population)
+        )
     return as_input(risk_figures(ids, n, data.sensitive_codes.astype(np.int64), threshold, population))
+
+
+def people_risk_figures(
+    ids: np.ndarray,
+    n_classes: int,
+    sensitive: np.ndarray,
+    person: np.ndarray,
+    threshold: float,
+    population: int | None = None,
+) -> dict[str, float]:
+    """FIGURES counted over people (`[dataset] rows_per_person = "many"`, docs/risk.md): a
+    class's prosecutor risk is 1 / its distinct people; a person's risk is the highest of the
+    classes holding one of their rows (one class in a release; in the input, every QI
+    combination of their records); `prosecutor-risk-avg`, `records-at-risk` and `sample-uniques`
+    are a mean and shares over people; `attribute-risk-max` is the highest share of a class's
+    people holding one sensitive value (a person's value counted once). Against a population
+    (of people) only when every person is in one class: the class-size table is then one of
+    people."""
+    if len(ids) == 0:
+        return figures_from_classes(np.zeros(0, np.int64), np.zeros(0, np.int64), threshold, population)
+    people_in, most = people_classes(ids, n_classes, sensitive, person)
+    width = int(person.max()) + 1
+    pairs = np.unique(ids * width + person)  # distinct (class, person)
+    risk = np.zeros(width)
+    np.maximum.at(risk, pairs % width, 1.0 / people_in[pairs // width])
+    risk = risk[np.bincount(person, minlength=width) > 0]  # one entry per person
+    one_class_each = len(pairs) == len(risk)
+    assert most is not None  # a sensitive array was given
+    figures = population_figures(people_in, population) if population is not None and one_class_each else {}
+    return {
+        "prosecutor-risk-max": float(risk.max()),
+        "prosecutor-risk-avg": float(risk.mean()),
+        "records-at-risk": float((risk > threshold).mean()),
+        "sample-uniques": float((risk == 1.0).mean()),
+        "attribute-risk-max": float((most / people_in).max()),
+        **figures,
+    }
 
 
 def as_input(figures: dict[str, float]) -> dict[str, float]:
@@ -236,13 +278,22 @@ def as_input(figures: dict[str, float]) -> dict[str, float]:
 
 
 def table_risk(
-    table: pa.Table, qi_columns: list[str], sensitive: str | None, threshold: float, population: int | None = None
+    table: pa.Table,
+    qi_columns: list[str],
+    sensitive: str | None,
+    threshold: float,
+    population: int | None = None,
+    person: np.ndarray | None = None,
 ) -> dict[str, float]:
     """A published table's figures, its QI cells read as published (lists and ranges whole);
-    without a sensitive column in the table, no attribute-risk-max (the technique gives it)."""
+    without a sensitive column in the table, no attribute-risk-max (the technique gives it).
+    person: each row's person number (release.private["people"]): the figures count people."""
     ids, n = class_ids(table, qi_columns)
     s_codes = shown_codes(table, sensitive) if sensitive else np.zeros(len(ids), np.int64)
-    figures = risk_figures(ids, n, s_codes, threshold, population)
+    if person is not None:
+        figures = people_risk_figures(ids, n, s_codes, person, threshold, population)
+    else:
+        figures = risk_figures(ids, n, s_codes, threshold, population)
     if not sensitive:
         del figures["attribute-risk-max"]
     return figures
@@ -268,29 +319,53 @@ def riskiest_rows(technique, release, limit: int = 10) -> dict | None:
         return None
     table, columns = view
     sensitive = technique.spec.dataset.sensitive
-    return table_riskiest(table, columns, sensitive if sensitive in table.column_names else None, limit)
+    has_s = sensitive in table.column_names
+    return table_riskiest(table, columns, sensitive if has_s else None, limit, release_people(release))
 
 
-def table_riskiest(table: pa.Table, columns: list[str], sensitive: str | None, limit: int = 10) -> dict | None:
+def table_riskiest(
+    table: pa.Table, columns: list[str], sensitive: str | None, limit: int = 10, person: np.ndarray | None = None
+) -> dict | None:
     """Where the highest prosecutor risk is in a published table (never a person id): the
     smallest class size, how many records have it, the first `limit` of their row positions
-    (0-based), and the worst classes (`worst_classes`). None for a table without rows."""
+    (0-based), and the worst classes (`worst_classes`). None for a table without rows.
+    person: each row's person number: class sizes and shares count people ("unit": "people")."""
     ids, n = class_ids(table, columns)
     if not n:
         return None
-    size = np.bincount(ids, minlength=n)
-    most = most_frequent(ids, n, shown_codes(table, sensitive)) if sensitive else None
+    if person is not None:
+        size, most = people_classes(ids, n, shown_codes(table, sensitive) if sensitive else None, person)
+    else:
+        size = np.bincount(ids, minlength=n)
+        most = most_frequent(ids, n, shown_codes(table, sensitive)) if sensitive else None
     worst = np.flatnonzero(size[ids] == size.min())
     first_row = np.full(n, len(ids), dtype=np.int64)
     np.minimum.at(first_row, ids, np.arange(len(ids)))
     order = np.lexsort((-(most / size) if most is not None else np.zeros(n), size))[:WORST_CLASSES]
     cells = table.select(columns).take(pa.array(first_row[order])).to_pylist()
-    return {
+    out = {
         "class_size": int(size.min()),
         "records": len(worst),
         "rows": worst[:limit].tolist(),
         "classes": worst_classes(cells, size[order], None if most is None else most[order]),
     }
+    return out if person is None else {**out, "unit": "people"}
+
+
+def people_classes(
+    ids: np.ndarray, n_classes: int, sensitive: np.ndarray | None, person: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Per class: its distinct people, and the people holding its most frequent sensitive value
+    (a person's value counted once; None without a sensitive column)."""
+    width = int(person.max()) + 1
+    pairs = np.unique(ids * width + person)
+    people_in = np.bincount(pairs // width, minlength=n_classes)
+    if sensitive is None:
+        return people_in, None
+    shown = sensitive >= 0
+    m = max(int(sensitive.max()) + 1, 1)
+    votes = np.unique(np.searchsorted(pairs, ids[shown] * width + person[shown]) * m + sensitive[shown])
+    return people_in, most_frequent((pairs // width)[votes // m], n_classes, votes % m)
 
 
 def worst_classes(cells: list[dict], size: np.ndarray, most: np.ndarray | None) -> list[dict]:

@@ -167,6 +167,46 @@ def test_distinct_l_diversity_group_one_value_short(l, short):
         assert lres.worst["class"]["age_lo"] == 10
 
 
+def people_classes_table(classes: list[list[tuple[str, int]]]) -> tuple[pa.Table, np.ndarray]:
+    """rows_per_person = "many": class i shows age range i; its entries are (value, rows) per
+    person, each person a new number. Returns the table and each row's person."""
+    lo, s, person = [], [], []
+    for i, members in enumerate(classes):
+        for value, rows in members:
+            lo += [10 * i] * rows
+            s += [value] * rows
+            person += [len(set(person))] * rows
+    return pa.table({"age_lo": lo, "age_hi": [x + 9 for x in lo], "s": s}), np.asarray(person, dtype=np.int64)
+
+
+@pytest.mark.parametrize("k", [2, 3, 5])
+@pytest.mark.parametrize("short", [0, 1], ids=["k-people", "k-1-people-with-k+1-rows"])
+def test_k_anonymity_over_people_k_people_and_k_minus_1_people_holding_more_than_k_rows(k, short):
+    worst = [("v0", 1)] * (k - 1 - short) + [("v0", 2 + short)]  # k - short people, k + 1 rows
+    table, person = people_classes_table([[("v0", 1)] * (k + 2), worst, [("v0", 1)] * (k + 1)])
+    kres, _ = k_and_l(table, ["age_lo", "age_hi"], "s", k, None, person)
+    assert (kres.value, kres.threshold, kres.passed) == (k - short, k, short == 0)
+    assert kres.worst["class"]["age_lo"] == 10 and kres.worst["class"]["size"] == k + 1
+    assert kres.worst["measures"] == "people" and kres.worst["classes"] == 3
+    rows, _ = k_and_l(table, ["age_lo", "age_hi"], "s", k, None)  # a row as a person: blind to it
+    assert rows.passed
+
+
+@pytest.mark.parametrize("l", [2, 3])
+@pytest.mark.parametrize("extra", [0, 1], ids=["l-people-one-value-each", "one-person-more-with-v0"])
+def test_entropy_l_diversity_over_people_one_person_more_not_one_row_more(l, extra):
+    # the second class: l people with a value each (exp(H) = l over people) though v0's person has
+    # 9 rows; then one more person with v0 (one row): over people it drops below l
+    worst = [("v0", 9)] + [(f"v{j}", 1) for j in range(1, l)] + [("v0", 1)] * extra
+    table, person = people_classes_table([[(f"v{j}", 1) for j in range(l + 1)], worst])
+    (res,) = sensitive_results(table, ["age_lo", "age_hi"], "s", ModelChoice("entropy", l), person)
+    counts = [1 + extra] + [1] * (l - 1)
+    n = sum(counts)
+    exp_h = math.exp(-sum(c / n * math.log(c / n) for c in counts))
+    assert res.value == pytest.approx(exp_h, rel=1e-12) and res.passed is (extra == 0)
+    assert res.worst["class"]["age_lo"] == 10 and res.worst["class"]["distinct_people"] == l + extra
+
+
 @pytest.mark.parametrize("k", [2, 4])
 @pytest.mark.parametrize("short", [0, 1], ids=["at-k-and-l", "one-short"])
 def test_parted_k_and_l_at_the_thresholds_with_classes_split_over_parts(tmp_path, k, short):

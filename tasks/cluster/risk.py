@@ -26,6 +26,7 @@ from privpub.tasks.risk import (
     table_risk,
     worst_classes,
 )
+from privpub.tasks.verify.published import release_people
 
 
 def part_class_counts(part, widths: np.ndarray) -> pd.DataFrame:
@@ -67,7 +68,8 @@ def release_risk(technique, release, threshold: float, population: int | None = 
             figures = figures_from_classes(classes.size, classes.most, threshold, population)
         else:
             has_s = sensitive in table.column_names
-            figures = table_risk(table, columns, sensitive if has_s else None, threshold, population)
+            person = release_people(release)  # rows_per_person = "many": over people
+            figures = table_risk(table, columns, sensitive if has_s else None, threshold, population, person)
     attribute = technique.attribute_risk(release)
     if attribute is not None:
         figures["attribute-risk-max"] = attribute

@@ -215,13 +215,18 @@ def parted_class_sizes(parted, columns: list[str]) -> np.ndarray:
 # table, or a folder of parts. The functions below take either, so a technique never asks which.
 
 
-def table_k_and_l(table, columns: list[str], sensitive: str, k: int | None, l: int | None) -> list[PrivacyResult]:
-    """k-anonymity, and distinct l-diversity when l is set, of a published table."""
+def table_k_and_l(
+    table, columns: list[str], sensitive: str, k: int | None, l: int | None, person: np.ndarray | None = None
+) -> list[PrivacyResult]:
+    """k-anonymity, and distinct l-diversity when l is set, of a published table; with `person`
+    (release.private["people"]: rows_per_person = "many", tables in memory only), k counts people."""
     if isinstance(table, PartedTable):
+        if person is not None:
+            raise ValueError('rows_per_person = "many" is verified in memory only, not on a table in parts')
         return parted_k_and_l(table, columns, sensitive, k, l)
     if l:
-        return k_and_l(table, columns, sensitive, k, l)
-    return [k_anonymity(table, columns, k)]
+        return k_and_l(table, columns, sensitive, k, l, person)
+    return [k_anonymity(table, columns, k, person=person)]
 
 
 def table_class_sizes(table, columns: list[str]) -> np.ndarray:

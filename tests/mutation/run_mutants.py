@@ -95,6 +95,14 @@ MUTANTS = [
         "distinct > NEAR_UNIQUE_SHARE * people + 1",
         ["tests/test_near_unique.py", "tests/test_init.py"],
     ),
+    # several rows per person (docs/models.md): the verifier's people per class
+    Mutant(
+        "k counts rows instead of people",
+        "tasks/verify/published.py",
+        "return np.bincount(pairs // width, minlength=n_classes), spread",
+        "return np.bincount(ids, minlength=n_classes), spread",
+        ["tests/test_many_rows.py", "tests/test_thresholds.py"],
+    ),
     # re-identification risk (tasks/risk.py)
     Mutant(
         "records-at-risk counts records exactly at the threshold",
