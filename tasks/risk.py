@@ -45,10 +45,9 @@ Optional limits refuse a release above them: `[risk] max_prosecutor`, `max_recor
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-import math
 
 import numpy as np
 import pandas as pd
