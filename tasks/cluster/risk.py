@@ -47,14 +47,22 @@ def part_class_counts(part, widths: np.ndarray) -> pd.DataFrame:
 def rows_risk(data, threshold: float, population: int | None = None) -> dict[str, float]:
     """The input's figures (`input-` names), wherever its rows are (None-free: {} when its
     classes cannot be keyed in 63 bits); against a population of that size when given."""
-    return rows_figures(data, threshold, population)[0]
+    return _rows(data, threshold, population, gains=False)[0]
 
 
 def rows_figures(data, threshold: float, population: int | None = None) -> tuple[dict[str, float], dict | None]:
-    """rows_risk with the attribute-gain figures, and the input's attribute_summary."""
+    """rows_risk with the attribute-gain figures (`input-attribute-gain-max`, ...), and the
+    input's attribute_summary."""
+    return _rows(data, threshold, population, gains=True)
+
+
+def _rows(data, threshold: float, population: int | None, gains: bool) -> tuple[dict[str, float], dict | None]:
     if not data.in_parts:
+        figures = input_risk(data, threshold, population)
+        if not gains:
+            return figures, None
         gain, summary = input_shares(data)
-        return {**input_risk(data, threshold, population), **gain}, summary
+        return {**figures, **gain}, summary
     widths = np.array([max(d.size, 1) for d in data.domains], dtype=np.int64)
     if float(np.prod(widths.astype(float))) >= 2**62:
         return {}, None  # too many QI combinations to key exactly: not computed (docs/risk.md)
@@ -63,12 +71,15 @@ def rows_figures(data, threshold: float, population: int | None = None) -> tuple
     pairs = counts.groupby(["key", "s"], sort=False)["n"].sum().reset_index()
     per_class = pairs.groupby("key", sort=False)["n"].agg(["sum", "max"])
     size, most = per_class["sum"].to_numpy(), per_class["max"].to_numpy()
+    figures = figures_from_classes(size, most, threshold, population)
+    if not gains:
+        return as_input(figures), None
     # one entry per (class, value) that occurs: the shares from them, a row a person
     group = pd.factorize(pairs["key"])[0]
     n_groups = int(group.max()) + 1 if len(group) else 0
     shares = value_shares(group, pairs["s"].to_numpy(), n_groups, len(data.sensitive_values), pairs["n"].to_numpy())
     summary = attribute_summary(shares, data.sensitive_values)
-    return as_input({**figures_from_classes(size, most, threshold, population), **shares.figures()}), summary
+    return as_input({**figures, **shares.figures()}), summary
 
 
 def release_risk(technique, release, threshold: float, population: int | None = None) -> dict[str, float]:
