@@ -72,8 +72,8 @@ def model_figures(
         mine = np.flatnonzero(g == w)
         top = mine[int(sm.pair_gain(g, v, n, n_classes, model.counts)[mine].argmax())]
         q = sm.distribution(model.counts)
-        facts = {"class_share": float(n[top] / n[mine].sum()), "table_share": float(q[v[top]])}
-        out.append(("beta-likeness", float(gain[w]), model.beta, passed, w, facts))
+        shares = {"class_share": float(n[top] / n[mine].sum()), "table_share": float(q[v[top]])}
+        out.append(("beta-likeness", float(gain[w]), model.beta, passed, w, shares))
     return out
 
 
