@@ -460,7 +460,9 @@ def _plain(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-def attribute_summary(shares: ValueShares, labels: Sequence | np.ndarray, cells: Callable[[int], dict] | None = None) -> dict | None:
+def attribute_summary(
+    shares: ValueShares, labels: Sequence | np.ndarray, cells: Callable[[int], dict] | None = None
+) -> dict | None:
     """What the report says of attribute disclosure (never a person id): whether shares count
     people or rows, and for the values with the largest gain (at most VALUES_SHOWN) the value,
     its share overall, its highest share in a group and the gain; `worst`: the (value, group)
