@@ -56,6 +56,8 @@ RISK_LABELS = {
 }
 
 
+VALUES_SHOWN = 12  # the attribute disclosure table lists the values with the largest gain, this many
+
 # shares and probabilities (0-1) plotted before -> after; a gain is a ratio, unbounded
 PLOTTED = [name for name in RISK_LABELS if name != "attribute-gain-max"]
 
@@ -69,7 +71,8 @@ def attribute_table(meta: dict[str, Any]) -> tuple[list[str], list[list[str]], s
         return [], [], ""
     unit = summary["counts"]
     head = ["value", f"share of all {unit}", "highest share in one group", "gain (p_g - p) / p"]
-    rows = [[fmt(v["value"]), percent(v["share"]), percent(v["highest"]), fmt(v["gain"])] for v in summary["values"]]
+    shown = summary["values"][:VALUES_SHOWN]
+    rows = [[fmt(v["value"]), percent(v["share"]), percent(v["highest"]), fmt(v["gain"])] for v in shown]
     if summary["values_held"] > len(rows):
         rows.append([f"{summary['values_held'] - len(rows):,} more values, smaller gains", "", "", ""])
     group = summary["worst"].get("group")

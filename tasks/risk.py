@@ -339,8 +339,6 @@ def over_limits(figures: dict[str, float], settings: RiskSettings) -> list[str]:
 
 # --- attribute disclosure as the gain over what everyone already knows (issue 39) ---------------
 
-VALUES_SHOWN = 12  # the report lists the values with the largest gain, this many
-
 
 def _combined(*columns: np.ndarray) -> np.ndarray:
     """One dense id per entry for the combination of the columns' values, combined one column
@@ -464,8 +462,8 @@ def attribute_summary(
     shares: ValueShares, labels: Sequence | np.ndarray, cells: Callable[[int], dict] | None = None
 ) -> dict | None:
     """What the report says of attribute disclosure (never a person id): whether shares count
-    people or rows, and for the values with the largest gain (at most VALUES_SHOWN) the value,
-    its share overall, its highest share in a group and the gain; `worst`: the (value, group)
+    people or rows, and for every value held, the largest gain first, the value, its share
+    overall, its highest share in a group and the gain; `worst`: the (value, group)
     with the largest gain, with the group's published cells when `cells` gives them. None when
     no value is held (an empty table)."""
     held = shares.held
@@ -496,7 +494,7 @@ def attribute_summary(
                 "highest": float(shares.highest[i]),
                 "gain": float(gain[i]),
             }
-            for i in order[:VALUES_SHOWN]
+            for i in order
         ],
         "worst": worst,
     }
