@@ -264,6 +264,11 @@ _GUARANTEES: list[tuple[str, str]] = [
         "tells little more than the table as a whole",
     ),
     (
+        r"beta-likeness",
+        "in every class each sensitive value's share exceeds its share of the whole table by at most {t} times "
+        "that share ((p - q) / q at most {t}): a class never makes a rare value much more likely",
+    ),
+    (
         r"attribute disclosure",
         "an adversary who has linked a person to their group guesses their sensitive value with probability "
         "at most {t}",
@@ -410,6 +415,8 @@ _WORST_LABELS = {
     "qi_units": "units with that QI value",
     "theorem6": "Theorem 6 bound",
     "r1": "rows of the most frequent value",
+    "class_share": "share of the worst value in the class",
+    "table_share": "its share of the whole table",
     "r_l_to_r_m": "rows of the l-th to last values",
 }
 

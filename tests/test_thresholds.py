@@ -327,6 +327,72 @@ def test_t_closeness_ordered_at_t_and_one_row_further(moved):
         assert res.value > 0.25 and not res.passed
 
 
+# --- basic beta-likeness (generalization) and the [risk] gain limits --------------------------------
+
+# x is 1/4 of the table and 1/2 of the first class: a gain of exactly 1 (y: 3/4 -> 1, a gain of 1/3)
+LIKENESS_CLASSES = [["x", "x", "y", "y"], ["y", "y", "y", "y"]]
+
+
+@pytest.mark.parametrize(
+    "beta, passes",
+    [(1.0, True), (1.0 * (1 + 1e-9), True), (1.0 * (1 - 1e-9), False), (0.99, False)],
+    ids=["at-beta", "above", "a-hair-below", "below"],
+)
+def test_beta_likeness_at_beta_and_a_hair_below(beta, passes):
+    res = sensitive_check(LIKENESS_CLASSES, beta=beta)
+    assert (res.model, res.threshold, res.passed) == ("beta-likeness", beta, passes)
+    assert res.value == 1.0 and res.worst["class"]["age_lo"] == 0
+    assert (res.worst["class_share"], res.worst["table_share"]) == (0.5, 0.25)
+
+
+@pytest.mark.parametrize("moved", [0, 1], ids=["at-beta", "one-row-moved"])
+def test_beta_likeness_at_beta_and_one_row_further(moved):
+    # one y row of the first class moves to the second: the table's distribution is the same
+    # (x 1/4), the first class's x rises from 1/2 to 2/3, a gain of 5/3
+    classes = [["x", "x"] + ["y"] * (2 - moved), ["y"] * (4 + moved)]
+    res = sensitive_check(classes, beta=1.0)
+    gain = (Fraction(2, 4 - moved) - Fraction(1, 4)) / Fraction(1, 4)
+    assert res.value == float(gain) and res.passed is (moved == 0)
+
+
+@pytest.mark.parametrize(
+    "key, limit, refused",
+    [
+        ("max_gain", 1.0, False),
+        ("max_gain", 1.0 * (1 - 1e-9), True),
+        ("max_gain", 1.0 * (1 + 1e-9), False),
+        ("max_difference", 0.25, False),
+        ("max_difference", 0.25 * (1 - 1e-9), True),
+    ],
+    ids=["gain-at", "gain-a-hair-below", "gain-above", "difference-at", "difference-a-hair-below"],
+)
+def test_risk_gain_limits_at_the_figure_and_a_hair_below(key, limit, refused):
+    """The same table as a release: attribute-gain-max is exactly 1 and attribute-difference-max
+    exactly 1/4 (x: 1/4 of all rows, 1/2 of the first class); a limit at the figure publishes,
+    a hair below refuses, naming the figure."""
+    from privpub.schemas.spec import spec_from_dict
+    from privpub.tasks.risk import over_limits, risk_settings, table_shares
+
+    figures, _ = table_shares(sensitive_table(LIKENESS_CLASSES), ["age_lo", "age_hi"], "s")
+    assert figures == {"attribute-gain-max": 1.0, "attribute-difference-max": 0.25}
+    spec = spec_from_dict(
+        {
+            "dataset": {
+                "name": "t",
+                "input": "x.csv",
+                "person_id": "pid",
+                "sensitive": "s",
+                "qi": [{"name": "age", "kind": "numeric"}],
+            },
+            "technique": {"name": "generalization", "k": 2},
+            "risk": {key: limit},
+        }
+    )
+    broken = over_limits(figures, risk_settings(spec))
+    figure = "attribute-gain-max" if key == "max_gain" else "attribute-difference-max"
+    assert broken == ([f"{figure} is {figures[figure]:.4g}, above the limit {limit:g}"] if refused else [])
+
+
 # --- Butterfly: k-anonymity per QID, and k' on the union QID (two-level framework) ---------------
 
 

@@ -1,5 +1,5 @@
-"""Entropy and recursive (c, l)-diversity and t-closeness of a published table, read as an
-adversary reads it: the equivalence classes of its published QI cells and each class's
+"""Entropy and recursive (c, l)-diversity, t-closeness and beta-likeness of a published table,
+read as an adversary reads it: the equivalence classes of its published QI cells and each class's
 sensitive values (docs/models.md). The figures come from tasks/core/sensitive_models, the
 functions Mondrian uses to decide its splits."""
 
@@ -65,6 +65,16 @@ def model_figures(
         w = int(d.argmax())
         passed = bool(sm.closeness_passes(d[w : w + 1], model.t)[0])
         out.append(("t-closeness", float(d[w]), model.t, passed, w, {"distance": model.ground.kind}))
+    if model.beta is not None:
+        gain = sm.likeness_gain(g, v, n, n_classes, model.counts)
+        w = int(gain.argmax())
+        passed = bool(sm.likeness_passes(gain[w : w + 1], model.beta)[0])
+        # the worst class's value of that gain, by its shares only (never the value itself)
+        mine = np.flatnonzero(g == w)
+        top = mine[int(sm.pair_gain(g, v, n, n_classes, model.counts)[mine].argmax())]
+        q = sm.distribution(model.counts)
+        shares = {"class_share": float(n[top] / n[mine].sum()), "table_share": float(q[v[top]])}
+        out.append(("beta-likeness", float(gain[w]), model.beta, passed, w, shares))
     return out
 
 

@@ -55,6 +55,7 @@ ANATOMY = ["tests/test_anatomy.py", "tests/test_thresholds.py", "tests/test_chun
 SERIES = ["tests/test_series_composition.py", "tests/test_composition_oracle.py"]
 REMEDIES = ["tests/test_series_remedies.py"]
 SENSITIVE = ["tests/test_sensitive_models.py", "tests/test_thresholds.py"]
+GAIN = ["tests/test_attribute_gain.py", "tests/test_thresholds.py", "tests/test_sensitive_models.py"]
 CLUSTER = ["tests/test_cluster_release.py", "tests/test_thresholds.py"]
 AUDIT_PROOFS = ["tests/audit/test_witness.py", "tests/audit/test_exchange.py", "tests/audit/test_properties.py"]
 AUDIT_AFTER_DENIAL = ["tests/audit/test_after_denial.py"]
@@ -254,6 +255,35 @@ MUTANTS = [
         "/ (2 * root_height)",
         "/ root_height",
         SENSITIVE,
+    ),
+    # attribute disclosure as the gain over the base rate (issue 39): beta-likeness and the risk step
+    Mutant(
+        "β gain: base rate taken from the group (beta-likeness in Mondrian and the verifier)",
+        "tasks/core/sensitive_models.py",
+        "held = counts.astype(np.int64)[v]",
+        "held = n.astype(np.int64) * int(counts.sum()) // size",
+        GAIN,
+    ),
+    Mutant(
+        "β gain: base rate taken from the group (the risk step's attribute-gain-max)",
+        "tasks/risk.py",
+        "return self.holding * self.total - self.holders * self.size",
+        "return self.holding * self.total - self.holding * self.total",
+        GAIN,
+    ),
+    Mutant(
+        "beta-likeness accepts a gain of 1.01 beta",
+        "tasks/core/sensitive_models.py",
+        "gain <= beta + ROUNDING * max(beta, 1.0)",
+        "gain <= beta * 1.01 + ROUNDING * max(beta, 1.0)",
+        GAIN,
+    ),
+    Mutant(
+        "[risk] max_gain compared with the difference, not the gain",
+        "tasks/risk.py",
+        '"max_gain": "attribute-gain-max",',
+        '"max_gain": "attribute-difference-max",',
+        GAIN,
     ),
     # MuCo
     Mutant(

@@ -170,6 +170,10 @@ class Anatomy(Technique):
         """Per group, ST's largest count over the group's size (the sum of its counts)."""
         return st_attribute_risk(release.tables["ST"], self.spec.dataset.sensitive)
 
+    def attribute_table(self, release: Release) -> tuple[Any, list[str], str | None] | None:
+        """A person linked to their QIT row learns their group's ST counts."""
+        return release.tables["ST"], ["gid"], "count"
+
     def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
         ds = data_spec.dataset
         qit = {name: pdr.Column(nullable=False) for name in ds.qi_names}

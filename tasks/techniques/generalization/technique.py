@@ -1,6 +1,6 @@
 """Technique `generalization`: Mondrian QI-groups, each QI replaced by its group's range or set,
-sensitive values kept (k-anonymity, optionally distinct, entropy or recursive (c, l)-diversity and
-t-closeness: docs/models.md). With `suppress`, outliers are left out
+sensitive values kept (k-anonymity, optionally distinct, entropy or recursive (c, l)-diversity,
+t-closeness and beta-likeness: docs/models.md). With `suppress`, outliers are left out
 (tasks/partition/suppression.py) and never published."""
 
 from __future__ import annotations
@@ -47,8 +47,9 @@ class Generalization(Technique):
 
     @property
     def beyond_distinct(self) -> bool:
-        """Entropy / recursive diversity or t-closeness (docs/models.md), not just distinct l."""
-        return self.models.diversity not in (None, "distinct") or self.models.t is not None
+        """Entropy / recursive diversity, t-closeness or beta-likeness (docs/models.md), not just distinct l."""
+        models = self.models
+        return models.diversity not in (None, "distinct") or models.t is not None or models.beta is not None
 
     def check_params(self) -> None:
         if self.params.suppress > 0 and self.spec.run.task_runner == "dask":  # before any work
@@ -57,7 +58,7 @@ class Generalization(Technique):
             raise SpecError("[technique] suppress: [series] keep_groups would publish returning people left out")
         if self.beyond_distinct and self.spec.run.task_runner == "dask":
             raise SpecError(
-                '[technique] entropy or recursive diversity and t-closeness run in memory only: [run] task_runner = "dask" '
+                '[technique] entropy or recursive diversity, t-closeness and beta run in memory only: [run] task_runner = "dask" '
                 "partitions rows in parts, which honours k and distinct l only"
             )
 
