@@ -107,3 +107,26 @@ def test_no_person_id_is_published(release):
     for path in parquet:
         assert "nr" not in pd.read_parquet(path).columns
     assert not np.isin(published.tables["table"].columns, ["nr"]).any()
+
+
+def test_the_attribute_gain_counts_people_as_a_direct_count_through_the_private_table(release):
+    """attribute-gain-max and attribute-difference-max over people (issue 39's contract): p(v) =
+    the share of the panel's men ever in state v, p_g(v) = the share of a class's men."""
+    folder, frame, published = release
+    table = published.tables["table"]
+    people = private_people(folder / "privpub.duckdb", str(published))
+    classes = table.drop(columns=["union"]).astype(str).apply("|".join, axis=1).to_numpy()
+    pairs = pd.DataFrame({"g": classes, "p": people, "v": table["union"].to_numpy()}).drop_duplicates()
+    everyone = pairs["p"].nunique()
+    base = pairs.drop_duplicates(["p", "v"]).groupby("v")["p"].nunique() / everyone
+    in_group = pairs.groupby(["g", "v"])["p"].nunique() / pairs.groupby("g")["p"].nunique()
+    share = in_group.reset_index(name="pg").assign(p=lambda d: d["v"].map(base))
+    assert figure(published, "attribute-gain-max") == pytest.approx(((share.pg - share.p) / share.p).max(), abs=1e-12)
+    assert figure(published, "attribute-difference-max") == pytest.approx((share.pg - share.p).max(), abs=1e-12)
+    # the input's twins: groups are the input's distinct QI combinations, counted in people too
+    keys = frame[[q["name"] for q in QI]].astype(str).apply("|".join, axis=1)
+    raw = pd.DataFrame({"g": keys, "p": frame["nr"], "v": frame["union"]}).drop_duplicates()
+    base_in = raw.drop_duplicates(["p", "v"]).groupby("v")["p"].nunique() / raw["p"].nunique()
+    pg_in = (raw.groupby(["g", "v"])["p"].nunique() / raw.groupby("g")["p"].nunique()).reset_index(name="pg")
+    gain_in = ((pg_in.pg - pg_in.v.map(base_in)) / pg_in.v.map(base_in)).max()
+    assert figure(published, "input-attribute-gain-max") == pytest.approx(gain_in, abs=1e-12)
