@@ -631,3 +631,29 @@ def test_against_a_population_of_people_the_release_and_privpub_verify_agree(tmp
     checks = privpub.verify(release.id, state=tmp_path / "state.duckdb")
     assert checks.attrs["ok"], checks.attrs["lines"]
     assert {"journalist-risk-max", "marketer-risk", "k-anonymity"} <= set(checks.check)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_small_inputs_beta_likeness_over_people_equals_a_direct_count_of_person_value_votes(seed):
+    """beta-likeness under "many" is a distribution model like entropy and t: each class's
+    distinct (person, value) pairs are its votes, and the table's pairs its base (docs/models.md)."""
+    frame = small_table(seed)
+    beta = 2.0
+    tech, data, part, release = small_release(frame, seed, k=2, beta=beta)
+    table = release.tables["table"].to_pandas()
+    people = release.private["people"].column("person").to_pylist()
+    votes = {
+        key: Counter(v for _, v in {(people[i], table["s"].iloc[i]) for i in rows})
+        for key, rows in published_classes(table, "s").items()
+    }
+    base = Counter()
+    for count in votes.values():
+        base.update(count)
+    total = sum(base.values())
+    gain = max(
+        (count[v] / sum(count.values()) - base[v] / total) / (base[v] / total)
+        for count in votes.values()
+        for v in count
+    )
+    (result,) = [r for r in tech.verify(release, {}) if r.model == "beta-likeness"]
+    assert result.value == pytest.approx(gain, rel=1e-12) and gain <= beta + 1e-12 and result.passed
