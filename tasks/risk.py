@@ -575,7 +575,7 @@ def attribute_summary(
     }
 
 
-def value_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
+def published_value_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """Per row, the code of its published sensitive value (-1 for null: withheld), and the
     values in code order."""
     col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
@@ -608,7 +608,7 @@ def table_shares(
     `people_table`: for a count table, the table with a row per record that names the same
     groups (its `columns`) and its rows' person numbers (the people per group are counted there,
     and the counts are taken as people holding each value)."""
-    codes, labels = value_codes(table.column(sensitive))
+    codes, labels = published_value_codes(table.column(sensitive))
     weight = None if count is None else table.column(count).to_numpy().astype(np.int64)
     group_size = None
     if people_table is not None and count is not None:
