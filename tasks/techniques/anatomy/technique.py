@@ -8,6 +8,11 @@ group then has l distinct values, each once (a residual tuple adds a new value),
 links a person to a sensitive value with probability at most 1/l.
 
 Published tables:  QIT (QI columns, gid)  and  ST (gid, sensitive value, count).
+
+Several rows per person (`[dataset] rows_per_person = "many"`, docs/models.md): groups of
+PEOPLE (`anatomy_people_groups`): every person's rows in one group, and in every group each value
+is held by at most 1/l of its people. ST then counts the group's PEOPLE holding each value, and
+`release.private["people"]` keeps each QIT row's person number for the verifier.
 """
 
 from __future__ import annotations
@@ -32,6 +37,10 @@ from privpub.tasks.evaluate.workload import ColumnIndex
 from privpub.tasks.risk import st_attribute_risk
 from privpub.tasks.techniques.anatomy.params import AnatomyParams
 from privpub.tasks.techniques.registry import register
+
+# release.private["people"] (rows_per_person = "many"): one int64 column "person", each QIT row's
+# person number (never an id), stored in the state and never published (docs/models.md)
+PEOPLE = "people"
 
 
 class AnatomyError(ValueError):
@@ -73,13 +82,129 @@ def anatomy_groups(sensitive_codes: np.ndarray, l: int, rng: np.random.Generator
     return group
 
 
+def value_people(person: np.ndarray, sensitive_codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (person, value) pairs: (person, value code) arrays, sorted by person then value."""
+    width = int(sensitive_codes.max()) + 1 if len(sensitive_codes) else 1
+    key = np.unique(person.astype(np.int64) * width + sensitive_codes)
+    return key // width, key % width
+
+
+def not_eligible(l: int, most: int, people: int) -> AnatomyError:
+    return AnatomyError(
+        f"the table is not {l}-eligible: a sensitive value is held by {most} of {people} people "
+        "(more than people/l; a person's rows count once)"
+    )
+
+
+def anatomy_people_groups(
+    person: np.ndarray, sensitive_codes: np.ndarray, l: int, rng: np.random.Generator
+) -> np.ndarray:
+    """A group id per row when a person may have several rows: every person's rows in one group,
+    and in every group each value held by at most 1/l of its people (Anatomy's l-eligibility
+    counted in people: needed, since the groups' counts add up to the table's, and enough, since
+    the whole table is then one such group).
+
+    People are dealt round-robin into G groups, ordered by the most frequent value they hold,
+    then their second, then at random: a value's holders run consecutively, so a run no longer
+    than G puts at most one of them in a group (for one value per person, exactly Xiao and Tao's
+    groups of l). The groups that keep the bound are kept as long as the people left stay
+    eligible; the rest are dealt again, into fewer groups when they must (G shrinking by a tenth
+    each time; G = 1 is all of them, eligible), so every step keeps a group or shrinks G."""
+    p_of, v_of = value_people(person, sensitive_codes)
+    people = int(person.max()) + 1 if len(person) else 0
+    values = int(sensitive_codes.max()) + 1 if len(sensitive_codes) else 1
+    held = np.bincount(v_of, minlength=values)  # people holding each value
+    if people == 0 or held.max() * l > people:
+        raise not_eligible(l, int(held.max()) if people else 0, people)
+    rank = np.empty(values, np.int64)
+    rank[np.lexsort((np.arange(values), -held))] = np.arange(values)  # 0: the most frequent value
+    # each person's most and second most frequent values (values: none)
+    r = rank[v_of]
+    by = np.lexsort((r, p_of))
+    first = np.ones(len(by), bool)
+    first[1:] = p_of[by][1:] != p_of[by][:-1]
+    second = np.zeros(len(by), bool)
+    second[1:] = first[:-1] & ~first[1:]
+    top, next_ = np.full(people, values), np.full(people, values)
+    top[p_of[by][first]] = r[by][first]
+    next_[p_of[by][second]] = r[by][second]
+    left = np.lexsort((rng.random(people), next_, top))  # the people still to place, in dealing order
+    unit_ptr = np.searchsorted(p_of, np.arange(people + 1))  # person p's values: v_of[unit_ptr[p]:unit_ptr[p+1]]
+    group = np.full(people, -1, np.int64)
+    placed = 0
+    deal = max(len(left) // l, 1)
+    while len(left):
+        g = np.arange(len(left)) % deal
+        unit_g = g[np.repeat(np.arange(len(left)), unit_ptr[left + 1] - unit_ptr[left])]
+        unit_v = v_of[_ranges(unit_ptr, left)]
+        key, count = np.unique(unit_g * values + unit_v, return_counts=True)  # people per (group, value)
+        kg = key // values
+        starts = np.flatnonzero(np.r_[True, kg[1:] != kg[:-1]])
+        most = np.zeros(deal, np.int64)
+        most[kg[starts]] = np.maximum.reduceat(count, starts)
+        ok = most * l <= np.bincount(g, minlength=deal)
+        keep = _kept_groups(ok, unit_g, unit_v, g, kg, key % values, count, values, l)
+        if keep is None:  # no group can go: fewer, larger groups
+            deal = max(1, min(deal - 1, int(deal * 0.9)))
+            continue
+        placed_here = keep[g]
+        group[left[placed_here]] = placed + (np.cumsum(keep) - 1)[g[placed_here]]
+        placed += int(keep.sum())
+        left = left[~placed_here]
+        deal = max(1, min(deal, len(left) // l))
+    return group[person]
+
+
+def _kept_groups(ok, unit_g, unit_v, g, kg, kv, count, values: int, l: int) -> np.ndarray | None:
+    """Which of the dealt groups to keep (a bool per group), or None: the groups that keep the
+    bound, as long as the people left stay eligible; else the half of them that spends least of
+    the most frequent value's room (those holding it first), a quarter, ..."""
+    if not ok.any():
+        return None
+    tight = int(np.argmax(np.bincount(unit_v, minlength=values)))  # the value with the least room left
+    holds_tight = np.zeros(len(ok), np.int64)
+    holds_tight[kg[kv == tight]] = count[kv == tight]
+    candidates = np.flatnonzero(ok)
+    candidates = candidates[np.argsort(-holds_tight[candidates], kind="stable")]
+    take = len(candidates)
+    while take:
+        keep = np.zeros(len(ok), bool)
+        keep[candidates[:take]] = True
+        rest_people = int((~keep[g]).sum())
+        rest = np.bincount(unit_v[~keep[unit_g]], minlength=values)
+        if rest.max(initial=0) * l <= rest_people:
+            return keep
+        take //= 2
+    return None
+
+
+def st_group_sums(st_gid: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Per ST row, the sum of its group's counts."""
+    ids, inv = np.unique(st_gid, return_inverse=True)
+    return np.bincount(inv, weights=count, minlength=len(ids))[inv]
+
+
+def _ranges(ptr: np.ndarray, which: np.ndarray) -> np.ndarray:
+    """The positions ptr[w]:ptr[w+1] of every w in `which`, concatenated in that order."""
+    lengths = ptr[which + 1] - ptr[which]
+    starts = np.repeat(ptr[which] - (np.cumsum(lengths) - lengths), lengths)
+    return np.arange(int(lengths.sum()), dtype=np.int64) + starts
+
+
 @register("anatomy")
 class Anatomy(Technique):
     Params = AnatomyParams
     params: AnatomyParams
     table_names = ("QIT", "ST")
+    many_rows_per_person = True  # groups of people, counted in people (anatomy_people_groups)
 
     def check_data(self, data: Microdata) -> None:
+        if data.person is not None:
+            _, v_of = value_people(data.person, data.sensitive_codes)
+            held = np.bincount(v_of)
+            if held.max() * self.params.l > data.people:
+                raise not_eligible(self.params.l, int(held.max()), data.people)
+            return
         counts = np.bincount(data.sensitive_codes)
         if counts.max() * self.params.l > data.n:
             raise AnatomyError(
@@ -89,7 +214,10 @@ class Anatomy(Technique):
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
         self.check_data(data)
-        group = anatomy_groups(data.sensitive_codes, self.params.l, rng)
+        if data.person is not None:
+            group = anatomy_people_groups(data.person, data.sensitive_codes, self.params.l, rng)
+        else:
+            group = anatomy_groups(data.sensitive_codes, self.params.l, rng)
         return Partition(group=group, n_groups=int(group.max()) + 1, info={"partitioner": "anatomy"})
 
     def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
@@ -97,16 +225,20 @@ class Anatomy(Technique):
         qit = {name: pa.array(data.frame[name].to_numpy()[perm]) for name in data.qi_names}
         qit["gid"] = pa.array(part.group[perm])
         sens = data.spec.dataset.sensitive
-        st = (
-            pd.DataFrame({"gid": part.group, sens: data.frame[sens].to_numpy()})
-            .groupby(["gid", sens], sort=True)
-            .size()
-            .rename("count")
-            .reset_index()
-        )
+        rows = pd.DataFrame({"gid": part.group, sens: data.frame[sens].to_numpy()})
+        private: dict[str, Any] = {}
+        if data.person is not None:
+            # ST counts the PEOPLE holding each value (a person's rows count once): counts of rows would
+            # tell how many records a person has, and so which value is the person's (docs/models.md)
+            rows = rows[
+                ~pd.Series(data.person * len(data.sensitive_values) + data.sensitive_codes).duplicated().to_numpy()
+            ]
+            # each QIT row's person, renumbered in QIT's order: never an id, nor the input's order
+            private[PEOPLE] = pa.table({"person": pa.array(pd.factorize(data.person[perm])[0].astype(np.int64))})
+        st = rows.groupby(["gid", sens], sort=True).size().rename("count").reset_index()
         st["count"] = st["count"].astype(np.int64)
         info = {"groups": int(part.n_groups), "min_group": int(part.sizes.min()), "max_group": int(part.sizes.max())}
-        return Release({"QIT": pa.table(qit), "ST": pa.Table.from_pandas(st, preserve_index=False)}, {}, info)
+        return Release({"QIT": pa.table(qit), "ST": pa.Table.from_pandas(st, preserve_index=False)}, private, info)
 
     chunked = frozenset({"verify"})
 
@@ -136,6 +268,9 @@ class Anatomy(Technique):
         entry = np.repeat(np.arange(st.num_rows), size)  # one copy per (ST row, member of its group)
         offset = np.arange(len(entry)) - np.repeat(np.cumsum(size) - size, size)
         rows = order[first[entry] + offset]
+        if self.spec.dataset.rows_per_person == "many":
+            # ST counts people: a row holds v with the share of v among its group's (person, value) pairs
+            size = st_group_sums(st_gid, st.column("count").to_numpy())
         weights = (st.column("count").to_numpy() / np.where(size > 0, size, 1))[entry]
         s_codes, s_values = arrow_codes(st.column(self.spec.dataset.sensitive))
         used = {name for q in workload for name, _ in q.conditions}
@@ -146,6 +281,8 @@ class Anatomy(Technique):
         """Each matching QIT row contributes its bucket's average sensitive value."""
         qit, st, size = self._bucket_stats(release)
         sens = self.spec.dataset.sensitive
+        if self.spec.dataset.rows_per_person == "many":  # ST counts people: its counts weigh the values
+            size = st.groupby("gid")["count"].sum()
         mean = (st[sens].astype(float) * st["count"]).groupby(st["gid"]).sum() / size
         out, index, gid = [], ColumnIndex(qit), qit["gid"].to_numpy()
         for q in queries:
@@ -167,8 +304,13 @@ class Anatomy(Technique):
         return release.tables["QIT"], self.spec.dataset.qi_names
 
     def attribute_risk(self, release: Release) -> float | None:
-        """Per group, ST's largest count over the group's size (the sum of its counts)."""
-        return st_attribute_risk(release.tables["ST"], self.spec.dataset.sensitive)
+        """Per group, ST's largest count over the group's size (the sum of its counts); under
+        rows_per_person = "many", over the group's people (release.private["people"]): the share
+        of its people holding one value."""
+        if release_people(release) is None:
+            return st_attribute_risk(release.tables["ST"], self.spec.dataset.sensitive)
+        results = verify_anatomy(release, self.spec.dataset.sensitive, self.params.l)
+        return float(Fraction(results[2].value))
 
     def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
         ds = data_spec.dataset
@@ -184,18 +326,40 @@ class Anatomy(Technique):
 
 # verify: per group, QIT's size against ST's counts, in runs of group ids (verify chunks on the task
 # runner). A run holds QIT's group ids of its range (the QI cells are not needed) and ST's rows of
-# those groups, about `[run] chunk_rows` QIT rows; the combine keeps one figure per run.
+# those groups, about `[run] chunk_rows` QIT rows; the combine keeps one figure per run. Under
+# rows_per_person = "many" a run also holds its QIT rows' person numbers (release.private["people"]):
+# a group's size is then its distinct people, and ST's counts are people holding each value.
 @dataclass
 class AnatomyChunk:
     gid: np.ndarray  # QIT's group id of every row of the run's groups
     st: CompactTable  # ST's rows (gid, sensitive value, count) of the run's groups
     sensitive: str
+    person: np.ndarray | None = None  # each of those QIT rows' person number (None: a row is a person)
+
+
+def release_people(release: Release) -> np.ndarray | None:
+    """Each QIT row's person number (rows_per_person = "many"), or None: a row is a person."""
+    people = release.private.get(PEOPLE)
+    if people is None:
+        return None
+    person = people.column("person").to_numpy(zero_copy_only=False).astype(np.int64)
+    if len(person) != release.tables["QIT"].num_rows:
+        raise ValueError(
+            f"the release's private people table has {len(person):,} rows, QIT {release.tables['QIT'].num_rows:,}"
+        )
+    return person
 
 
 def anatomy_chunks(release: Release, sensitive: str, chunk_rows: int) -> list[AnatomyChunk]:
     """Runs of whole groups: a run starts at the group of every chunk_rows-th QIT row (in group
     order), and takes the ST rows of its group ids."""
-    qit_gid = np.sort(release.tables["QIT"].column("gid").to_numpy())
+    person = release_people(release)
+    if person is None:
+        qit_gid = np.sort(release.tables["QIT"].column("gid").to_numpy())
+    else:
+        gid = release.tables["QIT"].column("gid").to_numpy()
+        by_gid = np.argsort(gid, kind="stable")
+        qit_gid, person = gid[by_gid], person[by_gid]
     st = release.tables["ST"].select(["gid", sensitive, "count"])
     st_gid = st.column("gid").to_numpy()
     order = np.argsort(st_gid, kind="stable")
@@ -204,21 +368,34 @@ def anatomy_chunks(release: Release, sensitive: str, chunk_rows: int) -> list[An
     qit_at = np.concatenate([[0], np.searchsorted(qit_gid, cuts), [len(qit_gid)]])
     st_at = np.concatenate([[0], np.searchsorted(st_gid, cuts), [len(st_gid)]])
     return [
-        AnatomyChunk(qit_gid[a:b], CompactTable(st.slice(c, d - c)), sensitive)
+        AnatomyChunk(qit_gid[a:b], CompactTable(st.slice(c, d - c)), sensitive, None if person is None else person[a:b])
         for a, b, c, d in zip(qit_at[:-1], qit_at[1:], st_at[:-1], st_at[1:])
     ]
 
 
 def anatomy_chunk_figures(chunk: AnatomyChunk) -> dict[str, Any]:
     """The run's groups: do QIT and ST agree on their sizes, the fewest distinct values (and the
-    first group with them), the largest share of one value (and the first group with it)."""
+    first group with them), the largest share of one value (and the first group with it).
+    With person numbers: sizes are distinct people, a group's ST counts (people holding each
+    value) agree with it when none exceeds it and they add up to at least it (every person holds
+    a value), and the fewest people of a group (and the first group with them)."""
     st = chunk.st.table.to_pandas()
-    gids, counts = np.unique(chunk.gid, return_counts=True)
+    if chunk.person is None:
+        gids, counts = np.unique(chunk.gid, return_counts=True)
+    else:  # distinct (group, person) pairs per group
+        width = int(chunk.person.max()) + 1 if len(chunk.person) else 1
+        gids, counts = np.unique(np.unique(chunk.gid * width + chunk.person) // width, return_counts=True)
     size = pd.Series(counts.astype(np.int64), index=gids)
     st_size = st.groupby("gid")["count"].sum()
-    consistent = size.sort_index().equals(st_size.sort_index().astype(size.dtype))
-    distinct = st.groupby("gid")[chunk.sensitive].nunique()
     top = st.groupby("gid")["count"].max()
+    if chunk.person is None:
+        consistent = size.sort_index().equals(st_size.sort_index().astype(size.dtype))
+    else:
+        same_groups = size.index.sort_values().equals(st_size.index.sort_values())
+        consistent = same_groups and bool(
+            ((top <= size.reindex(top.index)) & (st_size >= size.reindex(st_size.index))).all()
+        )
+    distinct = st.groupby("gid")[chunk.sensitive].nunique()
     frac = (top / size.reindex(top.index)).dropna()
     fewest = (int(distinct.min()), int(distinct.idxmin())) if len(distinct) else None
     if len(frac):
@@ -226,12 +403,16 @@ def anatomy_chunk_figures(chunk: AnatomyChunk) -> dict[str, Any]:
         worst = (float(frac[g]), int(top[g]), int(size[g]), g)
     else:
         worst = None
-    return {"consistent": bool(consistent), "fewest": fewest, "worst": worst}
+    out = {"consistent": bool(consistent), "fewest": fewest, "worst": worst}
+    if chunk.person is not None:
+        out["people"] = (int(size.min()), int(size.idxmin())) if len(size) else None
+    return out
 
 
 def anatomy_results(figures: list[dict[str, Any]], l: int) -> list[PrivacyResult]:
     """l-diversity and the 1/l attribute-disclosure bound from the runs' figures (in group
-    order: among equal figures the first group wins, as in one pass over the groups)."""
+    order: among equal figures the first group wins, as in one pass over the groups); with
+    person numbers, the fewest people of a group too (>= l whenever the bound holds)."""
     consistent = all(f["consistent"] for f in figures)
     fewest, g_least = min((f["fewest"] for f in figures if f["fewest"] is not None), key=lambda x: x[0])
     worst = max((f["worst"] for f in figures if f["worst"] is not None), key=lambda w: w[0], default=None)
@@ -239,7 +420,7 @@ def anatomy_results(figures: list[dict[str, Any]], l: int) -> list[PrivacyResult
         raise ValueError("ST names no group of QIT")
     _, top, size, g_worst = worst
     worst_frac = Fraction(top, size)
-    return [
+    results = [
         PrivacyResult("QIT and ST agree on group sizes", consistent, True, consistent),
         PrivacyResult("l-diversity (distinct)", fewest, l, bool(fewest >= l), {"gid": g_least}),
         PrivacyResult(
@@ -250,10 +431,20 @@ def anatomy_results(figures: list[dict[str, Any]], l: int) -> list[PrivacyResult
             {"gid": g_worst},
         ),
     ]
+    people = [f["people"] for f in figures if f.get("people") is not None]
+    if people:  # rows_per_person = "many": the shares above are of people
+        results[2].worst.update({"people": size, "holding": top, "measures": "people"})
+        least, g_few = min(people, key=lambda x: x[0])
+        results.append(PrivacyResult(PEOPLE_PER_GROUP, least, l, bool(least >= l), {"gid": g_few}))
+    return results
+
+
+PEOPLE_PER_GROUP = "people per group"
 
 
 def verify_anatomy(release: Release, sensitive: str, l: int, chunk_rows: int | None = None) -> list[PrivacyResult]:
     """l-diversity and the 1/l attribute-disclosure bound, read from QIT and ST only (every run
-    in this process; one run unless chunk_rows is given)."""
+    in this process; one run unless chunk_rows is given); with release.private["people"], counted
+    in people."""
     rows = chunk_rows or max(release.tables["QIT"].num_rows, 1)
     return anatomy_results([anatomy_chunk_figures(c) for c in anatomy_chunks(release, sensitive, rows)], l)
