@@ -52,6 +52,7 @@ AUDIT = ["tests/audit/test_golden.py", "tests/audit/test_properties.py", "tests/
 AUDIT_GRID = ["tests/audit/test_grid.py", "tests/audit/test_grid_kinds.py"]
 AUDIT_NESTED = ["tests/audit/test_nested.py"]
 ANATOMY = ["tests/test_anatomy.py", "tests/test_thresholds.py", "tests/test_chunked_verify.py"]
+ANATOMY_PEOPLE = ["tests/test_anatomy_people.py", "tests/test_anatomy.py"]
 SERIES = ["tests/test_series_composition.py", "tests/test_composition_oracle.py"]
 REMEDIES = ["tests/test_series_remedies.py"]
 SENSITIVE = ["tests/test_sensitive_models.py", "tests/test_thresholds.py"]
@@ -369,6 +370,13 @@ MUTANTS = [
         "worst_frac <= Fraction(1, l)",
         "worst_frac <= Fraction(1, l - 1)",
         ANATOMY,
+    ),
+    Mutant(
+        "Anatomy counts rows instead of people",
+        "tasks/techniques/anatomy/technique.py",
+        "gids, counts = np.unique(np.unique(chunk.gid * width + chunk.person) // width, return_counts=True)",
+        "gids, counts = np.unique(chunk.gid, return_counts=True)",
+        ANATOMY_PEOPLE,
     ),
     # Butterfly
     Mutant(
