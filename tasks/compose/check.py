@@ -175,7 +175,8 @@ class SeriesCheck:
             row = int(self.unit_rows[np.isin(self.unit_person, changed)].min())
             raise InputError(
                 f"row {row + 1}, column '{ds.sensitive}': this person's values differ from their values in "
-                f"their latest earlier release of the series ({len(changed)} people); " + remedies.VALUE_CHANGES
+                f"their latest earlier release of the series ({len(changed)} {'person' if len(changed) == 1 else 'people'}); "
+                + remedies.VALUE_CHANGES
             )
 
     def by_person(self, per_row: np.ndarray) -> np.ndarray:

@@ -54,6 +54,7 @@ AUDIT_NESTED = ["tests/audit/test_nested.py"]
 ANATOMY = ["tests/test_anatomy.py", "tests/test_thresholds.py", "tests/test_chunked_verify.py"]
 ANATOMY_PEOPLE = ["tests/test_anatomy_people.py", "tests/test_anatomy.py"]
 SERIES = ["tests/test_series_composition.py", "tests/test_composition_oracle.py"]
+SERIES_PEOPLE = ["tests/test_composition_people.py"]
 REMEDIES = ["tests/test_series_remedies.py"]
 SENSITIVE = ["tests/test_sensitive_models.py", "tests/test_thresholds.py"]
 CLUSTER = ["tests/test_cluster_release.py", "tests/test_thresholds.py"]
@@ -705,6 +706,21 @@ MUTANTS = [
         'pseudonymise_column(con, "compose_people", "person", key)',
         "pass",
         ["tests/test_pseudonyms.py"],
+    ),
+    # the series composition under rows_per_person = "many" (tasks/compose)
+    Mutant(
+        "series composition counts (person, value) pairs as people",
+        "tasks/compose/check.py",
+        '"people": int(self.by_person(published).sum()),',
+        '"people": int(published.sum()),',
+        SERIES_PEOPLE,
+    ),
+    Mutant(
+        "series k figure ignores a group's excess (pairs counted as people)",
+        "tasks/compose/algebra.py",
+        "tc_here = tc_here - e_here",
+        "tc_here = tc_here - 0 * e_here",
+        SERIES_PEOPLE,
     ),
 ]
 
