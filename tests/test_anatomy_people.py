@@ -260,3 +260,28 @@ def test_a_publish_whose_groups_break_l_in_people_is_refused(tmp_path, monkeypat
     else:
         with pytest.raises(PrivacyRefused, match="attribute disclosure"):
             privpub.publish(frame, spec)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 6), min_size=1, max_size=5), min_size=1, max_size=40),
+    st.integers(2, 4),
+    st.integers(0, 10**6),
+)
+def test_groups_of_people_keep_the_bound_whenever_eligible(rows, l, seed):
+    """Drawn people (each a list of their rows' values): eligible (no value held by more than
+    people / l people) -> every person's rows in one group and, in every group, each value held by
+    at most 1/l of its people; not eligible -> refused."""
+    person = np.repeat(np.arange(len(rows)), [len(r) for r in rows])
+    codes = np.array([v for r in rows for v in r], np.int32)
+    holders = pd.Series([v for r in rows for v in set(r)]).value_counts()
+    if holders.max() * l > len(rows):
+        with pytest.raises(anatomy.AnatomyError, match="people"):
+            anatomy.anatomy_people_groups(person, codes, l, np.random.default_rng(seed))
+        return
+    group = anatomy.anatomy_people_groups(person, codes, l, np.random.default_rng(seed))
+    frame = pd.DataFrame({"p": person, "g": group, "v": codes})
+    assert (frame.groupby("p").g.nunique() == 1).all()
+    people = frame.groupby("g").p.nunique()
+    held = frame.drop_duplicates(["p", "v"]).groupby(["g", "v"]).size()
+    assert (held * l <= people.reindex(held.index.get_level_values("g")).to_numpy()).all()

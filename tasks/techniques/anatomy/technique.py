@@ -104,55 +104,105 @@ def anatomy_people_groups(
     counted in people: needed, since the groups' counts add up to the table's, and enough, since
     the whole table is then one such group).
 
-    People are dealt round-robin into G groups, ordered by the most frequent value they hold,
-    then their second, then at random: a value's holders run consecutively, so a run no longer
-    than G puts at most one of them in a group (for one value per person, exactly Xiao and Tao's
-    groups of l). The groups that keep the bound are kept as long as the people left stay
-    eligible; the rest are dealt again, into fewer groups when they must (G shrinking by a tenth
-    each time; G = 1 is all of them, eligible), so every step keeps a group or shrinks G."""
+    People are dealt round-robin into G groups, ordered by the most frequent value they hold
+    (among the people being dealt), then their second, then at random: a value's holders run
+    consecutively, so a run no longer than G puts at most one of them in a group (for one value
+    per person, exactly Xiao and Tao's groups of l). Two groupings are built, and the one whose
+    people sit in smaller groups (the least sum of squared group sizes) is published:
+    - greedy (`_greedy_groups`): G = P/l; the groups that keep the bound are kept as long as the
+      people left stay eligible (else half of them, ...); the rest are dealt again, into fewer
+      groups when none can be kept (G shrinking by a tenth; G = 1 is all of them, eligible).
+      Mostly groups of l people, but people no small group fits end in one large group;
+    - even (`_even_groups`): everybody into the largest G (P/l, then a tenth fewer, ...) for
+      which every group keeps the bound: groups of one size.
+    """
     p_of, v_of = value_people(person, sensitive_codes)
     people = int(person.max()) + 1 if len(person) else 0
     values = int(sensitive_codes.max()) + 1 if len(sensitive_codes) else 1
     held = np.bincount(v_of, minlength=values)  # people holding each value
     if people == 0 or held.max() * l > people:
         raise not_eligible(l, int(held.max()) if people else 0, people)
-    rank = np.empty(values, np.int64)
-    rank[np.lexsort((np.arange(values), -held))] = np.arange(values)  # 0: the most frequent value
-    # each person's most and second most frequent values (values: none)
-    r = rank[v_of]
-    by = np.lexsort((r, p_of))
-    first = np.ones(len(by), bool)
-    first[1:] = p_of[by][1:] != p_of[by][:-1]
-    second = np.zeros(len(by), bool)
-    second[1:] = first[:-1] & ~first[1:]
-    top, next_ = np.full(people, values), np.full(people, values)
-    top[p_of[by][first]] = r[by][first]
-    next_[p_of[by][second]] = r[by][second]
-    left = np.lexsort((rng.random(people), next_, top))  # the people still to place, in dealing order
+    noise = rng.random(people)  # ties at random (drawn once: the order depends only on the people left)
     unit_ptr = np.searchsorted(p_of, np.arange(people + 1))  # person p's values: v_of[unit_ptr[p]:unit_ptr[p+1]]
-    group = np.full(people, -1, np.int64)
+    left = _dealing_order(np.arange(people), unit_ptr, v_of, values, noise)  # the people still to place
+    greedy = _greedy_groups(left, unit_ptr, v_of, values, noise, l)
+    even = _even_groups(left, unit_ptr, v_of, values, l)
+    # the grouping whose people are in smaller groups: the mean, over people, of their group's people
+    chosen = min((greedy, even), key=lambda g: int((np.bincount(g).astype(np.int64) ** 2).sum()))
+    return chosen[person]
+
+
+def _group_most(g: np.ndarray, unit_ptr: np.ndarray, left: np.ndarray, v_of: np.ndarray, values: int, deal: int):
+    """People `left` dealt into groups g (one per person): (each unit's group, each unit's value,
+    the (group, value) keys and their people, the most people holding one value per group)."""
+    unit_g = g[np.repeat(np.arange(len(left)), unit_ptr[left + 1] - unit_ptr[left])]
+    unit_v = v_of[_ranges(unit_ptr, left)]
+    key, count = np.unique(unit_g * values + unit_v, return_counts=True)  # people per (group, value)
+    kg = key // values
+    starts = np.flatnonzero(np.r_[True, kg[1:] != kg[:-1]])
+    most = np.zeros(deal, np.int64)
+    most[kg[starts]] = np.maximum.reduceat(count, starts)
+    return unit_g, unit_v, key, count, most
+
+
+def _even_groups(order: np.ndarray, unit_ptr: np.ndarray, v_of: np.ndarray, values: int, l: int) -> np.ndarray:
+    """Everybody dealt into G groups of about equal size, G the first of P/l, 0.9 of it, ... for
+    which every group keeps the bound (G = 1 does); a group per person."""
+    deal = max(len(order) // l, 1)
+    while True:
+        g = np.arange(len(order)) % deal
+        *_, most = _group_most(g, unit_ptr, order, v_of, values, deal)
+        if deal == 1 or (most * l <= np.bincount(g, minlength=deal)).all():
+            group = np.empty(len(order), np.int64)
+            group[order] = g
+            return group
+        deal = max(1, min(deal - 1, int(deal * 0.9)))
+
+
+def _greedy_groups(
+    left: np.ndarray, unit_ptr: np.ndarray, v_of: np.ndarray, values: int, noise: np.ndarray, l: int
+) -> np.ndarray:
+    """The groups that keep the bound kept, round after round, while the people left stay
+    eligible (`_kept_groups`); a group per person."""
+    group = np.full(len(left), -1, np.int64)
     placed = 0
     deal = max(len(left) // l, 1)
     while len(left):
         g = np.arange(len(left)) % deal
-        unit_g = g[np.repeat(np.arange(len(left)), unit_ptr[left + 1] - unit_ptr[left])]
-        unit_v = v_of[_ranges(unit_ptr, left)]
-        key, count = np.unique(unit_g * values + unit_v, return_counts=True)  # people per (group, value)
-        kg = key // values
-        starts = np.flatnonzero(np.r_[True, kg[1:] != kg[:-1]])
-        most = np.zeros(deal, np.int64)
-        most[kg[starts]] = np.maximum.reduceat(count, starts)
+        unit_g, unit_v, key, count, most = _group_most(g, unit_ptr, left, v_of, values, deal)
         ok = most * l <= np.bincount(g, minlength=deal)
-        keep = _kept_groups(ok, unit_g, unit_v, g, kg, key % values, count, values, l)
+        keep = _kept_groups(ok, unit_g, unit_v, g, key // values, key % values, count, values, l)
         if keep is None:  # no group can go: fewer, larger groups
             deal = max(1, min(deal - 1, int(deal * 0.9)))
             continue
         placed_here = keep[g]
         group[left[placed_here]] = placed + (np.cumsum(keep) - 1)[g[placed_here]]
         placed += int(keep.sum())
-        left = left[~placed_here]
+        left = _dealing_order(left[~placed_here], unit_ptr, v_of, values, noise)
         deal = max(1, min(deal, len(left) // l))
-    return group[person]
+    return group
+
+
+def _dealing_order(left: np.ndarray, unit_ptr: np.ndarray, v_of: np.ndarray, values: int, noise: np.ndarray):
+    """`left` (people) ordered by the most frequent value they hold among these people, then their
+    second most frequent, then `noise`: each value's holders as few runs as can be."""
+    if not len(left):
+        return left
+    owner = np.repeat(np.arange(len(left)), unit_ptr[left + 1] - unit_ptr[left])
+    unit_v = v_of[_ranges(unit_ptr, left)]
+    held = np.bincount(unit_v, minlength=values)
+    rank = np.empty(values, np.int64)
+    rank[np.lexsort((np.arange(values), -held))] = np.arange(values)  # 0: the most frequent value
+    r = rank[unit_v]
+    by = np.lexsort((r, owner))
+    first = np.ones(len(by), bool)
+    first[1:] = owner[by][1:] != owner[by][:-1]
+    second = np.zeros(len(by), bool)
+    second[1:] = first[:-1] & ~first[1:]
+    top, next_ = np.full(len(left), values), np.full(len(left), values)
+    top[owner[by][first]] = r[by][first]
+    next_[owner[by][second]] = r[by][second]
+    return left[np.lexsort((noise[left], next_, top))]
 
 
 def _kept_groups(ok, unit_g, unit_v, g, kg, kv, count, values: int, l: int) -> np.ndarray | None:
