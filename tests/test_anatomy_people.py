@@ -208,7 +208,7 @@ def test_verifier_figures_equal_a_direct_count_over_people(groups, l, chunk_rows
     disclosure = res["attribute disclosure"]
     assert (Fraction(disclosure.value), disclosure.passed) == (worst, worst * l <= 1)
     assert disclosure.worst["gid"] == min(g for g in share if share[g] == worst)
-    assert disclosure.worst["people"] == people[disclosure.worst["gid"]]
+    assert disclosure.worst["group_people"] == people[disclosure.worst["gid"]]
     fewest = res["people per group"]
     assert (fewest.value, fewest.passed) == (min(people.values()), min(people.values()) >= l)
     if tamper is None:  # the truth, from the people's own values

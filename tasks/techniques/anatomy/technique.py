@@ -483,7 +483,7 @@ def anatomy_results(figures: list[dict[str, Any]], l: int) -> list[PrivacyResult
     ]
     people = [f["people"] for f in figures if f.get("people") is not None]
     if people:  # rows_per_person = "many": the shares above are of people
-        results[2].worst.update({"people": size, "holding": top, "measures": "people"})
+        results[2].worst.update({"group_people": size, "holding": top, "measures": "people"})
         least, g_few = min(people, key=lambda x: x[0])
         results.append(PrivacyResult(PEOPLE_PER_GROUP, least, l, bool(least >= l), {"gid": g_few}))
     return results
