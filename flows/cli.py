@@ -316,7 +316,7 @@ def cmd_serial(args) -> int:
 
 def cmd_init(args) -> int:
     """Write the proposed spec; print what was proposed and why (counts, never values)."""
-    from privpub.flows.init import init  # lazy: as the other commands
+    from privpub.flows.init import MAX_QI, init  # lazy: as the other commands
 
     report: list[str] = []
     path = init(
@@ -326,6 +326,7 @@ def cmd_init(args) -> int:
         output=args.output,
         force=args.force,
         report=report,
+        max_qi=MAX_QI if args.max_qi is None else args.max_qi,
     )
     for line in report:
         print(line)
@@ -573,7 +574,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("init", help="propose a spec for a table: kinds, quasi-identifiers and hierarchies")
     sp.add_argument("data", help="the table: a CSV or Parquet file, or file.duckdb:table")
     sp.add_argument("--sensitive", required=True, help="the sensitive column (published as it is)")
-    sp.add_argument("--person-id", help="the person id column; without it the row number is used (@row)")
+    sp.add_argument(
+        "--person-id",
+        help="the person id column (it may repeat: several rows per person); without it a repeating "
+        "id-like column is looked for, else the row number is used (@row)",
+    )
+    sp.add_argument("--max-qi", type=int, help="propose at most this many quasi-identifiers (default 6)")
     sp.add_argument("-o", "--output", default="spec.toml", help="the spec file to write (default spec.toml)")
     sp.add_argument("--force", action="store_true", help="overwrite the spec file if it exists")
     sp.set_defaults(func=cmd_init)

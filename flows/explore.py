@@ -14,7 +14,11 @@ and seed records. Nothing is written but one audit row (action `explore`: `explo
 grid, or `refused` / `failed`) and the trade-off page (tasks/explore_page.py, beside the state
 file unless --html says where): no release folder, no staging folder, no release rows or
 figures, no series summaries. A setting that fails (k above the table, a privacy check or a
-[risk] limit) is a row with passed = false and the reason.
+[risk] limit) is a row with passed = false and the reason. Where the series composition check
+does not apply (`person_id = "@row"`: rows, not people; no earlier release, or none with stored
+groups; a technique that checks its series itself) a row says so and why
+(`series_composition_note`), never a composition failure; an "@row" spec in a series that has a
+release already fails every setting with publish's own refusal (pipeline.row_ids_refusal).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from privpub.flows.pipeline import (
     compute_release,
     draw_seed,
     load_input_step,
+    row_ids_refusal,
     using_driver,
     validate_step,
 )
@@ -52,7 +57,7 @@ from privpub.state.store import Store
 from privpub.tasks.compose.check import SeriesCheck, series_settings
 from privpub.tasks.core.technique import Technique
 from privpub.tasks.evaluate import shared_workload
-from privpub.tasks.explore_page import KEY_FIGURES, write_explore_page
+from privpub.tasks.explore_page import KEY_FIGURES, once, write_explore_page
 from privpub.tasks.report import fmt
 from privpub.tasks.risk import RiskSettings, risk_settings
 from privpub.tasks.techniques.registry import get_technique
@@ -162,8 +167,9 @@ class Row:
     setting: dict[str, Any]
     passed: bool
     figures: dict[str, Any] = field(default_factory=dict)
-    series_composition: bool | None = None  # None: no earlier release of the series to combine with
+    series_composition: bool | None = None  # None: no figure (series_composition_note says why)
     reason: str | None = None
+    series_composition_note: str | None = None  # "does not apply: <why>" when there is no figure
     seconds: float = 0.0
     privacy: list[str] = field(default_factory=list)  # which figures are privacy checks'
 
@@ -173,6 +179,7 @@ class Row:
             "passed": self.passed,
             "figures": {name: json_value(v) for name, v in self.figures.items()},
             "series_composition": self.series_composition,
+            "series_composition_note": self.series_composition_note,
             "reason": self.reason,
             "seconds": round(self.seconds, 3),
         }
@@ -301,10 +308,12 @@ def explore_settings(
     rows: list[Row] = []
     prepared: list[SeriesCheck] = []  # the first series check prepared: the others take what it read
     input_risk: dict = {}  # the input's risk figures, computed once (pipeline.risk_step)
+    # the series as publish finds it (a setting varies neither the series nor the person id)
+    series = Series(store.last_sequence(first.spec.dataset.name), row_ids_refusal(store, first.spec))
 
     def one(setting: Setting) -> Row:
         t0 = time.perf_counter()
-        row = explore_one(driver, setting, data, store, seed, executor, shared, prepared, input_risk)
+        row = explore_one(driver, setting, data, store, seed, executor, shared, prepared, input_risk, series)
         row.seconds = time.perf_counter() - t0
         return row
 
@@ -326,6 +335,14 @@ def explore_settings(
     return rows
 
 
+@dataclass(frozen=True)
+class Series:
+    """What publish checks of the series before it computes a release."""
+
+    earlier: int  # its releases so far
+    refusal: str | None  # why publish refuses any release of the spec in it ("@row" after a release)
+
+
 def explore_one(
     driver: Driver,
     setting: Setting,
@@ -336,6 +353,7 @@ def explore_one(
     shared,
     prepared: list[SeriesCheck],
     input_risk: dict,
+    series: Series,
 ) -> Row:
     """One setting's release computed and checked as publish would, nothing written."""
     technique, spec = setting.technique, setting.spec
@@ -360,13 +378,17 @@ def explore_one(
     figures.update({name: plain_value(v) for name, v in (done.utility or {}).items()})
     figures.update({name: plain_value(v) for name, v in (done.risk or {}).items()})
     composed = [r.passed for r in done.privacy if r.model == series_check.model]
+    why = None if composed else series_check.not_applied(series.earlier)
+    # publish refuses an "@row" release in a series before computing it: so does every setting
+    reasons = [m for m in (series.refusal, done.refusal and done.refusal.message) if m]
     return Row(
         setting.values,
-        done.refusal is None,
+        not reasons,
         figures,
         bool(composed[0]) if composed else None,
-        None if done.refusal is None else done.refusal.message,
+        "; and: ".join(reasons) or None,
         privacy=[r.model for r in done.privacy],
+        series_composition_note=None if why is None else f"does not apply: {why}",
     )
 
 
@@ -388,8 +410,9 @@ def explore(
     grid: {name: [values]}, a name being a [technique] key or `series.KEY` / `risk.KEY`; the
     settings are the cartesian product, the first name varying slowest. seed: every setting's
     (default: the spec's [output] seed, else one drawn, in `.attrs["seed"]`). Returns one row per
-    setting: the setting's names, `passed`, `series_composition` (None without earlier releases
-    to combine with), `reason` (why it would be refused), one column per figure, named as
+    setting: the setting's names, `passed`, `series_composition` (None without a composition
+    figure), `series_composition_note` ("does not apply: <why>" then: no earlier release to combine
+    with, `person_id = "@row"`, ...), `reason` (why it would be refused), one column per figure, named as
     release_metrics names them, and `seconds`. `.attrs` holds `seed` and `page` (the trade-off
     page). Nothing is published or stored but the audit row; a bad setting raises SpecError."""
     spec_path, spec_dict = (None, dict(spec)) if isinstance(spec, Mapping) else (str(spec), None)
@@ -399,6 +422,7 @@ def explore(
             **r.setting,
             "passed": r.passed,
             "series_composition": r.series_composition,
+            "series_composition_note": r.series_composition_note,
             "reason": r.reason,
             **r.figures,
             "seconds": r.seconds,
@@ -431,6 +455,8 @@ def table_lines(done: Explored) -> list[str]:
     lines = [
         "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells
     ]
-    lines += [f"{label(r.setting)}: {r.reason}" for r in done.rows if r.reason]
+    rows = [r.as_json() for r in done.rows]
+    lines += once(rows, "reason")  # a reason every setting shares (publish's "@row" refusal) once
+    lines += once(rows, "series_composition_note", "series composition ")
     lines.append(f"seed {done.seed}; nothing published; page: {done.page}")
     return lines

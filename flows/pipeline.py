@@ -315,13 +315,31 @@ def draw_seed() -> int:
     return secrets.randbits(63)
 
 
+# [dataset] keys added after releases were keyed, with the value that changes nothing: left out
+# of the key at that value, so a spec that does not use them keeps the key it had (repeat protection)
+LATER_DATASET_KEYS = {"rows_per_person": "one"}
+LATER_QI_KEYS = {"near_unique": None}
+
+
+def _keyed_dataset(spec: ReleaseSpec) -> dict:
+    body = spec.dataset.model_dump(exclude={"input", "table"})
+    for key, value in LATER_DATASET_KEYS.items():
+        if body.get(key) == value:
+            del body[key]
+    for qi in body["qi"]:
+        for key, value in LATER_QI_KEYS.items():
+            if key in qi and qi[key] == value:
+                del qi[key]
+    return body
+
+
 def release_key(spec: ReleaseSpec, fingerprint: str, seed: int) -> str:
     body = {
         "series": spec.dataset.name,
         "input": fingerprint,
         "seed": seed,
         "technique": spec.technique.model_dump(),
-        "dataset": spec.dataset.model_dump(exclude={"input", "table"}),
+        "dataset": _keyed_dataset(spec),
     }
     if spec.section("series"):  # keep_groups changes the release (absent: keys as before)
         body["series_options"] = spec.section("series")
@@ -462,19 +480,29 @@ def compute_release(
     return Computed(release, part, privacy, utility, risk, riskiest, None)
 
 
-def refuse_row_ids_in_a_series(store: Store, spec: ReleaseSpec, who, run_id, origin) -> None:
-    """`person_id = "@row"` numbers rows, not people: row i of two releases is not one person, so
-    the series composition check could not see what releases reveal together. Such a table is
-    published once: a series that already has a release refuses it."""
+def row_ids_refusal(store: Store, spec: ReleaseSpec) -> str | None:
+    """Why a release of this spec is refused in its series, or None: `person_id = "@row"` numbers
+    rows, not people: row i of two releases is not one person, so the series composition check
+    could not see what releases reveal together (it does not apply to such a release: SeriesCheck
+    `row_ids`). Such a table is published once: a series that already has a release refuses it.
+    `privpub explore` shows the same refusal on every setting."""
     earlier = store.last_sequence(spec.dataset.name)
     if spec.dataset.person_id != ROW_ID or earlier == 0:
-        return
-    store.log(who, "publish", spec.dataset.name, "refused", run_id, {"reason": "@row in a series", **origin})
-    raise PrivacyRefused(
+        return None
+    return (
         f"person_id = \"{ROW_ID}\" numbers rows, not people: series '{spec.dataset.name}' already has "
         f"{earlier} release(s), and what its releases reveal together can only be checked with a real "
         "person id; name the person id column, or publish the table as a new series"
     )
+
+
+def refuse_row_ids_in_a_series(store: Store, spec: ReleaseSpec, who, run_id, origin) -> None:
+    """`row_ids_refusal` raised, with its audit row."""
+    message = row_ids_refusal(store, spec)
+    if message is None:
+        return
+    store.log(who, "publish", spec.dataset.name, "refused", run_id, {"reason": "@row in a series", **origin})
+    raise PrivacyRefused(message)
 
 
 def run_release(
@@ -566,10 +594,7 @@ def _run_release(
     based_on = store.last_sequence(spec.dataset.name)
     series_check.prepare(store, data)
     if series_check.history_missing(based_on):
-        progress(
-            f"series composition: the {based_on} earlier releases of the series have no stored groups "
-            "(published before privpub kept them); the check starts with this release"
-        )
+        progress(f"series composition: {series_check.not_applied(based_on)}")
     computed = compute_release(driver, spec, technique, data, store, series_check, settings, seed, context, executor)
     if computed.refusal is not None:
         detail = {**computed.refusal.detail, "message": computed.refusal.message, **origin}

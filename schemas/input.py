@@ -25,7 +25,7 @@ import pyarrow.csv as pcsv
 from pandera.errors import SchemaErrors
 
 from privpub.schemas.dates import parse_dates, to_days
-from privpub.schemas.errors import InputError
+from privpub.schemas.errors import InputError, SpecError
 from privpub.schemas.spec import MASK, MASK_CHAR, MISSING_CATEGORY, ROW_ID, DatasetSpec, ReleaseSpec, sensitive_leaves
 
 # The longest text cell accepted (characters). Text columns become fixed-width arrays in places
@@ -446,6 +446,37 @@ def _duplicate_ids(frame: pd.DataFrame, pid: str) -> str | None:
         + (f"; and {more:,} more repeated id(s)" if more else "")
         + ' (a person with several rows: set [dataset] rows_per_person = "many")'
     )
+
+
+# A quasi-identifier is refused as a near-unique identifier (a name, an id, an email, a full date
+# of birth put in `qi` by accident) when it holds more distinct values than NEAR_UNIQUE_SHARE of
+# the people, and more than NEAR_UNIQUE_MIN_VALUES: D values over N people leave at least 2D - N
+# people alone with their value, so above one half the column by itself singles people out,
+# before any other QI is combined. The floor keeps the ratio for columns that can take many values:
+# a column of few possible values (ages, a region) is "unique" only in a small table, and k
+# protects it there; a name or an id takes as many values as there are people. Counted in people
+# (the person id's distinct values under rows_per_person = "many"); a date in its unit.
+NEAR_UNIQUE_SHARE = 0.5
+NEAR_UNIQUE_MIN_VALUES = 100
+
+
+def is_near_unique(distinct: int, people: int) -> bool:
+    """True when a column with `distinct` values over `people` people identifies them nearly alone."""
+    return distinct > NEAR_UNIQUE_MIN_VALUES and distinct > NEAR_UNIQUE_SHARE * people
+
+
+def near_unique_error(ds: DatasetSpec, distinct: dict[str, int], people: int) -> SpecError | None:
+    """The refusal of the first QI that is near-unique (`distinct`: its distinct values, counted
+    as the release reads them) and not marked `near_unique = "allow"`; None when there is none.
+    Counts only: never a value."""
+    for q in ds.qi:
+        if q.near_unique != "allow" and q.name in distinct and is_near_unique(distinct[q.name], people):
+            return SpecError(
+                f"[dataset] qi '{q.name}': {distinct[q.name]:,} distinct values for {people:,} people (over "
+                f"{NEAR_UNIQUE_SHARE:.0%} as many values as people): a near-unique identifier, not a quasi-identifier; leave it out of "
+                'qi or publish a coarser column, or mark it near_unique = "allow" to publish it generalized on purpose'
+            )
+    return None
 
 
 def _masked_infinities(frame: pd.DataFrame, spec: ReleaseSpec, cases: pd.DataFrame) -> pd.DataFrame:

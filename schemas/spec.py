@@ -82,6 +82,10 @@ class QISpec(BaseModel):
     # categorical: optional generalization tree {parent: [children]} (leaves are data values) or
     # "mask" (built from the data); date: "month" or "year" (truncation)
     hierarchy: dict[str, list[str]] | Literal["mask", "month", "year"] | None = None
+    # "allow": this QI's values are near-unique per person (more than half as many distinct values
+    # as people, schemas/input.py NEAR_UNIQUE_SHARE) and it is published generalized on purpose;
+    # without it such a QI is refused as a direct identifier (README, "Direct identifiers")
+    near_unique: Literal["allow"] | None = None
 
     # one message for a wrong type (pydantic would give one per member of the union, per item)
     @field_validator("order", mode="before")

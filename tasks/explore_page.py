@@ -112,9 +112,18 @@ def figure_names(rows: list[dict[str, Any]]) -> list[str]:
     return [n for n in FIRST if n in seen] + [n for n in seen if n not in FIRST]
 
 
+def once(rows: list[dict[str, Any]], name: str, prefix: str = "") -> list[str]:
+    """A text field of the rows (a reason, a note) once when every setting has the same, else per
+    setting that has one."""
+    texts = [r.get(name) for r in rows]
+    if len(rows) > 1 and texts[0] and len(set(texts)) == 1:
+        return [f"every setting: {prefix}{texts[0]}"]
+    return [f"{setting_label(r['setting'])}: {prefix}{text}" for r, text in zip(rows, texts) if text]
+
+
 def write_explore_page(path: Path, series: str, seed: int, rows: list[dict[str, Any]]) -> Path:
     """rows: the JSON rows of `privpub explore` (setting, passed, figures, series_composition,
-    reason, seconds)."""
+    series_composition_note, reason, seconds)."""
     esc = html.escape
     names = figure_names(rows)
     head = "".join(f"<th>{esc(n)}</th>" for n in ["setting", "result", "series composition", *names, "seconds"])
@@ -122,14 +131,14 @@ def write_explore_page(path: Path, series: str, seed: int, rows: list[dict[str, 
     for r in rows:
         ok = "<td class=ok>PASS</td>" if r["passed"] else "<td class=bad>FAIL</td>"
         composed = {None: "", True: "passes", False: "fails"}[r["series_composition"]]
+        composed = "does not apply" if r.get("series_composition_note") else composed
         cells = "".join(f"<td>{esc(fmt(r['figures'].get(n, '')))}</td>" for n in names)
         body.append(
             f"<tr><td>{esc(setting_label(r['setting']))}</td>{ok}<td>{composed}</td>{cells}"
             f"<td>{r['seconds']:.2f}</td></tr>"
         )
-    reasons = "".join(
-        f"<li>{esc(setting_label(r['setting']))}: {esc(r['reason'])}</li>" for r in rows if r.get("reason")
-    )
+    reasons = "".join(f"<li>{esc(line)}</li>" for line in once(rows, "reason"))
+    notes = "".join(f"<li>{esc(line)}</li>" for line in once(rows, "series_composition_note"))
     plots = "".join(f"<figure>{svg}<figcaption>{esc(t)}</figcaption></figure>" for t, svg in trade_off_plots(rows))
     page = f"""<!doctype html><html><head><meta charset="utf-8">
 <title>privpub explore: {esc(series)}</title>
@@ -145,6 +154,7 @@ A filled point passes every check; a hollow red one would be refused.</p>
 <h2>Settings</h2>
 <table><tr>{head}</tr>{"".join(body)}</table>
 {f"<h2>Why refused</h2><ul>{reasons}</ul>" if reasons else ""}
+{f"<h2>Series composition</h2><ul>{notes}</ul>" if notes else ""}
 </body></html>"""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page)

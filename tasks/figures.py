@@ -171,9 +171,19 @@ def band_text(band: Band, pct: bool) -> tuple[str, str]:
     return (f"{band.good:.0%}", f"{band.fair:.0%}") if pct else (f"{band.good:g}", f"{band.fair:g}")
 
 
+def input_rows(rows_in: Any, utility: dict[str, Any]) -> int | None:
+    """The rows of the input as read: a release's `rows_in` counts the rows that entered it, after
+    those `[dataset] missing = "drop"` left out (utility `dropped_rows`), so a share of "the input
+    rows" divides by both together. None without `rows_in`."""
+    if not isinstance(rows_in, (int, np.integer)) or isinstance(rows_in, (bool, np.bool_)):
+        return None
+    return int(rows_in) + int(utility.get("dropped_rows") or 0)
+
+
 def verdict(name: str, value: Any, rows_in: int | None = None, published_rows: int | None = None) -> str:
     """ "good", "fair" or "poor" with the band it falls in, or "" where no verdict makes sense
-    (a count of groups, a figure without bands, a share without its denominator)."""
+    (a count of groups, a figure without bands, a share without its denominator). `rows_in`: the
+    rows read (`input_rows`), the denominator of a share of the input."""
     band = figure_words(name).band
     number = as_number(value)
     if band is None or number is None:
@@ -198,7 +208,7 @@ def verdict(name: str, value: Any, rows_in: int | None = None, published_rows: i
 
 
 def poor_figures(utility: dict[str, Any], rows_in: int | None = None) -> list[str]:
-    """Warning lines for figures that make the release of little use."""
+    """Warning lines for figures that make the release of little use (`rows_in`: the rows read)."""
     out = []
     for name, value in utility.items():
         m = re.fullmatch(r"query_error_(\d+)pct", name)

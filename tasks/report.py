@@ -20,6 +20,7 @@ from privpub.tasks.figures import (
     figure_words,
     fmt,
     guarantee,
+    input_rows,
     merged_cells,
     poor_figures,
     value_list,
@@ -152,9 +153,12 @@ def input_notes(meta: dict[str, Any], utility: dict[str, Any]) -> list[str]:
     (`[dataset] missing = "drop"`), the row number taken as the person id (`person_id = "@row"`)."""
     notes = []
     if "dropped_rows" in utility:
+        dropped, read = int(utility["dropped_rows"]), input_rows(meta.get("rows_in"), utility)
+        # the share is of the rows read, the dropped ones included (rows_in counts the kept ones only)
+        share = f"{dropped / read:.1%} of the {read:,} input rows; " if read else ""
         notes.append(
-            f"dropped rows: {int(utility['dropped_rows']):,} (an empty cell in the person id, a quasi-identifier "
-            'or the sensitive column; [dataset] missing = "drop"); not published and not in the figures'
+            f"dropped rows: {dropped:,} (an empty cell in the person id, a quasi-identifier "
+            f'or the sensitive column; [dataset] missing = "drop"): {share}not published and not in the figures'
         )
     person_id = meta.get("person_id") or ((meta.get("spec") or {}).get("dataset") or {}).get("person_id")
     if person_id == ROW_ID:
@@ -162,11 +166,20 @@ def input_notes(meta: dict[str, Any], utility: dict[str, Any]) -> list[str]:
     return notes
 
 
+def _rows_in_words(meta: dict[str, Any], utility: dict[str, Any]) -> str:
+    """The input's rows as read, and with [dataset] missing = "drop" how many of them the release
+    kept (meta rows_in counts the kept rows only)."""
+    kept = meta.get("rows_in")
+    if "dropped_rows" not in utility or input_rows(kept, utility) is None:
+        return fmt(kept)
+    return f"{input_rows(kept, utility)} ({kept} kept, {int(utility['dropped_rows'])} dropped for an empty cell)"
+
+
 def summary_lines(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) -> list[str]:
     lines = [
         f"release {meta['release_id']} (series {meta['series']}, #{meta['sequence']}, "
         f"technique {meta['technique']}, seed {meta['seed']})",
-        f"rows in: {meta['rows_in']}",
+        f"rows in: {_rows_in_words(meta, utility)}",
     ]
     if {"groups", "avg_group_size", "max_group_size"} <= set(utility):
         lines.append(
@@ -237,13 +250,14 @@ def _md(text: str) -> str:
 
 def utility_table(utility: dict[str, Any], meta: dict[str, Any]) -> list[tuple[str, str, str, str, str, str, str]]:
     """(label, identifier, value, unit, verdict, what it measures, better) per utility figure."""
-    rows_in = meta.get("rows_in") if isinstance(meta.get("rows_in"), int) else None
-    published = rows_in - int(utility.get("suppressed_rows") or 0) if rows_in else None
+    kept = meta.get("rows_in") if isinstance(meta.get("rows_in"), int) else None
+    published = kept - int(utility.get("suppressed_rows") or 0) if kept else None
+    read = input_rows(kept, utility)  # shares of the input: of the rows read, the dropped ones included
     out = []
     for name, value in utility.items():
         w = figure_words(name)
         shown = fmt(value) if isinstance(value, (int, float, np.number)) or value is None else str(value)
-        out.append((w.label, name, shown, w.unit, verdict(name, value, rows_in, published), w.what, w.better))
+        out.append((w.label, name, shown, w.unit, verdict(name, value, read, published), w.what, w.better))
     return out
 
 
@@ -260,7 +274,9 @@ def markdown_summary(meta: dict[str, Any], privacy: list, utility: dict[str, Any
         f"| {_md(label)} (`{name}`) | {_md(value)} | {_md(unit)} | {_md(verdict_)} | {_md(what)} ({better}) |"
         for label, name, value, unit, verdict_, what, better in utility_table(utility, meta)
     )
-    warnings = "".join(f"\n> **Warning:** {w}\n" for w in poor_figures(utility, meta.get("rows_in")))
+    warnings = "".join(
+        f"\n> **Warning:** {w}\n" for w in poor_figures(utility, input_rows(meta.get("rows_in"), utility))
+    )
     prov = "\n".join(f"| {k} | {_md(v)} |" for k, v in _provenance(meta))
     head, series = series_rows(meta)
     series_md = (
@@ -385,7 +401,9 @@ def write_html_report(
         f"<td>{esc(better)}</td></tr>"
         for label, name, value, unit, verdict_, what, better in utility_table(utility, meta)
     )
-    warnings = "".join(f"<p class=warn>Warning: {esc(w)}</p>" for w in poor_figures(utility, meta.get("rows_in")))
+    warnings = "".join(
+        f"<p class=warn>Warning: {esc(w)}</p>" for w in poor_figures(utility, input_rows(meta.get("rows_in"), utility))
+    )
     # a failed figure in a published release: one the spec chose to tolerate ([series] composition = "warn")
     warnings += "".join(
         (
@@ -434,7 +452,7 @@ def write_html_report(
 <section id="verdict"><p>{esc(verdict_paragraph(meta, privacy, utility))}</p></section>
 <p>Series <b>{esc(meta["series"])}</b>, release #{meta["sequence"]}, technique <b>{esc(meta["technique"])}</b>,
 parameters <code>{esc(parameter_text(meta.get("parameters") or {}))}</code>, seed {esc(fmt(meta["seed"]))},
-{esc(fmt(meta["rows_in"]))} input rows{created}.</p>
+{esc(_rows_in_words(meta, utility))} input rows{created}.</p>
 {"".join(f"<p>{esc(n[0].upper() + n[1:])}.</p>" for n in input_notes(meta, utility))}
 {warnings}
 <h2>Privacy (computed from the published tables only)</h2>

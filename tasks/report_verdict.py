@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from privpub.tasks.figures import as_number, fmt
+from privpub.tasks.figures import as_number, fmt, input_rows
 
 # the report's meta keys this module reads besides the release's own (flows/pipeline.py, flows/reverify.py)
 SPEC_KEYS = ("quasi_identifiers", "sensitive", "input_name")
@@ -180,11 +180,14 @@ def verdict_paragraph(meta: dict[str, Any], privacy: list, utility: dict[str, An
     """The report's first paragraph (plain text). Keys missing from an older meta: it says less."""
     sensitive = names(meta.get("sensitive"))
     rows_in, suppressed = meta.get("rows_in"), int(utility.get("suppressed_rows") or 0)
-    if isinstance(rows_in, int) and suppressed:
-        rows = f"{rows_in - suppressed:,} of its {rows_in:,} rows ({suppressed:,} left out)"
+    dropped = int(utility.get("dropped_rows") or 0)  # rows_in counts the rows kept after these
+    why = [f"{dropped:,} left out for empty cells"] * bool(dropped) + [f"{suppressed:,} suppressed"] * bool(suppressed)
+    if isinstance(rows_in, int) and why:
+        rows = f"{rows_in - suppressed:,} of the {input_rows(rows_in, utility):,} rows"
     else:
         rows = f"{rows_in:,} rows" if isinstance(rows_in, int) else "rows"
     source = f" of {meta['input_name']}" if meta.get("input_name") else ""
+    source += f" ({', '.join(why)})" if isinstance(rows_in, int) and why else ""
     tech = meta.get("technique")
     parts = [
         f"Release {meta.get('release_id', '')} publishes {rows}{source}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+import numpy as np
 import pandas as pd
 
 from privpub.schemas.errors import InputError
@@ -15,6 +16,7 @@ from privpub.schemas.input import (
     input_files,
     input_text,
     is_frame_input,
+    near_unique_error,
     read_input,
 )
 from privpub.schemas.spec import ReleaseSpec
@@ -65,6 +67,9 @@ def validate(frame: pd.DataFrame, spec: ReleaseSpec, technique) -> Microdata:
     if is_frame_input(spec):
         check_frame_types(frame, spec)
     data = Microdata.from_frame(spec, valid)
+    error = near_unique_error(spec.dataset, qi_value_counts(data), data.people)
+    if error is not None:  # a name or an id among the QIs: refused before any technique runs
+        raise error
     data.dropped_rows = dropped
     if technique is None:
         return data
@@ -73,6 +78,15 @@ def validate(frame: pd.DataFrame, spec: ReleaseSpec, technique) -> Microdata:
     except ValueError as exc:
         raise InputError(str(exc)) from None
     return data
+
+
+def qi_value_counts(data: Microdata) -> dict[str, int]:
+    """Each QI's distinct values as the release reads them (a date in its unit, an empty category
+    one value): the codes in use, counted with one bincount per QI."""
+    return {
+        dom.name: int(np.count_nonzero(np.bincount(data.codes[:, j], minlength=1)))
+        for j, dom in enumerate(data.domains)
+    }
 
 
 # Input the CLI already read and validated in this process, for the flow it then runs (a 1M-row

@@ -17,8 +17,9 @@ import pytest
 import privpub
 from privpub.flows import pipeline
 from privpub.flows.explore import parse_sets, parse_value, settings_of
-from privpub.schemas.errors import SpecError
+from privpub.schemas.errors import PrivacyRefused, SpecError
 from privpub.state.store import Store
+from privpub.tasks.compose.check import ROW_WORDS
 from tests.helpers import write_spec
 from tests.test_drivers import _without_a_server
 
@@ -226,3 +227,90 @@ def test_the_page_holds_no_person_id_or_cell(census_dir):
     for value in rows.occupation.astype(str).unique():
         assert value not in text  # no sensitive cell
     assert "pid" not in text
+
+
+# --- issue 39 item 4: where the series composition check does not apply ------------------------------
+
+
+def row_spec(folder: Path, **kw) -> Path:
+    """The census spec with no person id: the row number stands for it (`person_id = "@row"`)."""
+    spec = write_spec(folder, **kw)
+    spec.write_text(spec.read_text().replace('person_id = "pid"', 'person_id = "@row"'))
+    return spec
+
+
+def compose_rows(state: Path) -> int:
+    """Rows of the series composition summaries in the state (person keys, sets, groups)."""
+    tables = state_tables(state)
+    return sum(rows for name, (rows, _) in tables.items() if name.startswith("compose_"))
+
+
+def test_an_row_table_in_a_series_is_refused_as_publish_refuses_it_never_failed_on_composition(census_dir):
+    # before: row i of release #1 was taken for the person of row i, and every setting but the
+    # published one failed series-composition-l; now the check does not apply to an "@row" table,
+    # and every setting carries the refusal publish itself gives (a second "@row" release)
+    spec = row_spec(census_dir, k=5, l=3, seed=4)
+    state = census_dir / "privpub.duckdb"
+    publish(spec)
+    assert compose_rows(state) == 0  # an "@row" release stores no groups: its rows are nobody's
+    with pytest.raises(PrivacyRefused) as refused:
+        publish(spec, {"technique": {"k": 4}, "output": {"seed": 21}})
+    before = state_tables(state)
+    frame = privpub.explore(spec, {"k": [4, 5, 6, 8], "l": [2, 3]}, seed=21)
+    assert state_tables(state) == before
+    assert frame.passed.tolist() == [False] * 8 and frame.series_composition.isna().all()
+    assert not SERIES_NAMES & set(frame.columns)  # no composition figure at all
+    assert (frame.reason == str(refused.value)).all()  # publish's own words
+    assert str(refused.value).startswith("person_id = \"@row\" numbers rows, not people: series 'census' already has 1")
+    assert (frame.series_composition_note == f"does not apply: {ROW_WORDS}").all()
+    # the figures are those of the setting published where it may be: as a new series
+    alone = publish(spec, {"dataset": {"name": "census-once"}, "technique": {"k": 6, "l": 2}, "output": {"seed": 21}})
+    row = frame[(frame.k == 6) & (frame.l == 2)].iloc[0]
+    stored = stored_figures(state, alone)
+    assert not SERIES_NAMES & set(stored.name)
+    for r in stored.itertuples():
+        assert same_figure(row[r.name], r.value, r.text_value), (r.name, row[r.name], r.text_value)
+    page = Path(frame.attrs["page"]).read_text()
+    assert page.count("does not apply</td>") == 8 and page.count("numbers rows, not people: row i") == 1
+
+
+def test_the_first_release_of_an_row_table_explores_without_a_composition_figure(census_dir, tmp_path):
+    spec = row_spec(census_dir, k=5, l=None, seed=8)
+    res = explore_cli(census_dir, tmp_path, spec, "--set", "k=5,10", "--json")
+    assert res.returncode == 0, res.stderr
+    rows = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [r["passed"] for r in rows] == [True, True] and all(r["reason"] is None for r in rows)
+    assert all(r["series_composition"] is None for r in rows)
+    assert all(r["series_composition_note"] == f"does not apply: {ROW_WORDS}" for r in rows)
+    res = explore_cli(census_dir, tmp_path, spec, "--set", "k=5,10")
+    lines = res.stdout.splitlines()
+    assert [line.split()[1] for line in lines[1:3]] == ["PASS", "PASS"]
+    assert lines[3] == f"every setting: series composition does not apply: {ROW_WORDS}"
+    # a spec with a person id: the first release has nothing to combine with, and says so
+    plain = privpub.explore(write_spec(census_dir, k=5, l=None, seed=8), {"k": [5]})
+    assert plain.series_composition_note.tolist() == [
+        "does not apply: no earlier release of series 'census' to combine with"
+    ]
+
+
+def test_a_series_whose_earlier_release_took_row_numbers_starts_its_check_with_the_next_release(census_dir):
+    # release #1 numbered its rows; the table with its person id, in another row order (so row i
+    # is not person i), cannot be combined with it: composition does not apply to #2, not a failure;
+    # #3 is combined with #2
+    spec_row = row_spec(census_dir, k=5, l=None, seed=4)
+    publish(spec_row)
+    rows = pd.read_csv(census_dir / "census.csv")
+    rows.sample(frac=1, random_state=1).to_csv(census_dir / "census.csv", index=False)
+    spec = write_spec(census_dir, k=5, l=None, seed=4)
+    frame = privpub.explore(spec, {"k": [2, 5, 10]}, seed=21)
+    assert frame.passed.tolist() == [True] * 3 and frame.series_composition.isna().all()
+    why = (
+        "does not apply: the 1 earlier releases of series 'census' have no stored groups (1 took person_id = "
+        '"@row": their rows cannot be linked to people); the check starts with this release'
+    )
+    assert (frame.series_composition_note == why).all() and not SERIES_NAMES & set(frame.columns)
+    second = publish(spec, {"output": {"seed": 21}})
+    assert not SERIES_NAMES & set(stored_figures(census_dir / "privpub.duckdb", second).name)
+    after = privpub.explore(spec, {"k": [2, 5]}, seed=22)  # now there is a release to combine with
+    assert after.series_composition.tolist() == [False, True] and after.series_composition_note.isna().all()
+    assert after["series-composition-k"].iloc[0] < 2 <= 5 <= after["series-composition-k"].iloc[1]

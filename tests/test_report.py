@@ -167,3 +167,51 @@ def test_the_markdown_summary_opens_with_the_verdict():
     first = md.split("\n\n")[1]
     assert first.startswith("Release census-0001-abc publishes 1,000 rows") and "age and sex" in first
     assert "what it guarantees" in md and "at least 10 rows" in md
+
+
+# --- issue 39 item 4: shares of the input and the verdict's rows under [dataset] missing = "drop" ---------------
+
+# the GSS-like table of the issue: 61,697 rows read, 23,917 dropped for an empty cell, 37,780 kept
+# (meta rows_in counts the kept rows), 80 of those suppressed
+GSS = {**META, "rows_in": 37_780, "input_name": "gss_wages.parquet"}
+GSS_UTILITY = {"dropped_rows": 23_917, "suppressed_rows": 80}
+
+
+def _utility_verdicts(meta, utility) -> dict[str, str]:
+    from privpub.tasks.report import utility_table
+
+    return {name: verdict_ for _, name, _, _, verdict_, _, _ in utility_table(utility, meta)}
+
+
+def test_the_dropped_share_is_of_the_rows_read_not_of_the_rows_kept():
+    verdicts = _utility_verdicts(GSS, GSS_UTILITY)
+    assert verdicts["dropped_rows"] == "poor (38.8% of the input rows; 5% or more)"  # 23,917 / 61,697, not / 37,780
+    assert verdicts["suppressed_rows"] == "good (0.1% of the input rows; under 1%)"  # 80 / 61,697
+    lines = summary_lines(GSS, [], GSS_UTILITY)
+    assert "rows in: 61697 (37780 kept, 23917 dropped for an empty cell)" in lines
+    (note,) = [line for line in lines if line.startswith("dropped rows: ")]
+    assert "38.8% of the 61,697 input rows" in note and "63.3%" not in "\n".join(lines)
+    # the bands' edges where the two denominators disagree: 10 of 1,005 read is under 1%, 10 of 995 kept is not;
+    # 50 of 1,002 read is under 5%, 50 of 952 kept is not
+    for kept, dropped, band in ((995, 10, "good"), (995, 11, "fair"), (952, 50, "fair"), (950, 50, "poor")):
+        shown = _utility_verdicts({**META, "rows_in": kept}, {"dropped_rows": dropped})["dropped_rows"]
+        assert shown.startswith(f"{band} ({dropped / (kept + dropped):.1%} of the input rows"), (kept, dropped, shown)
+    # without "drop" nothing changes: the rows in are the rows read
+    assert _utility_verdicts(META, {"suppressed_rows": 10})["suppressed_rows"].startswith("fair (1.0% ")
+    assert "rows in: 1000" in summary_lines(META, [], {"suppressed_rows": 10})
+
+
+def test_the_verdict_speaks_of_the_input_rows_and_says_why_rows_were_left_out(tmp_path):
+    from privpub.tasks.report_verdict import verdict_paragraph
+
+    words = "publishes 37,700 of the 61,697 rows of gss_wages.parquet (23,917 left out for empty cells, 80 suppressed)"
+    assert words in verdict_paragraph(GSS, PRIVACY, GSS_UTILITY)
+    assert words in markdown_summary(GSS, PRIVACY, GSS_UTILITY).split("\n\n")[1]
+    page = write_html_report(tmp_path / "r.html", GSS, PRIVACY, GSS_UTILITY, None).read_text()
+    assert words in page and "61697 (37780 kept, 23917 dropped for an empty cell) input rows" in page
+    assert "of its 37,780" not in page
+    only_dropped = verdict_paragraph(GSS, PRIVACY, {"dropped_rows": 23_917})
+    assert "publishes 37,780 of the 61,697 rows of gss_wages.parquet (23,917 left out for empty cells)," in only_dropped
+    only_suppressed = verdict_paragraph({**GSS, "rows_in": 61_697}, PRIVACY, {"suppressed_rows": 80})
+    assert "publishes 61,617 of the 61,697 rows of gss_wages.parquet (80 suppressed)," in only_suppressed
+    assert "publishes 61,697 rows of gss_wages.parquet," in verdict_paragraph({**GSS, "rows_in": 61_697}, PRIVACY, {})

@@ -6,6 +6,7 @@ strict."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import hypothesis
 import numpy as np
@@ -18,6 +19,7 @@ import privpub
 from privpub.schemas.errors import InputError, PublishedTableError, SpecError
 from privpub.schemas.input import validate_input
 from privpub.schemas.spec import spec_from_dict
+from privpub.tasks import report
 from tests.test_drivers import _without_a_server
 
 CODES = ["10115", "10117", "10119", "10245", "10247", "20095", "20097", "20099", "30159", "30161"]
@@ -60,7 +62,8 @@ def class_sizes(published: pd.DataFrame, columns: list[str]) -> pd.Series:
 def test_a_date_qi_is_published_as_date_ranges_that_cover_their_rows_and_are_k_anonymous(tmp_path, monkeypatch, unit):
     monkeypatch.chdir(tmp_path)
     frame = table()
-    q = {"name": "born", "kind": "date", **({"hierarchy": unit} if unit != "day" else {})}
+    # a birth date by the day (or month) is near-unique in 800 people: marked, these tests are about dates
+    q = {"name": "born", "kind": "date", "near_unique": "allow", **({"hierarchy": unit} if unit != "day" else {})}
     release = privpub.publish(frame, spec([q, {"name": "sex", "kind": "categorical"}]))
     arrow = pq.read_table(next(release.folder.glob("table*.parquet")))
     assert str(arrow.schema.field("born_lo").type) == "date32[day]" == str(arrow.schema.field("born_hi").type)
@@ -87,7 +90,7 @@ def test_dates_from_a_parquet_date_column_and_datetimes_publish_the_same_table(t
     frame = table(300)
     as_dates = frame.assign(born=pd.to_datetime(frame.born).dt.date)
     as_dates.to_parquet(tmp_path / "people.parquet")
-    qi = [{"name": "born", "kind": "date", "hierarchy": "month"}]
+    qi = [{"name": "born", "kind": "date", "hierarchy": "month", "near_unique": "allow"}]
     from_text = privpub.publish(frame, spec(qi))
     from_parquet = privpub.publish(tmp_path / "people.parquet", spec(qi), state="other.duckdb")
     from_datetimes = privpub.publish(frame.assign(born=pd.to_datetime(frame.born)), spec(qi), state="third.duckdb")
@@ -253,7 +256,7 @@ def with_empty_cells(frame: pd.DataFrame, share: float = 0.05, seed: int = 1) ->
 
 
 QI_ALL = [
-    {"name": "born", "kind": "date", "hierarchy": "month"},
+    {"name": "born", "kind": "date", "hierarchy": "month", "near_unique": "allow"},  # birth months: near-unique
     {"name": "zip", "kind": "categorical", "hierarchy": "mask"},
     {"name": "score", "kind": "ordinal", "order": [1, 2, 3, 4, 5]},
 ]
@@ -283,6 +286,51 @@ def test_drop_leaves_out_the_rows_with_an_empty_cell_and_counts_them(tmp_path, m
     assert class_sizes(release.tables["table"], ["born_lo", "born_hi", "zip", "score"]).min() >= 10
     report = release.report.read_text()
     assert "Dropped rows: 50 (an empty cell in the person id, a quasi-identifier or the sensitive column" in report
+
+
+def test_shares_of_the_input_count_the_dropped_rows_in_the_report_its_markdown_and_the_cli(
+    tmp_path, monkeypatch, capsys
+):
+    """Issue 39 item 4: a table where "drop" leaves out 38.8% of the rows (a GSS-like share) and
+    suppression some more. Every share "of the input rows" divides by the rows of the file (kept and
+    dropped), and the verdict speaks of the file's rows: the old figures divided by the kept rows
+    (63.4% here) and said "N of its <kept> rows"."""
+    from privpub.flows import cli, pipeline
+
+    monkeypatch.chdir(tmp_path)
+    frame, _ = with_empty_cells(table(2000), share=0.388)
+    read = len(frame)
+    dropped = int(frame[["pid", "born", "zip", "score", "diagnosis"]].isna().any(axis=1).sum())  # direct count
+    assert dropped == 776 and f"{dropped / read:.1%}" == "38.8%" and f"{dropped / (read - dropped):.1%}" == "63.4%"
+    frame.to_parquet(tmp_path / "gss_like.parquet", index=False)
+    seen: dict = {}
+    monkeypatch.setattr(pipeline.Driver, "after_commit", lambda self, run_id, *args: seen.update(args=args))
+    release = privpub.publish(
+        tmp_path / "gss_like.parquet",
+        {**spec(QI_ALL, missing="drop"), "technique": {"name": "generalization", "k": 10, "suppress": 0.05}},
+    )
+    published = len(release.tables["table"])
+    suppressed = read - dropped - published
+    assert suppressed > 0 and release.figures.set_index("name").value["suppressed_rows"] == suppressed
+    words = (
+        f"publishes {published:,} of the {read:,} rows of gss_like.parquet "
+        f"({dropped:,} left out for empty cells, {suppressed:,} suppressed)"
+    )
+    share = f"{dropped / read:.1%} of the {read:,} input rows"
+    page = re.sub(r"\s+", " ", release.report.read_text())
+    verdict = re.search(r'<section id="verdict"><p>([^<]+)</p>', page)
+    assert verdict and words in verdict.group(1)
+    assert "poor (38.8% of the input rows; 5% or more)" in page and "63.4%" not in page
+    assert f"{share}; not published" in page
+    assert f"fair ({suppressed / read:.1%} of the input rows; 1% to 5%)" in page  # suppressed: of the file's too
+    assert f"{read} ({read - dropped} kept, {dropped} dropped for an empty cell) input rows" in page
+    markdown = report.markdown_summary(*seen["args"])
+    assert words in markdown and "| poor (38.8% of the input rows; 5% or more) |" in markdown and share in markdown
+    assert f"rows in: {read} ({read - dropped} kept, {dropped} dropped for an empty cell)" in markdown
+    cli.print_summary(tmp_path / "privpub.duckdb", release.id)
+    printed = capsys.readouterr().out
+    assert f"rows in: {read} ({read - dropped} kept, {dropped} dropped for an empty cell)" in printed
+    assert f"dropped rows: {dropped:,} (an empty cell" in printed and share in printed and "63.4%" not in printed
 
 
 def test_drop_names_a_bad_cell_by_its_row_in_the_input(tmp_path, monkeypatch):
@@ -398,7 +446,7 @@ person_id = "pid"
 sensitive = "diagnosis"
 missing = "drop"
 qi = [
-  { name = "born", kind = "date", hierarchy = "month" },
+  { name = "born", kind = "date", hierarchy = "month", near_unique = "allow" },
   { name = "zip", kind = "categorical", hierarchy = "mask" },
   { name = "score", kind = "ordinal", order = [1, 2, 3, 4, 5] },
 ]
@@ -451,7 +499,10 @@ def test_a_release_whose_date_ranges_run_backwards_is_refused_before_it_is_publi
         release.tables["table"] = table.set_column(table.column_names.index("born_hi"), "born_hi", lo)
         return release
 
-    qi = [{"name": "born", "kind": "date", "hierarchy": "month"}, {"name": "sex", "kind": "categorical"}]
+    qi = [
+        {"name": "born", "kind": "date", "hierarchy": "month", "near_unique": "allow"},
+        {"name": "sex", "kind": "categorical"},
+    ]
     monkeypatch.setattr(Generalization, "anonymize", backwards)
     with pytest.raises(PublishedTableError, match=r"^published table 'table' fails its schema: .*born_lo <= born_hi"):
         privpub.publish(table(300), spec(qi))

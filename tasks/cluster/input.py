@@ -23,7 +23,7 @@ import pandas as pd
 import pyarrow as pa
 
 from privpub.schemas.errors import InputError
-from privpub.schemas.input import input_files, validate_input
+from privpub.schemas.input import input_files, near_unique_error, validate_input
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.compose.summaries import person_text
 from privpub.tasks.core.executor import Executor, as_executor
@@ -107,7 +107,16 @@ def scan_part(path: str | Path, spec: ReleaseSpec):
         np.asarray(s_uniques),
         person_text(frame[ds.person_id]),
     )
-    summary = {"n": len(frame), "distinct": distinct, "s_values": np.asarray(s_uniques), "integer": integer}
+    # the values present of a QI whose domain the spec fixes (an order or a hierarchy): only for
+    # counting its distinct values (the near-unique check), never kept
+    present = {q.name: np.unique(np.asarray(u).astype(str)) for q, u, d in zip(ds.qi, uniques, distinct) if d is None}
+    summary = {
+        "n": len(frame),
+        "distinct": distinct,
+        "present": present,
+        "s_values": np.asarray(s_uniques),
+        "integer": integer,
+    }
     return local, summary, buckets
 
 
@@ -211,6 +220,15 @@ def load_on_cluster(spec: ReleaseSpec, where: Executor | Any) -> PartedData:
     domains = [
         domain_from_distinct(q, merge_distinct([s["distinct"][j] for s in summaries])) for j, q in enumerate(ds.qi)
     ]
+    counts = {
+        q.name: len(dom.values)
+        if summaries[0]["distinct"][j] is not None
+        else len(np.unique(np.concatenate([s["present"][q.name] for s in summaries])))
+        for j, (q, dom) in enumerate(zip(ds.qi, domains))
+    }
+    error = near_unique_error(ds, counts, sum(s["n"] for s in summaries))  # rows are people: no "many" on Dask
+    if error is not None:
+        raise error
     s_values = np.unique(np.concatenate([s["s_values"] for s in summaries]))
     integer = {name: all(s["integer"][name] for s in summaries) for name in summaries[0]["integer"]}
     meta = ex.scatter((domains, s_values), broadcast=True)

@@ -132,8 +132,8 @@ def _change(
         if head is None:
             message = (
                 f"series '{series}' has no stored composition summaries (no release yet, or only releases "
-                "published before privpub kept them): nothing to change; its next release starts them "
-                "under the spec's [series] settings"
+                'published before privpub kept them or with person_id = "@row"): nothing to change; its next '
+                "release starts them under the spec's [series] settings"
             )
             Store.log_in(con, actor, "series-change", series, "refused", None, {"message": message})
             raise StateError(message)

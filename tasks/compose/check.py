@@ -17,6 +17,10 @@ are in one group, so the check composes each PERSON once per release, as its (pe
 pairs (`units`: one per distinct value of the person's rows, each pointing at a row); records
 per (group, value) are then people holding the value, and the figures below, people and
 returning count people.
+
+`person_id = "@row"` numbers rows, not people: such a release is linked to no other, so the check
+does not apply to it (no figure, no summaries stored) and `not_applied` says why; a later release
+with a person id starts the check (flows/pipeline.py refuses an "@row" release after a first one).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from privpub.schemas.errors import InputError, SpecError
-from privpub.schemas.spec import ReleaseSpec
+from privpub.schemas.spec import ROW_ID, ReleaseSpec
 from privpub.tasks.compose import remedies, summaries
 from privpub.tasks.compose.algebra import GroupCounts, Sets, compose, shared
 from privpub.tasks.compose.keep_groups import kept_partition
@@ -37,6 +41,12 @@ from privpub.tasks.core.technique import Technique
 from privpub.tasks.core.types import Partition, PrivacyResult
 
 MODES = ("refuse", "warn")
+
+# why the check does not apply to a release whose person id is the row number
+ROW_WORDS = (
+    f'person_id = "{ROW_ID}" numbers rows, not people: row i of two releases is not one person, so no '
+    "release of this table can be linked to another person by person (publish it once)"
+)
 
 
 @dataclass(frozen=True)
@@ -98,6 +108,8 @@ class SeriesCheck:
         # holding it, and its person's number (None: a row is a person)
         self.unit_rows: np.ndarray | None = None
         self.unit_person: np.ndarray | None = None
+        self.row_ids = spec.dataset.person_id == ROW_ID  # nothing to link: the check does not apply
+        self.unlinked_before = 0  # earlier releases of the series that took "@row" (set by prepare)
 
     @property
     def model(self) -> str:
@@ -125,9 +137,10 @@ class SeriesCheck:
         self.values = np.asarray(data.sensitive_values).astype(str).astype(object)
         self.codes = data.sensitive_codes if self.unit_rows is None else data.sensitive_codes[self.unit_rows]
         self.transient = np.isin(self.values, list(self.settings.transient))
-        if self.technique.guards_series:  # its own verifier is the series check
+        if self.technique.guards_series or self.row_ids:  # its own verifier is the series check; no people
             return
         self.store = store
+        self.unlinked_before = row_numbered_releases(store, ds.name)
         if len(self.views) > 1:
             self.persons = per_view(self.persons, len(self.views))
             self.codes = np.tile(self.codes, len(self.views))
@@ -222,6 +235,7 @@ class SeriesCheck:
         if other.unit_person is not None:
             self.people = other.people
         self.transient, self.prior, self.store = other.transient, other.prior, other.store
+        self.unlinked_before = other.unlinked_before
         return True
 
     def discard(self) -> None:
@@ -250,16 +264,38 @@ class SeriesCheck:
 
     def check_release(self, data, part) -> list[PrivacyResult]:
         """The figures of a release (rows kept in parts: tasks/cluster/compose.PartedSeriesCheck)."""
-        if self.technique.guards_series:
+        if self.technique.guards_series or self.row_ids:
             return []
         return self.check(data, *self.technique.composition_groups(data, part))
 
     def history_missing(self, based_on: int) -> bool:
-        """Earlier releases exist but left no stored groups (published before privpub kept them)."""
-        return bool(based_on) and self.prior is None and not self.technique.guards_series
+        """Earlier releases exist but left no stored groups (published before privpub kept them,
+        or with "@row")."""
+        return bool(based_on) and self.prior is None and not self.technique.guards_series and not self.row_ids
+
+    def not_applied(self, based_on: int) -> str | None:
+        """Why this release has no composition figure (after `prepare`; based_on: the releases of
+        the series before it), None when it has one."""
+        series = self.spec.dataset.name
+        if self.technique.guards_series:
+            return f"technique '{self.technique.name}' checks its series itself (its own privacy figures)"
+        if self.row_ids:
+            return ROW_WORDS
+        if self.prior is not None:
+            return None
+        if not based_on:
+            return f"no earlier release of series '{series}' to combine with"
+        why = "published before privpub kept them"
+        if self.unlinked_before:  # an "@row" release stores no groups: its rows are nobody's
+            why = f'{self.unlinked_before} took person_id = "{ROW_ID}": their rows cannot be linked to people'
+            why += "" if self.unlinked_before == based_on else "; the others were published before privpub kept them"
+        return (
+            f"the {based_on} earlier releases of series '{series}' have no stored groups ({why}); "
+            "the check starts with this release"
+        )
 
     def check(self, data: Microdata, group: np.ndarray, n_groups: int) -> list[PrivacyResult]:
-        if self.technique.guards_series or (self.prior is None and not self.commits):
+        if self.technique.guards_series or self.row_ids or (self.prior is None and not self.commits):
             return []
         codes = self.codes if self.grouped else data.sensitive_codes
         group = self.units(group)
@@ -395,6 +431,21 @@ class SeriesCheck:
             transient=list(self.settings.transient),
             several_rows=self.unit_person is not None,
         )
+
+
+def row_numbered_releases(store, series: str) -> int:
+    """Releases of the series whose person id was the row number ("@row", in their stored spec)."""
+    if not store.last_sequence(series):
+        return 0
+    return int(
+        store.query(
+            lambda con: con.execute(
+                "SELECT count(*) FROM release_rows WHERE series = ? "
+                "AND json_extract_string(spec, '$.dataset.person_id') = ?",
+                [series, ROW_ID],
+            ).fetchone()[0]
+        )
+    )
 
 
 def per_view(persons: pa.Array, views: int) -> pa.Array:

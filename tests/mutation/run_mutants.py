@@ -89,6 +89,14 @@ MUTANTS = [
         "math.floor(share * n)",
         ["tests/test_suppress.py"],
     ),
+    # direct identifiers (schemas/input.py, issue 39 item 2): a QI with more values than half the people
+    Mutant(
+        "identifier check lets a near-unique QI through",
+        "schemas/input.py",
+        "distinct > NEAR_UNIQUE_SHARE * people",
+        "distinct > NEAR_UNIQUE_SHARE * people + 1",
+        ["tests/test_near_unique.py", "tests/test_init.py"],
+    ),
     # re-identification risk (tasks/risk.py)
     Mutant(
         "records-at-risk counts records exactly at the threshold",
@@ -654,8 +662,22 @@ MUTANTS = [
     Mutant(
         "explore passes a setting the pipeline refuses",
         "flows/explore.py",
-        "        done.refusal is None,",
+        "        not reasons,",
         "        True,",
+        ["tests/test_explore.py"],
+    ),
+    Mutant(
+        "shares of the input divide by the rows kept, not the rows read",
+        "tasks/figures.py",
+        'return int(rows_in) + int(utility.get("dropped_rows") or 0)',
+        "return int(rows_in)",
+        ["tests/test_report.py"],
+    ),
+    Mutant(
+        "the series check composes an @row release (row i taken for one person)",
+        "tasks/compose/check.py",
+        "self.row_ids = spec.dataset.person_id == ROW_ID",
+        "self.row_ids = False",
         ["tests/test_explore.py"],
     ),
     Mutant(
