@@ -24,7 +24,7 @@ from hypothesis import Phase, assume, given, settings
 from hypothesis import strategies as st
 
 import privpub
-from privpub.schemas.errors import InputError
+from privpub.schemas.errors import InputError, SpecError
 from privpub.state.store import Store
 from privpub.tasks.compose.algebra import GroupCounts, Sets, compose
 from privpub.tasks.compose.rebuild import replay
@@ -241,3 +241,24 @@ def test_replayed_k_figure_counts_people(tmp_path):
     fewest, below, replayed = replay(Store(tmp_path / "state.duckdb"), "s", 2, False, int(people.min()) + 1)
     assert (fewest, replayed) == (people.min(), 2)
     assert below == people[people == people.min()].sum()  # the people of the smallest groups
+
+
+def test_series_change_checks_each_persons_value_set(tmp_path):
+    """`privpub series change` re-checks the value model over the stored (person, value) rows: p0
+    holds a and x, then a and y. With x and y transient the series is fine; a list without y makes
+    y permanent, so p0's permanent values went from {a} to {a, y}: the change is refused, naming
+    the release; with a transient too, p0 has no permanent value either time, and it passes."""
+    others = [(f"q{i}", 40 + i, "B", v) for i, v in enumerate("cdefgh")]
+    columns = ["pid", "age", "zip", "v"]
+    one = pd.DataFrame([("p0", 30, "A", "a"), ("p0", 30, "A", "x"), ("p0", 30, "A", "a")] + others, columns=columns)
+    two = pd.DataFrame([("p0", 30, "A", "a"), ("p0", 30, "A", "y")] + others, columns=columns)
+    spec = spec_of(tmp_path, 2)
+    spec["series"]["transient"] = ["x", "y"]
+    for frame in (one, two):
+        privpub.publish(frame, spec)
+    narrower = {**spec, "series": {**spec["series"], "transient": ["x"]}}
+    with pytest.raises(SpecError, match=r"1 times, in releases #2"):
+        privpub.change_series(narrower, state=tmp_path / "state.duckdb")
+    wider = {**spec, "series": {**spec["series"], "transient": ["a", "x", "y"]}}
+    change = privpub.change_series(wider, state=tmp_path / "state.duckdb")
+    assert (change.transient_before, change.transient_after, change.people) == (2, 3, 7)
