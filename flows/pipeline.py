@@ -317,8 +317,8 @@ def draw_seed() -> int:
 
 # [dataset] keys added after releases were keyed, with the value that changes nothing: left out
 # of the key at that value, so a spec that does not use them keeps the key it had (repeat protection)
-LATER_DATASET_KEYS = {"rows_per_person": "one"}
-LATER_QI_KEYS = {"near_unique": None}
+LATER_DATASET_KEYS: dict[str, str | None] = {"rows_per_person": "one"}
+LATER_QI_KEYS: dict[str, str | None] = {"near_unique": None}
 
 
 def _keyed_dataset(spec: ReleaseSpec) -> dict:

@@ -455,7 +455,7 @@ def anatomy_chunk_figures(chunk: AnatomyChunk) -> dict[str, Any]:
         worst = None
     out = {"consistent": bool(consistent), "fewest": fewest, "worst": worst}
     if chunk.person is not None:
-        out["people"] = (int(size.min()), int(size.idxmin())) if len(size) else None
+        out["people"] = (int(size.min()), int(gids[np.argmin(counts)])) if len(size) else None  # the first such group
     return out
 
 
