@@ -25,9 +25,13 @@ from hypothesis import strategies as st
 
 import privpub
 from privpub.schemas.errors import InputError, SpecError
+from privpub.schemas.spec import spec_from_dict
 from privpub.state.store import Store
 from privpub.tasks.compose.algebra import GroupCounts, Sets, compose
+from privpub.tasks.compose.check import SeriesCheck
 from privpub.tasks.compose.rebuild import replay
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.techniques.anatomy.technique import Anatomy
 from tests import composition_linker as cl
 
 PERMANENT = list("abcdefghij")
@@ -262,3 +266,27 @@ def test_series_change_checks_each_persons_value_set(tmp_path):
     wider = {**spec, "series": {**spec["series"], "transient": ["a", "x", "y"]}}
     change = privpub.change_series(wider, state=tmp_path / "state.duckdb")
     assert (change.transient_before, change.transient_after, change.people) == (2, 3, 7)
+
+
+def test_keep_groups_keeps_each_person_whole(tmp_path, monkeypatch):
+    """[series] keep_groups under "many": a returning person's cohort is on all their rows, the
+    cohorts are held to the series' l in people, and the kept grouping passes the check. (Anatomy
+    is made to accept kept groups for this: its anonymize takes any grouping.)"""
+    monkeypatch.setattr(Anatomy, "accepts_kept_groups", True)
+    releases = draw_series(5, 2)
+    spec = spec_of(tmp_path, 2)
+    spec["series"]["keep_groups"] = True
+    privpub.publish(releases[0], spec)
+    checked = spec_from_dict({**spec, "dataset": {**spec["dataset"], "input": "x.csv"}})
+    data = Microdata.from_frame(checked, releases[1])
+    technique = Anatomy(checked)
+    check = SeriesCheck(checked, technique)
+    check.prepare(Store(tmp_path / "state.duckdb"), data)
+    own = technique.partition(data, np.random.default_rng(0))
+    kept = check.keep_groups(data, own)
+    frame = releases[1].assign(g=kept.group)
+    assert (frame.groupby("pid").g.nunique() == 1).all()  # each person whole
+    assert kept.info["returning"] == len(set(releases[0].pid) & set(releases[1].pid))  # people, not rows
+    (result,) = check.check(data, kept.group, kept.n_groups)
+    assert result.passed and result.worst["below"] == 0
+    assert (frame.drop_duplicates(["pid", "v"]).groupby("g").v.nunique() >= 2).all()
