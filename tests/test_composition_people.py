@@ -9,7 +9,9 @@
   series change` agree with the publish.
 - The k figure (people who can be the person: Sets.identity with the groups' excess) against a
   direct count over people on drawn series: never above it, exact in a person's first release.
-- A returning person whose permanent values change is refused; transient values may change.
+- A returning person whose permanent values change is refused; transient values may change;
+  `privpub series change` checks the value sets of the stored releases the same way.
+- `[series] keep_groups` keeps each person whole; a person split over two groups is stopped.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from privpub.tasks.compose.algebra import GroupCounts, Sets, compose
 from privpub.tasks.compose.check import SeriesCheck
 from privpub.tasks.compose.rebuild import replay
 from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.techniques.anatomy import technique as anatomy
 from privpub.tasks.techniques.anatomy.technique import Anatomy
 from tests import composition_linker as cl
 
@@ -290,3 +293,13 @@ def test_keep_groups_keeps_each_person_whole(tmp_path, monkeypatch):
     (result,) = check.check(data, kept.group, kept.n_groups)
     assert result.passed and result.worst["below"] == 0
     assert (frame.drop_duplicates(["pid", "v"]).groupby("g").v.nunique() >= 2).all()
+
+
+def test_a_person_split_over_groups_is_not_composed(tmp_path, monkeypatch):
+    """The model needs each person in one group of a release: a technique that splits a person's
+    rows over two groups is stopped by the check instead of being composed as one of them."""
+    frame = draw_series(2, 1)[0]
+    monkeypatch.setattr(anatomy, "anatomy_people_groups", lambda person, *_: np.arange(len(person)) % 2)
+    monkeypatch.setattr(anatomy.Anatomy, "verify", lambda self, release, context: [])
+    with pytest.raises(ValueError, match="put a person's rows in several groups"):
+        privpub.publish(frame, spec_of(tmp_path, 2))
