@@ -298,7 +298,12 @@ class SeriesCheck:
         if self.technique.guards_series or self.row_ids or (self.prior is None and not self.commits):
             return []
         codes = self.codes if self.grouped else data.sensitive_codes
-        if self.unit_rows is not None and (self.per_row(group[self.unit_rows], data.person) != group).any():
+        person = getattr(data, "person", None)
+        if (
+            self.unit_rows is not None
+            and person is not None
+            and (self.per_row(self.units(group), person) != group).any()
+        ):
             # the model (docs/series.md) needs each person in one group of a release
             raise ValueError(f"technique {self.technique.name} put a person's rows in several groups")
         group = self.units(group)
