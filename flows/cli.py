@@ -272,7 +272,8 @@ def print_summary(state: Path, release_id: str) -> None:
         if key in utility:
             utility[key] = int(utility[key])
     risk = {r.name: r.value for r in m[m.kind == "risk"].itertuples()}
-    for line in summary_lines({**rel, "risk": risk}, privacy, utility):
+    people = store.private(release_id).get("people_in")  # rows_per_person = "many": the input's people
+    for line in summary_lines({**rel, "risk": risk, "people_in": people}, privacy, utility):
         print(f"  {line}")
     out = Path(rel["output_dir"]) / release_id
     print(f"  published files: {out}/")

@@ -361,7 +361,7 @@ def explore_one(
     series_check.commits = False
     try:
         technique.check_data(data)
-        setting.risk.check_population(data.n)
+        setting.risk.check_population(data.people)
         if not (prepared and series_check.share_prepared(prepared[0])):
             series_check.prepare(store, data)  # reads this input's people's summaries, writes nothing
             prepared[:] = [series_check]

@@ -42,7 +42,7 @@ from privpub.tasks import report_verdict
 from privpub.tasks.cluster.compose import PartedSeriesCheck
 from privpub.tasks.cluster.evaluate import evaluate_on_cluster
 from privpub.tasks.cluster.input import PartedData
-from privpub.tasks.cluster.risk import release_risk, release_riskiest, rows_risk
+from privpub.tasks.cluster.risk import release_figures, release_riskiest, rows_figures
 from privpub.tasks.compose.check import SeriesCheck
 from privpub.tasks.core.executor import Executor, ThreadExecutor
 from privpub.tasks.core.microdata import Microdata
@@ -52,7 +52,7 @@ from privpub.tasks.report_series import SERIES_FIGURES
 from privpub.tasks.risk import RiskSettings, over_limits, risk_settings
 from privpub.tasks.techniques.registry import get_technique
 from privpub.tasks.validate import checked_input, load_input, validate
-from privpub.tasks.verify.published import check_published
+from privpub.tasks.verify.published import PEOPLE, PEOPLE_IN, check_published
 
 # ids of the releases this process committed: whatever fails afterwards (artifacts, the summary,
 # Prefect's own bookkeeping) must not turn a committed release into a failed command
@@ -217,22 +217,26 @@ def evaluate_step(technique, release, data, workload_seed: int, shared: SharedWo
 
 def risk_step(
     technique, release, data, settings: RiskSettings, input_memo: dict | None = None, where_too: bool = True
-) -> tuple[dict[str, float], dict | None]:
+) -> tuple[dict[str, float], dict | None, dict | None]:
     """Re-identification risk before (the input, when its rows are here) and after (the
-    published table the technique names), and where the riskiest published rows are.
-    input_memo: the input's figures by (threshold, population), kept across the releases
-    `privpub explore` computes from one input; where_too False: no riskiest rows (no report)."""
+    published table the technique names), where the riskiest published rows are, and what
+    the report says of attribute disclosure ({"release": ..., "input": ...}, tasks/risk.py
+    attribute_summary). input_memo: the input's figures by (threshold, population), kept across
+    the releases `privpub explore` computes from one input; where_too False: no riskiest rows
+    and no attribute summary (no report)."""
     t0 = time.perf_counter()
-    population = settings.population_size(data.n)  # None: no journalist / marketer figures
+    population = settings.population_size(data.people)  # None: no journalist / marketer figures
     memo = {} if input_memo is None else input_memo
     key = (settings.threshold, population)
     if key not in memo:
-        memo[key] = rows_risk(data, settings.threshold, population)
-    figures = dict(memo[key])
-    figures.update(release_risk(technique, release, settings.threshold, population))
+        memo[key] = rows_figures(data, settings.threshold, population)
+    before, input_summary = memo[key]
+    after, summary = release_figures(technique, release, settings.threshold, population)
+    figures = {**before, **after}
     where = release_riskiest(technique, release) if where_too else None
+    attribute = {"release": summary, "input": input_summary} if where_too else None
     progress(f"risk done in {time.perf_counter() - t0:.2f} s")
-    return figures, where
+    return figures, where, attribute
 
 
 def stage_step(output_dir: Path, tables) -> StagedFiles:
@@ -413,6 +417,7 @@ class Computed:
     risk: dict[str, float] | None
     riskiest: dict | None
     refusal: Refusal | None
+    attribute: dict | None = None  # risk_step's attribute summaries (the report's)
 
 
 def compute_release(
@@ -446,6 +451,11 @@ def compute_release(
         part = series_check.keep_groups(data, part)
         progress(f"{part.n_groups} groups kept from earlier releases ({part.info['merge_rounds']} merge rounds)")
     release = anonymize_step(driver, technique, data, part, rng, executor)
+    if getattr(data, "person", None) is not None:  # rows_per_person = "many" (docs/models.md)
+        if PEOPLE not in release.private:  # without it the verifier would count rows as people
+            raise RuntimeError(f'technique {technique.name} kept no people table under rows_per_person = "many"')
+        # the input's people: the population of [risk] sample_fraction when `privpub verify` recomputes
+        release.private[PEOPLE_IN] = data.people
     privacy, utility = verify_and_evaluate(
         driver,
         technique,
@@ -472,12 +482,14 @@ def compute_release(
             message += "; " + series_check.breach_note()
         return Computed(release, part, privacy, utility, None, None, Refusal(message, detail))
 
-    risk, riskiest = driver.run("risk", risk_step, technique, release, data, settings, input_risk, input_risk is None)
+    risk, riskiest, attribute = driver.run(
+        "risk", risk_step, technique, release, data, settings, input_risk, input_risk is None
+    )
     broken = over_limits(risk, settings)
     if broken:
         message = "release refused, re-identification risk above its limit: " + "; ".join(broken)
-        return Computed(release, part, privacy, utility, risk, riskiest, Refusal(message, {"risk": broken}))
-    return Computed(release, part, privacy, utility, risk, riskiest, None)
+        return Computed(release, part, privacy, utility, risk, riskiest, Refusal(message, {"risk": broken}), attribute)
+    return Computed(release, part, privacy, utility, risk, riskiest, None, attribute)
 
 
 def row_ids_refusal(store: Store, spec: ReleaseSpec) -> str | None:
@@ -571,7 +583,7 @@ def _run_release(
     )
 
     fp, data = read_rows(driver, spec, technique, executor, in_parts)
-    settings.check_population(data.n)  # [risk] population below the input's records: refused now
+    settings.check_population(data.people)  # [risk] population below the input's records (people): refused now
     key = release_key(spec, fp, seed)
     existing = store.find_by_key(key)
     if existing:
@@ -622,10 +634,12 @@ def _run_release(
         "spec_path": spec_path,
         "risk": risk,
         "riskiest": riskiest,
+        "attribute": computed.attribute,
         "risk_note": technique.risk_note,
         **report_verdict.spec_facts(spec),  # quasi_identifiers, sensitive, input_name: the report's verdict
         **origin,
         "hashes": {meta_["file"]: meta_["sha256"] for meta_ in staged.files.values()},
+        "people_in": release.private.get(PEOPLE_IN),  # rows_per_person = "many": the input's people
     }
     series_names = [r.model for r in privacy] + SERIES_FIGURES
     earlier = store.series_figures(spec.dataset.name, series_names)

@@ -27,6 +27,8 @@ EXTRA_SECTIONS: dict[str, tuple[str, ...]] = {
         "max_prosecutor",
         "max_records_at_risk",
         "max_attribute",
+        "max_gain",
+        "max_difference",
         "population",
         "sample_fraction",
     ),  # tasks/risk.py

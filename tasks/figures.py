@@ -264,6 +264,11 @@ _GUARANTEES: list[tuple[str, str]] = [
         "tells little more than the table as a whole",
     ),
     (
+        r"beta-likeness",
+        "in every class each sensitive value's share exceeds its share of the whole table by at most {t} times "
+        "that share ((p - q) / q at most {t}): a class never makes a rare value much more likely",
+    ),
+    (
         r"attribute disclosure",
         "an adversary who has linked a person to their group guesses their sensitive value with probability "
         "at most {t}",
@@ -324,8 +329,19 @@ _GUARANTEES: list[tuple[str, str]] = [
 ]
 
 
-def guarantee(model: str, threshold: Any) -> str:
-    """In one sentence, what a privacy figure guarantees when its check passes ("" when unknown)."""
+# rows_per_person = "many": k counts people (the k-anonymity result's worst case says "measures": "people")
+_PEOPLE_K = (
+    "every published combination of quasi-identifier values is shared by at least {t} people, and all of a "
+    "person's records are in one such combination: an adversary who knows one or all of a person's records "
+    "finds at least {t} people who may be them"
+)
+
+
+def guarantee(model: str, threshold: Any, worst: dict | None = None) -> str:
+    """In one sentence, what a privacy figure guarantees when its check passes ("" when unknown);
+    worst: the result's worst case (it says when the figure counts people)."""
+    if model == "k-anonymity" and (worst or {}).get("measures") == "people":
+        return _PEOPLE_K.format(t=fmt(threshold) or "the threshold")
     for pattern, text in _GUARANTEES:
         m = re.fullmatch(pattern, model)
         if m:
@@ -373,6 +389,8 @@ _WORST_LABELS = {
     "class": "the class (as published)",
     "size": "rows in the class",
     "distinct_sensitive": "different sensitive values in it",
+    "distinct_people": "different people in it",
+    "people_in_several_classes": "people with rows in several classes",
     "classes": "classes in the table",
     "qid": "QID columns",
     "gid": "group (gid in the published tables)",
@@ -405,6 +423,8 @@ _WORST_LABELS = {
     "qi_units": "units with that QI value",
     "theorem6": "Theorem 6 bound",
     "r1": "rows of the most frequent value",
+    "class_share": "share of the worst value in the class",
+    "table_share": "its share of the whole table",
     "r_l_to_r_m": "rows of the l-th to last values",
 }
 

@@ -30,7 +30,7 @@ from privpub.tasks.figures import (
 )
 from privpub.tasks.report_plots import bar_chart, before_after_chart, integer_bins, plot_figure
 from privpub.tasks.report_series import series_rows, series_words, trend_plots
-from privpub.tasks.report_verdict import verdict_paragraph
+from privpub.tasks.report_verdict import alarm_text, attribute_alarm, percent, verdict_paragraph
 
 __all__ = ["fmt", "markdown_summary", "summary_lines", "write_html_report"]
 
@@ -49,10 +49,42 @@ RISK_LABELS = {
     "records-at-risk": "share of records above the risk threshold",
     "sample-uniques": "share of records unique on their QIs",
     "attribute-risk-max": "highest share of one sensitive value in a class",
+    "attribute-gain-max": "largest gain of a sensitive value's share in a group over its share of all, (p_g - p) / p",
+    "attribute-difference-max": "largest rise of a sensitive value's share in a group over its share of all, p_g - p",
     "journalist-risk-max": "highest journalist risk (expected 1 / size of the class in the population)",
     "marketer-risk": "expected share of records a marketer links to the right person",
     "population-uniques": "estimated share of the population unique on its QIs",
 }
+
+
+VALUES_SHOWN = 12  # the attribute disclosure table lists the values with the largest gain, this many
+
+# shares and probabilities (0-1) plotted before -> after; a gain is a ratio, unbounded
+PLOTTED = [name for name in RISK_LABELS if name != "attribute-gain-max"]
+
+
+def attribute_table(meta: dict[str, Any]) -> tuple[list[str], list[list[str]], str]:
+    """The values with the largest gain as the report lists them: (header, rows, a sentence on
+    the worst group's published cells) from the release's attribute summary (the input's
+    figures are in the risk table); ([], [], "") without a summary."""
+    summary = (meta.get("attribute") or {}).get("release")
+    if not summary:
+        return [], [], ""
+    unit = summary["counts"]
+    head = ["value", f"share of all {unit}", "highest share in one group", "gain (p_g - p) / p"]
+    shown = summary["values"][:VALUES_SHOWN]
+    rows = [[fmt(v["value"]), percent(v["share"]), percent(v["highest"]), fmt(v["gain"])] for v in shown]
+    if summary["values_held"] > len(rows):
+        rows.append([f"{summary['values_held'] - len(rows):,} more values, smaller gains", "", "", ""])
+    group = summary["worst"].get("group")
+    where = (
+        "The worst group, as published: "
+        + ", ".join(f"{name} = {cell_text(value)}" for name, value in merged_cells(group))
+        + f" ({summary['worst']['group_size']:,} {unit})."
+        if group
+        else ""
+    )
+    return head, rows, where
 
 
 # the population-uniqueness models (tasks/population_models.py, which this module does not
@@ -125,16 +157,17 @@ def _riskiest(where: dict | None, technique: str, esc) -> str:
     rows = ", ".join(str(r) for r in where["rows"])
     more = f" (the first {len(where['rows'])} of {where['records']})" if where["records"] > len(where["rows"]) else ""
     table = RISK_TABLE.get(technique, "table")
+    people = where.get("unit") == "people"  # rows_per_person = "many": classes counted in people
     html = (
         f"<p>Highest risk: {esc(str(where['records']))} published records in classes of "
-        f"{esc(str(where['class_size']))}; their row positions in {table}.parquet (counting from 0){esc(more)}: "
-        f"{esc(rows)}</p>"
+        f"{esc(str(where['class_size']))}{' people' if people else ''}; their row positions in {table}.parquet "
+        f"(counting from 0){esc(more)}: {esc(rows)}</p>"
     )
     classes = where.get("classes") or []
     if classes:
         columns = [name for name, _ in merged_cells(classes[0]["cells"])]
         shares = "attribute_risk" in classes[0]
-        head = "".join(f"<th>{esc(c)}</th>" for c in columns) + "<th>records</th>"
+        head = "".join(f"<th>{esc(c)}</th>" for c in columns) + f"<th>{'people' if people else 'records'}</th>"
         head += "<th>share of its most frequent sensitive value</th>" if shares else ""
         body = ""
         for c in classes:
@@ -146,6 +179,23 @@ def _riskiest(where: dict | None, technique: str, esc) -> str:
             f"as published:</p><table class=classes><tr>{head}</tr>{body}</table>"
         )
     return html
+
+
+def _attribute_html(meta: dict[str, Any], esc) -> str:
+    """The values with the largest gain over their share of all (attribute_table)."""
+    head, rows, where = attribute_table(meta)
+    if not rows:
+        return ""
+    red = " class=alarm" if attribute_alarm(meta) else ""
+    return (
+        f"<h3{red}>Attribute disclosure: each sensitive value's share of all, and in the group where it is "
+        "most frequent (largest gain first)</h3><table class=attribute><tr>"
+        + "".join(f"<th>{esc(h)}</th>" for h in head)
+        + "</tr>"
+        + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
+        + "</table>"
+        + (f"<p>{esc(where)}</p>" if where else "")
+    )
 
 
 def input_notes(meta: dict[str, Any], utility: dict[str, Any]) -> list[str]:
@@ -163,6 +213,12 @@ def input_notes(meta: dict[str, Any], utility: dict[str, Any]) -> list[str]:
     person_id = meta.get("person_id") or ((meta.get("spec") or {}).get("dataset") or {}).get("person_id")
     if person_id == ROW_ID:
         notes.append(f"person id: row number ({ROW_ID}): every row is taken as a different person")
+    if meta.get("people_in"):  # rows_per_person = "many" (docs/models.md, "Several rows per person")
+        notes.append(
+            f'several rows per person ([dataset] rows_per_person = "many"): the input\'s {fmt(meta["rows_in"])} rows '
+            f"hold {fmt(meta['people_in'])} people; all of a person's rows are in one group, and the privacy and risk "
+            "figures count people, not rows"
+        )
     return notes
 
 
@@ -187,7 +243,8 @@ def summary_lines(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) 
         )
     for r in privacy:
         need = f" (required {r.threshold})" if r.threshold is not None else ""
-        lines.append(f"{r.model}: {r.value}{need} {'PASS' if r.passed else 'FAIL'}")
+        unit = " people" if r.model == "k-anonymity" and meta.get("people_in") else ""  # rows_per_person = "many"
+        lines.append(f"{r.model}: {r.value}{unit}{need} {'PASS' if r.passed else 'FAIL'}")
     errs = [
         f"{k.removeprefix('query_error_').replace('pct', '%')}: {fmt(v, 3)}"
         for k, v in sorted(_query_errors(utility).items(), key=lambda kv: _pct(kv[0]))
@@ -199,6 +256,9 @@ def summary_lines(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) 
     if utility.get("suppressed_rows"):
         lines.append(f"suppressed rows: {utility['suppressed_rows']}")
     lines += input_notes(meta, utility)
+    alarm = alarm_text(meta, privacy)
+    if alarm:
+        lines.append("warning: " + alarm)
     rows = risk_rows(meta.get("risk") or {}, meta.get("risk_note"))
     if rows:
         shown = ", ".join(f"{n} {a} -> {b.removesuffix(' (see below)')}" for n, a, b, _ in rows)
@@ -267,7 +327,7 @@ def markdown_summary(meta: dict[str, Any], privacy: list, utility: dict[str, Any
 
     rows = "\n".join(
         f"| {_md(r.model)} | {_md(fmt(r.value))} | {_md(fmt(r.threshold))} | {'pass' if r.passed else 'FAIL'} "
-        f"| {_md(guarantee(r.model, r.threshold))} | {_md(worst_md(r))} |"
+        f"| {_md(guarantee(r.model, r.threshold, r.worst))} | {_md(worst_md(r))} |"
         for r in privacy
     )
     util = "\n".join(
@@ -277,6 +337,8 @@ def markdown_summary(meta: dict[str, Any], privacy: list, utility: dict[str, Any
     warnings = "".join(
         f"\n> **Warning:** {w}\n" for w in poor_figures(utility, input_rows(meta.get("rows_in"), utility))
     )
+    alarm = alarm_text(meta, privacy)
+    alarm_md = f"\n> **Warning:** {_md(alarm)}\n" if alarm else ""
     prov = "\n".join(f"| {k} | {_md(v)} |" for k, v in _provenance(meta))
     head, series = series_rows(meta)
     series_md = (
@@ -293,7 +355,7 @@ def markdown_summary(meta: dict[str, Any], privacy: list, utility: dict[str, Any
         else ""
     )
     return (
-        f"# Release {meta['release_id']}\n\n{verdict_paragraph(meta, privacy, utility)}\n\n"
+        f"# Release {meta['release_id']}\n\n{verdict_paragraph(meta, privacy, utility)}\n{alarm_md}\n"
         + "\n".join(f"- {l}" for l in summary_lines(meta, privacy, utility))
         + f"\n{warnings}\n## Privacy\n\n| model | reached | required | result | what it guarantees | worst case |\n"
         + f"|---|---|---|---|---|---|\n{rows}\n"
@@ -342,7 +404,7 @@ def _plots(meta: dict[str, Any], privacy: list, sizes: np.ndarray | None, utilit
     risk = meta.get("risk") or {}
     pairs = [
         (name, as_number(risk.get(f"input-{name}")), as_number(risk.get(name)))
-        for name in RISK_LABELS
+        for name in PLOTTED
         if as_number(risk.get(f"input-{name}")) is not None and as_number(risk.get(name)) is not None
     ]
     if pairs:
@@ -368,7 +430,7 @@ td.guarantee{min-width:16em}table.worst th{min-width:8em}
 figure.plot{display:inline-block;margin:0.5em 1em 1em 0;max-width:100%}figure.plot svg{max-width:100%;height:auto}
 figcaption{font-size:90%;color:#444;max-width:460px}
 #verdict p{font-size:110%;line-height:1.45;background:#f3f6fb;border-left:4px solid #4472c4;padding:8px 12px}
-.warn{background:#fff3cd;border:1px solid #e0c060;padding:6px}
+.warn{background:#fff3cd;border:1px solid #e0c060;padding:6px}.alarm{color:#b00;font-weight:bold;border-color:#b00}
 table.worst{width:100%}table.worst td,table.worst th{border:0;padding:1px 6px;font-size:90%}
 table.cells td,table.cells th{border:0;padding:0 4px;font-size:95%}
 code.id{font-size:80%;color:#666}td.verdict-poor{color:#b00}td.verdict-fair{color:#a60}td.verdict-good{color:#080}"""
@@ -392,7 +454,7 @@ def write_html_report(
     priv_rows = "".join(
         f"<tr><td>{esc(r.model)}</td><td>{esc(fmt(r.value))}</td><td>{esc(fmt(r.threshold))}</td>"
         f"<td class={'ok' if r.passed else 'bad'}>{'&#10004; pass' if r.passed else '&#10008; FAIL'}</td>"
-        f"<td class=guarantee>{esc(guarantee(r.model, r.threshold))}</td><td>{worst(r)}</td></tr>"
+        f"<td class=guarantee>{esc(guarantee(r.model, r.threshold, r.worst))}</td><td>{worst(r)}</td></tr>"
         for r in privacy
     )
     util_rows = "".join(
@@ -438,9 +500,13 @@ def write_html_report(
         + f"<p>{esc(population_note(meta.get('risk') or {}))}</p>"
         + (f"<p>{esc(denominator)}.</p>" if (denominator := risk_denominator(meta, utility)) else "")
         + _riskiest(meta.get("riskiest"), str(meta.get("technique", "")), esc)
+        + _attribute_html(meta, esc)
         if risk
         else ""
     )
+    alarm = alarm_text(meta, privacy)
+    # red, right under the verdict: a disclosure above the limits (report_verdict.attribute_alarm)
+    alarm_html = f"<p class='warn alarm'>Warning: {esc(alarm)}</p>" if alarm else ""
     files = "".join(f"<li><code>{esc(f)}</code></li>" for f in meta.get("files", []))
     plots = "".join(_plots(meta, privacy, sizes, utility))
     created = f", committed {esc(str(meta['created_at']))}" if meta.get("created_at") else ""
@@ -450,6 +516,7 @@ def write_html_report(
 </head><body>
 <h1>Release {esc(meta["release_id"])}</h1>
 <section id="verdict"><p>{esc(verdict_paragraph(meta, privacy, utility))}</p></section>
+{alarm_html}
 <p>Series <b>{esc(meta["series"])}</b>, release #{meta["sequence"]}, technique <b>{esc(meta["technique"])}</b>,
 parameters <code>{esc(parameter_text(meta.get("parameters") or {}))}</code>, seed {esc(fmt(meta["seed"]))},
 {esc(_rows_in_words(meta, utility))} input rows{created}.</p>

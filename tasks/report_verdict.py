@@ -1,7 +1,10 @@
 """The report's opening paragraph in plain words: what was published from which table, which
 columns an adversary may know (the quasi-identifiers) and which must stay hidden (the sensitive
 column), what an adversary who knows a person's quasi-identifiers can and cannot learn, with the
-figures, and whether every check passed. Only column names and figures: never a cell value."""
+figures, the worst attribute disclosure (a group where a sensitive value is more frequent than in
+the whole table) and which model guards the sensitive column, and whether every check passed.
+Column names, figures and the sensitive value of the worst case (a category the release
+publishes): never a person or a quasi-identifier's cell."""
 
 from __future__ import annotations
 
@@ -12,11 +15,37 @@ from typing import Any
 from privpub.tasks.figures import as_number, fmt, input_rows
 
 # the report's meta keys this module reads besides the release's own (flows/pipeline.py, flows/reverify.py)
-SPEC_KEYS = ("quasi_identifiers", "sensitive", "input_name")
+SPEC_KEYS = ("quasi_identifiers", "sensitive", "input_name", "risk_limits")
+
+# Attribute disclosure is shown as a warning (red) when the worst group more than doubles a
+# value's share of the whole table (attribute-gain-max above 1) AND raises it by more than 5
+# percentage points (attribute-difference-max above 0.05); `[risk] max_gain` / `max_difference`
+# replace either limit (docs/report.md). Both: a rare value tripled from 0.1% to 0.3% is a gain
+# of 2 but tells an adversary little; 40% to 46% is 6 points but no doubling.
+ALARM_GAIN = 1.0
+ALARM_DIFFERENCE = 0.05
+
+# the privacy models that bound what an adversary learns of the sensitive value, by the name
+# their result carries (an l of 1 bounds nothing: see _guards)
+GUARDS = (
+    "l-diversity",
+    "l-diversity (distinct)",
+    "entropy-l-diversity",
+    "recursive-cl-diversity",
+    "t-closeness",
+    "beta-likeness",
+    "attribute disclosure",  # Anatomy's: the largest share of one value in a group
+    "beta-association",  # Ambiguity's and PriView's
+    "delta-probability",  # MuCo's: a published value stands for several records
+    "serial-localized",
+    "serial-global",
+)
+_L_MODELS = ("l-diversity", "l-diversity (distinct)", "entropy-l-diversity")
 
 
 def spec_facts(spec: Any) -> dict[str, Any]:
-    """meta["quasi_identifiers"], meta["sensitive"] and meta["input_name"] from a ReleaseSpec."""
+    """meta["quasi_identifiers"], meta["sensitive"], meta["input_name"] and meta["risk_limits"]
+    (the [risk] limits the attribute warning reads) from a ReleaseSpec."""
     from privpub.schemas.input import FRAME_INPUT  # only the flows call this (pandera stays out of the report)
 
     ds = spec.dataset
@@ -27,7 +56,14 @@ def spec_facts(spec: Any) -> dict[str, Any]:
     else:
         file, _, table = str(ds.table).rpartition(":")
         name = f"table {table} of {Path(file).name}"
-    return {"quasi_identifiers": list(ds.qi_names), "sensitive": ds.sensitive, "input_name": name}
+    risk = spec.section("risk")
+    limits = {key: risk[key] for key in ("max_gain", "max_difference") if key in risk}
+    return {
+        "quasi_identifiers": list(ds.qi_names),
+        "sensitive": ds.sensitive,
+        "input_name": name,
+        "risk_limits": limits,
+    }
 
 
 def names(columns: Any) -> str:
@@ -53,7 +89,14 @@ def _technique_words(meta: dict[str, Any], privacy: list, sensitive: str) -> str
             "instead of its exact value"
         )
     k = _find(privacy, "k-anonymity")
-    if k is not None:
+    if k is not None and (k.worst or {}).get("measures") == "people":  # rows_per_person = "many"
+        gen.append(
+            f"every published combination of them is shared by at least {fmt(k.value)} people (k-anonymity, "
+            f"{fmt(k.threshold)} required), and all of a person's rows are in one such group: an adversary who "
+            "knows one or all of a person's records narrows them down to such a group but cannot tell which of "
+            "its people is the person"
+        )
+    elif k is not None:
         gen.append(
             f"every published combination of them is shared by at least {fmt(k.value)} rows (k-anonymity, "
             f"{fmt(k.threshold)} required): an adversary who knows a person's quasi-identifiers narrows them down "
@@ -164,10 +207,117 @@ def _risk_words(meta: dict[str, Any], sensitive: str) -> str:
     return ("Risk figures: " + "; ".join(out) + ".") if out else ""
 
 
-def _checks_words(privacy: list) -> str:
+def percent(share: float) -> str:
+    """A share as a person reads it: 62%, 3.1%, 0.42% (two significant digits below 10%)."""
+    value = 100 * share
+    return f"{value:.0f}%" if value >= 9.95 else f"{value:.2g}%"
+
+
+def _worst(meta: dict[str, Any]) -> dict | None:
+    """The release's worst attribute disclosure (tasks/risk.py attribute_summary), if recorded."""
+    summary = (meta.get("attribute") or {}).get("release")
+    return summary.get("worst") if isinstance(summary, dict) else None
+
+
+def _unit(meta: dict[str, Any]) -> str:
+    return str(((meta.get("attribute") or {}).get("release") or {}).get("counts") or "rows")
+
+
+def alarm_limits(meta: dict[str, Any]) -> tuple[float, float]:
+    """(gain, difference) above which attribute disclosure is a warning: the [risk] limits when
+    the spec sets them, else ALARM_GAIN and ALARM_DIFFERENCE."""
+    limits = meta.get("risk_limits") or {}
+    return float(limits.get("max_gain", ALARM_GAIN)), float(limits.get("max_difference", ALARM_DIFFERENCE))
+
+
+def attribute_alarm(meta: dict[str, Any]) -> bool:
+    """True when the release's attribute-gain-max and attribute-difference-max are both above
+    their limits (alarm_limits)."""
+    risk = meta.get("risk") or {}
+    gain, difference = as_number(risk.get("attribute-gain-max")), as_number(risk.get("attribute-difference-max"))
+    if gain is None or difference is None:
+        return False
+    gain_limit, difference_limit = alarm_limits(meta)
+    return gain > gain_limit and difference > difference_limit
+
+
+def _guards(privacy: list) -> list[Any]:
+    """The privacy results that bound what is learned of the sensitive value (an l below 2 and a
+    t of 1 bound nothing)."""
+    out = []
+    for r in privacy:
+        limit = as_number(r.threshold)
+        if r.model not in GUARDS or (r.model in _L_MODELS and (limit or 0) < 2):
+            continue
+        if r.model == "t-closeness" and (limit or 1) >= 1:
+            continue
+        out.append(r)
+    return out
+
+
+def _guard_words(privacy: list, sensitive: str) -> str:
+    """Which model guards the sensitive column, or that none does."""
+    guards = _guards(privacy)
+    if guards:
+        listed = names([f"{r.model} ({fmt(r.threshold)})" if r.threshold is not None else r.model for r in guards])
+        return f"What can be learned of {sensitive} is bounded by {listed}."
+    why = (
+        " (k-anonymity hides which row is a person's, not what the rows of their group hold)"
+        if any(r.model.startswith("k-anonymity") or r.model.startswith("k'-anonymity") for r in privacy)
+        else ""
+    )
+    return f"No privacy model of this release bounds what can be learned of {sensitive}{why}."
+
+
+def attribute_words(meta: dict[str, Any], sensitive: str) -> str:
+    """The worst attribute disclosure in words: "In the worst group, 62% have result = positive,
+    against 3% of all rows (...)" ("" when not recorded)."""
+    worst = _worst(meta)
+    if not worst:
+        return ""
+    unit = _unit(meta)
+    risk = meta.get("risk") or {}
+    before = as_number(risk.get("input-attribute-gain-max"))
+    return (
+        f"Attribute disclosure, beyond what everyone knows of {sensitive}: in the worst group, "
+        f"{percent(worst['group_share'])} have {sensitive} = {fmt(worst['value'])}, against "
+        f"{percent(worst['share'])} of all {unit} ({worst['holding']:,} of the group's {worst['group_size']:,} {unit}; "
+        f"attribute-gain-max {fmt(risk.get('attribute-gain-max', worst['gain']))}, "
+        f"attribute-difference-max {fmt(risk.get('attribute-difference-max', worst['difference']))}"
+        + (f"; in the input, attribute-gain-max {fmt(before)}" if before is not None else "")
+        + ")."
+    )
+
+
+def alarm_text(meta: dict[str, Any], privacy: list) -> str:
+    """The attribute warning the report shows in red ("" when the figures are within
+    alarm_limits)."""
+    worst = _worst(meta)
+    if not attribute_alarm(meta) or not worst:
+        return ""
+    sensitive = names(meta.get("sensitive")) or "the sensitive column"
+    gain_limit, difference_limit = alarm_limits(meta)
+    risk = meta.get("risk") or {}
+    guarded = bool(_guards(privacy))
+    return (
+        f"attribute disclosure: in the worst group, {percent(worst['group_share'])} have {sensitive} = "
+        f"{fmt(worst['value'])}, against {percent(worst['share'])} of all {_unit(meta)} "
+        f"(attribute-gain-max {fmt(risk['attribute-gain-max'])}, above {fmt(gain_limit)}; attribute-difference-max "
+        f"{fmt(risk['attribute-difference-max'])}, above {fmt(difference_limit)})"
+        + ("" if guarded else f"; no privacy model of this release guards {sensitive}")
+    )
+
+
+def _checks_words(privacy: list, unguarded_alarm: bool = False, sensitive: str = "") -> str:
     if not privacy:
         return "No privacy check result is recorded for this report."
     failed = [r.model for r in privacy if not r.passed]
+    if unguarded_alarm:  # never "every check passed" beside a disclosure nothing guards
+        passed = f"{len(privacy) - len(failed)} of {len(privacy)} privacy checks passed"
+        return (
+            f"Not every check passed: {passed}, but none of them guards {sensitive} against the attribute "
+            "disclosure above" + (f" ({names(failed)} failed)" if failed else "") + "."
+        )
     if not failed:
         return f"Every privacy check passed ({len(privacy)} checks)."
     return (
@@ -201,5 +351,9 @@ def verdict_paragraph(meta: dict[str, Any], privacy: list, utility: dict[str, An
         )
     if sensitive:
         parts.append(f"Sensitive column, what must not be learned about them: {sensitive}.")
-    parts += [_technique_words(meta, privacy, sensitive), _risk_words(meta, sensitive), _checks_words(privacy)]
+    parts += [_technique_words(meta, privacy, sensitive), _risk_words(meta, sensitive)]
+    if sensitive:
+        parts += [attribute_words(meta, sensitive), _guard_words(privacy, sensitive)]
+    unguarded = bool(sensitive) and attribute_alarm(meta) and not _guards(privacy)
+    parts.append(_checks_words(privacy, unguarded, sensitive))
     return " ".join(p for p in parts if p)

@@ -3,12 +3,14 @@ a plotting library, and nothing heavy imported by tasks.report."""
 
 from __future__ import annotations
 
+import html
 import re
 import subprocess
 import sys
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from privpub.tasks.report import fmt, markdown_summary, summary_lines, write_html_report
 
@@ -215,3 +217,85 @@ def test_the_verdict_speaks_of_the_input_rows_and_says_why_rows_were_left_out(tm
     only_suppressed = verdict_paragraph({**GSS, "rows_in": 61_697}, PRIVACY, {"suppressed_rows": 80})
     assert "publishes 61,617 of the 61,697 rows of gss_wages.parquet (80 suppressed)," in only_suppressed
     assert "publishes 61,697 rows of gss_wages.parquet," in verdict_paragraph({**GSS, "rows_in": 61_697}, PRIVACY, {})
+
+
+# --- attribute disclosure in the verdict (issue 39): the worst case in words, which model guards
+# the sensitive column, and never "every check passed" beside a disclosure nothing guards ----------
+
+
+def _attribute_meta(gain: float, difference: float, counts: str = "rows", **extra) -> dict:
+    worst = {
+        "value": "positive",
+        "share": 0.03,
+        "group_share": 0.62,
+        "holding": 31,
+        "group_size": 50,
+        "gain": gain,
+        "difference": difference,
+        "group": {"clinic_lo": 7, "clinic_hi": 7},
+    }
+    summary = {"counts": counts, "total": 1000, "values_held": 2, "values": [], "worst": worst}
+    return {
+        **META,
+        "quasi_identifiers": ["clinic"],
+        "sensitive": "result",
+        "risk": {"attribute-gain-max": gain, "attribute-difference-max": difference, "input-attribute-gain-max": 19.0},
+        "attribute": {"release": summary, "input": None},
+        **extra,
+    }
+
+
+def _verdict_and_alarm(tmp_path, meta: dict, privacy: list) -> tuple[str, str | None]:
+    page = write_html_report(tmp_path / "r.html", meta, privacy, {"groups": 3}, None).read_text()
+    verdict_p = re.search(r'<h1>Release census-0001-abc</h1>\s*<section id="verdict"><p>([^<]+)</p></section>', page)
+    assert verdict_p
+    alarm = re.search(r"</section>\s*<p class='warn alarm'>Warning: ([^<]+)</p>", page)
+    return html.unescape(verdict_p.group(1)), None if alarm is None else html.unescape(alarm.group(1))
+
+
+def test_an_unguarded_attribute_disclosure_is_named_in_red_and_no_check_passes_beside_it(tmp_path):
+    words, alarm = _verdict_and_alarm(tmp_path, _attribute_meta(19.67, 0.59), PRIVACY)
+    assert "in the worst group, 62% have result = positive, against 3% of all rows" in words
+    assert "No privacy model of this release bounds what can be learned of result" in words
+    assert "Every privacy check passed" not in words
+    assert "Not every check passed: 1 of 1 privacy checks passed, but none of them guards result" in words
+    assert alarm and "attribute-gain-max 19.67, above 1" in alarm and "no privacy model of this release guards" in alarm
+    md = markdown_summary(_attribute_meta(19.67, 0.59), PRIVACY, {})
+    assert "\n> **Warning:** attribute disclosure: in the worst group, 62% have result = positive" in md
+    assert "Every privacy check passed" not in md
+
+
+def test_a_guarded_column_names_its_model_and_may_pass_every_check(tmp_path):
+    l_div = SimpleNamespace(model="l-diversity", value=3, threshold=3, passed=True, worst={})
+    words, alarm = _verdict_and_alarm(tmp_path, _attribute_meta(19.67, 0.59), [*PRIVACY, l_div])
+    assert "What can be learned of result is bounded by l-diversity (3)." in words
+    assert "Every privacy check passed (2 checks)." in words
+    assert alarm and "no privacy model" not in alarm  # still red: the figures are above the limits
+    # an l of 1 guards nothing
+    l_one = SimpleNamespace(model="l-diversity", value=1, threshold=1, passed=True, worst={})
+    words, _ = _verdict_and_alarm(tmp_path, _attribute_meta(19.67, 0.59), [*PRIVACY, l_one])
+    assert "No privacy model" in words and "Every privacy check passed" not in words
+
+
+@pytest.mark.parametrize(
+    "gain, difference, limits, red",
+    [
+        (1.0, 0.2, {}, False),  # exactly double: not above the default
+        (1.0001, 0.2, {}, True),
+        (5.0, 0.05, {}, False),  # five points: not above the default
+        (5.0, 0.0501, {}, True),
+        (5.0, 0.2, {"max_gain": 5.0}, False),  # the spec's limits replace the defaults
+        (5.0, 0.2, {"max_gain": 4.0, "max_difference": 0.25}, False),
+        (5.0, 0.2, {"max_gain": 4.0, "max_difference": 0.15}, True),
+    ],
+)
+def test_the_attribute_warning_is_red_above_both_limits_only(tmp_path, gain, difference, limits, red):
+    words, alarm = _verdict_and_alarm(tmp_path, _attribute_meta(gain, difference, risk_limits=limits), PRIVACY)
+    assert (alarm is not None) is red
+    assert ("Every privacy check passed" in words) is (not red)
+    assert "in the worst group, 62% have result = positive" in words
+
+
+def test_a_release_counting_people_says_people(tmp_path):
+    words, alarm = _verdict_and_alarm(tmp_path, _attribute_meta(19.67, 0.59, counts="people"), PRIVACY)
+    assert "against 3% of all people (31 of the group's 50 people" in words and "of all people" in str(alarm)

@@ -42,6 +42,15 @@ def test_every_technique_reports_in_plain_words(tmp_path, frame, name):
     for column in [q["name"] for q in spec["dataset"]["qi"]] + [spec["dataset"]["sensitive"]]:
         assert column in words, column
     assert "DataFrame" in words and ("Every privacy check passed" in words or "Not every check passed" in words)
+    # attribute disclosure (issue 39): every technique's worst case in words, the model guarding
+    # the sensitive column named, and never "every check passed" beside a disclosure nothing guards
+    sensitive = spec["dataset"]["sensitive"]
+    assert re.search(rf"in the worst group, [0-9.]+% have {sensitive} = [^,]+, against [0-9.]+% of all rows", words)
+    guarded = "What can be learned of " in words
+    assert guarded != ("No privacy model of this release bounds" in words)
+    if "class='warn alarm'" in page and not guarded:
+        assert "Every privacy check passed" not in words
+    assert re.search(r"<tr><td>attribute-gain-max</td><td>[0-9.]+</td><td>[0-9.]+</td>", page)
     text = html.unescape(re.sub(r"<[^>]+>", " ", page))
     assert not re.search(r"\bnan\b|\bNaN\b|\bNone\b|\['|\[\"", text)
     plots = re.findall(r'<figure class="plot">(<svg .*?</svg>)<figcaption>([^<]+)</figcaption></figure>', page, re.S)

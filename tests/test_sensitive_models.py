@@ -391,6 +391,8 @@ MODELS = [
     {"k": 2, "t": 0.15, "closeness": "ordered"},
     {"k": 2, "t": 0.2, "closeness": "hierarchical"},
     {"k": 2, "l": 2, "diversity": "entropy", "t": 0.3, "closeness": "equal"},
+    {"k": 2, "beta": 1.0},
+    {"k": 3, "l": 2, "diversity": "entropy", "beta": 2.5},
 ]
 TREE = {"all": ["low", "high"], "low": ["v0", "v1", "v2"], "high": ["v3", "v4", "v5"]}
 ORDER = ["v0", "v1", "v2", "v3", "v4", "v5"]
@@ -413,6 +415,10 @@ def meets_by_definition(classes: list[list], params: dict, everyone: list) -> bo
         define = emd_ordered_def if closeness == "ordered" else emd_equal_def
         q = dist(everyone, domain)
         ok &= float(max(define(dist(v, domain), q) for v in classes)) <= params["t"] + 1e-12
+    if "beta" in params:  # basic beta-likeness: (p - q) / q <= beta wherever a class's p > q
+        q = {v: Fraction(c, len(everyone)) for v, c in Counter(everyone).items()}
+        gains = [(Fraction(x.count(v), len(x)) - q[v]) / q[v] for x in classes for v in set(x)]
+        ok &= max(gains) <= Fraction(params["beta"])
     return bool(ok)
 
 

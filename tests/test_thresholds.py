@@ -167,6 +167,46 @@ def test_distinct_l_diversity_group_one_value_short(l, short):
         assert lres.worst["class"]["age_lo"] == 10
 
 
+def people_classes_table(classes: list[list[tuple[str, int]]]) -> tuple[pa.Table, np.ndarray]:
+    """rows_per_person = "many": class i shows age range i; its entries are (value, rows) per
+    person, each person a new number. Returns the table and each row's person."""
+    lo, s, person = [], [], []
+    for i, members in enumerate(classes):
+        for value, rows in members:
+            lo += [10 * i] * rows
+            s += [value] * rows
+            person += [len(set(person))] * rows
+    return pa.table({"age_lo": lo, "age_hi": [x + 9 for x in lo], "s": s}), np.asarray(person, dtype=np.int64)
+
+
+@pytest.mark.parametrize("k", [2, 3, 5])
+@pytest.mark.parametrize("short", [0, 1], ids=["k-people", "k-1-people-with-k+1-rows"])
+def test_k_anonymity_over_people_k_people_and_k_minus_1_people_holding_more_than_k_rows(k, short):
+    worst = [("v0", 1)] * (k - 1 - short) + [("v0", 2 + short)]  # k - short people, k + 1 rows
+    table, person = people_classes_table([[("v0", 1)] * (k + 2), worst, [("v0", 1)] * (k + 1)])
+    kres, _ = k_and_l(table, ["age_lo", "age_hi"], "s", k, None, person)
+    assert (kres.value, kres.threshold, kres.passed) == (k - short, k, short == 0)
+    assert kres.worst["class"]["age_lo"] == 10 and kres.worst["class"]["size"] == k + 1
+    assert kres.worst["measures"] == "people" and kres.worst["classes"] == 3
+    rows, _ = k_and_l(table, ["age_lo", "age_hi"], "s", k, None)  # a row as a person: blind to it
+    assert rows.passed
+
+
+@pytest.mark.parametrize("l", [2, 3])
+@pytest.mark.parametrize("extra", [0, 1], ids=["l-people-one-value-each", "one-person-more-with-v0"])
+def test_entropy_l_diversity_over_people_one_person_more_not_one_row_more(l, extra):
+    # the second class: l people with a value each (exp(H) = l over people) though v0's person has
+    # 9 rows; then one more person with v0 (one row): over people it drops below l
+    worst = [("v0", 9)] + [(f"v{j}", 1) for j in range(1, l)] + [("v0", 1)] * extra
+    table, person = people_classes_table([[(f"v{j}", 1) for j in range(l + 1)], worst])
+    (res,) = sensitive_results(table, ["age_lo", "age_hi"], "s", ModelChoice("entropy", l), person)
+    counts = [1 + extra] + [1] * (l - 1)
+    n = sum(counts)
+    exp_h = math.exp(-sum(c / n * math.log(c / n) for c in counts))
+    assert res.value == pytest.approx(exp_h, rel=1e-12) and res.passed is (extra == 0)
+    assert res.worst["class"]["age_lo"] == 10 and res.worst["class"]["distinct_people"] == l + extra
+
+
 @pytest.mark.parametrize("k", [2, 4])
 @pytest.mark.parametrize("short", [0, 1], ids=["at-k-and-l", "one-short"])
 def test_parted_k_and_l_at_the_thresholds_with_classes_split_over_parts(tmp_path, k, short):
@@ -285,6 +325,72 @@ def test_t_closeness_ordered_at_t_and_one_row_further(moved):
         assert res.value == pytest.approx(float(exact), abs=1e-15) and res.passed
     else:
         assert res.value > 0.25 and not res.passed
+
+
+# --- basic beta-likeness (generalization) and the [risk] gain limits --------------------------------
+
+# x is 1/4 of the table and 1/2 of the first class: a gain of exactly 1 (y: 3/4 -> 1, a gain of 1/3)
+LIKENESS_CLASSES = [["x", "x", "y", "y"], ["y", "y", "y", "y"]]
+
+
+@pytest.mark.parametrize(
+    "beta, passes",
+    [(1.0, True), (1.0 * (1 + 1e-9), True), (1.0 * (1 - 1e-9), False), (0.99, False)],
+    ids=["at-beta", "above", "a-hair-below", "below"],
+)
+def test_beta_likeness_at_beta_and_a_hair_below(beta, passes):
+    res = sensitive_check(LIKENESS_CLASSES, beta=beta)
+    assert (res.model, res.threshold, res.passed) == ("beta-likeness", beta, passes)
+    assert res.value == 1.0 and res.worst["class"]["age_lo"] == 0
+    assert (res.worst["class_share"], res.worst["table_share"]) == (0.5, 0.25)
+
+
+@pytest.mark.parametrize("moved", [0, 1], ids=["at-beta", "one-row-moved"])
+def test_beta_likeness_at_beta_and_one_row_further(moved):
+    # one y row of the first class moves to the second: the table's distribution is the same
+    # (x 1/4), the first class's x rises from 1/2 to 2/3, a gain of 5/3
+    classes = [["x", "x"] + ["y"] * (2 - moved), ["y"] * (4 + moved)]
+    res = sensitive_check(classes, beta=1.0)
+    gain = (Fraction(2, 4 - moved) - Fraction(1, 4)) / Fraction(1, 4)
+    assert res.value == float(gain) and res.passed is (moved == 0)
+
+
+@pytest.mark.parametrize(
+    "key, limit, refused",
+    [
+        ("max_gain", 1.0, False),
+        ("max_gain", 1.0 * (1 - 1e-9), True),
+        ("max_gain", 1.0 * (1 + 1e-9), False),
+        ("max_difference", 0.25, False),
+        ("max_difference", 0.25 * (1 - 1e-9), True),
+    ],
+    ids=["gain-at", "gain-a-hair-below", "gain-above", "difference-at", "difference-a-hair-below"],
+)
+def test_risk_gain_limits_at_the_figure_and_a_hair_below(key, limit, refused):
+    """The same table as a release: attribute-gain-max is exactly 1 and attribute-difference-max
+    exactly 1/4 (x: 1/4 of all rows, 1/2 of the first class); a limit at the figure publishes,
+    a hair below refuses, naming the figure."""
+    from privpub.schemas.spec import spec_from_dict
+    from privpub.tasks.risk import over_limits, risk_settings, table_shares
+
+    figures, _ = table_shares(sensitive_table(LIKENESS_CLASSES), ["age_lo", "age_hi"], "s")
+    assert figures == {"attribute-gain-max": 1.0, "attribute-difference-max": 0.25}
+    spec = spec_from_dict(
+        {
+            "dataset": {
+                "name": "t",
+                "input": "x.csv",
+                "person_id": "pid",
+                "sensitive": "s",
+                "qi": [{"name": "age", "kind": "numeric"}],
+            },
+            "technique": {"name": "generalization", "k": 2},
+            "risk": {key: limit},
+        }
+    )
+    broken = over_limits(figures, risk_settings(spec))
+    figure = "attribute-gain-max" if key == "max_gain" else "attribute-difference-max"
+    assert broken == ([f"{figure} is {figures[figure]:.4g}, above the limit {limit:g}"] if refused else [])
 
 
 # --- Butterfly: k-anonymity per QID, and k' on the union QID (two-level framework) ---------------

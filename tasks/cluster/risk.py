@@ -4,7 +4,8 @@ folder of parts. The figures are the same (tests/test_cluster_release.py compare
 
 Rows in parts: each part reports, per (QI combination, sensitive code), its count; the flow adds
 them up (memory: one entry per distinct combination, never a row). A folder table: the
-verifier's class partials (tasks/cluster/verify.py) also give each class's most frequent value.
+verifier's class partials (tasks/cluster/verify.py) also give each class's most frequent value,
+and per sensitive value its rows and the class where its share is highest (the attribute gain).
 """
 
 from __future__ import annotations
@@ -19,13 +20,19 @@ from privpub.tasks.cluster.verify import cells_of, class_keys, parted_classes
 from privpub.tasks.core.parted_table import PartedTable, map_parts
 from privpub.tasks.risk import (
     WORST_CLASSES,
+    ValueShares,
     as_input,
+    attribute_summary,
     figures_from_classes,
     input_risk,
+    input_shares,
     riskiest_rows,
     table_risk,
+    table_shares,
+    value_shares,
     worst_classes,
 )
+from privpub.tasks.verify.published import release_people
 
 
 def part_class_counts(part, widths: np.ndarray) -> pd.DataFrame:
@@ -41,22 +48,105 @@ def part_class_counts(part, widths: np.ndarray) -> pd.DataFrame:
 def rows_risk(data, threshold: float, population: int | None = None) -> dict[str, float]:
     """The input's figures (`input-` names), wherever its rows are (None-free: {} when its
     classes cannot be keyed in 63 bits); against a population of that size when given."""
+    return _rows(data, threshold, population, gains=False)[0]
+
+
+def rows_figures(data, threshold: float, population: int | None = None) -> tuple[dict[str, float], dict | None]:
+    """rows_risk with the attribute-gain figures (`input-attribute-gain-max`, ...), and the
+    input's attribute_summary."""
+    return _rows(data, threshold, population, gains=True)
+
+
+def _rows(data, threshold: float, population: int | None, gains: bool) -> tuple[dict[str, float], dict | None]:
     if not data.in_parts:
-        return input_risk(data, threshold, population)
+        figures = input_risk(data, threshold, population)
+        if not gains:
+            return figures, None
+        gain, summary = input_shares(data)
+        return {**figures, **gain}, summary
     widths = np.array([max(d.size, 1) for d in data.domains], dtype=np.int64)
     if float(np.prod(widths.astype(float))) >= 2**62:
-        return {}  # too many QI combinations to key exactly: not computed (docs/risk.md)
+        return {}, None  # too many QI combinations to key exactly: not computed (docs/risk.md)
     ex = data.executor
     counts = pd.concat(ex.gather([ex.submit(part_class_counts, p, widths) for p in data.parts]), ignore_index=True)
     pairs = counts.groupby(["key", "s"], sort=False)["n"].sum().reset_index()
     per_class = pairs.groupby("key", sort=False)["n"].agg(["sum", "max"])
     size, most = per_class["sum"].to_numpy(), per_class["max"].to_numpy()
-    return as_input(figures_from_classes(size, most, threshold, population))
+    figures = figures_from_classes(size, most, threshold, population)
+    if not gains:
+        return as_input(figures), None
+    # one entry per (class, value) that occurs: the shares from them, a row a person
+    group = pd.factorize(pairs["key"])[0]
+    n_groups = int(group.max()) + 1 if len(group) else 0
+    shares = value_shares(group, pairs["s"].to_numpy(), n_groups, len(data.sensitive_values), pairs["n"].to_numpy())
+    summary = attribute_summary(shares, data.sensitive_values)
+    return as_input({**figures, **shares.figures()}), summary
 
 
 def release_risk(technique, release, threshold: float, population: int | None = None) -> dict[str, float]:
     """A release's figures, from the tables the technique names (docs/risk.md); against a
     population of that size when given (the release's records, as published, its sample)."""
+    return release_figures(technique, release, threshold, population)[0]
+
+
+def release_figures(
+    technique, release, threshold: float, population: int | None = None
+) -> tuple[dict[str, float], dict | None]:
+    """release_risk with the attribute_summary of the release (None: no table shows the
+    sensitive values by group)."""
+    gain, summary = release_attribute(technique, release)
+    return {**_identity_risk(technique, release, threshold, population), **gain}, summary
+
+
+def release_attribute(technique, release) -> tuple[dict[str, float], dict | None]:
+    """The attribute-gain figures and attribute_summary of a release, from the table the
+    technique names (Technique.attribute_table, else its risk table when that shows the
+    sensitive column). Under several rows per person, `release.private["people"]` (each row of
+    the risk table's person number) makes them count distinct people."""
+    sensitive = technique.spec.dataset.sensitive
+    risk_view = technique.risk_table(release)
+    view = technique.attribute_table(release)
+    if view is None:
+        if risk_view is None or sensitive not in risk_view[0].column_names:
+            return {}, None
+        view = (*risk_view, None)
+    table, columns, count = view
+    if isinstance(table, PartedTable):  # a folder of parts: the verifier's class partials
+        return parted_shares(table, columns, sensitive)
+    people = release.private.get("people")
+    person = None if people is None else people.column("person").to_numpy()
+    if count is not None and person is not None:  # people per group counted in the risk table
+        holds = risk_view is not None and all(c in risk_view[0].column_names for c in columns)
+        return table_shares(table, columns, sensitive, count, people_table=(risk_view[0], person) if holds else None)
+    return table_shares(table, columns, sensitive, count, person)
+
+
+def parted_shares(parted: PartedTable, columns: list[str], sensitive: str) -> tuple[dict[str, float], dict | None]:
+    """table_shares of a folder of parts: per sensitive value, its rows and its best class in each
+    hash bucket of classes, added up (a class is in one bucket); a row is a person."""
+    classes = parted_classes(parted, columns, sensitive)
+    frame = classes.values.to_pandas()
+    total = int(classes.size.sum())
+    frame["share"] = frame["holding"] / frame["size"]
+    rows = frame.groupby("s", sort=True)["n"].sum()
+    best = frame.sort_values(["s", "share", "key"], ascending=[True, False, True]).groupby("s", sort=True).head(1)
+    m = len(rows)
+    shares = ValueShares(
+        holders=rows.to_numpy().astype(np.int64),
+        group=np.arange(m, dtype=np.int64),  # each value's best class, named by its key below
+        holding=best["holding"].to_numpy().astype(np.int64),
+        size=best["size"].to_numpy().astype(np.int64),
+        total=total,
+        people=False,
+    )
+    keys = best["key"].tolist()
+    summary = attribute_summary(shares, rows.index.to_numpy(), lambda i: cells_of(keys[i], parted.schema, columns))
+    return shares.figures(), summary
+
+
+def _identity_risk(technique, release, threshold: float, population: int | None) -> dict[str, float]:
+    """FIGURES (and the population's) of the risk table, attribute-risk-max from the technique
+    when it gives it."""
     figures: dict[str, float] = {}
     view = technique.risk_table(release)
     if view is not None:
@@ -67,7 +157,8 @@ def release_risk(technique, release, threshold: float, population: int | None = 
             figures = figures_from_classes(classes.size, classes.most, threshold, population)
         else:
             has_s = sensitive in table.column_names
-            figures = table_risk(table, columns, sensitive if has_s else None, threshold, population)
+            person = release_people(release)  # rows_per_person = "many": over people
+            figures = table_risk(table, columns, sensitive if has_s else None, threshold, population, person)
     attribute = technique.attribute_risk(release)
     if attribute is not None:
         figures["attribute-risk-max"] = attribute

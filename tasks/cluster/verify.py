@@ -97,7 +97,15 @@ def bucket_classes(*partials: pa.Table) -> dict:
     ).to_arrow_table()
     if classes.num_rows == 0:
         empty = np.zeros(0, np.int64)
-        return {"size": empty, "distinct": empty, "most": empty, "smallest": None, "least": None, "riskiest": None}
+        return {
+            "size": empty,
+            "distinct": empty,
+            "most": empty,
+            "smallest": None,
+            "least": None,
+            "riskiest": None,
+            "values": None,
+        }
     size = classes.column("size").to_numpy()
     distinct = classes.column("distinct_s").to_numpy()
     most = classes.column("most").to_numpy()
@@ -113,7 +121,25 @@ def bucket_classes(*partials: pa.Table) -> dict:
         "smallest": keys[int(size.argmin())].as_py(),
         "least": keys[int(distinct.argmin())].as_py(),
         "riskiest": classes.select(["key", "size", "most"]).take(pa.array(pick)),
+        "values": _bucket_values(con),
     }
+
+
+def _bucket_values(con) -> pa.Table:
+    """Per sensitive value shown (a null is withheld: nobody's value, in its class's size): its
+    rows in this bucket's classes, and the class where its share is highest (the first key
+    among equal shares): key, rows holding it there, class size (tasks/cluster/risk.py adds
+    the buckets up into the attribute-gain figures)."""
+    return con.sql(
+        "WITH pairs AS (SELECT key, s, sum(n) AS ns FROM partial GROUP BY key, s), "
+        "sizes AS (SELECT key, sum(ns) AS size FROM pairs GROUP BY key), "
+        "ranked AS (SELECT p.key, p.s, p.ns, z.size, row_number() OVER "
+        "(PARTITION BY p.s ORDER BY p.ns / z.size DESC, p.key) AS r FROM pairs p JOIN sizes z USING (key) "
+        "WHERE p.s IS NOT NULL) "
+        "SELECT s, sum(ns)::BIGINT AS n, any_value(key) FILTER (WHERE r = 1) AS key, "
+        "(any_value(ns) FILTER (WHERE r = 1))::BIGINT AS holding, (any_value(size) FILTER (WHERE r = 1))::BIGINT AS size "
+        "FROM ranked GROUP BY s"
+    ).to_arrow_table()
 
 
 @dataclass
@@ -126,6 +152,7 @@ class Classes:
     smallest: dict  # cells of a smallest class
     least: dict  # cells of a class with the fewest distinct sensitive values
     riskiest: pa.Table  # key, size, most: every class of the smallest size, and the riskiest ones
+    values: pa.Table  # per bucket and sensitive value: s, n, key, holding, size (_bucket_values)
 
 
 def parted_classes(parted, columns: list[str], sensitive: str | None) -> Classes:
@@ -161,6 +188,7 @@ def _parted_classes(parted, columns: list[str], sensitive: str | None) -> Classe
         cells_of(results[worst_k]["smallest"], schema, columns),
         cells_of(results[worst_l]["least"], schema, columns),
         pa.concat_tables([r["riskiest"] for r in results]),
+        pa.concat_tables([r["values"] for r in results]),
     )
 
 
@@ -215,13 +243,18 @@ def parted_class_sizes(parted, columns: list[str]) -> np.ndarray:
 # table, or a folder of parts. The functions below take either, so a technique never asks which.
 
 
-def table_k_and_l(table, columns: list[str], sensitive: str, k: int | None, l: int | None) -> list[PrivacyResult]:
-    """k-anonymity, and distinct l-diversity when l is set, of a published table."""
+def table_k_and_l(
+    table, columns: list[str], sensitive: str, k: int | None, l: int | None, person: np.ndarray | None = None
+) -> list[PrivacyResult]:
+    """k-anonymity, and distinct l-diversity when l is set, of a published table; with `person`
+    (release.private["people"]: rows_per_person = "many", tables in memory only), k counts people."""
     if isinstance(table, PartedTable):
+        if person is not None:
+            raise ValueError('rows_per_person = "many" is verified in memory only, not on a table in parts')
         return parted_k_and_l(table, columns, sensitive, k, l)
     if l:
-        return k_and_l(table, columns, sensitive, k, l)
-    return [k_anonymity(table, columns, k)]
+        return k_and_l(table, columns, sensitive, k, l, person)
+    return [k_anonymity(table, columns, k, person=person)]
 
 
 def table_class_sizes(table, columns: list[str]) -> np.ndarray:

@@ -1,6 +1,6 @@
 """Privacy models on the sensitive values of groups: distinct, entropy and recursive (c, l)-diversity
-(Machanavajjhala et al. 2007) and t-closeness under the Earth Mover's Distance (Li, Li and
-Venkatasubramanian 2007), docs/models.md.
+(Machanavajjhala et al. 2007), t-closeness under the Earth Mover's Distance (Li, Li and
+Venkatasubramanian 2007) and basic beta-likeness (Cao and Karras 2012), docs/models.md.
 
 Every figure is computed from sparse per-(group, value) counts: three arrays `g`, `v`, `n` sorted
 by group then value (`pair_counts`), so no groups x values matrix is ever built. The same
@@ -256,6 +256,31 @@ def closeness_passes(distance: np.ndarray, t: float) -> np.ndarray:
     return distance <= t + ROUNDING
 
 
+def likeness_gain(g: np.ndarray, v: np.ndarray, n: np.ndarray, n_groups: int, counts: np.ndarray) -> np.ndarray:
+    """Per group, the largest relative gain (p - q) / q over the values it holds, p the value's
+    share in the group and q its share in the table (`counts`: rows per code over the table the
+    groups partition). A group's shares and the table's both sum to 1, so some value it holds
+    has p >= q: the largest gain is never negative (an empty group: 0). Computed from whole
+    counts with one division, (n T - c N) / (c N) (T the table's rows, c the value's, N the
+    group's), so a gain that is a whole number or a short fraction comes out exact."""
+    gain = np.zeros(n_groups)
+    if len(g):
+        np.maximum.at(gain, g, pair_gain(g, v, n, n_groups, counts))
+    return gain
+
+
+def pair_gain(g: np.ndarray, v: np.ndarray, n: np.ndarray, n_groups: int, counts: np.ndarray) -> np.ndarray:
+    """(p - q) / q of every (group, value) pair, as likeness_gain computes it."""
+    size = group_totals(g, n, n_groups).astype(np.int64)[g]
+    held = counts.astype(np.int64)[v]
+    return (n.astype(np.int64) * int(counts.sum()) - held * size) / (held * size)
+
+
+def likeness_passes(gain: np.ndarray, beta: float) -> np.ndarray:
+    """Basic beta-likeness: every value's gain at most beta (up to rounding)."""
+    return gain <= beta + ROUNDING * max(beta, 1.0)
+
+
 def distinct_per_group(group: np.ndarray, value: np.ndarray, n_groups: int, m: int) -> np.ndarray:
     """Distinct values per group: a presence bitmap while groups x values is small (linear),
     else a sort of the keys (a bitmap far larger than the rows costs more to clear and sum)."""
@@ -311,7 +336,8 @@ class SensitiveModel:
 
     diversity: distinct | entropy | recursive (with `l`, and `c` for recursive) or None;
     t: the t-closeness bound (None: no closeness) on `ground`, measured against `counts`, the
-    rows per code of the table the groups partition."""
+    rows per code of the table the groups partition; beta: the basic beta-likeness bound (None:
+    none), against the same `counts`."""
 
     diversity: str | None
     l: int | None
@@ -320,10 +346,11 @@ class SensitiveModel:
     ground: Ground
     counts: np.ndarray
     code_of: np.ndarray | None = None  # ground code of each data sensitive code (None: the same)
+    beta: float | None = None
 
     @property
     def active(self) -> bool:
-        return bool(self.l and self.l > 1) or self.t is not None
+        return bool(self.l and self.l > 1) or self.t is not None or self.beta is not None
 
     def codes(self, sensitive_codes: np.ndarray) -> np.ndarray:
         return sensitive_codes if self.code_of is None else self.code_of[sensitive_codes]
@@ -339,7 +366,7 @@ class SensitiveModel:
 
     @property
     def needs_counts(self) -> bool:
-        return self.diversity in ("entropy", "recursive") or self.t is not None
+        return self.diversity in ("entropy", "recursive") or self.t is not None or self.beta is not None
 
     def groups_ok(self, group: np.ndarray, value: np.ndarray, n_groups: int) -> np.ndarray:
         """Which groups (rows' group ids, their ground codes) meet every model."""
@@ -360,11 +387,13 @@ class SensitiveModel:
             ok &= recursive_passes(*recursive_terms(g, n, n_groups, self.l), self.c)
         if self.t is not None:
             ok &= closeness_passes(emd(self.ground, g, v, n, n_groups, self.counts), self.t)
+        if self.beta is not None:
+            ok &= likeness_passes(likeness_gain(g, v, n, n_groups, self.counts), self.beta)
         return ok
 
     def table_problem(self, value: np.ndarray) -> str | None:
         """Why no partition of these rows can meet the models (the whole table fails), or None.
-        (t-closeness always holds for the whole table: its distance to itself is 0.)"""
+        (t-closeness and beta-likeness always hold for the whole table: it is its own distribution.)"""
         if len(value) == 0 or self.groups_ok(np.zeros(len(value), dtype=np.int64), value, 1)[0]:
             return None
         distinct = len(np.unique(value))
@@ -394,6 +423,7 @@ class ModelChoice:
     closeness: str | None = None  # equal | ordered | hierarchical (with t)
     order: list[str] | None = None
     hierarchy: dict[str, list[str]] | None = None
+    beta: float | None = None  # basic beta-likeness
 
     def model(self, values: np.ndarray, rows: np.ndarray) -> SensitiveModel:
         """The model over a table whose distinct sensitive values are `values`, held by `rows`
@@ -403,4 +433,5 @@ class ModelChoice:
         else:  # no distance: any coding will do
             ground, code_of = Ground("equal", len(values)), np.arange(len(values), dtype=np.int64)
         counts = np.bincount(code_of, weights=rows, minlength=ground.m).astype(np.int64)
-        return SensitiveModel(self.diversity if self.l else None, self.l, self.c, self.t, ground, counts, code_of)
+        diversity = self.diversity if self.l else None
+        return SensitiveModel(diversity, self.l, self.c, self.t, ground, counts, code_of, self.beta)

@@ -219,6 +219,14 @@ class Technique:
         (None: from the risk table, or not computed)."""
         return None
 
+    def attribute_table(self, release: Release) -> tuple[Any, list[str], str | None] | None:
+        """For the attribute-gain figures (tasks/risk.py table_shares): the published table whose
+        rows show the sensitive value, the columns naming the group an adversary places a
+        person in, and the column of counts when a row stands for several (a count table, such
+        as Anatomy's ST). None: the risk table and its QI columns, when it shows the sensitive
+        column (an equivalence class is the group)."""
+        return None
+
     def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
         """pandera schemas of the published tables, by table name."""
         return {}

@@ -189,6 +189,7 @@ def split_levels(
     dim_names: np.ndarray | None = None,
     weights: np.ndarray | None = None,
     model: SensitiveModel | None = None,
+    pair_items: bool = False,
 ):
     """Split contiguous row segments level by level until no segment can be split.
 
@@ -208,12 +209,16 @@ def split_levels(
     l / model: a split is allowed only when both sides meet the sensitive-value models: `l`
     alone is distinct l-diversity; `model` any of tasks/core/sensitive_models (s then holds
     its ground codes).
+
+    pair_items: the items are a person's distinct (person, sensitive value) pairs, all at the
+    person's one point (tasks/partition/people.py): each item is one vote of the models, and
+    `weights` count people (1 on one pair of each person, 0 on the others), so k counts people.
     """
     D = len(doms)
     if model is None and l is not None and l > 1 and s is not None:
         model = SensitiveModel.distinct(l, max(int(s.max()) + 1, 1) if len(s) else 1)
     use_model = model is not None and model.active or (l is not None and l > 1)
-    if use_model and weights is not None:
+    if use_model and weights is not None and not pair_items:
         raise ValueError("l-diversity needs one item per row: no weights")
     if use_model and s is None:
         raise ValueError("l-diversity needs the sensitive codes s")

@@ -67,6 +67,7 @@ class KeptRows:
     codes: np.ndarray
     domains: list[QIDomain]
     sensitive_codes: np.ndarray
+    person: np.ndarray | None = None  # rows_per_person = "many": each kept row's person
 
     @property
     def n(self) -> int:
@@ -87,7 +88,9 @@ def suppressed_partition(
         return part
     keep = np.ones(data.n, dtype=bool)
     keep[left_out] = False
-    kept = mondrian(KeptRows(data.codes[keep], data.domains, data.sensitive_codes[keep]))
+    # under "many" a group holds whole people, so whole people are left out
+    person = None if data.person is None else data.person[keep]
+    kept = mondrian(KeptRows(data.codes[keep], data.domains, data.sensitive_codes[keep], person))
     group = np.full(data.n, -1, dtype=np.int64)
     group[keep] = kept.group
     return Partition(group, kept.n_groups, kept.tree, {**kept.info, "suppressed": len(left_out)})
@@ -105,5 +108,6 @@ def published_rows(data: Microdata, group: np.ndarray, order: np.ndarray) -> tup
         frame=data.frame[keep].reset_index(drop=True),
         codes=data.codes[keep],
         sensitive_codes=data.sensitive_codes[keep],
+        person=None if data.person is None else data.person[keep],
     )
     return rows, group[keep], position[order[keep[order]]]

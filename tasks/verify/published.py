@@ -152,14 +152,57 @@ def class_ids(table: pa.Table, columns: list[str]) -> tuple[np.ndarray, int]:
     return ids, len(uniq)
 
 
-def class_profile(table: pa.Table, columns: list[str], sensitive: str | None = None) -> dict:
+# release.private["people"] (rows_per_person = "many"): one int64 column "person", aligned with
+# the rows of the technique's risk table, holding person NUMBERS (never ids), stored in the state
+# and never published; verification reads it beside the published table (docs/models.md)
+PEOPLE = "people"
+# release.private["people_in"]: the input's people (the population of [risk] sample_fraction)
+PEOPLE_IN = "people_in"
+
+
+def people_table(person: np.ndarray) -> pa.Table:
+    """release.private["people"] for published rows whose people are `person` (in published row
+    order): renumbered by first appearance in that order, so it keeps neither an id nor the
+    input's order."""
+    return pa.table({"person": pa.array(pd.factorize(person)[0].astype(np.int64))})
+
+
+def release_people(release) -> np.ndarray | None:
+    """Each published row's person number, or None (one row per person: a row is a person)."""
+    people = release.private.get(PEOPLE)
+    if people is None:
+        return None
+    return people.column("person").to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def class_people(ids: np.ndarray, n_classes: int, person: np.ndarray) -> tuple[np.ndarray, int]:
+    """Distinct people per class, and how many people have rows in more than one class."""
+    if len(person) != len(ids):
+        raise ValueError(
+            f"the release's private people table has {len(person):,} rows, the published table {len(ids):,}"
+        )
+    if not len(ids):
+        return np.zeros(n_classes, dtype=np.int64), 0
+    width = int(person.max()) + 1
+    pairs = pd.unique(ids * width + person)  # distinct (class, person)
+    spread = int((np.bincount(pairs % width, minlength=width) > 1).sum())
+    return np.bincount(pairs // width, minlength=n_classes), spread
+
+
+def class_profile(
+    table: pa.Table, columns: list[str], sensitive: str | None = None, person: np.ndarray | None = None
+) -> dict:
     """Per class: size and (with `sensitive`) distinct non-null sensitive values; plus one row
-    index per class for describing it."""
+    index per class for describing it. With `person` (each row's person number, rows_per_person
+    = "many"): "people", the distinct people per class, and "spread", the people whose rows lie
+    in more than one class."""
     ids, n = class_ids(table, columns)
     sizes = np.bincount(ids, minlength=n)
     first_row = np.full(n, -1, dtype=np.int64)
     first_row[ids[::-1]] = np.arange(len(ids))[::-1]
-    out = {"class": ids, "size": sizes, "first_row": first_row, "distinct": None}
+    out = {"class": ids, "size": sizes, "first_row": first_row, "distinct": None, "people": None, "spread": 0}
+    if person is not None:
+        out["people"], out["spread"] = class_people(ids, n, person)
     if sensitive is not None:
         col = table.column(sensitive)
         s_codes, s_dict = _codes(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
@@ -170,11 +213,16 @@ def class_profile(table: pa.Table, columns: list[str], sensitive: str | None = N
     return out
 
 
-def describe_row_class(table: pa.Table, row: int, columns: list[str], size: int, distinct: int | None = None) -> dict:
-    """The published QI values of one class (read from one of its rows), for the report."""
+def describe_row_class(
+    table: pa.Table, row: int, columns: list[str], size: int, distinct: int | None = None, people: int | None = None
+) -> dict:
+    """The published QI values of one class (read from one of its rows), for the report; size:
+    its rows; people: its distinct people (rows_per_person = "many")."""
     cells = table.select(columns).slice(row, 1).to_pylist()[0]
     out = {c: list(v) if isinstance(v, (list, tuple)) else v for c, v in cells.items()}
     out["size"] = int(size)
+    if people is not None:
+        out["distinct_people"] = int(people)
     if distinct is not None:
         out["distinct_sensitive"] = int(distinct)
     return out

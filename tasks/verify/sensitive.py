@@ -1,11 +1,12 @@
-"""Entropy and recursive (c, l)-diversity and t-closeness of a published table, read as an
-adversary reads it: the equivalence classes of its published QI cells and each class's
+"""Entropy and recursive (c, l)-diversity, t-closeness and beta-likeness of a published table,
+read as an adversary reads it: the equivalence classes of its published QI cells and each class's
 sensitive values (docs/models.md). The figures come from tasks/core/sensitive_models, the
 functions Mondrian uses to decide its splits."""
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -64,22 +65,49 @@ def model_figures(
         w = int(d.argmax())
         passed = bool(sm.closeness_passes(d[w : w + 1], model.t)[0])
         out.append(("t-closeness", float(d[w]), model.t, passed, w, {"distance": model.ground.kind}))
+    if model.beta is not None:
+        gain = sm.likeness_gain(g, v, n, n_classes, model.counts)
+        w = int(gain.argmax())
+        passed = bool(sm.likeness_passes(gain[w : w + 1], model.beta)[0])
+        # the worst class's value of that gain, by its shares only (never the value itself)
+        mine = np.flatnonzero(g == w)
+        top = mine[int(sm.pair_gain(g, v, n, n_classes, model.counts)[mine].argmax())]
+        q = sm.distribution(model.counts)
+        shares = {"class_share": float(n[top] / n[mine].sum()), "table_share": float(q[v[top]])}
+        out.append(("beta-likeness", float(gain[w]), model.beta, passed, w, shares))
     return out
 
 
+def people_votes(class_of: np.ndarray, codes: np.ndarray, person: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (class, person, value) triples as (class, value) per triple: under
+    rows_per_person = "many" a person's value is one vote, however many of their rows hold it."""
+    who, _ = pd.factorize(class_of * (int(person.max()) + 1) + person)  # (class, person), compacted
+    first = np.zeros(int(who.max()) + 1, dtype=np.int64)
+    first[who] = class_of  # each (class, person)'s class
+    width = int(codes.max()) + 1
+    key = np.unique(who.astype(np.int64) * width + codes)
+    return first[key // width], key % width
+
+
 def sensitive_results(
-    table: pa.Table, qi_cols: list[str], sensitive: str, choice: sm.ModelChoice
+    table: pa.Table, qi_cols: list[str], sensitive: str, choice: sm.ModelChoice, person: np.ndarray | None = None
 ) -> list[PrivacyResult]:
     """The PrivacyResults of the models in `choice` other than distinct l-diversity (reported by
-    k_and_l), for a published table in memory."""
+    k_and_l), for a published table in memory. With `person` (each row's person number), over
+    the classes' distinct (person, value) pairs, each one vote: the row formulas applied to them
+    (docs/models.md, "Several rows per person")."""
     if table.num_rows == 0:
         return []
-    prof = class_profile(table, qi_cols, sensitive)
+    prof = class_profile(table, qi_cols, sensitive, person)
     codes, values = sensitive_value_codes(table.column(sensitive))
     n_classes = len(prof["size"])
-    model, g, v, n = class_pairs(prof["class"], n_classes, codes, values, choice)
+    class_of = prof["class"]
+    if person is not None:
+        class_of, codes = people_votes(class_of, codes, person)
+    model, g, v, n = class_pairs(class_of, n_classes, codes, values, choice)
     results = []
     for name, figure, threshold, passed, w, facts in model_figures(model, g, v, n, n_classes):
-        cls = describe_row_class(table, prof["first_row"][w], qi_cols, prof["size"][w], prof["distinct"][w])
+        people = None if prof["people"] is None else prof["people"][w]
+        cls = describe_row_class(table, prof["first_row"][w], qi_cols, prof["size"][w], prof["distinct"][w], people)
         results.append(PrivacyResult(name, figure, threshold, passed, {"class": cls, **facts}))
     return results

@@ -57,6 +57,7 @@ SERIES = ["tests/test_series_composition.py", "tests/test_composition_oracle.py"
 SERIES_PEOPLE = ["tests/test_composition_people.py"]
 REMEDIES = ["tests/test_series_remedies.py"]
 SENSITIVE = ["tests/test_sensitive_models.py", "tests/test_thresholds.py"]
+GAIN = ["tests/test_attribute_gain.py", "tests/test_thresholds.py", "tests/test_sensitive_models.py"]
 CLUSTER = ["tests/test_cluster_release.py", "tests/test_thresholds.py"]
 AUDIT_PROOFS = ["tests/audit/test_witness.py", "tests/audit/test_exchange.py", "tests/audit/test_properties.py"]
 AUDIT_AFTER_DENIAL = ["tests/audit/test_after_denial.py"]
@@ -96,6 +97,14 @@ MUTANTS = [
         "distinct > NEAR_UNIQUE_SHARE * people",
         "distinct > NEAR_UNIQUE_SHARE * people + 1",
         ["tests/test_near_unique.py", "tests/test_init.py"],
+    ),
+    # several rows per person (docs/models.md): the verifier's people per class
+    Mutant(
+        "k counts rows instead of people",
+        "tasks/verify/published.py",
+        "return np.bincount(pairs // width, minlength=n_classes), spread",
+        "return np.bincount(ids, minlength=n_classes), spread",
+        ["tests/test_many_rows.py", "tests/test_thresholds.py"],
     ),
     # re-identification risk (tasks/risk.py)
     Mutant(
@@ -248,6 +257,35 @@ MUTANTS = [
         "/ (2 * root_height)",
         "/ root_height",
         SENSITIVE,
+    ),
+    # attribute disclosure as the gain over the base rate (issue 39): beta-likeness and the risk step
+    Mutant(
+        "β gain: base rate taken from the group (beta-likeness in Mondrian and the verifier)",
+        "tasks/core/sensitive_models.py",
+        "held = counts.astype(np.int64)[v]",
+        "held = n.astype(np.int64) * int(counts.sum()) // size",
+        GAIN,
+    ),
+    Mutant(
+        "β gain: base rate taken from the group (the risk step's attribute-gain-max)",
+        "tasks/risk.py",
+        "return self.holding * self.total - self.holders * self.size",
+        "return self.holding * self.total - self.holding * self.total",
+        GAIN,
+    ),
+    Mutant(
+        "beta-likeness accepts a gain of 1.01 beta",
+        "tasks/core/sensitive_models.py",
+        "gain <= beta + ROUNDING * max(beta, 1.0)",
+        "gain <= beta * 1.01 + ROUNDING * max(beta, 1.0)",
+        GAIN,
+    ),
+    Mutant(
+        "[risk] max_gain compared with the difference, not the gain",
+        "tasks/risk.py",
+        '"max_gain": "attribute-gain-max",',
+        '"max_gain": "attribute-difference-max",',
+        GAIN,
     ),
     # MuCo
     Mutant(

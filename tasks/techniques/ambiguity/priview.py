@@ -382,6 +382,11 @@ class PriView(GroupChunkedVerify, Technique):
         sensitive = self.spec.dataset.sensitive
         return st_attribute_risk(st, sensitive, also=(st_qi_of(st, sensitive),))
 
+    def attribute_table(self, release: Release) -> tuple[Any, list[str], str | None] | None:
+        """A person with ST's QI value q in group G is one of the units of G showing q."""
+        st = release.tables["ST"]
+        return st, ["gid", st_qi_of(st, self.spec.dataset.sensitive)], "count"
+
     def table_schemas(self, spec: ReleaseSpec) -> dict[str, Any]:
         ds = spec.dataset
         qis = {q: pa_schema.Column(nullable=False, required=False) for q in ds.qi_names}

@@ -406,6 +406,9 @@ class Ambiguity(GroupChunkedVerify, Technique):
     def attribute_risk(self, release: Release) -> float | None:
         return st_attribute_risk(release.tables["ST"], self.spec.dataset.sensitive)
 
+    def attribute_table(self, release: Release) -> tuple[Any, list[str], str | None] | None:
+        return release.tables["ST"], ["gid"], "count"
+
     def table_schemas(self, spec: ReleaseSpec) -> dict[str, Any]:
         ds = spec.dataset
         out = {

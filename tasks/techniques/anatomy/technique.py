@@ -37,10 +37,8 @@ from privpub.tasks.evaluate.workload import ColumnIndex
 from privpub.tasks.risk import st_attribute_risk
 from privpub.tasks.techniques.anatomy.params import AnatomyParams
 from privpub.tasks.techniques.registry import register
-
-# release.private["people"] (rows_per_person = "many"): one int64 column "person", each QIT row's
-# person number (never an id), stored in the state and never published (docs/models.md)
-PEOPLE = "people"
+from privpub.tasks.verify import published
+from privpub.tasks.verify.published import PEOPLE, people_table
 
 
 class AnatomyError(ValueError):
@@ -284,7 +282,7 @@ class Anatomy(Technique):
                 ~pd.Series(data.person * len(data.sensitive_values) + data.sensitive_codes).duplicated().to_numpy()
             ]
             # each QIT row's person, renumbered in QIT's order: never an id, nor the input's order
-            private[PEOPLE] = pa.table({"person": pa.array(pd.factorize(data.person[perm])[0].astype(np.int64))})
+            private[PEOPLE] = people_table(data.person[perm])
         st = rows.groupby(["gid", sens], sort=True).size().rename("count").reset_index()
         st["count"] = st["count"].astype(np.int64)
         info = {"groups": int(part.n_groups), "min_group": int(part.sizes.min()), "max_group": int(part.sizes.max())}
@@ -362,6 +360,10 @@ class Anatomy(Technique):
         results = verify_anatomy(release, self.spec.dataset.sensitive, self.params.l)
         return float(Fraction(results[2].value))
 
+    def attribute_table(self, release: Release) -> tuple[Any, list[str], str | None] | None:
+        """A person linked to their QIT row learns their group's ST counts."""
+        return release.tables["ST"], ["gid"], "count"
+
     def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
         ds = data_spec.dataset
         qit = {name: pdr.Column(nullable=False) for name in ds.qi_names}
@@ -388,11 +390,11 @@ class AnatomyChunk:
 
 
 def release_people(release: Release) -> np.ndarray | None:
-    """Each QIT row's person number (rows_per_person = "many"), or None: a row is a person."""
-    people = release.private.get(PEOPLE)
-    if people is None:
+    """Each QIT row's person number (rows_per_person = "many", release.private["people"]), or None:
+    a row is a person."""
+    person = published.release_people(release)
+    if person is None:
         return None
-    person = people.column("person").to_numpy(zero_copy_only=False).astype(np.int64)
     if len(person) != release.tables["QIT"].num_rows:
         raise ValueError(
             f"the release's private people table has {len(person):,} rows, QIT {release.tables['QIT'].num_rows:,}"

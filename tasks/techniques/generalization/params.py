@@ -1,5 +1,6 @@
 """[technique] keys of generalization: k; l with the diversity model (distinct, entropy or
-recursive (c, l)-diversity); t with the closeness ground distance (docs/models.md); suppress, the
+recursive (c, l)-diversity); t with the closeness ground distance; beta, basic beta-likeness
+(docs/models.md); suppress, the
 largest share of rows left out as outliers (tasks/partition/suppression.py)."""
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class GeneralizationParams(TechniqueParams):
     closeness: Literal["equal", "ordered", "hierarchical"] | None = Field(
         None, description='one of "equal", "ordered", "hierarchical"'
     )
+    # basic beta-likeness: no value's share in a class above (1 + beta) times its share in the table
+    beta: float | None = Field(None, gt=0, description="a number > 0 (finite)")
 
     @model_validator(mode="after")
     def _models_fit_together(self) -> GeneralizationParams:
@@ -70,4 +73,5 @@ class GeneralizationParams(TechniqueParams):
             closeness,
             ds.sensitive_order,
             ds.sensitive_hierarchy,
+            self.beta,
         )

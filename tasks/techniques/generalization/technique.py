@@ -1,6 +1,6 @@
 """Technique `generalization`: Mondrian QI-groups, each QI replaced by its group's range or set,
-sensitive values kept (k-anonymity, optionally distinct, entropy or recursive (c, l)-diversity and
-t-closeness: docs/models.md). With `suppress`, outliers are left out
+sensitive values kept (k-anonymity, optionally distinct, entropy or recursive (c, l)-diversity,
+t-closeness and beta-likeness: docs/models.md). With `suppress`, outliers are left out
 (tasks/partition/suppression.py) and never published."""
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from privpub.tasks.core.types import Partition, PrivacyResult, Release
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
 from privpub.tasks.partition.generalized_table import generalized_table
 from privpub.tasks.partition.mondrian import CodedRows, mondrian_partition
+from privpub.tasks.partition.people import pair_value_counts, people_partition, person_value_pairs
 from privpub.tasks.partition.suppression import published_rows, suppressed_partition
 from privpub.tasks.techniques.generalization.params import GeneralizationParams
 from privpub.tasks.techniques.registry import register
-from privpub.tasks.verify.published import qi_columns
+from privpub.tasks.verify.published import people_table, qi_columns, release_people
 from privpub.tasks.verify.sensitive import sensitive_results
 
 
@@ -36,6 +37,7 @@ class Generalization(Technique):
     table_names = ("table",)
     accepts_kept_groups = True  # anonymize builds each group's box from whatever rows it holds
     publishes_dates = True  # tasks/partition/generalized_table.py: date32 ranges
+    many_rows_per_person = True  # tasks/partition/people.py: groups of whole people, k counts people
 
     @property
     def models(self) -> ModelChoice:
@@ -45,8 +47,9 @@ class Generalization(Technique):
 
     @property
     def beyond_distinct(self) -> bool:
-        """Entropy / recursive diversity or t-closeness (docs/models.md), not just distinct l."""
-        return self.models.diversity not in (None, "distinct") or self.models.t is not None
+        """Entropy / recursive diversity, t-closeness or beta-likeness (docs/models.md), not just distinct l."""
+        models = self.models
+        return models.diversity not in (None, "distinct") or models.t is not None or models.beta is not None
 
     def check_params(self) -> None:
         if self.params.suppress > 0 and self.spec.run.task_runner == "dask":  # before any work
@@ -55,25 +58,35 @@ class Generalization(Technique):
             raise SpecError("[technique] suppress: [series] keep_groups would publish returning people left out")
         if self.beyond_distinct and self.spec.run.task_runner == "dask":
             raise SpecError(
-                '[technique] entropy or recursive diversity and t-closeness run in memory only: [run] task_runner = "dask" '
+                '[technique] entropy or recursive diversity, t-closeness and beta run in memory only: [run] task_runner = "dask" '
                 "partitions rows in parts, which honours k and distinct l only"
             )
 
     def check_data(self, data: Microdata) -> None:
+        if data.person is not None and data.people < self.params.k:
+            raise ValueError(f"k = {self.params.k} is larger than the table ({data.people} people)")
         if data.n < self.params.k:
             raise ValueError(f"k = {self.params.k} is larger than the table ({data.n} rows)")
         self.check_diversity(data, self.params.l)
         if self.beyond_distinct:
             model = self.sensitive_model(data)
-            problem = model.table_problem(model.codes(data.sensitive_codes))
+            codes = data.sensitive_codes
+            if data.person is not None:  # each person's value one vote
+                codes = person_value_pairs(data.person, codes.astype(np.int64), len(data.sensitive_values))[1]
+            problem = model.table_problem(model.codes(codes))
             if problem:
                 raise ValueError(problem)
 
     def sensitive_model(self, data: Microdata, rows: CodedRows | None = None) -> SensitiveModel:
         """The models over the rows to partition (all of data's, or the kept ones): their
-        distribution over data's sensitive values, and the ground codes."""
-        codes = (data if rows is None else rows).sensitive_codes
-        counts = np.bincount(codes, minlength=len(data.sensitive_values))
+        distribution over data's sensitive values (under "many", over people: each person's
+        distinct values once), and the ground codes."""
+        rows = data if rows is None else rows
+        person = getattr(rows, "person", None)
+        if person is None:
+            counts = np.bincount(rows.sensitive_codes, minlength=len(data.sensitive_values))
+        else:
+            counts = pair_value_counts(person, rows.sensitive_codes.astype(np.int64), len(data.sensitive_values))
         return self.models.model(data.sensitive_values, counts)
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
@@ -84,6 +97,8 @@ class Generalization(Technique):
 
         def mondrian(rows):  # the models' distribution is that of the rows partitioned (the kept ones)
             model = self.sensitive_model(data, rows) if self.beyond_distinct else None
+            if getattr(rows, "person", None) is not None:  # rows_per_person = "many": groups of whole people
+                return people_partition(rows, rows.person, p.k, p.l, model=model)
             return mondrian_partition(rows, p.k, p.l, model=model)
 
         # with suppress: Mondrian, its widest groups left out, Mondrian again on the rows kept
@@ -100,16 +115,21 @@ class Generalization(Technique):
         rows, group, order = published_rows(data, part.group, rng.permutation(data.n))
         table = generalized_table(rows, group, part.n_groups, order)
         suppressed = {"suppressed": data.n - rows.n} if rows is not data else {}
-        return Release({"table": table}, info={"groups": part.n_groups, **suppressed})
+        private = {} if rows.person is None else {"people": people_table(rows.person[order])}
+        return Release({"table": table}, private, info={"groups": part.n_groups, **suppressed})
 
     def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
         table = release.tables["table"]
         ds = self.spec.dataset
         columns = qi_columns(table, ds.qi_names)
         distinct_l = self.params.l if self.models.diversity == "distinct" else None
-        results = table_k_and_l(table, columns, ds.sensitive, self.params.k, distinct_l)
+        person = release_people(release)  # rows_per_person = "many": the figures count people
+        if person is None and ds.rows_per_person == "many":  # never counted in rows instead
+            reason = 'rows_per_person = "many" but the release keeps no people table: its classes cannot be counted in people'
+            return [PrivacyResult("k-anonymity", 0, self.params.k, False, {"reason": reason})]
+        results = table_k_and_l(table, columns, ds.sensitive, self.params.k, distinct_l, person)
         if self.beyond_distinct:
-            results += sensitive_results(table, columns, ds.sensitive, self.models)
+            results += sensitive_results(table, columns, ds.sensitive, self.models, person)
         return results
 
     def estimate_counts(self, release: Release, workload) -> np.ndarray:

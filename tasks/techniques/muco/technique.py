@@ -399,6 +399,10 @@ class MuCo(Technique):
         ds = self.spec.dataset
         return table_risk(release.tables["table"], ds.qi_names, ds.sensitive, threshold=1.0)["attribute-risk-max"]
 
+    def attribute_table(self, release: Release) -> tuple[Any, list[str], str | None] | None:
+        """Classes of rows with equal published QIs, as attribute_risk reads them."""
+        return release.tables["table"], self.spec.dataset.qi_names, None
+
     def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
         ds = data_spec.dataset
         cols = {name: pdr.Column(nullable=False) for name in [*ds.qi_names, ds.sensitive]}
