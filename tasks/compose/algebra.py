@@ -136,12 +136,20 @@ class Sets:
         the newest release when it is the person's first). With several rows per person, people:
         while every group held a transient value, the candidates' pairs less each group's excess
         (min_tc has it taken off); once one held none (min_t = 0, the transient values are no
-        candidates), the permanent candidates' pairs less the largest excess. With one record per
-        person both are Σ minc + min_tc (min_tc is 0 once a group held no transient value)."""
+        candidates), the permanent candidates' pairs less the largest excess; or the most people
+        holding one candidate value, if more (and never below 0). With one record per person both
+        are Σ minc + min_tc (min_tc is 0 once a group held no transient value)."""
         per = np.bincount(self.owner(), weights=self.minc, minlength=self.size).astype(np.int64)
         if self.max_e is None:
             return per + self.min_tc
-        return per + np.where(self.min_t > 0, self.min_tc, -self.max_e)
+        pairs_less_excess = per + np.where(self.min_t > 0, self.min_tc, -self.max_e)
+        # the holders of one candidate value are people who can be the person too (in every
+        # release at least its minc), and there are never fewer than none
+        one_value = np.zeros(self.size, np.int64)
+        has = np.diff(self.ptr) > 0
+        if has.any():
+            one_value[has] = np.maximum.reduceat(self.minc, self.ptr[:-1][has])
+        return np.maximum(np.maximum(pairs_less_excess, one_value), 0)
 
     @classmethod
     def empty(cls, several_rows: bool = False) -> Sets:
