@@ -118,6 +118,26 @@ class PublishedRelease(str):
     def parameters(self) -> dict[str, Any]:
         return dict(self.info["parameters"])
 
+    @property
+    def several_rows_per_person(self) -> bool:
+        """`[dataset] rows_per_person = "many"`: every privacy figure counts people, not rows."""
+        return (self.info["spec"].get("dataset") or {}).get("rows_per_person") == "many"
+
+    @cached_property
+    def people(self) -> int | None:
+        """The people of the published rows (rows_per_person = "many": from the person numbers the
+        release keeps privately beside its table, never published); None when a row is a person."""
+        if not self.several_rows_per_person:
+            return None
+        import pyarrow.compute as pc  # lazy: `import privpub` stays cheap
+
+        from privpub.state.store import Store
+
+        people = Store(self.state).private(str(self)).get("people")
+        if people is None:
+            return None
+        return int(pc.count_distinct(people.column("person")).as_py())
+
     @cached_property
     def tables(self) -> PublishedTables:
         """Published table name -> DataFrame, each read from its Parquet file(s) on first use."""
@@ -157,6 +177,9 @@ class PublishedRelease(str):
         )
         params = ", ".join(f"{k} = {v!r}" for k, v in self.parameters.items())
         tables = ", ".join(f"{t.table_name} ({t.n_rows} rows)" for t in self.info["tables"].itertuples())
+        if self.several_rows_per_person:  # the figures below are over people
+            people = "" if self.people is None else f" of {self.people} people"
+            tables += f"; several rows per person{people}: every privacy figure counts people"
         return (
             f"<div><b>release {esc(str(self))}</b> &mdash; series {esc(self.series)} #{self.sequence}, "
             f"technique {esc(self.technique)} ({esc(params)})<br>tables: {esc(tables)}"

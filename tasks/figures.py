@@ -275,7 +275,12 @@ _GUARANTEES: list[tuple[str, str]] = [
     ),
     (
         r"QIT and ST agree on group sizes",
-        "the two published tables agree: each group has as many QIT rows as ST counts",
+        "the two published tables agree: each group has as many QIT rows as ST counts (with several rows per "
+        "person, ST counts people: no count above the group's people, and at least as many counts as people)",
+    ),
+    (
+        r"people per group",
+        "every group holds at least {t} people, a person's several rows counted once",
     ),
     (r"alpha-presence", "the probability of telling that a given person is in the data at all is at most {t}"),
     (r"beta-association", "the probability of naming a person's sensitive value from the tables is at most {t}"),
@@ -308,7 +313,8 @@ _GUARANTEES: list[tuple[str, str]] = [
     ),
     (
         r"series-composition-k",
-        "with every release of the series combined, at least {t} records can be each person's",
+        "with every release of the series combined, at least {t} records (people, with several rows per person) can be "
+        "each person's",
     ),
     (
         r"serial-global",
@@ -391,6 +397,8 @@ _WORST_LABELS = {
     "group_size": "rows in the group",
     "sensitive_value": "sensitive value",
     "count": "rows with that value",
+    "group_people": "people in the group",
+    "holding": "people holding that value",
     "at_sizes": "values per AT table",
     "attribute": "column",
     "code": "value code",

@@ -113,7 +113,16 @@ def _technique_words(meta: dict[str, Any], privacy: list, sensitive: str) -> str
     ld = _find(privacy, "l-diversity")
     if ld is not None:
         gen.append(f"each such group holds at least {fmt(ld.value)} different {s} values (l-diversity)")
-    if tech == "anatomy":
+    if tech == "anatomy" and (_find(privacy, "people per group") is not None):  # rows_per_person = "many"
+        lv, ad = _find(privacy, "l-diversity (distinct)"), _find(privacy, "attribute disclosure")
+        out.append(
+            "The quasi-identifiers are published exactly as they are (table QIT), so an adversary who knows them "
+            f"can find a person's rows and their group (all of a person's rows are in one); the {s} values are "
+            "published only per group, as counts of the people holding each (table ST), never of records"
+            + (f": each group holds {fmt(lv.value)} or more values" if lv else "")
+            + (f", and at most {fmt(ad.value)} of its people hold any one of them" if ad else "")
+        )
+    elif tech == "anatomy":
         lv, ad = _find(privacy, "l-diversity (distinct)"), _find(privacy, "attribute disclosure")
         out.append(
             "The quasi-identifiers are published exactly as they are (table QIT), so an adversary who knows them "

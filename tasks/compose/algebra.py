@@ -15,11 +15,17 @@ values left, each with the fewest records that held it in one of the person's gr
 fewest transient values (and records) of one of its groups. People who share their summary and
 their new group share the new summary, so summaries are kept as numbered *sets* that many
 people point at (`Sets`), not per person.
+
+Several rows per person (`[dataset] rows_per_person = "many"`): a record is then a (person,
+value) pair, a count the people holding a value, and a group's *excess* its pairs beyond one per
+person (0 when every person has one value). The people holding one of a set W of values are at
+least W's pairs less the excess (a person counted twice holds two pairs), which keeps the k
+figure (`Sets.identity`) a lower bound in people.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -43,25 +49,46 @@ class GroupCounts:
     n_values: int
     t_distinct: np.ndarray  # (n_groups,) distinct transient values in the group
     t_records: np.ndarray  # (n_groups,) records holding a transient value
+    # (n_groups,) the group's (person, value) pairs beyond one per person: 0 unless people have
+    # several values (rows_per_person = "many")
+    excess: np.ndarray | None = None
 
     @classmethod
-    def of(cls, group: np.ndarray, value: np.ndarray, n_groups: int, transient: np.ndarray) -> GroupCounts:
+    def of(
+        cls,
+        group: np.ndarray,
+        value: np.ndarray,
+        n_groups: int,
+        transient: np.ndarray,
+        person: np.ndarray | None = None,
+    ) -> GroupCounts:
         """group: per record (-1: not published); value: per record, a code into `transient`
-        (a bool per value code)."""
+        (a bool per value code). person: each record's person when the records are the distinct
+        (person, value) pairs of people with several rows: the counts are then people."""
         n_values = len(transient)
         ok = group >= 0
         key, count = np.unique(group[ok].astype(np.int64) * n_values + value[ok], return_counts=True)
-        return cls.of_counts(key, count, n_groups, transient)
+        excess = None
+        if person is not None:
+            width = int(person.max()) + 1 if len(person) else 1
+            people = np.unique(group[ok].astype(np.int64) * width + person[ok]) // width
+            excess = np.bincount(group[ok], minlength=n_groups) - np.bincount(people, minlength=n_groups)
+        return cls.of_counts(key, count, n_groups, transient, excess)
 
     @classmethod
-    def of_counts(cls, key: np.ndarray, count: np.ndarray, n_groups: int, transient: np.ndarray) -> GroupCounts:
-        """From records per key (group * n_values + value), keys sorted and distinct."""
+    def of_counts(
+        cls, key: np.ndarray, count: np.ndarray, n_groups: int, transient: np.ndarray, excess: np.ndarray | None = None
+    ) -> GroupCounts:
+        """From records per key (group * n_values + value), keys sorted and distinct; excess per
+        group (None: none)."""
         n_values = len(transient)
         g, v = key // n_values, key % n_values
         t = transient[v]
         t_distinct = np.bincount(g[t], minlength=n_groups).astype(np.int64)
         t_records = np.bincount(g[t], weights=count[t], minlength=n_groups).astype(np.int64)
-        return cls(key.astype(np.int64), count.astype(np.int64), n_groups, n_values, t_distinct, t_records)
+        if excess is not None:
+            excess = excess.astype(np.int64)
+        return cls(key.astype(np.int64), count.astype(np.int64), n_groups, n_values, t_distinct, t_records, excess)
 
     def lookup(self, group: np.ndarray, value: np.ndarray) -> np.ndarray:
         """Records holding `value` in `group` (0 when none; value -1 = not in this release)."""
@@ -84,6 +111,14 @@ class Sets:
     # held none (then the person cannot have been transient throughout)
     min_t: np.ndarray  # (m,) int64
     min_tc: np.ndarray  # (m,) int64: fewest records with a transient value in one group
+    # (several rows per person) fewest of (transient pairs - excess) is min_tc, and the largest
+    # excess of one of the person's groups is max_e: people, not pairs, in the k figure. None:
+    # 0 for every set (one record per person)
+    max_e: np.ndarray | None = field(default=None)
+
+    def excess(self) -> np.ndarray:
+        """(m,) the largest excess of one of the person's groups (0: one record per person)."""
+        return np.zeros(self.size, np.int64) if self.max_e is None else self.max_e
 
     @property
     def size(self) -> int:
@@ -98,14 +133,28 @@ class Sets:
 
     def identity(self) -> np.ndarray:
         """Per set: records that can be the person's, a lower bound over its releases (exact in
-        the newest release when it is the person's first)."""
+        the newest release when it is the person's first). With several rows per person, people:
+        while every group held a transient value, the candidates' pairs less each group's excess
+        (min_tc has it taken off); once one held none (min_t = 0, the transient values are no
+        candidates), the permanent candidates' pairs less the largest excess; or the most people
+        holding one candidate value, if more (and never below 0). With one record per person both
+        are Σ minc + min_tc (min_tc is 0 once a group held no transient value)."""
         per = np.bincount(self.owner(), weights=self.minc, minlength=self.size).astype(np.int64)
-        return per + self.min_tc
+        if self.max_e is None:
+            return per + self.min_tc
+        pairs_less_excess = per + np.where(self.min_t > 0, self.min_tc, -self.max_e)
+        # the holders of one candidate value are people who can be the person too (in every
+        # release at least its minc), and there are never fewer than none
+        one_value = np.zeros(self.size, np.int64)
+        has = np.diff(self.ptr) > 0
+        if has.any():
+            one_value[has] = np.maximum.reduceat(self.minc, self.ptr[:-1][has])
+        return np.maximum(np.maximum(pairs_less_excess, one_value), 0)
 
     @classmethod
-    def empty(cls) -> Sets:
+    def empty(cls, several_rows: bool = False) -> Sets:
         z = np.zeros(0, np.int64)
-        return cls(np.zeros(1, np.int64), z, z, z, z)
+        return cls(np.zeros(1, np.int64), z, z, z, z, z if several_rows else None)
 
 
 def compose(
@@ -145,10 +194,17 @@ def compose(
     order = np.lexsort((np.concatenate([v1, v2]), combo))
     ptr = np.searchsorted(combo[order], np.arange(len(uk) + 1)).astype(np.int64)
     t_here, tc_here = counts.t_distinct[g], counts.t_records[g]
+    several = counts.excess is not None or prior.max_e is not None
+    e_here = (counts.excess[g] if counts.excess is not None else np.zeros(len(g), np.int64)) if several else None
+    if e_here is not None:
+        tc_here = tc_here - e_here
+    max_e = e_here
     if prior.size:  # a returning person keeps the fewest over its releases
         prev = np.clip(old, 0, None)
         min_t = np.where(is_new, t_here, np.minimum(prior.min_t[prev], t_here))
         min_tc = np.where(is_new, tc_here, np.minimum(prior.min_tc[prev], tc_here))
+        if e_here is not None:
+            max_e = np.where(is_new, e_here, np.maximum(prior.excess()[prev], e_here))
     else:
         min_t, min_tc = t_here, tc_here
     sets = Sets(
@@ -157,6 +213,7 @@ def compose(
         np.concatenate([m1, m2])[order],
         min_t.astype(np.int64),
         min_tc.astype(np.int64),
+        None if max_e is None else max_e.astype(np.int64),
     )
     row_set = np.full(len(group), -1, np.int64)
     row_set[rows] = inv
@@ -188,9 +245,13 @@ def shared(sets: Sets) -> tuple[Sets, np.ndarray]:
         h = _mix(
             body + _mix(lens) * np.uint64(7) + _mix(sets.min_t) * np.uint64(11) + _mix(sets.min_tc) * np.uint64(13)
         )
+        if sets.max_e is not None:
+            h = _mix(h + _mix(sets.max_e) * np.uint64(17))
     _, first, index = np.unique(h, return_index=True, return_inverse=True)
     rep = first[index]  # each set's representative
     same = (lens == lens[rep]) & (sets.min_t == sets.min_t[rep]) & (sets.min_tc == sets.min_tc[rep])
+    if sets.max_e is not None:
+        same &= sets.max_e == sets.max_e[rep]
     if same.all():
         there = sets.ptr[rep[owner]] + pos
         same = (sets.value == sets.value[there]).all() and (sets.minc == sets.minc[there]).all()
@@ -206,5 +267,6 @@ def shared(sets: Sets) -> tuple[Sets, np.ndarray]:
         sets.minc[p],
         sets.min_t[keep],
         sets.min_tc[keep],
+        None if sets.max_e is None else sets.max_e[keep],
     )
     return out, renumber[rep]

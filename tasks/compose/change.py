@@ -38,6 +38,7 @@ from privpub.tasks.compose.rebuild import (
     stored_releases,
     stored_values,
 )
+from privpub.tasks.compose.summaries import set_table
 
 NEW_SETS = "_change_sets"  # a batch's rebuilt summaries, shown to the connection while written
 NEW_INFO = "_change_info"
@@ -211,12 +212,33 @@ def _change(
 
 def _broken_by(con, sid: int, transient_vkeys: np.ndarray) -> list[tuple[int, int]]:
     """(release, people) where a person's value differs from its value in its previous release
-    and the two are not both transient (publish's `broken_rows`, over the whole series)."""
+    and the two are not both transient (publish's `broken_rows`, over the whole series); under
+    rows_per_person = "many", where a person's permanent values differ as sets (`_broken_sets`)."""
+    t = {"sid": sid, "t": [int(v) for v in transient_vkeys]}
+    several = con.execute(  # a person stored once per value of theirs in some release
+        "SELECT EXISTS (SELECT 1 FROM compose_membership WHERE sid = $sid GROUP BY release, pkey HAVING count(*) > 1)",
+        {"sid": sid},
+    ).fetchone()[0]
+    if several:
+        return _broken_sets(con, t)
     return con.execute(
         "SELECT release, count(*) FROM (SELECT release, vkey, lag(vkey) OVER (PARTITION BY pkey ORDER BY release) "
         "AS before FROM compose_membership WHERE sid = $sid) WHERE before <> vkey AND NOT "
         "(list_contains($t, vkey) AND list_contains($t, before)) GROUP BY release ORDER BY release",
-        {"sid": sid, "t": [int(v) for v in transient_vkeys]},
+        t,
+    ).fetchall()
+
+
+def _broken_sets(con, t: dict) -> list[tuple[int, int]]:
+    """(release, people) where a person's permanent values (the values of theirs not transient, as
+    a set) differ from those of their previous release (`SeriesCheck._refuse_changed_sets`, over
+    the whole series); for one value per person this is the rule of `_broken_by`."""
+    return con.execute(
+        "SELECT release, count(*) FROM (SELECT release, kept, lag(kept) OVER (PARTITION BY pkey ORDER BY release) "
+        "AS before FROM (SELECT pkey, release, coalesce(list_sort(list(vkey) FILTER (WHERE NOT list_contains($t, vkey))), "
+        "[]::INTEGER[]) AS kept FROM compose_membership WHERE sid = $sid GROUP BY pkey, release)) "
+        "WHERE before IS NOT NULL AND before <> kept GROUP BY release ORDER BY release",
+        t,
     ).fetchall()
 
 
@@ -261,6 +283,7 @@ def _kept(sets: Sets, set_of: np.ndarray) -> tuple[Sets, np.ndarray]:
         sets.minc[pos],
         sets.min_t[used],
         sets.min_tc[used],
+        None if sets.max_e is None else sets.max_e[used],
     )
     kept, renumber = shared(kept)
     return kept, renumber[index]
@@ -270,9 +293,7 @@ def _write_batch(con, sid: int, sets: Sets, base: int, set_id: np.ndarray, pkey:
     """A batch's sets added (numbered from `base`) and its people pointed at them."""
     set_id = set_id + base
     tables = {
-        NEW_SETS: pa.table(
-            {"set_id": sets.owner() + base, "vkey": sets.value.astype(np.int32), "minc": sets.minc.astype(np.int32)}
-        ),
+        NEW_SETS: set_table(sets, sets.value, base),
         NEW_INFO: pa.table(
             {
                 "set_id": np.arange(sets.size, dtype=np.int64) + base,

@@ -12,6 +12,12 @@ release of the series (tasks/compose/algebra.py says what that adversary learns)
 Settings come from `[series]`: composition = "refuse" (default) | "warn", transient = [values],
 l (default: the technique's l), keep_groups = false.
 
+Several rows per person (`[dataset] rows_per_person = "many"`, docs/series.md): a person's rows
+are in one group, so the check composes each PERSON once per release, as its (person, value)
+pairs (`units`: one per distinct value of the person's rows, each pointing at a row); records
+per (group, value) are then people holding the value, and the figures below, people and
+returning count people.
+
 `person_id = "@row"` numbers rows, not people: such a release is linked to no other, so the check
 does not apply to it (no figure, no summaries stored) and `not_applied` says why; a later release
 with a person id starts the check (flows/pipeline.py refuses an "@row" release after a first one).
@@ -98,6 +104,10 @@ class SeriesCheck:
         # the adversaries the check plays (Technique.composition_views): each person is composed
         # once per view, view v's rows after view v-1's, under an id tagged with the view
         self.views = technique.composition_views()
+        # rows_per_person = "many": one unit per (person, value) of the input, each the first row
+        # holding it, and its person's number (None: a row is a person)
+        self.unit_rows: np.ndarray | None = None
+        self.unit_person: np.ndarray | None = None
         self.row_ids = spec.dataset.person_id == ROW_ID  # nothing to link: the check does not apply
         self.unlinked_before = 0  # earlier releases of the series that took "@row" (set by prepare)
 
@@ -115,9 +125,17 @@ class SeriesCheck:
     def prepare(self, store, data) -> None:
         """data: Microdata here; PartedSeriesCheck takes rows kept in parts."""
         ds = self.spec.dataset
-        self.persons = summaries.person_text(data.frame[ds.person_id])
+        person = getattr(data, "person", None)
+        if person is not None:  # rows_per_person = "many": composed per (person, value)
+            assert len(self.views) == 1, "a technique with several views does not take several rows per person"
+            width = len(data.sensitive_values)
+            _, self.unit_rows = np.unique(person * width + data.sensitive_codes, return_index=True)
+            self.unit_person = person[self.unit_rows]
+            self.people = int(person.max()) + 1 if len(person) else 0
+        ids = data.frame[ds.person_id]
+        self.persons = summaries.person_text(ids if self.unit_rows is None else ids.iloc[self.unit_rows])
         self.values = np.asarray(data.sensitive_values).astype(str).astype(object)
-        self.codes = data.sensitive_codes
+        self.codes = data.sensitive_codes if self.unit_rows is None else data.sensitive_codes[self.unit_rows]
         self.transient = np.isin(self.values, list(self.settings.transient))
         if self.technique.guards_series or self.row_ids:  # its own verifier is the series check; no people
             return
@@ -133,6 +151,9 @@ class SeriesCheck:
         if self.prior is None:
             return
         same_transient(self.prior, self.settings, ds.name)
+        if self.unit_rows is not None:
+            self._refuse_changed_sets(store)
+            return
         broken = self.by_person(broken_rows(self.prior, self.codes, self.transient))
         if broken.any():
             rows = np.flatnonzero(broken)
@@ -141,9 +162,62 @@ class SeriesCheck:
                 f"person's value in an earlier release of the series ({len(rows)} rows); " + remedies.VALUE_CHANGES
             )
 
+    def _refuse_changed_sets(self, store) -> None:
+        """rows_per_person = "many": a returning person whose permanent values (the set of their
+        rows' values not named transient) differ from those of their latest earlier release is
+        refused, as a changed value is under one row per person (`broken_rows`)."""
+        prior = self.prior
+        assert prior is not None and self.unit_person is not None and self.unit_rows is not None
+        back = prior.pkey >= 0
+        first_unit = np.unique(self.unit_person[back], return_index=True)[1]
+        person, vkey = summaries.latest_values(store, prior.sid, prior.pkey[back][first_unit])
+        person = self.unit_person[back][first_unit][person]  # positions -> person numbers
+        stored = ~prior.vkey_transient[vkey]
+        now = back & ~self.transient[self.codes]
+        # a value new to the series has no stored key: a key of its own, below every stored one
+        now_key = np.where(prior.code_to_vkey[self.codes] >= 0, prior.code_to_vkey[self.codes], -1 - self.codes)
+        width = len(prior.vkey_transient) + len(self.values) + 1
+        offset = len(self.values) + 1
+        pairs = np.concatenate(
+            [self.unit_person[now] * width + now_key[now] + offset, person[stored] * width + vkey[stored] + offset]
+        )
+        key, times = np.unique(pairs, return_counts=True)  # a pair held on one side only: a change
+        changed = np.unique(key[times == 1] // width)
+        if len(changed):
+            ds = self.spec.dataset
+            row = int(self.unit_rows[np.isin(self.unit_person, changed)].min())
+            raise InputError(
+                f"row {row + 1}, column '{ds.sensitive}': this person's values differ from their values in "
+                f"their latest earlier release of the series ({len(changed)} {'person' if len(changed) == 1 else 'people'}); "
+                + remedies.VALUE_CHANGES
+            )
+
     def by_person(self, per_row: np.ndarray) -> np.ndarray:
-        """A per-row flag over every view -> per input row: set in any view."""
+        """A per-row flag over every view -> per input row: set in any view. Under rows_per_person
+        = "many", a per-unit flag -> per person: set for one of their values."""
+        if self.unit_person is not None:
+            out = np.zeros(self.people, bool)
+            out[self.unit_person[per_row]] = True
+            return out
         return np.asarray(per_row.reshape(len(self.views), -1).any(axis=0))
+
+    @property
+    def grouped(self) -> bool:
+        """Whether the check's arrays hold several entries per person (views, or units)."""
+        return len(self.views) > 1 or self.unit_person is not None
+
+    def units(self, group: np.ndarray) -> np.ndarray:
+        """A per-row array (the groups) as the check's arrays hold it: per unit under "many"."""
+        return group if self.unit_rows is None else group[self.unit_rows]
+
+    def per_row(self, per_unit: np.ndarray, person: np.ndarray) -> np.ndarray:
+        """A per-unit array whose units of one person agree -> per input row (person: each row's
+        person number); unchanged when a row is a person."""
+        if self.unit_person is None:
+            return per_unit
+        out = np.empty(self.people, per_unit.dtype)
+        out[self.unit_person] = per_unit
+        return out[person]
 
     def share_prepared(self, other: SeriesCheck) -> bool:
         """Take what `other.prepare` read from the same input and store (privpub explore's
@@ -157,6 +231,9 @@ class SeriesCheck:
         ):
             return False
         self.persons, self.values, self.codes = other.persons, other.values, other.codes
+        self.unit_rows, self.unit_person = other.unit_rows, other.unit_person
+        if other.unit_person is not None:
+            self.people = other.people
         self.transient, self.prior, self.store = other.transient, other.prior, other.store
         self.unlinked_before = other.unlinked_before
         return True
@@ -173,6 +250,8 @@ class SeriesCheck:
 
     # --- the check ------------------------------------------------------------------------------
     def compose(self, data: Microdata, group: np.ndarray, n_groups: int):
+        if self.unit_rows is not None:
+            return compose_rows(self.prior, self.units(group), self.codes, n_groups, self.transient, self.unit_person)
         return compose_rows(self.prior, group, data.sensitive_codes, n_groups, self.transient)
 
     def figures(self, sets: Sets, row_set: np.ndarray) -> np.ndarray:
@@ -218,8 +297,19 @@ class SeriesCheck:
     def check(self, data: Microdata, group: np.ndarray, n_groups: int) -> list[PrivacyResult]:
         if self.technique.guards_series or self.row_ids or (self.prior is None and not self.commits):
             return []
-        codes = self.codes if len(self.views) > 1 else data.sensitive_codes
-        sets, row_set = summarise(self.prior, group, codes, n_groups, self.transient, bool(self.settings.l))
+        codes = self.codes if self.grouped else data.sensitive_codes
+        person = getattr(data, "person", None)
+        if (
+            self.unit_rows is not None
+            and person is not None
+            and (self.per_row(self.units(group), person) != group).any()
+        ):
+            # the model (docs/series.md) needs each person in one group of a release
+            raise ValueError(f"technique {self.technique.name} put a person's rows in several groups")
+        group = self.units(group)
+        sets, row_set = summarise(
+            self.prior, group, codes, n_groups, self.transient, bool(self.settings.l), self.unit_person
+        )
         self._composed = (group, sets, row_set)
         if self.prior is None:  # the first release with summaries: nothing to combine yet
             return []
@@ -228,8 +318,14 @@ class SeriesCheck:
         below = published & (fig < self.threshold)
         worst = int(np.argmin(fig))
         n = len(fig) // len(self.views)
-        self.note_below(self.prior.pkey[below], self.by_person(below) if len(self.views) > 1 else None)
-        what = "candidate values" if self.settings.l else "records that can be the person's"
+        self.note_below(self.prior.pkey[below], self.by_person(below) if self.grouped else None)
+        what = (
+            "candidate values"
+            if self.settings.l
+            else "people who can be the person"
+            if self.unit_person is not None
+            else "records that can be the person's"
+        )
         views = {"view": self.views[worst // n], "views": self.views} if len(self.views) > 1 else {}
         return [
             PrivacyResult(
@@ -238,7 +334,7 @@ class SeriesCheck:
                 self.threshold,
                 not below.any(),
                 {
-                    "row": worst % n + 1,
+                    "row": (worst % n if self.unit_rows is None else int(self.unit_rows[worst])) + 1,
                     "below": int(self.by_person(below).sum()),
                     "people": int(self.by_person(published).sum()),
                     "returning": int(self.by_person(published & (self.prior.set_of_row >= 0)).sum()),
@@ -255,7 +351,7 @@ class SeriesCheck:
         """Keep the stored keys of people below the threshold (-1: a newcomer) for breach_note.
         below: per input row, whether the person is below in some view (several views: a person
         has a key per view and is a newcomer when it has none)."""
-        self.below_pkeys.append(pkey[pkey >= 0])
+        self.below_pkeys.append(np.unique(pkey[pkey >= 0]) if self.unit_person is not None else pkey[pkey >= 0])
         if below is None:
             self.below_people += len(pkey)
             self.below_newcomers += int((pkey < 0).sum())
@@ -308,14 +404,22 @@ class SeriesCheck:
         pkey = prior.pkey[rows].copy() if prior else np.full(len(rows), -1, np.int64)
         fresh = pkey < 0
         next_pkey = prior.next_pkey if prior else 0
-        pkey[fresh] = next_pkey + np.arange(int(fresh.sum()))
+        if self.unit_person is None:
+            new_keys = int(fresh.sum())
+            pkey[fresh] = next_pkey + np.arange(new_keys)
+        else:  # a key per new person, whatever their number of values
+            newcomers, which = np.unique(self.unit_person[rows][fresh], return_inverse=True)
+            new_keys = len(newcomers)
+            pkey[fresh] = next_pkey + which
         set_base = prior.next_set if prior else 0
         next_cohort = prior.next_cohort if prior else 0
         if cohort is None:  # without keep_groups every release starts new cohorts
             cohort = next_cohort + group
+        elif self.unit_rows is not None:  # kept cohorts are per input row
+            cohort = cohort[self.unit_rows]
         kept = cohort[rows]
         next_ids = (
-            next_pkey + int(fresh.sum()),
+            next_pkey + new_keys,
             set_base + sets.size,
             max(next_cohort, int(kept.max()) + 1 if len(kept) else 0),
         )
@@ -333,6 +437,7 @@ class SeriesCheck:
             values=self.values,
             next_ids=next_ids,
             transient=list(self.settings.transient),
+            several_rows=self.unit_person is not None,
         )
 
 
@@ -381,10 +486,17 @@ def same_transient(prior: summaries.Prior, settings: SeriesSettings, series: str
 
 
 def compose_rows(
-    prior: summaries.Prior | None, group: np.ndarray, codes: np.ndarray, n_groups: int, transient: np.ndarray
+    prior: summaries.Prior | None,
+    group: np.ndarray,
+    codes: np.ndarray,
+    n_groups: int,
+    transient: np.ndarray,
+    person: np.ndarray | None = None,
 ) -> tuple[GroupCounts, Sets, np.ndarray]:
-    """One release's records per (group, value), its people's new summaries and each row's set."""
-    counts = GroupCounts.of(group, codes, n_groups, transient)
+    """One release's records per (group, value), its people's new summaries and each row's set.
+    person: each entry's person, when the entries are (person, value) pairs (rows_per_person =
+    "many"): the counts are then people holding each value (GroupCounts.of)."""
+    counts = GroupCounts.of(group, codes, n_groups, transient, person)
     sets, row_set = compose(
         prior.sets if prior else Sets.empty(),
         prior.set_of_row if prior else np.full(len(group), -1, np.int64),
@@ -402,10 +514,12 @@ def summarise(
     n_groups: int,
     transient: np.ndarray,
     by_values: bool,
+    person: np.ndarray | None = None,
 ) -> tuple[Sets, np.ndarray]:
     """The new summaries as they are stored (equal ones shared) and each row's set (-1: not
-    published). by_values: an l check, whose summaries need no record counts."""
-    _, sets, row_set = compose_rows(prior, group, codes, n_groups, transient)
+    published). by_values: an l check, whose summaries need no record counts. person: see
+    compose_rows."""
+    _, sets, row_set = compose_rows(prior, group, codes, n_groups, transient, person)
     if by_values:  # the record counts serve only the k figure: without them most people
         sets.minc[:] = 0  # share a handful of summaries (a later k check would read 0: refuse)
     sets, index = shared(sets)

@@ -20,13 +20,22 @@ from privpub.tasks.core.types import Partition
 MAX_ROUNDS = 64
 
 
+def people_per_group(group: np.ndarray, person: np.ndarray | None, n_groups: int) -> np.ndarray:
+    """Rows per group, or its distinct people when a person may have several rows."""
+    if person is None:
+        return np.bincount(group, minlength=n_groups)
+    width = int(person.max()) + 1 if len(person) else 1
+    return np.bincount(np.unique(group.astype(np.int64) * width + person) // width, minlength=n_groups)
+
+
 def kept_partition(check, data: Microdata, part: Partition) -> Partition:
     own = part.group
     prior = check.prior
     base = prior.next_cohort if prior is not None else 0
     cohort = base + own.astype(np.int64)
-    if prior is not None:
-        cohort = np.where(prior.cohort >= 0, prior.cohort, cohort)
+    if prior is not None:  # (a person's cohort on each of their rows under rows_per_person = "many")
+        kept = check.per_row(prior.cohort, data.person) if data.person is not None else prior.cohort
+        cohort = np.where(kept >= 0, kept, cohort)
 
     # cohorts in the order of the technique's own groups (the first member's), so merging a
     # cohort with the next one joins neighbours
@@ -44,9 +53,9 @@ def kept_partition(check, data: Microdata, part: Partition) -> Partition:
         n_groups = len(cohort_of_group)
         counts, sets, row_set = check.compose(data, group, n_groups)
         bad = np.zeros(n_groups, bool)
-        bad[group[check.figures(sets, row_set) < check.threshold]] = True
+        bad[check.units(group)[check.figures(sets, row_set) < check.threshold]] = True
         if k:
-            bad |= np.bincount(group, minlength=n_groups) < k
+            bad |= people_per_group(group, data.person, n_groups) < k
         if l:
             bad |= np.bincount(counts.key // counts.n_values, minlength=n_groups) < l
         if not bad.any() or n_groups == 1:
@@ -63,6 +72,6 @@ def kept_partition(check, data: Microdata, part: Partition) -> Partition:
         **part.info,
         "kept_groups": True,
         "merge_rounds": rounds,
-        "returning": int((prior.cohort >= 0).sum()) if prior is not None else 0,
+        "returning": int(check.by_person(prior.cohort >= 0).sum()) if prior is not None else 0,
     }
     return Partition(group, len(cohort_of_group), None, info)

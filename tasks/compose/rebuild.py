@@ -5,7 +5,9 @@ summaries the publish read, it replays the series.
 In batches of people, so the process holds one batch's rows and summaries, not the series': a
 person's summary depends only on its own earlier summary and on its groups' records per value in
 each release. DuckDB counts the records per (release, group, value) of the whole series once, into
-a temporary table of the read connection (held by DuckDB, not by the arrays of a batch). A
+a temporary table of the read connection (held by DuckDB, not by the arrays of a batch), and the
+groups' excess (rows_per_person = "many": a person stored once per value of theirs; the group's
+rows beyond one per person, tasks/compose/algebra.py). A
 batch is a range of person keys, so it holds every row of each of its people; release by release
 it reads its people's rows and the counts of the groups they are in (whole groups, whoever else
 is in them). Sets are shared within a batch only, which changes their numbering, not their
@@ -25,16 +27,19 @@ from privpub.tasks.compose.algebra import GroupCounts, Sets, compose, shared
 
 BATCH_PEOPLE = 1_000_000  # people replayed at once (as a cluster publish composes them)
 COUNTS = "_replay_counts"  # the series' records per (release, group, value): a temporary table
+EXCESS = "_replay_excess"  # (release, group, rows beyond one per person), where any: a temporary table
 GROUPS = "_replay_groups"  # a batch's groups in one release, shown to the read connection
 
 
 def _concat(a: Sets, b: Sets) -> Sets:
+    several = a.max_e is not None or b.max_e is not None
     return Sets(
         np.concatenate([a.ptr, b.ptr[1:] + a.ptr[-1]]),
         np.concatenate([a.value, b.value]),
         np.concatenate([a.minc, b.minc]),
         np.concatenate([a.min_t, b.min_t]),
         np.concatenate([a.min_tc, b.min_tc]),
+        np.concatenate([a.excess(), b.excess()]) if several else None,
     )
 
 
@@ -92,6 +97,7 @@ def counted_groups(con, sid: int, releases: list[int]) -> Iterator[None]:
     block runs (what `_group_counts` reads), counted one release at a time: DuckDB holds one
     release's groups to count them."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE {COUNTS} (release INTEGER, gid BIGINT, vkey INTEGER, n BIGINT)")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {EXCESS} (release INTEGER, gid BIGINT, e BIGINT)")
     try:
         for release in releases:
             con.execute(
@@ -99,9 +105,15 @@ def counted_groups(con, sid: int, releases: list[int]) -> Iterator[None]:
                 "WHERE sid = ? AND release = ? GROUP BY ALL",
                 [sid, release],
             )
+            con.execute(  # a person with several values is stored once per value (rows_per_person = "many")
+                f"INSERT INTO {EXCESS} SELECT release, gid, count(*) - count(DISTINCT pkey) AS e "
+                "FROM compose_membership WHERE sid = ? AND release = ? GROUP BY ALL HAVING e > 0",
+                [sid, release],
+            )
         yield
     finally:
         con.execute(f"DROP TABLE IF EXISTS {COUNTS}")
+        con.execute(f"DROP TABLE IF EXISTS {EXCESS}")
 
 
 def _batch(
@@ -124,7 +136,8 @@ def replay_people(
     not shared with the earlier ones (`shared` does it when they are to be stored)."""
     set_of = np.full(people[1] - people[0], -1, np.int64)
     latest = np.full(people[1] - people[0], -1, np.int64)
-    sets = Sets.empty()
+    several = bool(con.execute(f"SELECT count(*) FROM {EXCESS}").fetchone()[0])  # people with several values
+    sets = Sets.empty(several)
     for release in releases:
         rows = con.execute(
             "SELECT pkey, gid, vkey FROM compose_membership WHERE sid = $sid AND release = $r "
@@ -135,7 +148,9 @@ def replay_people(
             continue
         person = np.asarray(rows["pkey"], np.int64) - people[0]
         groups, g = np.unique(rows["gid"], return_inverse=True)  # the batch's groups, numbered densely
-        new, row_set = compose(sets, set_of[person], g, _group_counts(con, release, groups, transient), ~transient)
+        new, row_set = compose(
+            sets, set_of[person], g, _group_counts(con, release, groups, transient, several), ~transient
+        )
         set_of[person] = row_set + sets.size
         latest[person] = release
         sets = _concat(sets, new)  # absent people keep their sets
@@ -145,9 +160,11 @@ def replay_people(
     return sets, set_of, latest
 
 
-def _group_counts(con, release: int, groups: np.ndarray, transient: np.ndarray) -> GroupCounts:
+def _group_counts(
+    con, release: int, groups: np.ndarray, transient: np.ndarray, several_rows: bool = False
+) -> GroupCounts:
     """Every record of the release's `groups` (sorted ids), whoever holds it, counted per value;
-    the groups numbered by their position in `groups`."""
+    the groups numbered by their position in `groups`; several_rows: with each group's excess."""
     con.register(GROUPS, pa.table({"gid": groups, "pos": np.arange(len(groups), dtype=np.int64)}))
     try:  # keyed and sorted by DuckDB: position * values + value
         got = con.execute(
@@ -155,8 +172,15 @@ def _group_counts(con, release: int, groups: np.ndarray, transient: np.ndarray) 
             "WHERE c.release = ? ORDER BY key",
             [len(transient), release],
         ).fetchnumpy()
+        over = con.execute(
+            f"SELECT g.pos, x.e FROM {EXCESS} x JOIN {GROUPS} g USING (gid) WHERE x.release = ?", [release]
+        ).fetchnumpy()
     finally:
         con.unregister(GROUPS)
+    excess = None
+    if several_rows:
+        excess = np.zeros(len(groups), np.int64)
+        excess[np.asarray(over["pos"], np.int64)] = np.asarray(over["e"], np.int64)
     return GroupCounts.of_counts(
-        np.asarray(got["key"], np.int64), np.asarray(got["n"], np.int64), len(groups), transient
+        np.asarray(got["key"], np.int64), np.asarray(got["n"], np.int64), len(groups), transient, excess
     )

@@ -5,6 +5,12 @@ A release reads only the rows of the people it holds (joined on the person's pse
 state never holds a person id, state/pseudonyms.py) and the sets those people point at: as
 large as the release, whatever the length of the series.
 Readers get positions in their own arrays back, never the stored text.
+
+Several rows per person (`[dataset] rows_per_person = "many"`): compose_people keeps one row per
+person, compose_membership one per (person, value) of each release; a set's largest excess
+(tasks/compose/algebra.py) is a compose_sets row of value key EXCESS_VKEY (-1, never a value's
+key) whose minc holds it, written only where it is above 0 (so a series of one row per person
+stores what it stored before).
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 from privpub.schemas.errors import StaleHistory
 from privpub.state.store import has_table
 from privpub.tasks.compose.algebra import Sets
+
+EXCESS_VKEY = -1  # compose_sets: the row carrying a set's largest excess (several rows per person)
 
 
 @dataclass
@@ -117,14 +125,23 @@ def load(store, series: str, persons: pa.Array, values: np.ndarray) -> Prior | N
 
     set_of_row = per_row("set_id", np.searchsorted(ids, people.column("set_id").to_numpy()))
     owner = np.searchsorted(ids, sets.column("set_id").to_numpy())
-    code = vkey_to_code[sets.column("vkey").to_numpy()]
+    vkey = sets.column("vkey").to_numpy()
+    minc = sets.column("minc").to_numpy().astype(np.int64)
+    excess = vkey == EXCESS_VKEY
+    max_e = None
+    if excess.any():  # people with several values: each set's largest excess (0 where no row)
+        max_e = np.zeros(len(ids), np.int64)
+        max_e[owner[excess]] = minc[excess]
+        owner, vkey, minc = owner[~excess], vkey[~excess], minc[~excess]
+    code = vkey_to_code[vkey]
     order = np.lexsort((code, owner))
     summary = Sets(
         np.searchsorted(owner[order], np.arange(len(ids) + 1)).astype(np.int64),
         code[order],
-        sets.column("minc").to_numpy()[order].astype(np.int64),
+        minc[order],
         info.column("min_t").to_numpy().astype(np.int64),
         info.column("min_tc").to_numpy().astype(np.int64),
+        max_e,
     )
     return Prior(
         int(head[0]),
@@ -144,6 +161,25 @@ def load(store, series: str, persons: pa.Array, values: np.ndarray) -> Prior | N
     )
 
 
+def latest_values(store, sid: int, pkeys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The stored value keys of people in their latest release (compose_membership), for people
+    with several values (rows_per_person = "many"): (position in `pkeys`, value key) pairs."""
+
+    def fetch(con):
+        con.register("_compose_keys", pa.table({"i": np.arange(len(pkeys), dtype=np.int64), "pkey": pkeys}))
+        try:
+            return con.execute(
+                "SELECT k.i, m.vkey FROM _compose_keys k JOIN compose_people p ON p.sid = $sid AND p.pkey = k.pkey "
+                "JOIN compose_membership m ON m.sid = $sid AND m.pkey = p.pkey AND m.release = p.release",
+                {"sid": sid},
+            ).fetchnumpy()
+        finally:
+            con.unregister("_compose_keys")
+
+    got = store.query(fetch)
+    return np.asarray(got["i"], np.int64), np.asarray(got["vkey"], np.int64)
+
+
 def summaries_writer(
     series: str,
     prior: Prior | None,
@@ -159,10 +195,13 @@ def summaries_writer(
     values: np.ndarray,
     next_ids: tuple[int, int, int],
     transient: list[str],
+    several_rows: bool = False,
 ) -> Callable:
     """The writes of one release (its published people only; `code` = their value codes): their
     rows replaced, new values keyed, the new sets added, sets nobody points at any more dropped,
-    the release's groups appended, the head moved."""
+    the release's groups appended, the head moved. several_rows: the arrays hold a person once
+    per value of theirs (same key, set, cohort and group): compose_people gets one row per
+    person, compose_membership one per (person, value)."""
     code_to_vkey, new_values = value_keys(prior, values)
     people, set_rows, info = summary_tables(
         code_to_vkey,
@@ -181,6 +220,10 @@ def summaries_writer(
         "_compose_info": info,
         "_compose_values": new_values,
     }
+    if several_rows:
+        first = np.unique(pkey, return_index=True)[1]
+        tables["_compose_people"] = people.take(pa.array(np.sort(first)))
+        tables["_compose_membership"] = people
     return table_writer(
         series, prior.sid if prior else None, tables, next_ids, transient, prior.next_set if prior else None
     )
@@ -221,13 +264,7 @@ def summary_tables(
             "gid": gid,
         }
     )
-    set_rows = pa.table(
-        {
-            "set_id": sets.owner() + set_base,
-            "vkey": code_to_vkey[sets.value].astype(np.int32),
-            "minc": sets.minc.astype(np.int32),
-        }
-    )
+    set_rows = set_table(sets, code_to_vkey[sets.value], set_base)
     info = pa.table(
         {
             "set_id": np.arange(sets.size, dtype=np.int64) + set_base,
@@ -236,6 +273,18 @@ def summary_tables(
         }
     )
     return people, set_rows, info
+
+
+def set_table(sets: Sets, vkey: np.ndarray, set_base: int) -> pa.Table:
+    """The rows of compose_sets of `sets` (vkey: the stored key of each of their values), numbered
+    from set_base; with a row of EXCESS_VKEY for each set whose largest excess is above 0."""
+    set_id, minc = sets.owner() + set_base, sets.minc
+    if sets.max_e is not None and (sets.max_e > 0).any():
+        over = np.flatnonzero(sets.max_e > 0)
+        set_id = np.concatenate([set_id, over + set_base])
+        vkey = np.concatenate([vkey, np.full(len(over), EXCESS_VKEY)])
+        minc = np.concatenate([minc, sets.max_e[over]])
+    return pa.table({"set_id": set_id, "vkey": vkey.astype(np.int32), "minc": minc.astype(np.int32)})
 
 
 def table_writer(
@@ -302,8 +351,9 @@ def table_writer(
                         "(SELECT set_id FROM compose_people WHERE sid = $sid)",
                         p,
                     )
-            con.execute(
-                "INSERT INTO compose_membership SELECT $sid, $r, pkey, gid, vkey FROM _compose_people",
+            con.execute(  # a person once per value of theirs under rows_per_person = "many"
+                "INSERT INTO compose_membership SELECT $sid, $r, pkey, gid, vkey FROM "
+                + ("_compose_membership" if "_compose_membership" in tables else "_compose_people"),
                 {**p, "r": sequence},
             )
             con.execute(

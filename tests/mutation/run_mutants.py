@@ -52,7 +52,9 @@ AUDIT = ["tests/audit/test_golden.py", "tests/audit/test_properties.py", "tests/
 AUDIT_GRID = ["tests/audit/test_grid.py", "tests/audit/test_grid_kinds.py"]
 AUDIT_NESTED = ["tests/audit/test_nested.py"]
 ANATOMY = ["tests/test_anatomy.py", "tests/test_thresholds.py", "tests/test_chunked_verify.py"]
+ANATOMY_PEOPLE = ["tests/test_anatomy_people.py", "tests/test_anatomy.py"]
 SERIES = ["tests/test_series_composition.py", "tests/test_composition_oracle.py"]
+SERIES_PEOPLE = ["tests/test_composition_people.py"]
 REMEDIES = ["tests/test_series_remedies.py"]
 SENSITIVE = ["tests/test_sensitive_models.py", "tests/test_thresholds.py"]
 GAIN = ["tests/test_attribute_gain.py", "tests/test_thresholds.py", "tests/test_sensitive_models.py"]
@@ -416,6 +418,13 @@ MUTANTS = [
         "worst_frac <= Fraction(1, l - 1)",
         ANATOMY,
     ),
+    Mutant(
+        "Anatomy counts rows instead of people",
+        "tasks/techniques/anatomy/technique.py",
+        "gids, counts = np.unique(np.unique(chunk.gid * width + chunk.person) // width, return_counts=True)",
+        "gids, counts = np.unique(chunk.gid, return_counts=True)",
+        ANATOMY_PEOPLE,
+    ),
     # Butterfly
     Mutant(
         "Butterfly per-QID k checked as k - 1",
@@ -757,6 +766,21 @@ MUTANTS = [
         'pseudonymise_column(con, "compose_people", "person", key)',
         "pass",
         ["tests/test_pseudonyms.py"],
+    ),
+    # the series composition under rows_per_person = "many" (tasks/compose)
+    Mutant(
+        "series composition counts (person, value) pairs as people",
+        "tasks/compose/check.py",
+        '"people": int(self.by_person(published).sum()),',
+        '"people": int(published.sum()),',
+        SERIES_PEOPLE,
+    ),
+    Mutant(
+        "series k figure ignores a group's excess (pairs counted as people)",
+        "tasks/compose/algebra.py",
+        "tc_here = tc_here - e_here",
+        "tc_here = tc_here - 0 * e_here",
+        SERIES_PEOPLE,
     ),
 ]
 

@@ -8,6 +8,11 @@ group then has l distinct values, each once (a residual tuple adds a new value),
 links a person to a sensitive value with probability at most 1/l.
 
 Published tables:  QIT (QI columns, gid)  and  ST (gid, sensitive value, count).
+
+Several rows per person (`[dataset] rows_per_person = "many"`, docs/models.md): groups of
+PEOPLE (`anatomy_people_groups`): every person's rows in one group, and in every group each value
+is held by at most 1/l of its people. ST then counts the group's PEOPLE holding each value, and
+`release.private["people"]` keeps each QIT row's person number for the verifier.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from privpub.tasks.evaluate.workload import ColumnIndex
 from privpub.tasks.risk import st_attribute_risk
 from privpub.tasks.techniques.anatomy.params import AnatomyParams
 from privpub.tasks.techniques.registry import register
+from privpub.tasks.verify import published
+from privpub.tasks.verify.published import PEOPLE, people_table
 
 
 class AnatomyError(ValueError):
@@ -73,13 +80,179 @@ def anatomy_groups(sensitive_codes: np.ndarray, l: int, rng: np.random.Generator
     return group
 
 
+def value_people(person: np.ndarray, sensitive_codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (person, value) pairs: (person, value code) arrays, sorted by person then value."""
+    width = int(sensitive_codes.max()) + 1 if len(sensitive_codes) else 1
+    key = np.unique(person.astype(np.int64) * width + sensitive_codes)
+    return key // width, key % width
+
+
+def not_eligible(l: int, most: int, people: int) -> AnatomyError:
+    return AnatomyError(
+        f"the table is not {l}-eligible: a sensitive value is held by {most} of {people} people "
+        "(more than people/l; a person's rows count once)"
+    )
+
+
+def anatomy_people_groups(
+    person: np.ndarray, sensitive_codes: np.ndarray, l: int, rng: np.random.Generator
+) -> np.ndarray:
+    """A group id per row when a person may have several rows: every person's rows in one group,
+    and in every group each value held by at most 1/l of its people (Anatomy's l-eligibility
+    counted in people: needed, since the groups' counts add up to the table's, and enough, since
+    the whole table is then one such group).
+
+    People are dealt round-robin into G groups, ordered by the most frequent value they hold
+    (among the people being dealt), then their second, then at random: a value's holders run
+    consecutively, so a run no longer than G puts at most one of them in a group (for one value
+    per person, exactly Xiao and Tao's groups of l). Two groupings are built, and the one whose
+    people sit in smaller groups (the least sum of squared group sizes) is published:
+    - greedy (`_greedy_groups`): G = P/l; the groups that keep the bound are kept as long as the
+      people left stay eligible (else half of them, ...); the rest are dealt again, into fewer
+      groups when none can be kept (G shrinking by a tenth; G = 1 is all of them, eligible).
+      Mostly groups of l people, but people no small group fits end in one large group;
+    - even (`_even_groups`): everybody into the largest G (P/l, then a tenth fewer, ...) for
+      which every group keeps the bound: groups of one size.
+    """
+    p_of, v_of = value_people(person, sensitive_codes)
+    people = int(person.max()) + 1 if len(person) else 0
+    values = int(sensitive_codes.max()) + 1 if len(sensitive_codes) else 1
+    held = np.bincount(v_of, minlength=values)  # people holding each value
+    if people == 0 or held.max() * l > people:
+        raise not_eligible(l, int(held.max()) if people else 0, people)
+    noise = rng.random(people)  # ties at random (drawn once: the order depends only on the people left)
+    unit_ptr = np.searchsorted(p_of, np.arange(people + 1))  # person p's values: v_of[unit_ptr[p]:unit_ptr[p+1]]
+    left = _dealing_order(np.arange(people), unit_ptr, v_of, values, noise)  # the people still to place
+    greedy = _greedy_groups(left, unit_ptr, v_of, values, noise, l)
+    even = _even_groups(left, unit_ptr, v_of, values, l)
+    # the grouping whose people are in smaller groups: the mean, over people, of their group's people
+    chosen = min((greedy, even), key=lambda g: int((np.bincount(g).astype(np.int64) ** 2).sum()))
+    return chosen[person]
+
+
+def _group_most(g: np.ndarray, unit_ptr: np.ndarray, left: np.ndarray, v_of: np.ndarray, values: int, deal: int):
+    """People `left` dealt into groups g (one per person): (each unit's group, each unit's value,
+    the (group, value) keys and their people, the most people holding one value per group)."""
+    unit_g = g[np.repeat(np.arange(len(left)), unit_ptr[left + 1] - unit_ptr[left])]
+    unit_v = v_of[_ranges(unit_ptr, left)]
+    key, count = np.unique(unit_g * values + unit_v, return_counts=True)  # people per (group, value)
+    kg = key // values
+    starts = np.flatnonzero(np.r_[True, kg[1:] != kg[:-1]])
+    most = np.zeros(deal, np.int64)
+    most[kg[starts]] = np.maximum.reduceat(count, starts)
+    return unit_g, unit_v, key, count, most
+
+
+def _even_groups(order: np.ndarray, unit_ptr: np.ndarray, v_of: np.ndarray, values: int, l: int) -> np.ndarray:
+    """Everybody dealt into G groups of about equal size, G the first of P/l, 0.9 of it, ... for
+    which every group keeps the bound (G = 1 does); a group per person."""
+    deal = max(len(order) // l, 1)
+    while True:
+        g = np.arange(len(order)) % deal
+        *_, most = _group_most(g, unit_ptr, order, v_of, values, deal)
+        if deal == 1 or (most * l <= np.bincount(g, minlength=deal)).all():
+            group = np.empty(len(order), np.int64)
+            group[order] = g
+            return group
+        deal = max(1, min(deal - 1, int(deal * 0.9)))
+
+
+def _greedy_groups(
+    left: np.ndarray, unit_ptr: np.ndarray, v_of: np.ndarray, values: int, noise: np.ndarray, l: int
+) -> np.ndarray:
+    """The groups that keep the bound kept, round after round, while the people left stay
+    eligible (`_kept_groups`); a group per person."""
+    group = np.full(len(left), -1, np.int64)
+    placed = 0
+    deal = max(len(left) // l, 1)
+    while len(left):
+        g = np.arange(len(left)) % deal
+        unit_g, unit_v, key, count, most = _group_most(g, unit_ptr, left, v_of, values, deal)
+        ok = most * l <= np.bincount(g, minlength=deal)
+        keep = _kept_groups(ok, unit_g, unit_v, g, key // values, key % values, count, values, l)
+        if keep is None:  # no group can go: fewer, larger groups
+            deal = max(1, min(deal - 1, int(deal * 0.9)))
+            continue
+        placed_here = keep[g]
+        group[left[placed_here]] = placed + (np.cumsum(keep) - 1)[g[placed_here]]
+        placed += int(keep.sum())
+        left = _dealing_order(left[~placed_here], unit_ptr, v_of, values, noise)
+        deal = max(1, min(deal, len(left) // l))
+    return group
+
+
+def _dealing_order(left: np.ndarray, unit_ptr: np.ndarray, v_of: np.ndarray, values: int, noise: np.ndarray):
+    """`left` (people) ordered by the most frequent value they hold among these people, then their
+    second most frequent, then `noise`: each value's holders as few runs as can be."""
+    if not len(left):
+        return left
+    owner = np.repeat(np.arange(len(left)), unit_ptr[left + 1] - unit_ptr[left])
+    unit_v = v_of[_ranges(unit_ptr, left)]
+    held = np.bincount(unit_v, minlength=values)
+    rank = np.empty(values, np.int64)
+    rank[np.lexsort((np.arange(values), -held))] = np.arange(values)  # 0: the most frequent value
+    r = rank[unit_v]
+    by = np.lexsort((r, owner))
+    first = np.ones(len(by), bool)
+    first[1:] = owner[by][1:] != owner[by][:-1]
+    second = np.zeros(len(by), bool)
+    second[1:] = first[:-1] & ~first[1:]
+    top, next_ = np.full(len(left), values), np.full(len(left), values)
+    top[owner[by][first]] = r[by][first]
+    next_[owner[by][second]] = r[by][second]
+    return left[np.lexsort((noise[left], next_, top))]
+
+
+def _kept_groups(ok, unit_g, unit_v, g, kg, kv, count, values: int, l: int) -> np.ndarray | None:
+    """Which of the dealt groups to keep (a bool per group), or None: the groups that keep the
+    bound, as long as the people left stay eligible; else the half of them that spends least of
+    the most frequent value's room (those holding it first), a quarter, ..."""
+    if not ok.any():
+        return None
+    tight = int(np.argmax(np.bincount(unit_v, minlength=values)))  # the value with the least room left
+    holds_tight = np.zeros(len(ok), np.int64)
+    holds_tight[kg[kv == tight]] = count[kv == tight]
+    candidates = np.flatnonzero(ok)
+    candidates = candidates[np.argsort(-holds_tight[candidates], kind="stable")]
+    take = len(candidates)
+    while take:
+        keep = np.zeros(len(ok), bool)
+        keep[candidates[:take]] = True
+        rest_people = int((~keep[g]).sum())
+        rest = np.bincount(unit_v[~keep[unit_g]], minlength=values)
+        if rest.max(initial=0) * l <= rest_people:
+            return keep
+        take //= 2
+    return None
+
+
+def st_group_sums(st_gid: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Per ST row, the sum of its group's counts."""
+    ids, inv = np.unique(st_gid, return_inverse=True)
+    return np.bincount(inv, weights=count, minlength=len(ids))[inv]
+
+
+def _ranges(ptr: np.ndarray, which: np.ndarray) -> np.ndarray:
+    """The positions ptr[w]:ptr[w+1] of every w in `which`, concatenated in that order."""
+    lengths = ptr[which + 1] - ptr[which]
+    starts = np.repeat(ptr[which] - (np.cumsum(lengths) - lengths), lengths)
+    return np.arange(int(lengths.sum()), dtype=np.int64) + starts
+
+
 @register("anatomy")
 class Anatomy(Technique):
     Params = AnatomyParams
     params: AnatomyParams
     table_names = ("QIT", "ST")
+    many_rows_per_person = True  # groups of people, counted in people (anatomy_people_groups)
 
     def check_data(self, data: Microdata) -> None:
+        if data.person is not None:
+            _, v_of = value_people(data.person, data.sensitive_codes)
+            held = np.bincount(v_of)
+            if held.max() * self.params.l > data.people:
+                raise not_eligible(self.params.l, int(held.max()), data.people)
+            return
         counts = np.bincount(data.sensitive_codes)
         if counts.max() * self.params.l > data.n:
             raise AnatomyError(
@@ -89,7 +262,10 @@ class Anatomy(Technique):
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
         self.check_data(data)
-        group = anatomy_groups(data.sensitive_codes, self.params.l, rng)
+        if data.person is not None:
+            group = anatomy_people_groups(data.person, data.sensitive_codes, self.params.l, rng)
+        else:
+            group = anatomy_groups(data.sensitive_codes, self.params.l, rng)
         return Partition(group=group, n_groups=int(group.max()) + 1, info={"partitioner": "anatomy"})
 
     def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
@@ -97,16 +273,20 @@ class Anatomy(Technique):
         qit = {name: pa.array(data.frame[name].to_numpy()[perm]) for name in data.qi_names}
         qit["gid"] = pa.array(part.group[perm])
         sens = data.spec.dataset.sensitive
-        st = (
-            pd.DataFrame({"gid": part.group, sens: data.frame[sens].to_numpy()})
-            .groupby(["gid", sens], sort=True)
-            .size()
-            .rename("count")
-            .reset_index()
-        )
+        rows = pd.DataFrame({"gid": part.group, sens: data.frame[sens].to_numpy()})
+        private: dict[str, Any] = {}
+        if data.person is not None:
+            # ST counts the PEOPLE holding each value (a person's rows count once): counts of rows would
+            # tell how many records a person has, and so which value is the person's (docs/models.md)
+            rows = rows[
+                ~pd.Series(data.person * len(data.sensitive_values) + data.sensitive_codes).duplicated().to_numpy()
+            ]
+            # each QIT row's person, renumbered in QIT's order: never an id, nor the input's order
+            private[PEOPLE] = people_table(data.person[perm])
+        st = rows.groupby(["gid", sens], sort=True).size().rename("count").reset_index()
         st["count"] = st["count"].astype(np.int64)
         info = {"groups": int(part.n_groups), "min_group": int(part.sizes.min()), "max_group": int(part.sizes.max())}
-        return Release({"QIT": pa.table(qit), "ST": pa.Table.from_pandas(st, preserve_index=False)}, {}, info)
+        return Release({"QIT": pa.table(qit), "ST": pa.Table.from_pandas(st, preserve_index=False)}, private, info)
 
     chunked = frozenset({"verify"})
 
@@ -136,6 +316,9 @@ class Anatomy(Technique):
         entry = np.repeat(np.arange(st.num_rows), size)  # one copy per (ST row, member of its group)
         offset = np.arange(len(entry)) - np.repeat(np.cumsum(size) - size, size)
         rows = order[first[entry] + offset]
+        if self.spec.dataset.rows_per_person == "many":
+            # ST counts people: a row holds v with the share of v among its group's (person, value) pairs
+            size = st_group_sums(st_gid, st.column("count").to_numpy())
         weights = (st.column("count").to_numpy() / np.where(size > 0, size, 1))[entry]
         s_codes, s_values = arrow_codes(st.column(self.spec.dataset.sensitive))
         used = {name for q in workload for name, _ in q.conditions}
@@ -146,6 +329,8 @@ class Anatomy(Technique):
         """Each matching QIT row contributes its bucket's average sensitive value."""
         qit, st, size = self._bucket_stats(release)
         sens = self.spec.dataset.sensitive
+        if self.spec.dataset.rows_per_person == "many":  # ST counts people: its counts weigh the values
+            size = st.groupby("gid")["count"].sum()
         mean = (st[sens].astype(float) * st["count"]).groupby(st["gid"]).sum() / size
         out, index, gid = [], ColumnIndex(qit), qit["gid"].to_numpy()
         for q in queries:
@@ -167,8 +352,13 @@ class Anatomy(Technique):
         return release.tables["QIT"], self.spec.dataset.qi_names
 
     def attribute_risk(self, release: Release) -> float | None:
-        """Per group, ST's largest count over the group's size (the sum of its counts)."""
-        return st_attribute_risk(release.tables["ST"], self.spec.dataset.sensitive)
+        """Per group, ST's largest count over the group's size (the sum of its counts); under
+        rows_per_person = "many", over the group's people (release.private["people"]): the share
+        of its people holding one value."""
+        if release_people(release) is None:
+            return st_attribute_risk(release.tables["ST"], self.spec.dataset.sensitive)
+        results = verify_anatomy(release, self.spec.dataset.sensitive, self.params.l)
+        return float(Fraction(results[2].value))
 
     def attribute_table(self, release: Release) -> tuple[Any, list[str], str | None] | None:
         """A person linked to their QIT row learns their group's ST counts."""
@@ -188,18 +378,40 @@ class Anatomy(Technique):
 
 # verify: per group, QIT's size against ST's counts, in runs of group ids (verify chunks on the task
 # runner). A run holds QIT's group ids of its range (the QI cells are not needed) and ST's rows of
-# those groups, about `[run] chunk_rows` QIT rows; the combine keeps one figure per run.
+# those groups, about `[run] chunk_rows` QIT rows; the combine keeps one figure per run. Under
+# rows_per_person = "many" a run also holds its QIT rows' person numbers (release.private["people"]):
+# a group's size is then its distinct people, and ST's counts are people holding each value.
 @dataclass
 class AnatomyChunk:
     gid: np.ndarray  # QIT's group id of every row of the run's groups
     st: CompactTable  # ST's rows (gid, sensitive value, count) of the run's groups
     sensitive: str
+    person: np.ndarray | None = None  # each of those QIT rows' person number (None: a row is a person)
+
+
+def release_people(release: Release) -> np.ndarray | None:
+    """Each QIT row's person number (rows_per_person = "many", release.private["people"]), or None:
+    a row is a person."""
+    person = published.release_people(release)
+    if person is None:
+        return None
+    if len(person) != release.tables["QIT"].num_rows:
+        raise ValueError(
+            f"the release's private people table has {len(person):,} rows, QIT {release.tables['QIT'].num_rows:,}"
+        )
+    return person
 
 
 def anatomy_chunks(release: Release, sensitive: str, chunk_rows: int) -> list[AnatomyChunk]:
     """Runs of whole groups: a run starts at the group of every chunk_rows-th QIT row (in group
     order), and takes the ST rows of its group ids."""
-    qit_gid = np.sort(release.tables["QIT"].column("gid").to_numpy())
+    person = release_people(release)
+    if person is None:
+        qit_gid = np.sort(release.tables["QIT"].column("gid").to_numpy())
+    else:
+        gid = release.tables["QIT"].column("gid").to_numpy()
+        by_gid = np.argsort(gid, kind="stable")
+        qit_gid, person = gid[by_gid], person[by_gid]
     st = release.tables["ST"].select(["gid", sensitive, "count"])
     st_gid = st.column("gid").to_numpy()
     order = np.argsort(st_gid, kind="stable")
@@ -208,21 +420,34 @@ def anatomy_chunks(release: Release, sensitive: str, chunk_rows: int) -> list[An
     qit_at = np.concatenate([[0], np.searchsorted(qit_gid, cuts), [len(qit_gid)]])
     st_at = np.concatenate([[0], np.searchsorted(st_gid, cuts), [len(st_gid)]])
     return [
-        AnatomyChunk(qit_gid[a:b], CompactTable(st.slice(c, d - c)), sensitive)
+        AnatomyChunk(qit_gid[a:b], CompactTable(st.slice(c, d - c)), sensitive, None if person is None else person[a:b])
         for a, b, c, d in zip(qit_at[:-1], qit_at[1:], st_at[:-1], st_at[1:])
     ]
 
 
 def anatomy_chunk_figures(chunk: AnatomyChunk) -> dict[str, Any]:
     """The run's groups: do QIT and ST agree on their sizes, the fewest distinct values (and the
-    first group with them), the largest share of one value (and the first group with it)."""
+    first group with them), the largest share of one value (and the first group with it).
+    With person numbers: sizes are distinct people, a group's ST counts (people holding each
+    value) agree with it when none exceeds it and they add up to at least it (every person holds
+    a value), and the fewest people of a group (and the first group with them)."""
     st = chunk.st.table.to_pandas()
-    gids, counts = np.unique(chunk.gid, return_counts=True)
+    if chunk.person is None:
+        gids, counts = np.unique(chunk.gid, return_counts=True)
+    else:  # distinct (group, person) pairs per group
+        width = int(chunk.person.max()) + 1 if len(chunk.person) else 1
+        gids, counts = np.unique(np.unique(chunk.gid * width + chunk.person) // width, return_counts=True)
     size = pd.Series(counts.astype(np.int64), index=gids)
     st_size = st.groupby("gid")["count"].sum()
-    consistent = size.sort_index().equals(st_size.sort_index().astype(size.dtype))
-    distinct = st.groupby("gid")[chunk.sensitive].nunique()
     top = st.groupby("gid")["count"].max()
+    if chunk.person is None:
+        consistent = size.sort_index().equals(st_size.sort_index().astype(size.dtype))
+    else:
+        same_groups = size.index.sort_values().equals(st_size.index.sort_values())
+        consistent = same_groups and bool(
+            ((top <= size.reindex(top.index)) & (st_size >= size.reindex(st_size.index))).all()
+        )
+    distinct = st.groupby("gid")[chunk.sensitive].nunique()
     frac = (top / size.reindex(top.index)).dropna()
     fewest = (int(distinct.min()), int(distinct.idxmin())) if len(distinct) else None
     if len(frac):
@@ -230,12 +455,16 @@ def anatomy_chunk_figures(chunk: AnatomyChunk) -> dict[str, Any]:
         worst = (float(frac[g]), int(top[g]), int(size[g]), g)
     else:
         worst = None
-    return {"consistent": bool(consistent), "fewest": fewest, "worst": worst}
+    out = {"consistent": bool(consistent), "fewest": fewest, "worst": worst}
+    if chunk.person is not None:
+        out["people"] = (int(size.min()), int(gids[np.argmin(counts)])) if len(size) else None  # the first such group
+    return out
 
 
 def anatomy_results(figures: list[dict[str, Any]], l: int) -> list[PrivacyResult]:
     """l-diversity and the 1/l attribute-disclosure bound from the runs' figures (in group
-    order: among equal figures the first group wins, as in one pass over the groups)."""
+    order: among equal figures the first group wins, as in one pass over the groups); with
+    person numbers, the fewest people of a group too (>= l whenever the bound holds)."""
     consistent = all(f["consistent"] for f in figures)
     fewest, g_least = min((f["fewest"] for f in figures if f["fewest"] is not None), key=lambda x: x[0])
     worst = max((f["worst"] for f in figures if f["worst"] is not None), key=lambda w: w[0], default=None)
@@ -243,7 +472,7 @@ def anatomy_results(figures: list[dict[str, Any]], l: int) -> list[PrivacyResult
         raise ValueError("ST names no group of QIT")
     _, top, size, g_worst = worst
     worst_frac = Fraction(top, size)
-    return [
+    results = [
         PrivacyResult("QIT and ST agree on group sizes", consistent, True, consistent),
         PrivacyResult("l-diversity (distinct)", fewest, l, bool(fewest >= l), {"gid": g_least}),
         PrivacyResult(
@@ -254,10 +483,20 @@ def anatomy_results(figures: list[dict[str, Any]], l: int) -> list[PrivacyResult
             {"gid": g_worst},
         ),
     ]
+    people = [f["people"] for f in figures if f.get("people") is not None]
+    if people:  # rows_per_person = "many": the shares above are of people
+        results[2].worst.update({"group_people": size, "holding": top, "measures": "people"})
+        least, g_few = min(people, key=lambda x: x[0])
+        results.append(PrivacyResult(PEOPLE_PER_GROUP, least, l, bool(least >= l), {"gid": g_few}))
+    return results
+
+
+PEOPLE_PER_GROUP = "people per group"
 
 
 def verify_anatomy(release: Release, sensitive: str, l: int, chunk_rows: int | None = None) -> list[PrivacyResult]:
     """l-diversity and the 1/l attribute-disclosure bound, read from QIT and ST only (every run
-    in this process; one run unless chunk_rows is given)."""
+    in this process; one run unless chunk_rows is given); with release.private["people"], counted
+    in people."""
     rows = chunk_rows or max(release.tables["QIT"].num_rows, 1)
     return anatomy_results([anatomy_chunk_figures(c) for c in anatomy_chunks(release, sensitive, rows)], l)
