@@ -335,6 +335,19 @@ class CodedRows(Protocol):
     def sensitive_codes(self) -> np.ndarray: ...
 
 
+def model_codes(s: np.ndarray, l: int | None, model: SensitiveModel | None) -> np.ndarray:
+    """The sensitive codes the split tests read (the model's own codes when there is one), after
+    refusing a table that no partition can satisfy (too few values for l, a model's own problem)."""
+    if model is not None:
+        s = model.codes(s)
+        problem = model.table_problem(s)
+        if problem:
+            raise PartitionError(problem)
+    elif l is not None and l > 1 and len(np.unique(s)) < l:
+        raise PartitionError(f"l = {l} but the table has only {len(np.unique(s))} distinct sensitive values")
+    return s
+
+
 def mondrian_partition(
     data: CodedRows,
     k: int,
@@ -353,14 +366,7 @@ def mondrian_partition(
         raise PartitionError("k must be at least 1")
     if n < k:
         raise PartitionError(f"k = {k} is larger than the table ({n} rows): no k-anonymous release exists")
-    s = data.sensitive_codes.astype(np.int64)
-    if model is not None:
-        s = model.codes(s)
-        problem = model.table_problem(s)
-        if problem:
-            raise PartitionError(problem)
-    elif l is not None and l > 1 and len(np.unique(s)) < l:
-        raise PartitionError(f"l = {l} but the table has only {len(np.unique(s))} distinct sensitive values")
+    s = model_codes(data.sensitive_codes.astype(np.int64), l, model)
 
     xt = np.ascontiguousarray(data.codes[:, cols].T)  # (D, n): per-dimension rows are contiguous
     tree = TreeBuilder(n)

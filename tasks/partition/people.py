@@ -20,7 +20,7 @@ import pandas as pd
 from privpub.schemas.errors import PartitionError
 from privpub.tasks.core.sensitive_models import SensitiveModel
 from privpub.tasks.core.types import Partition
-from privpub.tasks.partition.mondrian import CodedRows, TreeBuilder, split_levels
+from privpub.tasks.partition.mondrian import CodedRows, TreeBuilder, model_codes, split_levels
 
 
 def dense_people(person: np.ndarray) -> tuple[np.ndarray, int]:
@@ -73,14 +73,7 @@ def people_partition(
     raw = data.sensitive_codes.astype(np.int64)
     m = int(raw.max()) + 1 if len(raw) else 1
     pair_person, pair_raw = person_value_pairs(who, raw, m)
-    s = pair_raw
-    if model is not None:
-        s = model.codes(pair_raw)
-        problem = model.table_problem(s)
-        if problem:
-            raise PartitionError(problem)
-    elif l is not None and l > 1 and len(np.unique(s)) < l:
-        raise PartitionError(f"l = {l} but the table has only {len(np.unique(s))} distinct sensitive values")
+    s = model_codes(pair_raw, l, model)
 
     points = person_points(data.codes, who, n_people)
     xt = np.ascontiguousarray(points[pair_person].T)  # (D, pairs): each pair at its person's point

@@ -355,7 +355,7 @@ class Anatomy(Technique):
         """Per group, ST's largest count over the group's size (the sum of its counts); under
         rows_per_person = "many", over the group's people (release.private["people"]): the share
         of its people holding one value."""
-        if release_people(release) is None:
+        if qit_people(release) is None:
             return st_attribute_risk(release.tables["ST"], self.spec.dataset.sensitive)
         results = verify_anatomy(release, self.spec.dataset.sensitive, self.params.l)
         return float(Fraction(results[2].value))
@@ -389,7 +389,7 @@ class AnatomyChunk:
     person: np.ndarray | None = None  # each of those QIT rows' person number (None: a row is a person)
 
 
-def release_people(release: Release) -> np.ndarray | None:
+def qit_people(release: Release) -> np.ndarray | None:
     """Each QIT row's person number (rows_per_person = "many", release.private["people"]), or None:
     a row is a person."""
     person = published.release_people(release)
@@ -405,7 +405,7 @@ def release_people(release: Release) -> np.ndarray | None:
 def anatomy_chunks(release: Release, sensitive: str, chunk_rows: int) -> list[AnatomyChunk]:
     """Runs of whole groups: a run starts at the group of every chunk_rows-th QIT row (in group
     order), and takes the ST rows of its group ids."""
-    person = release_people(release)
+    person = qit_people(release)
     if person is None:
         qit_gid = np.sort(release.tables["QIT"].column("gid").to_numpy())
     else:
