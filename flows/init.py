@@ -51,6 +51,7 @@ from privpub.schemas.input import (
 from privpub.schemas.spec import MASK_CHAR, MISSING_CATEGORY, ROW_ID, load_spec
 
 DEFAULT_K = 10
+DEFAULT_L = 2  # distinct l-diversity proposed when the sensitive column has at least this many values
 MAX_QI = 6  # quasi-identifiers proposed at most: each one more splits the classes further
 MAX_DROP_SHARE = 0.05  # `missing = "drop"` is proposed only when it leaves out at most this share
 MAX_ROWS_PER_PERSON = 20  # a repeating id-like column is a person id with at most this many rows per value
@@ -622,11 +623,22 @@ def propose(
         lines.append("  { " + ", ".join(f"{k} = {_toml(v)}" for k, v in entry.items()) + " },")
     lines.append("]")
     lines += [f"# '{p.name}': {p.why}" for p in proposals if not p.kind]
+    # distinct l = 2 when the sensitive column can give it: without a model on the sensitive column
+    # the report says nothing guards it, however many people share a group
+    guard = frame[sensitive].nunique() >= DEFAULT_L
     lines += [
         "",
         "[technique]",
         'name = "generalization"  # Mondrian generalization: every row shares its published QI values with k - 1 others',
         f"k = {DEFAULT_K}",
+        *(
+            [
+                f"l = {DEFAULT_L}  # every group holds at least {DEFAULT_L} different {sensitive} values (no certain "
+                "disclosure); for a skewed column also consider beta or t (README, docs/models.md)"
+            ]
+            if guard
+            else []
+        ),
         "",
         "[output]",
         'dir = "releases"  # the published releases, beside this file',
@@ -646,7 +658,7 @@ def propose(
     ]
     if plan.missing:
         report.append(f"missing = {_toml(plan.missing)}: {plan.missing_note}")
-    report.append(f"technique: generalization, k = {DEFAULT_K}")
+    report.append(f"technique: generalization, k = {DEFAULT_K}" + (f", l = {DEFAULT_L}" if guard else ""))
     return Proposal("\n".join(lines), report)
 
 

@@ -457,3 +457,22 @@ def test_capitalised_words_are_people_s_names_from_30_values(tmp_path, distinct,
     assert ("who" in qi_by_name(spec)) is not names
     if names:
         assert "# 'who': not a QI: 30 values that look like people's names" in spec.read_text()
+
+
+def test_init_guards_the_sensitive_column_with_distinct_l_when_it_can(tmp_path, monkeypatch):
+    """Without a model on the sensitive column the report says nothing guards it: init proposes
+    l = 2 when the column holds two values or more, and the release published with no edits
+    passes every check with l-diversity named as the guard; a column of one value gets no l."""
+    monkeypatch.chdir(tmp_path)
+    hospital(people=1200, seed=3, several=True).to_csv("covid.csv", index=False)
+    spec = privpub.init("covid.csv", sensitive="result")
+    assert tomllib.loads(spec.read_text())["technique"] == {"name": "generalization", "k": 10, "l": 2}
+    release = privpub.publish(spec)
+    figures = release.figures.set_index("name").value
+    assert figures["l-diversity"] >= 2 and figures["k-anonymity"] >= 10
+    page = release.report.read_text()
+    assert "is bounded by l-diversity" in page and "Every privacy check passed" in page
+    single = hospital(people=300, seed=4, several=False).assign(result="negative")
+    single.to_csv("one_value.csv", index=False)
+    spec = privpub.init("one_value.csv", sensitive="result", output="one.toml")
+    assert "l" not in tomllib.loads(spec.read_text())["technique"]
