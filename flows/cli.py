@@ -257,7 +257,7 @@ def print_summary(state: Path, release_id: str) -> None:
     # lazy: `--help` and `history` import no Prefect, no technique
     from privpub.state.store import Store
     from privpub.tasks.core.types import PrivacyResult
-    from privpub.tasks.report import summary_lines
+    from privpub.tasks.report.page import summary_lines
 
     store = Store(state)
     rel = store.release(release_id)

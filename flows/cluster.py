@@ -15,9 +15,9 @@ from functools import partial
 from privpub.schemas.errors import ClusterError, InputError
 from privpub.schemas.input import PARQUET_SUFFIXES, input_files
 from privpub.schemas.spec import RunSpec
-from privpub.tasks.cluster.input import load_on_cluster
 from privpub.tasks.core.executor import DaskExecutor, Executor
 from privpub.tasks.validate import input_fingerprint
+from privpub.tasks.validate.parted import load_on_cluster
 
 # Dask's memory thresholds that write a worker's data to disk (fractions of its memory limit)
 SPILL_KEYS = ("distributed.worker.memory.target", "distributed.worker.memory.spill")

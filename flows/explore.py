@@ -11,7 +11,7 @@ workload drawn and answered once, and each setting runs the pipeline's own compu
 (pipeline.compute_release: partition, anonymize, verify, evaluate, series composition, risk) on
 the same rows with the same seed, so its figures are those `privpub publish` with that setting
 and seed records. Nothing is written but one audit row (action `explore`: `explored` with the
-grid, or `refused` / `failed`) and the trade-off page (tasks/explore_page.py, beside the state
+grid, or `refused` / `failed`) and the trade-off page (tasks/report/explore_page.py, beside the state
 file unless --html says where): no release folder, no staging folder, no release rows or
 figures, no series summaries. A setting that fails (k above the table, a privacy check or a
 [risk] limit) is a row with passed = false and the reason. Where the series composition check
@@ -57,8 +57,8 @@ from privpub.state.store import Store
 from privpub.tasks.compose.check import SeriesCheck, series_settings
 from privpub.tasks.core.technique import Technique
 from privpub.tasks.evaluate import shared_workload
-from privpub.tasks.explore_page import KEY_FIGURES, once, write_explore_page
-from privpub.tasks.report import fmt
+from privpub.tasks.report.explore_page import KEY_FIGURES, once, write_explore_page
+from privpub.tasks.report.page import fmt
 from privpub.tasks.risk import RiskSettings, risk_settings
 from privpub.tasks.techniques.registry import get_technique
 

@@ -37,21 +37,21 @@ from privpub.schemas.errors import PrivacyRefused, public_message
 from privpub.schemas.spec import ROW_ID, ReleaseSpec, RunSpec, resolve_spec
 from privpub.state.failpoints import failpoint
 from privpub.state.store import StagedFiles, Store, check_output_dir, stage_tables
-from privpub.tasks import report as report_mod
-from privpub.tasks import report_verdict
-from privpub.tasks.cluster.compose import PartedSeriesCheck
-from privpub.tasks.cluster.evaluate import evaluate_on_cluster
-from privpub.tasks.cluster.input import PartedData
-from privpub.tasks.cluster.risk import release_figures, release_riskiest, rows_figures
 from privpub.tasks.compose.check import SeriesCheck
+from privpub.tasks.compose.parted import PartedSeriesCheck
 from privpub.tasks.core.executor import Executor, ThreadExecutor
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.types import Partition, PrivacyResult, Release
 from privpub.tasks.evaluate import SharedWorkload, evaluate, evaluation_workload, utility_summary
-from privpub.tasks.report_series import SERIES_FIGURES
+from privpub.tasks.evaluate.parted import evaluate_on_cluster
+from privpub.tasks.report import page as report_mod
+from privpub.tasks.report import verdict as report_verdict
+from privpub.tasks.report.series import SERIES_FIGURES
 from privpub.tasks.risk import RiskSettings, over_limits, risk_settings
+from privpub.tasks.risk.parted import release_figures, release_riskiest, rows_figures
 from privpub.tasks.techniques.registry import get_technique
 from privpub.tasks.validate import checked_input, load_input, validate
+from privpub.tasks.validate.parted import PartedData
 from privpub.tasks.verify.published import PEOPLE, PEOPLE_IN, check_published
 
 # ids of the releases this process committed: whatever fails afterwards (artifacts, the summary,
@@ -220,7 +220,7 @@ def risk_step(
 ) -> tuple[dict[str, float], dict | None, dict | None]:
     """Re-identification risk before (the input, when its rows are here) and after (the
     published table the technique names), where the riskiest published rows are, and what
-    the report says of attribute disclosure ({"release": ..., "input": ...}, tasks/risk.py
+    the report says of attribute disclosure ({"release": ..., "input": ...}, tasks/risk/__init__.py
     attribute_summary). input_memo: the input's figures by (threshold, population), kept across
     the releases `privpub explore` computes from one input; where_too False: no riskiest rows
     and no attribute summary (no report)."""

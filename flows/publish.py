@@ -47,8 +47,8 @@ from privpub.flows.report_server import register_report
 from privpub.flows.service import service_home, service_reports_url
 from privpub.schemas.errors import EXPECTED_ERRORS, public_message
 from privpub.schemas.spec import RunSpec, resolve_spec
-from privpub.tasks import report as report_mod
 from privpub.tasks.core.executor import Executor
+from privpub.tasks.report import page as report_mod
 from privpub.tasks.techniques.registry import get_technique
 
 T = TypeVar("T")

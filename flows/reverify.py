@@ -11,13 +11,14 @@ from typing import NamedTuple
 from privpub.flows.cluster import dask_task_runner
 from privpub.schemas.spec import spec_from_dict
 from privpub.state.store import Store, published_sha256
-from privpub.tasks import report, report_verdict
-from privpub.tasks.cluster.risk import release_attribute, release_risk, release_riskiest
 from privpub.tasks.compose.rebuild import replay
 from privpub.tasks.core.parted_table import PartedTable, read_published
 from privpub.tasks.core.types import PrivacyResult, Release
-from privpub.tasks.report_series import SERIES_FIGURES
+from privpub.tasks.report import page as report
+from privpub.tasks.report import verdict as report_verdict
+from privpub.tasks.report.series import SERIES_FIGURES
 from privpub.tasks.risk import risk_settings
+from privpub.tasks.risk.parted import release_attribute, release_risk, release_riskiest
 from privpub.tasks.techniques.registry import get_technique
 from privpub.tasks.verify.published import PEOPLE_IN
 

@@ -31,7 +31,7 @@ EXTRA_SECTIONS: dict[str, tuple[str, ...]] = {
         "max_difference",
         "population",
         "sample_fraction",
-    ),  # tasks/risk.py
+    ),  # tasks/risk/__init__.py
 }
 
 

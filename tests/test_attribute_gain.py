@@ -1,7 +1,7 @@
 """Attribute disclosure as the gain over what everyone already knows (issue 39, item 3):
 attribute-gain-max = max (p_g(v) - p(v)) / p(v) and attribute-difference-max = max p_g(v) - p(v),
 counted over rows or over distinct people, against a direct count from the definition (Python
-sets and Fractions, sharing no code with tasks/risk.py) on small random tables; basic
+sets and Fractions, sharing no code with tasks/risk/__init__.py) on small random tables; basic
 beta-likeness in the verifier and in Mondrian; the [risk] limits; and a rare value concentrated
 in one group, named by the report's verdict and refused by `[risk] max_gain`."""
 
@@ -121,7 +121,7 @@ def test_people_are_counted_once_per_group_and_value_not_per_row():
 def test_a_published_table_reads_its_cells_whole_and_its_people_from_the_release(case):
     """Groups are published cells (a list and a range); the people array of a release, aligned
     with its rows, makes the shares count people (release_attribute, as the risk step calls it)."""
-    from privpub.tasks.cluster.risk import release_attribute
+    from privpub.tasks.risk.parted import release_attribute
 
     groups, values, persons = case
     table = pa.table(
@@ -258,7 +258,7 @@ def test_a_folder_of_parts_gives_the_same_figures_and_worst_case(tmp_path):
     folder.mkdir()
     for i, start in enumerate(range(0, n, 130)):
         pq.write_table(table.slice(start, 130), folder / f"part-{i:05d}.parquet")
-    from privpub.tasks.cluster.risk import parted_shares
+    from privpub.tasks.risk.parted import parted_shares
 
     columns = ["age_lo", "age_hi", "sex"]
     whole = table_shares(table, columns, "occupation")
@@ -481,7 +481,7 @@ WORST_WORDS = "in the worst group, 60% have result = positive, against 3% of all
 
 
 def test_a_rare_value_in_one_group_is_named_in_red_and_refused_by_max_gain(tmp_path, monkeypatch):
-    from privpub.tasks import report
+    from privpub.tasks.report import page as report
 
     twins: list[str] = []
     write = report.write_html_report

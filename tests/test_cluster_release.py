@@ -20,11 +20,11 @@ from privpub.schemas.errors import InputError
 from privpub.schemas.input import validate_input
 from privpub.schemas.spec import spec_from_dict
 from privpub.state.store import Store
-from privpub.tasks.cluster.input import load_on_cluster
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.parted_table import PartedTable, read_published
 from privpub.tasks.demo_data import census, census_spec
 from privpub.tasks.techniques.registry import get_technique
+from privpub.tasks.validate.parted import load_on_cluster
 
 
 @pytest.fixture(scope="module")
@@ -246,8 +246,8 @@ def test_privpub_starts_a_local_cluster_that_cannot_spill():
 def test_classes_spanning_parts_are_counted_whole(cluster, tmp_path, on_cluster):
     """Rows of one class in several parts (shuffled before splitting): the part-wise figures
     equal class_profile's on the whole table, just inside and just outside k and l."""
-    from privpub.tasks.cluster.verify import parted_class_sizes, parted_k_and_l
     from privpub.tasks.verify.k_anonymity import k_and_l
+    from privpub.tasks.verify.parted import parted_class_sizes, parted_k_and_l
     from privpub.tasks.verify.published import class_profile, qi_columns
 
     spec = spec_from_dict(census_spec("x.csv", k=4, l=2))
@@ -310,7 +310,7 @@ def test_series_composition_on_a_cluster_equals_the_in_memory_check(prefect_serv
     summary equal those of the same series published in memory; `privpub verify` replays the
     cluster release; a returning person whose value changed is refused by file and row, nothing
     is published and no staged summary is left behind."""
-    from privpub.tasks.cluster import compose as compose_cluster
+    from privpub.tasks.compose import parted as compose_cluster
 
     monkeypatch.setattr(compose_cluster, "BATCH_PEOPLE", 250)  # batches of a few nodes (chunk_rows 300)
     # one pseudonym key for both states, so their people (stored as pseudonyms) compare by name
@@ -386,7 +386,7 @@ def test_keep_groups_is_refused_on_a_cluster_before_any_work(prefect_server, clu
 
 
 def test_composition_batches_are_runs_of_whole_nodes():
-    from privpub.tasks.cluster.compose import batches
+    from privpub.tasks.compose.parted import batches
 
     assert batches(np.array([3, 2, 5, 1, 1]), 5) == [(0, 2), (2, 3), (3, 5)]
     assert batches(np.array([7, 1]), 5) == [(0, 1), (1, 2)]  # a node above the limit is a batch alone

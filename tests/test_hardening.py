@@ -614,7 +614,7 @@ def test_trail_exports_every_attempt(prefect_server, tmp_path):
 
 
 def test_figures_are_explained_and_poor_ones_flagged():
-    from privpub.tasks.figures import LOWER, describe, poor_figures, worst_rows
+    from privpub.tasks.report.figures import LOWER, describe, poor_figures, worst_rows
 
     assert describe("query_error_1pct")[1] == LOWER and "1% of the rows" in describe("query_error_1pct")[0]
     assert describe("uncertainty_penalty_normalized")[1] == LOWER

@@ -14,9 +14,9 @@ import pytest
 import privpub
 from privpub.schemas.errors import SpecError
 from privpub.schemas.spec import spec_from_dict
-from privpub.tasks.cluster.input import load_on_cluster
 from privpub.tasks.core.executor import Executor
 from privpub.tasks.validate import validate
+from privpub.tasks.validate.parted import load_on_cluster
 from tests.test_drivers import _without_a_server
 
 

@@ -1,4 +1,4 @@
-"""Rows kept in parts (tasks/cluster/input.PartedData) on the in-process executor: the Dask path's
+"""Rows kept in parts (tasks/validate/parted.PartedData) on the in-process executor: the Dask path's
 code, without Dask. Reading, Mondrian's top levels from histograms, the subtrees finished per
 node, the folder table's verification and the workload all run on any executor, and give the
 in-memory release (up to row order) and its figures."""
@@ -14,14 +14,14 @@ import pytest
 from privpub.schemas.errors import InputError
 from privpub.schemas.input import validate_input
 from privpub.schemas.spec import spec_from_dict
-from privpub.tasks.cluster.evaluate import evaluate_on_cluster
-from privpub.tasks.cluster.input import load_on_cluster
 from privpub.tasks.core.executor import Executor
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.parted_table import PartedTable
 from privpub.tasks.demo_data import census, census_spec
 from privpub.tasks.evaluate import evaluate
+from privpub.tasks.evaluate.parted import evaluate_on_cluster
 from privpub.tasks.techniques.registry import get_technique
+from privpub.tasks.validate.parted import load_on_cluster
 
 
 def _parts(folder: Path, frame: pd.DataFrame, n: int) -> None:
@@ -87,8 +87,8 @@ def test_a_repeated_person_id_across_parts_is_refused_in_process(tmp_path):
 
 @pytest.mark.parametrize("population", [None, 50_000])  # with it, the population figures too
 def test_risk_of_rows_in_parts_and_of_a_folder_table_equals_in_memory(tmp_path, population):
-    from privpub.tasks.cluster.risk import release_risk, rows_risk
     from privpub.tasks.risk import input_risk
+    from privpub.tasks.risk.parted import release_risk, rows_risk
 
     frame = census(1200, seed=9)
     _parts(tmp_path / "data", frame, 3)

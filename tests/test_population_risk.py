@@ -354,7 +354,7 @@ def test_explore_over_the_population_refuses_one_below_the_input_and_reads_an_eq
 
 
 def test_the_report_names_the_model_of_each_figure():
-    from privpub.tasks.report import population_note, summary_lines
+    from privpub.tasks.report.page import population_note, summary_lines
 
     risk = {
         "input-population-uniques": 0.3,

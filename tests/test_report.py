@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from privpub.tasks.report import fmt, markdown_summary, summary_lines, write_html_report
+from privpub.tasks.report.page import fmt, markdown_summary, summary_lines, write_html_report
 
 META = {
     "release_id": "census-0001-abc",
@@ -71,7 +71,7 @@ def test_report_without_groups_or_errors_has_no_plot(tmp_path):
 
 def test_report_module_imports_no_plotting_library(tmp_path):
     code = (
-        "import sys, numpy as np; from pathlib import Path; import tasks.report as r; "
+        "import sys, numpy as np; from pathlib import Path; import privpub.tasks.report.page as r; "
         f"r.write_html_report(Path({str(tmp_path / 'x.html')!r}), {META!r}, [], "
         "{'query_error_1pct': 0.3}, np.array([5, 6, 7])); "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'prefect', 'scipy')))"
@@ -85,8 +85,8 @@ def test_report_module_imports_no_plotting_library(tmp_path):
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from privpub.tasks.figures import verdict, worst_cells  # noqa: E402
-from privpub.tasks.report_plots import integer_bins  # noqa: E402
+from privpub.tasks.report.figures import verdict, worst_cells  # noqa: E402
+from privpub.tasks.report.plots import integer_bins  # noqa: E402
 
 
 def _label_range(label: str) -> tuple[int, int]:
@@ -180,7 +180,7 @@ GSS_UTILITY = {"dropped_rows": 23_917, "suppressed_rows": 80}
 
 
 def _utility_verdicts(meta, utility) -> dict[str, str]:
-    from privpub.tasks.report import utility_table
+    from privpub.tasks.report.page import utility_table
 
     return {name: verdict_ for _, name, _, _, verdict_, _, _ in utility_table(utility, meta)}
 
@@ -204,7 +204,7 @@ def test_the_dropped_share_is_of_the_rows_read_not_of_the_rows_kept():
 
 
 def test_the_verdict_speaks_of_the_input_rows_and_says_why_rows_were_left_out(tmp_path):
-    from privpub.tasks.report_verdict import verdict_paragraph
+    from privpub.tasks.report.verdict import verdict_paragraph
 
     words = "publishes 37,700 of the 61,697 rows of gss_wages.parquet (23,917 left out for empty cells, 80 suppressed)"
     assert words in verdict_paragraph(GSS, PRIVACY, GSS_UTILITY)

@@ -1,4 +1,4 @@
-"""Re-identification risk (tasks/risk.py, issue 28 first part): every figure against a direct
+"""Re-identification risk (tasks/risk/__init__.py, issue 28 first part): every figure against a direct
 count from its definition (a Python loop over records, on small hypothesis-drawn tables), the
 prosecutor maximum against pycanon's k, the threshold just inside and just outside, the [risk]
 limits refusing a release with one line and an audit row, and the figures stored before -> after."""

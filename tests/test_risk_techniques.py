@@ -1,6 +1,6 @@
 """Risk figures of every technique (issue 28): attribute-risk-max of each release against a
 direct count from its published files (a pandas group-by written from the definition, sharing
-no code with tasks/risk.py), the report saying which risk a technique that publishes QIs
+no code with tasks/risk/__init__.py), the report saying which risk a technique that publishes QIs
 unchanged or perturbed reduces instead of showing its identity figures, and the riskiest rows
 and classes of a table, in memory and as a folder of parts."""
 
@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from privpub.flows import pipeline
 from privpub.state.store import Store
-from privpub.tasks.cluster.risk import parted_riskiest
 from privpub.tasks.core.parted_table import PartedTable
 from privpub.tasks.risk import grouped_attribute_risk, table_riskiest
+from privpub.tasks.risk.parted import parted_riskiest
 from tests.helpers import write_spec
 
 IDENTITY = ("prosecutor-risk-max", "prosecutor-risk-avg", "records-at-risk", "sample-uniques")

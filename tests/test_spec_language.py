@@ -19,7 +19,7 @@ import privpub
 from privpub.schemas.errors import InputError, PublishedTableError, SpecError
 from privpub.schemas.input import validate_input
 from privpub.schemas.spec import spec_from_dict
-from privpub.tasks import report
+from privpub.tasks.report import page as report
 from tests.test_drivers import _without_a_server
 
 CODES = ["10115", "10117", "10119", "10245", "10247", "20095", "20097", "20099", "30159", "30161"]

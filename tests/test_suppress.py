@@ -23,7 +23,7 @@ from privpub.state.store import Store
 from privpub.tasks.core.types import Partition
 from privpub.tasks.partition.mondrian import mondrian_partition
 from privpub.tasks.partition.suppression import suppression_budget, widest_groups_rows
-from privpub.tasks.report import summary_lines
+from privpub.tasks.report.page import summary_lines
 from privpub.tasks.risk import table_risk
 from privpub.tasks.verify.published import class_ids, qi_columns
 from tests.helpers import census_spec_toml, rng, technique_and_data

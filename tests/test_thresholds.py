@@ -214,8 +214,8 @@ def test_parted_k_and_l_at_the_thresholds_with_classes_split_over_parts(tmp_path
     with l - short values, its rows spread over three parts, just inside and just outside."""
     import pyarrow.parquet as pq
 
-    from privpub.tasks.cluster.verify import parted_k_and_l
     from privpub.tasks.core.parted_table import PartedTable, part_name
+    from privpub.tasks.verify.parted import parted_k_and_l
 
     l = k
     table = classes_table([k + 2, k - short, k + 1], [l + 1, l - short, l])

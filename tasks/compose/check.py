@@ -4,7 +4,7 @@ release of the series (tasks/compose/algebra.py says what that adversary learns)
 `SeriesCheck` is used by the publish flow for every technique:
   prepare(store, data)   reads the summaries of this input's people (before any work) and refuses
                          an input that breaks the model (a value changed but is not transient);
-                         for rows kept in parts (PartedSeriesCheck, tasks/cluster/compose.py)
+                         for rows kept in parts (PartedSeriesCheck, tasks/compose/parted.py)
                          the people are read batch by batch at the check
   keep_groups(data, part) the safe option: returning people stay in their earlier groups
   check_release(data, part) the figures of the people of the new release -> [PrivacyResult]
@@ -36,7 +36,7 @@ from privpub.schemas.spec import ROW_ID, ReleaseSpec
 from privpub.tasks.compose import remedies, summaries
 from privpub.tasks.compose.algebra import GroupCounts, Sets, compose, shared
 from privpub.tasks.compose.keep_groups import kept_partition
-from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.microdata import Microdata, person_text
 from privpub.tasks.core.technique import Technique
 from privpub.tasks.core.types import Partition, PrivacyResult
 
@@ -91,7 +91,7 @@ class SeriesCheck:
         self.prior: summaries.Prior | None = None
         self._composed: tuple[np.ndarray, Sets, np.ndarray] | None = None
         self.cohort: np.ndarray | None = None  # per row, set by keep_groups
-        self._staged = None  # staged summaries of rows kept in parts (tasks/cluster/compose.py)
+        self._staged = None  # staged summaries of rows kept in parts (tasks/compose/parted.py)
         self.store = None
         # the stored keys of the returning people below the threshold, and how many newcomers are
         # (the refusal names the earlier releases they were in: breach_note)
@@ -133,7 +133,7 @@ class SeriesCheck:
             self.unit_person = person[self.unit_rows]
             self.people = int(person.max()) + 1 if len(person) else 0
         ids = data.frame[ds.person_id]
-        self.persons = summaries.person_text(ids if self.unit_rows is None else ids.iloc[self.unit_rows])
+        self.persons = person_text(ids if self.unit_rows is None else ids.iloc[self.unit_rows])
         self.values = np.asarray(data.sensitive_values).astype(str).astype(object)
         self.codes = data.sensitive_codes if self.unit_rows is None else data.sensitive_codes[self.unit_rows]
         self.transient = np.isin(self.values, list(self.settings.transient))
@@ -263,7 +263,7 @@ class SeriesCheck:
         return out
 
     def check_release(self, data, part) -> list[PrivacyResult]:
-        """The figures of a release (rows kept in parts: tasks/cluster/compose.PartedSeriesCheck)."""
+        """The figures of a release (rows kept in parts: tasks/compose/parted.PartedSeriesCheck)."""
         if self.technique.guards_series or self.row_ids:
             return []
         return self.check(data, *self.technique.composition_groups(data, part))

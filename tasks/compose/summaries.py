@@ -52,15 +52,6 @@ class Prior:
     transient: list[str]
 
 
-def person_text(column: pd.Series) -> pa.Array:
-    """The person ids as text, the key of compose_people (Arrow's cast: pandas' astype(str) costs
-    a second a million rows; both write integers and strings the same way)."""
-    try:
-        return pa.compute.cast(pa.array(column.to_numpy()), pa.string())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        return pa.array(column.astype(str).to_numpy(object), pa.string())
-
-
 def load(store, series: str, persons: pa.Array, values: np.ndarray) -> Prior | None:
     """persons: this input's person pseudonyms (`Store.pseudonyms().of(person_text(...))`), per
     row; values: its distinct sensitive values

@@ -17,6 +17,8 @@ from typing import Any, cast
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from privpub.schemas.dates import unit_last_day
 from privpub.schemas.spec import MASK, QISpec, ReleaseSpec
@@ -130,7 +132,7 @@ class HasDomains:
 
     domains: list[QIDomain]
     # False: every row is here, in this process (Microdata). True: the rows stay in `parts` where
-    # the run's executor works (tasks/cluster/input.PartedData), and a step sends its work there.
+    # the run's executor works (tasks/validate/parted.PartedData), and a step sends its work there.
     in_parts = False
 
     @property
@@ -198,3 +200,12 @@ class Microdata(HasDomains):
     def people(self) -> int:
         """How many people the rows hold (n when each person has one row)."""
         return self.n if self.person is None else int(self.person.max()) + 1 if self.n else 0
+
+
+def person_text(column: pd.Series) -> pa.Array:
+    """The person ids as text, the key of compose_people (Arrow's cast: pandas' astype(str) costs
+    a second a million rows; both write integers and strings the same way)."""
+    try:
+        return pa.compute.cast(pa.array(column.to_numpy()), pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return pa.array(column.astype(str).to_numpy(object), pa.string())

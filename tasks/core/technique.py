@@ -30,7 +30,7 @@ class Technique:
     # that no other release of the series was committed meanwhile)
     uses_history: ClassVar[bool] = False
     # True when partition / anonymize / verify also take rows kept in parts where the run's
-    # executor works (data.in_parts: tasks/cluster/input.PartedData; the flow then never holds
+    # executor works (data.in_parts: tasks/validate/parted.PartedData; the flow then never holds
     # the rows, see flows/cluster.py)
     distributed: ClassVar[bool] = False
     # the model of the keys [technique] may hold besides `name` (any other key is refused, "did
@@ -209,7 +209,7 @@ class Technique:
 
     def risk_table(self, release: Release) -> tuple[Any, list[str]] | None:
         """The published table and QI columns an adversary links records through, for the risk
-        figures (tasks/risk.py); None when no published table has a row per record with its
+        figures (tasks/risk/__init__.py); None when no published table has a row per record with its
         QIs (risk_note then says which risk the technique reduces)."""
         return None
 
@@ -220,7 +220,7 @@ class Technique:
         return None
 
     def attribute_table(self, release: Release) -> tuple[Any, list[str], str | None] | None:
-        """For the attribute-gain figures (tasks/risk.py table_shares): the published table whose
+        """For the attribute-gain figures (tasks/risk/__init__.py table_shares): the published table whose
         rows show the sensitive value, the columns naming the group an adversary places a
         person in, and the column of counts when a row stands for several (a count table, such
         as Anatomy's ST). None: the risk table and its QI columns, when it shows the sensitive

@@ -32,7 +32,7 @@ def evaluate(
 ) -> dict[str, Any]:
     """Every technique on the same data gets the same queries (the workload's seed is fixed;
     `shared`: drawn and answered already). Rows kept in parts (data.in_parts) are evaluated by
-    tasks/cluster/evaluate.py::evaluate_on_cluster."""
+    tasks/evaluate/parted.py::evaluate_on_cluster."""
     workload = evaluation_workload(data, workload_seed, per_band) if shared is None else shared.queries
     estimate, figures = technique.run_step("utility", release, data, workload)
     actual = None if shared is None else shared.actual

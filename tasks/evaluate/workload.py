@@ -177,7 +177,7 @@ def make_workload(
     predicate selects, so every query has a non-zero true answer (relative error is defined).
     The values are looked up once every query is drawn (they draw no random numbers), all at
     once: `select` (default: the rows in this process) may be a cluster's partitions
-    (tasks/cluster/evaluate.py), where a lookup is a round trip.
+    (tasks/evaluate/parted.py), where a lookup is a round trip.
     """
     queries: list[CountQuery] = []
     n_qi = len(data.domains)

@@ -129,7 +129,7 @@ def median_by_histogram(key, w, local, lo, hi, total):
 def median_from_histograms(hist: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: np.ndarray):
     """Per segment, from its histogram over [lo, hi] (concatenated, `histogram_offsets`): the
     lower median code and the rows <= / < it. Shared with the distributed top of the tree
-    (tasks/cluster/partition.py), whose histograms are sums over partitions."""
+    (tasks/partition/parted.py), whose histograms are sums over partitions."""
     before, target = _median_targets(total)
     offset = histogram_offsets(lo, hi)
     cum = np.cumsum(hist)

@@ -106,36 +106,36 @@ MUTANTS = [
         "return np.bincount(ids, minlength=n_classes), spread",
         ["tests/test_many_rows.py", "tests/test_thresholds.py"],
     ),
-    # re-identification risk (tasks/risk.py)
+    # re-identification risk (tasks/risk/__init__.py)
     Mutant(
         "records-at-risk counts records exactly at the threshold",
-        "tasks/risk.py",
+        "tasks/risk/__init__.py",
         "size[risk > threshold]",
         "size[risk >= threshold]",
         ["tests/test_risk.py"],
     ),
     Mutant(
         "a [risk] limit lets a figure 1% above it through",
-        "tasks/risk.py",
+        "tasks/risk/__init__.py",
         "figures[figure] > limit",
         "figures[figure] > limit * 1.01",
         ["tests/test_risk.py"],
     ),
     Mutant(
         "the highest prosecutor risk read from the largest class",
-        "tasks/risk.py",
+        "tasks/risk/__init__.py",
         "1.0 / size.min()",
         "1.0 / size.max()",
         ["tests/test_risk.py"],
     ),
     Mutant(
         "attribute risk of an ST counts a withheld value as a value",
-        "tasks/risk.py",
+        "tasks/risk/__init__.py",
         "shown = sensitive >= 0",
         "shown = sensitive >= -1",
         ["tests/test_risk_techniques.py", "tests/test_risk.py"],
     ),
-    # risk against a population (tasks/risk.py, tasks/population_models.py)
+    # risk against a population (tasks/risk/__init__.py, tasks/population_models.py)
     Mutant(
         "Dankar's rule leaves Pitman's model at a sampling fraction of exactly 0.1",
         "tasks/population_models.py",
@@ -145,14 +145,14 @@ MUTANTS = [
     ),
     Mutant(
         "the highest journalist risk read from the largest class",
-        "tasks/risk.py",
+        "tasks/risk/__init__.py",
         '"journalist-risk-max": float(inverse[0])',
         '"journalist-risk-max": float(inverse[-1])',
         ["tests/test_population_risk.py"],
     ),
     Mutant(
         "a population as large as the input is refused",
-        "tasks/risk.py",
+        "tasks/risk/__init__.py",
         "self.population < records",
         "self.population <= records",
         ["tests/test_population_risk.py"],
@@ -187,17 +187,17 @@ MUTANTS = [
         GENERALIZED,
     ),
     # entropy and recursive (c, l)-diversity, t-closeness (tasks/core/sensitive_models.py)
-    # the folder-of-parts verifier of the Dask path (tasks/cluster/verify.py)
+    # the folder-of-parts verifier of the Dask path (tasks/verify/parted.py)
     Mutant(
         "parted k-anonymity accepts a class of k - 1",
-        "tasks/cluster/verify.py",
+        "tasks/verify/parted.py",
         "k is None or reached >= k,",
         "k is None or reached >= k - 1,",
         CLUSTER,
     ),
     Mutant(
         "parted l-diversity accepts l - 1 values",
-        "tasks/cluster/verify.py",
+        "tasks/verify/parted.py",
         "fewest >= l,",
         "fewest >= l - 1,",
         CLUSTER,
@@ -268,7 +268,7 @@ MUTANTS = [
     ),
     Mutant(
         "β gain: base rate taken from the group (the risk step's attribute-gain-max)",
-        "tasks/risk.py",
+        "tasks/risk/__init__.py",
         "return self.holding * self.total - self.holders * self.size",
         "return self.holding * self.total - self.holding * self.total",
         GAIN,
@@ -282,7 +282,7 @@ MUTANTS = [
     ),
     Mutant(
         "[risk] max_gain compared with the difference, not the gain",
-        "tasks/risk.py",
+        "tasks/risk/__init__.py",
         '"max_gain": "attribute-gain-max",',
         '"max_gain": "attribute-difference-max",',
         GAIN,
@@ -706,7 +706,7 @@ MUTANTS = [
     ),
     Mutant(
         "shares of the input divide by the rows kept, not the rows read",
-        "tasks/figures.py",
+        "tasks/report/figures.py",
         'return int(rows_in) + int(utility.get("dropped_rows") or 0)',
         "return int(rows_in)",
         ["tests/test_report.py"],

@@ -11,20 +11,20 @@ import numpy as np
 
 from privpub.schemas.errors import SpecError
 from privpub.schemas.published import generalized_table_schema
-from privpub.tasks.cluster.evaluate import table_estimates, table_penalty
-from privpub.tasks.cluster.partition import distributed_mondrian, publish_parts
-from privpub.tasks.cluster.verify import table_class_sizes, table_k_and_l
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.sensitive_models import ModelChoice, SensitiveModel
 from privpub.tasks.core.technique import Technique
 from privpub.tasks.core.types import Partition, PrivacyResult, Release
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
+from privpub.tasks.evaluate.parted import table_estimates, table_penalty
 from privpub.tasks.partition.generalized_table import generalized_table
 from privpub.tasks.partition.mondrian import CodedRows, mondrian_partition
+from privpub.tasks.partition.parted import distributed_mondrian, publish_parts
 from privpub.tasks.partition.people import pair_value_counts, people_partition, person_value_pairs
 from privpub.tasks.partition.suppression import published_rows, suppressed_partition
 from privpub.tasks.techniques.generalization.params import GeneralizationParams
 from privpub.tasks.techniques.registry import register
+from privpub.tasks.verify.parted import table_class_sizes, table_k_and_l
 from privpub.tasks.verify.published import people_table, qi_columns, release_people
 from privpub.tasks.verify.sensitive import sensitive_results
 
@@ -142,7 +142,7 @@ class Generalization(Technique):
         return table_class_sizes(table, qi_columns(table, self.spec.dataset.qi_names))
 
     def risk_table(self, release: Release) -> tuple[Any, list[str]] | None:
-        table = release.tables["table"]  # one Arrow table, or a folder of parts (tasks/cluster/risk.py)
+        table = release.tables["table"]  # one Arrow table, or a folder of parts (tasks/risk/parted.py)
         return table, qi_columns(table, self.spec.dataset.qi_names)
 
     def utility(self, release: Release, data: Microdata) -> dict[str, float]:

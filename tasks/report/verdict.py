@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from privpub.tasks.figures import as_number, fmt, input_rows
+from privpub.tasks.report.figures import as_number, fmt, input_rows
 
 # the report's meta keys this module reads besides the release's own (flows/pipeline.py, flows/reverify.py)
 SPEC_KEYS = ("quasi_identifiers", "sensitive", "input_name", "risk_limits")
@@ -214,7 +214,7 @@ def percent(share: float) -> str:
 
 
 def _worst(meta: dict[str, Any]) -> dict | None:
-    """The release's worst attribute disclosure (tasks/risk.py attribute_summary), if recorded."""
+    """The release's worst attribute disclosure (tasks/risk/__init__.py attribute_summary), if recorded."""
     summary = (meta.get("attribute") or {}).get("release")
     return summary.get("worst") if isinstance(summary, dict) else None
 

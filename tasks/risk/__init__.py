@@ -21,7 +21,7 @@ The records at the highest risk are named by row position in the published table
 (`riskiest_rows`), never by person id. The input's figures carry the same names prefixed
 `input-`, computed on the input's QIs as they are (what a release of the raw table would risk).
 A release's figures come from its published tables, the way the adversary reads them
-(Technique.risk_table and attribute_risk; tasks/cluster/risk.py for rows kept in parts and
+(Technique.risk_table and attribute_risk; tasks/risk/parted.py for rows kept in parts and
 folder tables); a technique that publishes QIs unchanged shows identity figures equal to the
 input's.
 
@@ -336,7 +336,7 @@ WORST_CLASSES = 5  # the report lists this many of the riskiest classes
 
 def riskiest_rows(technique, release, limit: int = 10) -> dict | None:
     """table_riskiest of the Arrow table the technique names for risk (None: no such table;
-    a folder of parts: tasks/cluster/risk.py)."""
+    a folder of parts: tasks/risk/parted.py)."""
     view = technique.risk_table(release)
     if view is None or not isinstance(view[0], pa.Table):
         return None

@@ -1,10 +1,10 @@
-"""Re-identification risk (tasks/risk.py) of a release whatever the shape of its data: rows in
+"""Re-identification risk (tasks/risk/__init__.py) of a release whatever the shape of its data: rows in
 this process or kept in parts where the run's executor works, a published table whole or a
 folder of parts. The figures are the same (tests/test_cluster_release.py compares them).
 
 Rows in parts: each part reports, per (QI combination, sensitive code), its count; the flow adds
 them up (memory: one entry per distinct combination, never a row). A folder table: the
-verifier's class partials (tasks/cluster/verify.py) also give each class's most frequent value,
+verifier's class partials (tasks/verify/parted.py) also give each class's most frequent value,
 and per sensitive value its rows and the class where its share is highest (the attribute gain).
 """
 
@@ -16,7 +16,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from privpub.tasks.cluster.verify import cells_of, class_keys, parted_classes
 from privpub.tasks.core.parted_table import PartedTable, map_parts
 from privpub.tasks.risk import (
     WORST_CLASSES,
@@ -32,6 +31,7 @@ from privpub.tasks.risk import (
     value_shares,
     worst_classes,
 )
+from privpub.tasks.verify.parted import cells_of, class_keys, parted_classes
 from privpub.tasks.verify.published import release_people
 
 
@@ -166,7 +166,7 @@ def _identity_risk(technique, release, threshold: float, population: int | None)
 
 
 def release_riskiest(technique, release, limit: int = 10) -> dict | None:
-    """Where the highest prosecutor risk is in the table the technique names (tasks/risk.py
+    """Where the highest prosecutor risk is in the table the technique names (tasks/risk/__init__.py
     riskiest_rows), one Arrow table or a folder of parts; None without such a table."""
     view = technique.risk_table(release)
     if view is None or not isinstance(view[0], PartedTable):

@@ -2,7 +2,7 @@
 tasks/compose/algebra.py, run in the flow one batch of people at a time.
 
 Who is in which group stays on the workers: each node finished on a worker keeps its `members`
-(person id, group, value, file and row; tasks/cluster/partition.py). A batch is a run of
+(person id, group, value, file and row; tasks/partition/parted.py). A batch is a run of
 consecutive nodes holding at most BATCH_PEOPLE people (at least one node). Nodes hold whole
 groups, so a batch's members are all the records of its groups: the flow gathers them, counts
 records per (group, value) of those groups, reads the batch's summaries from the state database

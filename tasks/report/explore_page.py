@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from privpub.tasks.report import fmt
+from privpub.tasks.report.figures import fmt
 
 _W, _H, _LEFT, _BOTTOM, _TOP, _RIGHT = 480, 300, 64, 44, 26, 90
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pandas as pd
 
-from privpub.tasks.figures import as_number, figure_words, fmt
-from privpub.tasks.report_plots import plot_figure, trend_chart
+from privpub.tasks.report.figures import as_number, figure_words, fmt
+from privpub.tasks.report.plots import plot_figure, trend_chart
 
 # the utility figures the report follows over a series (beside every privacy figure)
 SERIES_FIGURES = ["query_error_1pct", "uncertainty_penalty_normalized", "suppressed_rows"]

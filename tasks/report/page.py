@@ -1,7 +1,7 @@
 """Step 7: a report a person can read (docs/report.md): an HTML page opening with a verdict in
-plain words (tasks/report_verdict.py), the privacy checks with what each guarantees and its worst
-case, the utility figures with units and verdicts (tasks/figures.py), the risk before and after,
-the release's series, and plots (tasks/report_plots.py: inline SVG, no plotting library); plus a
+plain words (tasks/report/verdict.py), the privacy checks with what each guarantees and its worst
+case, the utility figures with units and verdicts (tasks/report/figures.py), the risk before and after,
+the release's series, and plots (tasks/report/plots.py: inline SVG, no plotting library); plus a
 markdown summary with the same words for Prefect.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from privpub.schemas.spec import ROW_ID
-from privpub.tasks.figures import (
+from privpub.tasks.report.figures import (
     as_number,
     cell_text,
     figure_words,
@@ -28,9 +28,9 @@ from privpub.tasks.figures import (
     worst_cells,
     worst_rows,
 )
-from privpub.tasks.report_plots import bar_chart, before_after_chart, integer_bins, plot_figure
-from privpub.tasks.report_series import series_rows, series_words, trend_plots
-from privpub.tasks.report_verdict import alarm_text, attribute_alarm, percent, verdict_paragraph
+from privpub.tasks.report.plots import bar_chart, before_after_chart, integer_bins, plot_figure
+from privpub.tasks.report.series import series_rows, series_words, trend_plots
+from privpub.tasks.report.verdict import alarm_text, attribute_alarm, percent, verdict_paragraph
 
 __all__ = ["fmt", "markdown_summary", "summary_lines", "write_html_report"]
 

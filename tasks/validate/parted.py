@@ -25,7 +25,6 @@ import pyarrow as pa
 from privpub.schemas.errors import InputError
 from privpub.schemas.input import input_files, near_unique_error, validate_input
 from privpub.schemas.spec import ReleaseSpec
-from privpub.tasks.compose.summaries import person_text
 from privpub.tasks.core.executor import Executor, as_executor
 from privpub.tasks.core.microdata import (
     HasDomains,
@@ -34,6 +33,7 @@ from privpub.tasks.core.microdata import (
     distinct_values,
     domain_from_distinct,
     merge_distinct,
+    person_text,
 )
 
 ID_BUCKETS = 16

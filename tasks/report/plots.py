@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from privpub.tasks.figures import fmt
+from privpub.tasks.report.figures import fmt
 
 _W, _H, _LEFT, _BOTTOM, _TOP, _RIGHT = 460, 250, 60, 46, 30, 14
 CHAR_PX = 6.5  # width of one character at font-size 11 (sans-serif), generous: ticks never touch

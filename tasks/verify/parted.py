@@ -28,7 +28,7 @@ from privpub.tasks.verify.k_anonymity import k_and_l, k_anonymity
 from privpub.tasks.verify.published import class_profile
 
 BUCKETS = 16
-RISKIEST = 5  # classes per bucket kept for the risk report (tasks/risk.py WORST_CLASSES)
+RISKIEST = 5  # classes per bucket kept for the risk report (tasks/risk/__init__.py WORST_CLASSES)
 
 
 # One string per row names its class: each published cell as text (a list's items joined by
@@ -128,7 +128,7 @@ def bucket_classes(*partials: pa.Table) -> dict:
 def _bucket_values(con) -> pa.Table:
     """Per sensitive value shown (a null is withheld: nobody's value, in its class's size): its
     rows in this bucket's classes, and the class where its share is highest (the first key
-    among equal shares): key, rows holding it there, class size (tasks/cluster/risk.py adds
+    among equal shares): key, rows holding it there, class size (tasks/risk/parted.py adds
     the buckets up into the attribute-gain figures)."""
     return con.sql(
         "WITH pairs AS (SELECT key, s, sum(n) AS ns FROM partial GROUP BY key, s), "

@@ -17,13 +17,13 @@ from itertools import combinations
 
 import numpy as np
 
-from privpub.tasks.cluster.partition import tree_reduce
 from privpub.tasks.core.microdata import HasDomains, QIDomain
 from privpub.tasks.core.parted_table import PartedTable, map_parts
 from privpub.tasks.evaluate import utility_summary
 from privpub.tasks.evaluate.counting import count_in_microdata
 from privpub.tasks.evaluate.metrics import uncertainty_penalty
 from privpub.tasks.evaluate.workload import Selections, joint_too_large, make_workload
+from privpub.tasks.partition.parted import tree_reduce
 
 PRECOMPUTE_KEYS = 300  # joint histograms computed up front (C(8, 2) + C(8, 3) = 84 for 8 QIs)
 
