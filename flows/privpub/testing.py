@@ -69,7 +69,8 @@ def contract_of(cls: type[Technique]) -> Contract:
     """The contract case of a registered technique: `CONTRACTS[name]` in the `contract` module
     beside its module (a built-in's folder), else in its module itself."""
     module = cls.__module__
-    places = [f"{module.rpartition('.')[0]}.contract"] if "." in module else []
+    package = module if hasattr(importlib.import_module(module), "__path__") else module.rpartition(".")[0]
+    places = [f"{package}.contract"] if package else []
     for place in [*places, module]:
         try:
             cases = getattr(importlib.import_module(place), "CONTRACTS", {})
