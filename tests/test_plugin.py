@@ -24,7 +24,7 @@ from privpub.testing import ContractError, check_technique, planted_census
 # A k-anonymity by full-domain generalization of one numeric QI, as a third party would write it:
 # bins of width w (1, 2, 4, ...) until every bin holds k people or more; one published table of
 # [age_lo, age_hi] and the sensitive value; its verifier counts the classes of the published table.
-TECHNIQUE = '''
+TECHNIQUE = """
 from __future__ import annotations
 
 import numpy as np
@@ -117,9 +117,9 @@ class AgeBins(Technique):
 
     def describe(self, privacy, sensitive):
         return Description(published_as="The age is published as a range of equal width for everyone")
-'''
+"""
 
-CONTRACT = '''
+CONTRACT = """
 from privpub.plugin import Contract, narrow_interval
 
 CONTRACTS = {
@@ -131,7 +131,7 @@ CONTRACTS = {
         qi=("age",),
     ),
 }
-'''
+"""
 
 
 @pytest.fixture
@@ -249,7 +249,8 @@ def test_a_verifier_that_always_passes_fails_the_battery(tmp_path, monkeypatch, 
 
 def test_lenient_parameters_fail_the_battery_before_any_release(tmp_path, monkeypatch, registry_restored):
     lenient = TECHNIQUE.replace(
-        "class BinParams(TechniqueParams):\n", "class BinParams(TechniqueParams):\n    model_config = {'extra': 'allow'}\n"
+        "class BinParams(TechniqueParams):\n",
+        "class BinParams(TechniqueParams):\n    model_config = {'extra': 'allow'}\n",
     )
     write_plugin(tmp_path / "outside", "lenientbins_plugin", lenient)
     monkeypatch.syspath_prepend(str(tmp_path / "outside"))

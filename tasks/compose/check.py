@@ -271,7 +271,9 @@ class SeriesCheck:
     def history_missing(self, based_on: int) -> bool:
         """Earlier releases exist but left no stored groups (published before privpub kept them,
         or with "@row")."""
-        return bool(based_on) and self.prior is None and not self.technique.capabilities.guards_series and not self.row_ids
+        return (
+            bool(based_on) and self.prior is None and not self.technique.capabilities.guards_series and not self.row_ids
+        )
 
     def not_applied(self, based_on: int) -> str | None:
         """Why this release has no composition figure (after `prepare`; based_on: the releases of

@@ -18,7 +18,7 @@ def duplicate_value(tables: Tables, private: Mapping[str, Any]) -> Tables:
     table = tables["table"]
     rows = pd.DataFrame({"gid": table.column("gid").to_numpy(), "v": table.column("occupation").to_pylist()})
     held = rows.groupby(["gid", "v"]).gid.transform("size") / rows.groupby("gid").gid.transform("size")
-    source = held.where(rows.v.isin(private["transient"])).idxmax()
+    source: int = held.where(rows.v.isin(private["transient"])).idxmax()  # type: ignore[assignment]
     target = rows.index[(rows.gid == rows.gid[source]) & (rows.v != rows.v[source])][0]
     values = rows.v.to_list()
     values[target] = values[source]
