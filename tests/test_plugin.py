@@ -330,5 +330,6 @@ def test_the_plugin_surface_reexports_the_contract_types():
         types.ChunkPlan,
     )
     assert plugin.Microdata.__name__ == "Microdata"
+    assert privpub.plugin is plugin and privpub.testing.check_technique is check_technique  # lazy names
     assert set(plugin.__all__) >= {"technique", "register", "Technique", "Capabilities", "TechniqueParams"}
     assert np.all([hasattr(plugin, n) for n in plugin.__all__])
