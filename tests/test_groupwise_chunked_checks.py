@@ -37,7 +37,7 @@ PARAMS = {"alpha": 0.25, "beta": 0.1}
 
 def one_step(tech, release: Release):
     """The figures of the whole tables in one pass of the verifier functions."""
-    s, alpha, beta = tech.spec.dataset.sensitive, tech.alpha, tech.beta
+    s, alpha, beta = tech.spec.dataset.sensitive, tech.params.alpha, tech.params.beta
     if tech.name == "ambiguity":
         ats = {q: release.tables[f"AT_{q}"] for q in tech.spec.dataset.qi_names}
         return [

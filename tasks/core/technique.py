@@ -92,6 +92,13 @@ class Technique:
         self.params = read_params(self.name, self.Params, spec.technique.params)
         self.check_params()
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # a parameter lives in self.params only (frozen): setting it here would change nothing
+        params = self.__dict__.get("params")
+        if params is not None and name in type(params).model_fields:
+            raise AttributeError(f"{name} is a parameter: replace technique.params with a new {type(params).__name__}")
+        super().__setattr__(name, value)
+
     # --- parameters -------------------------------------------------------------------------
     def check_params(self) -> None:
         """Raise SpecError for parameters that do not fit the dataset (e.g. a QI name that is
