@@ -136,7 +136,9 @@ CONTRACTS = {
 
 @pytest.fixture
 def registry_restored():
-    """Plug-ins registered by a test leave the registry as it was."""
+    """Plug-ins registered by a test leave the registry as it was (every built-in loaded first: a
+    module imported during the test would not register its classes again)."""
+    registry.registered()
     saved, modules = dict(registry._REGISTRY), dict(registry.MODULES)
     yield
     registry._REGISTRY.clear()
