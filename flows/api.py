@@ -246,7 +246,7 @@ def change_series(
     try:  # refused before any work: still an attempt, with its audit row where the spec says
         checked = series_spec(spec, state, overrides)
         technique = get_technique(checked)
-        if technique.guards_series:
+        if technique.capabilities.guards_series:
             raise SpecError(
                 f"[technique] {technique.name} guards its own series (its statistics are its series check): "
                 "[series] settings do not apply to it"

@@ -304,7 +304,7 @@ def cmd_serial(args) -> int:
     from privpub.tasks.techniques.registry import get_technique
 
     try:  # a refusal here is an attempt too: it leaves its audit row, as publish's do
-        if not get_technique(resolve_spec(args.spec, None, None)).uses_history:
+        if not get_technique(resolve_spec(args.spec, None, None)).capabilities.uses_history:
             raise CliError(
                 "privpub serial needs a technique that publishes series "
                 '([technique] name = "serial"); use privpub publish for one-off releases'

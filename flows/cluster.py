@@ -98,9 +98,9 @@ def dask_client(run: RunSpec) -> Iterator:
 
 def uses_cluster(spec, technique) -> bool:
     """Does this release read its input and partition on a Dask cluster? ([run] task_runner =
-    "dask", a technique that can (Technique.distributed), Parquet input: a file, folder or glob.
+    "dask", a technique that can (Technique.capabilities.distributed), Parquet input: a file, folder or glob.
     A CSV file or a DuckDB table is read in the flow process as before.)"""
-    if spec.run.task_runner != "dask" or not getattr(technique, "distributed", False) or not spec.dataset.input:
+    if spec.run.task_runner != "dask" or not technique.capabilities.distributed or not spec.dataset.input:
         return False
     try:
         files = input_files(spec)

@@ -22,7 +22,7 @@ import secrets
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -265,8 +265,8 @@ def _chunked(driver: Driver, label: str, technique, inputs: tuple, executor: Exe
 
 
 def anonymize_step(driver: Driver, technique, data, part, rng, executor: Executor) -> Release:
-    """One anonymize step, or, for a technique that splits it (Technique.chunked), its chunks."""
-    if "anonymize" in technique.chunked:
+    """One anonymize step, or, for a technique that splits it (Technique.capabilities.chunked), its chunks."""
+    if "anonymize" in technique.capabilities.chunked:
         release = _chunked(driver, "anonymize", technique, (data, part, rng), executor)
         if release is not None:
             return release
@@ -288,14 +288,14 @@ def verify_and_evaluate(
     chunks. Returns (privacy results, utility figures or None if refused). shared: the workload
     drawn and answered once for several releases of the same rows (explore)."""
     privacy = None
-    if "verify" in technique.chunked:
+    if "verify" in technique.capabilities.chunked:
         check_published(release, spec, technique)
         privacy = _chunked(driver, "verify", technique, (release, context), executor)
     if privacy is None:
         privacy = driver.run("verify", verify_step, technique, release, spec, context)
     if any(not r.passed for r in privacy):
         return privacy, None
-    if "utility" in technique.chunked:
+    if "utility" in technique.capabilities.chunked:
         workload = evaluation_workload(data, workload_seed) if shared is None else shared.queries
         actual = None if shared is None else shared.actual
         finish = partial(_utility_summary, technique, release, data, workload, actual)
@@ -385,7 +385,7 @@ def refuse_repeat(store: Store, spec: ReleaseSpec, technique, fp: str, who, run_
     why = (
         f"; {technique.name} is randomized: two releases of the same data with different randomness "
         "let an adversary average the noise out"
-        if technique.randomized
+        if technique.capabilities.randomized
         else ""
     )
     store.log(who, "publish", spec.dataset.name, "refused", run_id, {"repeat_of": last["release_id"], **origin})
@@ -635,7 +635,9 @@ def _run_release(
         "risk": risk,
         "riskiest": riskiest,
         "attribute": computed.attribute,
-        "risk_note": technique.risk_note,
+        "risk_note": technique.capabilities.risk_note,
+        # the report's words in the technique's own terms (its describe hook: the report imports no technique)
+        "technique_words": asdict(technique.describe(privacy, spec.dataset.sensitive or "sensitive")),
         **report_verdict.spec_facts(spec),  # quasi_identifiers, sensitive, input_name: the report's verdict
         **origin,
         "hashes": {meta_["file"]: meta_["sha256"] for meta_ in staged.files.values()},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+from dataclasses import asdict
 from pathlib import Path
 from typing import NamedTuple
 
@@ -195,7 +196,9 @@ def rewrite_report(state: Path, release_id: str) -> str:
         "risk": risk,
         "riskiest": riskiest,
         "attribute": attribute,
-        "risk_note": technique.risk_note,
+        "risk_note": technique.capabilities.risk_note,
+        # the report's words in the technique's own terms (its describe hook: the report imports no technique)
+        "technique_words": asdict(technique.describe(privacy, spec.dataset.sensitive or "sensitive")),
         "people_in": release.private.get(PEOPLE_IN),  # rows_per_person = "many": the input's people
         **report_verdict.spec_facts(spec),
         # the series as it stood at this release (later releases are not part of its report)

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from privpub.schemas.spec import TechniqueSpec
+
 EDUCATION = [
     "preschool",
     "1st-4th",
@@ -116,7 +118,9 @@ def census_spec(
 ) -> dict:
     """A spec dictionary for a census file (same keys as the TOML spec)."""
     wanted = [q for q in CENSUS_QI if qi is None or q["name"] in qi]
-    tech = technique or {"name": "generalization", "k": k, **({"l": l} if l else {})}
+    # the spec's default technique (schemas/spec.py), named so the dict reads like the TOML file
+    default = TechniqueSpec.model_fields["name"].default
+    tech = technique or {"name": default, "k": k, **({"l": l} if l else {})}
     out: dict[str, Any] = {"dir": output_dir, "state": state}
     if seed is not None:
         out["seed"] = seed

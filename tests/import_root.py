@@ -3,7 +3,7 @@
 The editable install maps `privpub` onto the fixed top-level folders with an import hook
 (pyproject.toml `package-dir`), which tools that walk folders (grimp under lint-imports, mypy)
 cannot follow, and which always points at the installed checkout. This builds
-`<dest>/privpub/` of symbolic links (`__init__.py` -> flows/privpub/__init__.py, `flows`,
+`<dest>/privpub/` of symbolic links (each flows/privpub/*.py, e.g. `__init__.py`, `plugin.py`; `flows`,
 `tasks`, `schemas`, `state`, `deployments` -> the folders): put `<dest>` first on PYTHONPATH.
 
     python -m tests.import_root DEST [SOURCE]
@@ -21,7 +21,8 @@ def link_tree(source: Path, dest: Path) -> Path:
     """`dest`, holding privpub/ as links into `source` (made again if it exists)."""
     package = dest / "privpub"
     package.mkdir(parents=True, exist_ok=True)
-    links = {"__init__.py": source / "flows" / "privpub" / "__init__.py", **{f: source / f for f in FOLDERS}}
+    root = source / "flows" / "privpub"  # the root package's own modules (privpub.plugin, privpub.testing, ...)
+    links = {p.name: p for p in root.glob("*.py")} | {f: source / f for f in FOLDERS}
     for name, target in links.items():
         link = package / name
         if link.is_symlink() or link.exists():

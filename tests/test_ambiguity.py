@@ -77,7 +77,7 @@ def test_a_row_moved_between_groups_fails(frame, seed):
     dest = int(np.argmin(sizes))
     held = set(data.sensitive_codes[part.group == dest].tolist())
     movable = np.flatnonzero((part.group >= 0) & (part.group != dest) & np.isin(data.sensitive_codes, list(held)))
-    assume(len(movable) > 0 and Fraction(2, int(sizes[dest]) + 1) > tech.beta)
+    assume(len(movable) > 0 and Fraction(2, int(sizes[dest]) + 1) > tech.params.beta)
     group = part.group.copy()
     group[movable[0]] = dest  # the destination now holds that sensitive value twice
     tampered = tech.anonymize(data, Partition(group, part.n_groups, info=part.info), np.random.default_rng(0))

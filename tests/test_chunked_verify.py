@@ -91,12 +91,12 @@ def multi_qid_releases():
 def test_multi_qid_chunks_give_the_one_pass_results(multi_qid_releases, name, chunk_rows, reverse):
     tech, release = multi_qid_releases[name]
     table = release.tables["table"]
-    expected = one_pass_multi_qid(table, tech.qids, tech.k, tech.k_prime, tech.union)
+    expected = one_pass_multi_qid(table, tech.params.qids, tech.params.k, tech.params.k_prime, tech.union)
     assert _chunked(tech, release, {}, chunk_rows, reverse) == expected
     assert tech.verify(release, {}) == expected  # verify itself, in chunks of chunk_rows
     # a stricter k makes the smallest classes fail: the worst class named is still the first one
-    strict = one_pass_multi_qid(table, tech.qids, 2 * tech.k, None, None)
-    assert multi_qid_anonymity(table, tech.qids, 2 * tech.k, chunk_rows=chunk_rows) == strict
+    strict = one_pass_multi_qid(table, tech.params.qids, 2 * tech.params.k, None, None)
+    assert multi_qid_anonymity(table, tech.params.qids, 2 * tech.params.k, chunk_rows=chunk_rows) == strict
 
 
 @pytest.mark.parametrize("k", [3, 4])

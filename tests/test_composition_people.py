@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -275,7 +276,7 @@ def test_keep_groups_keeps_each_person_whole(tmp_path, monkeypatch):
     """[series] keep_groups under "many": a returning person's cohort is on all their rows, the
     cohorts are held to the series' l in people, and the kept grouping passes the check. (Anatomy
     is made to accept kept groups for this: its anonymize takes any grouping.)"""
-    monkeypatch.setattr(Anatomy, "accepts_kept_groups", True)
+    monkeypatch.setattr(Anatomy, "capabilities", replace(Anatomy.capabilities, accepts_kept_groups=True))
     releases = draw_series(5, 2)
     spec = spec_of(tmp_path, 2)
     spec["series"]["keep_groups"] = True

@@ -37,7 +37,7 @@ PARAMS = {"alpha": 0.25, "beta": 0.1}
 
 def one_step(tech, release: Release):
     """The figures of the whole tables in one pass of the verifier functions."""
-    s, alpha, beta = tech.spec.dataset.sensitive, tech.alpha, tech.beta
+    s, alpha, beta = tech.spec.dataset.sensitive, tech.params.alpha, tech.params.beta
     if tech.name == "ambiguity":
         ats = {q: release.tables[f"AT_{q}"] for q in tech.spec.dataset.qi_names}
         return [
@@ -76,7 +76,8 @@ def census_release(request):
 def test_any_chunk_size_and_order_gives_the_one_step_figures(census_release, chunk_rows, strict):
     tech, release = census_release
     # strict: thresholds below what the release meets, so failing counts add up over chunks
-    tech.alpha, tech.beta = (Fraction(1, 1000), Fraction(1, 40)) if strict else (Fraction(1, 4), Fraction(1, 10))
+    alpha, beta = (Fraction(1, 1000), Fraction(1, 40)) if strict else (Fraction(1, 4), Fraction(1, 10))
+    tech.params = tech.params.model_copy(update={"alpha": alpha, "beta": beta})
     expected = one_step(tech, release)
     assert [r.passed for r in expected] == [not strict, not strict]
     plan, privacy, results = chunked(tech, release, chunk_rows, seed=chunk_rows)
@@ -111,7 +112,7 @@ def test_chunks_hold_whole_group_ranges_of_about_chunk_rows(census_release):
 
 def test_a_release_of_at_most_chunk_rows_is_checked_in_one_step(census_release):
     tech, release = census_release
-    tech.alpha, tech.beta = Fraction(1, 4), Fraction(1, 10)
+    tech.params = tech.params.model_copy(update={"alpha": Fraction(1, 4), "beta": Fraction(1, 10)})
     tech.spec.run.chunk_rows = sum(t.num_rows for t in release.tables.values())
     assert tech.plan("verify", release, {}) is None
     assert len(tech.split("verify", release, {}).chunks) == 1
@@ -202,7 +203,7 @@ def test_chunks_on_a_local_cluster_of_two_workers(census_release):
     from distributed import Client, LocalCluster
 
     tech, release = census_release
-    tech.alpha, tech.beta = Fraction(1, 4), Fraction(1, 10)
+    tech.params = tech.params.model_copy(update={"alpha": Fraction(1, 4), "beta": Fraction(1, 10)})
     tech.spec.run.chunk_rows = 500
     plan = tech.plan("verify", release, {})
     with (

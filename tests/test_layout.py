@@ -32,19 +32,76 @@ def test_no_module_imports_a_bare_top_level_folder(path):
             assert not name.startswith("privpub.flows.privpub"), f"line {node.lineno}: the root is `privpub`"
 
 
-def test_the_wheel_lists_every_package_folder():
-    """pyproject.toml lists its packages (so that the wheel holds only `privpub`): a new folder
-    must be listed, or it would be missing from an installed privpub."""
-    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    listed = set(setuptools["packages"])
-    found = {"privpub"} | {
+def _package_folders() -> set[str]:
+    return {"privpub"} | {
         "privpub." + ".".join(p.parent.relative_to(ROOT).parts)
         for f in FOLDERS
         for p in (ROOT / f).rglob("__init__.py")
         if p.parent != ROOT / "flows" / "privpub"
     }
-    assert listed == found
+
+
+def test_the_wheel_lists_every_package_folder():
+    """The packages are computed from the folders (setup.py), never listed by hand: a new
+    technique folder is in an installed privpub without touching anything else (issue 40)."""
+    import runpy
+
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "packages" not in setuptools  # no hand-kept list to forget a folder in
+    assert set(runpy.run_path(str(ROOT / "setup.py"))["packages"]()) == _package_folders()
     assert setuptools["package-dir"] == {"privpub": "flows/privpub", **{f"privpub.{f}": f for f in FOLDERS}}
+
+
+def _registered_folders() -> dict[str, str]:
+    """Each registered technique's name -> the folder below tasks/techniques/ its class lives in."""
+    from privpub.tasks.techniques.registry import registered
+
+    prefix = "privpub.tasks.techniques."
+    return {
+        name: cls.__module__.removeprefix(prefix).split(".")[0]
+        for name, cls in registered().items()
+        if cls.__module__.startswith(prefix)
+    }
+
+
+def technique_names_outside_their_folder(root: Path, names: dict[str, str]) -> list[str]:
+    """Every string constant of tasks/**/*.py equal to a technique's name, outside that
+    technique's folder and the registry: file, line and name."""
+    found = []
+    for path in sorted((root / "tasks").rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel == Path("tasks/techniques/registry.py"):
+            continue
+        folder = rel.parts[2] if rel.parts[:2] == ("tasks", "techniques") and len(rel.parts) > 3 else None
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+                if names[node.value] != folder:
+                    found.append(f"{rel}:{node.lineno}: {node.value!r}")
+    return found
+
+
+def test_no_technique_name_outside_its_folder():
+    """A technique is its folder (issue 40): nothing else in tasks/ branches on, or suggests, a
+    technique by name; what differs is a hook or a capability of the technique."""
+    names = _registered_folders()
+    assert {"generalization", "anatomy", "muco", "priview", "union-qid"} <= set(names)
+    assert technique_names_outside_their_folder(ROOT, names) == []
+
+
+def test_the_name_scan_finds_a_name_branch(tmp_path):
+    """The scan above sees a name where it does not belong (as tasks/report/verdict.py held
+    eight before issue 40), and not in the technique's own folder."""
+    names = _registered_folders()
+    (tmp_path / "tasks" / "report").mkdir(parents=True)
+    (tmp_path / "tasks" / "report" / "words.py").write_text('def words(t):\n    return t == "anatomy"\n')
+    (tmp_path / "tasks" / "techniques" / "anatomy").mkdir(parents=True)
+    (tmp_path / "tasks" / "techniques" / "anatomy" / "contract.py").write_text('NAME = "anatomy"\n')
+    (tmp_path / "tasks" / "techniques" / "muco").mkdir(parents=True)
+    (tmp_path / "tasks" / "techniques" / "muco" / "x.py").write_text('OTHER = {"generalization": 1}\n')
+    assert technique_names_outside_their_folder(tmp_path, names) == [
+        "tasks/report/words.py:2: 'anatomy'",
+        "tasks/techniques/muco/x.py:1: 'generalization'",
+    ]
 
 
 def test_import_privpub_gives_the_public_surface():
@@ -80,4 +137,6 @@ def test_the_wheel_installs_only_privpub(tmp_path):
         f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info",
     }
     assert "privpub/__init__.py" in names and "privpub/tasks/techniques/muco/technique.py" in names
+    assert {f"{p.replace('.', '/')}/__init__.py" for p in _package_folders() - {"privpub"}} <= set(names)
+    assert "privpub/plugin.py" in names and "privpub/testing.py" in names
     assert not [n for n in names if n.startswith("privpub/flows/privpub/")]  # the root is not packaged twice

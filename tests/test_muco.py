@@ -72,7 +72,7 @@ def test_registered_and_params():
     for form in (0.1667, "1/6"):
         spec = data.spec.model_copy(deep=True)
         spec.technique = spec.technique.model_validate({"name": "muco", "delta": form, "l": 3})
-        assert MuCo(spec).delta in (Fraction(1, 6), Fraction(1667, 10000))
+        assert MuCo(spec).params.delta in (Fraction(1, 6), Fraction(1667, 10000))
     spec.technique = spec.technique.model_validate({"name": "muco", "l": 3})
     with pytest.raises(SpecError, match="delta"):
         MuCo(spec)
@@ -100,7 +100,7 @@ def test_published_table_contract(released):
 
 def test_groups_meet_property_1_and_l_diversity(released):
     data, tech, part, _ = released
-    assert part.sizes.min() >= math.ceil(1 / tech.delta)
+    assert part.sizes.min() >= math.ceil(1 / tech.params.delta)
     distinct = pd.Series(data.sensitive_codes).groupby(part.group).nunique()
     assert distinct.min() >= 3
 

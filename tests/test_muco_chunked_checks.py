@@ -102,7 +102,7 @@ def test_a_release_of_at_most_chunk_rows_is_checked_and_evaluated_in_one_step(fo
     from privpub.tasks.evaluate import evaluate
 
     tech, data, release = _release(folder)
-    tech.chunk_rows = ROWS
+    tech.params = tech.params.model_copy(update={"chunk_rows": ROWS})
     assert tech.plan("verify", release, {"data": data}) is None
     assert tech.plan("utility", release, data, evaluation_workload(data)) is None
     assert {r.model: (r.value, r.passed) for r in tech.verify(release, {"data": data})} == reference[0]

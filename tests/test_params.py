@@ -10,6 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from privpub.schemas.spec import SpecError, TechniqueSpec, spec_from_dict
+from privpub.tasks.core.params import read_params
 from privpub.tasks.core.technique import Technique
 from privpub.tasks.techniques.registry import get_technique, technique_names
 
@@ -170,10 +171,17 @@ def test_k_and_l_are_the_models_own(name):
     assert params.k_and_l() == (params.k if "k" in fields else None, params.l if "l" in fields else None)
 
 
-def test_setting_a_parameter_on_the_technique_validates_a_new_model():
+def test_a_parameter_is_read_and_replaced_through_the_params_model():
+    """No attribute shims (issue 40): `technique.params` is the one place a parameter is read;
+    setting one on the technique is refused naming `params`, and a replacement model is
+    validated as any spec's."""
     tech = make("ambiguity")
     before = tech.params
-    tech.alpha = "1/4"
-    assert tech.params.alpha * 4 == 1 and tech.alpha is tech.params.alpha and before.alpha * 2 == 1
+    with pytest.raises(AttributeError):
+        tech.alpha  # noqa: B018
+    with pytest.raises(AttributeError, match="params"):
+        tech.alpha = "1/4"
+    tech.params = read_params(tech.name, type(before), {**dict(before), "alpha": "1/4"})
+    assert tech.params.alpha * 4 == 1 and before.alpha * 2 == 1
     with pytest.raises(SpecError, match="alpha must be in"):
-        tech.alpha = 2
+        read_params(tech.name, type(before), {**dict(before), "alpha": 2})

@@ -72,7 +72,7 @@ def test_every_technique_supports_many_or_refuses_it_by_name(name):
     d = contract_spec(name)
     d["dataset"]["rows_per_person"] = "many"
     spec = spec_from_dict(d)
-    if _REGISTRY[name].many_rows_per_person:
+    if _REGISTRY[name].capabilities.many_rows_per_person:
         assert get_technique(spec).name == name
     else:
         with pytest.raises(SpecError, match=rf'rows_per_person = "many": technique {name} does not protect'):

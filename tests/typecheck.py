@@ -24,7 +24,8 @@ def build_tree() -> Path:
     package = TREE / "privpub"
     shutil.rmtree(package, ignore_errors=True)
     package.mkdir(parents=True)
-    (package / "__init__.py").symlink_to(ROOT / "flows" / "privpub" / "__init__.py")
+    for module in (ROOT / "flows" / "privpub").glob("*.py"):  # the root package's own modules
+        (package / module.name).symlink_to(module)
     for folder in FOLDERS:
         if folder != "flows":
             (package / folder).symlink_to(ROOT / folder)
@@ -44,7 +45,9 @@ def main(argv: list[str]) -> int:
     run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     report = run.stdout + run.stderr
     for prefix in (str(package), str(package.relative_to(ROOT))):
-        report = report.replace(f"{prefix}/__init__.py", "flows/privpub/__init__.py").replace(f"{prefix}/", "")
+        for module in (ROOT / "flows" / "privpub").glob("*.py"):
+            report = report.replace(f"{prefix}/{module.name}", f"flows/privpub/{module.name}")
+        report = report.replace(f"{prefix}/", "")
     print(report, end="")
     return run.returncode
 

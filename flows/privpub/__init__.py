@@ -77,7 +77,14 @@ if TYPE_CHECKING:
     from privpub.tasks.techniques.registry import technique_names as technique_names
 
 
+# the public submodules, loaded on first use too: privpub.plugin (writing a technique) and
+# privpub.testing (its contract battery), docs/plugins.md
+_SUBMODULES = ("plugin", "testing")
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"privpub.{name}")
     if name not in _PUBLIC:
         raise AttributeError(f"module 'privpub' has no attribute {name!r}")
     module, attr = _PUBLIC[name]

@@ -70,7 +70,7 @@ def series_settings(spec: ReleaseSpec, technique: Technique) -> SeriesSettings:
     keep = sec.get("keep_groups", False)
     if not isinstance(keep, bool):
         raise SpecError(f"[series] keep_groups must be true or false, got {keep!r}")
-    if keep and not technique.accepts_kept_groups:
+    if keep and not technique.capabilities.accepts_kept_groups:
         raise SpecError(
             f"[series] keep_groups: technique '{technique.name}' builds groups it cannot "
             "hand over; keep_groups works with generalization"
@@ -137,7 +137,7 @@ class SeriesCheck:
         self.values = np.asarray(data.sensitive_values).astype(str).astype(object)
         self.codes = data.sensitive_codes if self.unit_rows is None else data.sensitive_codes[self.unit_rows]
         self.transient = np.isin(self.values, list(self.settings.transient))
-        if self.technique.guards_series or self.row_ids:  # its own verifier is the series check; no people
+        if self.technique.capabilities.guards_series or self.row_ids:  # its own verifier is the series check; no people
             return
         self.store = store
         self.unlinked_before = row_numbered_releases(store, ds.name)
@@ -224,7 +224,7 @@ class SeriesCheck:
         settings share one input; the summaries are only read). False, nothing taken, when
         the two would read differently (another transient list, a technique guarding its series)."""
         if (
-            other.technique.guards_series != self.technique.guards_series
+            other.technique.capabilities.guards_series != self.technique.capabilities.guards_series
             or other.settings.transient != self.settings.transient
             or other.views != self.views
             or not hasattr(other, "persons")
@@ -264,20 +264,22 @@ class SeriesCheck:
 
     def check_release(self, data, part) -> list[PrivacyResult]:
         """The figures of a release (rows kept in parts: tasks/compose/parted.PartedSeriesCheck)."""
-        if self.technique.guards_series or self.row_ids:
+        if self.technique.capabilities.guards_series or self.row_ids:
             return []
         return self.check(data, *self.technique.composition_groups(data, part))
 
     def history_missing(self, based_on: int) -> bool:
         """Earlier releases exist but left no stored groups (published before privpub kept them,
         or with "@row")."""
-        return bool(based_on) and self.prior is None and not self.technique.guards_series and not self.row_ids
+        return (
+            bool(based_on) and self.prior is None and not self.technique.capabilities.guards_series and not self.row_ids
+        )
 
     def not_applied(self, based_on: int) -> str | None:
         """Why this release has no composition figure (after `prepare`; based_on: the releases of
         the series before it), None when it has one."""
         series = self.spec.dataset.name
-        if self.technique.guards_series:
+        if self.technique.capabilities.guards_series:
             return f"technique '{self.technique.name}' checks its series itself (its own privacy figures)"
         if self.row_ids:
             return ROW_WORDS
@@ -295,7 +297,7 @@ class SeriesCheck:
         )
 
     def check(self, data: Microdata, group: np.ndarray, n_groups: int) -> list[PrivacyResult]:
-        if self.technique.guards_series or self.row_ids or (self.prior is None and not self.commits):
+        if self.technique.capabilities.guards_series or self.row_ids or (self.prior is None and not self.commits):
             return []
         codes = self.codes if self.grouped else data.sensitive_codes
         person = getattr(data, "person", None)

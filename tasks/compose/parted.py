@@ -90,7 +90,7 @@ class PartedSeriesCheck(SeriesCheck):
 
     def __init__(self, spec, technique):
         super().__init__(spec, technique)
-        if self.settings.keep_groups and not technique.guards_series:  # before any work
+        if self.settings.keep_groups and not technique.capabilities.guards_series:  # before any work
             # keep_groups would need the earlier cohorts next to the parts
             raise SpecError("[series] keep_groups does not run on a Dask cluster yet; publish in memory")
 
@@ -98,11 +98,11 @@ class PartedSeriesCheck(SeriesCheck):
         self.store = store
         self.values = np.asarray(data.sensitive_values).astype(str).astype(object)
         self.transient = np.isin(self.values, list(self.settings.transient))
-        if not self.technique.guards_series:  # the people are stored as pseudonyms, batch by batch
+        if not self.technique.capabilities.guards_series:  # the people are stored as pseudonyms, batch by batch
             self.pseudonyms = store.pseudonyms(create=self.commits)
 
     def check_release(self, data, part) -> list[PrivacyResult]:
-        if self.technique.guards_series:
+        if self.technique.capabilities.guards_series:
             return []
         results, self._staged = compose_on_cluster(self, self.store, data, part)
         return results

@@ -1,23 +1,77 @@
 """The plug-in contract of a technique (the registry flows look techniques up in is
 tasks/techniques/registry.py).
 
-A technique module in tasks/techniques/<name>/ defines a subclass of `Technique` and decorates it with
-`@register("name")`. The flow calls, in order: partition -> anonymize -> verify -> estimate.
-No flow branches on a technique's name.
+A technique module in tasks/techniques/<name>/ (or a plug-in anywhere: privpub.plugin) defines a
+subclass of `Technique` with its `name` and decorates it with `@register`. The flow calls, in
+order: partition -> anonymize -> verify -> estimate. No flow branches on a technique's name: what
+differs is a hook or its `capabilities`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
-from privpub.schemas.errors import SpecError
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.params import TechniqueParams, read_params
 from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a technique can do and declares, read by the flows instead of its name (one frozen
+    record per class: `capabilities = Capabilities(...)`, the defaults for the rest)."""
+
+    # a release depends on earlier releases of its series (its commit then checks that no other
+    # release of the series was committed meanwhile)
+    uses_history: bool = False
+    # partition / anonymize / verify also take rows kept in parts where the run's executor works
+    # (data.in_parts: tasks/validate/parted.PartedData; the flow then never holds the rows, see
+    # flows/cluster.py)
+    distributed: bool = False
+    # the series composition check (tasks/compose): its own verifier already plays the adversary
+    # holding every release under its own model (values change, absent people are counted as
+    # virtual members, so presence is not known)
+    guards_series: bool = False
+    # `anonymize` takes any grouping from `[series] keep_groups`
+    accepts_kept_groups: bool = False
+    # publishes a date QI (`kind = "date"`) as dates (Arrow date32 ranges): the others would
+    # publish its day numbers, so they refuse it
+    publishes_dates: bool = False
+    # protects people with several rows each (`[dataset] rows_per_person = "many"`): a person's
+    # rows stay in one group and every figure counts people (docs/models.md, "Several rows per
+    # person"); the others refuse such a spec by name
+    many_rows_per_person: bool = False
+    # draws its published values at random (not only their order): a second release of the same
+    # data with fresh randomness would let an adversary average it out (flows/pipeline.refuse_repeat)
+    randomized: bool = False
+    # the steps (STEPS) whose work splits into independent pieces (Technique.split)
+    chunked: frozenset[str] = frozenset()
+    # in plain words, for the report: which risk the technique reduces and which it does not,
+    # when its identity figures are not computed (QIs published unchanged or perturbed) or need
+    # a caveat (docs/risk.md). None: both kinds of figure are read from its published table.
+    risk_note: str | None = None
+
+
+@dataclass(frozen=True)
+class Description:
+    """The report's words for a release of this technique (tasks/report/verdict.py): how the
+    quasi-identifiers are published, which leads the sentence of the generic figures (k, QIDs,
+    l), and the technique's own sentences after it, with its figures."""
+
+    published_as: str = ""
+    sentences: tuple[str, ...] = ()
+
+
+# the `published_as` of the techniques that publish ranges and sets of values
+RANGES = (
+    "Each quasi-identifier is published as a range (such as [30, 39]) or a set of values ({a, b}) "
+    "instead of its exact value"
+)
 
 
 class Technique:
@@ -26,68 +80,29 @@ class Technique:
     name: ClassVar[str] = ""
     # the published tables, for the report and the schema check
     table_names: ClassVar[tuple[str, ...]] = ("table",)
-    # True when a release depends on earlier releases of its series (its commit then checks
-    # that no other release of the series was committed meanwhile)
-    uses_history: ClassVar[bool] = False
-    # True when partition / anonymize / verify also take rows kept in parts where the run's
-    # executor works (data.in_parts: tasks/validate/parted.PartedData; the flow then never holds
-    # the rows, see flows/cluster.py)
-    distributed: ClassVar[bool] = False
+    capabilities: ClassVar[Capabilities] = Capabilities()
     # the model of the keys [technique] may hold besides `name` (any other key is refused, "did
     # you mean"); Technique.__init__ validates them into `self.params`
     Params: ClassVar[type[TechniqueParams]] = TechniqueParams
-    # the series composition check (tasks/compose): `guards_series` when the technique's own
-    # verifier already plays the adversary holding every release under its own model (serial:
-    # values change, absent people are counted as virtual members, so presence is not known);
-    # `accepts_kept_groups` when `anonymize` takes any grouping from `[series] keep_groups`
-    guards_series: ClassVar[bool] = False
-    accepts_kept_groups: ClassVar[bool] = False
-    # True when the technique publishes a date QI (`kind = "date"`) as dates (Arrow date32
-    # ranges): the others would publish its day numbers, so they refuse it
-    publishes_dates: ClassVar[bool] = False
-    # True when the technique protects people with several rows each (`[dataset] rows_per_person
-    # = "many"`): a person's rows stay in one group and every figure counts people
-    # (docs/models.md, "Several rows per person"); the others refuse such a spec by name
-    many_rows_per_person: ClassVar[bool] = False
 
     params: TechniqueParams
 
     def __init__(self, spec: ReleaseSpec):
         self.spec = spec
         self.params = read_params(self.name, self.Params, spec.technique.params)
-        dates = [q.name for q in spec.dataset.qi if q.kind == "date"]
-        if dates and not self.publishes_dates:
-            raise SpecError(
-                f"[dataset] qi '{dates[0]}': technique {self.name} does not publish dates yet; "
-                'use technique "generalization" or a numeric QI (e.g. the year)'
-            )
-        if spec.dataset.rows_per_person == "many" and not self.many_rows_per_person:
-            raise SpecError(
-                f'[dataset] rows_per_person = "many": technique {self.name} does not protect people with several '
-                'rows yet; use technique "generalization" or "anatomy"'
-            )
         self.check_params()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # a parameter lives in self.params only (frozen): setting it here would change nothing
+        params = self.__dict__.get("params")
+        if params is not None and name in type(params).model_fields:
+            raise AttributeError(f"{name} is a parameter: replace technique.params with a new {type(params).__name__}")
+        super().__setattr__(name, value)
 
     # --- parameters -------------------------------------------------------------------------
     def check_params(self) -> None:
         """Raise SpecError for parameters that do not fit the dataset (e.g. a QI name that is
         not one); derive the technique's own state from them."""
-
-    if not TYPE_CHECKING:  # hidden from the type checker: the code itself reads self.params.k
-
-        def __getattr__(self, name: str) -> Any:
-            # a parameter reads as an attribute of the technique too: technique.k is params.k
-            params = self.__dict__.get("params")
-            if params is None or name not in type(params).model_fields:
-                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-            return getattr(params, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        # setting a parameter validates a new parameter model: the model itself stays frozen
-        params = self.__dict__.get("params")
-        if params is not None and name in type(params).model_fields:
-            name, value = "params", read_params(self.name, type(params), {**dict(params), name: value})
-        super().__setattr__(name, value)
 
     def check_data(self, data: Microdata) -> None:
         """Raise a ValueError when the data cannot meet the parameters (e.g. k > rows)."""
@@ -124,15 +139,13 @@ class Technique:
         raise NotImplementedError
 
     # --- optional: a step as independent chunks -------------------------------------------
-    # A technique lists in `chunked` the steps (STEPS) whose work splits into independent pieces
+    # A technique lists in `capabilities.chunked` the steps (STEPS) whose work splits into independent pieces
     # and returns them from `split`; `plan` gives the flow that ChunkPlan (None: the step runs in
     # one piece), the flow maps plan.run over plan.chunks on the run's executor
     # (tasks/core/executor.py) and calls plan.combine in its own process. The output must not
     # depend on the chunk layout, the executor or the order the chunks ran in, and must be that
     # of the one-piece step: a chunk drawing random numbers takes a generator spawned for it in
     # `split`, never a shared one.
-    chunked: ClassVar[frozenset[str]] = frozenset()
-
     def split(self, step: str, *inputs: Any) -> ChunkPlan:
         """The chunks of `step` (one of `chunked`), inputs as listed in STEPS."""
         raise NotImplementedError(f"technique '{self.name}' does not split its {step} step")
@@ -144,7 +157,7 @@ class Technique:
 
     def plan(self, step: str, *inputs: Any) -> ChunkPlan | None:
         """The chunks of `step` for the flow, or None: the step runs in one piece."""
-        if step not in self.chunked or self.one_piece(step, *inputs):
+        if step not in self.capabilities.chunked or self.one_piece(step, *inputs):
             return None
         return self.split(step, *inputs)
 
@@ -161,7 +174,7 @@ class Technique:
 
     def _chunks_here(self, step: str, *inputs: Any) -> Any:
         """The one-piece step of a chunked technique: its chunks one after the other, here."""
-        if step not in self.chunked:
+        if step not in self.capabilities.chunked:
             raise NotImplementedError
         return self.split(step, *inputs).execute()
 
@@ -199,18 +212,10 @@ class Technique:
         """QI-group sizes as the published tables show them (None when not meaningful)."""
         return None
 
-    # In plain words, for the report: which risk the technique reduces and which it does not,
-    # when its identity figures are not computed (QIs published unchanged or perturbed) or need
-    # a caveat (docs/risk.md). None: both kinds of figure are read from its published table.
-    risk_note: str | None = None
-    # draws its published values at random (not only their order): a second release of the same
-    # data with fresh randomness would let an adversary average it out (flows/pipeline.refuse_repeat)
-    randomized = False
-
     def risk_table(self, release: Release) -> tuple[Any, list[str]] | None:
         """The published table and QI columns an adversary links records through, for the risk
         figures (tasks/risk/__init__.py); None when no published table has a row per record with its
-        QIs (risk_note then says which risk the technique reduces)."""
+        QIs (capabilities.risk_note then says which risk the technique reduces)."""
         return None
 
     def attribute_risk(self, release: Release) -> float | None:
@@ -230,3 +235,25 @@ class Technique:
     def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
         """pandera schemas of the published tables, by table name."""
         return {}
+
+    def describe(self, privacy: Sequence[PrivacyResult], sensitive: str) -> Description:
+        """The report's words for this release (Description), from its privacy figures; `sensitive`
+        names the sensitive column as the report says it. By default none: the report then says
+        the generic figures' words, or capabilities.risk_note."""
+        return Description()
+
+
+def find_result(privacy: Sequence[PrivacyResult], model: str) -> PrivacyResult | None:
+    """The first result of `model` among the privacy results (None: not computed)."""
+    return next((r for r in privacy if r.model == model), None)
+
+
+def unsupported(capabilities: Capabilities, name: str, spec: ReleaseSpec) -> str | None:
+    """The start of the refusal of a spec whose dataset the capabilities do not cover (None: it
+    publishes it), before any work; the registry ends it with the techniques that can."""
+    dates = [q.name for q in spec.dataset.qi if q.kind == "date"]
+    if dates and not capabilities.publishes_dates:
+        return f"[dataset] qi '{dates[0]}': technique {name} does not publish dates yet"
+    if spec.dataset.rows_per_person == "many" and not capabilities.many_rows_per_person:
+        return f'[dataset] rows_per_person = "many": technique {name} does not protect people with several rows yet'
+    return None

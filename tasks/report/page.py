@@ -145,18 +145,14 @@ def risk_denominator(meta: dict[str, Any], utility: dict[str, Any]) -> str | Non
     )
 
 
-# the table the risk figures read when a technique publishes several (its row positions count there)
-RISK_TABLE = {"anatomy": "QIT"}
-
-
-def _riskiest(where: dict | None, technique: str, esc) -> str:
+def _riskiest(where: dict | None, esc) -> str:
     """Where the highest prosecutor risk is in the published table, by row position, and the
     riskiest classes by their published cells."""
     if not where:
         return ""
     rows = ", ".join(str(r) for r in where["rows"])
     more = f" (the first {len(where['rows'])} of {where['records']})" if where["records"] > len(where["rows"]) else ""
-    table = RISK_TABLE.get(technique, "table")
+    table = where.get("table", "table")  # the published table the risk figures read (its row positions count there)
     people = where.get("unit") == "people"  # rows_per_person = "many": classes counted in people
     html = (
         f"<p>Highest risk: {esc(str(where['records']))} published records in classes of "
@@ -499,7 +495,7 @@ def write_html_report(
         + (f"<p class=note><b>What {esc(meta['technique'])} reduces:</b> {esc(note)}</p>" if note else "")
         + f"<p>{esc(population_note(meta.get('risk') or {}))}</p>"
         + (f"<p>{esc(denominator)}.</p>" if (denominator := risk_denominator(meta, utility)) else "")
-        + _riskiest(meta.get("riskiest"), str(meta.get("technique", "")), esc)
+        + _riskiest(meta.get("riskiest"), esc)
         + _attribute_html(meta, esc)
         if risk
         else ""

@@ -8,7 +8,6 @@ publishes): never a person or a quasi-identifier's cell."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -78,16 +77,13 @@ def _find(privacy: list, model: str) -> Any:
 
 def _technique_words(meta: dict[str, Any], privacy: list, sensitive: str) -> str:
     """What an adversary who knows a person's quasi-identifiers can and cannot learn, in the
-    technique's own terms, with its figures."""
-    tech, params = meta.get("technique", ""), meta.get("parameters") or {}
+    technique's own terms (meta["technique_words"]: the technique's `describe`, which the flow
+    holding it put there), with the generic figures (k, QIDs, l)."""
+    words = meta.get("technique_words") or {}
+    params = meta.get("parameters") or {}
     s = sensitive or "sensitive"
-    gen: list[str] = []  # ranges, k, QIDs, l: one sentence
-    out: list[str] = []
-    if tech in ("generalization", "butterfly", "union-qid", "serial"):
-        gen.append(
-            "Each quasi-identifier is published as a range (such as [30, 39]) or a set of values ({a, b}) "
-            "instead of its exact value"
-        )
+    gen: list[str] = [words["published_as"]] if words.get("published_as") else []  # ranges, k, QIDs, l: one sentence
+    out: list[str] = list(words.get("sentences") or ())
     k = _find(privacy, "k-anonymity")
     if k is not None and (k.worst or {}).get("measures") == "people":  # rows_per_person = "many"
         gen.append(
@@ -113,71 +109,6 @@ def _technique_words(meta: dict[str, Any], privacy: list, sensitive: str) -> str
     ld = _find(privacy, "l-diversity")
     if ld is not None:
         gen.append(f"each such group holds at least {fmt(ld.value)} different {s} values (l-diversity)")
-    if tech == "anatomy" and (_find(privacy, "people per group") is not None):  # rows_per_person = "many"
-        lv, ad = _find(privacy, "l-diversity (distinct)"), _find(privacy, "attribute disclosure")
-        out.append(
-            "The quasi-identifiers are published exactly as they are (table QIT), so an adversary who knows them "
-            f"can find a person's rows and their group (all of a person's rows are in one); the {s} values are "
-            "published only per group, as counts of the people holding each (table ST), never of records"
-            + (f": each group holds {fmt(lv.value)} or more values" if lv else "")
-            + (f", and at most {fmt(ad.value)} of its people hold any one of them" if ad else "")
-        )
-    elif tech == "anatomy":
-        lv, ad = _find(privacy, "l-diversity (distinct)"), _find(privacy, "attribute disclosure")
-        out.append(
-            "The quasi-identifiers are published exactly as they are (table QIT), so an adversary who knows them "
-            f"can find a person's row and group; the {s} values are published only per group, as counts (table ST)"
-            + (f": they learn only that the person's value is one of {fmt(lv.value)} or more values" if lv else "")
-            + (f", guessed right with probability at most {fmt(ad.value)}" if ad else "")
-        )
-    if tech == "muco":
-        dp = _find(privacy, "delta-probability")
-        delta = as_number(params.get("delta"))
-        cover = f"at least {math.ceil(1 / delta - 1e-9)} records" if delta else "several records"
-        out.append(
-            "Every record is published with its quasi-identifiers perturbed within its group (MuCo): a published "
-            f"value stands for {cover}"
-            + (
-                f", so no published value can be tied to one original record with probability above "
-                f"{fmt(dp.threshold)} (delta-probability {fmt(dp.value)})"
-                if dp
-                else ""
-            )
-            + f"; the {s} values are published as they are"
-        )
-    if tech in ("ambiguity", "priview"):
-        where = (
-            "each quasi-identifier's values unchanged in a table of its own (AT_<column>), not their combinations"
-            if tech == "ambiguity"
-            else "all quasi-identifiers but one unchanged (table AT), the last beside the sensitive values (ST)"
-        )
-        al, be = _find(privacy, "alpha-presence"), _find(privacy, "beta-association")
-        out.append(
-            f"The release publishes {where}, and the {s} values only per group (table ST)"
-            + (
-                f": the probability of telling that a person is in the data at all is at most {fmt(al.threshold)} "
-                f"(alpha-presence {fmt(al.value)})"
-                if al
-                else ""
-            )
-            + (
-                f", and of naming their {s} value at most {fmt(be.threshold)} (beta-association {fmt(be.value)})"
-                if be
-                else ""
-            )
-        )
-    if tech == "serial":
-        gl, lo = _find(privacy, "serial-global"), _find(privacy, "serial-localized")
-        out.append(
-            f"The release is one of a series in which people return and their {s} values may change"
-            + (
-                f": with every release of the series combined, the probability of linking a person to a value of {s} "
-                f"is at most {fmt(gl.threshold)} (serial-global {fmt(gl.value)})"
-                if gl
-                else ""
-            )
-            + (f"; within this release no value holds more than {fmt(lo.threshold)} of a group" if lo else "")
-        )
     if gen:
         out.insert(0, gen[0] + (", and " + "; ".join(gen[1:]) if len(gen) > 1 else ""))
     if not out and meta.get("risk_note"):

@@ -58,6 +58,7 @@ from privpub.schemas.errors import SpecError
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.sensitive_models import pair_counts
+from privpub.tasks.core.types import Release
 from privpub.tasks.population_models import expected_inverse_class_size, population_uniques
 from privpub.tasks.verify.published import class_ids, column_codes, release_people
 
@@ -343,7 +344,13 @@ def riskiest_rows(technique, release, limit: int = 10) -> dict | None:
     table, columns = view
     sensitive = technique.spec.dataset.sensitive
     has_s = sensitive in table.column_names
-    return table_riskiest(table, columns, sensitive if has_s else None, limit, release_people(release))
+    where = table_riskiest(table, columns, sensitive if has_s else None, limit, release_people(release))
+    return None if where is None else {**where, "table": table_name(release, table)}
+
+
+def table_name(release: Release, table: object) -> str:
+    """The name of the published table the technique's risk_table returned (the report names it)."""
+    return next((name for name, t in release.tables.items() if t is table), "table")
 
 
 def table_riskiest(

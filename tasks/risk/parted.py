@@ -26,6 +26,7 @@ from privpub.tasks.risk import (
     input_risk,
     input_shares,
     riskiest_rows,
+    table_name,
     table_risk,
     table_shares,
     value_shares,
@@ -173,7 +174,8 @@ def release_riskiest(technique, release, limit: int = 10) -> dict | None:
         return riskiest_rows(technique, release, limit)  # one Arrow table (or none)
     table, columns = view
     sensitive = technique.spec.dataset.sensitive
-    return parted_riskiest(table, columns, sensitive if sensitive in table.column_names else None, limit)
+    where = parted_riskiest(table, columns, sensitive if sensitive in table.column_names else None, limit)
+    return None if where is None else {**where, "table": table_name(release, table)}
 
 
 def rows_of_keys(table: pa.Table, columns: list[str], keys: pa.Array, limit: int) -> tuple[int, list[int]]:

@@ -45,7 +45,7 @@ def main() -> None:
     cases = {
         "union-qid k=50": (
             multi_qid_toml("union-qid", 50),
-            lambda t, r: one_pass_multi_qid(r.tables["table"], t.qids, t.k, t.k_prime, t.union),
+            lambda t, r: one_pass_multi_qid(r.tables["table"], t.params.qids, t.params.k, t.params.k_prime, t.union),
         ),
         "anatomy l=3": (
             census_spec_toml(technique="anatomy", k=None, l=3),

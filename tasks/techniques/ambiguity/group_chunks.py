@@ -118,8 +118,6 @@ class GroupChunkedVerify:
     def check_chunk(self, chunk: GroupChunk) -> list[Worst]:
         raise NotImplementedError
 
-    chunked = frozenset({"verify"})
-
     def one_piece(self, step: str, release: Release, *_: Any) -> bool:
         tables = self.verified_tables(release)
         return sum(t.num_rows for t in tables.values()) <= self.spec.run.chunk_rows

@@ -16,6 +16,7 @@ leftover rows join a group only when the exact check still passes, else they are
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
 from math import ceil
 from typing import Any
@@ -27,9 +28,10 @@ import pyarrow as pa
 from privpub.schemas.errors import SpecError
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import Technique
-from privpub.tasks.core.types import Partition, Release
+from privpub.tasks.core.technique import Capabilities, Description, Technique, find_result
+from privpub.tasks.core.types import Partition, PrivacyResult, Release
 from privpub.tasks.evaluate.workload import CountQuery, exact_answers, make_workload
+from privpub.tasks.report.figures import fmt
 from privpub.tasks.risk import st_attribute_risk
 from privpub.tasks.techniques.ambiguity.association import priview_association_part
 from privpub.tasks.techniques.ambiguity.group_chunks import GroupChunk, GroupChunkedVerify, Worst
@@ -285,11 +287,26 @@ def priview_estimates(tables: dict[str, pa.Table], sensitive: str, workload: lis
     return out
 
 
-@register("priview")
+@register
 class PriView(GroupChunkedVerify, Technique):
+    name = "priview"
     Params = PriViewParams
     params: PriViewParams
     table_names = ("AT", "ST")
+    capabilities = Capabilities(
+        # verify in runs of whole groups (group_chunks.GroupChunkedVerify)
+        chunked=frozenset({"verify"}),
+        randomized=True,  # its groups are drawn at random
+        risk_note=(
+            "PriView publishes all but one quasi-identifier unchanged (AT, a row per person) and the "
+            "last one beside the sensitive value (ST): equivalence-class figures of AT would count "
+            "people who cannot be told apart in AT alone, which says little once ST is joined, so "
+            "no identity figure is shown for the release; alpha-presence bounds identity disclosure "
+            "(privacy table). Attribute disclosure: a person with ST's QI value q in group G is one of "
+            "the units of G showing q; attribute-risk-max is the largest share of one sensitive value "
+            "among them (at most beta)."
+        ),
+    )
 
     def check_params(self) -> None:
         st_qi = self.params.st_qi
@@ -366,16 +383,26 @@ class PriView(GroupChunkedVerify, Technique):
         _, counts = np.unique(column_np(at, "gid"), return_counts=True)
         return counts
 
-    randomized = True  # its groups are drawn at random
-    risk_note = (
-        "PriView publishes all but one quasi-identifier unchanged (AT, a row per person) and the "
-        "last one beside the sensitive value (ST): equivalence-class figures of AT would count "
-        "people who cannot be told apart in AT alone, which says little once ST is joined, so "
-        "no identity figure is shown for the release; alpha-presence bounds identity disclosure "
-        "(privacy table). Attribute disclosure: a person with ST's QI value q in group G is one of "
-        "the units of G showing q; attribute-risk-max is the largest share of one sensitive value "
-        "among them (at most beta)."
-    )
+    def describe(self, privacy: Sequence[PrivacyResult], sensitive: str) -> Description:
+        al, be = find_result(privacy, "alpha-presence"), find_result(privacy, "beta-association")
+        return Description(
+            sentences=(
+                "The release publishes all quasi-identifiers but one unchanged (table AT), the last beside the sensitive values (ST), and the "
+                f"{sensitive} values only per group (table ST)"
+                + (
+                    f": the probability of telling that a person is in the data at all is at most "
+                    f"{fmt(al.threshold)} (alpha-presence {fmt(al.value)})"
+                    if al
+                    else ""
+                )
+                + (
+                    f", and of naming their {sensitive} value at most {fmt(be.threshold)} "
+                    f"(beta-association {fmt(be.value)})"
+                    if be
+                    else ""
+                ),
+            )
+        )
 
     def attribute_risk(self, release: Release) -> float | None:
         st = release.tables["ST"]

@@ -16,6 +16,7 @@ Every sensitive value occurs at most once per group, so c / |G| <= 1 / ceil(1/be
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
 from math import ceil, prod
 from typing import Any
@@ -26,9 +27,10 @@ import pyarrow as pa
 
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import Technique
-from privpub.tasks.core.types import Partition, Release
+from privpub.tasks.core.technique import Capabilities, Description, Technique, find_result
+from privpub.tasks.core.types import Partition, PrivacyResult, Release
 from privpub.tasks.evaluate.workload import CountQuery, RangeCond
+from privpub.tasks.report.figures import fmt
 from privpub.tasks.risk import st_attribute_risk
 from privpub.tasks.techniques.ambiguity.association import ambiguity_association_part
 from privpub.tasks.techniques.ambiguity.group_chunks import GroupChunk, GroupChunkedVerify, Worst
@@ -337,10 +339,25 @@ def ambiguity_estimates(tables: dict[str, pa.Table], sensitive: str, workload: l
 # --- the plug-in ----------------------------------------------------------------------------------
 
 
-@register("ambiguity")
+@register
 class Ambiguity(GroupChunkedVerify, Technique):
+    name = "ambiguity"
     Params = AmbiguityParams
     params: AmbiguityParams
+    capabilities = Capabilities(
+        # verify in runs of whole groups (group_chunks.GroupChunkedVerify)
+        chunked=frozenset({"verify"}),
+        randomized=True,  # its groups are drawn at random
+        risk_note=(
+            "Ambiguity publishes each quasi-identifier's values unchanged (one AT table per QI) but "
+            "not their combinations, and no table has a row per person: equivalence-class figures "
+            "(prosecutor risk, uniques) do not apply to the release, and none is shown. Identity "
+            "disclosure is bounded by alpha-presence instead (the probability that a person is in "
+            "the table at all, in the privacy table). Attribute disclosure: ST shows each group's "
+            "sensitive values as counts; attribute-risk-max is a group's largest count over its size "
+            "(at most beta), the chance of naming a person's value once they are linked to their group."
+        ),
+    )
     # per release, not per class: ST plus AT_<qi> per QI of the spec (check_params), where the
     # contract declares a class variable
     table_names: tuple[str, ...] = ("ST",)  # type: ignore[misc]
@@ -392,16 +409,26 @@ class Ambiguity(GroupChunkedVerify, Technique):
         _, inv = np.unique(column_np(st, "gid"), return_inverse=True)
         return np.bincount(inv, weights=column_np(st, "count")).astype(np.int64)
 
-    randomized = True  # its groups are drawn at random
-    risk_note = (
-        "Ambiguity publishes each quasi-identifier's values unchanged (one AT table per QI) but "
-        "not their combinations, and no table has a row per person: equivalence-class figures "
-        "(prosecutor risk, uniques) do not apply to the release, and none is shown. Identity "
-        "disclosure is bounded by alpha-presence instead (the probability that a person is in "
-        "the table at all, in the privacy table). Attribute disclosure: ST shows each group's "
-        "sensitive values as counts; attribute-risk-max is a group's largest count over its size "
-        "(at most beta), the chance of naming a person's value once they are linked to their group."
-    )
+    def describe(self, privacy: Sequence[PrivacyResult], sensitive: str) -> Description:
+        al, be = find_result(privacy, "alpha-presence"), find_result(privacy, "beta-association")
+        return Description(
+            sentences=(
+                "The release publishes each quasi-identifier's values unchanged in a table of its own (AT_<column>), not their combinations, and the "
+                f"{sensitive} values only per group (table ST)"
+                + (
+                    f": the probability of telling that a person is in the data at all is at most "
+                    f"{fmt(al.threshold)} (alpha-presence {fmt(al.value)})"
+                    if al
+                    else ""
+                )
+                + (
+                    f", and of naming their {sensitive} value at most {fmt(be.threshold)} "
+                    f"(beta-association {fmt(be.value)})"
+                    if be
+                    else ""
+                ),
+            )
+        )
 
     def attribute_risk(self, release: Release) -> float | None:
         return st_attribute_risk(release.tables["ST"], self.spec.dataset.sensitive)

@@ -17,6 +17,7 @@ is held by at most 1/l of its people. ST then counts the group's PEOPLE holding 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import partial
@@ -30,10 +31,11 @@ import pyarrow as pa
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.compact_table import CompactTable
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.technique import Capabilities, Description, Technique, find_result
 from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release
 from privpub.tasks.evaluate.counting import QueryAnswers, arrow_codes, arrow_plain_column
 from privpub.tasks.evaluate.workload import ColumnIndex
+from privpub.tasks.report.figures import fmt
 from privpub.tasks.risk import st_attribute_risk
 from privpub.tasks.techniques.anatomy.params import AnatomyParams
 from privpub.tasks.techniques.registry import register
@@ -239,12 +241,24 @@ def _ranges(ptr: np.ndarray, which: np.ndarray) -> np.ndarray:
     return np.arange(int(lengths.sum()), dtype=np.int64) + starts
 
 
-@register("anatomy")
+@register
 class Anatomy(Technique):
+    name = "anatomy"
     Params = AnatomyParams
     params: AnatomyParams
     table_names = ("QIT", "ST")
-    many_rows_per_person = True  # groups of people, counted in people (anatomy_people_groups)
+    capabilities = Capabilities(
+        many_rows_per_person=True,  # groups of people, counted in people (anatomy_people_groups)
+        chunked=frozenset({"verify"}),
+        randomized=True,  # its groups are drawn at random
+        risk_note=(
+            "Anatomy publishes every quasi-identifier value unchanged (QIT): identity disclosure, "
+            "finding a person's QIT row, is not reduced, so its identity figures equal the input's. "
+            "It reduces attribute disclosure: ST shows each group's sensitive values only as counts, "
+            "so a person linked to their group has their value guessed with probability at most "
+            "attribute-risk-max."
+        ),
+    )
 
     def check_data(self, data: Microdata) -> None:
         if data.person is not None:
@@ -287,8 +301,6 @@ class Anatomy(Technique):
         st["count"] = st["count"].astype(np.int64)
         info = {"groups": int(part.n_groups), "min_group": int(part.sizes.min()), "max_group": int(part.sizes.max())}
         return Release({"QIT": pa.table(qit), "ST": pa.Table.from_pandas(st, preserve_index=False)}, private, info)
-
-    chunked = frozenset({"verify"})
 
     def one_piece(self, step: str, release: Release, *_: Any) -> bool:
         """One verify step for a QIT of at most chunk_rows rows."""
@@ -338,14 +350,28 @@ class Anatomy(Technique):
             out.append(float((matched * mean.reindex(matched.index)).sum()))
         return np.array(out)
 
-    randomized = True  # its groups are drawn at random
-    risk_note = (
-        "Anatomy publishes every quasi-identifier value unchanged (QIT): identity disclosure, "
-        "finding a person's QIT row, is not reduced, so its identity figures equal the input's. "
-        "It reduces attribute disclosure: ST shows each group's sensitive values only as counts, "
-        "so a person linked to their group has their value guessed with probability at most "
-        "attribute-risk-max."
-    )
+    def describe(self, privacy: Sequence[PrivacyResult], sensitive: str) -> Description:
+        lv, ad = find_result(privacy, "l-diversity (distinct)"), find_result(privacy, "attribute disclosure")
+        if find_result(privacy, "people per group") is not None:  # rows_per_person = "many"
+            return Description(
+                sentences=(
+                    "The quasi-identifiers are published exactly as they are (table QIT), so an adversary who knows "
+                    f"them can find a person's rows and their group (all of a person's rows are in one); the {sensitive} "
+                    "values are published only per group, as counts of the people holding each (table ST), never of "
+                    "records"
+                    + (f": each group holds {fmt(lv.value)} or more values" if lv else "")
+                    + (f", and at most {fmt(ad.value)} of its people hold any one of them" if ad else ""),
+                )
+            )
+        return Description(
+            sentences=(
+                "The quasi-identifiers are published exactly as they are (table QIT), so an adversary who knows them "
+                f"can find a person's row and group; the {sensitive} values are published only per group, as counts "
+                "(table ST)"
+                + (f": they learn only that the person's value is one of {fmt(lv.value)} or more values" if lv else "")
+                + (f", guessed right with probability at most {fmt(ad.value)}" if ad else ""),
+            )
+        )
 
     def risk_table(self, release: Release) -> tuple[Any, list[str]] | None:
         """QIT publishes the QI values as they are: its identity risk is the input's."""

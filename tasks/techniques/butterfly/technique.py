@@ -12,6 +12,7 @@ wing attribute its wing group's range; the sensitive column kept.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -21,8 +22,8 @@ import pyarrow as pa
 from privpub.schemas.errors import PartitionError, SpecError
 from privpub.schemas.published import generalized_table_schema
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import Technique
-from privpub.tasks.core.types import ChunkPlan, Partition, Release
+from privpub.tasks.core.technique import RANGES, Capabilities, Description, Technique
+from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
 from privpub.tasks.evaluate.metrics import uncertainty_penalty
 from privpub.tasks.partition.generalized_table import GroupIndex, generalized_columns, generalized_table
@@ -40,6 +41,16 @@ class _MultiQID(Technique):
 
     Params = MultiQIDParams
     params: MultiQIDParams
+    capabilities = Capabilities(
+        # verify: every QID's classes counted in runs of `[run] chunk_rows` published rows (verify
+        # chunks on the task runner), added up per class in the flow (tasks/verify/multi_qid.py)
+        chunked=frozenset({"verify"}),
+        risk_note=(
+            "The figures assume an adversary who knows every quasi-identifier, more than any one "
+            "QID the technique protects: the highest prosecutor risk can therefore exceed 1/k of a "
+            "single QID, whose own figure is in the privacy table."
+        ),
+    )
 
     def check_params(self) -> None:
         known = self.spec.dataset.qi_names
@@ -56,10 +67,6 @@ class _MultiQID(Technique):
     def check_data(self, data: Microdata) -> None:
         if data.n < self.params.k:
             raise ValueError(f"k = {self.params.k} is larger than the table ({data.n} rows)")
-
-    # verify: every QID's classes counted in runs of `[run] chunk_rows` published rows (verify
-    # chunks on the task runner), added up per class in the flow (tasks/verify/multi_qid.py)
-    chunked = frozenset({"verify"})
 
     def one_piece(self, step: str, release: Release, *_: Any) -> bool:
         """One verify step for a table of at most chunk_rows rows."""
@@ -89,11 +96,8 @@ class _MultiQID(Technique):
         table = release.tables["table"]
         return class_profile(table, qi_columns(table, self.union))["size"]
 
-    risk_note = (
-        "The figures assume an adversary who knows every quasi-identifier, more than any one "
-        "QID the technique protects: the highest prosecutor risk can therefore exceed 1/k of a "
-        "single QID, whose own figure is in the privacy table."
-    )
+    def describe(self, privacy: Sequence[PrivacyResult], sensitive: str) -> Description:
+        return Description(published_as=RANGES)
 
     def risk_table(self, release: Release) -> tuple[Any, list[str]] | None:
         """Every published QI column: the risk figures assume an adversary who knows all the
@@ -105,9 +109,11 @@ class _MultiQID(Technique):
         return {"table": generalized_table_schema(spec.dataset)}
 
 
-@register("union-qid")
+@register
 class UnionQID(_MultiQID):
     """The naive method of Section 2.2: Mondrian k-anonymization on the union QID."""
+
+    name = "union-qid"
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
         cols = [data.qi_names.index(c) for c in self.union]
@@ -118,9 +124,11 @@ class UnionQID(_MultiQID):
         return Release({"table": table}, info={"groups": part.n_groups})
 
 
-@register("butterfly")
+@register
 class Butterfly(_MultiQID):
     """Butterflies over a Mondrian hierarchy on the union QID (Sections 4-5)."""
+
+    name = "butterfly"
 
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
         points, row_point, k = self._points(data)

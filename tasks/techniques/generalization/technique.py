@@ -5,6 +5,7 @@ t-closeness and beta-likeness: docs/models.md). With `suppress`, outliers are le
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ from privpub.schemas.errors import SpecError
 from privpub.schemas.published import generalized_table_schema
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.sensitive_models import ModelChoice, SensitiveModel
-from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.technique import RANGES, Capabilities, Description, Technique
 from privpub.tasks.core.types import Partition, PrivacyResult, Release
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
 from privpub.tasks.evaluate.parted import table_estimates, table_penalty
@@ -29,15 +30,18 @@ from privpub.tasks.verify.published import people_table, qi_columns, release_peo
 from privpub.tasks.verify.sensitive import sensitive_results
 
 
-@register("generalization")
+@register
 class Generalization(Technique):
+    name = "generalization"
     Params = GeneralizationParams
     params: GeneralizationParams
-    distributed = True
     table_names = ("table",)
-    accepts_kept_groups = True  # anonymize builds each group's box from whatever rows it holds
-    publishes_dates = True  # tasks/partition/generalized_table.py: date32 ranges
-    many_rows_per_person = True  # tasks/partition/people.py: groups of whole people, k counts people
+    capabilities = Capabilities(
+        distributed=True,
+        accepts_kept_groups=True,  # anonymize builds each group's box from whatever rows it holds
+        publishes_dates=True,  # tasks/partition/generalized_table.py: date32 ranges
+        many_rows_per_person=True,  # tasks/partition/people.py: groups of whole people, k counts people
+    )
 
     @property
     def models(self) -> ModelChoice:
@@ -140,6 +144,9 @@ class Generalization(Technique):
         """Equivalence-class sizes as the published table shows them."""
         table = release.tables["table"]
         return table_class_sizes(table, qi_columns(table, self.spec.dataset.qi_names))
+
+    def describe(self, privacy: Sequence[PrivacyResult], sensitive: str) -> Description:
+        return Description(published_as=RANGES)
 
     def risk_table(self, release: Release) -> tuple[Any, list[str]] | None:
         table = release.tables["table"]  # one Arrow table, or a folder of parts (tasks/risk/parted.py)

@@ -20,7 +20,9 @@ the same on every runner. Step 5 (the shuffle and the tables) combines them in t
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import partial
@@ -35,11 +37,12 @@ from privpub.schemas.errors import PartitionError
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.compact_table import CompactTable
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.technique import Capabilities, Description, Technique, find_result
 from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release, chunk_bounds
 from privpub.tasks.evaluate.counting import count_in_table
 from privpub.tasks.evaluate.workload import ColumnIndex, RangeCond, SetCond
 from privpub.tasks.partition.mondrian import mondrian_partition
+from privpub.tasks.report.figures import fmt
 from privpub.tasks.risk import table_risk
 from privpub.tasks.techniques.muco import delta_probability as dp
 from privpub.tasks.techniques.muco.params import MuCoParams
@@ -227,11 +230,29 @@ def table_entries(t: ClassTables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 # --- the technique ---------------------------------------------------------------------------
 
 
-@register("muco")
+@register
 class MuCo(Technique):
+    name = "muco"
     Params = MuCoParams
     params: MuCoParams
     table_names = ("table",)
+    capabilities = Capabilities(
+        # every step in chunks: anonymize always (a chunk per run of whole QI-groups), verify and
+        # evaluate unless the release is small (one_piece); the base class runs `anonymize` and
+        # `verify` as these chunks one after the other
+        chunked=frozenset({"anonymize", "verify", "utility"}),
+        randomized=True,  # its published QI values are drawn at random
+        risk_note=(
+            "MuCo publishes every record with its quasi-identifiers perturbed within its group (each "
+            "published value stands for at least ceil(1/delta) records): classes of equal published "
+            "values do not say whose record a row is, so no identity figure is shown for the release; "
+            "the delta-probability check bounds identity disclosure (privacy table, with the "
+            "identity and attribute disclosure of an adversary matching on the QIs). "
+            "attribute-risk-max: over classes of rows with equal published quasi-identifiers, the "
+            "largest share of one sensitive value, what an adversary matching a person's values "
+            "exactly would guess."
+        ),
+    )
 
     def check_data(self, data: Microdata) -> None:
         need = min_group_size(self.params.delta)
@@ -249,11 +270,6 @@ class MuCo(Technique):
         except PartitionError as exc:
             raise MuCoError(f"MuCo cannot partition this table: {exc}") from exc
         return part
-
-    # every step in chunks: anonymize always (a chunk per run of whole QI-groups), verify and
-    # evaluate unless the release is small (one_piece); the base class runs `anonymize` and
-    # `verify` as these chunks one after the other
-    chunked = frozenset({"anonymize", "verify", "utility"})
 
     def split(self, step: str, *inputs: Any) -> ChunkPlan:
         return getattr(self, f"_split_{step}")(*inputs)
@@ -383,17 +399,22 @@ class MuCo(Technique):
         chunks = counts + [ILossChunk([cells[a] for a in run]) for run in qis]
         return ChunkPlan(chunks, utility_piece, partial(_combine_utility, len(workload), len(counts)))
 
-    randomized = True  # its published QI values are drawn at random
-    risk_note = (
-        "MuCo publishes every record with its quasi-identifiers perturbed within its group (each "
-        "published value stands for at least ceil(1/delta) records): classes of equal published "
-        "values do not say whose record a row is, so no identity figure is shown for the release; "
-        "the delta-probability check bounds identity disclosure (privacy table, with the "
-        "identity and attribute disclosure of an adversary matching on the QIs). "
-        "attribute-risk-max: over classes of rows with equal published quasi-identifiers, the "
-        "largest share of one sensitive value, what an adversary matching a person's values "
-        "exactly would guess."
-    )
+    def describe(self, privacy: Sequence[PrivacyResult], sensitive: str) -> Description:
+        dp = find_result(privacy, "delta-probability")
+        cover = f"at least {math.ceil(1 / self.params.delta)} records"
+        return Description(
+            sentences=(
+                "Every record is published with its quasi-identifiers perturbed within its group (MuCo): a published "
+                f"value stands for {cover}"
+                + (
+                    f", so no published value can be tied to one original record with probability above "
+                    f"{fmt(dp.threshold)} (delta-probability {fmt(dp.value)})"
+                    if dp
+                    else ""
+                )
+                + f"; the {sensitive} values are published as they are",
+            )
+        )
 
     def attribute_risk(self, release: Release) -> float | None:
         ds = self.spec.dataset

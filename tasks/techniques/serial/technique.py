@@ -30,6 +30,7 @@ the pairs of the people in the release and takes the rest from the summary: O(si
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -42,9 +43,10 @@ import pyarrow.compute as pc
 from privpub.schemas.errors import InputError, PrivacyRefused, SpecError, StateError
 from privpub.schemas.published import generalized_table_schema
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.technique import RANGES, Capabilities, Description, Technique, find_result
 from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
+from privpub.tasks.report.figures import fmt
 from privpub.tasks.techniques.registry import register
 from privpub.tasks.techniques.serial import groups as serial_groups
 from privpub.tasks.techniques.serial import guarantee as sg
@@ -94,13 +96,27 @@ def _members(membership: pa.Table, virtual: pa.Table | None) -> pa.Table:
     return pa.concat_tables(parts).append_column("virtual", pa.array(virtual_flag))
 
 
-@register("serial")
+@register
 class SerialTechnique(Technique):
+    name = "serial"
     Params = SerialParams
     params: SerialParams
     table_names = ("table", "groups")
-    uses_history = True
-    guards_series = True  # the global guarantee is its series check (docs/series.md)
+    capabilities = Capabilities(
+        uses_history=True,
+        guards_series=True,  # the global guarantee is its series check (docs/series.md)
+        # The per-group half (localized guarantee, history rows) in runs of group ids of about
+        # `[run] chunk_rows` published rows (verify chunks on the task runner, tasks/verify/
+        # serial_groups.py); the global guarantee, which reads the series' pairs from the store, and
+        # the virtual members' check in the combine, in the flow.
+        chunked=frozenset({"verify"}),
+        risk_note=(
+            "The figures are this release's alone, its generalized table read like generalization's "
+            "(a withheld sensitive value, published as null, is nobody's value in attribute-risk-max). "
+            "What an adversary learns by linking a person across the releases of the series is the "
+            "serial guarantee's figure (privacy table), not these."
+        ),
+    )
 
     def check_params(self) -> None:
         p = self.params
@@ -421,12 +437,6 @@ class SerialTechnique(Technique):
         )
 
     # --- verify: from the published tables, membership and the committed history -------------
-    # The per-group half (localized guarantee, history rows) in runs of group ids of about
-    # `[run] chunk_rows` published rows (verify chunks on the task runner, tasks/verify/
-    # serial_groups.py); the global guarantee, which reads the series' pairs from the store, and
-    # the virtual members' check in the combine, in the flow.
-    chunked = frozenset({"verify"})
-
     def one_piece(self, step: str, release: Release, *_: Any) -> bool:
         """One verify step for a table of at most chunk_rows rows."""
         return release.tables["table"].num_rows <= self.spec.run.chunk_rows
@@ -585,12 +595,21 @@ class SerialTechnique(Technique):
         """Group sizes as published (virtual members included)."""
         return release.tables["groups"].column("size").to_numpy()
 
-    risk_note = (
-        "The figures are this release's alone, its generalized table read like generalization's "
-        "(a withheld sensitive value, published as null, is nobody's value in attribute-risk-max). "
-        "What an adversary learns by linking a person across the releases of the series is the "
-        "serial guarantee's figure (privacy table), not these."
-    )
+    def describe(self, privacy: Sequence[PrivacyResult], sensitive: str) -> Description:
+        gl, lo = find_result(privacy, "serial-global"), find_result(privacy, "serial-localized")
+        return Description(
+            published_as=RANGES,
+            sentences=(
+                f"The release is one of a series in which people return and their {sensitive} values may change"
+                + (
+                    f": with every release of the series combined, the probability of linking a person to a value of "
+                    f"{sensitive} is at most {fmt(gl.threshold)} (serial-global {fmt(gl.value)})"
+                    if gl
+                    else ""
+                )
+                + (f"; within this release no value holds more than {fmt(lo.threshold)} of a group" if lo else ""),
+            ),
+        )
 
     def risk_table(self, release: Release) -> tuple[Any, list[str]] | None:
         table = release.tables["table"]
