@@ -463,7 +463,7 @@ def compute_release(
         spec,
         {**(context or {}), **history, "data": data},
         data,
-        int(spec.section("evaluate").get("workload_seed", 0)),
+        spec.evaluate.workload_seed,
         executor,
         shared,
     )

@@ -45,7 +45,6 @@ Optional limits refuse a release above them: `[risk] max_prosecutor`, `max_recor
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -101,40 +100,15 @@ class RiskSettings:
             )
 
 
-def _fraction(key: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise SpecError(f"[risk] {key} = {value!r}: must be a number above 0 and at most 1")
-    return float(value)
-
-
-def _population(key: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SpecError(f"[risk] {key} = {value!r}: must be a whole number of people, at least 1")
-    return value
-
-
-def _positive(key: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-        raise SpecError(f"[risk] {key} = {value!r}: must be a finite number above 0")
-    return float(value)
-
-
-READERS = {"population": _population, "max_gain": _positive}  # every other key: _fraction
-
-
 def risk_settings(spec: ReleaseSpec) -> RiskSettings:
-    """[risk] read strictly, each key in its own domain: `population` a whole number (at least
-    the input's records, checked once they are counted: check_population), `max_gain` a finite
-    number above 0 (a gain is a ratio: 1 allows twice the base rate), every other key a number
-    in (0, 1]; a bool, a string or a float where a whole number is expected is refused;
-    `population` and `sample_fraction` are exclusive."""
-    section = spec.section("risk")
-    values = {key: READERS.get(key, _fraction)(key, value) for key, value in section.items()}
-    if "population" in values and "sample_fraction" in values:
-        raise SpecError("[risk] population and sample_fraction: give one of them, not both")
-    limits = tuple((LIMITS[key], values[key]) for key in LIMITS if key in values)
-    population = section.get("population")
-    return RiskSettings(values.get("threshold", 0.2), limits, population, values.get("sample_fraction"))
+    """[risk] read strictly (schemas/spec.py RiskSpec), each key in its own domain: `population` a
+    whole number (at least the input's records, checked once they are counted: check_population),
+    `max_gain` a finite number above 0 (a gain is a ratio: 1 allows twice the base rate), every
+    other key a number in (0, 1]; a bool, a string or a float where a whole number is expected is
+    refused; `population` and `sample_fraction` are exclusive."""
+    risk = spec.risk
+    limits = tuple((figure, limit) for key, figure in LIMITS.items() if (limit := getattr(risk, key)) is not None)
+    return RiskSettings(risk.threshold, limits, risk.population, risk.sample_fraction)
 
 
 def _classes_of_codes(codes: np.ndarray) -> tuple[np.ndarray, int]:

@@ -54,7 +54,7 @@ class Generalization(Technique):
     def check_params(self) -> None:
         if self.params.suppress > 0 and self.spec.run.task_runner == "dask":  # before any work
             raise SpecError('[technique] suppress does not run with [run] task_runner = "dask" yet; publish in memory')
-        if self.params.suppress > 0 and self.spec.section("series").get("keep_groups"):
+        if self.params.suppress > 0 and self.spec.series.keep_groups:
             raise SpecError("[technique] suppress: [series] keep_groups would publish returning people left out")
         if self.beyond_distinct and self.spec.run.task_runner == "dask":
             raise SpecError(
