@@ -14,7 +14,7 @@ import json
 import os
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -304,7 +304,7 @@ def verify_tables(state: Path, release_id: str, alter=None) -> list:
     rel, spec, release, problems = load_release(store, release_id)
     assert not problems
     if alter is not None:
-        release.tables = alter(release.tables, release.private)
+        release = replace(release, tables=alter(release.tables, release.private))
     technique = get_technique(spec)
     context = {**technique.prior_context(store, spec, before_sequence=rel["sequence"]), "store": store, "release": rel}
     return technique.verify(release, context)

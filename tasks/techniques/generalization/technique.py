@@ -14,7 +14,7 @@ from privpub.schemas.published import generalized_table_schema
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.sensitive_models import ModelChoice, SensitiveModel
 from privpub.tasks.core.technique import Technique
-from privpub.tasks.core.types import Partition, PrivacyResult, Release
+from privpub.tasks.core.types import Partition, PrivacyResult, Release, VerifyContext
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
 from privpub.tasks.evaluate.parted import table_estimates, table_penalty
 from privpub.tasks.partition.generalized_table import generalized_table
@@ -118,7 +118,7 @@ class Generalization(Technique):
         private = {} if rows.person is None else {"people": people_table(rows.person[order])}
         return Release({"table": table}, private, info={"groups": part.n_groups, **suppressed})
 
-    def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
+    def verify(self, release: Release, context: VerifyContext) -> list[PrivacyResult]:
         table = release.tables["table"]
         ds = self.spec.dataset
         columns = qi_columns(table, ds.qi_names)
