@@ -19,31 +19,23 @@ import pyarrow as pa
 from privpub.schemas.dates import date32
 from privpub.schemas.errors import SpecError, StateError
 from privpub.schemas.input import validate_input
-from privpub.schemas.spec import ReleaseSpec, check_known_keys, spec_from_dict
+from privpub.schemas.spec import AuditSpec, ReleaseSpec, check_known_keys, spec_from_dict
 from privpub.state.store import Store
 from privpub.tasks.audit import DEFAULT_BUDGET, Auditor, ask_batch, secret_from_mapping
-from privpub.tasks.audit.after_denial import DEFAULT_POLICY, POLICIES
+from privpub.tasks.audit.after_denial import DEFAULT_POLICY
 from privpub.tasks.audit.auditor import legacy_budget
 from privpub.tasks.audit.grid import DEFAULT_MIN_CELL, Grid, GridQI, auto_grid, top_level, width_grid
 from privpub.tasks.validate import load_input
 
 
 def audit_settings(spec: ReleaseSpec) -> dict[str, Any]:
-    section = spec.section("audit")
-    l = section.get("l")
-    if not isinstance(l, int) or isinstance(l, bool) or l < 1:
-        raise SpecError("[audit] l must be an integer >= 1")
-    budget = section.get("budget", DEFAULT_BUDGET)
-    if not valid_budget(budget):
-        raise SpecError("[audit] budget must be a positive whole number (units of work per decision)")
-    if "time_budget" in section:
-        raise SpecError("[audit] time_budget: removed, budgets are counts of work, not seconds; use [audit] budget")
-    strategy = section.get("strategy", "simulatable")
+    """[audit] as the auditor takes it: the keys' own domains checked by schemas/spec.py AuditSpec,
+    the defaults that depend on the grid and the grid's bands (by each QI's kind) here."""
+    section = spec.audit
     grid = grid_settings(spec, section)
-    after_denial = section.get("after_denial", DEFAULT_POLICY[grid.get("grid") is not None])
-    if not isinstance(after_denial, str) or after_denial not in POLICIES:
-        raise SpecError('[audit] after_denial must be "list" or "implicit"')
-    return {"l": l, "budget": budget, "strategy": strategy, "after_denial": after_denial, **grid}
+    after_denial = section.after_denial or DEFAULT_POLICY[grid.get("grid") is not None]
+    budget = DEFAULT_BUDGET if section.budget is None else section.budget
+    return {"l": section.l, "budget": budget, "strategy": section.strategy, "after_denial": after_denial, **grid}
 
 
 def whole(value: object) -> TypeGuard[int]:
@@ -80,14 +72,14 @@ def grid_qis(spec: ReleaseSpec) -> dict[str, GridQI]:
     }
 
 
-def grid_settings(spec: ReleaseSpec, section: dict[str, Any]) -> dict[str, Any]:
+def grid_settings(spec: ReleaseSpec, section: AuditSpec) -> dict[str, Any]:
     """`[audit] grid` ("auto" or { QI = band, ... } naming every QI: a band width for a numeric,
     date (days) or ordinal (values) QI, a hierarchy level for a categorical one), `min_cell` (with
     "auto", default 30) and `snap` (default true); strict, refused with one line naming the key."""
-    grid = section.get("grid")
+    grid = section.grid
     if grid is None:
         for key in ("min_cell", "snap"):
-            if key in section:
+            if getattr(section, key) is not None:
                 raise SpecError(f'[audit] {key}: only with a grid ([audit] grid = "auto" or band widths)')
         return {}
     qis = spec.dataset.qi_names
@@ -97,19 +89,11 @@ def grid_settings(spec: ReleaseSpec, section: dict[str, Any]) -> dict[str, Any]:
             if q.name not in grid:
                 raise SpecError(f"[audit] grid: no band width for QI {q.name} (every QI needs one)")
             check_band(q, grid[q.name])
-        if "min_cell" in section:
+        if section.min_cell is not None:
             raise SpecError('[audit] min_cell: only with grid = "auto" (band widths set the cells)')
-    elif grid != "auto":
-        raise SpecError('[audit] grid must be "auto" or band widths per QI, e.g. { age = 5 }')
-    min_cell = section.get("min_cell", DEFAULT_MIN_CELL)
-    if isinstance(min_cell, bool) or not isinstance(min_cell, int) or min_cell < 1:
-        raise SpecError("[audit] min_cell must be a positive whole number (people per grid cell)")
-    snap = section.get("snap", True)
-    if not isinstance(snap, bool):
-        raise SpecError("[audit] snap must be true or false")
-    out: dict[str, Any] = {"grid": grid, "snap": snap}
+    out: dict[str, Any] = {"grid": grid, "snap": True if section.snap is None else section.snap}
     if grid == "auto":
-        out["min_cell"] = min_cell
+        out["min_cell"] = DEFAULT_MIN_CELL if section.min_cell is None else section.min_cell
     return out
 
 

@@ -299,7 +299,7 @@ def explore_settings(
     frame, _ = driver.run("load-input", load_input_step, first.spec)
     data = driver.run("validate", validate_step, frame, first.spec, None)  # each technique's check below
     del frame
-    shared = shared_workload(data, int(first.spec.section("evaluate").get("workload_seed", 0)))
+    shared = shared_workload(data, first.spec.evaluate.workload_seed)
     people = f" of {data.people} people" if data.person is not None else ""  # rows_per_person = "many"
     say(
         f"{data.n} valid rows{people} read and validated, workload drawn, in {time.perf_counter() - t0:.2f} s; "

@@ -22,7 +22,7 @@ import secrets
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -41,7 +41,7 @@ from privpub.tasks.compose.check import SeriesCheck
 from privpub.tasks.compose.parted import PartedSeriesCheck
 from privpub.tasks.core.executor import Executor, ThreadExecutor
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.types import Partition, PrivacyResult, Release
+from privpub.tasks.core.types import Partition, PrivacyResult, Release, VerifyContext
 from privpub.tasks.evaluate import SharedWorkload, evaluate, evaluation_workload, utility_summary
 from privpub.tasks.evaluate.parted import evaluate_on_cluster
 from privpub.tasks.report import page as report_mod
@@ -199,7 +199,7 @@ def combine_step(plan, results, finish=None):
     return out if finish is None else finish(out)
 
 
-def verify_step(technique, release, spec: ReleaseSpec, context: dict) -> list[PrivacyResult]:
+def verify_step(technique, release, spec: ReleaseSpec, context: VerifyContext) -> list[PrivacyResult]:
     check_published(release, spec, technique)
     return _timed("verify", technique.verify, release, context)
 
@@ -278,7 +278,7 @@ def verify_and_evaluate(
     technique,
     release,
     spec: ReleaseSpec,
-    context: dict,
+    context: VerifyContext,
     data,
     workload_seed: int,
     executor,
@@ -455,15 +455,15 @@ def compute_release(
         if PEOPLE not in release.private:  # without it the verifier would count rows as people
             raise RuntimeError(f'technique {technique.name} kept no people table under rows_per_person = "many"')
         # the input's people: the population of [risk] sample_fraction when `privpub verify` recomputes
-        release.private[PEOPLE_IN] = data.people
+        release = replace(release, private={**release.private, PEOPLE_IN: data.people})
     privacy, utility = verify_and_evaluate(
         driver,
         technique,
         release,
         spec,
-        {**(context or {}), **history, "data": data},
+        VerifyContext(data, {**(context or {}), **history}),
         data,
-        int(spec.section("evaluate").get("workload_seed", 0)),
+        spec.evaluate.workload_seed,
         executor,
         shared,
     )

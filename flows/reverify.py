@@ -14,7 +14,7 @@ from privpub.schemas.spec import spec_from_dict
 from privpub.state.store import Store, published_sha256
 from privpub.tasks.compose.rebuild import replay
 from privpub.tasks.core.parted_table import PartedTable, read_published
-from privpub.tasks.core.types import PrivacyResult, Release
+from privpub.tasks.core.types import PrivacyResult, Release, VerifyContext
 from privpub.tasks.report import page as report
 from privpub.tasks.report import verdict as report_verdict
 from privpub.tasks.report.series import SERIES_FIGURES
@@ -93,11 +93,7 @@ def _reverify(store, release_id, actor, rel, spec, release, problems):
     ok = not problems
     if not problems:
         technique = get_technique(spec)
-        context = {
-            **technique.prior_context(store, spec, before_sequence=rel["sequence"]),
-            "store": store,
-            "release": rel,
-        }
+        context = VerifyContext(None, technique.prior_context(store, spec, before_sequence=rel["sequence"]), rel)
         for r in technique.verify(release, context):
             need = f" (required {r.threshold})" if r.threshold is not None else ""
             lines.append(f"{'PASS' if r.passed else 'FAIL'} {r.model}: {r.value}{need}")
@@ -176,7 +172,7 @@ def rewrite_report(state: Path, release_id: str) -> str:
     store = Store(state)
     rel, spec, release, problems = load_release(store, release_id)
     technique = get_technique(spec)
-    context = {**technique.prior_context(store, spec, before_sequence=rel["sequence"]), "release": rel}
+    context = VerifyContext(None, technique.prior_context(store, spec, before_sequence=rel["sequence"]), rel)
     with contextlib.ExitStack() as stack:
         _on_cluster(stack, spec, release)
         privacy = technique.verify(release, context) if not problems else []

@@ -60,4 +60,5 @@ def as_day_numbers(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """A published range column as numbers: day numbers for a date column, else its values."""
     if pa.types.is_date(column.type) or pa.types.is_timestamp(column.type):
         column = column.cast(pa.date32()).cast(pa.int32())
-    return column.to_numpy(zero_copy_only=False).astype(float)
+    numbers: np.ndarray = column.to_numpy(zero_copy_only=False).astype(float)
+    return numbers

@@ -34,7 +34,7 @@ from privpub.schemas.spec import MASK, MASK_CHAR, MISSING_CATEGORY, ROW_ID, Data
 MAX_CELL_CHARS = 256
 
 
-def _existing_file(path, what: str):
+def _existing_file(path: Path, what: str) -> None:
     if path.is_dir():
         raise InputError(f"{what} {path} is a directory, not a file")
     if not path.is_file():
@@ -185,7 +185,7 @@ def _field_count_problem(path: Path) -> str:
     return "a row's fields do not match the header"
 
 
-def _first_bad_utf8(path, header: list[str] | None) -> str:
+def _first_bad_utf8(path: Path, header: list[str] | None) -> str:
     """Where a CSV stops being UTF-8: 'row R, column 'c'' (found line by line, error path only)."""
     with open(path, "rb") as f:
         for line_no, raw in enumerate(f):
@@ -249,7 +249,8 @@ def _read_csv_with_arrow(path: Path, spec: ReleaseSpec) -> pd.DataFrame | None:
                 return None
         elif not (arrow.types.is_integer(kind) or arrow.types.is_floating(kind) or arrow.types.is_null(kind)):
             return None  # a guessed date, time or boolean: read as pandas would
-    return table.to_pandas()
+    frame: pd.DataFrame = table.to_pandas()
+    return frame
 
 
 def file_columns(ds: DatasetSpec) -> list[str]:
@@ -319,14 +320,14 @@ def _in_set(values: list[str], what: str) -> pa.Check:
     return pa.Check(lambda s: s.astype(str).isin(allowed), error=f"value not in the {what}")
 
 
-def _finite(s: pd.Series):
+def _finite(s: pd.Series) -> pd.Series | bool:
     """Numbers must be finite; text and other cells pass (their own checks apply)."""
     if pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype):
         return pd.Series(np.isfinite(s.to_numpy(dtype=float, na_value=0.0)), index=s.index)
     return True
 
 
-def _short_text(s: pd.Series):
+def _short_text(s: pd.Series) -> pd.Series | bool:
     if pd.api.types.is_numeric_dtype(s.dtype):
         return True
     text = s if isinstance(s.dtype, pd.StringDtype) else s.astype("string")
@@ -353,7 +354,7 @@ def _as_numbers(s: pd.Series) -> pd.Series:
     return pd.to_numeric(s.astype("string").str.strip(), errors="coerce").astype(float)
 
 
-def _in_numbers(order: list) -> pa.Check:
+def _in_numbers(order: list[str | int | float]) -> pa.Check:
     allowed = np.array(order, dtype=float)
     return pa.Check(
         lambda s: pd.Series(np.isin(_as_numbers(s).to_numpy(), allowed), index=s.index),

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from privpub.schemas.spec import DatasetSpec
 
 
-def _list_of(allowed: set[str] | None):
+def _list_of(allowed: set[str] | None) -> pa.Check:
     """Each cell a non-empty list of domain values; vectorised in Arrow over all the items."""
     value_set = arrow.array(sorted(allowed), arrow.string()) if allowed is not None else None
 

@@ -9,30 +9,23 @@ from __future__ import annotations
 import difflib
 import math
 import tomllib
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import ErrorDetails
 
 from privpub.schemas.errors import SpecError
-
-# Optional sections beside the modelled ones, with the keys each accepts (read by spec.section()).
-EXTRA_SECTIONS: dict[str, tuple[str, ...]] = {
-    "evaluate": ("workload_seed",),
-    # time_budget: listed so that flows/audit.py refuses it with its own line (budgets are counts now)
-    "audit": ("l", "budget", "time_budget", "strategy", "grid", "min_cell", "snap", "after_denial"),
-    "series": ("composition", "transient", "l", "keep_groups"),  # tasks/compose/check.py
-    "risk": (
-        "threshold",
-        "max_prosecutor",
-        "max_records_at_risk",
-        "max_attribute",
-        "max_gain",
-        "max_difference",
-        "population",
-        "sample_fraction",
-    ),  # tasks/risk/__init__.py
-}
 
 
 def unknown_key(where: str, key: str | int, valid: list[str] | tuple[str, ...]) -> SpecError:
@@ -307,6 +300,214 @@ class RunSpec(BaseModel):
         return self
 
 
+# --- the optional sections: [evaluate], [audit], [series], [risk] ---------------------------------
+# Each is a frozen strict model, like a technique's parameters (tasks/core/params.py): the spec
+# keeps the section as written (the release key and `resolve_spec` read it so) and its reader
+# validates it with `read_section` (spec.risk, spec.series, ...), so that a wrong value is refused
+# by the step that reads it, before any work, in one line naming `[section] key`. Unknown keys
+# are refused earlier, by spec_from_dict.
+
+
+class SectionModel(BaseModel):
+    """The base of an optional section's model: unknown keys, coercion and nan / inf refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _rule(holds: Callable[[Any], bool], words: str, convert: Callable[[Any], object] | None = None) -> BeforeValidator:
+    """A field's domain checked before pydantic's own type check, so the refusal is the section's
+    sentence (`words`, formatted with the key and the value) rather than pydantic's; a value is
+    converted only once it holds (an int limit read as a float, a list as a tuple)."""
+
+    def check(value: object, info: ValidationInfo) -> object:
+        if not holds(value):
+            raise ValueError(words.format(key=info.field_name, value=value))
+        return convert(value) if convert is not None else value
+
+    return BeforeValidator(check)
+
+
+def _optional(rule: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda value: value is None or rule(value)
+
+
+def _float(value: object) -> object:
+    """An int limit as a float (the figures are floats); None stays None."""
+    return float(value) if _number(value) else value  # type: ignore[arg-type]
+
+
+# [evaluate]
+SEED_WORDS = "{key} = {value!r}: must be an integer from 0 to 2^64 - 1"
+Seed64 = Annotated[int, _rule(lambda v: _whole(v) and 0 <= v < 2**64, SEED_WORDS)]
+
+
+class EvaluateSpec(SectionModel):
+    """[evaluate]: the seed of the shared count-query workload (tasks/evaluate)."""
+
+    workload_seed: Seed64 = 0
+
+
+# [series] (tasks/compose/check.py series_settings adds what depends on the technique)
+def _values(value: object) -> bool:
+    return isinstance(value, list) and not any(isinstance(v, (bool, list, dict)) for v in value)
+
+
+class SeriesSpec(SectionModel):
+    composition: Annotated[
+        Literal["refuse", "warn"],
+        _rule(lambda v: v in ("refuse", "warn"), 'composition must be "refuse" or "warn", got {value!r}'),
+    ] = "refuse"
+    # sensitive values a person may change between releases, as text (numbers as TOML wrote them)
+    transient: Annotated[
+        tuple[str, ...],
+        _rule(_values, "transient must be a list of sensitive values", lambda v: tuple(str(x) for x in v)),
+    ] = ()
+    # None: the technique's own l (or k)
+    l: Annotated[
+        int | None, _rule(_optional(lambda v: _whole(v) and v >= 1), "l must be an integer >= 1, got {value!r}")
+    ] = None
+    keep_groups: Annotated[
+        bool, _rule(lambda v: isinstance(v, bool), "keep_groups must be true or false, got {value!r}")
+    ] = False
+
+
+# [audit] (flows/audit.py audit_settings: defaults that depend on the grid, and the grid's bands,
+# which depend on each QI's kind)
+# the same as tasks/audit/after_denial.py POLICIES and tasks/audit/auditor.py STRATEGIES (a test
+# holds them equal: schemas cannot import tasks)
+AFTER_DENIAL = ("list", "implicit")
+STRATEGIES = ("simulatable", "delay", "joint")
+
+
+class AuditSpec(SectionModel):
+    # required: validate_default runs the rule on a missing l too, for the same sentence
+    l: Annotated[int, _rule(lambda v: _whole(v) and v >= 1, "l must be an integer >= 1")] = Field(
+        default=None, validate_default=True
+    )
+    budget: Annotated[
+        int | None,
+        _rule(
+            _optional(lambda v: _whole(v) and v >= 1),
+            "budget must be a positive whole number (units of work per decision)",
+        ),
+    ] = None
+    # listed so that it is refused with its own line (budgets are counts now)
+    time_budget: Annotated[
+        None,
+        _rule(
+            lambda v: v is None,
+            "time_budget: removed, budgets are counts of work, not seconds; use [audit] budget",
+        ),
+    ] = None
+    strategy: Annotated[
+        Literal["simulatable", "delay", "joint"],
+        _rule(lambda v: v in STRATEGIES, 'strategy must be "simulatable", "delay" or "joint", got {value!r}'),
+    ] = "simulatable"
+    # "auto" or {QI = band width or hierarchy level}: each band checked by the QI's kind later
+    grid: Annotated[
+        Literal["auto"] | dict[str, object] | None,
+        _rule(
+            lambda v: v is None or v == "auto" or isinstance(v, dict),
+            'grid must be "auto" or band widths per QI, e.g. {{ age = 5 }}',
+        ),
+    ] = None
+    min_cell: Annotated[
+        int | None,
+        _rule(
+            _optional(lambda v: _whole(v) and v >= 1),
+            "min_cell must be a positive whole number (people per grid cell)",
+        ),
+    ] = None
+    snap: Annotated[bool | None, _rule(_optional(lambda v: isinstance(v, bool)), "snap must be true or false")] = None
+    after_denial: Annotated[
+        Literal["list", "implicit"] | None,
+        _rule(_optional(lambda v: v in AFTER_DENIAL), 'after_denial must be "list" or "implicit"'),
+    ] = None
+
+
+# [risk] (tasks/risk/__init__.py risk_settings)
+FRACTION_WORDS = "{key} = {value!r}: must be a number above 0 and at most 1"
+Fraction01 = Annotated[float, _rule(lambda v: _number(v) and 0 < v <= 1, FRACTION_WORDS, float)]
+OptionalFraction = Annotated[
+    float | None, _rule(_optional(lambda v: _number(v) and 0 < v <= 1), FRACTION_WORDS, _float)
+]
+
+
+class RiskSpec(SectionModel):
+    """[risk]: `threshold` and the limits (figures above them refuse the release), and the
+    population the input is a sample of: `population` a whole number of people (at least the
+    input's records, checked once they are counted), or `sample_fraction`, not both."""
+
+    threshold: Fraction01 = 0.2
+    max_prosecutor: OptionalFraction = None
+    max_records_at_risk: OptionalFraction = None
+    max_attribute: OptionalFraction = None
+    # a gain is a ratio: 1 allows twice the base rate
+    max_gain: Annotated[
+        float | None,
+        _rule(
+            _optional(lambda v: _number(v) and 0 < v < math.inf),
+            "{key} = {value!r}: must be a finite number above 0",
+            _float,
+        ),
+    ] = None
+    max_difference: OptionalFraction = None
+    population: Annotated[
+        int | None,
+        _rule(
+            _optional(lambda v: _whole(v) and v >= 1), "{key} = {value!r}: must be a whole number of people, at least 1"
+        ),
+    ] = None
+    sample_fraction: OptionalFraction = None
+
+    @model_validator(mode="after")
+    def _one_population(self) -> RiskSpec:
+        if self.population is not None and self.sample_fraction is not None:
+            raise ValueError("population and sample_fraction: give one of them, not both")
+        return self
+
+
+# the optional sections beside the modelled ones, and their models
+SECTIONS: dict[str, type[SectionModel]] = {
+    "evaluate": EvaluateSpec,
+    "audit": AuditSpec,
+    "series": SeriesSpec,
+    "risk": RiskSpec,
+}
+# the keys each accepts (an unknown one is refused by spec_from_dict, before its reader runs)
+EXTRA_SECTIONS: dict[str, tuple[str, ...]] = {name: tuple(model.model_fields) for name, model in SECTIONS.items()}
+
+S = TypeVar("S", bound=BaseModel)
+
+
+def read_section(name: str, model: type[S], given: Mapping[str, object]) -> S:
+    """A section validated into its model, or a SpecError with the first problem (an unknown key
+    before any other): '[risk] threshold = 0: must be a number above 0 and at most 1'."""
+    try:
+        return model.model_validate(dict(given))
+    except ValidationError as exc:
+        errors = exc.errors()
+        error = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+        raise _section_error(f"[{name}]", model, error) from None
+
+
+def _section_error(where: str, model: type[BaseModel], error: ErrorDetails) -> SpecError:
+    key = str(error["loc"][0]) if error["loc"] else ""
+    if error["type"] == "extra_forbidden":
+        return unknown_key(where, key, list(model.model_fields))
+    if error["type"] == "value_error":  # a rule's or a model validator's own sentence
+        return SpecError(f"{where} {error.get('ctx', {}).get('error', error['msg'])}")
+    return SpecError(f"{where} {key}: {error['msg']}" if key else f"{where} {error['msg']}")
+
+
 class ReleaseSpec(BaseModel):
     # extra sections are allowed only when listed in EXTRA_SECTIONS (checked in spec_from_dict)
     model_config = ConfigDict(extra="allow")
@@ -330,8 +531,26 @@ class ReleaseSpec(BaseModel):
         return self.path(self.output.state)
 
     def section(self, name: str) -> dict[str, Any]:
-        """An optional extra section such as [audit]."""
+        """An optional section as written, such as [series] (the release key reads it so)."""
         return dict((self.model_extra or {}).get(name) or {})
+
+    # The optional sections validated into their models (SectionModel): a wrong value is a
+    # SpecError naming `[section] key` from the first reader, as technique parameters are.
+    @property
+    def evaluate(self) -> EvaluateSpec:
+        return read_section("evaluate", EvaluateSpec, self.section("evaluate"))
+
+    @property
+    def audit(self) -> AuditSpec:
+        return read_section("audit", AuditSpec, self.section("audit"))
+
+    @property
+    def series(self) -> SeriesSpec:
+        return read_section("series", SeriesSpec, self.section("series"))
+
+    @property
+    def risk(self) -> RiskSpec:
+        return read_section("risk", RiskSpec, self.section("risk"))
 
 
 def _where(loc: tuple[str | int, ...]) -> str:
@@ -373,9 +592,7 @@ def spec_from_dict(data: dict[str, Any], base_dir: str | Path = ".") -> ReleaseS
             if not isinstance(body, dict):
                 raise SpecError(f"[{section}] must be a table of keys")
             check_known_keys(f"[{section}]", body, EXTRA_SECTIONS[section])
-    seed = data.get("evaluate", {}).get("workload_seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
-        raise SpecError(f"[evaluate] workload_seed = {seed!r}: must be an integer from 0 to 2^64 - 1")
+    read_section("evaluate", EvaluateSpec, data.get("evaluate", {}))  # the seed, before any work
     try:
         spec = ReleaseSpec.model_validate({**data, "base_dir": str(base_dir)})
     except ValidationError as exc:

@@ -10,6 +10,7 @@ against possible-world enumeration."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -67,12 +68,10 @@ def one_pass_multi_qid(table: pa.Table, qids, k, k_prime, union) -> list[Privacy
     out = []
     for i, qid in enumerate(qids, start=1):
         res = k_anonymity(table, qi_columns(table, qid), k)
-        res.model, res.worst = f"k-anonymity QID{i}", {"qid": list(qid), **res.worst}
-        out.append(res)
+        out.append(replace(res, model=f"k-anonymity QID{i}", worst={"qid": list(qid), **res.worst}))
     if k_prime is not None:
         res = k_anonymity(table, qi_columns(table, union), k_prime)
-        res.model, res.worst = "k'-anonymity union QID", {"qid": list(union), **res.worst}
-        out.append(res)
+        out.append(replace(res, model="k'-anonymity union QID", worst={"qid": list(union), **res.worst}))
     return out
 
 

@@ -18,7 +18,7 @@ import importlib
 import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from privpub.schemas.spec import spec_from_dict
 from privpub.state.store import Store
 from privpub.tasks.core.contract import Contract, Tamper
 from privpub.tasks.core.technique import Technique
-from privpub.tasks.core.types import PrivacyResult
+from privpub.tasks.core.types import PrivacyResult, VerifyContext
 from privpub.tasks.demo_data import CENSUS_QI, census
 from privpub.tasks.techniques.registry import get_technique, technique_class
 
@@ -111,9 +111,9 @@ def verify_tables(state: Path, release_id: str, alter: Tamper | None = None) -> 
     if problems:
         raise AssertionError(f"the release does not load: {problems}")
     if alter is not None:
-        release.tables = alter(release.tables, release.private)
+        release = replace(release, tables=alter(release.tables, release.private))
     technique = get_technique(spec)
-    context = {**technique.prior_context(store, spec, before_sequence=rel["sequence"]), "store": store, "release": rel}
+    context = VerifyContext(None, technique.prior_context(store, spec, before_sequence=rel["sequence"]), rel)
     return technique.verify(release, context)
 
 

@@ -40,8 +40,6 @@ from privpub.tasks.core.microdata import Microdata, person_text
 from privpub.tasks.core.technique import Technique
 from privpub.tasks.core.types import Partition, PrivacyResult
 
-MODES = ("refuse", "warn")
-
 # why the check does not apply to a release whose person id is the row number
 ROW_WORDS = (
     f'person_id = "{ROW_ID}" numbers rows, not people: row i of two releases is not one person, so no '
@@ -60,28 +58,18 @@ class SeriesSettings:
 
 def series_settings(spec: ReleaseSpec, technique: Technique) -> SeriesSettings:
     """[series] read strictly (unknown keys were refused by the spec check)."""
-    sec = spec.section("series")
-    mode = sec.get("composition", "refuse")
-    if mode not in MODES:
-        raise SpecError(f'[series] composition must be "refuse" or "warn", got {mode!r}')
-    transient = sec.get("transient", [])
-    if not isinstance(transient, list) or any(isinstance(v, (bool, list, dict)) for v in transient):
-        raise SpecError("[series] transient must be a list of sensitive values")
-    keep = sec.get("keep_groups", False)
-    if not isinstance(keep, bool):
-        raise SpecError(f"[series] keep_groups must be true or false, got {keep!r}")
+    sec = spec.series  # schemas/spec.py SeriesSpec: the keys' own domains
+    keep = sec.keep_groups
     if keep and not technique.capabilities.accepts_kept_groups:
         raise SpecError(
             f"[series] keep_groups: technique '{technique.name}' builds groups it cannot "
             "hand over; keep_groups works with generalization"
         )
     k, own_l = technique.params.k_and_l()
-    l = sec.get("l", own_l)
-    if l is not None and (isinstance(l, bool) or not isinstance(l, int) or l < 1):
-        raise SpecError(f"[series] l must be an integer >= 1, got {l!r}")
+    l = sec.l if sec.l is not None else own_l
     if l is None and k is None:
         l = 2  # a technique with neither l nor k: nobody's value may be pinned
-    return SeriesSettings(mode, tuple(str(v) for v in transient), l, k if l is None else None, keep)
+    return SeriesSettings(sec.composition, sec.transient, l, k if l is None else None, keep)
 
 
 class SeriesCheck:

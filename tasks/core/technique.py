@@ -18,7 +18,7 @@ import numpy as np
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.params import TechniqueParams, read_params
-from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release
+from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release, VerifyContext
 
 
 @dataclass(frozen=True)
@@ -124,12 +124,13 @@ class Technique:
         release: Release = self._chunks_here("anonymize", data, part, rng)
         return release
 
-    def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
+    def verify(self, release: Release, context: VerifyContext) -> list[PrivacyResult]:
         """Privacy of the release as an adversary sees it (published tables + public knowledge).
 
-        context may hold "data" (the validated Microdata) at publish time: only for measured
-        figures such as disclosure rates, never for a pass/fail decision, which must follow from
-        the published tables (plus the release's private metadata and history) alone. A
+        context.data is the validated Microdata at publish time (None at re-verification): only
+        for measured figures such as disclosure rates, never for a pass/fail decision, which
+        must follow from the published tables (plus the release's private metadata and
+        context.prior, the technique's history) alone (tasks/core/types.py VerifyContext). A
         technique that chunks its verify step (chunked) needs not override this."""
         results: list[PrivacyResult] = self._chunks_here("verify", release, context)
         return results

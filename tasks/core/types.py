@@ -1,24 +1,33 @@
 """The data a technique's steps pass each other, shared by flows, shared steps and techniques
-(the Technique base class is in tasks/core/technique.py)."""
+(the Technique base class is in tasks/core/technique.py).
+
+Frozen: a step that changes one builds a new one (`dataclasses.replace`), so a value handed to a
+step (and, on Dask, to a worker) is the value every later step sees. Their mappings (`tables`,
+`info`, `worst`, a prior context) are typed read-only (`Mapping`; `Release.private` excepted,
+see there): the keys are each technique's own, the values whatever it keeps there.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
+if TYPE_CHECKING:
+    from privpub.tasks.core.microdata import Microdata
 
-@dataclass
+
+@dataclass(frozen=True)
 class Partition:
     """A group id per row (0..n_groups-1), and, for Mondrian, the split tree."""
 
     group: np.ndarray  # (n,) int64
     n_groups: int
     tree: Any = None  # tasks.partition.mondrian.SplitTree or None
-    info: dict[str, Any] = field(default_factory=dict)
+    info: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def sizes(self) -> np.ndarray:
@@ -26,7 +35,7 @@ class Partition:
         return np.bincount(self.group[self.group >= 0], minlength=self.n_groups)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Release:
     """What a technique produces.
 
@@ -36,9 +45,53 @@ class Release:
     info:    counts for the report (suppressed rows, groups, ...)
     """
 
-    tables: dict[str, pa.Table]
+    tables: Mapping[str, pa.Table]
+    # a dict, not read-only: a technique's commit_hook moves its statistics out of it in place
+    # (serial), and the commit then stores what is left
     private: dict[str, Any] = field(default_factory=dict)
-    info: dict[str, Any] = field(default_factory=dict)
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VerifyContext(Mapping[str, Any]):
+    """What `Technique.verify` reads beside the release.
+
+    data:   the validated input, at publish only (None when `privpub verify` re-checks a stored
+            release): for measured figures such as disclosure rates, never for a pass / fail
+            decision, which follows from the published tables, `private` and `prior` alone
+    prior:  the technique's `prior_context` (its state from earlier releases of the series),
+            keyed by the technique's own names
+    stored: at re-verification, the stored release's row (sequence, series, ...)
+
+    Read as a mapping it is `prior` with "data" beside it, so a technique may read
+    `context.get("data")` or its own keys as from the dict this replaced; `VerifyContext.of`
+    makes one from such a dict.
+    """
+
+    data: Microdata | None = None
+    prior: Mapping[str, Any] = field(default_factory=dict)
+    stored: Mapping[str, Any] | None = None
+
+    @classmethod
+    def of(cls, context: VerifyContext | Mapping[str, Any] | None) -> VerifyContext:
+        """A context from a plain mapping ({"data": ..., prior keys}) or None (nothing known)."""
+        if isinstance(context, VerifyContext):
+            return context
+        given = dict(context or {})
+        return cls(given.pop("data", None), given)
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "data" and self.data is not None:
+            return self.data
+        return self.prior[key]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.prior
+        if self.data is not None and "data" not in self.prior:
+            yield "data"
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 # the steps a technique may cut into chunks, and what `Technique.plan` takes for each:
@@ -77,7 +130,7 @@ def chunk_bounds(sizes: np.ndarray, chunk_rows: int) -> np.ndarray:
     return np.concatenate([[0], cut, [len(sizes)]]).astype(np.int64)
 
 
-@dataclass
+@dataclass(frozen=True)
 class PrivacyResult:
     """One privacy figure computed from the published tables, and whether it meets its threshold.
 
@@ -89,4 +142,4 @@ class PrivacyResult:
     value: Any
     threshold: Any
     passed: bool
-    worst: dict[str, Any] = field(default_factory=dict)
+    worst: Mapping[str, Any] = field(default_factory=dict)

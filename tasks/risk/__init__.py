@@ -45,9 +45,9 @@ Optional limits refuse a release above them: `[risk] max_prosecutor`, `max_recor
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -58,6 +58,7 @@ from privpub.schemas.errors import SpecError
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.sensitive_models import pair_counts
+from privpub.tasks.core.technique import Technique
 from privpub.tasks.core.types import Release
 from privpub.tasks.population_models import expected_inverse_class_size, population_uniques
 from privpub.tasks.verify.published import class_ids, column_codes, release_people
@@ -102,40 +103,15 @@ class RiskSettings:
             )
 
 
-def _fraction(key: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise SpecError(f"[risk] {key} = {value!r}: must be a number above 0 and at most 1")
-    return float(value)
-
-
-def _population(key: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SpecError(f"[risk] {key} = {value!r}: must be a whole number of people, at least 1")
-    return value
-
-
-def _positive(key: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-        raise SpecError(f"[risk] {key} = {value!r}: must be a finite number above 0")
-    return float(value)
-
-
-READERS = {"population": _population, "max_gain": _positive}  # every other key: _fraction
-
-
 def risk_settings(spec: ReleaseSpec) -> RiskSettings:
-    """[risk] read strictly, each key in its own domain: `population` a whole number (at least
-    the input's records, checked once they are counted: check_population), `max_gain` a finite
-    number above 0 (a gain is a ratio: 1 allows twice the base rate), every other key a number
-    in (0, 1]; a bool, a string or a float where a whole number is expected is refused;
-    `population` and `sample_fraction` are exclusive."""
-    section = spec.section("risk")
-    values = {key: READERS.get(key, _fraction)(key, value) for key, value in section.items()}
-    if "population" in values and "sample_fraction" in values:
-        raise SpecError("[risk] population and sample_fraction: give one of them, not both")
-    limits = tuple((LIMITS[key], values[key]) for key in LIMITS if key in values)
-    population = section.get("population")
-    return RiskSettings(values.get("threshold", 0.2), limits, population, values.get("sample_fraction"))
+    """[risk] read strictly (schemas/spec.py RiskSpec), each key in its own domain: `population` a
+    whole number (at least the input's records, checked once they are counted: check_population),
+    `max_gain` a finite number above 0 (a gain is a ratio: 1 allows twice the base rate), every
+    other key a number in (0, 1]; a bool, a string or a float where a whole number is expected is
+    refused; `population` and `sample_fraction` are exclusive."""
+    risk = spec.risk
+    limits = tuple((figure, limit) for key, figure in LIMITS.items() if (limit := getattr(risk, key)) is not None)
+    return RiskSettings(risk.threshold, limits, risk.population, risk.sample_fraction)
 
 
 def _classes_of_codes(codes: np.ndarray) -> tuple[np.ndarray, int]:
@@ -335,7 +311,7 @@ def shown_codes(table: pa.Table, name: str) -> np.ndarray:
 WORST_CLASSES = 5  # the report lists this many of the riskiest classes
 
 
-def riskiest_rows(technique, release, limit: int = 10) -> dict | None:
+def riskiest_rows(technique: Technique, release: Release, limit: int = 10) -> dict[str, Any] | None:
     """table_riskiest of the Arrow table the technique names for risk (None: no such table;
     a folder of parts: tasks/risk/parted.py)."""
     view = technique.risk_table(release)
@@ -355,7 +331,7 @@ def table_name(release: Release, table: object) -> str:
 
 def table_riskiest(
     table: pa.Table, columns: list[str], sensitive: str | None, limit: int = 10, person: np.ndarray | None = None
-) -> dict | None:
+) -> dict[str, Any] | None:
     """Where the highest prosecutor risk is in a published table (never a person id): the
     smallest class size, how many records have it, the first `limit` of their row positions
     (0-based), and the worst classes (`worst_classes`). None for a table without rows.
@@ -398,7 +374,7 @@ def people_classes(
     return people_in, most_frequent((pairs // width)[votes // m], n_classes, votes % m)
 
 
-def worst_classes(cells: list[dict], size: np.ndarray, most: np.ndarray | None) -> list[dict]:
+def worst_classes(cells: list[dict[str, Any]], size: np.ndarray, most: np.ndarray | None) -> list[dict[str, Any]]:
     """The riskiest classes as the report lists them: their published cells (what every one
     of their rows shows), size and the share of their most frequent sensitive value."""
     out = []
@@ -467,7 +443,7 @@ class ValueShares:
 
     def _rise(self) -> np.ndarray:
         """holding * total - holders * size: p_g(v) - p(v) times size * total, in whole numbers."""
-        return self.holding * self.total - self.holders * self.size
+        return self.holding * self.total - self.holders * self.size  # type: ignore[no-any-return]
 
     def gains(self) -> np.ndarray:
         """(p_g(v) - p(v)) / p(v) at each value's highest share (0 for a value nobody holds): for a
@@ -535,14 +511,14 @@ def value_shares(
     return ValueShares(holders.astype(np.int64), where, holding, of_size, int(total), person is not None)
 
 
-def _plain(value):
+def _plain(value: object) -> object:
     """A value as JSON writes it (numpy scalars to Python)."""
     return value.item() if isinstance(value, np.generic) else value
 
 
 def attribute_summary(
-    shares: ValueShares, labels: Sequence | np.ndarray, cells: Callable[[int], dict] | None = None
-) -> dict | None:
+    shares: ValueShares, labels: Sequence[object] | np.ndarray, cells: Callable[[int], dict[str, Any]] | None = None
+) -> dict[str, Any] | None:
     """What the report says of attribute disclosure (never a person id): whether shares count
     people or rows, and for every value held, the largest gain first, the value, its share
     overall, its highest share in a group and the gain; `worst`: the (value, group)
@@ -591,10 +567,10 @@ def published_value_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarra
     return codes, enc.dictionary.to_numpy(zero_copy_only=False)
 
 
-def group_cells(table: pa.Table, columns: list[str], ids: np.ndarray) -> Callable[[int], dict]:
+def group_cells(table: pa.Table, columns: list[str], ids: np.ndarray) -> Callable[[int], dict[str, Any]]:
     """The published cells naming a group (those of its first row)."""
 
-    def cells(g: int) -> dict:
+    def cells(g: int) -> dict[str, Any]:
         row = int(np.argmax(ids == g))
         return {k: _plain(v) for k, v in table.select(columns).slice(row, 1).to_pylist()[0].items()}
 
@@ -608,7 +584,7 @@ def table_shares(
     count: str | None = None,
     person: np.ndarray | None = None,
     people_table: tuple[pa.Table, np.ndarray] | None = None,
-) -> tuple[dict[str, float], dict | None]:
+) -> tuple[dict[str, float], dict[str, Any] | None]:
     """GAIN_FIGURES and attribute_summary of a published table: a group is a combination of
     `columns` cells as published (an equivalence class, or ST's gid); `count`: the column of
     counts of a count table; `person`: each row's person number (distinct people counted);
@@ -633,7 +609,7 @@ def table_shares(
     return shares.figures(), attribute_summary(shares, labels, group_cells(table, columns, ids))
 
 
-def input_shares(data: Microdata) -> tuple[dict[str, float], dict | None]:
+def input_shares(data: Microdata) -> tuple[dict[str, float], dict[str, Any] | None]:
     """The input's GAIN_FIGURES (`input-` names) and attribute_summary: its groups are its
     distinct QI combinations (a person with rows in several counts in each); no group's cells
     (the input's QI values are not published)."""

@@ -10,13 +10,19 @@ and per sensitive value its rows and the class where its share is highest (the a
 
 from __future__ import annotations
 
+from typing import Any, Protocol, cast
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from privpub.tasks.core.executor import Executor
+from privpub.tasks.core.microdata import Microdata, QIDomain
 from privpub.tasks.core.parted_table import PartedTable, map_parts
+from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.types import Release
 from privpub.tasks.risk import (
     WORST_CLASSES,
     ValueShares,
@@ -36,7 +42,25 @@ from privpub.tasks.verify.parted import cells_of, class_keys, parted_classes
 from privpub.tasks.verify.published import release_people
 
 
-def part_class_counts(part, widths: np.ndarray) -> pd.DataFrame:
+class CodedRows(Protocol):
+    """One part's coded rows on a worker (tasks/validate/parted.py CodedPart)."""
+
+    xt: np.ndarray  # (D, n) QI codes
+    s: np.ndarray  # (n,) sensitive codes
+
+
+class RowsInParts(Protocol):
+    """The input kept in parts where the run works (tasks/validate/parted.py PartedData, a
+    sibling step this one does not import): what the input's figures read of it."""
+
+    in_parts: bool
+    domains: list[QIDomain]
+    sensitive_values: np.ndarray
+    executor: Executor
+    parts: list[Any]
+
+
+def part_class_counts(part: CodedRows, widths: np.ndarray) -> pd.DataFrame:
     """On a worker: (class key, sensitive code, count) of one part's rows; the key is the row's
     QI codes in mixed radix over the domains' sizes."""
     key = np.zeros(part.xt.shape[1], dtype=np.int64)
@@ -46,25 +70,31 @@ def part_class_counts(part, widths: np.ndarray) -> pd.DataFrame:
     return pairs.groupby(["key", "s"], sort=False).size().rename("n").reset_index()
 
 
-def rows_risk(data, threshold: float, population: int | None = None) -> dict[str, float]:
+def rows_risk(data: Microdata | RowsInParts, threshold: float, population: int | None = None) -> dict[str, float]:
     """The input's figures (`input-` names), wherever its rows are (None-free: {} when its
     classes cannot be keyed in 63 bits); against a population of that size when given."""
     return _rows(data, threshold, population, gains=False)[0]
 
 
-def rows_figures(data, threshold: float, population: int | None = None) -> tuple[dict[str, float], dict | None]:
+def rows_figures(
+    data: Microdata | RowsInParts, threshold: float, population: int | None = None
+) -> tuple[dict[str, float], dict[str, Any] | None]:
     """rows_risk with the attribute-gain figures (`input-attribute-gain-max`, ...), and the
     input's attribute_summary."""
     return _rows(data, threshold, population, gains=True)
 
 
-def _rows(data, threshold: float, population: int | None, gains: bool) -> tuple[dict[str, float], dict | None]:
+def _rows(
+    data: Microdata | RowsInParts, threshold: float, population: int | None, gains: bool
+) -> tuple[dict[str, float], dict[str, Any] | None]:
     if not data.in_parts:
-        figures = input_risk(data, threshold, population)
+        rows = cast(Microdata, data)
+        figures = input_risk(rows, threshold, population)
         if not gains:
             return figures, None
-        gain, summary = input_shares(data)
+        gain, summary = input_shares(rows)
         return {**figures, **gain}, summary
+    data = cast(RowsInParts, data)
     widths = np.array([max(d.size, 1) for d in data.domains], dtype=np.int64)
     if float(np.prod(widths.astype(float))) >= 2**62:
         return {}, None  # too many QI combinations to key exactly: not computed (docs/risk.md)
@@ -84,22 +114,24 @@ def _rows(data, threshold: float, population: int | None, gains: bool) -> tuple[
     return as_input({**figures, **shares.figures()}), summary
 
 
-def release_risk(technique, release, threshold: float, population: int | None = None) -> dict[str, float]:
+def release_risk(
+    technique: Technique, release: Release, threshold: float, population: int | None = None
+) -> dict[str, float]:
     """A release's figures, from the tables the technique names (docs/risk.md); against a
     population of that size when given (the release's records, as published, its sample)."""
     return release_figures(technique, release, threshold, population)[0]
 
 
 def release_figures(
-    technique, release, threshold: float, population: int | None = None
-) -> tuple[dict[str, float], dict | None]:
+    technique: Technique, release: Release, threshold: float, population: int | None = None
+) -> tuple[dict[str, float], dict[str, Any] | None]:
     """release_risk with the attribute_summary of the release (None: no table shows the
     sensitive values by group)."""
     gain, summary = release_attribute(technique, release)
     return {**_identity_risk(technique, release, threshold, population), **gain}, summary
 
 
-def release_attribute(technique, release) -> tuple[dict[str, float], dict | None]:
+def release_attribute(technique: Technique, release: Release) -> tuple[dict[str, float], dict[str, Any] | None]:
     """The attribute-gain figures and attribute_summary of a release, from the table the
     technique names (Technique.attribute_table, else its risk table when that shows the
     sensitive column). Under several rows per person, `release.private["people"]` (each row of
@@ -117,12 +149,15 @@ def release_attribute(technique, release) -> tuple[dict[str, float], dict | None
     people = release.private.get("people")
     person = None if people is None else people.column("person").to_numpy()
     if count is not None and person is not None:  # people per group counted in the risk table
-        holds = risk_view is not None and all(c in risk_view[0].column_names for c in columns)
-        return table_shares(table, columns, sensitive, count, people_table=(risk_view[0], person) if holds else None)
+        by_record = risk_view[0] if risk_view is not None else None
+        holds = by_record is not None and all(c in by_record.column_names for c in columns)
+        return table_shares(table, columns, sensitive, count, people_table=(by_record, person) if holds else None)
     return table_shares(table, columns, sensitive, count, person)
 
 
-def parted_shares(parted: PartedTable, columns: list[str], sensitive: str) -> tuple[dict[str, float], dict | None]:
+def parted_shares(
+    parted: PartedTable, columns: list[str], sensitive: str
+) -> tuple[dict[str, float], dict[str, Any] | None]:
     """table_shares of a folder of parts: per sensitive value, its rows and its best class in each
     hash bucket of classes, added up (a class is in one bucket); a row is a person."""
     classes = parted_classes(parted, columns, sensitive)
@@ -145,7 +180,9 @@ def parted_shares(parted: PartedTable, columns: list[str], sensitive: str) -> tu
     return shares.figures(), summary
 
 
-def _identity_risk(technique, release, threshold: float, population: int | None) -> dict[str, float]:
+def _identity_risk(
+    technique: Technique, release: Release, threshold: float, population: int | None
+) -> dict[str, float]:
     """FIGURES (and the population's) of the risk table, attribute-risk-max from the technique
     when it gives it."""
     figures: dict[str, float] = {}
@@ -166,7 +203,7 @@ def _identity_risk(technique, release, threshold: float, population: int | None)
     return figures
 
 
-def release_riskiest(technique, release, limit: int = 10) -> dict | None:
+def release_riskiest(technique: Technique, release: Release, limit: int = 10) -> dict[str, Any] | None:
     """Where the highest prosecutor risk is in the table the technique names (tasks/risk/__init__.py
     riskiest_rows), one Arrow table or a folder of parts; None without such a table."""
     view = technique.risk_table(release)
@@ -186,7 +223,9 @@ def rows_of_keys(table: pa.Table, columns: list[str], keys: pa.Array, limit: int
     return len(rows), rows[:limit].tolist()
 
 
-def parted_riskiest(parted: PartedTable, columns: list[str], sensitive: str | None, limit: int) -> dict | None:
+def parted_riskiest(
+    parted: PartedTable, columns: list[str], sensitive: str | None, limit: int
+) -> dict[str, Any] | None:
     """riskiest_rows of a folder of parts: the classes from the verifier's partials, then one
     pass over the parts for the positions of the smallest classes' rows (part offsets added)."""
     if parted.num_rows == 0:

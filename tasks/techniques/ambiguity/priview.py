@@ -16,7 +16,7 @@ leftover rows join a group only when the exact check still passes, else they are
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from math import ceil
 from typing import Any
@@ -248,7 +248,7 @@ def st_qi_of(st: pa.Table, sensitive: str) -> str:
     return cols[0]
 
 
-def priview_estimates(tables: dict[str, pa.Table], sensitive: str, workload: list[CountQuery]) -> np.ndarray:
+def priview_estimates(tables: Mapping[str, pa.Table], sensitive: str, workload: list[CountQuery]) -> np.ndarray:
     """Fig. 5 over two tables: per group c x l / k, c from ST (S = v and the QI' condition),
     l / k the share of the group's AT rows meeting every AT condition."""
     at, st = tables["AT"], tables["ST"]

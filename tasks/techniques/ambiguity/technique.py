@@ -16,7 +16,7 @@ Every sensitive value occurs at most once per group, so c / |G| <= 1 / ceil(1/be
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from math import ceil, prod
 from typing import Any
@@ -298,7 +298,7 @@ def column_np(table: pa.Table, name: str) -> np.ndarray:
     return table.column(name).to_numpy(zero_copy_only=False)
 
 
-def ambiguity_estimates(tables: dict[str, pa.Table], sensitive: str, workload: list[CountQuery]) -> np.ndarray:
+def ambiguity_estimates(tables: Mapping[str, pa.Table], sensitive: str, workload: list[CountQuery]) -> np.ndarray:
     """Per query: sum over groups with S = v of c x prod_i l_ij / k_ij (conditioned QIs only)."""
     st = tables["ST"]
     ats = {name[3:]: t for name, t in tables.items() if name.startswith("AT_")}

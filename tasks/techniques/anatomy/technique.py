@@ -18,7 +18,7 @@ is held by at most 1/l of its people. ST then counts the group's PEOPLE holding 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import partial
 from typing import Any
@@ -511,7 +511,8 @@ def anatomy_results(figures: list[dict[str, Any]], l: int) -> list[PrivacyResult
     ]
     people = [f["people"] for f in figures if f.get("people") is not None]
     if people:  # rows_per_person = "many": the shares above are of people
-        results[2].worst.update({"group_people": size, "holding": top, "measures": "people"})
+        worst = {**results[2].worst, "group_people": size, "holding": top, "measures": "people"}
+        results[2] = replace(results[2], worst=worst)
         least, g_few = min(people, key=lambda x: x[0])
         results.append(PrivacyResult(PEOPLE_PER_GROUP, least, l, bool(least >= l), {"gid": g_few}))
     return results

@@ -10,7 +10,7 @@ the runs up. `multi_qid_anonymity` does all three in this process.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
@@ -58,9 +58,7 @@ def multi_qid_results(checks: MultiQIDChecks, results: list[list[pa.Table]]) -> 
     for i, (model, qid, columns) in enumerate(zip(checks.models, checks.qids, checks.columns)):
         merged = merge_partials([r[i] for r in results], columns)
         res = k_anonymity_of(merged, columns, checks.thresholds[i])
-        res.model = model
-        res.worst = {"qid": qid, **res.worst}
-        out.append(res)
+        out.append(replace(res, model=model, worst={"qid": qid, **res.worst}))
     return out
 
 

@@ -15,7 +15,7 @@ from privpub.schemas.published import generalized_table_schema
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.sensitive_models import ModelChoice, SensitiveModel
 from privpub.tasks.core.technique import RANGES, Capabilities, Description, Technique
-from privpub.tasks.core.types import Partition, PrivacyResult, Release
+from privpub.tasks.core.types import Partition, PrivacyResult, Release, VerifyContext
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
 from privpub.tasks.evaluate.parted import table_estimates, table_penalty
 from privpub.tasks.partition.generalized_table import generalized_table
@@ -58,7 +58,7 @@ class Generalization(Technique):
     def check_params(self) -> None:
         if self.params.suppress > 0 and self.spec.run.task_runner == "dask":  # before any work
             raise SpecError('[technique] suppress does not run with [run] task_runner = "dask" yet; publish in memory')
-        if self.params.suppress > 0 and self.spec.section("series").get("keep_groups"):
+        if self.params.suppress > 0 and self.spec.series.keep_groups:
             raise SpecError("[technique] suppress: [series] keep_groups would publish returning people left out")
         if self.beyond_distinct and self.spec.run.task_runner == "dask":
             raise SpecError(
@@ -122,7 +122,7 @@ class Generalization(Technique):
         private = {} if rows.person is None else {"people": people_table(rows.person[order])}
         return Release({"table": table}, private, info={"groups": part.n_groups, **suppressed})
 
-    def verify(self, release: Release, context: dict[str, Any]) -> list[PrivacyResult]:
+    def verify(self, release: Release, context: VerifyContext) -> list[PrivacyResult]:
         table = release.tables["table"]
         ds = self.spec.dataset
         columns = qi_columns(table, ds.qi_names)
