@@ -1,0 +1,21 @@
+"""The one place privpub imports a module on first use.
+
+`privpub --help` and `privpub history` must not pay for Prefect, Dask, the techniques or the
+report (tests/test_cli.py), and a release without a Prefect server must not import Prefect at
+all (tests/test_drivers.py). So the CLI's command table names each command's function as a
+"module:function" string, and the Prefect flows are reached the same way only when a server is
+configured; every other import is at the top of its module (tests/test_code_shape.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+
+def load(target: str) -> Any:
+    """The attribute `target` names ("package.module:attribute"), its module imported now."""
+    module, sep, attribute = target.partition(":")
+    if not sep or not attribute:
+        raise ValueError(f"{target!r}: expected 'module:attribute'")
+    return getattr(importlib.import_module(module), attribute)
