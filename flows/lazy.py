@@ -5,12 +5,20 @@ report (tests/test_cli.py), and a release without a Prefect server must not impo
 all (tests/test_drivers.py). So the CLI's command table names each command's function as a
 "module:function" string, and the Prefect flows are reached the same way only when a server is
 configured; every other import is at the top of its module (tests/test_code_shape.py).
+
+The other imports inside functions are of optional dependencies, listed here, each at a point
+that runs only when the feature is used: Prefect (a server's flow runs, the run's logger and
+attribution once a flow loaded it), Dask's `distributed` (`[run] task_runner = "dask"`) and
+httpx (Prefect's HTTP client, to wait for a server starting).
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import Any
+
+# top-level packages a function may import when it runs (tests/test_code_shape.py)
+OPTIONAL_DEPENDENCIES: frozenset[str] = frozenset({"prefect", "distributed", "httpx"})
 
 
 def load(target: str) -> Any:

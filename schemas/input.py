@@ -22,6 +22,7 @@ import pandera.pandas as pa
 import pyarrow as arrow
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
 from pandera.errors import SchemaErrors
 
 from privpub.schemas.dates import parse_dates, to_days
@@ -122,8 +123,6 @@ def files_root(files: list[Path]) -> Path:
 def _refuse_nested_columns(files: list[Path], spec: ReleaseSpec) -> None:
     """A column the release reads holds one value per cell: a Parquet list, map or struct column
     would otherwise be published as the text of a Python list ("['South']")."""
-    import pyarrow.parquet as pq  # lazy: only Parquet inputs need it
-
     schema = pq.read_schema(files[0])
     for name in file_columns(spec.dataset):
         if name in schema.names and arrow.types.is_nested(schema.field(name).type):
