@@ -1,36 +1,42 @@
-"""The Python API: `privpub.publish` (`publish_data` here), `privpub.history`, `privpub.verify`,
-`privpub.change_series` (the CLI's `history`, `verify` and `series change` print what these return).
+"""The Python API: `privpub.publish` (`publish_data` here), `privpub.verify`,
+`privpub.change_series` (the CLI's `verify` and `series change` print what these return;
+`privpub.history` and `privpub.snapshot` are flows/records.py, light for `privpub history`).
 
     release = privpub.publish(frame, {"dataset": {...}, "technique": {...}}, state="privpub.duckdb")
     release.tables["table"]; release.figures; release.report
     privpub.history("privpub.duckdb"); privpub.verify(release.id, "privpub.duckdb")
     privpub.change_series("spec.toml")   # the series' [series] settings become the spec's
 
-Light on purpose: `privpub history` imports no Prefect, no technique (heavier imports are inside
-the functions).
+A publish resolves its spec once (`publish_plan`: one `resolve_spec`, then flows/pipeline.py
+`plan_from_spec`) and runs with that plan, in this process or as a flow run of a configured
+Prefect server (flows/run.py chooses; Prefect is imported only then).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import pandas as pd
+import pandas as pd
 
-    from privpub.flows.published_release import PublishedRelease
-    from privpub.schemas.spec import ReleaseSpec
-    from privpub.tasks.compose.change import SeriesChange
-
-DEFAULT_STATE = "privpub.duckdb"
-
-
-def state_file(state: str | os.PathLike | None = None) -> Path:
-    """The state file: `state`, else $PRIVPUB_STATE, else ./privpub.duckdb (as the CLI's --state)."""
-    return Path(state or os.environ.get("PRIVPUB_STATE", DEFAULT_STATE))
+from privpub.flows import run
+from privpub.flows.attempts import current_actor, record_failure
+from privpub.flows.lazy import load_lazily
+from privpub.flows.pipeline import Driver, RunPlan, attempt, plan_from_spec, plan_run
+from privpub.flows.published_release import PublishedRelease
+from privpub.flows.records import DEFAULT_STATE, history, snapshot, state_file  # noqa: F401  (the API's names)
+from privpub.flows.reverify import reverify_checks
+from privpub.schemas.errors import SpecError, StateError, public_message
+from privpub.schemas.input import frame_input
+from privpub.schemas.spec import FRAME_INPUT, ReleaseSpec, read_spec_file, resolve_spec
+from privpub.state.store import Store
+from privpub.tasks.compose.change import SeriesChange, rebuild_series
+from privpub.tasks.compose.check import series_settings
+from privpub.tasks.techniques.registry import get_technique
 
 
 def _is_path(value: Any) -> bool:
@@ -45,9 +51,6 @@ def _absolute(path: str | os.PathLike) -> str:
 def _sections(spec: Any) -> tuple[dict[str, Any], Path]:
     """(the spec's sections as written, the folder its relative paths start from): a dict's
     from the current folder, a spec file's from the file's folder, a ReleaseSpec's from its own."""
-    from privpub.schemas.errors import SpecError
-    from privpub.schemas.spec import ReleaseSpec, read_spec_file
-
     if isinstance(spec, ReleaseSpec):
         return spec.model_dump(exclude={"base_dir"}), Path(spec.base_dir)
     if isinstance(spec, dict):
@@ -61,8 +64,6 @@ def _sections(spec: Any) -> tuple[dict[str, Any], Path]:
 
 
 def _merge_section(sections: dict[str, Any], section: str, values: dict[str, Any]) -> None:
-    from privpub.schemas.errors import SpecError
-
     given = sections.get(section, {})
     if not isinstance(given, dict):
         raise SpecError(f"[{section}] must be a table of keys")
@@ -72,8 +73,6 @@ def _merge_section(sections: dict[str, Any], section: str, values: dict[str, Any
 def absolute_spec(spec: ReleaseSpec) -> dict[str, Any]:
     """The spec's sections with every path made absolute, so that they mean the same whichever
     folder reads them (a flow run, the stored spec)."""
-    from privpub.schemas.input import FRAME_INPUT
-
     data = spec.model_dump(exclude={"base_dir"})
     ds, out = data["dataset"], data["output"]
     for key in ("input", "registration"):
@@ -86,18 +85,26 @@ def absolute_spec(spec: ReleaseSpec) -> dict[str, Any]:
     return data
 
 
+def with_absolute_paths(spec: ReleaseSpec, sections: dict[str, Any]) -> ReleaseSpec:
+    """`spec` with the paths of `sections` (its absolute_spec) and the current folder as its base:
+    the spec a flow run resolves from those sections, without checking it again."""
+    dataset = {k: sections["dataset"][k] for k in ("input", "registration", "table")}
+    output = {k: sections["output"][k] for k in ("dir", "state")}
+    return spec.model_copy(
+        update={
+            "dataset": spec.dataset.model_copy(update=dataset),
+            "output": spec.output.model_copy(update=output),
+            "base_dir": str(Path.cwd()),
+        }
+    )
+
+
 def release_spec(
     data: Any = None, spec: Any = None, state: Any = None, overrides: dict | None = None
 ) -> tuple[ReleaseSpec, pd.DataFrame | None]:
-    """The spec `publish_data` runs, checked (SpecError before any work), and the DataFrame input if
-    any. `data` (a DataFrame or an input file's path) replaces [dataset] input (and table);
-    `state` replaces [output] state; both are read from the current folder."""
-    import pandas as pd
-
-    from privpub.schemas.errors import SpecError
-    from privpub.schemas.input import FRAME_INPUT
-    from privpub.schemas.spec import spec_from_dict
-
+    """The spec `publish_data` runs, resolved and checked once (SpecError before any work), and
+    the DataFrame input if any. `data` (a DataFrame or an input file's path) replaces [dataset]
+    input (and table); `state` replaces [output] state; both are read from the current folder."""
     if spec is None:
         raise SpecError("privpub.publish needs a spec: a dict of sections, a TOML file's path or a ReleaseSpec")
     sections, base_dir = _sections(spec)
@@ -117,7 +124,48 @@ def release_spec(
         sections["dataset"].pop("table", None)  # the data given is the input
     if state is not None:
         _merge_section(sections, "output", {"state": _absolute(state)})
-    return spec_from_dict(sections, base_dir=base_dir), frame
+    return resolve_spec(None, sections, None, base_dir=base_dir), frame
+
+
+def publish_plan(data: Any, spec: Any, state: Any, overrides: dict | None) -> tuple[RunPlan, pd.DataFrame | None]:
+    """The plan `publish_data` runs (the spec resolved once) and its DataFrame input, if any."""
+    if spec is None and _is_path(data):  # one path: the spec file, as always
+        spec, data = data, None
+    if _is_path(spec) and data is None:  # the spec file itself (its path is logged)
+        if state is not None:
+            overrides = {
+                **(overrides or {}),
+                "output": {**(overrides or {}).get("output", {}), "state": _absolute(state)},
+            }
+        return plan_run(str(spec), overrides), None
+    checked, frame = release_spec(data, spec, state, overrides)
+    sections = absolute_spec(checked)  # a flow run's parameters: paths that mean the same anywhere
+    return plan_from_spec(with_absolute_paths(checked, sections), "", sections), frame
+
+
+def publish_release(
+    plan: RunPlan,
+    actor: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    allow_repeat: bool = False,
+    frame: pd.DataFrame | None = None,
+) -> str:
+    """Publish the plan's release; returns its id.
+
+    With a Prefect server configured or running, as a flow run of it (flows/publish.py);
+    otherwise in this process with no server. The release is the same either way. `progress`
+    receives one line per step (e.g. `print`; None: silent). `frame`: the input rows, for a spec
+    whose [dataset] input is "<DataFrame>"; such a release always runs in this process (a flow
+    run's parameters and task inputs are the server's to keep, and rows must never get there).
+    Raises SpecError, InputError, PrivacyRefused, ... with a one-line message; every attempt
+    leaves its row in the audit log."""
+    path = plan.spec_path or ""
+    if frame is None and run.prefect_configured():
+        publish = load_lazily("privpub.flows.publish:publish")  # Prefect only when a server is configured
+        release_id: str = publish(path, plan.overrides, actor, allow_repeat=allow_repeat, plan=plan)
+        return release_id
+    with frame_input(frame) if frame is not None else contextlib.nullcontext():
+        return attempt(path, plan.overrides, actor, driver=Driver(progress), allow_repeat=allow_repeat, plan=plan)
 
 
 def publish_data(
@@ -142,42 +190,9 @@ def publish_data(
     sections. A release from a DataFrame runs in this process; any other runs as a flow run when
     a Prefect server is configured or running (flows/run.py). `progress` gets one line per step.
     Raises SpecError, InputError, PrivacyRefused, ... with a one-line message."""
-    from privpub.flows.published_release import PublishedRelease
-    from privpub.flows.run import publish_release
-    from privpub.schemas.spec import resolve_spec
-
-    if spec is None and isinstance(data, (str, os.PathLike)):  # one path: the spec file, as always
-        spec, data = data, None
-    if isinstance(spec, (str, os.PathLike)) and data is None:  # the spec file itself (its path is logged)
-        if state is not None:
-            overrides = {
-                **(overrides or {}),
-                "output": {**(overrides or {}).get("output", {}), "state": _absolute(state)},
-            }
-        path = str(spec)
-        release_id = publish_release(path, overrides, actor, progress, allow_repeat)
-        return PublishedRelease(release_id, resolve_spec(path, None, overrides).state_path)
-    checked, frame = release_spec(data, spec, state, overrides)
-    sections = absolute_spec(checked)
-    release_id = publish_release("", sections, actor, progress, allow_repeat, frame=frame)
-    return PublishedRelease(release_id, sections["output"]["state"])
-
-
-def history(state: str | os.PathLike | None = None, series: str | None = None) -> pd.DataFrame:
-    """The committed releases (what `privpub history` prints): release_id, series, sequence,
-    technique, status, seed, created_at, trigger, actor, flow_run_id; one series' with `series`."""
-    from privpub.state.store import Store  # lazy: `import privpub` stays cheap
-
-    return Store(state_file(state)).history(series)
-
-
-def snapshot(out: str | os.PathLike, state: str | os.PathLike | None = None) -> Path:
-    """A consistent copy of the state file at `out` (a new file, owner-only): open the copy with
-    DuckDB, even read-write, without holding any publish (a session on the state file itself,
-    read-only ones included, makes every writer wait). Returns its path."""
-    from privpub.state.store import Store  # lazy: `import privpub` stays cheap
-
-    return Store(state_file(state)).snapshot(Path(out))
+    plan, frame = publish_plan(data, spec, state, overrides)
+    release_id = publish_release(plan, actor, progress, allow_repeat, frame=frame)
+    return PublishedRelease(release_id, plan.state_path)
 
 
 def verify(release_id: str, state: str | os.PathLike | None = None, *, actor: str | None = None) -> pd.DataFrame:
@@ -185,11 +200,6 @@ def verify(release_id: str, state: str | os.PathLike | None = None, *, actor: st
     one row per check, columns status (PASS, FAIL, SKIP, INFO), check, passed, detail; `.attrs`
     holds ok (no check failed, as `passed.all()`), release (the header line) and lines (the
     printed lines). Logged in the audit log."""
-    import pandas as pd
-
-    from privpub.flows.attempts import current_actor
-    from privpub.flows.reverify import reverify_checks  # lazy: techniques load only when verifying
-
     ok, header, checks = reverify_checks(state_file(state), str(release_id), actor=current_actor(actor))
     frame = pd.DataFrame(
         {
@@ -206,9 +216,6 @@ def verify(release_id: str, state: str | os.PathLike | None = None, *, actor: st
 def series_spec(spec: Any, state: Any = None, overrides: dict | None = None) -> ReleaseSpec:
     """The spec whose [series] a change takes, checked: as `publish` reads it, but no input is
     read, so a dict spec may leave [dataset] input out."""
-    from privpub.schemas.input import FRAME_INPUT
-    from privpub.schemas.spec import resolve_spec
-
     if _is_path(spec) and state is None:  # the file itself: its folder anchors its paths
         return resolve_spec(str(spec), None, overrides)
     if isinstance(spec, dict):
@@ -234,13 +241,6 @@ def change_series(
     (a SeriesChange); raises PrivacyRefused naming the releases that combine to narrow people,
     SpecError when the stored values break the new model, StateError when the series has no
     stored summaries; then nothing changed and the refusal is in the audit log."""
-    from privpub.flows.attempts import current_actor, record_failure
-    from privpub.schemas.errors import SpecError, StateError, public_message
-    from privpub.state.store import Store
-    from privpub.tasks.compose.change import rebuild_series
-    from privpub.tasks.compose.check import series_settings
-    from privpub.tasks.techniques.registry import get_technique
-
     who = current_actor(actor)
     checked = None
     try:  # refused before any work: still an attempt, with its audit row where the spec says

@@ -7,6 +7,7 @@ Prefect starts.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import getpass
 import os
 import sys
@@ -39,14 +40,25 @@ def current_actor(actor: str | None) -> str:
         return os.environ.get("USER", "unknown")
 
 
-# set by the CLI before it runs a flow in its own process
-STARTED_BY_CLI = False
+# what started the runs of this context: "cli" inside the CLI's `started_from` (a flow run in
+# its own process too), else "direct" (a Python call) unless Prefect says otherwise
+_TRIGGER: contextvars.ContextVar[str] = contextvars.ContextVar("privpub_trigger", default="direct")
+
+
+@contextlib.contextmanager
+def started_from(trigger: str) -> Iterator[None]:
+    """Attempts inside the block (and the audit rows of their failures) name `trigger`."""
+    token = _TRIGGER.set(trigger)
+    try:
+        yield
+    finally:
+        _TRIGGER.reset(token)
 
 
 def attribution() -> dict:
     """What started this run: trigger (cli, schedule, manual for a UI/API run of a deployment,
     retry, direct for a Python call), the deployment and, for a scheduled run, its slot."""
-    out: dict = {"trigger": "cli" if STARTED_BY_CLI else "direct", "deployment": None, "scheduled_for": None}
+    out: dict = {"trigger": _TRIGGER.get(), "deployment": None, "scheduled_for": None}
     run_id = flow_run_id()
     if run_id is None:
         return out

@@ -328,16 +328,35 @@ def _date_proposal(name: str, column: pd.Series, people: int, birth: bool, why_q
     return Column(name, f"not a QI: a date near-unique per person even by the year ({_count(days, 'distinct day')})")
 
 
+@dataclass(frozen=True)
+class Seen:
+    """What `propose_column` learned of a column before deciding (counts, never values)."""
+
+    name: str
+    words: set[str]
+    category: str | None  # the QI category its name says, if any
+    distinct: int
+    extra: int  # 1 when an empty cell may become a value of its own ("category")
+    n: int
+    people: int
+
+    @property
+    def why_qi(self) -> str:
+        return f" ({self.category}: an adversary may know it)" if self.category else ""
+
+    @property
+    def known(self) -> bool:
+        return bool(self.category)
+
+
 def propose_column(name: str, column: pd.Series, n: int, people: int | None = None) -> Column:
     """The proposal for one column (not the person id or the sensitive column) of a table of `n`
     rows and `people` people (n when each row is a person)."""
     people = n if people is None else people
     words = name_words(name)
-    category = qi_category(words)
-    why_qi = f" ({category}: an adversary may know it)" if category else ""
     filled = column.dropna()
     distinct = int(filled.nunique())
-    extra = int(len(filled) < len(column))  # an empty cell may become a value of its own ("category")
+    seen = Seen(name, words, qi_category(words), distinct, int(len(filled) < len(column)), n, people)
     if distinct <= 1:
         return Column(name, "not a QI: one value in every row (it tells nobody apart)")
     strong = sorted(words & IDENTIFIER_WORDS)
@@ -346,41 +365,54 @@ def propose_column(name: str, column: pd.Series, n: int, people: int | None = No
     if words & FREE_TEXT_WORDS:
         return Column(name, "not a QI: free text (its name says so)")
     if _dates(column):
-        return _date_proposal(name, column, people, bool(words & BIRTH_WORDS), why_qi)
+        return _date_proposal(name, column, people, bool(words & BIRTH_WORDS), seen.why_qi)
     numbers = _numbers(column)
     if numbers is not None:
-        if distinct == n:
-            return Column(name, "not a QI: numbers unique per row (identifier-like)")
-        if words & SENSITIVE_WORDS and not category:  # income, a lab result: however many values
-            return Column(name, "not a QI: a sensitive candidate (an adversary wants to learn it, not knows it)")
-        if is_near_unique(distinct + extra, people):
-            return Column(name, f"not a QI: numbers with {_near(distinct + extra, people)}")
-        if _id_word(words) and not category:
-            return Column(name, "not a QI: a direct identifier (its name says it is an id)")
-        integral = bool(np.all(np.mod(numbers.to_numpy(), 1) == 0))
-        if integral and distinct <= ORDINAL_MAX_VALUES:
-            order = [int(v) for v in np.unique(numbers.to_numpy())]
-            return Column(
-                name,
-                f"quasi-identifier: an ordinal scale of {distinct} integers (the order: their numeric order){why_qi}",
-                "ordinal",
-                {"order": order},
-                known=bool(category),
-            )
-        return Column(
-            name, f"quasi-identifier: numbers with {_count(distinct, 'value')}{why_qi}", "numeric", known=bool(category)
-        )
+        return _numeric_proposal(seen, numbers)
     text = filled.astype("string")
-    if distinct == n:
+    return _text_refusal(seen, text, filled) or _text_proposal(seen, text)
+
+
+def _numeric_proposal(seen: Seen, numbers: pd.Series) -> Column:
+    """A column of numbers: refused (unique, sensitive, near-unique, an id), an ordinal scale of
+    few integers, or numeric."""
+    name, words, distinct, category = seen.name, seen.words, seen.distinct, seen.category
+    if distinct == seen.n:
+        return Column(name, "not a QI: numbers unique per row (identifier-like)")
+    if words & SENSITIVE_WORDS and not category:  # income, a lab result: however many values
+        return Column(name, "not a QI: a sensitive candidate (an adversary wants to learn it, not knows it)")
+    if is_near_unique(distinct + seen.extra, seen.people):
+        return Column(name, f"not a QI: numbers with {_near(distinct + seen.extra, seen.people)}")
+    if _id_word(words) and not category:
+        return Column(name, "not a QI: a direct identifier (its name says it is an id)")
+    integral = bool(np.all(np.mod(numbers.to_numpy(), 1) == 0))
+    if integral and distinct <= ORDINAL_MAX_VALUES:
+        order = [int(v) for v in np.unique(numbers.to_numpy())]
+        return Column(
+            name,
+            f"quasi-identifier: an ordinal scale of {distinct} integers (the order: their numeric order){seen.why_qi}",
+            "ordinal",
+            {"order": order},
+            known=seen.known,
+        )
+    return Column(
+        name, f"quasi-identifier: numbers with {_count(distinct, 'value')}{seen.why_qi}", "numeric", known=seen.known
+    )
+
+
+def _text_refusal(seen: Seen, text: pd.Series, filled: pd.Series) -> Column | None:
+    """Why a column of text is not a QI (unique, identifier-like values, free text, near-unique,
+    an id or a name, a sensitive candidate), or None."""
+    name, words, distinct, category = seen.name, seen.words, seen.distinct, seen.category
+    if distinct == seen.n:
         return Column(name, "not a QI: unique per row (identifier-like)")
     looks = _value_identifier(_distinct_text(filled))
     if looks:
         return Column(name, f"not a QI: a direct identifier (the values look like {looks})")
-    lengths = text.str.len()
-    if lengths.mean() > FREE_TEXT_CHARS or (distinct > n / 2 and text.str.contains(" ").mean() > 0.5):
+    if text.str.len().mean() > FREE_TEXT_CHARS or (distinct > seen.n / 2 and text.str.contains(" ").mean() > 0.5):
         return Column(name, "not a QI: free text")
-    if is_near_unique(distinct + extra, people):
-        return Column(name, f"not a QI: {_near(distinct + extra, people)}")
+    if is_near_unique(distinct + seen.extra, seen.people):
+        return Column(name, f"not a QI: {_near(distinct + seen.extra, seen.people)}")
     if _id_word(words) and not category:
         said = "a person's name" if words & {"name", "names"} else "an id"
         return Column(name, f"not a QI: a direct identifier (its name says it is {said})")
@@ -388,15 +420,22 @@ def propose_column(name: str, column: pd.Series, n: int, people: int | None = No
         return Column(name, "not a QI: a sensitive candidate (an adversary wants to learn it, not knows it)")
     if not category and distinct >= NAME_MIN_VALUES and _matching(_distinct_text(filled), PERSON_NAME) >= 0.9:
         return Column(name, f"not a QI: {_count(distinct, 'value')} that look like people's names")
+    return None
+
+
+def _text_proposal(seen: Seen, text: pd.Series) -> Column:
+    """A column of text as a QI: a known scale (ordinal), codes (masked), or categories."""
+    name, distinct = seen.name, seen.distinct
     scale = _known_scale(set(text.unique())) if distinct <= 5 else None
     if scale is not None:
         return Column(
             name,
-            f"quasi-identifier: a known scale of {distinct} values{why_qi}",
+            f"quasi-identifier: a known scale of {distinct} values{seen.why_qi}",
             "ordinal",
             {"order": scale},
-            known=bool(category),
+            known=seen.known,
         )
+    lengths = text.str.len()
     code_like = (
         distinct > 10
         and lengths.nunique() <= 2
@@ -409,16 +448,16 @@ def propose_column(name: str, column: pd.Series, n: int, people: int | None = No
         return Column(
             name,
             f"quasi-identifier: codes of {'/'.join(map(str, sorted(lengths.unique())))} characters with "
-            f"{_count(distinct, 'value')}; generalized by masking their last characters{why_qi}",
+            f"{_count(distinct, 'value')}; generalized by masking their last characters{seen.why_qi}",
             "categorical",
             {"hierarchy": "mask"},
-            known=bool(category),
+            known=seen.known,
         )
     return Column(
         name,
-        f"quasi-identifier: categories with {_count(distinct, 'value')}{why_qi}",
+        f"quasi-identifier: categories with {_count(distinct, 'value')}{seen.why_qi}",
         "categorical",
-        known=bool(category),
+        known=seen.known,
     )
 
 
@@ -531,6 +570,26 @@ def _distinct_as_read(column: pd.Series, c: Column) -> int:
     return int((numbers if numbers is not None else filled.astype("string")).nunique()) + extra
 
 
+@dataclass
+class Chosen:
+    """What `propose` decided for a table: the person id (given, found or none), its people, each
+    column's proposal and the quasi-identifiers chosen (with `_plan`'s missing-cell choice)."""
+
+    label: str
+    n: int
+    n_columns: int
+    sensitive: str
+    person_id: str | None
+    detected: bool  # the person id was found, not given
+    many: bool  # rows_per_person = "many"
+    people: int
+    proposals: list[Column]
+    qis: list[Column]
+    missing: str | None
+    missing_note: str
+    guard: bool  # the sensitive column can give distinct l = DEFAULT_L
+
+
 def propose(
     frame: pd.DataFrame,
     source: dict[str, str],
@@ -543,6 +602,19 @@ def propose(
     """The spec proposed for `frame` (read from `source`) and its report lines."""
     columns = [str(c) for c in frame.columns]
     frame = frame.set_axis(columns, axis=1)
+    _check_arguments(frame, columns, sensitive, person_id, max_qi)
+    chosen = _choose(frame, columns, sensitive, person_id, max_qi, label)
+    where = source.copy()
+    if "input" in where and not Path(where["input"]).is_absolute():
+        where["input"] = os.path.relpath(Path(where["input"]).resolve(), spec_dir.resolve())
+    lines = [*_dataset_lines(chosen, where), *_technique_lines(chosen)]
+    return Proposal("\n".join(lines), _report_lines(chosen))
+
+
+def _check_arguments(
+    frame: pd.DataFrame, columns: list[str], sensitive: str, person_id: str | None, max_qi: int
+) -> None:
+    """The options refused before anything is proposed (one line each)."""
     for role, given in (("sensitive", sensitive), ("person id", person_id)):
         if given is not None and given not in columns:
             raise InputError(
@@ -560,6 +632,12 @@ def propose(
             f"--sensitive '{sensitive}' looks like a direct identifier ({why}): it would be published as it is; "
             "choose the attribute the release is about"
         )
+
+
+def _choose(
+    frame: pd.DataFrame, columns: list[str], sensitive: str, person_id: str | None, max_qi: int, label: str
+) -> Chosen:
+    """The person id, each column's proposal, and the quasi-identifiers chosen among them."""
     n = len(frame)
     detected = person_id is None
     if detected:
@@ -577,27 +655,46 @@ def propose(
     qis = plan.qis
     if not qis:
         raise InputError("no column looks like a quasi-identifier; write the spec by hand (README, 'The spec')")
-    chosen = {p.name for p in qis}
+    names = {p.name for p in qis}
     for p in proposals:
         if p.name in plan.left_out:
             p.kind, p.why = None, plan.left_out[p.name]
-        elif p.kind and p.name not in chosen:
+        elif p.kind and p.name not in names:
             p.kind, p.why = None, f"not proposed: {p.why}, beyond the {max_qi} proposed (add it by hand if needed)"
     if plan.missing != "drop" and _empty(frame, [*base, *(p.name for p in qis)]).all():
         raise InputError("every row has an empty cell in a column the release would read")
+    # distinct l = 2 when the sensitive column can give it: without a model on the sensitive column
+    # the report says nothing guards it, however many people share a group
+    guard = bool(frame[sensitive].nunique() >= DEFAULT_L)
+    return Chosen(
+        label,
+        n,
+        len(columns),
+        sensitive,
+        person_id,
+        detected,
+        many,
+        people,
+        proposals,
+        qis,
+        plan.missing,
+        plan.missing_note,
+        guard,
+    )
 
-    where = source.copy()
-    if "input" in where and not Path(where["input"]).is_absolute():
-        where["input"] = os.path.relpath(Path(where["input"]).resolve(), spec_dir.resolve())
-    pid = person_id or ROW_ID
-    if person_id is None:
+
+def _dataset_lines(chosen: Chosen, where: dict[str, str]) -> list[str]:
+    """The spec's header and [dataset] section, each proposal's reason beside it."""
+    n, people, label = chosen.n, chosen.people, chosen.label
+    pid = chosen.person_id or ROW_ID
+    if chosen.person_id is None:
         pid_note = "  # no person id given or found: the row number (from 1) stands for it; every row is a person"
-    elif detected:
+    elif chosen.detected:
         pid_note = f"  # found: an id that repeats ({_people(people)} in {_count(n, 'row')})"
     else:
         pid_note = ""
     lines = [
-        f"# privpub spec proposed by `privpub init` from {label} ({_count(n, 'row')}, {_count(len(columns), 'column')}).",
+        f"# privpub spec proposed by `privpub init` from {label} ({_count(n, 'row')}, {_count(chosen.n_columns, 'column')}).",
         "# Review the proposals below (kinds, quasi-identifiers, hierarchies, k), then: privpub publish <this file>",
         "",
         "[dataset]",
@@ -608,35 +705,37 @@ def propose(
         ),
         f"person_id = {_toml(pid)}{pid_note}",
     ]
-    if many:
+    if chosen.many:
         lines.append(
             f'rows_per_person = "many"  # {_people(people)} in {_count(n, "row")}: a person may have several '
             "rows; every privacy figure counts people"
         )
-    lines.append(f"sensitive = {_toml(sensitive)}  # published as it is; never a quasi-identifier")
-    if plan.missing:
-        lines.append(f"missing = {_toml(plan.missing)}  # {plan.missing_note}")
+    lines.append(f"sensitive = {_toml(chosen.sensitive)}  # published as it is; never a quasi-identifier")
+    if chosen.missing:
+        lines.append(f"missing = {_toml(chosen.missing)}  # {chosen.missing_note}")
     lines.append("qi = [")
-    for p in qis:
+    for p in chosen.qis:
         entry = {"name": p.name, "kind": p.kind, **p.keys}
         lines.append(f"  # {p.why}")
         lines.append("  { " + ", ".join(f"{k} = {_toml(v)}" for k, v in entry.items()) + " },")
     lines.append("]")
-    lines += [f"# '{p.name}': {p.why}" for p in proposals if not p.kind]
-    # distinct l = 2 when the sensitive column can give it: without a model on the sensitive column
-    # the report says nothing guards it, however many people share a group
-    guard = frame[sensitive].nunique() >= DEFAULT_L
-    lines += [
+    lines += [f"# '{p.name}': {p.why}" for p in chosen.proposals if not p.kind]
+    return lines
+
+
+def _technique_lines(chosen: Chosen) -> list[str]:
+    """The spec's [technique] and [output] sections."""
+    return [
         "",
         "[technique]",
         'name = "generalization"  # Mondrian generalization: every row shares its published QI values with k - 1 others',
         f"k = {DEFAULT_K}",
         *(
             [
-                f"l = {DEFAULT_L}  # every group holds at least {DEFAULT_L} different {sensitive} values (no certain "
-                "disclosure); for a skewed column also consider beta or t (README, docs/models.md)"
+                f"l = {DEFAULT_L}  # every group holds at least {DEFAULT_L} different {chosen.sensitive} values (no "
+                "certain disclosure); for a skewed column also consider beta or t (README, docs/models.md)"
             ]
-            if guard
+            if chosen.guard
             else []
         ),
         "",
@@ -645,21 +744,26 @@ def propose(
         'state = "privpub.duckdb"  # the release history',
         "",
     ]
-    if person_id is None:
+
+
+def _report_lines(chosen: Chosen) -> list[str]:
+    """What `privpub init` prints: what was proposed and why (counts, never values)."""
+    n = chosen.n
+    if chosen.person_id is None:
         who = f"row number ({ROW_ID}): no --person-id given"
     else:
-        who = f"'{person_id}'" + (" (found: an id that repeats)" if detected else "")
+        who = f"'{chosen.person_id}'" + (" (found: an id that repeats)" if chosen.detected else "")
     report = [
-        f"{label}: {_count(n, 'row')}, {_count(len(columns), 'column')}",
+        f"{chosen.label}: {_count(n, 'row')}, {_count(chosen.n_columns, 'column')}",
         "person id: " + who,
-        *([f'rows_per_person = "many": {_people(people)} in {_count(n, "row")}'] if many else []),
-        f"sensitive: '{sensitive}'",
-        *(f"  {p.name}: {p.why}" + (f" [{p.kind}]" if p.kind else "") for p in proposals),
+        *([f'rows_per_person = "many": {_people(chosen.people)} in {_count(n, "row")}'] if chosen.many else []),
+        f"sensitive: '{chosen.sensitive}'",
+        *(f"  {p.name}: {p.why}" + (f" [{p.kind}]" if p.kind else "") for p in chosen.proposals),
     ]
-    if plan.missing:
-        report.append(f"missing = {_toml(plan.missing)}: {plan.missing_note}")
-    report.append(f"technique: generalization, k = {DEFAULT_K}" + (f", l = {DEFAULT_L}" if guard else ""))
-    return Proposal("\n".join(lines), report)
+    if chosen.missing:
+        report.append(f"missing = {_toml(chosen.missing)}: {chosen.missing_note}")
+    report.append(f"technique: generalization, k = {DEFAULT_K}" + (f", l = {DEFAULT_L}" if chosen.guard else ""))
+    return report
 
 
 def init(

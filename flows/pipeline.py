@@ -37,10 +37,11 @@ from privpub.schemas.errors import PrivacyRefused, public_message
 from privpub.schemas.spec import ROW_ID, ReleaseSpec, RunSpec, resolve_spec
 from privpub.state.failpoints import failpoint
 from privpub.state.store import StagedFiles, Store, check_output_dir, stage_tables
-from privpub.tasks.compose.check import SeriesCheck
+from privpub.tasks.compose.check import SeriesCheck, series_settings
 from privpub.tasks.compose.parted import PartedSeriesCheck
 from privpub.tasks.core.executor import Executor, ThreadExecutor
 from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import Technique
 from privpub.tasks.core.types import Partition, PrivacyResult, Release, VerifyContext
 from privpub.tasks.evaluate import SharedWorkload, evaluate, evaluation_workload, utility_summary
 from privpub.tasks.evaluate.parted import evaluate_on_cluster
@@ -53,13 +54,6 @@ from privpub.tasks.techniques.registry import get_technique
 from privpub.tasks.validate import checked_input, load_input, validate
 from privpub.tasks.validate.parted import PartedData
 from privpub.tasks.verify.published import PEOPLE, PEOPLE_IN, check_published
-
-# ids of the releases this process committed: whatever fails afterwards (artifacts, the summary,
-# Prefect's own bookkeeping) must not turn a committed release into a failed command
-COMMITTED: list[str] = []
-# called with the release id right after the commit (the CLI prints it there)
-ON_COMMIT: list = []
-
 
 # --- transient failures: retried by both drivers ----------------------------------------------
 
@@ -517,8 +511,131 @@ def refuse_row_ids_in_a_series(store: Store, spec: ReleaseSpec, who, run_id, ori
     raise PrivacyRefused(message)
 
 
+# --- one publish: the plan (the spec resolved and checked once), the run, its phases ----------
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A publish's spec resolved and checked once (`plan_run`), carried through the whole run:
+    the CLI's checks, the input's early read, the attempt, the Prefect flow run in this process
+    and the commit all read it, none resolves the spec again.
+
+    spec_path, overrides: what it was resolved from (the audit row of a failed attempt reads
+    them; a flow run gets them as its parameters). places_checked: the output folder and the
+    state file were found usable already (`check_places`)."""
+
+    spec: ReleaseSpec
+    technique: Technique  # the spec's, its parameters validated
+    risk: RiskSettings
+    in_parts: bool  # rows read and kept where the executor works (flows/cluster.py uses_cluster)
+    spec_path: str | None = None
+    overrides: dict | None = None
+    places_checked: bool = False
+
+    @property
+    def series(self) -> str:
+        return self.spec.dataset.name
+
+    @property
+    def state_path(self) -> Path:
+        return self.spec.state_path
+
+
+def plan_from_spec(spec: ReleaseSpec, spec_path: str | None = None, overrides: dict | None = None) -> RunPlan:
+    """The plan of a spec resolved already: its technique, [series] and [risk] checked (refused
+    before any work, one line)."""
+    technique = get_technique(spec)
+    series_settings(spec, technique)
+    return RunPlan(spec, technique, risk_settings(spec), uses_cluster(spec, technique), spec_path, overrides)
+
+
+def plan_run(spec_path: str | None, overrides: dict | None) -> RunPlan:
+    """The one place a publish resolves its spec (the file, or with no path the overrides as the
+    whole spec), then checks it (`plan_from_spec`)."""
+    return plan_from_spec(resolve_spec(spec_path, None, overrides), spec_path, overrides)
+
+
+def check_places(plan: RunPlan) -> RunPlan:
+    """The output folder and the state file usable (before any work: a run must not fail only at
+    the end); the plan says so, and the run does not check again."""
+    if not plan.places_checked:
+        check_output_dir(plan.spec.output_dir)
+        Store(plan.state_path).check_usable()
+    return replace(plan, places_checked=True)
+
+
+# called with the release id right after the commit (the CLI prints it there; an attempt notes
+# it: whatever fails afterwards must not turn a committed release into a failed command)
+_ON_COMMIT: contextvars.ContextVar[tuple[Callable[[str], None], ...]] = contextvars.ContextVar(
+    "privpub_on_commit", default=()
+)
+
+
+@contextlib.contextmanager
+def on_commit(callback: Callable[[str], None]) -> Iterator[None]:
+    """`callback(release_id)` after each commit inside the block (a flow run in this process too)."""
+    token = _ON_COMMIT.set((*_ON_COMMIT.get(), callback))
+    try:
+        yield
+    finally:
+        _ON_COMMIT.reset(token)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What the caller of a publish asks beyond the spec (run_release's keyword arguments)."""
+
+    actor: str | None = None
+    context: dict | None = None
+    new_release: bool = False
+    allow_repeat: bool = False
+
+
+@dataclass
+class ReleaseRun:
+    """One publish under way: its plan, how its steps run, and what its first phase fixed."""
+
+    plan: RunPlan
+    options: RunOptions
+    driver: Driver
+    executor: Executor
+    store: Store
+    series_check: SeriesCheck
+    started: datetime
+    seed: int
+    who: str
+    run_id: str | None
+    origin: dict
+
+    @property
+    def spec(self) -> ReleaseSpec:
+        return self.plan.spec
+
+    @property
+    def technique(self) -> Technique:
+        return self.plan.technique
+
+    def log(self, target: str, outcome: str, detail: dict) -> None:
+        self.store.log(self.who, "publish", target, outcome, self.run_id, {**detail, **self.origin})
+
+    def unchanged(self, release_id: str) -> dict[str, Any]:
+        """The summary of a run that found its release made already."""
+        return {"release_id": release_id, "created": False, "state": str(self.store.path)}
+
+
+@dataclass(frozen=True)
+class RowsRead:
+    """The input's rows, their fingerprint, the release key they give and the series' last
+    sequence when they were checked (the commit refuses if another release landed since)."""
+
+    fp: str
+    data: Microdata | PartedData
+    key: str
+    based_on: int
+
+
 def run_release(
-    spec: ReleaseSpec,
+    spec: ReleaseSpec | RunPlan,
     actor: str | None = None,
     context: dict | None = None,
     store: Store | None = None,
@@ -530,126 +647,167 @@ def run_release(
 ) -> dict[str, Any]:
     """The pipeline itself; returns a summary dict (release id, figures, where things are).
 
+    spec: the run's plan (`plan_run`), or a spec resolved already (planned here).
     new_release: publish even if this flow run (a retry) or this deployment's scheduled slot
     already published a release of the series (without it, that release is returned).
     allow_repeat: publish although the input and parameters equal the series' last release's
     (refuse_repeat).
     executor: where chunks run (None: the one [run] asks for, closed when the release is done).
     driver: how steps run (None: the driver of the surrounding call, else plain calls)."""
+    plan = spec if isinstance(spec, RunPlan) else plan_from_spec(spec, spec_path)
+    options = RunOptions(actor, context, new_release, allow_repeat)
     driver = driver or current_driver()
-    token = _DRIVER.set(driver)
-    try:
-        with contextlib.ExitStack() as held:  # the series lock, once taken, until the release ends
-            args = (driver, spec, actor, context, store, new_release, spec_path)
-            if executor is None:
-                with driver.make_executor(spec.run) as executor:
-                    return _run_release(*args, executor, allow_repeat, held)
-            return _run_release(*args, executor, allow_repeat, held)
-    finally:
-        _DRIVER.reset(token)
+    own = driver.make_executor(plan.spec.run) if executor is None else contextlib.nullcontext(executor)
+    # the series lock, once taken, held until the release ends; the executor closed after it
+    with using_driver(driver), contextlib.ExitStack() as held, own as runs_chunks:
+        return publish_run(open_run(plan, options, driver, runs_chunks, store or Store(plan.state_path), held))
 
 
-def _run_release(
-    driver: Driver, spec, actor, context, store, new_release, spec_path, executor, allow_repeat, held
-) -> dict[str, Any]:
+def open_run(
+    plan: RunPlan, options: RunOptions, driver: Driver, executor: Executor, store: Store, held: contextlib.ExitStack
+) -> ReleaseRun:
+    """The checks before any work: the series check's settings, the output folder and the state
+    file (unless the plan's caller checked them), then the series lock, held until `held` closes."""
     started = datetime.now(UTC).replace(tzinfo=None)
-    technique = get_technique(spec)
-    settings = risk_settings(spec)  # [risk], refused before any work
-    # chosen once: the rows read into this process, or kept in parts where the executor works
-    # (Parquet input read by Dask workers); the series check reads its people accordingly
-    in_parts = uses_cluster(spec, technique)
-    series_check = (PartedSeriesCheck if in_parts else SeriesCheck)(spec, technique)  # refuses before any work
+    spec = plan.spec
+    # the rows read into this process, or kept in parts where the executor works: the series
+    # check reads its people accordingly
+    series_check = (PartedSeriesCheck if plan.in_parts else SeriesCheck)(spec, plan.technique)
     seed = spec.output.seed if spec.output.seed is not None else draw_seed()
-    store = store or Store(spec.state_path)
-    check_output_dir(spec.output_dir)  # before any work: a run must not fail only at the end
-    store.check_usable()
+    if not plan.places_checked:
+        check_output_dir(spec.output_dir)
+        store.check_usable()
     store.watch_output_dir(spec.output_dir)
     # one publish of a series at a time, from here (its first look at the series) to its commit
     held.enter_context(store.series_lock(spec.dataset.name))
-    who, run_id, origin = current_actor(actor), flow_run_id(), attribution()
-    done = store.published_for(spec.dataset.name, run_id, origin["deployment"], origin["scheduled_for"])
-    if done and not new_release:
+    who, run_id, origin = current_actor(options.actor), flow_run_id(), attribution()
+    return ReleaseRun(plan, options, driver, executor, store, series_check, started, seed, who, run_id, origin)
+
+
+def publish_run(run: ReleaseRun) -> dict[str, Any]:
+    """The phases of one publish, in order: the slot, the rows and the checks on them, compute,
+    the refusal's audit row, then stage and commit."""
+    done = already_published(run)
+    if done is not None:
+        return run.unchanged(done)
+    rows = read_and_check(run)
+    if isinstance(rows, str):
+        return run.unchanged(rows)
+    computed = compute(run, rows)
+    if computed.refusal is not None:
+        refuse(run, computed.refusal)
+    return stage_and_commit(run, rows, computed)
+
+
+def already_published(run: ReleaseRun) -> str | None:
+    """The release this flow run (a retry) or this scheduled slot published already, unless
+    new_release asks for another."""
+    series, origin = run.plan.series, run.origin
+    done = run.store.published_for(series, run.run_id, origin["deployment"], origin["scheduled_for"])
+    if done and not run.options.new_release:
         progress(
             f"already published as {done} by this run or for this scheduled slot: nothing to do "
             "(new_release=true publishes another)"
         )
-        store.log(who, "publish", done, "already-published", run_id, origin)
-        return {"release_id": done, "created": False, "state": str(store.path)}
+        run.log(done, "already-published", {})
+        return done
     if done:
         progress(f"a release ({done}) exists for this run or slot; new_release=true asks for another")
     progress(
-        f"series '{spec.dataset.name}', technique '{technique.name}', seed {seed}, "
-        f"started by {who} ({origin['trigger']})"
+        f"series '{series}', technique '{run.technique.name}', seed {run.seed}, "
+        f"started by {run.who} ({origin['trigger']})"
     )
+    return None
 
-    fp, data = read_rows(driver, spec, technique, executor, in_parts)
-    settings.check_population(data.people)  # [risk] population below the input's records (people): refused now
-    key = release_key(spec, fp, seed)
-    existing = store.find_by_key(key)
+
+def read_and_check(run: ReleaseRun) -> RowsRead | str:
+    """The input's rows, then what they decide before any computing: [risk] population against
+    the input's people, a release of the same key (returned: its id), a repeat of the series'
+    last release and "@row" in a series (refused, with their audit rows)."""
+    spec = run.spec
+    fp, data = read_rows(run.driver, spec, run.technique, run.executor, run.plan.in_parts)
+    run.plan.risk.check_population(data.people)  # [risk] population below the input's people: refused now
+    key = release_key(spec, fp, run.seed)
+    existing = run.store.find_by_key(key)
     if existing:
         progress(f"already published as {existing} (same input, parameters and seed): nothing to do")
-        store.log(
-            who,
-            "publish",
-            existing,
-            "recognised",
-            run_id,
-            {"reason": "same series, input, parameters and seed as an existing release", **origin},
-        )
-        return {"release_id": existing, "created": False, "state": str(store.path)}
-    if not allow_repeat:
-        refuse_repeat(store, spec, technique, fp, who, run_id, origin)
-    refuse_row_ids_in_a_series(store, spec, who, run_id, origin)
-
+        reason = "same series, input, parameters and seed as an existing release"
+        run.log(existing, "recognised", {"reason": reason})
+        return existing
+    if not run.options.allow_repeat:
+        refuse_repeat(run.store, spec, run.technique, fp, run.who, run.run_id, run.origin)
+    refuse_row_ids_in_a_series(run.store, spec, run.who, run.run_id, run.origin)
     # the composition check reads the summaries it combines: another release of the series
     # committed meanwhile would make them stale, so the commit checks the sequence
-    based_on = store.last_sequence(spec.dataset.name)
-    series_check.prepare(store, data)
-    if series_check.history_missing(based_on):
-        progress(f"series composition: {series_check.not_applied(based_on)}")
-    computed = compute_release(driver, spec, technique, data, store, series_check, settings, seed, context, executor)
-    if computed.refusal is not None:
-        detail = {**computed.refusal.detail, "message": computed.refusal.message, **origin}
-        store.log(who, "publish", spec.dataset.name, "refused", run_id, detail)
-        series_check.discard()
-        raise PrivacyRefused(computed.refusal.message)
-    release, privacy, utility = computed.release, computed.privacy, computed.utility
-    risk, riskiest = computed.risk, computed.riskiest
-    assert utility is not None  # not refused: every verifier passed, so the release was evaluated
+    return RowsRead(fp, data, key, run.store.last_sequence(spec.dataset.name))
 
-    staged = driver.run("stage-files", stage_step, spec.output_dir, release.tables)
-    # before the commit reads release.private: a hook may move state out of it into its own tables
-    on_commit = chain_hooks(technique.commit_hook(release), series_check.commit_hook())
-    sizes = technique.group_sizes(release)
-    meta = {
+
+def compute(run: ReleaseRun, rows: RowsRead) -> Computed:
+    """The series check prepared on the rows, then `compute_release`."""
+    run.series_check.prepare(run.store, rows.data)
+    if run.series_check.history_missing(rows.based_on):
+        progress(f"series composition: {run.series_check.not_applied(rows.based_on)}")
+    return compute_release(
+        run.driver,
+        run.spec,
+        run.technique,
+        rows.data,
+        run.store,
+        run.series_check,
+        run.plan.risk,
+        run.seed,
+        run.options.context,
+        run.executor,
+    )
+
+
+def refuse(run: ReleaseRun, refusal: Refusal) -> None:
+    """A refused release: its audit row with the figures that refused it, nothing written."""
+    run.log(run.plan.series, "refused", {**refusal.detail, "message": refusal.message})
+    run.series_check.discard()
+    raise PrivacyRefused(refusal.message)
+
+
+def release_meta(run: ReleaseRun, rows: RowsRead, computed: Computed, staged: StagedFiles) -> dict[str, Any]:
+    """What the report and the summary say of the release (the commit adds its id and sequence)."""
+    spec, technique = run.spec, run.technique
+    return {
         "series": spec.dataset.name,
         "technique": technique.name,
         "parameters": spec.technique.params,
-        "seed": seed,
-        "rows_in": data.n,
+        "seed": run.seed,
+        "rows_in": rows.data.n,
         "person_id": spec.dataset.person_id,  # the column's name (the report says when it is @row)
-        "actor": who,
-        "flow_run_id": run_id,
-        "input_fingerprint": fp,
-        "spec_path": spec_path,
-        "risk": risk,
-        "riskiest": riskiest,
+        "actor": run.who,
+        "flow_run_id": run.run_id,
+        "input_fingerprint": rows.fp,
+        "spec_path": run.plan.spec_path,
+        "risk": computed.risk,
+        "riskiest": computed.riskiest,
         "attribute": computed.attribute,
         "risk_note": technique.capabilities.risk_note,
         # the report's words in the technique's own terms (its describe hook: the report imports no technique)
-        "technique_words": asdict(technique.describe(privacy, spec.dataset.sensitive or "sensitive")),
+        "technique_words": asdict(technique.describe(computed.privacy, spec.dataset.sensitive or "sensitive")),
         **report_verdict.spec_facts(spec),  # quasi_identifiers, sensitive, input_name: the report's verdict
-        **origin,
+        **run.origin,
         "hashes": {meta_["file"]: meta_["sha256"] for meta_ in staged.files.values()},
-        "people_in": release.private.get(PEOPLE_IN),  # rows_per_person = "many": the input's people
+        "people_in": computed.release.private.get(PEOPLE_IN),  # rows_per_person = "many": the input's people
     }
-    series_names = [r.model for r in privacy] + SERIES_FIGURES
-    earlier = store.series_figures(spec.dataset.name, series_names)
+
+
+def report_writer(
+    run: ReleaseRun, computed: Computed, staged: StagedFiles, meta: dict[str, Any]
+) -> Callable[[str, int, Path], None]:
+    """The commit's `before_commit`: the report written into the staged folder inside the commit,
+    once the id is known (a committed release always has its report)."""
+    privacy, utility = computed.privacy, computed.utility or {}
+    sizes = run.technique.group_sizes(computed.release)
+    earlier = run.store.series_figures(run.plan.series, [r.model for r in privacy] + SERIES_FIGURES)
+    output_dir = run.spec.output_dir
 
     def write_report(release_id: str, sequence: int, folder: Path) -> None:
-        # inside the commit, once the id is known: a committed release always has its report
         failpoint("report")
-        final = spec.output_dir.resolve() / release_id
+        final = output_dir.resolve() / release_id
         meta.update(
             release_id=release_id,
             sequence=sequence,
@@ -673,50 +831,62 @@ def _run_release(
         report_mod.write_html_report(folder / "report.html", meta, privacy, utility, sizes)
         progress(f"report done in {time.perf_counter() - t0:.2f} s")
 
+    return write_report
+
+
+def commit_arguments(run: ReleaseRun, rows: RowsRead, computed: Computed, staged: StagedFiles) -> dict[str, Any]:
+    """Store.commit_release's arguments for this release."""
+    spec, release = run.spec, computed.release
+    return dict(
+        staged=staged,
+        series=spec.dataset.name,
+        technique=run.technique.name,
+        parameters=spec.technique.params,
+        spec=spec.model_dump(),
+        seed=run.seed,
+        input_fingerprint=rows.fp,
+        release_key=rows.key,
+        rows_in=rows.data.n,
+        privacy=computed.privacy,
+        utility=computed.utility,
+        risk=computed.risk,
+        private=release.private,
+        info=release.info,
+        actor=run.who,
+        flow_run_id=run.run_id,
+        started_at=run.started,
+        attribution={**run.origin, "new_release": run.options.new_release},
+        based_on_sequence=rows.based_on,
+    )
+
+
+def stage_and_commit(run: ReleaseRun, rows: RowsRead, computed: Computed) -> dict[str, Any]:
+    """The published files staged, then one commit (the report written inside it); the release id
+    announced (`on_commit`) before the run's bookkeeping (`Driver.after_commit`)."""
+    release, privacy, utility = computed.release, computed.privacy, computed.utility
+    assert utility is not None  # not refused: every verifier passed, so the release was evaluated
+    staged = run.driver.run("stage-files", stage_step, run.spec.output_dir, release.tables)
+    # before the commit reads release.private: a hook may move state out of it into its own tables
+    hooks = chain_hooks(run.technique.commit_hook(release), run.series_check.commit_hook())
+    meta = release_meta(run, rows, computed, staged)
+    arguments = commit_arguments(run, rows, computed, staged)
+    arguments.update(on_commit=hooks, before_commit=report_writer(run, computed, staged, meta))
     t_commit = time.perf_counter()
     try:
-        release_id, created = driver.run(
-            "commit",
-            commit_step,
-            store,
-            dict(
-                staged=staged,
-                series=spec.dataset.name,
-                technique=technique.name,
-                parameters=spec.technique.params,
-                spec=spec.model_dump(),
-                seed=seed,
-                input_fingerprint=fp,
-                release_key=key,
-                rows_in=data.n,
-                privacy=privacy,
-                utility=utility,
-                risk=risk,
-                private=release.private,
-                info=release.info,
-                actor=who,
-                flow_run_id=run_id,
-                started_at=started,
-                attribution={**origin, "new_release": new_release},
-                based_on_sequence=based_on,
-                on_commit=on_commit,
-                before_commit=write_report,
-            ),
-        )
+        release_id, created = run.driver.run("commit", commit_step, run.store, arguments)
     finally:
         staged.release_owner()
-        series_check.discard()  # written by the commit, or of no use after a failed one
+        run.series_check.discard()  # written by the commit, or of no use after a failed one
     progress(f"commit done in {time.perf_counter() - t_commit:.2f} s (report included)")
-    COMMITTED.append(release_id)
-    for announce in ON_COMMIT:  # the CLI prints the id now, before the run's bookkeeping
+    for announce in _ON_COMMIT.get():  # the CLI prints the id now, before the run's bookkeeping
         announce(release_id)
     failpoint("published")
     meta.setdefault("release_id", release_id)  # a recognised re-run wrote no report
     meta.setdefault("sequence", int(release_id.split("-")[-2]))
-    out_dir = spec.output_dir.resolve() / release_id
+    out_dir = run.spec.output_dir.resolve() / release_id
     progress(f"committed release {release_id}: {out_dir}")
     meta["report"] = str(out_dir / "report.html")
-    driver.after_commit(run_id, meta, privacy, utility)  # a failure there is a warning only
+    run.driver.after_commit(run.run_id, meta, privacy, utility)  # a failure there is a warning only
     return {
         **meta,
         "release_id": release_id,
@@ -724,7 +894,7 @@ def _run_release(
         "privacy": privacy,
         "utility": utility,
         "report": str(out_dir / "report.html"),
-        "state": str(store.path),
+        "state": str(run.store.path),
         "output_dir": str(out_dir),
     }
 
@@ -747,29 +917,28 @@ def attempt(
     new_release: bool = False,
     driver=None,
     allow_repeat: bool = False,
+    plan: RunPlan | None = None,
 ) -> str:
-    """One publish attempt from a spec file: the release id. Every attempt leaves its audit row:
-    a refusal is logged with its figures by the pipeline, any other failure here (then raised)."""
-    committed = len(COMMITTED)
+    """One publish attempt: the release id. `plan`: the spec resolved and checked by the caller
+    (else resolved here from spec_path and overrides). Every attempt leaves its audit row: a
+    refusal is logged with its figures by the pipeline, any other failure here (then raised)."""
+    committed: list[str] = []
     try:
-        spec = resolve_spec(spec_path, None, overrides)
-        # a marker while the attempt runs: killed, it still leaves a row ("interrupted")
-        with attempt_marker(spec.state_path, actor, spec.dataset.name, {"spec": spec_path}):
-            return run_release(
-                spec,
-                actor=actor,
-                new_release=new_release,
-                spec_path=spec_path,
-                driver=driver,
-                allow_repeat=allow_repeat,
-            )["release_id"]
+        with on_commit(committed.append):
+            plan = plan or plan_run(spec_path, overrides)
+            # a marker while the attempt runs: killed, it still leaves a row ("interrupted")
+            with attempt_marker(plan.state_path, actor, plan.series, {"spec": spec_path}):
+                summary = run_release(
+                    plan, actor=actor, new_release=new_release, driver=driver, allow_repeat=allow_repeat
+                )
+                return str(summary["release_id"])
     except Exception as exc:
-        if len(COMMITTED) > committed:  # the release exists: what failed after it is a warning
+        if committed:  # the release exists: what failed after it is a warning
             progress(
-                f"warning: release {COMMITTED[-1]} is committed, but a step after the commit "
+                f"warning: release {committed[-1]} is committed, but a step after the commit "
                 f"failed ({type(exc).__name__})"
             )
-            return COMMITTED[-1]
+            return committed[-1]
         if not isinstance(exc, PrivacyRefused):  # a refusal was logged with its figures
             record_failure(spec_path, overrides, actor, exc, public_message(exc))
         raise

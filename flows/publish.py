@@ -10,9 +10,12 @@ land in Prefect's result storage.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import re
 import traceback
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar, cast
 from uuid import UUID
@@ -23,6 +26,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.client.orchestration import get_client
 from prefect.exceptions import FailedRun
 from prefect.logging import get_run_logger
+from prefect.settings import PREFECT_API_URL
 from prefect.states import Failed
 from prefect.utilities.annotations import quote
 
@@ -32,13 +36,13 @@ from privpub.flows.attempts import (
     record_failure,  # noqa: F401  (callers import it from here)
 )
 from privpub.flows.pipeline import (  # noqa: F401  (the names callers of this module use)
-    COMMITTED,
-    ON_COMMIT,
     SERIES_FIGURES,
     Driver,
+    RunPlan,
     chain_hooks,
     draw_seed,
     echo_to_stderr,
+    plan_run,
     release_key,
     run_release,
     transient_error,
@@ -46,10 +50,9 @@ from privpub.flows.pipeline import (  # noqa: F401  (the names callers of this m
 from privpub.flows.report_server import register_report
 from privpub.flows.service import service_home, service_reports_url
 from privpub.schemas.errors import EXPECTED_ERRORS, public_message
-from privpub.schemas.spec import RunSpec, resolve_spec
+from privpub.schemas.spec import RunSpec
 from privpub.tasks.core.executor import Executor
 from privpub.tasks.report import page as report_mod
-from privpub.tasks.techniques.registry import get_technique
 
 T = TypeVar("T")
 
@@ -169,8 +172,9 @@ class PrefectDriver(Driver):
         except Exception:  # outside a run context (plain function calls in tests)
             echo_to_stderr(message)
             return
-        if self.echo is not None:  # the CLI without --verbose: its own one-line progress
-            self.echo(message)
+        echo = self.echo if self.echo is not None else _ECHO.get()
+        if echo is not None:  # the CLI without --verbose: its own one-line progress
+            echo(message)
 
     def after_commit(self, run_id, meta, privacy, utility) -> None:
         label_flow_run(run_id, meta["release_id"], f"release:{meta['release_id']}")
@@ -178,6 +182,42 @@ class PrefectDriver(Driver):
 
 
 PREFECT = PrefectDriver(echo=None)
+
+# where PREFECT's progress lines go besides the run's log, inside `echoing` (the CLI's terminal)
+_ECHO: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar("privpub_echo", default=None)
+
+
+@contextlib.contextmanager
+def echoing(echo: Callable[[str], None] | None) -> Iterator[None]:
+    """Inside the block, the flow runs' progress lines go to `echo` too (None: the log only)."""
+    token = _ECHO.set(echo)
+    try:
+        yield
+    finally:
+        _ECHO.reset(token)
+
+
+# the plan of the flow run this process is about to run (`with_plan`): the flow's body takes it
+# rather than resolving its parameters' spec again (a run started elsewhere resolves them)
+_PLAN: contextvars.ContextVar[RunPlan | None] = contextvars.ContextVar("privpub_plan", default=None)
+
+
+def handed_plan(spec_path: str, overrides: dict | None) -> RunPlan | None:
+    """The plan handed over for these flow parameters, if any (else the attempt resolves them)."""
+    plan = _PLAN.get()
+    if plan is not None and (plan.spec_path or "") == spec_path and plan.overrides == overrides:
+        return plan
+    return None
+
+
+def call_planned(flow_, plan: RunPlan, **parameters) -> Any:
+    """`call_flow` of a flow whose spec_path and overrides are the plan's; the flow run in this
+    process takes the plan itself."""
+    token = _PLAN.set(plan)
+    try:
+        return call_flow(flow_, spec_path=plan.spec_path or "", overrides=plan.overrides, **parameters)
+    finally:
+        _PLAN.reset(token)
 
 
 def make_task_runner(run: RunSpec) -> Executor:
@@ -238,8 +278,6 @@ def _served_report(meta) -> str | None:
     if not meta.get("report"):
         return None
     try:
-        from prefect.settings import PREFECT_API_URL
-
         reports_url = service_reports_url(str(PREFECT_API_URL.value() or ""))
         if reports_url is None or register_report(service_home(), meta["release_id"], Path(meta["report"])) is None:
             return None
@@ -313,7 +351,10 @@ def run_attempt(
     is the error's one line. Returning the state (not raising) keeps Prefect from pickling the
     exception into its result storage; the attempt gets its audit-log row either way."""
     try:
-        return pipeline.attempt(spec_path, overrides, actor, new_release, driver=PREFECT, allow_repeat=allow_repeat)
+        plan = handed_plan(spec_path, overrides)
+        return pipeline.attempt(
+            spec_path, overrides, actor, new_release, driver=PREFECT, allow_repeat=allow_repeat, plan=plan
+        )
     except Exception as exc:
         return failed_state(exc)
 
@@ -361,11 +402,18 @@ def _quiet_engine_traceback() -> None:
         logger.addFilter(_QUIET)
 
 
-def publish(spec_path: str, overrides: dict | None = None, actor: str | None = None, allow_repeat: bool = False) -> str:
-    """Run `publish_flow` in this process (the spec is read first: a bad spec fails before any
-    flow run). The release is the same whichever [run] executor and however many workers."""
-    get_technique(resolve_spec(spec_path, None, overrides))
-    return call_flow(publish_flow, spec_path=spec_path, overrides=overrides, actor=actor, allow_repeat=allow_repeat)
+def publish(
+    spec_path: str,
+    overrides: dict | None = None,
+    actor: str | None = None,
+    allow_repeat: bool = False,
+    plan: RunPlan | None = None,
+) -> str:
+    """Run `publish_flow` in this process (the spec is resolved first, unless `plan` is given:
+    a bad spec fails before any flow run). The release is the same whichever [run] executor and
+    however many workers."""
+    plan = plan or plan_run(spec_path, overrides)
+    return call_planned(publish_flow, plan, actor=actor, allow_repeat=allow_repeat)
 
 
 def call_flow(flow_, **parameters) -> Any:

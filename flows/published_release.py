@@ -16,6 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.compute as pc
+
+from privpub.state.store import Store
+from privpub.tasks.core.parted_table import PartedTable, read_published
 
 # the figures a notebook shows beside the privacy checks (the report has them all)
 KEY_UTILITY = (
@@ -38,7 +42,6 @@ def figure_value(value: Any, text: Any) -> Any:
 
 def read_table(path: Path) -> pd.DataFrame:
     """A published table as a DataFrame: a Parquet file, or a folder of parts read whole."""
-    from privpub.tasks.core.parted_table import PartedTable, read_published  # lazy: pyarrow only when read
 
     table = read_published(path)
     return (table.read() if isinstance(table, PartedTable) else table).to_pandas()
@@ -90,7 +93,6 @@ class PublishedRelease(str):
     def info(self) -> dict[str, Any]:
         """The release's row in the state file (series, sequence, technique, parameters, seed,
         rows_in, output_dir, ...), its table files and its metrics."""
-        from privpub.state.store import Store  # lazy: `import privpub` stays cheap
 
         return Store(self.state).release(str(self))
 
@@ -129,9 +131,6 @@ class PublishedRelease(str):
         release keeps privately beside its table, never published); None when a row is a person."""
         if not self.several_rows_per_person:
             return None
-        import pyarrow.compute as pc  # lazy: `import privpub` stays cheap
-
-        from privpub.state.store import Store
 
         people = Store(self.state).private(str(self)).get("people")
         if people is None:

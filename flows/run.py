@@ -1,4 +1,5 @@
-"""Which driver runs a release, chosen once per command (flows/pipeline.py has the pipeline).
+"""Which driver runs a release, chosen once per command (flows/pipeline.py has the pipeline;
+flows/api.py `publish_release` asks here).
 
 A Prefect server configured (PREFECT_API_URL in the environment, in the active Prefect profile,
 or in the settings of a Prefect already loaded in this process) or this home's `privpub server`
@@ -8,16 +9,12 @@ steps run as plain calls in this process: no server is started, Prefect is not e
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import tomllib
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import pandas as pd
+from privpub.flows.service import running_service
 
 
 def profile_api_url() -> str | None:
@@ -45,39 +42,4 @@ def prefect_configured() -> str | None:
     url = profile_api_url()
     if url:
         return url
-    from privpub.flows.service import running_service  # lazy: `--help` imports nothing
-
     return running_service()
-
-
-def publish_release(
-    spec_path: str,
-    overrides: dict | None = None,
-    actor: str | None = None,
-    progress: Callable[[str], None] | None = None,
-    allow_repeat: bool = False,
-    frame: pd.DataFrame | None = None,
-) -> str:
-    """Publish the next release of the spec's series; returns its id (`privpub.publish`, in
-    flows/api.py, is built on it).
-
-    With a Prefect server configured or running, as a flow run of it (flows/publish.py);
-    otherwise in this process with no server. The release is the same either way. `progress`
-    receives one line per step (e.g. `print`; None: silent). `frame`: the input rows, for a spec
-    whose [dataset] input is "<DataFrame>"; such a release always runs in this process (a flow
-    run's parameters and task inputs are the server's to keep, and rows must never get there).
-    Raises SpecError, InputError, PrivacyRefused, ... with a one-line message; every attempt
-    leaves its row in the audit log."""
-    from privpub.schemas.spec import resolve_spec  # lazy: `import privpub` stays cheap
-    from privpub.tasks.techniques.registry import get_technique
-
-    get_technique(resolve_spec(spec_path, None, overrides))  # a bad spec fails before the attempt
-    if frame is None and prefect_configured():
-        from privpub.flows.publish import publish  # lazy: Prefect only when used
-
-        return publish(spec_path, overrides, actor, allow_repeat=allow_repeat)
-    from privpub.flows.pipeline import Driver, attempt  # lazy: as above
-    from privpub.schemas.input import frame_input
-
-    with frame_input(frame) if frame is not None else contextlib.nullcontext():
-        return attempt(spec_path, overrides, actor, driver=Driver(progress), allow_repeat=allow_repeat)

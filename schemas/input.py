@@ -22,11 +22,21 @@ import pandera.pandas as pa
 import pyarrow as arrow
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
 from pandera.errors import SchemaErrors
 
 from privpub.schemas.dates import parse_dates, to_days
 from privpub.schemas.errors import InputError, SpecError
-from privpub.schemas.spec import MASK, MASK_CHAR, MISSING_CATEGORY, ROW_ID, DatasetSpec, ReleaseSpec, sensitive_leaves
+from privpub.schemas.spec import (
+    FRAME_INPUT,
+    MASK,
+    MASK_CHAR,
+    MISSING_CATEGORY,
+    ROW_ID,
+    DatasetSpec,
+    ReleaseSpec,
+    sensitive_leaves,
+)
 
 # The longest text cell accepted (characters). Text columns become fixed-width arrays in places
 # (numpy's str dtype is as wide as the longest item), so one huge cell would cost its width in
@@ -50,7 +60,6 @@ def _is_glob(text: str) -> bool:
 
 # `[dataset] input` of a release whose rows were handed over as a DataFrame (privpub.publish(frame,
 # spec)): the stored spec says so; the frame itself lives only in the publishing process.
-FRAME_INPUT = "<DataFrame>"
 _FRAME: contextvars.ContextVar[pd.DataFrame | None] = contextvars.ContextVar("privpub_frame", default=None)
 
 
@@ -122,8 +131,6 @@ def files_root(files: list[Path]) -> Path:
 def _refuse_nested_columns(files: list[Path], spec: ReleaseSpec) -> None:
     """A column the release reads holds one value per cell: a Parquet list, map or struct column
     would otherwise be published as the text of a Python list ("['South']")."""
-    import pyarrow.parquet as pq  # lazy: only Parquet inputs need it
-
     schema = pq.read_schema(files[0])
     for name in file_columns(spec.dataset):
         if name in schema.names and arrow.types.is_nested(schema.field(name).type):

@@ -55,6 +55,8 @@ def _check_finite(value: Any, path: tuple[str | int, ...] = ()) -> None:
 
 # `person_id = "@row"`: the table has no person id; the row number (from 1, in input order) is
 # used as one (schemas/input.py adds it; the report says so).
+# `[dataset] input` standing for a DataFrame handed to privpub.publish(frame, spec) (schemas/input.py)
+FRAME_INPUT = "<DataFrame>"
 ROW_ID = "@row"
 # `hierarchy = "mask"` (a categorical QI): levels built from the data by masking the last
 # characters with MASK_CHAR (tasks/core/hierarchies.py).
@@ -645,15 +647,21 @@ def load_spec(path: str | Path) -> ReleaseSpec:
     return spec_from_dict(read_spec_file(path), base_dir=Path(path).resolve().parent)
 
 
-def resolve_spec(spec_path: str | None, spec: dict[str, Any] | None, overrides: dict[str, Any] | None) -> ReleaseSpec:
-    """The spec file (or a spec dict) with a run's overrides merged over it, section by section
-    (e.g. a deployment's {"technique": {"k": 20}}), then checked as strictly as a file."""
+def resolve_spec(
+    spec_path: str | None,
+    spec: dict[str, Any] | None,
+    overrides: dict[str, Any] | None,
+    base_dir: str | Path | None = None,
+) -> ReleaseSpec:
+    """The spec file (or a spec dict, its paths from `base_dir`, default the current folder) with
+    a run's overrides merged over it, section by section (e.g. a deployment's {"technique": {"k":
+    20}}), then checked as strictly as a file."""
     if spec_path:
         base = load_spec(spec_path)
         data = base.model_dump(exclude={"base_dir"})
         base_dir = base.base_dir
     else:
-        data, base_dir = dict(spec or {}), str(Path.cwd())
+        data, base_dir = dict(spec or {}), str(base_dir or Path.cwd())
     for section, values in (overrides or {}).items():
         if not isinstance(values, dict) or not isinstance(data.get(section, {}), dict):
             raise SpecError(f'overrides: [{section}] must be a table of keys, e.g. {{"technique": {{"k": 20}}}}')

@@ -678,106 +678,36 @@ class Store:
         release always has them."""
         self.watch_output_dir(staged.output_dir)
         with self.write() as con:
-            existing = con.execute(
-                "SELECT release_id FROM release_rows WHERE release_key = ?", [release_key]
-            ).fetchone()
-            if existing:
-                staged.discard()
-                self._log(
-                    con,
-                    actor,
-                    "publish",
-                    existing[0],
-                    "recognised",
-                    flow_run_id,
-                    {"reason": "same series, input, parameters and seed as an existing release", **(attribution or {})},
-                )
-                return existing[0], False
+            existing = self._recognised(con, release_key, staged, actor, flow_run_id, attribution)
+            if existing is not None:
+                return existing, False
             con.execute("BEGIN TRANSACTION")
             try:
-                seq = _one_value(
-                    con, "SELECT coalesce(max(sequence), 0) + 1 FROM release_rows WHERE series = ?", [series]
-                )
-                if based_on_sequence is not None and seq - 1 != based_on_sequence:
-                    raise StaleHistory(
-                        f"release #{seq - 1} of series '{series}' was committed while this "
-                        f"one was computed from the history up to #{based_on_sequence}; "
-                        "run it again"
-                    )
+                seq = _next_sequence(con, series, based_on_sequence)
                 release_id = f"{series}-{seq:04d}-{staged.token[:6]}"
-                row = {
-                    "release_id": release_id,
+                described = {
                     "series": series,
-                    "sequence": seq,
                     "technique": technique,
                     "parameters": json.dumps(parameters, default=str),
                     "spec": json.dumps(spec, default=str),
                     "seed": seed,
                     "input_fingerprint": input_fingerprint,
                     "release_key": release_key,
-                    "status": "committed",
                     "rows_in": rows_in,
-                    "output_dir": str(staged.output_dir),
-                    "staging_dir": staged.token,
                     "flow_run_id": flow_run_id,
                     "actor": actor,
                     "started_at": started_at,
-                    "created_at": _now(),
-                    **{k: (attribution or {}).get(k) for k in ("trigger", "deployment", "scheduled_for")},
                 }
-                con.execute(
-                    f"INSERT INTO release_rows ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
-                    list(row.values()),
-                )
-                for name, meta in staged.files.items():
-                    con.execute(
-                        "INSERT INTO release_tables VALUES (?, ?, ?, ?, ?)",
-                        [release_id, name, meta["file"], meta["n_rows"], meta["sha256"]],
-                    )
-                for res in privacy:
-                    con.execute(
-                        "INSERT INTO release_metrics VALUES (?, 'privacy', ?, ?, ?, ?, ?, ?)",
-                        [
-                            release_id,
-                            res.model,
-                            _as_float(res.value),
-                            str(res.value),
-                            None if res.threshold is None else str(res.threshold),
-                            res.passed,
-                            json.dumps(res.worst, default=str),
-                        ],
-                    )
-                for kind, figures in (("utility", utility), ("risk", risk or {})):
-                    for name, value in figures.items():
-                        con.execute(
-                            "INSERT INTO release_metrics VALUES (?, ?, ?, ?, ?, NULL, NULL, NULL)",
-                            [release_id, kind, name, _as_float(value), str(value)],
-                        )
-                for name, obj in private.items():
-                    if isinstance(obj, pa.Table):
-                        con.execute(
-                            "INSERT INTO release_private VALUES (?, ?, 'parquet', ?)",
-                            [release_id, name, _table_to_parquet_bytes(obj)],
-                        )
-                    else:
-                        con.execute(
-                            "INSERT INTO release_private VALUES (?, ?, 'json', ?)",
-                            [release_id, name, json.dumps(obj, default=str).encode()],
-                        )
+                _insert_release_row(con, release_id, seq, staged, described, attribution or {})
+                _insert_figures(con, release_id, privacy, {"utility": utility, "risk": risk or {}})
+                _insert_private(con, release_id, private)
                 if on_commit is not None:
                     on_commit(con, release_id, seq)
                 if before_commit is not None:
                     before_commit(release_id, seq, staged.path)
                     _fsync_files(staged.path)
-                self._log(
-                    con,
-                    actor,
-                    "publish",
-                    release_id,
-                    "committed",
-                    flow_run_id,
-                    {"rows_in": rows_in, "info": info, **(attribution or {})},
-                )
+                committed = {"rows_in": rows_in, "info": info, **(attribution or {})}
+                self._log(con, actor, "publish", release_id, "committed", flow_run_id, committed)
                 failpoint("commit")
                 con.execute("COMMIT")
             except StaleHistory:
@@ -787,15 +717,29 @@ class Store:
             except BaseException:
                 con.execute("ROLLBACK")
                 raise
-            # the release exists: make its files visible under their final name
-            failpoint("after-commit")
-            staged.release_owner()
-            (staged.path / ".owner").unlink(missing_ok=True)
-            as_published(staged.path)
-            os.rename(staged.path, staged.output_dir / release_id)
-            with contextlib.suppress(OSError):
-                (staged.output_dir / STAGING).rmdir()
+            _make_visible(staged, release_id)
             return release_id, True
+
+    def _recognised(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        release_key: str,
+        staged: StagedFiles,
+        actor: str,
+        flow_run_id: str | None,
+        attribution: dict | None,
+    ) -> str | None:
+        """The release committed already with this key (its staged files discarded, a
+        "recognised" audit row), else None."""
+        existing = con.execute("SELECT release_id FROM release_rows WHERE release_key = ?", [release_key]).fetchone()
+        if not existing:
+            return None
+        staged.discard()
+        reason = "same series, input, parameters and seed as an existing release"
+        self._log(
+            con, actor, "publish", existing[0], "recognised", flow_run_id, {"reason": reason, **(attribution or {})}
+        )
+        return str(existing[0])
 
     def latest_release(
         self, series: str, technique: str | None = None, before_sequence: int | None = None
@@ -1094,3 +1038,99 @@ def _one_value(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | Non
     row = con.execute(sql, params).fetchone()
     assert row is not None  # an aggregate without GROUP BY always gives a row
     return row[0]
+
+
+def _next_sequence(con: duckdb.DuckDBPyConnection, series: str, based_on_sequence: int | None) -> int:
+    """The series' next sequence number; StaleHistory when a release committed since the one the
+    new release was computed from (based_on_sequence)."""
+    seq = int(_one_value(con, "SELECT coalesce(max(sequence), 0) + 1 FROM release_rows WHERE series = ?", [series]))
+    if based_on_sequence is not None and seq - 1 != based_on_sequence:
+        raise StaleHistory(
+            f"release #{seq - 1} of series '{series}' was committed while this "
+            f"one was computed from the history up to #{based_on_sequence}; "
+            "run it again"
+        )
+    return seq
+
+
+def _insert_release_row(
+    con: duckdb.DuckDBPyConnection,
+    release_id: str,
+    seq: int,
+    staged: StagedFiles,
+    described: dict[str, Any],
+    attribution: dict[str, Any],
+) -> None:
+    """The release's row (described: its series, technique, spec, seed, input, key, who, when)
+    and its published tables' rows."""
+    row = {
+        "release_id": release_id,
+        "series": described["series"],
+        "sequence": seq,
+        **{k: v for k, v in described.items() if k != "series"},
+        "status": "committed",
+        "output_dir": str(staged.output_dir),
+        "staging_dir": staged.token,
+        "created_at": _now(),
+        **{k: attribution.get(k) for k in ("trigger", "deployment", "scheduled_for")},
+    }
+    con.execute(
+        f"INSERT INTO release_rows ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+        list(row.values()),
+    )
+    for name, meta in staged.files.items():
+        con.execute(
+            "INSERT INTO release_tables VALUES (?, ?, ?, ?, ?)",
+            [release_id, name, meta["file"], meta["n_rows"], meta["sha256"]],
+        )
+
+
+def _insert_figures(
+    con: duckdb.DuckDBPyConnection, release_id: str, privacy: list, figures: dict[str, dict[str, Any]]
+) -> None:
+    """The privacy results (value, threshold, passed, worst case) and the other figures by kind."""
+    for res in privacy:
+        con.execute(
+            "INSERT INTO release_metrics VALUES (?, 'privacy', ?, ?, ?, ?, ?, ?)",
+            [
+                release_id,
+                res.model,
+                _as_float(res.value),
+                str(res.value),
+                None if res.threshold is None else str(res.threshold),
+                res.passed,
+                json.dumps(res.worst, default=str),
+            ],
+        )
+    for kind, values in figures.items():
+        for name, value in values.items():
+            con.execute(
+                "INSERT INTO release_metrics VALUES (?, ?, ?, ?, ?, NULL, NULL, NULL)",
+                [release_id, kind, name, _as_float(value), str(value)],
+            )
+
+
+def _insert_private(con: duckdb.DuckDBPyConnection, release_id: str, private: dict[str, Any]) -> None:
+    """What the release keeps private for verification: Arrow tables as Parquet, the rest as JSON."""
+    for name, obj in private.items():
+        if isinstance(obj, pa.Table):
+            con.execute(
+                "INSERT INTO release_private VALUES (?, ?, 'parquet', ?)",
+                [release_id, name, _table_to_parquet_bytes(obj)],
+            )
+        else:
+            con.execute(
+                "INSERT INTO release_private VALUES (?, ?, 'json', ?)",
+                [release_id, name, json.dumps(obj, default=str).encode()],
+            )
+
+
+def _make_visible(staged: StagedFiles, release_id: str) -> None:
+    """The release exists: its files under their final name."""
+    failpoint("after-commit")
+    staged.release_owner()
+    (staged.path / ".owner").unlink(missing_ok=True)
+    as_published(staged.path)
+    os.rename(staged.path, staged.output_dir / release_id)
+    with contextlib.suppress(OSError):
+        (staged.output_dir / STAGING).rmdir()

@@ -18,8 +18,8 @@ __version__ = "0.1.0"
 # public name -> (module, attribute)
 _PUBLIC: dict[str, tuple[str, str]] = {
     "publish": ("privpub.flows.api", "publish_data"),
-    "history": ("privpub.flows.api", "history"),
-    "snapshot": ("privpub.flows.api", "snapshot"),
+    "history": ("privpub.flows.records", "history"),
+    "snapshot": ("privpub.flows.records", "snapshot"),
     "verify": ("privpub.flows.api", "verify"),
     "change_series": ("privpub.flows.api", "change_series"),
     "SeriesChange": ("privpub.tasks.compose.change", "SeriesChange"),
@@ -59,13 +59,13 @@ __all__ = [
 
 if TYPE_CHECKING:
     from privpub.flows.api import change_series as change_series
-    from privpub.flows.api import history as history
     from privpub.flows.api import publish_data as publish
-    from privpub.flows.api import snapshot as snapshot
     from privpub.flows.api import verify as verify
     from privpub.flows.explore import explore as explore
     from privpub.flows.init import init as init
     from privpub.flows.published_release import PublishedRelease as PublishedRelease
+    from privpub.flows.records import history as history
+    from privpub.flows.records import snapshot as snapshot
     from privpub.schemas.errors import InputError as InputError
     from privpub.schemas.errors import PrivacyRefused as PrivacyRefused
     from privpub.schemas.errors import SpecError as SpecError

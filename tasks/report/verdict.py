@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from privpub.schemas.spec import FRAME_INPUT
 from privpub.tasks.report.figures import as_number, fmt, input_rows
 
 # the report's meta keys this module reads besides the release's own (flows/pipeline.py, flows/reverify.py)
@@ -45,8 +46,6 @@ _L_MODELS = ("l-diversity", "l-diversity (distinct)", "entropy-l-diversity")
 def spec_facts(spec: Any) -> dict[str, Any]:
     """meta["quasi_identifiers"], meta["sensitive"], meta["input_name"] and meta["risk_limits"]
     (the [risk] limits the attribute warning reads) from a ReleaseSpec."""
-    from privpub.schemas.input import FRAME_INPUT  # only the flows call this (pandera stays out of the report)
-
     ds = spec.dataset
     if ds.input == FRAME_INPUT:
         name = "a DataFrame passed from Python"

@@ -42,7 +42,7 @@ from privpub.tasks.verify.parted import cells_of, class_keys, parted_classes
 from privpub.tasks.verify.published import release_people
 
 
-class CodedRows(Protocol):
+class CodedParts(Protocol):
     """One part's coded rows on a worker (tasks/validate/parted.py CodedPart)."""
 
     xt: np.ndarray  # (D, n) QI codes
@@ -60,7 +60,7 @@ class RowsInParts(Protocol):
     parts: list[Any]
 
 
-def part_class_counts(part: CodedRows, widths: np.ndarray) -> pd.DataFrame:
+def part_class_counts(part: CodedParts, widths: np.ndarray) -> pd.DataFrame:
     """On a worker: (class key, sensitive code, count) of one part's rows; the key is the row's
     QI codes in mixed radix over the domains' sizes."""
     key = np.zeros(part.xt.shape[1], dtype=np.int64)

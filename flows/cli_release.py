@@ -1,0 +1,272 @@
+"""The CLI's commands that make or read releases: `publish`, `serial`, `demo`, `init`,
+`explore`, `verify`, `report`, `series change`.
+
+A publish resolves and checks its spec once (`check_spec`: a RunPlan, flows/pipeline.py), reads
+and validates the input before anything starts (`check_input`), then runs the release with that
+plan: in this process with no server, or as a flow run of the configured Prefect server
+(flows/run.py), which takes the same plan. Prefect is imported only on that path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+from privpub.flows import api, run
+from privpub.flows.attempts import attempt_marker, record_failure, started_from
+from privpub.flows.cli import quiet_prefect_console, quiet_tracebacks, warn
+from privpub.flows.cli_state import state_path
+from privpub.flows.demo import prepare_demo
+from privpub.flows.explore import json_lines, parse_sets, run_explore, table_lines
+from privpub.flows.init import MAX_QI, init
+from privpub.flows.lazy import load_lazily
+from privpub.flows.pipeline import Driver, RunPlan, attempt, check_places, echo_to_stderr, on_commit, plan_run
+from privpub.flows.reverify import rewrite_report
+from privpub.flows.server import prefect_api
+from privpub.schemas.errors import CliError, public_message
+from privpub.schemas.input import input_files
+from privpub.state.store import Store
+from privpub.tasks.core.types import PrivacyResult
+from privpub.tasks.report.page import summary_lines
+from privpub.tasks.validate import validate_and_keep
+
+
+def check_spec(spec_path: str, overrides: dict | None = None) -> RunPlan:
+    """The cheap checks, before anything starts: the spec resolved and checked (its technique's
+    parameters, [series], [risk]), and that the output folder and the state file can be used.
+    The plan they give is the run's: nothing resolves the spec again."""
+    return check_places(plan_run(spec_path, overrides))
+
+
+def check_input(plan: RunPlan, echo: Callable[[str], None] | None = None) -> None:
+    """The input read and validated as the flow would; bad input fails here, with one message and
+    nothing written. The flow, run next in this process, takes the result instead of reading the
+    file again (UI-started runs, with no CLI in front of them, read and validate it themselves)."""
+    if plan.in_parts:  # read and validated by the cluster's workers, in the flow
+        input_files(plan.spec)
+        return
+    t0 = time.perf_counter()
+    data = validate_and_keep(plan.spec, plan.technique)  # kept for the flow this process runs next
+    if echo is not None:
+        echo(f"input read and validated in {time.perf_counter() - t0:.2f} s: {data.n} valid rows")
+
+
+def _record_refusal(args: argparse.Namespace, spec_path: str, overrides: dict | None, exc: Exception) -> None:
+    """A run refused before it started still leaves its audit row (nothing else)."""
+    record_failure(spec_path, overrides, args.actor, exc, public_message(exc))
+
+
+SERIAL_ONLY = (
+    'privpub serial needs a technique that publishes series ([technique] name = "serial"); '
+    "use privpub publish for one-off releases"
+)
+
+
+def _run_flow(args: argparse.Namespace, spec_path: str, overrides: dict | None, serial: bool = False) -> int:
+    """Check the spec and the input, run the release, print the id and the summary. With a
+    Prefect server configured or running the release is a flow run of it; otherwise it runs in
+    this process, with no server (flows/run.py). Once a release is committed the command
+    succeeds: whatever fails afterwards is a warning. Every attempt leaves its audit row, and
+    each names the CLI as what started it."""
+    with started_from("cli"):
+        try:
+            plan = check_spec(spec_path, overrides)
+            if serial and not plan.technique.capabilities.uses_history:
+                raise CliError(SERIAL_ONLY)
+        except Exception as exc:
+            _record_refusal(args, spec_path, overrides, exc)
+            raise
+        # from here a kill leaves an "interrupted" row (the run's own attempt shares this marker)
+        with attempt_marker(plan.state_path, args.actor, plan.series, {"spec": spec_path}):
+            return _checked_run(args, replace(plan, spec_path=str(Path(spec_path).resolve())), serial)
+
+
+def _checked_run(args: argparse.Namespace, plan: RunPlan, serial: bool) -> int:
+    echo = None if args.quiet else echo_to_stderr
+    try:
+        check_input(plan, echo)
+    except Exception as exc:
+        _record_refusal(args, args.spec, plan.overrides, exc)
+        raise
+    if run.prefect_configured():
+        with _prefect_run(args):
+            return _release(args, plan, _as_flow_run(args, plan, serial))
+    driver = Driver(echo)
+    path = plan.spec_path or ""
+    return _release(
+        args,
+        plan,
+        lambda: attempt(path, plan.overrides, args.actor, driver=driver, allow_repeat=args.allow_repeat, plan=plan),
+    )
+
+
+@contextlib.contextmanager
+def _prefect_run(args: argparse.Namespace) -> Iterator[None]:
+    """The configured Prefect API for the run; Prefect's own console lines only with --verbose
+    (the run's log in the UI keeps them all)."""
+    with prefect_api() as ready:
+        ready()
+        echoing = load_lazily("privpub.flows.publish:echoing")  # Prefect only when a server is configured
+        quiet_tracebacks()
+        echo = None
+        if not getattr(args, "verbose", False):
+            quiet_prefect_console()
+            echo = None if args.quiet else echo_to_stderr
+        with echoing(echo):
+            yield
+
+
+def _as_flow_run(args: argparse.Namespace, plan: RunPlan, serial: bool) -> Callable[[], str]:
+    def start() -> str:
+        if serial:
+            call_planned = load_lazily("privpub.flows.publish:call_planned")
+            serial_flow = load_lazily("privpub.flows.serial:serial_flow")
+            release_id: str = call_planned(serial_flow, plan, actor=args.actor, allow_repeat=args.allow_repeat)
+            return release_id
+        publish = load_lazily("privpub.flows.publish:publish")
+        published: str = publish(plan.spec_path, plan.overrides, args.actor, args.allow_repeat, plan=plan)
+        return published
+
+    return start
+
+
+def _release(args: argparse.Namespace, plan: RunPlan, start: Callable[[], str]) -> int:
+    """Run `start`, print the release id as soon as it is committed, then the summary."""
+    printed: list[str] = []
+
+    def announce(release_id: str) -> None:
+        print(release_id, flush=True)
+        printed.append(release_id)
+
+    try:
+        with on_commit(announce):
+            release_id = start()
+    except BaseException as exc:
+        if not printed or isinstance(exc, CliError):
+            raise
+        warn(
+            f"release {printed[-1]} is committed, but the run failed after the commit "
+            f"({type(exc).__name__}); `privpub report {printed[-1]}` rewrites its report"
+        )
+        return 0
+    if release_id not in printed:  # a recognised re-run: nothing was committed
+        print(release_id, flush=True)
+    if not args.quiet:
+        try:
+            print_summary(plan.state_path, release_id)
+        except Exception as exc:
+            warn(f"release {release_id} is committed; its summary could not be printed ({type(exc).__name__})")
+    return 0
+
+
+def print_summary(state: Path, release_id: str) -> None:
+    store = Store(state)
+    rel = store.release(release_id)
+    m = rel["metrics"]
+    privacy = [
+        PrivacyResult(r.name, r.text_value, r.threshold, bool(r.passed)) for r in m[m.kind == "privacy"].itertuples()
+    ]
+    utility = {}
+    for r in m[m.kind == "utility"].itertuples():
+        utility[r.name] = r.value if r.value is not None and r.value == r.value else r.text_value
+    for key in ("groups", "max_group_size", "suppressed_rows", "dropped_rows", "queries"):
+        if key in utility:
+            utility[key] = int(utility[key])
+    risk = {r.name: r.value for r in m[m.kind == "risk"].itertuples()}
+    people = store.private(release_id).get("people_in")  # rows_per_person = "many": the input's people
+    for line in summary_lines({**rel, "risk": risk, "people_in": people}, privacy, utility):
+        print(f"  {line}")
+    out = Path(rel["output_dir"]) / release_id
+    print(f"  published files: {out}/")
+    for t in rel["tables"].itertuples():
+        print(f"    {t.file} ({t.n_rows} rows)")
+    print(f"  report: {out / 'report.html'}")
+    print(f"  history: {store.path}  (privpub history --state {store.path})")
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    given: dict = {}
+    if args.seed is not None:
+        given["output"] = {"seed": args.seed}
+    runs = {
+        k: v
+        for k, v in (("task_runner", getattr(args, "task_runner", None)), ("workers", getattr(args, "workers", None)))
+        if v is not None
+    }
+    if runs:
+        given["run"] = runs
+    return _run_flow(args, args.spec, given or None)
+
+
+def cmd_serial(args: argparse.Namespace) -> int:
+    """The next release of a serial series: refuses a spec whose technique keeps no history."""
+    return _run_flow(args, args.spec, None, serial=True)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """Write the proposed spec; print what was proposed and why (counts, never values)."""
+    report: list[str] = []
+    path = init(
+        args.data,
+        sensitive=args.sensitive,
+        person_id=args.person_id,
+        output=args.output,
+        force=args.force,
+        report=report,
+        max_qi=MAX_QI if args.max_qi is None else args.max_qi,
+    )
+    for line in report:
+        print(line)
+    print(f"wrote {path}; review it, then: privpub publish {path}")
+    return 0
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    """A dry run over the grid of --set values: one row (or JSON line) per setting."""
+    with started_from("cli"):
+        try:
+            grid = parse_sets(args.set)
+        except Exception as exc:
+            record_failure(args.spec, None, args.actor, exc, public_message(exc), "explore", "refused")
+            raise
+        echo = None if args.quiet or args.json else echo_to_stderr
+        done = run_explore(args.spec, grid, seed=args.seed, actor=args.actor, html=args.html, echo=echo)
+    if done.seed_drawn and args.json and not args.quiet:
+        echo_to_stderr(f"seed {done.seed} drawn (publish with --seed {done.seed} to reproduce a setting's release)")
+    for line in json_lines(done) if args.json else table_lines(done):
+        print(line)
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    checks = api.verify(args.release_id, state_path(args), actor=args.actor or "cli")
+    for line in checks.attrs["lines"]:
+        print(line)
+    return 0 if checks.attrs["ok"] else 1
+
+
+def cmd_series(args: argparse.Namespace) -> int:
+    """`series change SPEC`: the spec's [series] settings for its series, which keeps its history."""
+    done = api.change_series(args.spec, actor=args.actor)
+    if not args.quiet:
+        for line in done.lines():
+            print(line)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    print(rewrite_report(state_path(args), args.release_id))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    spec_path = prepare_demo(Path(args.dir), rows=args.rows)
+    if not args.quiet:
+        print(f"demo data and spec: {spec_path}")
+    # a demonstration publishes another release each time it is run (no repeat refusal)
+    args.spec, args.seed, args.allow_repeat = str(spec_path), None, True
+    return cmd_publish(args)
