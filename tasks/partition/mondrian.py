@@ -47,7 +47,7 @@ class SplitTree:
         return len(self.parent)
 
     def is_leaf(self, node: int) -> bool:
-        return self.left[node] < 0
+        return bool(self.left[node] < 0)
 
     def bottom_up(self) -> np.ndarray:
         """Internal node ids, children before parents (ids grow with depth)."""
@@ -65,11 +65,13 @@ class SplitTree:
 class TreeBuilder:
     """Collects the splits of each level as arrays; node ids are handed out in split order."""
 
-    def __init__(self, n: int):
+    def __init__(self, n: int) -> None:
         self.n_nodes, self.root_size = 1, n
         self.splits: list[tuple[np.ndarray, ...]] = []  # (node, dim, value, left size, right size)
 
-    def split(self, nodes, dims, values, left_sizes, right_sizes) -> tuple[np.ndarray, np.ndarray]:
+    def split(
+        self, nodes: np.ndarray, dims: np.ndarray, values: np.ndarray, left_sizes: np.ndarray, right_sizes: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         lefts = np.arange(self.n_nodes, self.n_nodes + 2 * len(nodes), 2)
         self.n_nodes += 2 * len(nodes)
         self.splits.append((nodes, dims, values, left_sizes, right_sizes))
@@ -96,7 +98,7 @@ def _segment_ids(sizes: np.ndarray) -> np.ndarray:
 
 def _median_counts(
     key: np.ndarray, w: np.ndarray | None, local: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: np.ndarray
-):
+) -> Medians:
     """Per segment: the lower median row's key and how many rows have keys <= / < it.
 
     w: rows per item (None: one each); total: rows per segment. A histogram per segment over its
@@ -105,6 +107,10 @@ def _median_counts(
     if int((hi - lo + 1).sum()) > 4 * len(key) + (1 << 16):
         return median_by_sort(key, w, local, total)
     return median_by_histogram(key, w, local, lo, hi, total)
+
+
+# per segment: the lower median code, and the rows (through the weights) <= and < it
+Medians = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def _median_targets(total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -118,7 +124,9 @@ def histogram_offsets(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.concatenate(([0], np.cumsum(hi - lo + 1)[:-1])).astype(np.int64)
 
 
-def median_by_histogram(key, w, local, lo, hi, total):
+def median_by_histogram(
+    key: np.ndarray, w: np.ndarray | None, local: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: np.ndarray
+) -> Medians:
     offset = histogram_offsets(lo, hi)
     hist = np.bincount(offset[local] + (key - lo[local]), weights=w, minlength=int((hi - lo + 1).sum())).astype(
         np.int64
@@ -126,7 +134,7 @@ def median_by_histogram(key, w, local, lo, hi, total):
     return median_from_histograms(hist, lo, hi, total)
 
 
-def median_from_histograms(hist: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: np.ndarray):
+def median_from_histograms(hist: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: np.ndarray) -> Medians:
     """Per segment, from its histogram over [lo, hi] (concatenated, `histogram_offsets`): the
     lower median code and the rows <= / < it. Shared with the distributed top of the tree
     (tasks/partition/parted.py), whose histograms are sums over partitions."""
@@ -138,7 +146,14 @@ def median_from_histograms(hist: np.ndarray, lo: np.ndarray, hi: np.ndarray, tot
     return lo + (at - offset), n_le, n_le - hist[at]
 
 
-def allowed_splits(n_le, n_lt, total, k: int, diverse_le=True, diverse_lt=True):
+def allowed_splits(
+    n_le: np.ndarray,
+    n_lt: np.ndarray,
+    total: np.ndarray,
+    k: int,
+    diverse_le: np.ndarray | bool = True,
+    diverse_lt: np.ndarray | bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
     """Which of "<= median" / "< median" keep >= k rows (and enough diversity) on both sides, and
     whether "<" is the one used (the more balanced allowed one)."""
     ok_le = (n_le >= k) & (total - n_le >= k) & diverse_le
@@ -147,7 +162,7 @@ def allowed_splits(n_le, n_lt, total, k: int, diverse_le=True, diverse_lt=True):
     return ok_le | ok_lt, use_lt
 
 
-def normalised_widths(doms: list, lo_all: np.ndarray, hi_all: np.ndarray) -> np.ndarray:
+def normalised_widths(doms: list[QIDomain], lo_all: np.ndarray, hi_all: np.ndarray) -> np.ndarray:
     """(P, D) width of each segment's range per dimension over the dimension's whole span."""
     widths = np.zeros((lo_all.shape[1], len(doms)))
     for d, dom in enumerate(doms):
@@ -156,7 +171,7 @@ def normalised_widths(doms: list, lo_all: np.ndarray, hi_all: np.ndarray) -> np.
     return widths
 
 
-def median_by_sort(key, w, local, total):
+def median_by_sort(key: np.ndarray, w: np.ndarray | None, local: np.ndarray, total: np.ndarray) -> Medians:
     _, target = _median_targets(total)
     w = np.ones(len(key), dtype=np.int64) if w is None else w
     order = np.lexsort((key, local))
@@ -172,7 +187,8 @@ def _left_first(left: np.ndarray, local: np.ndarray, starts: np.ndarray, n_left:
     before = np.cumsum(left_i) - left_i  # left rows before this one, over all segments
     rank_left = before - before[starts][local]
     rank_right = (np.arange(len(left)) - starts[local]) - rank_left
-    return starts[local] + np.where(left, rank_left, n_left[local] + rank_right)
+    dest: np.ndarray = starts[local] + np.where(left, rank_left, n_left[local] + rank_right)
+    return dest
 
 
 def _sensitive_rows(
