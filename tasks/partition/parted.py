@@ -42,6 +42,7 @@ from privpub.state.store import open_staging
 from privpub.tasks.core.executor import Executor
 from privpub.tasks.core.microdata import Microdata, QIDomain
 from privpub.tasks.core.parted_table import PartedTable, part_name
+from privpub.tasks.core.types import Partition
 from privpub.tasks.partition.generalized_table import generalized_table
 from privpub.tasks.partition.mondrian import (
     TreeBuilder,
@@ -312,8 +313,9 @@ def _split_frontier(
     return kids[small], kid_sizes[small], nxt
 
 
-def distributed_mondrian(data: PartedRows, k: int, l: int | None, chunk_rows: int) -> ClusterPartition:
+def distributed_mondrian(data: Microdata | PartedRows, k: int, l: int | None, chunk_rows: int) -> ClusterPartition:
     """Split on the cluster until every node holds at most `chunk_rows` rows (or cannot split)."""
+    assert not isinstance(data, Microdata)  # the technique hands its data on as Microdata: here rows in parts
     n, ex, D = data.n, data.executor, len(data.domains)
     n_s = max(len(data.sensitive_values), 1)
     _refuse_k_l(n, k, l, n_s)
@@ -420,11 +422,18 @@ def finish_on_cluster(
 
 
 def publish_parts(
-    data: PartedRows, cpart: ClusterPartition, k: int, l: int | None, rng: np.random.Generator, output_dir: Path
+    data: Microdata | PartedRows,
+    cpart: Partition | ClusterPartition,
+    k: int,
+    l: int | None,
+    rng: np.random.Generator,
+    output_dir: Path,
 ) -> tuple[PartedTable, np.ndarray]:
     """The subtrees of a distributed Mondrian finished on the cluster, each node's rows written as
     one part, in node order, into a private staging folder of their own (moved into the release's
     staging folder by stage_tables; deleted if the release never gets there)."""
+    # the technique's contract names them Microdata and Partition: here, rows in parts and their tree top
+    assert not isinstance(data, Microdata) and isinstance(cpart, ClusterPartition)
     draft = open_staging(output_dir)
     folder = draft.path / "table"
     folder.mkdir()
