@@ -26,6 +26,7 @@ with a person id starts the check (flows/pipeline.py refuses an "@row" release a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -217,7 +218,8 @@ class SeriesCheck:
             return per_unit
         out = np.empty(self.people, per_unit.dtype)
         out[self.unit_person] = per_unit
-        return out[person]
+        result: np.ndarray = out[person]
+        return result
 
     def share_prepared(self, other: SeriesCheck) -> bool:
         """Take what `other.prepare` read from the same input and store (privpub explore's
@@ -365,7 +367,7 @@ class SeriesCheck:
         the publish refusal adds to the figure. Never fails the refusal it explains."""
         pkeys = np.concatenate(self.below_pkeys) if self.below_pkeys else np.zeros(0, np.int64)
         below = self.below_people
-        releases: list = []
+        releases: list[Any] = []
         sid = self.prior.sid if self.prior is not None else self._staged.sid if self._staged is not None else None
         if self.store is not None and sid is not None and len(pkeys):
             try:
@@ -473,7 +475,8 @@ def broken_rows(prior: summaries.Prior, codes: np.ndarray, transient: np.ndarray
         if len(prior.vkey_transient)
         else np.zeros(len(back), bool)
     )
-    return changed & ~(transient[codes] & was_transient)
+    result: np.ndarray = changed & ~(transient[codes] & was_transient)
+    return result
 
 
 def same_transient(prior: summaries.Prior, settings: SeriesSettings, series: str) -> None:

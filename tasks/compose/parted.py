@@ -21,6 +21,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -76,7 +77,7 @@ class Staged:
     """What the commit hook writes: the staged Parquet files and the series' next keys."""
 
     draft: StagingFolder
-    files: dict = field(default_factory=lambda: {name: [] for name in TABLES})
+    files: dict[str, Any] = field(default_factory=lambda: {name: [] for name in TABLES})
     sid: int | None = None
     release: int = -1
     values: pa.Table | None = None
@@ -105,7 +106,8 @@ class PartedSeriesCheck(SeriesCheck):
         if self.technique.guards_series:
             return []
         results, self._staged = compose_on_cluster(self, self.store, data, part)
-        return results
+        result: list[PrivacyResult] = results
+        return result
 
     def history_missing(self, based_on: int) -> bool:
         return False  # the stored groups are read at the check
@@ -191,7 +193,8 @@ def _batch_groups(rows: pa.Table, cpart, a: int, b: int) -> np.ndarray:
     """The global group of each member of nodes [a, b): its node's group number plus the node's
     first global group id (the members come node after node, ready_sizes rows each)."""
     sizes = np.asarray(cpart.ready_sizes[a:b], dtype=np.int64)
-    return rows.column("group").to_numpy() + np.repeat(cpart.group_offset[a:b], sizes)
+    result: np.ndarray = rows.column("group").to_numpy() + np.repeat(cpart.group_offset[a:b], sizes)
+    return result
 
 
 def _result(check, worst: WorstOverBatches, releases: int, what: str, files: list[str]):

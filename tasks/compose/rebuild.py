@@ -49,7 +49,10 @@ def replay(
     """(fewest figure, people below the threshold, releases replayed) for the people of the
     newest release up to `sequence` with stored groups, or None when the series has none.
     by_values: candidate values (the l figure), else records (the k figure)."""
-    return store.query(lambda con: _replay(con, series, sequence, by_values, threshold, batch_people))
+    result: tuple[int, int, int] | None = store.query(
+        lambda con: _replay(con, series, sequence, by_values, threshold, batch_people)
+    )
+    return result
 
 
 def _replay(con, series, sequence, by_values, threshold, batch_people):
@@ -123,7 +126,8 @@ def _batch(
     (none when they are not in it)."""
     sets, set_of, latest = replay_people(con, sid, people, releases, transient)
     in_newest = set_of[latest == releases[-1]]
-    return (sets.candidates() if by_values else sets.identity())[in_newest]
+    result: np.ndarray = (sets.candidates() if by_values else sets.identity())[in_newest]
+    return result
 
 
 def replay_people(

@@ -18,7 +18,7 @@ class SharedWorkload:
     releases of the same rows (`privpub explore`): they depend on the rows and the workload's
     seed only, so each release's figures are those it would get alone."""
 
-    queries: list
+    queries: list[Any]
     actual: np.ndarray
 
 
@@ -39,7 +39,7 @@ def evaluate(
     return utility_summary(technique, release, data, workload, estimate, figures, actual)
 
 
-def evaluation_workload(data, workload_seed: int = 0, per_band: int = 100) -> list:
+def evaluation_workload(data, workload_seed: int = 0, per_band: int = 100) -> list[Any]:
     return make_workload(data, np.random.default_rng(workload_seed), per_band=per_band)
 
 
@@ -47,7 +47,7 @@ def utility_summary(
     technique,
     release,
     data,
-    workload: list,
+    workload: list[Any],
     estimate: np.ndarray,
     figures: dict[str, float],
     actual: np.ndarray | None = None,

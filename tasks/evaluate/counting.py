@@ -49,7 +49,7 @@ class Coded:
 
     codes: np.ndarray
     per_code: Callable[[Any], np.ndarray]  # cond -> factor per code
-    _cache: dict = field(default_factory=dict)
+    _cache: dict[str, Any] = field(default_factory=dict[str, Any])
 
     def take(self, order: np.ndarray) -> Coded:
         return Coded(self.codes[order], self.per_code)
@@ -57,7 +57,8 @@ class Coded:
     def factor(self, cond, rows: slice) -> np.ndarray:
         if cond not in self._cache:
             self._cache[cond] = self.per_code(cond)
-        return self._cache[cond][self.codes[rows]]
+        result: np.ndarray = self._cache[cond][self.codes[rows]]
+        return result
 
 
 @dataclass
@@ -125,7 +126,8 @@ class DistinctLists:
 
     @property
     def items(self) -> np.ndarray:
-        return self.item_values[self.item_codes]
+        result: np.ndarray = self.item_values[self.item_codes]
+        return result
 
     def share(self, cond: SetCond) -> np.ndarray:
         """Per distinct list: |list ∩ condition| / |list| (0 for an empty list)."""

@@ -15,7 +15,8 @@ from privpub.tasks.evaluate.workload import CountQuery
 def nonzero_relative_errors(actual: np.ndarray, estimate: np.ndarray) -> np.ndarray:
     """|act - est| / act (the Ambiguity paper's Section 9.3); queries with act = 0 are skipped."""
     ok = actual > 0
-    return np.abs(actual[ok] - estimate[ok]) / actual[ok]
+    result: np.ndarray = np.abs(actual[ok] - estimate[ok]) / actual[ok]
+    return result
 
 
 def error_by_selectivity(workload: list[CountQuery], actual: np.ndarray, estimate: np.ndarray) -> dict[str, float]:
@@ -45,8 +46,10 @@ def cell_widths(table: pa.Table, name: str, dom) -> np.ndarray:
     if f"{name}_lo" in table.column_names:
         lo = as_day_numbers(table.column(f"{name}_lo"))  # dates as day numbers, as their domain
         hi = as_day_numbers(table.column(f"{name}_hi"))
-        return (hi - lo) / dom.span
-    return _list_code_span(table, name, dom) / dom.span
+        result: np.ndarray = (hi - lo) / dom.span
+        return result
+    result = _list_code_span(table, name, dom) / dom.span
+    return result
 
 
 def _list_code_span(table: pa.Table, name: str, dom) -> np.ndarray:
@@ -62,7 +65,8 @@ def _list_code_span(table: pa.Table, name: str, dom) -> np.ndarray:
     mn = np.full(len(lists.lengths), np.iinfo(np.int64).max, dtype=np.int64)
     np.maximum.at(mx, lists.parent, codes)
     np.minimum.at(mn, lists.parent, codes)
-    return np.where(mx >= 0, mx - mn, 0)[lists.codes]
+    result: np.ndarray = np.where(mx >= 0, mx - mn, 0)[lists.codes]
+    return result
 
 
 def uncertainty_penalty(table: pa.Table, data: Microdata, qi_names: list[str] | None = None) -> dict[str, float]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import combinations
+from typing import Any
 
 import numpy as np
 
@@ -51,12 +52,12 @@ def part_counts(part, meta) -> list[np.ndarray]:
     return _selections(part, meta).counts
 
 
-def part_joints(part, meta, keys: list[tuple[int, ...]]) -> dict:
+def part_joints(part, meta, keys: list[tuple[int, ...]]) -> dict[str, Any]:
     select = _selections(part, meta)
     return {key: select.joint(list(key)) for key in keys}
 
 
-def _add_joints(a: dict, b: dict) -> dict:
+def _add_joints(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return {key: a[key] + b[key] for key in a}
 
 
@@ -64,12 +65,12 @@ def part_count_rows(part, meta, attrs: list[int], picks: list[np.ndarray]) -> in
     return _selections(part, meta).count_rows(attrs, picks)
 
 
-def part_selected(part, meta, draws: list[tuple]) -> np.ndarray:
+def part_selected(part, meta, draws: list[tuple[Any, ...]]) -> np.ndarray:
     select = _selections(part, meta)
     return np.array([select.count(attrs, picks) for attrs, picks in draws], dtype=np.int64)
 
 
-def part_drawn_codes(part, meta, wanted: list[tuple]) -> list[int]:
+def part_drawn_codes(part, meta, wanted: list[tuple[Any, ...]]) -> list[int]:
     """The sensitive code of each (attrs, picks, nth, count) row of this partition."""
     select = _selections(part, meta)
     return [int(part.s[select.nth_row(*w)]) for w in wanted]
@@ -104,8 +105,9 @@ class ClusterSelections:
                 _add_joints,
             )
 
-    def _each(self, fn, *args) -> list:
-        return self.ex.gather([self.ex.submit(fn, p, self.meta, *args) for p in self.data.parts])
+    def _each(self, fn, *args) -> list[Any]:
+        result: list[Any] = self.ex.gather([self.ex.submit(fn, p, self.meta, *args) for p in self.data.parts])
+        return result
 
     def too_large(self, attrs: list[int]) -> bool:
         return joint_too_large(self.sizes, self.n, attrs)
@@ -124,12 +126,12 @@ class ClusterSelections:
             )[key]
         return int(self._joint[key][np.ix_(*picks)].sum())
 
-    def drawn_values(self, draws: list[tuple]) -> list:
+    def drawn_values(self, draws: list[tuple[Any, ...]]) -> list[Any]:
         if not draws:
             return []
         selected = np.array(self._each(part_selected, [(a, p) for a, p, _, _ in draws]))  # (parts, draws)
         before = np.cumsum(selected, axis=0) - selected
-        wanted: list[list] = [[] for _ in self.data.parts]
+        wanted: list[list[Any]] = [[] for _ in self.data.parts]
         where = []
         for q, (attrs, picks, nth, _) in enumerate(draws):
             part = int(np.searchsorted(np.cumsum(selected[:, q]), nth, side="right"))
@@ -152,7 +154,7 @@ def cluster_workload(data, rng, per_band: int):
     return workload, actual
 
 
-def combine_penalties(per_part: list[dict], rows: int, names: list[str]) -> dict[str, float]:
+def combine_penalties(per_part: list[dict[str, Any]], rows: int, names: list[str]) -> dict[str, float]:
     """uncertainty_penalty of a whole table from its parts' (sums per attribute)."""
     per_attr = {name: float(sum(p[f"penalty_{name}"] for p in per_part)) for name in names}
     total = float(sum(per_attr.values()))
@@ -163,7 +165,7 @@ def combine_penalties(per_part: list[dict], rows: int, names: list[str]) -> dict
     }
 
 
-def evaluate_on_cluster(technique, release, data, workload_seed: int = 0, per_band: int = 100) -> dict:
+def evaluate_on_cluster(technique, release, data, workload_seed: int = 0, per_band: int = 100) -> dict[str, Any]:
     """`evaluate` of data read on a Dask cluster: the same queries, from its partitions."""
     workload, actual = cluster_workload(data, np.random.default_rng(workload_seed), per_band)
     return utility_summary(
@@ -181,8 +183,10 @@ def table_estimates(table, estimate, *args) -> np.ndarray:
     """estimate(table, *args) of a published table in either shape (one Arrow table, or the sum
     over a folder's parts, computed where the table's executor works)."""
     if isinstance(table, PartedTable):
-        return np.sum(map_parts(table, estimate, *args), axis=0)
-    return estimate(table, *args)
+        result: np.ndarray = np.sum(map_parts(table, estimate, *args), axis=0)
+        return result
+    result = estimate(table, *args)
+    return result
 
 
 def table_penalty(table, data) -> dict[str, float]:

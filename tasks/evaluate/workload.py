@@ -29,7 +29,7 @@ class RangeCond:
 
 @dataclass(frozen=True)
 class SetCond:
-    values: frozenset
+    values: frozenset[Any]
 
     def sql(self, col: str) -> str:
         items = ", ".join("'" + str(v).replace("'", "''") + "'" for v in sorted(self.values, key=str))
@@ -158,7 +158,7 @@ class Selections:
             left -= len(hits)
         raise IndexError("fewer selected rows than counted")
 
-    def drawn_values(self, draws: list[tuple]) -> list:
+    def drawn_values(self, draws: list[tuple[Any, ...]]) -> list[Any]:
         """The sensitive value of each draw's (attrs, picks, nth, count) selected row."""
         codes = [self.sensitive_codes[self.nth_row(*draw)] for draw in draws]
         return [self.sensitive_values[c] for c in codes]
@@ -184,7 +184,7 @@ def make_workload(
     if data.n == 0:
         return queries
     select = select or Selections(data)
-    draws: list[tuple] = []
+    draws: list[tuple[Any, ...]] = []
     freqs = [c / max(data.n, 1) for c in select.counts]
     for sel in selectivities:
         made, tries = 0, 0
@@ -248,7 +248,8 @@ class ColumnIndex:
             hit = (v >= cond.lo) & (v <= cond.hi)
         else:
             hit = np.isin(uniques.astype(str), [str(x) for x in cond.values])
-        return hit[codes]
+        result: np.ndarray = hit[codes]
+        return result
 
     def mask(self, conditions) -> np.ndarray:
         out = np.ones(len(self.frame), dtype=bool)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from privpub.schemas.spec import ROW_ID
+from privpub.tasks.core.types import PrivacyResult
 from privpub.tasks.report.figures import (
     as_number,
     cell_text,
@@ -436,33 +437,41 @@ table.cells td,table.cells th{border:0;padding:0 4px;font-size:95%}
 code.id{font-size:80%;color:#666}td.verdict-poor{color:#b00}td.verdict-fair{color:#a60}td.verdict-good{color:#080}"""
 
 
-def write_html_report(
-    path: Path, meta: dict[str, Any], privacy: list, utility: dict[str, Any], sizes: np.ndarray | None
-) -> Path:
+def _worst_html(r: PrivacyResult) -> str:
+    """A figure's worst case as a small table of its cells."""
     esc = html.escape
+    rows = ""
+    for label, text in worst_cells(r.worst, r.model):
+        if isinstance(text, str):
+            rows += f"<tr><th>{esc(label)}</th><td>{esc(text)}</td></tr>"
+        else:
+            inner = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in text)
+            rows += f"<tr><th>{esc(label)}</th><td><table class=cells>{inner}</table></td></tr>"
+    return f"<table class=worst>{rows}</table>" if rows else ""
 
-    def worst(r) -> str:
-        rows = ""
-        for label, text in worst_cells(r.worst, r.model):
-            if isinstance(text, str):
-                rows += f"<tr><th>{esc(label)}</th><td>{esc(text)}</td></tr>"
-            else:
-                inner = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in text)
-                rows += f"<tr><th>{esc(label)}</th><td><table class=cells>{inner}</table></td></tr>"
-        return f"<table class=worst>{rows}</table>" if rows else ""
 
-    priv_rows = "".join(
+def _privacy_rows(privacy: list[PrivacyResult]) -> str:
+    esc = html.escape
+    return "".join(
         f"<tr><td>{esc(r.model)}</td><td>{esc(fmt(r.value))}</td><td>{esc(fmt(r.threshold))}</td>"
         f"<td class={'ok' if r.passed else 'bad'}>{'&#10004; pass' if r.passed else '&#10008; FAIL'}</td>"
-        f"<td class=guarantee>{esc(guarantee(r.model, r.threshold, r.worst))}</td><td>{worst(r)}</td></tr>"
+        f"<td class=guarantee>{esc(guarantee(r.model, r.threshold, r.worst))}</td><td>{_worst_html(r)}</td></tr>"
         for r in privacy
     )
-    util_rows = "".join(
+
+
+def _utility_rows(utility: dict[str, Any], meta: dict[str, Any]) -> str:
+    esc = html.escape
+    return "".join(
         f"<tr><td>{esc(label)} <code class=id>{esc(name)}</code></td><td>{esc(value)}</td><td>{esc(unit)}</td>"
         f"<td class=verdict-{esc(verdict_.split(' ')[0] or 'none')}>{esc(verdict_)}</td><td>{esc(what)}</td>"
         f"<td>{esc(better)}</td></tr>"
         for label, name, value, unit, verdict_, what, better in utility_table(utility, meta)
     )
+
+
+def _warnings_html(meta: dict[str, Any], privacy: list[PrivacyResult], utility: dict[str, Any]) -> str:
+    esc = html.escape
     warnings = "".join(
         f"<p class=warn>Warning: {esc(w)}</p>" for w in poor_figures(utility, input_rows(meta.get("rows_in"), utility))
     )
@@ -476,9 +485,13 @@ def write_html_report(
         for r in privacy
         if not r.passed
     )
-    prov = "".join(f"<tr><th>{esc(k)}</th><td><code>{esc(v)}</code></td></tr>" for k, v in _provenance(meta))
+    return warnings
+
+
+def _series_html(meta: dict[str, Any], privacy: list[PrivacyResult]) -> str:
+    esc = html.escape
     head, series = series_rows(meta)
-    series_html = (
+    return (
         (
             f"<h2>In its series</h2><p>{esc(series_words(meta, privacy))}</p><table class=series><tr>"
             + "".join(f"<th>{esc(h)}</th>" for h in head)
@@ -489,9 +502,13 @@ def write_html_report(
         if series
         else ""
     )
+
+
+def _risk_html(meta: dict[str, Any], utility: dict[str, Any]) -> str:
+    esc = html.escape
     note = meta.get("risk_note")
     risk = risk_rows(meta.get("risk") or {}, note)
-    risk_html = (
+    return (
         "<h2>Re-identification risk (before: the input's QIs as they are; after: the published table)</h2>"
         "<table><tr><th>figure</th><th>input</th><th>release</th><th>what it measures</th></tr>"
         + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in risk)
@@ -504,6 +521,13 @@ def write_html_report(
         if risk
         else ""
     )
+
+
+def write_html_report(
+    path: Path, meta: dict[str, Any], privacy: list[PrivacyResult], utility: dict[str, Any], sizes: np.ndarray | None
+) -> Path:
+    esc = html.escape
+    prov = "".join(f"<tr><th>{esc(k)}</th><td><code>{esc(v)}</code></td></tr>" for k, v in _provenance(meta))
     alarm = alarm_text(meta, privacy)
     # red, right under the verdict: a disclosure above the limits (report_verdict.attribute_alarm)
     alarm_html = f"<p class='warn alarm'>Warning: {esc(alarm)}</p>" if alarm else ""
@@ -521,14 +545,14 @@ def write_html_report(
 parameters <code>{esc(parameter_text(meta.get("parameters") or {}))}</code>, seed {esc(fmt(meta["seed"]))},
 {esc(_rows_in_words(meta, utility))} input rows{created}.</p>
 {"".join(f"<p>{esc(n[0].upper() + n[1:])}.</p>" for n in input_notes(meta, utility))}
-{warnings}
+{_warnings_html(meta, privacy, utility)}
 <h2>Privacy (computed from the published tables only)</h2>
 <table class=privacy><tr><th>model</th><th>reached</th><th>required</th><th>result</th><th>what it guarantees</th>
-<th>worst case</th></tr>{priv_rows}</table>
+<th>worst case</th></tr>{_privacy_rows(privacy)}</table>
 <h2>Utility</h2><table class=utility><tr><th>figure</th><th>value</th><th>unit</th><th>verdict</th>
-<th>what it measures</th><th>better</th></tr>{util_rows}</table>
-{risk_html}
-{series_html}
+<th>what it measures</th><th>better</th></tr>{_utility_rows(utility, meta)}</table>
+{_risk_html(meta, utility)}
+{_series_html(meta, privacy)}
 {"<h2>Plots</h2>" + plots if plots else ""}
 <h2>Published files</h2><ul>{files}</ul>
 <h2>Provenance</h2><table>{prov}</table>
