@@ -33,6 +33,7 @@ from privpub.tasks.compose.algebra import Sets, expand, shared
 from privpub.tasks.compose.check import SeriesSettings
 from privpub.tasks.compose.rebuild import (
     BATCH_PEOPLE,
+    aggregate,
     counted_groups,
     person_batches,
     replay_people,
@@ -242,15 +243,16 @@ def _keep(
     con.execute("COMMIT")
 
 
-def _broken_by(con, sid: int, transient_vkeys: np.ndarray) -> list[tuple[int, int]]:
+def _broken_by(con: duckdb.DuckDBPyConnection, sid: int, transient_vkeys: np.ndarray) -> list[tuple[int, int]]:
     """(release, people) where a person's value differs from its value in its previous release
     and the two are not both transient (publish's `broken_rows`, over the whole series); under
     rows_per_person = "many", where a person's permanent values differ as sets (`_broken_sets`)."""
     t = {"sid": sid, "t": [int(v) for v in transient_vkeys]}
-    several = con.execute(  # a person stored once per value of theirs in some release
+    several = aggregate(  # a person stored once per value of theirs in some release
+        con,
         "SELECT EXISTS (SELECT 1 FROM compose_membership WHERE sid = $sid GROUP BY release, pkey HAVING count(*) > 1)",
         {"sid": sid},
-    ).fetchone()[0]
+    )[0]
     if several:
         return _broken_sets(con, t)
     result: list[tuple[int, int]] = con.execute(
@@ -262,7 +264,7 @@ def _broken_by(con, sid: int, transient_vkeys: np.ndarray) -> list[tuple[int, in
     return result
 
 
-def _broken_sets(con, t: dict[str, Any]) -> list[tuple[int, int]]:
+def _broken_sets(con: duckdb.DuckDBPyConnection, t: dict[str, Any]) -> list[tuple[int, int]]:
     """(release, people) where a person's permanent values (the values of theirs not transient, as
     a set) differ from those of their previous release (`SeriesCheck._refuse_changed_sets`, over
     the whole series); for one value per person this is the rule of `_broken_by`."""
@@ -276,7 +278,9 @@ def _broken_sets(con, t: dict[str, Any]) -> list[tuple[int, int]]:
     return result
 
 
-def _rewrite(con, sid, stored, transient, settings, threshold, next_set, figures, batch_people) -> int:
+def _rewrite(
+    con: duckdb.DuckDBPyConnection, sid, stored, transient, settings, threshold, next_set, figures, batch_people
+) -> int:
     """Replace the series' summaries by those rebuilt under the new model, batch by batch of
     people, inside the caller's transaction; fold the figures into `figures`. Returns the
     series' next set id. New set ids start after every old one, so a release computed from the
@@ -299,7 +303,7 @@ def _rewrite(con, sid, stored, transient, settings, threshold, next_set, figures
             _write_batch(con, sid, sets, next_set, set_id, stored_people + people[0])
             updated += len(stored_people)
             next_set += sets.size
-    total = con.execute("SELECT count(*) FROM compose_people WHERE sid = ?", [sid]).fetchone()[0]
+    total = aggregate(con, "SELECT count(*) FROM compose_people WHERE sid = ?", [sid])[0]
     if updated != total:  # every stored person is in some release's groups
         raise StateError(f"the stored summaries of series key {sid} do not match its stored groups")
     return int(next_set)
@@ -323,7 +327,9 @@ def _kept(sets: Sets, set_of: np.ndarray) -> tuple[Sets, np.ndarray]:
     return kept, renumber[index]
 
 
-def _write_batch(con, sid: int, sets: Sets, base: int, set_id: np.ndarray, pkey: np.ndarray) -> None:
+def _write_batch(
+    con: duckdb.DuckDBPyConnection, sid: int, sets: Sets, base: int, set_id: np.ndarray, pkey: np.ndarray
+) -> None:
     """A batch's sets added (numbered from `base`) and its people pointed at them."""
     set_id = set_id + base
     tables = {

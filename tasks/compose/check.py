@@ -34,9 +34,11 @@ import pyarrow.compute as pc
 
 from privpub.schemas.errors import InputError, SpecError
 from privpub.schemas.spec import ROW_ID, ReleaseSpec
+from privpub.state.store import Store
 from privpub.tasks.compose import remedies, summaries
 from privpub.tasks.compose.algebra import GroupCounts, Sets, compose, shared
 from privpub.tasks.compose.keep_groups import kept_partition
+from privpub.tasks.compose.rebuild import aggregate
 from privpub.tasks.core.microdata import Microdata, person_text
 from privpub.tasks.core.technique import Technique
 from privpub.tasks.core.types import Partition, PrivacyResult
@@ -93,7 +95,7 @@ class SeriesCheck:
         self._composed: tuple[np.ndarray, Sets, np.ndarray] | None = None
         self.cohort: np.ndarray | None = None  # per row, set by keep_groups
         self._staged = None  # staged summaries of rows kept in parts (tasks/compose/parted.py)
-        self.store = None
+        self.store: Store | None = None
         # the stored keys of the returning people below the threshold, and how many newcomers are
         # (the refusal names the earlier releases they were in: breach_note)
         self.below_pkeys: list[np.ndarray] = []
@@ -123,7 +125,7 @@ class SeriesCheck:
         return threshold
 
     # --- before any work ------------------------------------------------------------------
-    def prepare(self, store, data) -> None:
+    def prepare(self, store: Store, data) -> None:
         """data: Microdata here; PartedSeriesCheck takes rows kept in parts."""
         ds = self.spec.dataset
         person = getattr(data, "person", None)
@@ -163,7 +165,7 @@ class SeriesCheck:
                 f"person's value in an earlier release of the series ({len(rows)} rows); " + remedies.VALUE_CHANGES
             )
 
-    def _refuse_changed_sets(self, store) -> None:
+    def _refuse_changed_sets(self, store: Store) -> None:
         """rows_per_person = "many": a returning person whose permanent values (the set of their
         rows' values not named transient) differ from those of their latest earlier release is
         refused, as a changed value is under one row per person (`broken_rows`)."""
@@ -443,17 +445,18 @@ class SeriesCheck:
         )
 
 
-def row_numbered_releases(store, series: str) -> int:
+def row_numbered_releases(store: Store, series: str) -> int:
     """Releases of the series whose person id was the row number ("@row", in their stored spec)."""
     if not store.last_sequence(series):
         return 0
     return int(
         store.query(
-            lambda con: con.execute(
+            lambda con: aggregate(
+                con,
                 "SELECT count(*) FROM release_rows WHERE series = ? "
                 "AND json_extract_string(spec, '$.dataset.person_id') = ?",
                 [series, ROW_ID],
-            ).fetchone()[0]
+            )[0]
         )
     )
 

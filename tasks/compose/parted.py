@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from privpub.schemas.errors import InputError, SpecError
-from privpub.state.store import open_staging
+from privpub.state.store import Store, open_staging
 from privpub.tasks.compose import remedies, summaries
 from privpub.tasks.compose.check import SeriesCheck, broken_rows, same_transient, summarise
 from privpub.tasks.core.parted_table import StagingFolder
@@ -95,7 +95,7 @@ class PartedSeriesCheck(SeriesCheck):
             # keep_groups would need the earlier cohorts next to the parts
             raise SpecError("[series] keep_groups does not run on a Dask cluster yet; publish in memory")
 
-    def prepare(self, store, data) -> None:
+    def prepare(self, store: Store, data) -> None:
         self.store = store
         self.values = np.asarray(data.sensitive_values).astype(str).astype(object)
         self.transient = np.isin(self.values, list(self.settings.transient))
@@ -105,6 +105,7 @@ class PartedSeriesCheck(SeriesCheck):
     def check_release(self, data, part) -> list[PrivacyResult]:
         if self.technique.guards_series:
             return []
+        assert self.store is not None  # set by prepare
         results, self._staged = compose_on_cluster(self, self.store, data, part)
         result: list[PrivacyResult] = results
         return result
@@ -113,7 +114,7 @@ class PartedSeriesCheck(SeriesCheck):
         return False  # the stored groups are read at the check
 
 
-def compose_on_cluster(check, store, data, cpart):
+def compose_on_cluster(check, store: Store, data, cpart):
     """The composition figures of a release made on the cluster (check: the SeriesCheck), and what
     its commit writes (`Staged`). Refuses, naming file and row, a returning person whose
     permanent value changed."""
@@ -126,7 +127,7 @@ def compose_on_cluster(check, store, data, cpart):
         raise
 
 
-def _compose_batches(check, store, data, cpart, staged: Staged):
+def _compose_batches(check, store: Store, data, cpart, staged: Staged):
     ex, spec, settings = data.executor, check.spec, check.settings
     worst = WorstOverBatches()
     code_to_vkey = None

@@ -171,11 +171,11 @@ def load(store: Store, series: str, persons: pa.Array, values: np.ndarray) -> Pr
     )
 
 
-def latest_values(store, sid: int, pkeys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def latest_values(store: Store, sid: int, pkeys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The stored value keys of people in their latest release (compose_membership), for people
     with several values (rows_per_person = "many"): (position in `pkeys`, value key) pairs."""
 
-    def fetch(con):
+    def fetch(con: duckdb.DuckDBPyConnection):
         con.register("_compose_keys", pa.table({"i": np.arange(len(pkeys), dtype=np.int64), "pkey": pkeys}))
         try:
             return con.execute(

@@ -7,7 +7,7 @@ import pandas as pd
 import pyarrow as pa
 
 from privpub.schemas.dates import as_day_numbers
-from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.microdata import Microdata, QIDomain
 from privpub.tasks.evaluate.counting import DistinctLists
 from privpub.tasks.evaluate.workload import CountQuery
 
@@ -40,7 +40,7 @@ def group_size_stats(sizes: np.ndarray) -> dict[str, float]:
     }
 
 
-def cell_widths(table: pa.Table, name: str, dom) -> np.ndarray:
+def cell_widths(table: pa.Table, name: str, dom: QIDomain) -> np.ndarray:
     """Per published row: its `name` cell's width over the QI's span (0: the exact value, 1: the
     whole domain); a range cell from its bounds, a set from its values' codes. dom.span > 0."""
     if f"{name}_lo" in table.column_names:
@@ -52,7 +52,7 @@ def cell_widths(table: pa.Table, name: str, dom) -> np.ndarray:
     return result
 
 
-def _list_code_span(table: pa.Table, name: str, dom) -> np.ndarray:
+def _list_code_span(table: pa.Table, name: str, dom: QIDomain) -> np.ndarray:
     """Per row: max - min domain code among the values of its list cell (computed once per
     distinct list)."""
     lists = DistinctLists.of(table, name)
