@@ -279,7 +279,15 @@ def _broken_sets(con: duckdb.DuckDBPyConnection, t: dict[str, Any]) -> list[tupl
 
 
 def _rewrite(
-    con: duckdb.DuckDBPyConnection, sid, stored, transient, settings, threshold, next_set, figures, batch_people
+    con: duckdb.DuckDBPyConnection,
+    sid: int,
+    stored: tuple[int, int, list[int]],
+    transient: np.ndarray,
+    settings: SeriesSettings,
+    threshold: int,
+    next_set: int,
+    figures: _Figures,
+    batch_people: int,
 ) -> int:
     """Replace the series' summaries by those rebuilt under the new model, batch by batch of
     people, inside the caller's transaction; fold the figures into `figures`. Returns the

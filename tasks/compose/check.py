@@ -25,9 +25,11 @@ with a person id starts the check (flows/pipeline.py refuses an "@row" release a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,6 +44,10 @@ from privpub.tasks.compose.rebuild import aggregate
 from privpub.tasks.core.microdata import Microdata, person_text
 from privpub.tasks.core.technique import Technique
 from privpub.tasks.core.types import Partition, PrivacyResult
+from privpub.tasks.partition.parted import PartedRows
+
+if TYPE_CHECKING:  # parted.py imports this module
+    from privpub.tasks.compose.parted import Staged
 
 MODES = ("refuse", "warn")
 
@@ -94,7 +100,7 @@ class SeriesCheck:
         self.prior: summaries.Prior | None = None
         self._composed: tuple[np.ndarray, Sets, np.ndarray] | None = None
         self.cohort: np.ndarray | None = None  # per row, set by keep_groups
-        self._staged = None  # staged summaries of rows kept in parts (tasks/compose/parted.py)
+        self._staged: Staged | None = None  # staged summaries of rows kept in parts (tasks/compose/parted.py)
         self.store: Store | None = None
         # the stored keys of the returning people below the threshold, and how many newcomers are
         # (the refusal names the earlier releases they were in: breach_note)
@@ -125,8 +131,9 @@ class SeriesCheck:
         return threshold
 
     # --- before any work ------------------------------------------------------------------
-    def prepare(self, store: Store, data) -> None:
+    def prepare(self, store: Store, data: Microdata | PartedRows) -> None:
         """data: Microdata here; PartedSeriesCheck takes rows kept in parts."""
+        assert isinstance(data, Microdata)  # the flow checks rows in parts with PartedSeriesCheck
         ds = self.spec.dataset
         person = getattr(data, "person", None)
         if person is not None:  # rows_per_person = "many": composed per (person, value)
@@ -253,7 +260,7 @@ class SeriesCheck:
         return kept_partition(self, data, part)
 
     # --- the check ------------------------------------------------------------------------------
-    def compose(self, data: Microdata, group: np.ndarray, n_groups: int):
+    def compose(self, data: Microdata, group: np.ndarray, n_groups: int) -> tuple[GroupCounts, Sets, np.ndarray]:
         if self.unit_rows is not None:
             return compose_rows(self.prior, self.units(group), self.codes, n_groups, self.transient, self.unit_person)
         return compose_rows(self.prior, group, data.sensitive_codes, n_groups, self.transient)
@@ -266,7 +273,7 @@ class SeriesCheck:
         out[kept] = per_set[row_set[kept]]
         return out
 
-    def check_release(self, data, part) -> list[PrivacyResult]:
+    def check_release(self, data: Microdata, part: Partition) -> list[PrivacyResult]:
         """The figures of a release (rows kept in parts: tasks/compose/parted.PartedSeriesCheck)."""
         if self.technique.guards_series or self.row_ids:
             return []
@@ -385,7 +392,7 @@ class SeriesCheck:
         return result.model == self.model and self.settings.mode == "warn"
 
     # --- the commit ------------------------------------------------------------------------------
-    def commit_hook(self):
+    def commit_hook(self) -> Callable[[duckdb.DuckDBPyConnection, str, int], None] | None:
         if self._staged is not None:  # a release made on a cluster: its batches were staged
             staged = self._staged
             tables = {**staged.files, "_compose_values": staged.values}

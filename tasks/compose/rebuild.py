@@ -67,7 +67,14 @@ def replay(
     return result
 
 
-def _replay(con: duckdb.DuckDBPyConnection, series, sequence, by_values, threshold, batch_people):
+def _replay(
+    con: duckdb.DuckDBPyConnection,
+    series: str,
+    sequence: int,
+    by_values: bool,
+    threshold: int,
+    batch_people: int,
+) -> tuple[int, int, int] | None:
     head = con.execute("SELECT sid, transient FROM compose_head WHERE series = ?", [series]).fetchone()
     if head is None:
         return None

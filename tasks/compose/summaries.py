@@ -175,7 +175,7 @@ def latest_values(store: Store, sid: int, pkeys: np.ndarray) -> tuple[np.ndarray
     """The stored value keys of people in their latest release (compose_membership), for people
     with several values (rows_per_person = "many"): (position in `pkeys`, value key) pairs."""
 
-    def fetch(con: duckdb.DuckDBPyConnection):
+    def fetch(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         con.register("_compose_keys", pa.table({"i": np.arange(len(pkeys), dtype=np.int64), "pkey": pkeys}))
         try:
             return con.execute(

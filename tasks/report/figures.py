@@ -337,7 +337,7 @@ _PEOPLE_K = (
 )
 
 
-def guarantee(model: str, threshold: Any, worst: dict | None = None) -> str:
+def guarantee(model: str, threshold: Any, worst: dict[str, Any] | None = None) -> str:
     """In one sentence, what a privacy figure guarantees when its check passes ("" when unknown);
     worst: the result's worst case (it says when the figure counts people)."""
     if model == "k-anonymity" and (worst or {}).get("measures") == "people":

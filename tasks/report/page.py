@@ -8,6 +8,7 @@ markdown summary with the same words for Prefect.
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +151,7 @@ def risk_denominator(meta: dict[str, Any], utility: dict[str, Any]) -> str | Non
 RISK_TABLE = {"anatomy": "QIT"}
 
 
-def _riskiest(where: dict | None, technique: str, esc) -> str:
+def _riskiest(where: dict[str, Any] | None, technique: str, esc: Callable[[str], str]) -> str:
     """Where the highest prosecutor risk is in the published table, by row position, and the
     riskiest classes by their published cells."""
     if not where:
@@ -182,7 +183,7 @@ def _riskiest(where: dict | None, technique: str, esc) -> str:
     return html
 
 
-def _attribute_html(meta: dict[str, Any], esc) -> str:
+def _attribute_html(meta: dict[str, Any], esc: Callable[[str], str]) -> str:
     """The values with the largest gain over their share of all (attribute_table)."""
     head, rows, where = attribute_table(meta)
     if not rows:
@@ -232,7 +233,7 @@ def _rows_in_words(meta: dict[str, Any], utility: dict[str, Any]) -> str:
     return f"{input_rows(kept, utility)} ({kept} kept, {int(utility['dropped_rows'])} dropped for an empty cell)"
 
 
-def summary_lines(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) -> list[str]:
+def summary_lines(meta: dict[str, Any], privacy: list[PrivacyResult], utility: dict[str, Any]) -> list[str]:
     lines = [
         f"release {meta['release_id']} (series {meta['series']}, #{meta['sequence']}, "
         f"technique {meta['technique']}, seed {meta['seed']})",
@@ -322,8 +323,8 @@ def utility_table(utility: dict[str, Any], meta: dict[str, Any]) -> list[tuple[s
     return out
 
 
-def markdown_summary(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) -> str:
-    def worst_md(r) -> str:
+def markdown_summary(meta: dict[str, Any], privacy: list[PrivacyResult], utility: dict[str, Any]) -> str:
+    def worst_md(r: PrivacyResult) -> str:
         return "; ".join(f"{k}: {v}" for k, v in worst_rows(r.worst, r.model))
 
     rows = "\n".join(
@@ -367,7 +368,9 @@ def markdown_summary(meta: dict[str, Any], privacy: list, utility: dict[str, Any
     )
 
 
-def _plots(meta: dict[str, Any], privacy: list, sizes: np.ndarray | None, utility: dict[str, Any]) -> list[str]:
+def _plots(
+    meta: dict[str, Any], privacy: list[PrivacyResult], sizes: np.ndarray | None, utility: dict[str, Any]
+) -> list[str]:
     """Each plot as a <figure class="plot">: group sizes, query error, risk before -> after, and
     the series' figures over its releases."""
     out = []
