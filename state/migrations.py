@@ -8,9 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import duckdb
+
 from privpub.state.pseudonyms import pseudonymise_state
 
-Migration = str | Callable[[object, Path], bool]  # True: compact the file after (Store._compact)
+Migration = str | Callable[[duckdb.DuckDBPyConnection, Path], bool]  # True: compact the file after (Store._compact)
 
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (

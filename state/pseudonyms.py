@@ -153,7 +153,9 @@ def wrong_key(state: Path, path: Path) -> StateError:
     )
 
 
-def pseudonymise_column(con, table: str, column: str, key: Pseudonyms, where: str = "") -> None:
+def pseudonymise_column(
+    con: duckdb.DuckDBPyConnection, table: str, column: str, key: Pseudonyms, where: str = ""
+) -> None:
     """Rewrite a text column of person ids into pseudonyms, in place (the migration)."""
     expr = SQL_PSEUDONYM.format(text=column)
     con.execute(f"UPDATE {table} SET {column} = {expr} {where}", {"key": key.hex_key})
@@ -167,12 +169,12 @@ KEY_TABLE = "CREATE TABLE IF NOT EXISTS pseudonym_key (check_value VARCHAR NOT N
 _PERSON_BLOBS = ("serial_stats", "serial_aggregate", "serial_pairs", "membership", "virtual_members")
 
 
-def _has_table(con, name: str) -> bool:
+def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     row = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]).fetchone()
     return bool(row and row[0])
 
 
-def recorded_check(con) -> str | None:
+def recorded_check(con: duckdb.DuckDBPyConnection) -> str | None:
     """The check value of the key this state's pseudonyms were made with (None: none recorded)."""
     if not _has_table(con, "pseudonym_key"):
         return None
@@ -180,7 +182,7 @@ def recorded_check(con) -> str | None:
     return row[0] if row else None
 
 
-def record_check(con, key: Pseudonyms) -> None:
+def record_check(con: duckdb.DuckDBPyConnection, key: Pseudonyms) -> None:
     """Record the key's check value (once: the first one stays)."""
     con.execute(KEY_TABLE)
     con.execute(
@@ -189,7 +191,7 @@ def record_check(con, key: Pseudonyms) -> None:
     )
 
 
-def _rows_in(con, table: str, where: str = "") -> int:
+def _rows_in(con: duckdb.DuckDBPyConnection, table: str, where: str = "") -> int:
     if not _has_table(con, table):
         return 0
     row = con.execute(f"SELECT count(*) FROM {table} {where}").fetchone()
@@ -201,7 +203,7 @@ def _blob_filter() -> str:
     return f"WHERE name IN ({names})"
 
 
-def pseudonymise_state(con, state: Path) -> bool:
+def pseudonymise_state(con: duckdb.DuckDBPyConnection, state: Path) -> bool:
     """Migration 9: every person id the state holds in clear becomes its pseudonym, in the
     migration's transaction; the key is created (or the existing key file used) only when there
     is an id to rewrite. compose_people.person and serial_people.person hold the ids' text, so
@@ -242,7 +244,7 @@ def _summary_json(text: str, key: Pseudonyms) -> str:
     return json.dumps(summary)
 
 
-def _pseudonymise_blobs(con, key: Pseudonyms) -> None:
+def _pseudonymise_blobs(con: duckdb.DuckDBPyConnection, key: Pseudonyms) -> None:
     """The person column of each old serial blob (one blob per release and name: a loop over
     releases, each column hashed whole)."""
     rows = con.execute(f"SELECT release_id, name, format, payload FROM release_private {_blob_filter()}").fetchall()

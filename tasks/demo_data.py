@@ -111,11 +111,11 @@ def census_spec(
     k: int = 10,
     l: int | None = 3,
     qi: list[str] | None = None,
-    technique: dict | None = None,
+    technique: dict[str, Any] | None = None,
     output_dir: str = "releases",
     state: str = "privpub.duckdb",
     seed: int | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """A spec dictionary for a census file (same keys as the TOML spec)."""
     wanted = [q for q in CENSUS_QI if qi is None or q["name"] in qi]
     # the spec's default technique (schemas/spec.py), named so the dict reads like the TOML file

@@ -140,10 +140,12 @@ def expected_inverse_class_size(f: np.ndarray, pi: float) -> np.ndarray:
     if pi >= 1 / 3:
         m = np.arange(1, 121, dtype=float)
         terms = np.cumprod(q * m[None, :] / (f[:, None] + m[None, :]), axis=1)
-        return pi / f * (1.0 + terms.sum(axis=1))
+        result: np.ndarray = pi / f * (1.0 + terms.sum(axis=1))
+        return result
     rho = pi / q
     j = np.arange(64, dtype=float)
     gap = f[:, None] - 1 - j[None, :]  # f - 1 - j >= 1 for the terms j <= f - 2
     terms = np.where(gap >= 1, (-rho) ** j[None, :] / np.maximum(gap, 1), 0.0)
     last = (-rho) ** (f - 1) * np.log(1 / pi)  # underflows to 0 long before f - 1 passes 64
-    return pi / q * (terms.sum(axis=1) + last)
+    result = pi / q * (terms.sum(axis=1) + last)
+    return result

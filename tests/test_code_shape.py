@@ -37,12 +37,6 @@ OPTIONAL_IMPORT_POINTS: dict[tuple[str, str], str] = {
 # TEMPORARY, being split on another branch (issue 40: long functions in tasks/, the technique
 # words leaving tasks/report/verdict.py): the integrator empties this after merging.
 BEING_SPLIT_ON_ANOTHER_BRANCH: set[tuple[str, str]] = {
-    ("tasks/compose/change.py", "_change"),
-    ("tasks/compose/summaries.py", "load"),
-    ("tasks/compose/summaries.py", "table_writer"),
-    ("tasks/partition/mondrian.py", "split_levels"),
-    ("tasks/partition/parted.py", "distributed_mondrian"),
-    ("tasks/report/page.py", "write_html_report"),
     ("tasks/techniques/ambiguity/priview.py", "block_groups"),
     ("tasks/techniques/butterfly/core.py", "butterflies"),
 }

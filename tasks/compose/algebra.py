@@ -129,7 +129,8 @@ class Sets:
 
     def candidates(self) -> np.ndarray:
         """Per set: the fewest values the adversary cannot exclude in one of the releases."""
-        return np.diff(self.ptr) + self.min_t
+        result: np.ndarray = np.diff(self.ptr) + self.min_t
+        return result
 
     def identity(self) -> np.ndarray:
         """Per set: records that can be the person's, a lower bound over its releases (exact in
@@ -141,7 +142,8 @@ class Sets:
         are Σ minc + min_tc (min_tc is 0 once a group held no transient value)."""
         per = np.bincount(self.owner(), weights=self.minc, minlength=self.size).astype(np.int64)
         if self.max_e is None:
-            return per + self.min_tc
+            result: np.ndarray = per + self.min_tc
+            return result
         pairs_less_excess = per + np.where(self.min_t > 0, self.min_tc, -self.max_e)
         # the holders of one candidate value are people who can be the person too (in every
         # release at least its minc), and there are never fewer than none
@@ -225,7 +227,8 @@ def _mix(x: np.ndarray) -> np.ndarray:
     x = x.astype(np.uint64)
     x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+    result: np.ndarray = x ^ (x >> np.uint64(31))
+    return result
 
 
 def shared(sets: Sets) -> tuple[Sets, np.ndarray]:

@@ -21,6 +21,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -33,6 +34,7 @@ from privpub.tasks.compose.check import SeriesSettings
 from privpub.tasks.compose.rebuild import (
     BATCH_PEOPLE,
     counted_groups,
+    one_row,
     person_batches,
     replay_people,
     stored_releases,
@@ -124,20 +126,7 @@ def _change(
     threshold = settings.l or settings.k
     assert threshold is not None  # series_settings sets k when there is no l
     with store.write() as con:
-        head = (
-            con.execute("SELECT sid, transient, next_set FROM compose_head WHERE series = ?", [series]).fetchone()
-            if has_table(con, "compose_head")
-            else None
-        )
-        if head is None:
-            message = (
-                f"series '{series}' has no stored composition summaries (no release yet, or only releases "
-                'published before privpub kept them or with person_id = "@row"): nothing to change; its next '
-                "release starts them under the spec's [series] settings"
-            )
-            Store.log_in(con, actor, "series-change", series, "refused", None, {"message": message})
-            raise StateError(message)
-        sid, before, next_set = int(head[0]), json.loads(head[1]), int(head[2])
+        sid, before, next_set = _stored_head(con, series, actor)
         values = stored_values(con, sid)
         transient = np.isin(values, list(settings.transient))
         detail: dict[str, Any] = {
@@ -145,17 +134,7 @@ def _change(
             "before": {"transient": before},
             "after": {"transient": sorted(settings.transient), "composition": settings.mode, model: threshold},
         }
-        broken = _broken_by(con, sid, np.flatnonzero(transient))
-        if broken:
-            changes = sum(n for _, n in broken)
-            message = (
-                f"series change refused: under the spec's [series] transient, a person's value changes "
-                f"between releases of series '{series}' although it is not transient ({changes} times, in "
-                f"releases {', '.join(f'#{r}' for r, _ in broken[: remedies.LISTED])}); name every value "
-                "that changes in [series] transient; nothing was changed"
-            )
-            Store.log_in(con, actor, "series-change", series, "refused", None, {**detail, "message": message})
-            raise SpecError(message)
+        _refuse_broken(con, sid, np.flatnonzero(transient), series, actor, detail)
         lo, hi, releases = stored_releases(con, sid)
         figures = _Figures()
         con.execute("BEGIN TRANSACTION")
@@ -188,13 +167,7 @@ def _change(
                 named = remedies.name_releases(remedies.releases_holding(con, series, sid, below))
                 con.execute("ROLLBACK")
             else:
-                con.execute(
-                    "UPDATE compose_head SET transient = ?, next_set = ? WHERE sid = ?",
-                    [json.dumps(sorted(settings.transient)), new_next_set, sid],
-                )
-                Store.log_in(con, actor, "series-change", series, "changed", None, detail)
-                failpoint("series-change")
-                con.execute("COMMIT")
+                _keep(con, sid, settings, new_next_set, actor, series, detail)
         except BaseException:
             con.execute("ROLLBACK")
             raise
@@ -210,39 +183,112 @@ def _change(
     return result
 
 
-def _broken_by(con, sid: int, transient_vkeys: np.ndarray) -> list[tuple[int, int]]:
+def _stored_head(con: duckdb.DuckDBPyConnection, series: str, actor: str) -> tuple[int, list[Any], int]:
+    """The series' summaries (sid), the transient values they were built under and the next
+    set id; refused (and logged) when the series has none."""
+    head = (
+        con.execute("SELECT sid, transient, next_set FROM compose_head WHERE series = ?", [series]).fetchone()
+        if has_table(con, "compose_head")
+        else None
+    )
+    if head is None:
+        message = (
+            f"series '{series}' has no stored composition summaries (no release yet, or only releases "
+            'published before privpub kept them or with person_id = "@row"): nothing to change; its next '
+            "release starts them under the spec's [series] settings"
+        )
+        Store.log_in(con, actor, "series-change", series, "refused", None, {"message": message})
+        raise StateError(message)
+    return int(head[0]), json.loads(head[1]), int(head[2])
+
+
+def _refuse_broken(
+    con: duckdb.DuckDBPyConnection,
+    sid: int,
+    transient_vkeys: np.ndarray,
+    series: str,
+    actor: str,
+    detail: dict[str, Any],
+) -> None:
+    """Refuse (and log) a change under which a stored value change is no longer transient."""
+    broken = _broken_by(con, sid, transient_vkeys)
+    if broken:
+        changes = sum(n for _, n in broken)
+        message = (
+            f"series change refused: under the spec's [series] transient, a person's value changes "
+            f"between releases of series '{series}' although it is not transient ({changes} times, in "
+            f"releases {', '.join(f'#{r}' for r, _ in broken[: remedies.LISTED])}); name every value "
+            "that changes in [series] transient; nothing was changed"
+        )
+        Store.log_in(con, actor, "series-change", series, "refused", None, {**detail, "message": message})
+        raise SpecError(message)
+
+
+def _keep(
+    con: duckdb.DuckDBPyConnection,
+    sid: int,
+    settings: SeriesSettings,
+    new_next_set: int,
+    actor: str,
+    series: str,
+    detail: dict[str, Any],
+) -> None:
+    """Keep the rebuilt summaries: the head names the new transient values; logged, committed."""
+    con.execute(
+        "UPDATE compose_head SET transient = ?, next_set = ? WHERE sid = ?",
+        [json.dumps(sorted(settings.transient)), new_next_set, sid],
+    )
+    Store.log_in(con, actor, "series-change", series, "changed", None, detail)
+    failpoint("series-change")
+    con.execute("COMMIT")
+
+
+def _broken_by(con: duckdb.DuckDBPyConnection, sid: int, transient_vkeys: np.ndarray) -> list[tuple[int, int]]:
     """(release, people) where a person's value differs from its value in its previous release
     and the two are not both transient (publish's `broken_rows`, over the whole series); under
     rows_per_person = "many", where a person's permanent values differ as sets (`_broken_sets`)."""
     t = {"sid": sid, "t": [int(v) for v in transient_vkeys]}
-    several = con.execute(  # a person stored once per value of theirs in some release
+    several = one_row(  # a person stored once per value of theirs in some release
+        con,
         "SELECT EXISTS (SELECT 1 FROM compose_membership WHERE sid = $sid GROUP BY release, pkey HAVING count(*) > 1)",
         {"sid": sid},
-    ).fetchone()[0]
+    )[0]
     if several:
         return _broken_sets(con, t)
-    return con.execute(
+    result: list[tuple[int, int]] = con.execute(
         "SELECT release, count(*) FROM (SELECT release, vkey, lag(vkey) OVER (PARTITION BY pkey ORDER BY release) "
         "AS before FROM compose_membership WHERE sid = $sid) WHERE before <> vkey AND NOT "
         "(list_contains($t, vkey) AND list_contains($t, before)) GROUP BY release ORDER BY release",
         t,
     ).fetchall()
+    return result
 
 
-def _broken_sets(con, t: dict) -> list[tuple[int, int]]:
+def _broken_sets(con: duckdb.DuckDBPyConnection, t: dict[str, Any]) -> list[tuple[int, int]]:
     """(release, people) where a person's permanent values (the values of theirs not transient, as
     a set) differ from those of their previous release (`SeriesCheck._refuse_changed_sets`, over
     the whole series); for one value per person this is the rule of `_broken_by`."""
-    return con.execute(
+    result: list[tuple[int, int]] = con.execute(
         "SELECT release, count(*) FROM (SELECT release, kept, lag(kept) OVER (PARTITION BY pkey ORDER BY release) "
         "AS before FROM (SELECT pkey, release, coalesce(list_sort(list(vkey) FILTER (WHERE NOT list_contains($t, vkey))), "
         "[]::INTEGER[]) AS kept FROM compose_membership WHERE sid = $sid GROUP BY pkey, release)) "
         "WHERE before IS NOT NULL AND before <> kept GROUP BY release ORDER BY release",
         t,
     ).fetchall()
+    return result
 
 
-def _rewrite(con, sid, stored, transient, settings, threshold, next_set, figures, batch_people) -> int:
+def _rewrite(
+    con: duckdb.DuckDBPyConnection,
+    sid: int,
+    stored: tuple[int, int, list[int]],
+    transient: np.ndarray,
+    settings: SeriesSettings,
+    threshold: int,
+    next_set: int,
+    figures: _Figures,
+    batch_people: int,
+) -> int:
     """Replace the series' summaries by those rebuilt under the new model, batch by batch of
     people, inside the caller's transaction; fold the figures into `figures`. Returns the
     series' next set id. New set ids start after every old one, so a release computed from the
@@ -265,10 +311,10 @@ def _rewrite(con, sid, stored, transient, settings, threshold, next_set, figures
             _write_batch(con, sid, sets, next_set, set_id, stored_people + people[0])
             updated += len(stored_people)
             next_set += sets.size
-    total = con.execute("SELECT count(*) FROM compose_people WHERE sid = ?", [sid]).fetchone()[0]
+    total = one_row(con, "SELECT count(*) FROM compose_people WHERE sid = ?", [sid])[0]
     if updated != total:  # every stored person is in some release's groups
         raise StateError(f"the stored summaries of series key {sid} do not match its stored groups")
-    return next_set
+    return int(next_set)
 
 
 def _kept(sets: Sets, set_of: np.ndarray) -> tuple[Sets, np.ndarray]:
@@ -289,7 +335,9 @@ def _kept(sets: Sets, set_of: np.ndarray) -> tuple[Sets, np.ndarray]:
     return kept, renumber[index]
 
 
-def _write_batch(con, sid: int, sets: Sets, base: int, set_id: np.ndarray, pkey: np.ndarray) -> None:
+def _write_batch(
+    con: duckdb.DuckDBPyConnection, sid: int, sets: Sets, base: int, set_id: np.ndarray, pkey: np.ndarray
+) -> None:
     """A batch's sets added (numbered from `base`) and its people pointed at them."""
     set_id = set_id + base
     tables = {

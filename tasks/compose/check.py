@@ -25,20 +25,29 @@ with a person id starts the check (flows/pipeline.py refuses an "@row" release a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from privpub.schemas.errors import InputError, SpecError
 from privpub.schemas.spec import ROW_ID, ReleaseSpec
+from privpub.state.store import Store
 from privpub.tasks.compose import remedies, summaries
 from privpub.tasks.compose.algebra import GroupCounts, Sets, compose, shared
 from privpub.tasks.compose.keep_groups import kept_partition
+from privpub.tasks.compose.rebuild import one_row
 from privpub.tasks.core.microdata import Microdata, person_text
 from privpub.tasks.core.technique import Technique
 from privpub.tasks.core.types import Partition, PrivacyResult
+from privpub.tasks.partition.parted import PartedRows
+
+if TYPE_CHECKING:  # parted.py imports this module
+    from privpub.tasks.compose.parted import Staged
 
 # why the check does not apply to a release whose person id is the row number
 ROW_WORDS = (
@@ -79,8 +88,8 @@ class SeriesCheck:
         self.prior: summaries.Prior | None = None
         self._composed: tuple[np.ndarray, Sets, np.ndarray] | None = None
         self.cohort: np.ndarray | None = None  # per row, set by keep_groups
-        self._staged = None  # staged summaries of rows kept in parts (tasks/compose/parted.py)
-        self.store = None
+        self._staged: Staged | None = None  # staged summaries of rows kept in parts (tasks/compose/parted.py)
+        self.store: Store | None = None
         # the stored keys of the returning people below the threshold, and how many newcomers are
         # (the refusal names the earlier releases they were in: breach_note)
         self.below_pkeys: list[np.ndarray] = []
@@ -110,8 +119,9 @@ class SeriesCheck:
         return threshold
 
     # --- before any work ------------------------------------------------------------------
-    def prepare(self, store, data) -> None:
+    def prepare(self, store: Store, data: Microdata | PartedRows) -> None:
         """data: Microdata here; PartedSeriesCheck takes rows kept in parts."""
+        assert isinstance(data, Microdata)  # the flow checks rows in parts with PartedSeriesCheck
         ds = self.spec.dataset
         person = getattr(data, "person", None)
         if person is not None:  # rows_per_person = "many": composed per (person, value)
@@ -150,7 +160,7 @@ class SeriesCheck:
                 f"person's value in an earlier release of the series ({len(rows)} rows); " + remedies.VALUE_CHANGES
             )
 
-    def _refuse_changed_sets(self, store) -> None:
+    def _refuse_changed_sets(self, store: Store) -> None:
         """rows_per_person = "many": a returning person whose permanent values (the set of their
         rows' values not named transient) differ from those of their latest earlier release is
         refused, as a changed value is under one row per person (`broken_rows`)."""
@@ -205,7 +215,8 @@ class SeriesCheck:
             return per_unit
         out = np.empty(self.people, per_unit.dtype)
         out[self.unit_person] = per_unit
-        return out[person]
+        result: np.ndarray = out[person]
+        return result
 
     def share_prepared(self, other: SeriesCheck) -> bool:
         """Take what `other.prepare` read from the same input and store (privpub explore's
@@ -237,7 +248,7 @@ class SeriesCheck:
         return kept_partition(self, data, part)
 
     # --- the check ------------------------------------------------------------------------------
-    def compose(self, data: Microdata, group: np.ndarray, n_groups: int):
+    def compose(self, data: Microdata, group: np.ndarray, n_groups: int) -> tuple[GroupCounts, Sets, np.ndarray]:
         if self.unit_rows is not None:
             return compose_rows(self.prior, self.units(group), self.codes, n_groups, self.transient, self.unit_person)
         return compose_rows(self.prior, group, data.sensitive_codes, n_groups, self.transient)
@@ -250,7 +261,7 @@ class SeriesCheck:
         out[kept] = per_set[row_set[kept]]
         return out
 
-    def check_release(self, data, part) -> list[PrivacyResult]:
+    def check_release(self, data: Microdata, part: Partition) -> list[PrivacyResult]:
         """The figures of a release (rows kept in parts: tasks/compose/parted.PartedSeriesCheck)."""
         if self.technique.capabilities.guards_series or self.row_ids:
             return []
@@ -355,7 +366,7 @@ class SeriesCheck:
         the publish refusal adds to the figure. Never fails the refusal it explains."""
         pkeys = np.concatenate(self.below_pkeys) if self.below_pkeys else np.zeros(0, np.int64)
         below = self.below_people
-        releases: list = []
+        releases: list[Any] = []
         sid = self.prior.sid if self.prior is not None else self._staged.sid if self._staged is not None else None
         if self.store is not None and sid is not None and len(pkeys):
             try:
@@ -371,7 +382,7 @@ class SeriesCheck:
         return result.model == self.model and self.settings.mode == "warn"
 
     # --- the commit ------------------------------------------------------------------------------
-    def commit_hook(self):
+    def commit_hook(self) -> Callable[[duckdb.DuckDBPyConnection, str, int], None] | None:
         if self._staged is not None:  # a release made on a cluster: its batches were staged
             staged = self._staged
             tables = {**staged.files, "_compose_values": staged.values}
@@ -431,17 +442,18 @@ class SeriesCheck:
         )
 
 
-def row_numbered_releases(store, series: str) -> int:
+def row_numbered_releases(store: Store, series: str) -> int:
     """Releases of the series whose person id was the row number ("@row", in their stored spec)."""
     if not store.last_sequence(series):
         return 0
     return int(
         store.query(
-            lambda con: con.execute(
+            lambda con: one_row(
+                con,
                 "SELECT count(*) FROM release_rows WHERE series = ? "
                 "AND json_extract_string(spec, '$.dataset.person_id') = ?",
                 [series, ROW_ID],
-            ).fetchone()[0]
+            )[0]
         )
     )
 
@@ -463,7 +475,8 @@ def broken_rows(prior: summaries.Prior, codes: np.ndarray, transient: np.ndarray
         if len(prior.vkey_transient)
         else np.zeros(len(back), bool)
     )
-    return changed & ~(transient[codes] & was_transient)
+    result: np.ndarray = changed & ~(transient[codes] & was_transient)
+    return result
 
 
 def same_transient(prior: summaries.Prior, settings: SeriesSettings, series: str) -> None:

@@ -12,10 +12,15 @@ people's QIs change and groups merge (docs/series.md has the figures).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.types import Partition
+
+if TYPE_CHECKING:  # check.py imports this module
+    from privpub.tasks.compose.check import SeriesCheck
 
 MAX_ROUNDS = 64
 
@@ -28,7 +33,7 @@ def people_per_group(group: np.ndarray, person: np.ndarray | None, n_groups: int
     return np.bincount(np.unique(group.astype(np.int64) * width + person) // width, minlength=n_groups)
 
 
-def kept_partition(check, data: Microdata, part: Partition) -> Partition:
+def kept_partition(check: SeriesCheck, data: Microdata, part: Partition) -> Partition:
     own = part.group
     prior = check.prior
     base = prior.next_cohort if prior is not None else 0

@@ -21,19 +21,32 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from privpub.schemas.errors import InputError, SpecError
-from privpub.state.store import open_staging
+from privpub.schemas.spec import ReleaseSpec
+from privpub.state.store import Store, open_staging
 from privpub.tasks.compose import remedies, summaries
 from privpub.tasks.compose.check import SeriesCheck, broken_rows, same_transient, summarise
+from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.parted_table import StagingFolder
-from privpub.tasks.core.types import PrivacyResult
+from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.types import Partition, PrivacyResult
+from privpub.tasks.partition.parted import ClusterPartition, PartedRows
 
 BATCH_PEOPLE = 1_000_000
+
+
+class PartedPeople(PartedRows, Protocol):
+    """The input kept in parts (tasks/validate/parted.PartedData), with its files' paths."""
+
+    files: list[str]
+
+
 TABLES = ("_compose_people", "_compose_sets", "_compose_info")
 
 
@@ -76,7 +89,7 @@ class Staged:
     """What the commit hook writes: the staged Parquet files and the series' next keys."""
 
     draft: StagingFolder
-    files: dict = field(default_factory=lambda: {name: [] for name in TABLES})
+    files: dict[str, Any] = field(default_factory=lambda: {name: [] for name in TABLES})
     sid: int | None = None
     release: int = -1
     values: pa.Table | None = None
@@ -88,30 +101,37 @@ class PartedSeriesCheck(SeriesCheck):
     """The series check of a release whose rows stay in parts where the run works: the people
     are read batch by batch at the check, never all in the flow."""
 
-    def __init__(self, spec, technique):
+    def __init__(self, spec: ReleaseSpec, technique: Technique) -> None:
         super().__init__(spec, technique)
         if self.settings.keep_groups and not technique.capabilities.guards_series:  # before any work
             # keep_groups would need the earlier cohorts next to the parts
             raise SpecError("[series] keep_groups does not run on a Dask cluster yet; publish in memory")
 
-    def prepare(self, store, data) -> None:
+    def prepare(self, store: Store, data: Microdata | PartedRows) -> None:
         self.store = store
         self.values = np.asarray(data.sensitive_values).astype(str).astype(object)
         self.transient = np.isin(self.values, list(self.settings.transient))
         if not self.technique.capabilities.guards_series:  # the people are stored as pseudonyms, batch by batch
             self.pseudonyms = store.pseudonyms(create=self.commits)
 
-    def check_release(self, data, part) -> list[PrivacyResult]:
+    def check_release(self, data: Microdata, part: Partition) -> list[PrivacyResult]:
+        # by the contract's names; here rows kept in parts and the top of their split tree
         if self.technique.capabilities.guards_series:
             return []
-        results, self._staged = compose_on_cluster(self, self.store, data, part)
-        return results
+        assert self.store is not None  # set by prepare
+        results, self._staged = compose_on_cluster(
+            self, self.store, cast(PartedPeople, data), cast(ClusterPartition, part)
+        )
+        result: list[PrivacyResult] = results
+        return result
 
     def history_missing(self, based_on: int) -> bool:
         return False  # the stored groups are read at the check
 
 
-def compose_on_cluster(check, store, data, cpart):
+def compose_on_cluster(
+    check: PartedSeriesCheck, store: Store, data: PartedPeople, cpart: ClusterPartition
+) -> tuple[list[PrivacyResult], Staged]:
     """The composition figures of a release made on the cluster (check: the SeriesCheck), and what
     its commit writes (`Staged`). Refuses, naming file and row, a returning person whose
     permanent value changed."""
@@ -124,8 +144,11 @@ def compose_on_cluster(check, store, data, cpart):
         raise
 
 
-def _compose_batches(check, store, data, cpart, staged: Staged):
+def _compose_batches(
+    check: PartedSeriesCheck, store: Store, data: PartedPeople, cpart: ClusterPartition, staged: Staged
+) -> tuple[list[PrivacyResult], Staged]:
     ex, spec, settings = data.executor, check.spec, check.settings
+    assert cpart.group_offset is not None and cpart.n_groups is not None  # set by finish_on_cluster
     worst = WorstOverBatches()
     code_to_vkey = None
     next_cohort = 0
@@ -180,21 +203,23 @@ def _compose_batches(check, store, data, cpart, staged: Staged):
             pq.write_table(table, path)
             staged.files[name].append(str(path))
     staged.next_ids = (pkey_base, set_base, next_cohort + cpart.n_groups)
-    results = []
+    results: list[PrivacyResult] = []
     if prior_seen:
         what = "candidate values" if settings.l else "records that can be the person's"
         results.append(_result(check, worst, staged.release + 1, what, data.files))
     return results, staged
 
 
-def _batch_groups(rows: pa.Table, cpart, a: int, b: int) -> np.ndarray:
+def _batch_groups(rows: pa.Table, cpart: ClusterPartition, a: int, b: int) -> np.ndarray:
     """The global group of each member of nodes [a, b): its node's group number plus the node's
     first global group id (the members come node after node, ready_sizes rows each)."""
     sizes = np.asarray(cpart.ready_sizes[a:b], dtype=np.int64)
-    return rows.column("group").to_numpy() + np.repeat(cpart.group_offset[a:b], sizes)
+    assert cpart.group_offset is not None  # set by finish_on_cluster
+    result: np.ndarray = rows.column("group").to_numpy() + np.repeat(cpart.group_offset[a:b], sizes)
+    return result
 
 
-def _result(check, worst: WorstOverBatches, releases: int, what: str, files: list[str]):
+def _result(check: SeriesCheck, worst: WorstOverBatches, releases: int, what: str, files: list[str]) -> PrivacyResult:
     return PrivacyResult(
         check.model,
         worst.figure,
@@ -214,7 +239,14 @@ def _result(check, worst: WorstOverBatches, releases: int, what: str, files: lis
     )
 
 
-def _refuse_changed_values(check, prior, code, file, row, files) -> None:
+def _refuse_changed_values(
+    check: SeriesCheck,
+    prior: summaries.Prior,
+    code: np.ndarray,
+    file: np.ndarray,
+    row: np.ndarray,
+    files: list[str],
+) -> None:
     """SeriesCheck.prepare's test of the model, on one batch (named by file and row)."""
     broken = np.flatnonzero(broken_rows(prior, code, check.transient))
     if len(broken):

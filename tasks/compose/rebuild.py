@@ -19,16 +19,28 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
+from typing import Any
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 
+from privpub.state.store import Store
 from privpub.tasks.compose.algebra import GroupCounts, Sets, compose, shared
 
 BATCH_PEOPLE = 1_000_000  # people replayed at once (as a cluster publish composes them)
 COUNTS = "_replay_counts"  # the series' records per (release, group, value): a temporary table
 EXCESS = "_replay_excess"  # (release, group, rows beyond one per person), where any: a temporary table
 GROUPS = "_replay_groups"  # a batch's groups in one release, shown to the read connection
+
+
+def one_row(
+    con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | dict[str, Any] | None = None
+) -> tuple[Any, ...]:
+    """The one row of an aggregate query (it always has one)."""
+    row = con.execute(sql, params).fetchone()
+    assert row is not None  # an aggregate without GROUP BY returns one row
+    return row
 
 
 def _concat(a: Sets, b: Sets) -> Sets:
@@ -44,15 +56,25 @@ def _concat(a: Sets, b: Sets) -> Sets:
 
 
 def replay(
-    store, series: str, sequence: int, by_values: bool, threshold: int, batch_people: int = BATCH_PEOPLE
+    store: Store, series: str, sequence: int, by_values: bool, threshold: int, batch_people: int = BATCH_PEOPLE
 ) -> tuple[int, int, int] | None:
     """(fewest figure, people below the threshold, releases replayed) for the people of the
     newest release up to `sequence` with stored groups, or None when the series has none.
     by_values: candidate values (the l figure), else records (the k figure)."""
-    return store.query(lambda con: _replay(con, series, sequence, by_values, threshold, batch_people))
+    result: tuple[int, int, int] | None = store.query(
+        lambda con: _replay(con, series, sequence, by_values, threshold, batch_people)
+    )
+    return result
 
 
-def _replay(con, series, sequence, by_values, threshold, batch_people):
+def _replay(
+    con: duckdb.DuckDBPyConnection,
+    series: str,
+    sequence: int,
+    by_values: bool,
+    threshold: int,
+    batch_people: int,
+) -> tuple[int, int, int] | None:
     head = con.execute("SELECT sid, transient FROM compose_head WHERE series = ?", [series]).fetchone()
     if head is None:
         return None
@@ -70,19 +92,22 @@ def _replay(con, series, sequence, by_values, threshold, batch_people):
     return fewest, below, len(releases)
 
 
-def stored_values(con, sid: int) -> np.ndarray:
+def stored_values(con: duckdb.DuckDBPyConnection, sid: int) -> np.ndarray:
     """The series' sensitive values as text, by value key."""
     values = con.execute("SELECT value FROM compose_values WHERE sid = ? ORDER BY vkey", [sid]).fetchall()
     return np.array([v for (v,) in values], dtype=object)
 
 
-def stored_releases(con, sid: int, sequence: int | None = None) -> tuple[int, int, list[int]]:
+def stored_releases(
+    con: duckdb.DuckDBPyConnection, sid: int, sequence: int | None = None
+) -> tuple[int, int, list[int]]:
     """(the lowest and highest person key, the releases with stored groups), up to `sequence`."""
-    lo, hi, releases = con.execute(
+    lo, hi, releases = one_row(
+        con,
         "SELECT min(pkey), max(pkey), list(DISTINCT release ORDER BY release) FROM compose_membership "
         "WHERE sid = ? AND release <= ?",
         [sid, np.iinfo(np.int32).max if sequence is None else sequence],
-    ).fetchone()
+    )
     return lo, hi, releases or []
 
 
@@ -92,7 +117,7 @@ def person_batches(lo: int, hi: int, batch_people: int) -> list[tuple[int, int]]
 
 
 @contextlib.contextmanager
-def counted_groups(con, sid: int, releases: list[int]) -> Iterator[None]:
+def counted_groups(con: duckdb.DuckDBPyConnection, sid: int, releases: list[int]) -> Iterator[None]:
     """The series' records per (release, group, value) in a temporary table of `con` while the
     block runs (what `_group_counts` reads), counted one release at a time: DuckDB holds one
     release's groups to count them."""
@@ -117,17 +142,23 @@ def counted_groups(con, sid: int, releases: list[int]) -> Iterator[None]:
 
 
 def _batch(
-    con, sid: int, people: tuple[int, int], releases: list[int], transient: np.ndarray, by_values: bool
+    con: duckdb.DuckDBPyConnection,
+    sid: int,
+    people: tuple[int, int],
+    releases: list[int],
+    transient: np.ndarray,
+    by_values: bool,
 ) -> np.ndarray:
     """The figures, in the newest release, of the people whose keys are in [people[0], people[1])
     (none when they are not in it)."""
     sets, set_of, latest = replay_people(con, sid, people, releases, transient)
     in_newest = set_of[latest == releases[-1]]
-    return (sets.candidates() if by_values else sets.identity())[in_newest]
+    result: np.ndarray = (sets.candidates() if by_values else sets.identity())[in_newest]
+    return result
 
 
 def replay_people(
-    con, sid: int, people: tuple[int, int], releases: list[int], transient: np.ndarray
+    con: duckdb.DuckDBPyConnection, sid: int, people: tuple[int, int], releases: list[int], transient: np.ndarray
 ) -> tuple[Sets, np.ndarray, np.ndarray]:
     """The summaries of the people whose keys are in [people[0], people[1]) after `releases`
     (sorted), replayed release by release, one release's rows at a time: (the sets, each person's
@@ -136,7 +167,7 @@ def replay_people(
     not shared with the earlier ones (`shared` does it when they are to be stored)."""
     set_of = np.full(people[1] - people[0], -1, np.int64)
     latest = np.full(people[1] - people[0], -1, np.int64)
-    several = bool(con.execute(f"SELECT count(*) FROM {EXCESS}").fetchone()[0])  # people with several values
+    several = bool(one_row(con, f"SELECT count(*) FROM {EXCESS}")[0])  # people with several values
     sets = Sets.empty(several)
     for release in releases:
         rows = con.execute(
@@ -161,7 +192,7 @@ def replay_people(
 
 
 def _group_counts(
-    con, release: int, groups: np.ndarray, transient: np.ndarray, several_rows: bool = False
+    con: duckdb.DuckDBPyConnection, release: int, groups: np.ndarray, transient: np.ndarray, several_rows: bool = False
 ) -> GroupCounts:
     """Every record of the release's `groups` (sorted ids), whoever holds it, counted per value;
     the groups numbered by their position in `groups`; several_rows: with each group's excess."""

@@ -8,6 +8,7 @@ are. Never a person id, never a value of the sensitive column.
 
 from __future__ import annotations
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -33,7 +34,9 @@ VALUE_CHANGES = (
 )
 
 
-def releases_holding(con, series: str, sid: int, pkeys: np.ndarray) -> list[tuple[int, str, int]]:
+def releases_holding(
+    con: duckdb.DuckDBPyConnection, series: str, sid: int, pkeys: np.ndarray
+) -> list[tuple[int, str, int]]:
     """(number, release id, how many of the people) for every release of the series that holds
     some of the people with these stored keys, in series order."""
     if not len(pkeys):

@@ -19,14 +19,16 @@ import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeAlias
 
+import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from privpub.schemas.errors import StaleHistory
-from privpub.state.store import has_table
+from privpub.state.store import Store, has_table
 from privpub.tasks.compose.algebra import Sets
 
 EXCESS_VKEY = -1  # compose_sets: the row carrying a set's largest excess (several rows per person)
@@ -52,69 +54,61 @@ class Prior:
     transient: list[str]
 
 
-def load(store, series: str, persons: pa.Array, values: np.ndarray) -> Prior | None:
-    """persons: this input's person pseudonyms (`Store.pseudonyms().of(person_text(...))`), per
-    row; values: its distinct sensitive values
-    as text, in code order. None when the series has no summaries yet."""
-
-    def fetch(con):
-        if not has_table(con, "compose_head"):
-            return None
-        head = con.execute(
-            "SELECT sid, release_id, release, next_pkey, next_set, next_cohort, transient "
-            "FROM compose_head WHERE series = ?",
-            [series],
-        ).fetchone()
-        if head is None:
-            return None
-        p = {"sid": head[0]}
-        con.register("_compose_rows", pa.table({"i": np.arange(len(persons), dtype=np.int64), "person": persons}))
-        try:
-            stored = con.execute("SELECT vkey, value FROM compose_values WHERE sid = $sid ORDER BY vkey", p).fetchall()
-            people = con.execute(
-                "SELECT x.i, p.pkey, p.set_id, p.vkey, p.cohort FROM compose_people p "
-                "JOIN _compose_rows x ON p.person = x.person WHERE p.sid = $sid",
-                p,
-            ).fetch_arrow_table()
-            con.register("_compose_ids", people.select(["set_id"]))
-            sets = con.execute(
-                "SELECT set_id, vkey, minc FROM compose_sets WHERE sid = $sid AND "
-                "set_id IN (SELECT set_id FROM _compose_ids)",
-                p,
-            ).fetch_arrow_table()
-            info = con.execute(
-                "SELECT set_id, min_t, min_tc FROM compose_set_info WHERE sid = $sid "
-                "AND set_id IN (SELECT set_id FROM _compose_ids) ORDER BY set_id",
-                p,
-            ).fetch_arrow_table()
-        finally:
-            for name in ("_compose_rows", "_compose_ids"):
-                with contextlib.suppress(Exception):  # _compose_ids exists only if the join ran
-                    con.unregister(name)
-        return head, stored, people, sets, info
-
-    got = store.query(fetch) if store.path.exists() else None
-    if got is None:
+def _fetch_prior(
+    con: duckdb.DuckDBPyConnection, series: str, persons: pa.Array
+) -> tuple[tuple[Any, ...], list[Any], pa.Table, pa.Table, pa.Table] | None:
+    """The series' head, stored values, and the stored people among `persons` with their sets
+    (their values' counts and the sets' info); None when the series has no summaries."""
+    if not has_table(con, "compose_head"):
         return None
-    head, stored, people, sets, info = got
-    transient = json.loads(head[6])
+    head = con.execute(
+        "SELECT sid, release_id, release, next_pkey, next_set, next_cohort, transient "
+        "FROM compose_head WHERE series = ?",
+        [series],
+    ).fetchone()
+    if head is None:
+        return None
+    p = {"sid": head[0]}
+    con.register("_compose_rows", pa.table({"i": np.arange(len(persons), dtype=np.int64), "person": persons}))
+    try:
+        stored = con.execute("SELECT vkey, value FROM compose_values WHERE sid = $sid ORDER BY vkey", p).fetchall()
+        people = con.execute(
+            "SELECT x.i, p.pkey, p.set_id, p.vkey, p.cohort FROM compose_people p "
+            "JOIN _compose_rows x ON p.person = x.person WHERE p.sid = $sid",
+            p,
+        ).fetch_arrow_table()
+        con.register("_compose_ids", people.select(["set_id"]))
+        sets = con.execute(
+            "SELECT set_id, vkey, minc FROM compose_sets WHERE sid = $sid AND "
+            "set_id IN (SELECT set_id FROM _compose_ids)",
+            p,
+        ).fetch_arrow_table()
+        info = con.execute(
+            "SELECT set_id, min_t, min_tc FROM compose_set_info WHERE sid = $sid "
+            "AND set_id IN (SELECT set_id FROM _compose_ids) ORDER BY set_id",
+            p,
+        ).fetch_arrow_table()
+    finally:
+        for name in ("_compose_rows", "_compose_ids"):
+            with contextlib.suppress(Exception):  # _compose_ids exists only if the join ran
+                con.unregister(name)
+    return head, stored, people, sets, info
+
+
+def _value_keys(stored: list[Any], values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The stored values as text, stored key -> this input's code (-1: absent; one slot more for
+    none), and this input's code -> stored key (-1: a new value)."""
     stored_text = np.array([v for _, v in stored], dtype=object)
     vkey_to_code = np.full(len(stored) + 1, -1, np.int64)  # dense keys 0..; the last slot: none
     vkey_to_code[: len(stored)] = pd.Index(values).get_indexer(stored_text) if len(stored) else []
     code_to_vkey = np.full(len(values), -1, np.int64)
     known = vkey_to_code[: len(stored)] >= 0
     code_to_vkey[vkey_to_code[: len(stored)][known]] = np.flatnonzero(known)
+    return stored_text, vkey_to_code, code_to_vkey
 
-    n = len(persons)
-    ids = info.column("set_id").to_numpy()
-    rows = people.column("i").to_numpy()
 
-    def per_row(column: str, what=None) -> np.ndarray:
-        out = np.full(n, -1, np.int64)
-        out[rows] = people.column(column).to_numpy() if what is None else what
-        return out
-
-    set_of_row = per_row("set_id", np.searchsorted(ids, people.column("set_id").to_numpy()))
+def _stored_sets(sets: pa.Table, info: pa.Table, ids: np.ndarray, vkey_to_code: np.ndarray) -> Sets:
+    """The fetched sets as Sets, value codes in this input's value order."""
     owner = np.searchsorted(ids, sets.column("set_id").to_numpy())
     vkey = sets.column("vkey").to_numpy()
     minc = sets.column("minc").to_numpy().astype(np.int64)
@@ -126,7 +120,7 @@ def load(store, series: str, persons: pa.Array, values: np.ndarray) -> Prior | N
         owner, vkey, minc = owner[~excess], vkey[~excess], minc[~excess]
     code = vkey_to_code[vkey]
     order = np.lexsort((code, owner))
-    summary = Sets(
+    return Sets(
         np.searchsorted(owner[order], np.arange(len(ids) + 1)).astype(np.int64),
         code[order],
         minc[order],
@@ -134,12 +128,37 @@ def load(store, series: str, persons: pa.Array, values: np.ndarray) -> Prior | N
         info.column("min_tc").to_numpy().astype(np.int64),
         max_e,
     )
+
+
+def load(store: Store, series: str, persons: pa.Array, values: np.ndarray) -> Prior | None:
+    """persons: this input's person pseudonyms (`Store.pseudonyms().of(person_text(...))`), per
+    row; values: its distinct sensitive values
+    as text, in code order. None when the series has no summaries yet."""
+
+    def fetch(con: duckdb.DuckDBPyConnection) -> tuple[tuple[Any, ...], list[Any], pa.Table, pa.Table, pa.Table] | None:
+        return _fetch_prior(con, series, persons)
+
+    got = store.query(fetch) if store.path.exists() else None
+    if got is None:
+        return None
+    head, stored, people, sets, info = got
+    transient = json.loads(head[6])
+    stored_text, vkey_to_code, code_to_vkey = _value_keys(stored, values)
+    n = len(persons)
+    ids = info.column("set_id").to_numpy()
+    rows = people.column("i").to_numpy()
+
+    def per_row(column: str, what: np.ndarray | None = None) -> np.ndarray:
+        out = np.full(n, -1, np.int64)
+        out[rows] = people.column(column).to_numpy() if what is None else what
+        return out
+
     return Prior(
         int(head[0]),
         head[1],
         int(head[2]),
-        summary,
-        set_of_row,
+        _stored_sets(sets, info, ids, vkey_to_code),
+        per_row("set_id", np.searchsorted(ids, people.column("set_id").to_numpy())),
         per_row("pkey"),
         per_row("cohort"),
         per_row("vkey"),
@@ -152,11 +171,11 @@ def load(store, series: str, persons: pa.Array, values: np.ndarray) -> Prior | N
     )
 
 
-def latest_values(store, sid: int, pkeys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def latest_values(store: Store, sid: int, pkeys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The stored value keys of people in their latest release (compose_membership), for people
     with several values (rows_per_person = "many"): (position in `pkeys`, value key) pairs."""
 
-    def fetch(con):
+    def fetch(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         con.register("_compose_keys", pa.table({"i": np.arange(len(pkeys), dtype=np.int64), "pkey": pkeys}))
         try:
             return con.execute(
@@ -187,7 +206,7 @@ def summaries_writer(
     next_ids: tuple[int, int, int],
     transient: list[str],
     several_rows: bool = False,
-) -> Callable:
+) -> Callable[..., Any]:
     """The writes of one release (its published people only; `code` = their value codes): their
     rows replaced, new values keyed, the new sets added, sets nobody points at any more dropped,
     the release's groups appended, the head moved. several_rows: the arrays hold a person once
@@ -278,14 +297,82 @@ def set_table(sets: Sets, vkey: np.ndarray, set_base: int) -> pa.Table:
     return pa.table({"set_id": set_id, "vkey": vkey.astype(np.int32), "minc": minc.astype(np.int32)})
 
 
+# A summary table handed to the commit hook: an Arrow table, or the Parquet files a release on a
+# cluster staged (DuckDB reads them as it writes)
+SummarySource: TypeAlias = "pa.Table | list[str]"
+
+
+def _attach(con: duckdb.DuckDBPyConnection, name: str, source: SummarySource) -> None:
+    if isinstance(source, list):
+        con.read_parquet(source).create_view(name)
+    else:
+        con.register(name, source)
+
+
+def _detach(con: duckdb.DuckDBPyConnection, name: str, source: SummarySource) -> None:
+    if isinstance(source, list):
+        con.execute(f"DROP VIEW IF EXISTS {name}")
+    else:
+        con.unregister(name)
+
+
+def _series_key(con: duckdb.DuckDBPyConnection, sid: int | None) -> int:
+    """The series' key: its own, or for a series without summaries yet a key no forgotten series left."""
+    if sid is not None:
+        return sid
+    row = con.execute(
+        "SELECT coalesce(max(sid), -1) + 1 FROM (SELECT sid FROM compose_head UNION ALL "
+        "SELECT sid FROM compose_values UNION ALL SELECT sid FROM compose_membership)"
+    ).fetchone()
+    assert row is not None  # an aggregate returns one row
+    return int(row[0])
+
+
+def _refuse_rebuilt(con: duckdb.DuckDBPyConnection, series: str, sid: int, read_next_set: int) -> None:
+    """Refuse the commit when the summaries were rebuilt since this release read them."""
+    now = con.execute("SELECT next_set FROM compose_head WHERE sid = ?", [sid]).fetchone()
+    if now is None or now[0] != read_next_set:
+        raise StaleHistory(
+            f"the summaries of series '{series}' were rebuilt (privpub series change) while this "
+            "release was computed from them; run it again"
+        )
+
+
+def _write_rows(
+    con: duckdb.DuckDBPyConnection, p: dict[str, int], replace: bool, membership: str, sequence: int
+) -> None:
+    """The attached tables into the summaries: people replaced (`replace`: the series has rows),
+    values, sets and their info added, sets nobody points at dropped, the release's groups."""
+    con.execute("INSERT INTO compose_values SELECT $sid, vkey, value FROM _compose_values", p)
+    if replace:
+        con.execute("DELETE FROM compose_people WHERE sid = $sid AND pkey IN (SELECT pkey FROM _compose_people)", p)
+    con.execute(
+        "INSERT INTO compose_people SELECT $sid, person, pkey, set_id, vkey, cohort, $r FROM _compose_people",
+        {**p, "r": sequence},
+    )
+    con.execute("INSERT INTO compose_sets SELECT $sid, set_id, vkey, minc FROM _compose_sets", p)
+    con.execute("INSERT INTO compose_set_info SELECT $sid, set_id, min_t, min_tc FROM _compose_info", p)
+    if replace:
+        for table in ("compose_sets", "compose_set_info"):
+            con.execute(
+                f"DELETE FROM {table} WHERE sid = $sid AND set_id NOT IN "
+                "(SELECT set_id FROM compose_people WHERE sid = $sid)",
+                p,
+            )
+    con.execute(  # a person once per value of theirs under rows_per_person = "many"
+        "INSERT INTO compose_membership SELECT $sid, $r, pkey, gid, vkey FROM " + membership,
+        {**p, "r": sequence},
+    )
+
+
 def table_writer(
     series: str,
     sid: int | None,
-    tables: dict,
+    tables: dict[str, SummarySource],
     next_ids: tuple[int, int, int],
     transient: list[str],
     read_next_set: int | None = None,
-) -> Callable:
+) -> Callable[[duckdb.DuckDBPyConnection, str, int], None]:
     """The commit hook writing one release's summaries. tables: `_compose_people`, `_compose_sets`,
     `_compose_info`, `_compose_values`, each an Arrow table or a list of Parquet files (what a
     release on a cluster staged, tasks/compose/cluster.py: DuckDB reads them as it writes).
@@ -293,60 +380,15 @@ def table_writer(
     next set id when its summaries were read; another one at the commit means they were rebuilt
     meanwhile (tasks/compose/change.py), and the commit is refused."""
 
-    def attach(con, name: str, source) -> None:
-        if isinstance(source, list):
-            con.read_parquet(source).create_view(name)
-        else:
-            con.register(name, source)
-
-    def detach(con, name: str, source) -> None:
-        if isinstance(source, list):
-            con.execute(f"DROP VIEW IF EXISTS {name}")
-        else:
-            con.unregister(name)
-
-    def write(con, release_id: str, sequence: int) -> None:
-        p = {
-            "sid": sid
-            if sid is not None
-            else con.execute(  # never a key a forgotten series left
-                "SELECT coalesce(max(sid), -1) + 1 FROM (SELECT sid FROM compose_head UNION ALL "
-                "SELECT sid FROM compose_values UNION ALL SELECT sid FROM compose_membership)"
-            ).fetchone()[0]
-        }
+    def write(con: duckdb.DuckDBPyConnection, release_id: str, sequence: int) -> None:
+        p = {"sid": _series_key(con, sid)}
         if sid is not None and read_next_set is not None:
-            now = con.execute("SELECT next_set FROM compose_head WHERE sid = ?", [sid]).fetchone()
-            if now is None or now[0] != read_next_set:
-                raise StaleHistory(
-                    f"the summaries of series '{series}' were rebuilt (privpub series change) while this "
-                    "release was computed from them; run it again"
-                )
+            _refuse_rebuilt(con, series, sid, read_next_set)
         for name, source in tables.items():
-            attach(con, name, source)
+            _attach(con, name, source)
         try:
-            con.execute("INSERT INTO compose_values SELECT $sid, vkey, value FROM _compose_values", p)
-            if sid is not None:
-                con.execute(
-                    "DELETE FROM compose_people WHERE sid = $sid AND pkey IN (SELECT pkey FROM _compose_people)", p
-                )
-            con.execute(
-                "INSERT INTO compose_people SELECT $sid, person, pkey, set_id, vkey, cohort, $r FROM _compose_people",
-                {**p, "r": sequence},
-            )
-            con.execute("INSERT INTO compose_sets SELECT $sid, set_id, vkey, minc FROM _compose_sets", p)
-            con.execute("INSERT INTO compose_set_info SELECT $sid, set_id, min_t, min_tc FROM _compose_info", p)
-            if sid is not None:
-                for table in ("compose_sets", "compose_set_info"):
-                    con.execute(
-                        f"DELETE FROM {table} WHERE sid = $sid AND set_id NOT IN "
-                        "(SELECT set_id FROM compose_people WHERE sid = $sid)",
-                        p,
-                    )
-            con.execute(  # a person once per value of theirs under rows_per_person = "many"
-                "INSERT INTO compose_membership SELECT $sid, $r, pkey, gid, vkey FROM "
-                + ("_compose_membership" if "_compose_membership" in tables else "_compose_people"),
-                {**p, "r": sequence},
-            )
+            membership = "_compose_membership" if "_compose_membership" in tables else "_compose_people"
+            _write_rows(con, p, sid is not None, membership, sequence)
             con.execute(
                 "INSERT OR REPLACE INTO compose_head VALUES ($s, $sid, $rid, $r, $np, $ns, $nc, $t)",
                 {
@@ -362,6 +404,6 @@ def table_writer(
             )
         finally:
             for name, source in tables.items():
-                detach(con, name, source)
+                _detach(con, name, source)
 
     return write

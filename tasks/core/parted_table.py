@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -42,6 +43,8 @@ class PartedTable:
         # where part-wise work runs: the run's executor (a Dask client is taken as one)
         self.executor = as_executor(executor if executor is not None else client)
         self.draft: StagingFolder | None = None  # the folder it was written in, until staged
+        # equivalence-class sizes, kept by its verification for the group-size figures (tasks/verify/parted.py)
+        self.class_sizes: np.ndarray | None = None
 
     @property
     def parts(self) -> list[Path]:

@@ -74,7 +74,8 @@ def entropy(g: np.ndarray, n: np.ndarray, n_groups: int) -> np.ndarray:
 
 def entropy_passes(h: np.ndarray, l: int) -> np.ndarray:
     """Entropy l-diversity: H >= log l (up to rounding)."""
-    return h >= np.log(l) * (1 - ROUNDING)
+    result: np.ndarray = h >= np.log(l) * (1 - ROUNDING)
+    return result
 
 
 def recursive_terms(g: np.ndarray, n: np.ndarray, n_groups: int, l: int) -> tuple[np.ndarray, np.ndarray]:
@@ -175,16 +176,17 @@ def emd(ground: Ground, g: np.ndarray, v: np.ndarray, n: np.ndarray, n_groups: i
     return emd_hierarchical(ground, g, v, n, n_groups, counts)
 
 
-def emd_equal(g, v, n, n_groups, counts) -> np.ndarray:
+def emd_equal(g: np.ndarray, v: np.ndarray, n: np.ndarray, n_groups: int, counts: np.ndarray) -> np.ndarray:
     """Equal distance: half the L1 distance, 0.5 sum_v |p_v - q_v|. A value absent from the group
     contributes q_v: sum over absent q_v = 1 - sum over present q_v."""
     q = distribution(counts)
     p = n / group_totals(g, n, n_groups)[g]
     present = np.bincount(g, weights=np.abs(p - q[v]) - q[v], minlength=n_groups)
-    return np.maximum(0.5 * (1.0 + present), 0.0)
+    result: np.ndarray = np.maximum(0.5 * (1.0 + present), 0.0)
+    return result
 
 
-def emd_ordered(g, v, n, n_groups, counts) -> np.ndarray:
+def emd_ordered(g: np.ndarray, v: np.ndarray, n: np.ndarray, n_groups: int, counts: np.ndarray) -> np.ndarray:
     """Ordered distance: sum_{i < m-1} |P_i - Q_i| / (m - 1), P and Q cumulative.
 
     Between two values a group holds its P is constant while Q grows, so each (group, value)
@@ -211,15 +213,18 @@ def emd_ordered(g, v, n, n_groups, counts) -> np.ndarray:
     return (out + lead) / (m - 1)
 
 
-def _abs_sum(prefix, cum_q, a, b, p) -> np.ndarray:
+def _abs_sum(prefix: np.ndarray, cum_q: np.ndarray, a: np.ndarray, b: np.ndarray, p: np.ndarray) -> np.ndarray:
     """sum_{i=a}^{b-1} |p - Q_i| for non-decreasing Q, per run."""
     split = np.clip(np.searchsorted(cum_q, p, side="left"), a, b)  # Q_i < p before split
     below = (split - a) * p - (prefix[split] - prefix[a])
     above = (prefix[b] - prefix[split]) - (b - split) * p
-    return below + above
+    result: np.ndarray = below + above
+    return result
 
 
-def emd_hierarchical(ground: Ground, g, v, n, n_groups, counts) -> np.ndarray:
+def emd_hierarchical(
+    ground: Ground, g: np.ndarray, v: np.ndarray, n: np.ndarray, n_groups: int, counts: np.ndarray
+) -> np.ndarray:
     """Hierarchical distance: sum over non-root nodes C of weight[C] |P(C) - Q(C)| (Li et al.
     2007 write it as sum over internal nodes N of height(N)/H min(pos_extra, neg_extra); both are
     the tree's transport cost). A node none of a group's values lies under has P(C) = 0 and costs
@@ -240,10 +245,13 @@ def emd_hierarchical(ground: Ground, g, v, n, n_groups, counts) -> np.ndarray:
     gn, nodes, rows = pair_counts_weighted(g[pair], node, n[pair], n_groups, ground.n_nodes)
     p_node = rows / group_totals(g, n, n_groups)[gn]
     fix = ground.weight[nodes] * (np.abs(p_node - q_node[nodes]) - q_node[nodes])
-    return np.maximum(base + np.bincount(gn, weights=fix, minlength=n_groups), 0.0)
+    result: np.ndarray = np.maximum(base + np.bincount(gn, weights=fix, minlength=n_groups), 0.0)
+    return result
 
 
-def pair_counts_weighted(group, node, w, n_groups: int, n_nodes: int) -> tuple[np.ndarray, ...]:
+def pair_counts_weighted(
+    group: np.ndarray, node: np.ndarray, w: np.ndarray, n_groups: int, n_nodes: int
+) -> tuple[np.ndarray, ...]:
     """sum of w per (group, node) that occurs: (group, node, sum)."""
     key = group.astype(np.int64) * n_nodes + node
     cells, inverse = np.unique(key, return_inverse=True)
@@ -273,7 +281,8 @@ def pair_gain(g: np.ndarray, v: np.ndarray, n: np.ndarray, n_groups: int, counts
     """(p - q) / q of every (group, value) pair, as likeness_gain computes it."""
     size = group_totals(g, n, n_groups).astype(np.int64)[g]
     held = counts.astype(np.int64)[v]
-    return (n.astype(np.int64) * int(counts.sum()) - held * size) / (held * size)
+    result: np.ndarray = (n.astype(np.int64) * int(counts.sum()) - held * size) / (held * size)
+    return result
 
 
 def likeness_passes(gain: np.ndarray, beta: float) -> np.ndarray:
@@ -288,7 +297,8 @@ def distinct_per_group(group: np.ndarray, value: np.ndarray, n_groups: int, m: i
     if n_groups * m <= max(_DENSE_CELLS, 4 * len(key)):
         seen = np.zeros(n_groups * m, dtype=bool)
         seen[key] = True
-        return seen.reshape(n_groups, m).sum(axis=1)
+        result: np.ndarray = seen.reshape(n_groups, m).sum(axis=1)
+        return result
     return np.bincount(sorted_counts(key)[0] // m, minlength=n_groups)
 
 
@@ -376,9 +386,10 @@ class SensitiveModel:
         if not self.needs_counts:
             return ok
         g, v, n = pair_counts(group, value, n_groups, self.m)
-        return ok & self.pairs_ok(g, v, n, n_groups)
+        result: np.ndarray = ok & self.pairs_ok(g, v, n, n_groups)
+        return result
 
-    def pairs_ok(self, g, v, n, n_groups: int) -> np.ndarray:
+    def pairs_ok(self, g: np.ndarray, v: np.ndarray, n: np.ndarray, n_groups: int) -> np.ndarray:
         ok = np.ones(n_groups, dtype=bool)
         if self.diversity == "entropy" and self.l:
             ok &= entropy_passes(entropy(g, n, n_groups), self.l)

@@ -7,6 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.types import Release
 from privpub.tasks.evaluate.counting import count_in_microdata
 from privpub.tasks.evaluate.metrics import error_by_selectivity, group_size_stats
 from privpub.tasks.evaluate.workload import make_workload
@@ -18,17 +21,22 @@ class SharedWorkload:
     releases of the same rows (`privpub explore`): they depend on the rows and the workload's
     seed only, so each release's figures are those it would get alone."""
 
-    queries: list
+    queries: list[Any]
     actual: np.ndarray
 
 
-def shared_workload(data, workload_seed: int = 0, per_band: int = 100) -> SharedWorkload:
+def shared_workload(data: Microdata, workload_seed: int = 0, per_band: int = 100) -> SharedWorkload:
     queries = evaluation_workload(data, workload_seed, per_band)
     return SharedWorkload(queries, count_in_microdata(data, queries))
 
 
 def evaluate(
-    technique, release, data, workload_seed: int = 0, per_band: int = 100, shared: SharedWorkload | None = None
+    technique: Technique,
+    release: Release,
+    data: Microdata,
+    workload_seed: int = 0,
+    per_band: int = 100,
+    shared: SharedWorkload | None = None,
 ) -> dict[str, Any]:
     """Every technique on the same data gets the same queries (the workload's seed is fixed;
     `shared`: drawn and answered already). Rows kept in parts (data.in_parts) are evaluated by
@@ -39,15 +47,15 @@ def evaluate(
     return utility_summary(technique, release, data, workload, estimate, figures, actual)
 
 
-def evaluation_workload(data, workload_seed: int = 0, per_band: int = 100) -> list:
+def evaluation_workload(data: Microdata, workload_seed: int = 0, per_band: int = 100) -> list[Any]:
     return make_workload(data, np.random.default_rng(workload_seed), per_band=per_band)
 
 
 def utility_summary(
-    technique,
-    release,
-    data,
-    workload: list,
+    technique: Technique,
+    release: Release,
+    data: Microdata,
+    workload: list[Any],
     estimate: np.ndarray,
     figures: dict[str, float],
     actual: np.ndarray | None = None,

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from privpub.tasks.evaluate.workload import CountQuery, RangeCond, SetCond
+from privpub.tasks.evaluate.workload import CodedTable, CountQuery, RangeCond, SetCond
 from privpub.tasks.verify.published import column_codes
 
 
@@ -49,15 +49,16 @@ class Coded:
 
     codes: np.ndarray
     per_code: Callable[[Any], np.ndarray]  # cond -> factor per code
-    _cache: dict = field(default_factory=dict)
+    _cache: dict[Any, np.ndarray] = field(default_factory=dict)
 
     def take(self, order: np.ndarray) -> Coded:
         return Coded(self.codes[order], self.per_code)
 
-    def factor(self, cond, rows: slice) -> np.ndarray:
+    def factor(self, cond: Any, rows: slice) -> np.ndarray:
         if cond not in self._cache:
             self._cache[cond] = self.per_code(cond)
-        return self._cache[cond][self.codes[rows]]
+        result: np.ndarray = self._cache[cond][self.codes[rows]]
+        return result
 
 
 @dataclass
@@ -70,7 +71,7 @@ class Ranges:
     def take(self, order: np.ndarray) -> Ranges:
         return Ranges(self.lo[order], self.hi[order])
 
-    def factor(self, cond, rows: slice) -> np.ndarray:
+    def factor(self, cond: Any, rows: slice) -> np.ndarray:
         return range_fraction(self.lo[rows], self.hi[rows], cond)
 
 
@@ -125,7 +126,8 @@ class DistinctLists:
 
     @property
     def items(self) -> np.ndarray:
-        return self.item_values[self.item_codes]
+        result: np.ndarray = self.item_values[self.item_codes]
+        return result
 
     def share(self, cond: SetCond) -> np.ndarray:
         """Per distinct list: |list ∩ condition| / |list| (0 for an empty list)."""
@@ -145,7 +147,7 @@ class QueryAnswers:
         self,
         columns: Mapping[str, Coded | Ranges],
         keys: np.ndarray,
-        key_values,
+        key_values: list[Any],
         rows: np.ndarray | None = None,
         weights: np.ndarray | None = None,
     ):
@@ -180,7 +182,7 @@ def count_in_table(table: pa.Table, columns: list[str], sensitive: str, workload
     return QueryAnswers(cols, s_codes, s_values.tolist()).answers(workload)
 
 
-def count_in_microdata(data, workload: list[CountQuery]) -> np.ndarray:
+def count_in_microdata(data: CodedTable, workload: list[CountQuery]) -> np.ndarray:
     """Exact answers on the input, from its codes (the same figures as exact_answers' SQL)."""
     if not workload:
         return np.zeros(0)

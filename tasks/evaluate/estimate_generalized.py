@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from privpub.schemas.dates import as_day_numbers
 from privpub.tasks.evaluate.counting import (
+    Coded,
     DistinctLists,
     QueryAnswers,
     Ranges,
@@ -26,7 +27,7 @@ from privpub.tasks.evaluate.workload import CountQuery
 __all__ = ["estimate_from_generalized", "range_fraction"]
 
 
-def generalized_column(table: pa.Table, qi: str):
+def generalized_column(table: pa.Table, qi: str) -> Ranges | Coded:
     """How a QI's published cells answer a condition: a [lo, hi] range, a set, or a plain value."""
     if f"{qi}_lo" in table.column_names:
         return Ranges(as_day_numbers(table.column(f"{qi}_lo")), as_day_numbers(table.column(f"{qi}_hi")))

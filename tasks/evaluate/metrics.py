@@ -7,7 +7,7 @@ import pandas as pd
 import pyarrow as pa
 
 from privpub.schemas.dates import as_day_numbers
-from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.microdata import Microdata, QIDomain
 from privpub.tasks.evaluate.counting import DistinctLists
 from privpub.tasks.evaluate.workload import CountQuery
 
@@ -15,7 +15,8 @@ from privpub.tasks.evaluate.workload import CountQuery
 def nonzero_relative_errors(actual: np.ndarray, estimate: np.ndarray) -> np.ndarray:
     """|act - est| / act (the Ambiguity paper's Section 9.3); queries with act = 0 are skipped."""
     ok = actual > 0
-    return np.abs(actual[ok] - estimate[ok]) / actual[ok]
+    result: np.ndarray = np.abs(actual[ok] - estimate[ok]) / actual[ok]
+    return result
 
 
 def error_by_selectivity(workload: list[CountQuery], actual: np.ndarray, estimate: np.ndarray) -> dict[str, float]:
@@ -39,17 +40,19 @@ def group_size_stats(sizes: np.ndarray) -> dict[str, float]:
     }
 
 
-def cell_widths(table: pa.Table, name: str, dom) -> np.ndarray:
+def cell_widths(table: pa.Table, name: str, dom: QIDomain) -> np.ndarray:
     """Per published row: its `name` cell's width over the QI's span (0: the exact value, 1: the
     whole domain); a range cell from its bounds, a set from its values' codes. dom.span > 0."""
     if f"{name}_lo" in table.column_names:
         lo = as_day_numbers(table.column(f"{name}_lo"))  # dates as day numbers, as their domain
         hi = as_day_numbers(table.column(f"{name}_hi"))
-        return (hi - lo) / dom.span
-    return _list_code_span(table, name, dom) / dom.span
+        result: np.ndarray = (hi - lo) / dom.span
+        return result
+    result = _list_code_span(table, name, dom) / dom.span
+    return result
 
 
-def _list_code_span(table: pa.Table, name: str, dom) -> np.ndarray:
+def _list_code_span(table: pa.Table, name: str, dom: QIDomain) -> np.ndarray:
     """Per row: max - min domain code among the values of its list cell (computed once per
     distinct list)."""
     lists = DistinctLists.of(table, name)
@@ -62,7 +65,8 @@ def _list_code_span(table: pa.Table, name: str, dom) -> np.ndarray:
     mn = np.full(len(lists.lengths), np.iinfo(np.int64).max, dtype=np.int64)
     np.maximum.at(mx, lists.parent, codes)
     np.minimum.at(mn, lists.parent, codes)
-    return np.where(mx >= 0, mx - mn, 0)[lists.codes]
+    result: np.ndarray = np.where(mx >= 0, mx - mn, 0)[lists.codes]
+    return result
 
 
 def uncertainty_penalty(table: pa.Table, data: Microdata, qi_names: list[str] | None = None) -> dict[str, float]:

@@ -12,20 +12,29 @@ order than in memory: equal up to rounding).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
+from typing import Any, cast
 
 import numpy as np
+import pyarrow as pa
 
-from privpub.tasks.core.microdata import HasDomains, QIDomain
+from privpub.tasks.core.microdata import HasDomains, Microdata, QIDomain
 from privpub.tasks.core.parted_table import PartedTable, map_parts
+from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.types import Release
 from privpub.tasks.evaluate import utility_summary
 from privpub.tasks.evaluate.counting import count_in_microdata
 from privpub.tasks.evaluate.metrics import uncertainty_penalty
-from privpub.tasks.evaluate.workload import Selections, joint_too_large, make_workload
-from privpub.tasks.partition.parted import tree_reduce
+from privpub.tasks.evaluate.workload import CountQuery, Selections, joint_too_large, make_workload
+from privpub.tasks.partition.parted import PartCodes, PartedRows, tree_reduce
 
 PRECOMPUTE_KEYS = 300  # joint histograms computed up front (C(8, 2) + C(8, 3) = 84 for 8 QIs)
+
+
+# on a worker: the domains and sensitive values every part's codes refer to
+PartMeta = tuple[list[QIDomain], np.ndarray]
 
 
 @dataclass
@@ -42,40 +51,40 @@ class PartView(HasDomains):
         return len(self.sensitive_codes)
 
 
-def _selections(part, meta) -> Selections:
+def _selections(part: PartCodes, meta: PartMeta) -> Selections:
     domains, s_values = meta
     return Selections(PartView(domains, part.xt.T, s_values, part.s))
 
 
-def part_counts(part, meta) -> list[np.ndarray]:
+def part_counts(part: PartCodes, meta: PartMeta) -> list[np.ndarray]:
     return _selections(part, meta).counts
 
 
-def part_joints(part, meta, keys: list[tuple[int, ...]]) -> dict:
+def part_joints(part: PartCodes, meta: PartMeta, keys: list[tuple[int, ...]]) -> dict[tuple[int, ...], np.ndarray]:
     select = _selections(part, meta)
     return {key: select.joint(list(key)) for key in keys}
 
 
-def _add_joints(a: dict, b: dict) -> dict:
+def _add_joints(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return {key: a[key] + b[key] for key in a}
 
 
-def part_count_rows(part, meta, attrs: list[int], picks: list[np.ndarray]) -> int:
+def part_count_rows(part: PartCodes, meta: PartMeta, attrs: list[int], picks: list[np.ndarray]) -> int:
     return _selections(part, meta).count_rows(attrs, picks)
 
 
-def part_selected(part, meta, draws: list[tuple]) -> np.ndarray:
+def part_selected(part: PartCodes, meta: PartMeta, draws: list[tuple[Any, ...]]) -> np.ndarray:
     select = _selections(part, meta)
     return np.array([select.count(attrs, picks) for attrs, picks in draws], dtype=np.int64)
 
 
-def part_drawn_codes(part, meta, wanted: list[tuple]) -> list[int]:
+def part_drawn_codes(part: PartCodes, meta: PartMeta, wanted: list[tuple[Any, ...]]) -> list[int]:
     """The sensitive code of each (attrs, picks, nth, count) row of this partition."""
     select = _selections(part, meta)
     return [int(part.s[select.nth_row(*w)]) for w in wanted]
 
 
-def part_answers(part, meta, workload) -> np.ndarray:
+def part_answers(part: PartCodes, meta: PartMeta, workload: list[CountQuery]) -> np.ndarray:
     domains, s_values = meta
     return count_in_microdata(PartView(domains, part.xt.T, s_values, part.s), workload)
 
@@ -83,7 +92,7 @@ def part_answers(part, meta, workload) -> np.ndarray:
 class ClusterSelections:
     """Selections over a cluster's partitions (the same counts, the same drawn rows)."""
 
-    def __init__(self, data, max_attrs: int = 3):
+    def __init__(self, data: PartedRows, max_attrs: int = 3) -> None:
         self.data, self.ex, self.n = data, data.executor, data.n
         self.meta = self.ex.scatter((data.domains, data.sensitive_values), broadcast=True)
         self.sizes = [d.size for d in data.domains]
@@ -104,8 +113,9 @@ class ClusterSelections:
                 _add_joints,
             )
 
-    def _each(self, fn, *args) -> list:
-        return self.ex.gather([self.ex.submit(fn, p, self.meta, *args) for p in self.data.parts])
+    def _each(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
+        result: list[Any] = self.ex.gather([self.ex.submit(fn, p, self.meta, *args) for p in self.data.parts])
+        return result
 
     def too_large(self, attrs: list[int]) -> bool:
         return joint_too_large(self.sizes, self.n, attrs)
@@ -124,12 +134,12 @@ class ClusterSelections:
             )[key]
         return int(self._joint[key][np.ix_(*picks)].sum())
 
-    def drawn_values(self, draws: list[tuple]) -> list:
+    def drawn_values(self, draws: list[tuple[Any, ...]]) -> list[Any]:
         if not draws:
             return []
         selected = np.array(self._each(part_selected, [(a, p) for a, p, _, _ in draws]))  # (parts, draws)
         before = np.cumsum(selected, axis=0) - selected
-        wanted: list[list] = [[] for _ in self.data.parts]
+        wanted: list[list[Any]] = [[] for _ in self.data.parts]
         where = []
         for q, (attrs, picks, nth, _) in enumerate(draws):
             part = int(np.searchsorted(np.cumsum(selected[:, q]), nth, side="right"))
@@ -142,7 +152,7 @@ class ClusterSelections:
         return [self.data.sensitive_values[codes[part][i]] for part, i in where]
 
 
-def cluster_workload(data, rng, per_band: int):
+def cluster_workload(data: PartedRows, rng: np.random.Generator, per_band: int) -> tuple[list[CountQuery], np.ndarray]:
     """The workload drawn from the cluster's partitions, and its exact answers."""
     select = ClusterSelections(data)
     workload = make_workload(data, rng, per_band=per_band, select=select)
@@ -152,7 +162,7 @@ def cluster_workload(data, rng, per_band: int):
     return workload, actual
 
 
-def combine_penalties(per_part: list[dict], rows: int, names: list[str]) -> dict[str, float]:
+def combine_penalties(per_part: list[dict[str, Any]], rows: int, names: list[str]) -> dict[str, float]:
     """uncertainty_penalty of a whole table from its parts' (sums per attribute)."""
     per_attr = {name: float(sum(p[f"penalty_{name}"] for p in per_part)) for name in names}
     total = float(sum(per_attr.values()))
@@ -163,9 +173,12 @@ def combine_penalties(per_part: list[dict], rows: int, names: list[str]) -> dict
     }
 
 
-def evaluate_on_cluster(technique, release, data, workload_seed: int = 0, per_band: int = 100) -> dict:
-    """`evaluate` of data read on a Dask cluster: the same queries, from its partitions."""
-    workload, actual = cluster_workload(data, np.random.default_rng(workload_seed), per_band)
+def evaluate_on_cluster(
+    technique: Technique, release: Release, data: Microdata, workload_seed: int = 0, per_band: int = 100
+) -> dict[str, Any]:
+    """`evaluate` of data read on a Dask cluster: the same queries, from its partitions. `data` is
+    the technique's Microdata by its contract; here rows kept in parts (tasks/validate/parted.PartedData)."""
+    workload, actual = cluster_workload(cast(PartedRows, data), np.random.default_rng(workload_seed), per_band)
     return utility_summary(
         technique,
         release,
@@ -177,15 +190,17 @@ def evaluate_on_cluster(technique, release, data, workload_seed: int = 0, per_ba
     )
 
 
-def table_estimates(table, estimate, *args) -> np.ndarray:
+def table_estimates(table: pa.Table | PartedTable, estimate: Callable[..., Any], *args: Any) -> np.ndarray:
     """estimate(table, *args) of a published table in either shape (one Arrow table, or the sum
     over a folder's parts, computed where the table's executor works)."""
     if isinstance(table, PartedTable):
-        return np.sum(map_parts(table, estimate, *args), axis=0)
-    return estimate(table, *args)
+        result: np.ndarray = np.sum(map_parts(table, estimate, *args), axis=0)
+        return result
+    result = estimate(table, *args)
+    return result
 
 
-def table_penalty(table, data) -> dict[str, float]:
+def table_penalty(table: pa.Table | PartedTable, data: Microdata) -> dict[str, float]:
     """uncertainty_penalty of a published table in either shape."""
     if isinstance(table, PartedTable):
         view = PartView(

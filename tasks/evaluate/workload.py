@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, cast
 
 import duckdb
 import numpy as np
 import pandas as pd
+
+from privpub.tasks.core.microdata import QIDomain
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,7 @@ class RangeCond:
 
 @dataclass(frozen=True)
 class SetCond:
-    values: frozenset
+    values: frozenset[Any]
 
     def sql(self, col: str) -> str:
         items = ", ".join("'" + str(v).replace("'", "''") + "'" for v in sorted(self.values, key=str))
@@ -53,7 +55,9 @@ class CountQuery:
 SELECTIVITIES = (0.01, 0.05, 0.10)
 
 
-def _condition(dom, freq: np.ndarray, coverage: float, rng: np.random.Generator):
+def _condition(
+    dom: QIDomain, freq: np.ndarray, coverage: float, rng: np.random.Generator
+) -> tuple[RangeCond | SetCond, np.ndarray]:
     """A condition on one QI that selects about `coverage` of the rows (`freq`: the share of rows
     holding each code), and the codes it selects: a boolean array over the domain."""
     picked = np.zeros(dom.size, dtype=bool)
@@ -86,6 +90,23 @@ def joint_too_large(sizes: Sequence[int], n: int, attrs: list[int]) -> bool:
     return bool(np.prod([float(sizes[j]) for j in attrs]) > max(4 * n, 1 << 16))
 
 
+class SizedTable(Protocol):
+    """What drawing a workload reads of the rows: how many, and the QI domains."""
+
+    domains: list[QIDomain]
+
+    @property
+    def n(self) -> int: ...
+
+
+class CodedTable(SizedTable, Protocol):
+    """Rows held in this process as codes (Microdata, a partition's view): what counts read."""
+
+    codes: np.ndarray  # (n, D)
+    sensitive_values: np.ndarray
+    sensitive_codes: np.ndarray
+
+
 class Selections:
     """How many rows a conjunction of per-QI code sets selects, and which rows.
 
@@ -95,7 +116,7 @@ class Selections:
 
     BLOCK = 1 << 16
 
-    def __init__(self, data):
+    def __init__(self, data: CodedTable) -> None:
         self.n = data.n
         self.sensitive_values, self.sensitive_codes = data.sensitive_values, data.sensitive_codes
         self.sizes = [d.size for d in data.domains]
@@ -158,7 +179,7 @@ class Selections:
             left -= len(hits)
         raise IndexError("fewer selected rows than counted")
 
-    def drawn_values(self, draws: list[tuple]) -> list:
+    def drawn_values(self, draws: list[tuple[Any, ...]]) -> list[Any]:
         """The sensitive value of each draw's (attrs, picks, nth, count) selected row."""
         codes = [self.sensitive_codes[self.nth_row(*draw)] for draw in draws]
         return [self.sensitive_values[c] for c in codes]
@@ -169,7 +190,12 @@ _Selections = Selections
 
 
 def make_workload(
-    data, rng: np.random.Generator, per_band: int = 100, selectivities=SELECTIVITIES, max_attrs: int = 3, select=None
+    data: SizedTable,
+    rng: np.random.Generator,
+    per_band: int = 100,
+    selectivities: Sequence[float] = SELECTIVITIES,
+    max_attrs: int = 3,
+    select: Any = None,
 ) -> list[CountQuery]:
     """Random count queries whose QI predicates select about 1%, 5%, 10% of the rows.
 
@@ -183,8 +209,9 @@ def make_workload(
     n_qi = len(data.domains)
     if data.n == 0:
         return queries
-    select = select or Selections(data)
-    draws: list[tuple] = []
+    # no `select`: the rows are in this process (a cluster's partitions come with their own)
+    select = select or Selections(cast(CodedTable, data))
+    draws: list[tuple[Any, ...]] = []
     freqs = [c / max(data.n, 1) for c in select.counts]
     for sel in selectivities:
         made, tries = 0, 0
@@ -210,7 +237,7 @@ def make_workload(
     ]
 
 
-def exact_answers(frame, workload: list[CountQuery], sensitive: str) -> np.ndarray:
+def exact_answers(frame: pd.DataFrame, workload: list[CountQuery], sensitive: str) -> np.ndarray:
     """True answers on the original table: one DuckDB scan, one conditional sum per query. The
     SQL reference of counting.count_in_microdata (what evaluate uses), kept for tests and
     experiments that start from a frame."""
@@ -235,7 +262,7 @@ class ColumnIndex:
         self.frame = frame
         self._codes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
-    def _factor(self, col: str):
+    def _factor(self, col: str) -> tuple[np.ndarray, np.ndarray]:
         if col not in self._codes:
             codes, uniques = pd.factorize(self.frame[col], sort=False)
             self._codes[col] = (codes, np.asarray(uniques))
@@ -248,9 +275,10 @@ class ColumnIndex:
             hit = (v >= cond.lo) & (v <= cond.hi)
         else:
             hit = np.isin(uniques.astype(str), [str(x) for x in cond.values])
-        return hit[codes]
+        result: np.ndarray = hit[codes]
+        return result
 
-    def mask(self, conditions) -> np.ndarray:
+    def mask(self, conditions: Sequence[tuple[str, RangeCond | SetCond]]) -> np.ndarray:
         out = np.ones(len(self.frame), dtype=bool)
         for col, cond in conditions:
             out &= self.condition_mask(col, cond)

@@ -47,7 +47,7 @@ class SplitTree:
         return len(self.parent)
 
     def is_leaf(self, node: int) -> bool:
-        return self.left[node] < 0
+        return bool(self.left[node] < 0)
 
     def bottom_up(self) -> np.ndarray:
         """Internal node ids, children before parents (ids grow with depth)."""
@@ -65,11 +65,13 @@ class SplitTree:
 class TreeBuilder:
     """Collects the splits of each level as arrays; node ids are handed out in split order."""
 
-    def __init__(self, n: int):
+    def __init__(self, n: int) -> None:
         self.n_nodes, self.root_size = 1, n
         self.splits: list[tuple[np.ndarray, ...]] = []  # (node, dim, value, left size, right size)
 
-    def split(self, nodes, dims, values, left_sizes, right_sizes) -> tuple[np.ndarray, np.ndarray]:
+    def split(
+        self, nodes: np.ndarray, dims: np.ndarray, values: np.ndarray, left_sizes: np.ndarray, right_sizes: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         lefts = np.arange(self.n_nodes, self.n_nodes + 2 * len(nodes), 2)
         self.n_nodes += 2 * len(nodes)
         self.splits.append((nodes, dims, values, left_sizes, right_sizes))
@@ -96,7 +98,7 @@ def _segment_ids(sizes: np.ndarray) -> np.ndarray:
 
 def _median_counts(
     key: np.ndarray, w: np.ndarray | None, local: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: np.ndarray
-):
+) -> Medians:
     """Per segment: the lower median row's key and how many rows have keys <= / < it.
 
     w: rows per item (None: one each); total: rows per segment. A histogram per segment over its
@@ -105,6 +107,10 @@ def _median_counts(
     if int((hi - lo + 1).sum()) > 4 * len(key) + (1 << 16):
         return median_by_sort(key, w, local, total)
     return median_by_histogram(key, w, local, lo, hi, total)
+
+
+# per segment: the lower median code, and the rows (through the weights) <= and < it
+Medians = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def _median_targets(total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -118,7 +124,9 @@ def histogram_offsets(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.concatenate(([0], np.cumsum(hi - lo + 1)[:-1])).astype(np.int64)
 
 
-def median_by_histogram(key, w, local, lo, hi, total):
+def median_by_histogram(
+    key: np.ndarray, w: np.ndarray | None, local: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: np.ndarray
+) -> Medians:
     offset = histogram_offsets(lo, hi)
     hist = np.bincount(offset[local] + (key - lo[local]), weights=w, minlength=int((hi - lo + 1).sum())).astype(
         np.int64
@@ -126,7 +134,7 @@ def median_by_histogram(key, w, local, lo, hi, total):
     return median_from_histograms(hist, lo, hi, total)
 
 
-def median_from_histograms(hist: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: np.ndarray):
+def median_from_histograms(hist: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: np.ndarray) -> Medians:
     """Per segment, from its histogram over [lo, hi] (concatenated, `histogram_offsets`): the
     lower median code and the rows <= / < it. Shared with the distributed top of the tree
     (tasks/partition/parted.py), whose histograms are sums over partitions."""
@@ -138,7 +146,14 @@ def median_from_histograms(hist: np.ndarray, lo: np.ndarray, hi: np.ndarray, tot
     return lo + (at - offset), n_le, n_le - hist[at]
 
 
-def allowed_splits(n_le, n_lt, total, k: int, diverse_le=True, diverse_lt=True):
+def allowed_splits(
+    n_le: np.ndarray,
+    n_lt: np.ndarray,
+    total: np.ndarray,
+    k: int,
+    diverse_le: np.ndarray | bool = True,
+    diverse_lt: np.ndarray | bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
     """Which of "<= median" / "< median" keep >= k rows (and enough diversity) on both sides, and
     whether "<" is the one used (the more balanced allowed one)."""
     ok_le = (n_le >= k) & (total - n_le >= k) & diverse_le
@@ -147,7 +162,7 @@ def allowed_splits(n_le, n_lt, total, k: int, diverse_le=True, diverse_lt=True):
     return ok_le | ok_lt, use_lt
 
 
-def normalised_widths(doms: list, lo_all: np.ndarray, hi_all: np.ndarray) -> np.ndarray:
+def normalised_widths(doms: list[QIDomain], lo_all: np.ndarray, hi_all: np.ndarray) -> np.ndarray:
     """(P, D) width of each segment's range per dimension over the dimension's whole span."""
     widths = np.zeros((lo_all.shape[1], len(doms)))
     for d, dom in enumerate(doms):
@@ -156,7 +171,7 @@ def normalised_widths(doms: list, lo_all: np.ndarray, hi_all: np.ndarray) -> np.
     return widths
 
 
-def median_by_sort(key, w, local, total):
+def median_by_sort(key: np.ndarray, w: np.ndarray | None, local: np.ndarray, total: np.ndarray) -> Medians:
     _, target = _median_targets(total)
     w = np.ones(len(key), dtype=np.int64) if w is None else w
     order = np.lexsort((key, local))
@@ -172,12 +187,190 @@ def _left_first(left: np.ndarray, local: np.ndarray, starts: np.ndarray, n_left:
     before = np.cumsum(left_i) - left_i  # left rows before this one, over all segments
     rank_left = before - before[starts][local]
     rank_right = (np.arange(len(left)) - starts[local]) - rank_left
-    return starts[local] + np.where(left, rank_left, n_left[local] + rank_right)
+    dest: np.ndarray = starts[local] + np.where(left, rank_left, n_left[local] + rank_right)
+    return dest
+
+
+def _sensitive_rows(
+    rows: np.ndarray,
+    l: int | None,
+    s: np.ndarray | None,
+    model: SensitiveModel | None,
+    weights: np.ndarray | None,
+    pair_items: bool,
+) -> tuple[SensitiveModel | None, np.ndarray | None]:
+    """The model the splits must keep, and the sensitive codes in `rows` order (None: no model)."""
+    if model is None and l is not None and l > 1 and s is not None:
+        model = SensitiveModel.distinct(l, max(int(s.max()) + 1, 1) if len(s) else 1)
+    use_model = model is not None and model.active or (l is not None and l > 1)
+    if use_model and weights is not None and not pair_items:
+        raise ValueError("l-diversity needs one item per row: no weights")
+    if use_model and s is None:
+        raise ValueError("l-diversity needs the sensitive codes s")
+    return model, (s[rows] if use_model and s is not None else None)
+
+
+@dataclass
+class _Moving:
+    """The arrays that travel with the rows, reordered with them at every split: row ids, codes
+    (D, n), sensitive codes (None: no model), weights (None: one row each)."""
+
+    rows: np.ndarray
+    xs: np.ndarray
+    ss: np.ndarray | None
+    ws: np.ndarray | None
+
+    def take(self, order: np.ndarray) -> _Moving:
+        return _Moving(
+            self.rows[order],
+            self.xs[:, order],
+            None if self.ss is None else self.ss[order],
+            None if self.ws is None else self.ws[order],
+        )
+
+
+@dataclass
+class _Level:
+    """The segments of one depth: their sizes (items), labels, and per-dimension code ranges."""
+
+    sizes: np.ndarray
+    labels: np.ndarray
+    starts: np.ndarray
+    seg: np.ndarray
+    lo_all: np.ndarray
+    hi_all: np.ndarray
+    seg_rows: np.ndarray  # rows per segment (through the weights)
+    widths: np.ndarray
+
+    @classmethod
+    def of(cls, moving: _Moving, sizes: np.ndarray, labels: np.ndarray, doms: list[QIDomain]) -> _Level:
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        lo_all = np.minimum.reduceat(moving.xs, starts, axis=1)
+        hi_all = np.maximum.reduceat(moving.xs, starts, axis=1)
+        seg_rows = sizes if moving.ws is None else np.add.reduceat(moving.ws, starts)
+        widths = normalised_widths(doms, lo_all, hi_all)
+        return cls(sizes, labels, starts, _segment_ids(sizes), lo_all, hi_all, seg_rows, widths)
+
+
+@dataclass
+class _Candidates:
+    """The segments that try one dimension each, and their rows' keys on it."""
+
+    pos: np.ndarray  # positions of their rows in the level's arrays, segment by segment
+    c_idx: np.ndarray  # segment index
+    c_dims: np.ndarray  # dimension tried
+    c_sizes: np.ndarray
+    local: np.ndarray  # candidate index of each row
+    key: np.ndarray  # each row's code on its segment's dimension
+    total: np.ndarray  # rows per candidate (through the weights)
+
+    @classmethod
+    def of(cls, level: _Level, moving: _Moving, cand: np.ndarray, dims: np.ndarray) -> _Candidates:
+        pos = np.flatnonzero(cand[level.seg])
+        c_idx = np.flatnonzero(cand)
+        c_dims = dims[c_idx]
+        c_sizes = level.sizes[c_idx]
+        local = np.repeat(np.arange(len(c_idx)), c_sizes)
+        key = moving.xs[c_dims[local], pos].astype(np.int64)
+        return cls(pos, c_idx, c_dims, c_sizes, local, key, level.seg_rows[c_idx])
+
+
+def _diversity(
+    c: _Candidates, med: np.ndarray, ss: np.ndarray | None, model: SensitiveModel | None
+) -> tuple[np.ndarray | bool, np.ndarray | bool]:
+    """Whether both sides of "<= median" / "< median" meet the sensitive-value model."""
+    if ss is None:
+        return True, True
+    assert model is not None  # ss is kept only for a model
+    s_sub = ss[c.pos]
+    med_row = med[c.local]
+    sides = 2 * len(c.c_idx)
+    ok = model.groups_ok(2 * c.local + (c.key > med_row), s_sub, sides)  # side 0: <= median
+    diverse_le = ok[0::2] & ok[1::2]
+    ok = model.groups_ok(2 * c.local + (c.key >= med_row), s_sub, sides)  # side 0: < median
+    return diverse_le, ok[0::2] & ok[1::2]
+
+
+@dataclass
+class _Splitting:
+    """Where the levels' splits are recorded: the tree (with the dimensions' names) or nothing."""
+
+    tree: TreeBuilder | None
+    dim_names: np.ndarray | None
+    k: int
+    model: SensitiveModel | None
+
+
+def _split_dimension(
+    level: _Level, moving: _Moving, c: _Candidates, how: _Splitting
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
+    """Split the candidates that can be split at their median on their dimension: the split
+    segments' indices and the next level's (row order, sizes, labels) from them; None if none can."""
+    lo = level.lo_all[c.c_dims, c.c_idx].astype(np.int64)
+    hi = level.hi_all[c.c_dims, c.c_idx].astype(np.int64)
+    ws = moving.ws
+    med, n_le, n_lt = _median_counts(c.key, None if ws is None else ws[c.pos], c.local, lo, hi, c.total)
+    diverse_le, diverse_lt = _diversity(c, med, moving.ss, how.model)
+    split, use_lt = allowed_splits(n_le, n_lt, c.total, how.k, diverse_le, diverse_lt)
+    if not split.any():
+        return None
+    threshold = np.where(use_lt, med - 1, med)
+    n_left = np.where(use_lt, n_lt, n_le)
+    sp = np.flatnonzero(split)
+    # the rows of the splitting segments, each segment reordered left rows first
+    take = split[c.local]
+    s_rows, s_local, s_key = c.pos[take], c.local[take], c.key[take]
+    remap = np.cumsum(split) - 1  # candidate index -> index among splitting segments
+    s_local = remap[s_local]
+    s_starts = np.concatenate(([0], np.cumsum(c.c_sizes[sp])[:-1]))
+    goes_left = s_key <= threshold[sp][s_local]
+    # items (not rows) on the left of each splitting segment
+    items_left = (
+        n_left[sp] if ws is None else np.bincount(s_local, weights=goes_left, minlength=len(sp)).astype(np.int64)
+    )
+    dest = _left_first(goes_left, s_local, s_starts, items_left)
+    order = np.empty_like(s_rows)
+    order[dest] = s_rows
+    pair = np.empty(2 * len(sp), dtype=np.int64)
+    pair[0::2], pair[1::2] = items_left, c.c_sizes[sp] - items_left
+    parents = level.labels[c.c_idx[sp]]
+    if how.tree is not None:
+        assert how.dim_names is not None  # given with a tree
+        lefts, rights = how.tree.split(
+            parents, how.dim_names[c.c_dims[sp]], threshold[sp], n_left[sp], c.total[sp] - n_left[sp]
+        )
+        kids = np.ravel(np.column_stack([lefts, rights]))
+    else:
+        kids = np.repeat(parents, 2)
+    return c.c_idx[sp], (order, pair, kids)
+
+
+def _split_level(
+    level: _Level, moving: _Moving, how: _Splitting
+) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """Split each segment of a level on its widest dimension that allows it: the segments no
+    dimension can split (a mask), and the children's (row order, sizes, labels) per dimension tried."""
+    P = len(level.sizes)
+    dim_order = np.argsort(-level.widths, axis=1, kind="stable")
+    open_ = np.ones(P, dtype=bool)
+    child: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for attempt in range(level.widths.shape[1]):
+        dims = dim_order[:, attempt]
+        cand = open_ & (level.widths[np.arange(P), dims] > 0)
+        if not cand.any():
+            break
+        done = _split_dimension(level, moving, _Candidates.of(level, moving, cand, dims), how)
+        if done is None:
+            continue
+        split_segments, children = done
+        child.append(children)
+        open_[split_segments] = False
+    return open_, child
 
 
 def split_levels(
     xt: np.ndarray,
-    doms: list,
+    doms: list[QIDomain],
     k: int,
     rows: np.ndarray,
     sizes: np.ndarray,
@@ -190,7 +383,7 @@ def split_levels(
     weights: np.ndarray | None = None,
     model: SensitiveModel | None = None,
     pair_items: bool = False,
-):
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Split contiguous row segments level by level until no segment can be split.
 
     xt: (D, n) codes per dimension; rows/sizes: the starting segments (each contiguous in
@@ -214,104 +407,23 @@ def split_levels(
     person's one point (tasks/partition/people.py): each item is one vote of the models, and
     `weights` count people (1 on one pair of each person, 0 on the others), so k counts people.
     """
-    D = len(doms)
-    if model is None and l is not None and l > 1 and s is not None:
-        model = SensitiveModel.distinct(l, max(int(s.max()) + 1, 1) if len(s) else 1)
-    use_model = model is not None and model.active or (l is not None and l > 1)
-    if use_model and weights is not None and not pair_items:
-        raise ValueError("l-diversity needs one item per row: no weights")
-    if use_model and s is None:
-        raise ValueError("l-diversity needs the sensitive codes s")
-    ss = s[rows] if use_model and s is not None else None  # None: no sensitive-value model
-    xs = xt[:, rows]
+    model, ss = _sensitive_rows(rows, l, s, model, weights, pair_items)
     ws = None if weights is None else np.asarray(weights, dtype=np.int64)[rows]
+    moving = _Moving(rows, xt[:, rows], ss, ws)
+    how = _Splitting(tree, dim_names, k, model)
     leaf_rows: list[np.ndarray] = []
     leaf_sizes: list[np.ndarray] = []
     leaf_labels: list[np.ndarray] = []
     while len(sizes):
-        P = len(sizes)
-        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-        seg = _segment_ids(sizes)
-        lo_all = np.minimum.reduceat(xs, starts, axis=1)
-        hi_all = np.maximum.reduceat(xs, starts, axis=1)
-        seg_rows = sizes if ws is None else np.add.reduceat(ws, starts)
-        widths = normalised_widths(doms, lo_all, hi_all)
-        dim_order = np.argsort(-widths, axis=1, kind="stable")
-        open_ = np.ones(P, dtype=bool)
-        child: list[tuple] = []
-
-        for attempt in range(D):
-            dims = dim_order[:, attempt]
-            cand = open_ & (widths[np.arange(P), dims] > 0)
-            if not cand.any():
-                break
-            pos = np.flatnonzero(cand[seg])
-            c_idx = np.flatnonzero(cand)
-            c_dims = dims[c_idx]
-            c_sizes = sizes[c_idx]
-            local = np.repeat(np.arange(len(c_idx)), c_sizes)
-            key = xs[c_dims[local], pos].astype(np.int64)
-            lo = lo_all[c_dims, c_idx].astype(np.int64)
-            hi = hi_all[c_dims, c_idx].astype(np.int64)
-            total = seg_rows[c_idx]
-            med, n_le, n_lt = _median_counts(key, None if ws is None else ws[pos], local, lo, hi, total)
-            diverse_le: np.ndarray | bool = True
-            diverse_lt: np.ndarray | bool = True
-            if ss is not None:
-                assert model is not None  # ss is kept only for a model
-                s_sub = ss[pos]
-                med_row = med[local]
-                sides = 2 * len(c_idx)
-                ok = model.groups_ok(2 * local + (key > med_row), s_sub, sides)  # side 0: <= median
-                diverse_le = ok[0::2] & ok[1::2]
-                ok = model.groups_ok(2 * local + (key >= med_row), s_sub, sides)  # side 0: < median
-                diverse_lt = ok[0::2] & ok[1::2]
-            split, use_lt = allowed_splits(n_le, n_lt, total, k, diverse_le, diverse_lt)
-            if not split.any():
-                continue
-            threshold = np.where(use_lt, med - 1, med)
-            n_left = np.where(use_lt, n_lt, n_le)
-            sp = np.flatnonzero(split)
-            # the rows of the splitting segments, each segment reordered left rows first
-            take = split[local]
-            s_rows, s_local, s_key = pos[take], local[take], key[take]
-            remap = np.cumsum(split) - 1  # candidate index -> index among splitting segments
-            s_local = remap[s_local]
-            s_starts = np.concatenate(([0], np.cumsum(c_sizes[sp])[:-1]))
-            goes_left = s_key <= threshold[sp][s_local]
-            # items (not rows) on the left of each splitting segment
-            items_left = (
-                n_left[sp]
-                if ws is None
-                else np.bincount(s_local, weights=goes_left, minlength=len(sp)).astype(np.int64)
-            )
-            dest = _left_first(goes_left, s_local, s_starts, items_left)
-            order = np.empty_like(s_rows)
-            order[dest] = s_rows
-            pair = np.empty(2 * len(sp), dtype=np.int64)
-            pair[0::2], pair[1::2] = items_left, c_sizes[sp] - items_left
-            parents = labels[c_idx[sp]]
-            if tree is not None:
-                assert dim_names is not None  # given with a tree
-                lefts, rights = tree.split(
-                    parents, dim_names[c_dims[sp]], threshold[sp], n_left[sp], total[sp] - n_left[sp]
-                )
-                kids = np.ravel(np.column_stack([lefts, rights]))
-            else:
-                kids = np.repeat(parents, 2)
-            child.append((order, pair, kids))
-            open_[c_idx[sp]] = False
-
+        level = _Level.of(moving, sizes, labels, doms)
+        open_, child = _split_level(level, moving, how)
         if open_.any():  # no dimension can split these: final groups
-            leaf_rows.append(rows[open_[seg]])
+            leaf_rows.append(moving.rows[open_[level.seg]])
             leaf_sizes.append(sizes[open_])
             leaf_labels.append(labels[open_])
         if child:
             # positions (into the current arrays) of the next level's rows, segment by segment
-            order = np.concatenate([c[0] for c in child])
-            rows, xs = rows[order], xs[:, order]
-            ss = None if ss is None else ss[order]
-            ws = None if ws is None else ws[order]
+            moving = moving.take(np.concatenate([c[0] for c in child]))
             sizes = np.concatenate([c[1] for c in child])
             labels = np.concatenate([c[2] for c in child])
         else:

@@ -46,7 +46,8 @@ def group_widths(codes: np.ndarray, domains: list[QIDomain], group: np.ndarray, 
     sorted_codes = codes[order]
     lo = np.minimum.reduceat(sorted_codes, starts, axis=0).T
     hi = np.maximum.reduceat(sorted_codes, starts, axis=0).T
-    return normalised_widths(domains, lo, hi).mean(axis=1)
+    widths: np.ndarray = normalised_widths(domains, lo, hi).mean(axis=1)
+    return widths
 
 
 def widest_groups_rows(part: Partition, widths: np.ndarray, budget: int) -> np.ndarray:

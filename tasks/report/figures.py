@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any, NamedTuple
 
@@ -337,7 +338,7 @@ _PEOPLE_K = (
 )
 
 
-def guarantee(model: str, threshold: Any, worst: dict | None = None) -> str:
+def guarantee(model: str, threshold: Any, worst: Mapping[str, Any] | None = None) -> str:
     """In one sentence, what a privacy figure guarantees when its check passes ("" when unknown);
     worst: the result's worst case (it says when the figure counts people)."""
     if model == "k-anonymity" and (worst or {}).get("measures") == "people":
@@ -439,7 +440,7 @@ def _row_label(model: str) -> str | None:
     return None
 
 
-def worst_cells(worst: dict[str, Any], model: str = "") -> list[tuple[str, str | list[tuple[str, str]]]]:
+def worst_cells(worst: Mapping[str, Any], model: str = "") -> list[tuple[str, str | list[tuple[str, str]]]]:
     """A verifier's worst case as (label, text) rows, a nested dict (a class's published cells)
     as its own (column, cell) rows; missing values are left out."""
     rows: list[tuple[str, str | list[tuple[str, str]]]] = []
@@ -460,7 +461,7 @@ def worst_cells(worst: dict[str, Any], model: str = "") -> list[tuple[str, str |
     return rows
 
 
-def worst_rows(worst: dict[str, Any], model: str = "") -> list[tuple[str, str]]:
+def worst_rows(worst: Mapping[str, Any], model: str = "") -> list[tuple[str, str]]:
     """A verifier's worst case as flat (field, value) rows (markdown, no raw JSON)."""
     return [
         (label, text if isinstance(text, str) else ", ".join(f"{k} = {v}" for k, v in text))

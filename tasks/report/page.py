@@ -8,12 +8,14 @@ markdown summary with the same words for Prefect.
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from privpub.schemas.spec import ROW_ID
+from privpub.tasks.core.types import PrivacyResult
 from privpub.tasks.report.figures import (
     as_number,
     cell_text,
@@ -145,7 +147,7 @@ def risk_denominator(meta: dict[str, Any], utility: dict[str, Any]) -> str | Non
     )
 
 
-def _riskiest(where: dict | None, esc) -> str:
+def _riskiest(where: dict[str, Any] | None, esc: Callable[[str], str]) -> str:
     """Where the highest prosecutor risk is in the published table, by row position, and the
     riskiest classes by their published cells."""
     if not where:
@@ -177,7 +179,7 @@ def _riskiest(where: dict | None, esc) -> str:
     return html
 
 
-def _attribute_html(meta: dict[str, Any], esc) -> str:
+def _attribute_html(meta: dict[str, Any], esc: Callable[[str], str]) -> str:
     """The values with the largest gain over their share of all (attribute_table)."""
     head, rows, where = attribute_table(meta)
     if not rows:
@@ -227,7 +229,7 @@ def _rows_in_words(meta: dict[str, Any], utility: dict[str, Any]) -> str:
     return f"{input_rows(kept, utility)} ({kept} kept, {int(utility['dropped_rows'])} dropped for an empty cell)"
 
 
-def summary_lines(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) -> list[str]:
+def summary_lines(meta: dict[str, Any], privacy: list[PrivacyResult], utility: dict[str, Any]) -> list[str]:
     lines = [
         f"release {meta['release_id']} (series {meta['series']}, #{meta['sequence']}, "
         f"technique {meta['technique']}, seed {meta['seed']})",
@@ -317,8 +319,8 @@ def utility_table(utility: dict[str, Any], meta: dict[str, Any]) -> list[tuple[s
     return out
 
 
-def markdown_summary(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) -> str:
-    def worst_md(r) -> str:
+def markdown_summary(meta: dict[str, Any], privacy: list[PrivacyResult], utility: dict[str, Any]) -> str:
+    def worst_md(r: PrivacyResult) -> str:
         return "; ".join(f"{k}: {v}" for k, v in worst_rows(r.worst, r.model))
 
     rows = "\n".join(
@@ -362,7 +364,9 @@ def markdown_summary(meta: dict[str, Any], privacy: list, utility: dict[str, Any
     )
 
 
-def _plots(meta: dict[str, Any], privacy: list, sizes: np.ndarray | None, utility: dict[str, Any]) -> list[str]:
+def _plots(
+    meta: dict[str, Any], privacy: list[PrivacyResult], sizes: np.ndarray | None, utility: dict[str, Any]
+) -> list[str]:
     """Each plot as a <figure class="plot">: group sizes, query error, risk before -> after, and
     the series' figures over its releases."""
     out = []
@@ -432,33 +436,41 @@ table.cells td,table.cells th{border:0;padding:0 4px;font-size:95%}
 code.id{font-size:80%;color:#666}td.verdict-poor{color:#b00}td.verdict-fair{color:#a60}td.verdict-good{color:#080}"""
 
 
-def write_html_report(
-    path: Path, meta: dict[str, Any], privacy: list, utility: dict[str, Any], sizes: np.ndarray | None
-) -> Path:
+def _worst_html(r: PrivacyResult) -> str:
+    """A figure's worst case as a small table of its cells."""
     esc = html.escape
+    rows = ""
+    for label, text in worst_cells(r.worst, r.model):
+        if isinstance(text, str):
+            rows += f"<tr><th>{esc(label)}</th><td>{esc(text)}</td></tr>"
+        else:
+            inner = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in text)
+            rows += f"<tr><th>{esc(label)}</th><td><table class=cells>{inner}</table></td></tr>"
+    return f"<table class=worst>{rows}</table>" if rows else ""
 
-    def worst(r) -> str:
-        rows = ""
-        for label, text in worst_cells(r.worst, r.model):
-            if isinstance(text, str):
-                rows += f"<tr><th>{esc(label)}</th><td>{esc(text)}</td></tr>"
-            else:
-                inner = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in text)
-                rows += f"<tr><th>{esc(label)}</th><td><table class=cells>{inner}</table></td></tr>"
-        return f"<table class=worst>{rows}</table>" if rows else ""
 
-    priv_rows = "".join(
+def _privacy_rows(privacy: list[PrivacyResult]) -> str:
+    esc = html.escape
+    return "".join(
         f"<tr><td>{esc(r.model)}</td><td>{esc(fmt(r.value))}</td><td>{esc(fmt(r.threshold))}</td>"
         f"<td class={'ok' if r.passed else 'bad'}>{'&#10004; pass' if r.passed else '&#10008; FAIL'}</td>"
-        f"<td class=guarantee>{esc(guarantee(r.model, r.threshold, r.worst))}</td><td>{worst(r)}</td></tr>"
+        f"<td class=guarantee>{esc(guarantee(r.model, r.threshold, r.worst))}</td><td>{_worst_html(r)}</td></tr>"
         for r in privacy
     )
-    util_rows = "".join(
+
+
+def _utility_rows(utility: dict[str, Any], meta: dict[str, Any]) -> str:
+    esc = html.escape
+    return "".join(
         f"<tr><td>{esc(label)} <code class=id>{esc(name)}</code></td><td>{esc(value)}</td><td>{esc(unit)}</td>"
         f"<td class=verdict-{esc(verdict_.split(' ')[0] or 'none')}>{esc(verdict_)}</td><td>{esc(what)}</td>"
         f"<td>{esc(better)}</td></tr>"
         for label, name, value, unit, verdict_, what, better in utility_table(utility, meta)
     )
+
+
+def _warnings_html(meta: dict[str, Any], privacy: list[PrivacyResult], utility: dict[str, Any]) -> str:
+    esc = html.escape
     warnings = "".join(
         f"<p class=warn>Warning: {esc(w)}</p>" for w in poor_figures(utility, input_rows(meta.get("rows_in"), utility))
     )
@@ -472,9 +484,13 @@ def write_html_report(
         for r in privacy
         if not r.passed
     )
-    prov = "".join(f"<tr><th>{esc(k)}</th><td><code>{esc(v)}</code></td></tr>" for k, v in _provenance(meta))
+    return warnings
+
+
+def _series_html(meta: dict[str, Any], privacy: list[PrivacyResult]) -> str:
+    esc = html.escape
     head, series = series_rows(meta)
-    series_html = (
+    return (
         (
             f"<h2>In its series</h2><p>{esc(series_words(meta, privacy))}</p><table class=series><tr>"
             + "".join(f"<th>{esc(h)}</th>" for h in head)
@@ -485,9 +501,13 @@ def write_html_report(
         if series
         else ""
     )
+
+
+def _risk_html(meta: dict[str, Any], utility: dict[str, Any]) -> str:
+    esc = html.escape
     note = meta.get("risk_note")
     risk = risk_rows(meta.get("risk") or {}, note)
-    risk_html = (
+    return (
         "<h2>Re-identification risk (before: the input's QIs as they are; after: the published table)</h2>"
         "<table><tr><th>figure</th><th>input</th><th>release</th><th>what it measures</th></tr>"
         + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in risk)
@@ -500,6 +520,13 @@ def write_html_report(
         if risk
         else ""
     )
+
+
+def write_html_report(
+    path: Path, meta: dict[str, Any], privacy: list[PrivacyResult], utility: dict[str, Any], sizes: np.ndarray | None
+) -> Path:
+    esc = html.escape
+    prov = "".join(f"<tr><th>{esc(k)}</th><td><code>{esc(v)}</code></td></tr>" for k, v in _provenance(meta))
     alarm = alarm_text(meta, privacy)
     # red, right under the verdict: a disclosure above the limits (report_verdict.attribute_alarm)
     alarm_html = f"<p class='warn alarm'>Warning: {esc(alarm)}</p>" if alarm else ""
@@ -517,14 +544,14 @@ def write_html_report(
 parameters <code>{esc(parameter_text(meta.get("parameters") or {}))}</code>, seed {esc(fmt(meta["seed"]))},
 {esc(_rows_in_words(meta, utility))} input rows{created}.</p>
 {"".join(f"<p>{esc(n[0].upper() + n[1:])}.</p>" for n in input_notes(meta, utility))}
-{warnings}
+{_warnings_html(meta, privacy, utility)}
 <h2>Privacy (computed from the published tables only)</h2>
 <table class=privacy><tr><th>model</th><th>reached</th><th>required</th><th>result</th><th>what it guarantees</th>
-<th>worst case</th></tr>{priv_rows}</table>
+<th>worst case</th></tr>{_privacy_rows(privacy)}</table>
 <h2>Utility</h2><table class=utility><tr><th>figure</th><th>value</th><th>unit</th><th>verdict</th>
-<th>what it measures</th><th>better</th></tr>{util_rows}</table>
-{risk_html}
-{series_html}
+<th>what it measures</th><th>better</th></tr>{_utility_rows(utility, meta)}</table>
+{_risk_html(meta, utility)}
+{_series_html(meta, privacy)}
 {"<h2>Plots</h2>" + plots if plots else ""}
 <h2>Published files</h2><ul>{files}</ul>
 <h2>Provenance</h2><table>{prov}</table>

@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from privpub.tasks.core.types import PrivacyResult
 from privpub.tasks.report.figures import as_number, figure_words, fmt
 from privpub.tasks.report.plots import plot_figure, trend_chart
 
@@ -21,7 +22,8 @@ def series_wide(meta: dict[str, Any]) -> pd.DataFrame | None:
     if frame is None or len(frame) == 0:
         return None
     wide = frame.pivot_table(index=["sequence", "release_id"], columns="name", values="value", aggfunc="first")
-    return wide.reset_index().sort_values("sequence")
+    result: pd.DataFrame | None = wide.reset_index().sort_values("sequence")
+    return result
 
 
 def series_cell(value: Any) -> str:
@@ -49,7 +51,7 @@ def _series_label(name: str) -> str:
     return words.label if words.unit else name
 
 
-def series_words(meta: dict[str, Any], privacy: list) -> str:
+def series_words(meta: dict[str, Any], privacy: list[PrivacyResult]) -> str:
     """Which releases the series check combined and what its returning / below counts mean."""
     wide = series_wide(meta)
     seq = meta.get("sequence")
@@ -92,7 +94,7 @@ _NOT_TRENDED = {"random output tables are distributions", "QIT and ST agree on g
 MAX_TRENDS = 6
 
 
-def trend_plots(meta: dict[str, Any], privacy: list) -> list[str]:
+def trend_plots(meta: dict[str, Any], privacy: list[PrivacyResult]) -> list[str]:
     """Each series figure over the series' releases (a privacy figure first), when the series
     has two releases or more."""
     out: list[str] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,7 @@ from privpub.schemas.input import (
 from privpub.schemas.spec import ReleaseSpec
 from privpub.state.store import sha256_file, sha256_files
 from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import Technique
 
 
 def input_fingerprint(spec: ReleaseSpec) -> str:
@@ -60,7 +62,7 @@ def load_input(spec: ReleaseSpec) -> tuple[pd.DataFrame, str]:
     return frame, fingerprint(spec, frame)
 
 
-def validate(frame: pd.DataFrame, spec: ReleaseSpec, technique) -> Microdata:
+def validate(frame: pd.DataFrame, spec: ReleaseSpec, technique: Technique | None) -> Microdata:
     """The rows checked against the spec's schema, then against the technique's parameters
     (technique None: not yet; `privpub explore` asks each setting's technique in turn)."""
     valid, dropped = checked_rows(frame, spec)
@@ -92,17 +94,17 @@ def qi_value_counts(data: Microdata) -> dict[str, int]:
 # Input the CLI already read and validated in this process, for the flow it then runs (a 1M-row
 # CSV costs seconds to read and validate). Keyed by the spec and the file's identity, so a file
 # changed in between, or another spec, is read again.
-_CHECKED: dict[tuple, tuple[pd.DataFrame, str, Microdata]] = {}
+_CHECKED: dict[tuple[Any, ...], tuple[pd.DataFrame, str, Microdata]] = {}
 
 
-def _input_key(spec: ReleaseSpec) -> tuple | None:
+def _input_key(spec: ReleaseSpec) -> tuple[Any, ...] | None:
     if not spec.dataset.input or is_frame_input(spec):
         return None
     stats = [p.stat() for p in input_files(spec)]
     return (spec.model_dump_json(), *((st.st_ino, st.st_size, st.st_mtime_ns) for st in stats))
 
 
-def validate_and_keep(spec: ReleaseSpec, technique) -> Microdata:
+def validate_and_keep(spec: ReleaseSpec, technique: Technique | None) -> Microdata:
     """Read and validate now, and keep the result for this process's next run of the same spec."""
     frame, fp = load_input(spec)
     data = validate(frame, spec, technique)

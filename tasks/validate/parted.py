@@ -71,7 +71,7 @@ def _read_file(path: Path, spec: ReleaseSpec) -> pd.DataFrame:
         raise InputError(f"cannot read {path.name}: {type(exc).__name__} (is it a valid Parquet file?)") from None
 
 
-def scan_part(path: str | Path, spec: ReleaseSpec):
+def scan_part(path: str | Path, spec: ReleaseSpec) -> tuple[LocalPart, dict[str, Any], list[np.ndarray]]:
     """On a worker: read and validate one file. Returns (LocalPart, summary, id-hash buckets);
     the summary (rows, distinct values, which numeric QIs are integers) goes to the flow."""
     path = Path(path)
@@ -148,7 +148,7 @@ def code_part(local: LocalPart, domains: list[QIDomain], s_values: np.ndarray) -
     return CodedPart(xt, s.astype(np.int32), local.person)
 
 
-def _code_part(local: LocalPart, meta: tuple) -> CodedPart:
+def _code_part(local: LocalPart, meta: tuple[list[QIDomain], np.ndarray]) -> CodedPart:
     return code_part(local, *meta)
 
 
@@ -161,11 +161,21 @@ class PartedData(HasDomains):
 
     in_parts = True  # the rows stay in `parts`: steps send their work to them (HasDomains)
 
-    def __init__(self, spec, executor: Executor, files, parts, sizes, domains, s_values, integer):
+    def __init__(
+        self,
+        spec: ReleaseSpec,
+        executor: Executor,
+        files: list[str],
+        parts: list[Any],
+        sizes: list[int],
+        domains: list[QIDomain],
+        s_values: np.ndarray,
+        integer: dict[str, bool],
+    ) -> None:
         self.spec, self.executor, self.files = spec, executor, files
         self.parts, self.sizes = parts, np.asarray(sizes, dtype=np.int64)
         self.domains, self.sensitive_values, self.integer = domains, s_values, integer
-        self.extra: dict = {}
+        self.extra: dict[str, Any] = {}
 
     @property
     def n(self) -> int:

@@ -3,6 +3,8 @@ person may have several rows, the release's private people table: docs/models.md
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 
@@ -26,7 +28,11 @@ def k_and_l(
 
 
 def k_anonymity(
-    table: pa.Table, qi_cols: list[str], k: int | None, prof: dict | None = None, person: np.ndarray | None = None
+    table: pa.Table,
+    qi_cols: list[str],
+    k: int | None,
+    prof: dict[str, Any] | None = None,
+    person: np.ndarray | None = None,
 ) -> PrivacyResult:
     """Smallest equivalence class over the published QI columns; with `person` (each row's
     person number), the fewest distinct people in a class."""
@@ -47,7 +53,7 @@ def k_anonymity(
     )
 
 
-def _people_k(table: pa.Table, qi_cols: list[str], k: int | None, prof: dict) -> PrivacyResult:
+def _people_k(table: pa.Table, qi_cols: list[str], k: int | None, prof: dict[str, Any]) -> PrivacyResult:
     """k over people: an adversary who knows one or all of a person's records finds the
     person's class and cannot tell its people apart. A person whose rows lie in several classes
     breaks the model (each class would narrow them down on its own), whatever the figure."""
@@ -65,7 +71,7 @@ def _people_k(table: pa.Table, qi_cols: list[str], k: int | None, prof: dict) ->
 
 
 def l_diversity(
-    table: pa.Table, qi_cols: list[str], sensitive: str, l: int | None, prof: dict | None = None
+    table: pa.Table, qi_cols: list[str], sensitive: str, l: int | None, prof: dict[str, Any] | None = None
 ) -> PrivacyResult:
     """Fewest distinct sensitive values in an equivalence class (distinct l-diversity; the same
     over people as over rows)."""

@@ -34,7 +34,7 @@ def _cells(table: pa.Table) -> list[dict[str, Any]]:
     return out
 
 
-def _meet(a, b):
+def _meet(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...] | None:
     """Intersection of two cells, or None when they are incompatible."""
     if a[0] == "range" and b[0] == "range":
         lo, hi = max(a[1], b[1]), min(a[2], b[2])
@@ -47,7 +47,7 @@ def _meet(a, b):
     return ("set", both) if both else None
 
 
-def _merge(records: list[dict]) -> dict | None:
+def _merge(records: list[dict[str, Any]]) -> dict[str, Any] | None:
     joined: dict[str, Any] = {}
     for rec in records:
         for col, cell in rec.items():

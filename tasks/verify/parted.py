@@ -52,7 +52,7 @@ def class_keys(table: pa.Table, columns: list[str]) -> pa.Array:
     return pc.binary_join_element_wise(*texts, _CELL)
 
 
-def cells_of(key: str, table_schema: pa.Schema, columns: list[str]) -> dict:
+def cells_of(key: str, table_schema: pa.Schema, columns: list[str]) -> dict[str, Any]:
     """The published cells a class key stands for (for the report's worst class)."""
     out: dict[str, Any] = {}
     for name, text in zip(columns, key.split(_CELL)):
@@ -86,7 +86,7 @@ def bucketed_class_partials(table: pa.Table, columns: list[str], sensitive: str 
     return [grouped.filter(pa.array(bucket == b)) for b in range(buckets)]
 
 
-def bucket_classes(*partials: pa.Table) -> dict:
+def bucket_classes(*partials: pa.Table) -> dict[str, Any]:
     """The classes of one bucket: sizes, distinct sensitive values, the worst classes' keys."""
     con = duckdb.connect(config={"threads": 1})
     con.register("partial", pa.concat_tables(partials).combine_chunks())
@@ -125,7 +125,7 @@ def bucket_classes(*partials: pa.Table) -> dict:
     }
 
 
-def _bucket_values(con) -> pa.Table:
+def _bucket_values(con: duckdb.DuckDBPyConnection) -> pa.Table:
     """Per sensitive value shown (a null is withheld: nobody's value, in its class's size): its
     rows in this bucket's classes, and the class where its share is highest (the first key
     among equal shares): key, rows holding it there, class size (tasks/risk/parted.py adds
@@ -149,23 +149,24 @@ class Classes:
     size: np.ndarray
     distinct: np.ndarray | None
     most: np.ndarray  # per class, the count of its most frequent sensitive value
-    smallest: dict  # cells of a smallest class
-    least: dict  # cells of a class with the fewest distinct sensitive values
+    smallest: dict[str, Any]  # cells of a smallest class
+    least: dict[str, Any]  # cells of a class with the fewest distinct sensitive values
     riskiest: pa.Table  # key, size, most: every class of the smallest size, and the riskiest ones
     values: pa.Table  # per bucket and sensitive value: s, n, key, holding, size (_bucket_values)
 
 
-def parted_classes(parted, columns: list[str], sensitive: str | None) -> Classes:
+def parted_classes(parted: PartedTable, columns: list[str], sensitive: str | None) -> Classes:
     """The classes of a parted table, computed once per (columns, sensitive) and kept on it
     (the verifier, the risk figures and the riskiest rows all read them)."""
     known = parted.__dict__.setdefault("_classes", {})
     key = (tuple(columns), sensitive)
     if key not in known:
         known[key] = _parted_classes(parted, columns, sensitive)
-    return known[key]
+    result: Classes = known[key]
+    return result
 
 
-def _parted_classes(parted, columns: list[str], sensitive: str | None) -> Classes:
+def _parted_classes(parted: PartedTable, columns: list[str], sensitive: str | None) -> Classes:
     ex = parted.executor
     per_part = [
         ex.submit(on_part, bucketed_class_partials, s, columns, sensitive, BUCKETS) for s in part_sources(parted)
@@ -192,7 +193,7 @@ def _parted_classes(parted, columns: list[str], sensitive: str | None) -> Classe
     )
 
 
-def _class_description(cells: dict, size: int, distinct: int | None = None) -> dict:
+def _class_description(cells: dict[str, Any], size: int, distinct: int | None = None) -> dict[str, Any]:
     out = {c: list(v) if isinstance(v, (list, tuple)) else v for c, v in cells.items()}
     out["size"] = int(size)
     if distinct is not None:
@@ -200,7 +201,9 @@ def _class_description(cells: dict, size: int, distinct: int | None = None) -> d
     return out
 
 
-def parted_k_and_l(parted, columns: list[str], sensitive: str, k: int | None, l: int | None) -> list[PrivacyResult]:
+def parted_k_and_l(
+    parted: PartedTable, columns: list[str], sensitive: str, k: int | None, l: int | None
+) -> list[PrivacyResult]:
     """k-anonymity (and distinct l-diversity when l is set) of a parted table; the class sizes
     are kept on the table for the group-size figures of the same release."""
     classes = parted_classes(parted, columns, sensitive)
@@ -232,7 +235,7 @@ def parted_k_and_l(parted, columns: list[str], sensitive: str, k: int | None, l:
     return out
 
 
-def parted_class_sizes(parted, columns: list[str]) -> np.ndarray:
+def parted_class_sizes(parted: PartedTable, columns: list[str]) -> np.ndarray:
     sizes = getattr(parted, "class_sizes", None)
     if sizes is None:
         sizes = parted.class_sizes = parted_classes(parted, columns, None).size
@@ -244,7 +247,12 @@ def parted_class_sizes(parted, columns: list[str]) -> np.ndarray:
 
 
 def table_k_and_l(
-    table, columns: list[str], sensitive: str, k: int | None, l: int | None, person: np.ndarray | None = None
+    table: pa.Table | PartedTable,
+    columns: list[str],
+    sensitive: str,
+    k: int | None,
+    l: int | None,
+    person: np.ndarray | None = None,
 ) -> list[PrivacyResult]:
     """k-anonymity, and distinct l-diversity when l is set, of a published table; with `person`
     (release.private["people"]: rows_per_person = "many", tables in memory only), k counts people."""
@@ -257,8 +265,9 @@ def table_k_and_l(
     return [k_anonymity(table, columns, k, person=person)]
 
 
-def table_class_sizes(table, columns: list[str]) -> np.ndarray:
+def table_class_sizes(table: pa.Table | PartedTable, columns: list[str]) -> np.ndarray:
     """Equivalence-class sizes of a published table."""
     if isinstance(table, PartedTable):
         return parted_class_sizes(table, columns)
-    return class_profile(table, columns)["size"]
+    result: np.ndarray = class_profile(table, columns)["size"]
+    return result

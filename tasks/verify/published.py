@@ -8,6 +8,7 @@ import os
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -15,9 +16,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pandera.errors import SchemaErrors
+from pandera.pandas import DataFrameSchema
 
 from privpub.schemas.errors import PublishedTableError
+from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.parted_table import map_parts
+from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.types import Release
 
 
 def qi_columns(table: pa.Table, qi_names: list[str]) -> list[str]:
@@ -167,12 +172,13 @@ def people_table(person: np.ndarray) -> pa.Table:
     return pa.table({"person": pa.array(pd.factorize(person)[0].astype(np.int64))})
 
 
-def release_people(release) -> np.ndarray | None:
+def release_people(release: Release) -> np.ndarray | None:
     """Each published row's person number, or None (one row per person: a row is a person)."""
     people = release.private.get(PEOPLE)
     if people is None:
         return None
-    return people.column("person").to_numpy(zero_copy_only=False).astype(np.int64)
+    result: np.ndarray | None = people.column("person").to_numpy(zero_copy_only=False).astype(np.int64)
+    return result
 
 
 def class_people(ids: np.ndarray, n_classes: int, person: np.ndarray) -> tuple[np.ndarray, int]:
@@ -191,7 +197,7 @@ def class_people(ids: np.ndarray, n_classes: int, person: np.ndarray) -> tuple[n
 
 def class_profile(
     table: pa.Table, columns: list[str], sensitive: str | None = None, person: np.ndarray | None = None
-) -> dict:
+) -> dict[str, Any]:
     """Per class: size and (with `sensitive`) distinct non-null sensitive values; plus one row
     index per class for describing it. With `person` (each row's person number, rows_per_person
     = "many"): "people", the distinct people per class, and "spread", the people whose rows lie
@@ -215,7 +221,7 @@ def class_profile(
 
 def describe_row_class(
     table: pa.Table, row: int, columns: list[str], size: int, distinct: int | None = None, people: int | None = None
-) -> dict:
+) -> dict[str, Any]:
     """The published QI values of one class (read from one of its rows), for the report; size:
     its rows; people: its distinct people (rows_per_person = "many")."""
     cells = table.select(columns).slice(row, 1).to_pylist()[0]
@@ -228,7 +234,7 @@ def describe_row_class(
     return out
 
 
-def check_published(release, spec, technique) -> None:
+def check_published(release: Release, spec: ReleaseSpec, technique: Technique) -> None:
     """Every published table passes its schema and holds no person id.
 
     Tables are viewed as Arrow-backed pandas frames, so list columns are checked with vectorised
@@ -249,7 +255,7 @@ def check_published(release, spec, technique) -> None:
             raise PublishedTableError(problems[0])
 
 
-def table_problem(table, schema, pid: str, name: str) -> str | None:
+def table_problem(table: pa.Table, schema: DataFrameSchema, pid: str, name: str) -> str | None:
     """What is wrong with one published table (or part), or None."""
     if pid in table.column_names:
         return f"published table '{name}' contains the person id column '{pid}'"

@@ -5,6 +5,8 @@ functions Mondrian uses to decide its splits."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -28,7 +30,9 @@ def sensitive_value_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarra
     return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_numpy(zero_copy_only=False)
 
 
-def class_pairs(class_of: np.ndarray, n_classes: int, codes: np.ndarray, values: np.ndarray, choice: sm.ModelChoice):
+def class_pairs(
+    class_of: np.ndarray, n_classes: int, codes: np.ndarray, values: np.ndarray, choice: sm.ModelChoice
+) -> tuple[sm.SensitiveModel, np.ndarray, np.ndarray, np.ndarray]:
     """The model over the table's own distribution, and the (class, value, rows) triples."""
     model = choice.model(values, np.bincount(codes, minlength=len(values)))
     g, v, n = sm.pair_counts(class_of, model.codes(codes), n_classes, model.m)
@@ -36,11 +40,11 @@ def class_pairs(class_of: np.ndarray, n_classes: int, codes: np.ndarray, values:
 
 
 def model_figures(
-    model: sm.SensitiveModel, g, v, n, n_classes: int
-) -> list[tuple[str, object, object, bool, int, dict]]:
+    model: sm.SensitiveModel, g: np.ndarray, v: np.ndarray, n: np.ndarray, n_classes: int
+) -> list[tuple[str, object, object, bool, int, dict[str, Any]]]:
     """Per requested model beyond distinct l: (name, figure, threshold, passed, worst class,
     extra facts about it) from the (class, value, rows) triples."""
-    out: list[tuple[str, object, object, bool, int, dict]] = []
+    out: list[tuple[str, object, object, bool, int, dict[str, Any]]] = []
     if model.diversity == "entropy" and model.l:
         h = sm.entropy(g, n, n_classes)
         w = int(h.argmin())
