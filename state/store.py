@@ -26,16 +26,19 @@ import shutil
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:  # the tables the read-outs return (DuckDB's .df())
+    import pandas as pd
 
 from privpub.schemas.errors import StaleHistory, StateBusy, StateError
 from privpub.state.failpoints import failpoint
@@ -53,6 +56,27 @@ from privpub.state.pseudonyms import (
 )
 
 STAGING = ".staging"
+
+
+class PrivacyFigure(Protocol):
+    """What the store records of a privacy result (tasks/core/types.py PrivacyResult, a layer up)."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def value(self) -> Any: ...
+    @property
+    def threshold(self) -> Any: ...
+    @property
+    def passed(self) -> bool: ...
+    @property
+    def worst(self) -> Mapping[str, Any]: ...
+
+
+class _Digest(Protocol):
+    """A hashlib object, as _hash_into feeds it."""
+
+    def update(self, data: bytes, /) -> None: ...
 
 
 def lock_wait_seconds() -> float:
@@ -82,7 +106,7 @@ def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
-def _hash_into(h, path: Path) -> None:
+def _hash_into(h: _Digest, path: Path) -> None:
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
@@ -166,14 +190,19 @@ def _sql_text(text: str) -> str:
 
 
 def _entry(
-    actor: str, action: str, target: str | None, flow_run_id: str | None, detail: dict, outcome: str | None = None
-) -> dict:
+    actor: str,
+    action: str,
+    target: str | None,
+    flow_run_id: str | None,
+    detail: dict[str, Any],
+    outcome: str | None = None,
+) -> dict[str, Any]:
     """An audit-log row kept outside the database (the journal, an attempt's marker)."""
     entry = {"logged_at": _now().isoformat(), "actor": actor, "action": action, "target": target}
     return {**entry, "outcome": outcome, "flow_run_id": flow_run_id, "detail": detail}
 
 
-def _insert_entry(con: duckdb.DuckDBPyConnection, e: dict) -> None:
+def _insert_entry(con: duckdb.DuckDBPyConnection, e: dict[str, Any]) -> None:
     con.execute(
         "INSERT INTO audit_log (logged_at, actor, action, target, outcome, flow_run_id, detail) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -407,7 +436,7 @@ class Store:
         target: str | None,
         outcome: str,
         flow_run_id: str | None = None,
-        detail: dict | None = None,
+        detail: dict[str, Any] | None = None,
     ) -> str:
         """Log an attempt; when the state file cannot be written (locked, corrupt, unwritable
         folder), append it to the journal beside it, which the next writer folds into audit_log.
@@ -433,7 +462,7 @@ class Store:
         return Path(str(self.path) + ".attempts")
 
     def begin_attempt(
-        self, actor: str, action: str, target: str | None, flow_run_id: str | None, detail: dict
+        self, actor: str, action: str, target: str | None, flow_run_id: str | None, detail: dict[str, Any]
     ) -> AttemptMarker | None:
         """A marker of an attempt in progress, `<state>.attempts/<token>.json`, its flock held
         until `AttemptMarker.close()`. A process killed meanwhile (even by SIGKILL) leaves it
@@ -540,7 +569,8 @@ class Store:
 
     def schema_version(self) -> int:
         with self.read() as con:
-            return _one_value(con, "SELECT max(version) FROM schema_migrations")
+            version: int = _one_value(con, "SELECT max(version) FROM schema_migrations")
+            return version
 
     def upgrade(self) -> None:
         """Apply pending migrations now, so that readers (read-only connections, which never
@@ -646,24 +676,24 @@ class Store:
         staged: StagedFiles,
         series: str,
         technique: str,
-        parameters: dict,
-        spec: dict,
+        parameters: dict[str, Any],
+        spec: dict[str, Any],
         seed: int,
         input_fingerprint: str,
         release_key: str,
         rows_in: int,
-        privacy: list,
-        utility: dict,
-        private: dict,
-        info: dict,
+        privacy: Sequence[PrivacyFigure],
+        utility: dict[str, Any],
+        private: dict[str, Any],
+        info: dict[str, Any],
         actor: str,
         flow_run_id: str | None,
         started_at: datetime,
         based_on_sequence: int | None = None,
         on_commit: Callable[[duckdb.DuckDBPyConnection, str, int], None] | None = None,
         before_commit: Callable[[str, int, Path], None] | None = None,
-        attribution: dict | None = None,
-        risk: dict | None = None,
+        attribution: dict[str, Any] | None = None,
+        risk: dict[str, Any] | None = None,
     ) -> tuple[str, bool]:
         """Commit a staged release; returns (release_id, created). A release with the same key
         (same series, input, parameters and seed) is recognised and not duplicated.
@@ -727,7 +757,7 @@ class Store:
         staged: StagedFiles,
         actor: str,
         flow_run_id: str | None,
-        attribution: dict | None,
+        attribution: dict[str, Any] | None,
     ) -> str | None:
         """The release committed already with this key (its staged files discarded, a
         "recognised" audit row), else None."""
@@ -817,7 +847,10 @@ class Store:
         with self.read() as con:
             if not has_table(con, "release_rows"):
                 return 0
-            return _one_value(con, "SELECT coalesce(max(sequence), 0) FROM release_rows WHERE series = ?", [series])
+            last: int = _one_value(
+                con, "SELECT coalesce(max(sequence), 0) FROM release_rows WHERE series = ?", [series]
+            )
+            return last
 
     def log(
         self,
@@ -826,19 +859,35 @@ class Store:
         target: str | None,
         outcome: str,
         flow_run_id: str | None = None,
-        detail: dict | None = None,
+        detail: dict[str, Any] | None = None,
     ) -> None:
         with self.write() as con:
             self._log(con, actor, action, target, outcome, flow_run_id, detail or {})
 
     @staticmethod
-    def log_in(con, actor: str, action: str, target: str | None, outcome: str, flow_run_id=None, detail=None) -> None:
+    def log_in(
+        con: duckdb.DuckDBPyConnection,
+        actor: str,
+        action: str,
+        target: str | None,
+        outcome: str,
+        flow_run_id: str | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
         """An audit row written on a connection `write()` lent: inside its transaction, if one is
         open, so that the row exists exactly when what it records does."""
         Store._log(con, actor, action, target, outcome, flow_run_id, detail or {})
 
     @staticmethod
-    def _log(con, actor, action, target, outcome, flow_run_id, detail) -> None:
+    def _log(
+        con: duckdb.DuckDBPyConnection,
+        actor: str,
+        action: str,
+        target: str | None,
+        outcome: str,
+        flow_run_id: str | None,
+        detail: dict[str, Any],
+    ) -> None:
         con.execute(
             "INSERT INTO audit_log (logged_at, actor, action, target, outcome, flow_run_id, detail) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -851,7 +900,7 @@ class Store:
         with self.read() as con:
             return fn(con)
 
-    def history(self, series: str | None = None):
+    def history(self, series: str | None = None) -> pd.DataFrame:
         with self.read() as con:
             cols = {
                 r[0]
@@ -899,7 +948,9 @@ class Store:
         return out
 
     # --- the online auditor -------------------------------------------------------------------
-    def register_audit_table(self, name: str, spec: dict, fingerprint: str, knowledge: dict, actor: str) -> None:
+    def register_audit_table(
+        self, name: str, spec: dict[str, Any], fingerprint: str, knowledge: dict[str, Any], actor: str
+    ) -> None:
         with self.write() as con:
             if con.execute("SELECT 1 FROM audit_tables WHERE name = ?", [name]).fetchone():
                 raise StateError(
@@ -965,7 +1016,7 @@ class Store:
                 con.execute("ROLLBACK")
                 raise
 
-    def series_figures(self, series: str, names: list[str]):
+    def series_figures(self, series: str, names: list[str]) -> pd.DataFrame | None:
         """The given figures of every committed release of a series, one row per release (the
         report's 'place in its series' table)."""
         if not self.path.exists():
@@ -980,7 +1031,7 @@ class Store:
                 [series, names],
             ).df()
 
-    def trail(self, series: str | None = None, since: datetime | None = None):
+    def trail(self, series: str | None = None, since: datetime | None = None) -> pd.DataFrame:
         """Every attempt with what it touched, for an auditor: the audit log joined with the
         releases (series, sequence, technique), the trigger and the error of failed attempts."""
         with self.read() as con:
@@ -1006,7 +1057,9 @@ class Store:
                 ORDER BY a.id"""
             return con.execute(sql, [series, series, since, since]).df()
 
-    def audit_log(self):
+    # Any, not pd.DataFrame: flows/cli_audit.py passes a row's `detail` cell (JSON text) to json.loads,
+    # which pandas-stubs' cell type (any scalar) would refuse; typed once that caller narrows it
+    def audit_log(self) -> Any:
         with self.read() as con:
             return con.execute("SELECT * FROM audit_log ORDER BY id").df()
 
@@ -1020,10 +1073,8 @@ ACCEPTED_BREACHES = """
 ACCEPTED_BREACH_STATUS = "CASE WHEN breach IS NULL THEN status ELSE status || ' with series breach: ' || breach END"
 
 
-def has_table(con, name: str) -> bool:
-    return bool(
-        con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]).fetchone()[0]
-    )
+def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return bool(_one_value(con, "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]))
 
 
 def _as_float(value: Any) -> float | None:
@@ -1086,7 +1137,10 @@ def _insert_release_row(
 
 
 def _insert_figures(
-    con: duckdb.DuckDBPyConnection, release_id: str, privacy: list, figures: dict[str, dict[str, Any]]
+    con: duckdb.DuckDBPyConnection,
+    release_id: str,
+    privacy: Sequence[PrivacyFigure],
+    figures: dict[str, dict[str, Any]],
 ) -> None:
     """The privacy results (value, threshold, passed, worst case) and the other figures by kind."""
     for res in privacy:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pandas as pd
 
@@ -46,13 +46,14 @@ def budget_reason(budget: int | None, err: BudgetExceeded) -> str:
     return reasons.budget(budget, str(err))
 
 
-def legacy_budget(state: dict) -> int | None:
+def legacy_budget(state: dict[str, Any]) -> int | None:
     """The budget of a saved state. States written before budgets were counts of work may carry a
     wall-clock `time_budget`: it is ignored, and when it was the only limit (no `budget`), the
     default count budget takes its place, so that a decision still cannot run unbounded."""
     if state["budget"] is None and state.get("time_budget") is not None:
         return DEFAULT_BUDGET
-    return state["budget"]
+    budget: int | None = state["budget"]
+    return budget
 
 
 class DecisionStats(TypedDict):
@@ -70,12 +71,12 @@ class DecisionStats(TypedDict):
 class Decision:
     query_id: str
     response: str  # answer | negative-denial | positive-denial | delayed
-    ids: tuple = ()  # the selected people, for an answer
-    values: tuple = ()  # their sorted sensitive values, for an answer
-    counts: tuple = ()  # (value, count) per value held by the selected people, for an answer
+    ids: tuple[Hashable, ...] = ()  # the selected people, for an answer
+    values: tuple[Hashable, ...] = ()  # their sorted sensitive values, for an answer
+    counts: tuple[tuple[Hashable, int], ...] = ()  # (value, count) per value held by the selected people, for an answer
     reason: str = ""
     budget_hit: bool = False
-    joint: tuple = ()  # ids of the queries decided together with this one (joint strategy)
+    joint: tuple[str, ...] = ()  # ids of the queries decided together with this one (joint strategy)
     floor_delta: int | None = None  # floor(Delta) when computed (None: Delta empty or unknown)
     possible_answers: int | None = None  # how many answers the adversary considers possible
     unsafe_answers: int | None = None
@@ -85,7 +86,7 @@ class Decision:
     work: int = 0  # units of work it spent: solves + branch-and-bound nodes (what `budget` counts)
     route: str = ""  # "nested" when the nested path (nested.py) decided it without a solver
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["ids"] = [plain(i) for i in self.ids]
         d["values"] = [plain(v) for v in self.values]
@@ -104,7 +105,7 @@ class Selection:
     """The people a predicate selects; with a grid, the grid-aligned predicate that selects them
     and how many more people that is than the predicate as asked."""
 
-    ids: tuple
+    ids: tuple[Hashable, ...]
     predicate: str | None = None
     widened: int = 0
 
@@ -119,7 +120,7 @@ class Selection:
 @dataclass
 class Pending:
     query_id: str
-    ids: tuple
+    ids: tuple[Hashable, ...]
 
 
 class Auditor:
@@ -235,7 +236,7 @@ class Auditor:
         out, self.resolved = self.resolved, []
         return out
 
-    def possible_values(self) -> dict[Hashable, list]:
+    def possible_values(self) -> dict[Hashable, list[Hashable]]:
         """Every person's values across the knowledge dictionary (what the adversary knows)."""
         sets = materialize(self.knowledge, Work()).possible_values(Work())
         return {p: sort_values(s) for p, s in zip(self.universe.people, sets)}
@@ -251,7 +252,7 @@ class Auditor:
             raise ValueError("the fact contradicts what is already known")
 
     # -- Algorithm 2 -----------------------------------------------------------------------------
-    def _decide_new(self, query_id: str, ids: tuple) -> Decision:
+    def _decide_new(self, query_id: str, ids: tuple[Hashable, ...]) -> Decision:
         sets = [self.universe.members(ids)]
         checked = self.check(query_id, sets)
         if isinstance(checked, Decision):
@@ -313,7 +314,13 @@ class Auditor:
         return report, stats
 
     def _consult(
-        self, query_id: str, ids: tuple, sets, report: DeltaReport, stats: DecisionStats, joint: tuple = ()
+        self,
+        query_id: str,
+        ids: tuple[Hashable, ...],
+        sets: list[frozenset[int]],
+        report: DeltaReport,
+        stats: DecisionStats,
+        joint: tuple[str, ...] = (),
     ) -> Decision:
         """The non-simulatable stage: read the secret, answer or deny positively, update G."""
         if report.everything:
@@ -364,11 +371,11 @@ class Auditor:
             **stats,
         )
 
-    def _counts(self, counts: Sequence[int]) -> tuple:
+    def _counts(self, counts: Sequence[int]) -> tuple[tuple[Hashable, int], ...]:
         """(value, how many of the selected people hold it) for every value held, in value order."""
         return tuple((v, int(t)) for v, t in zip(self.universe.values, counts) if t)
 
-    def _with_answer(self, sets, answer: Answer, report: DeltaReport) -> Knowledge:
+    def _with_answer(self, sets: list[frozenset[int]], answer: Answer, report: DeltaReport) -> Knowledge:
         if report.possible is not None:  # the nested path: no solve
             branches = report.possible(answer)
             if not branches:
@@ -454,7 +461,9 @@ class Auditor:
                 return True
         return False
 
-    def _decide_group(self, group, sets, report: DeltaReport, work: Work) -> None:
+    def _decide_group(
+        self, group: tuple[Pending, ...], sets: list[frozenset[int]], report: DeltaReport, work: Work
+    ) -> None:
         for p in group:
             self.pool.remove(p)
         names = tuple(p.query_id for p in group)
@@ -498,7 +507,7 @@ class Auditor:
             )
 
     # -- persistence -----------------------------------------------------------------------------
-    def to_state(self) -> dict:
+    def to_state(self) -> dict[str, Any]:
         """A JSON-serialisable snapshot of everything the auditor must remember."""
         return {
             "format": STATE_FORMAT,
@@ -518,7 +527,7 @@ class Auditor:
     @classmethod
     def from_state(
         cls,
-        state: dict,
+        state: dict[str, Any],
         population: pd.DataFrame,
         sensitive_values: Sequence[Hashable],
         secret: SecretReader | None = None,

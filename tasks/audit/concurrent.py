@@ -26,6 +26,7 @@ from privpub.tasks.audit.auditor import Auditor, Decision
 from privpub.tasks.audit.knowledge import Knowledge, plain, sort_values
 
 Query = tuple[str, Iterable[Hashable]]  # (query id, selected ids)
+Batch = list[tuple[str, tuple[Hashable, ...]]]  # the queries, their ids sorted
 
 
 def ask_batch(auditor: Auditor, queries: Sequence[Query], order: str = "simulatable") -> list[Decision]:
@@ -40,7 +41,7 @@ def ask_batch(auditor: Auditor, queries: Sequence[Query], order: str = "simulata
     return [decided[qid] for qid, _ in batch]
 
 
-def _rounds(auditor: Auditor, batch) -> dict[str, Decision]:
+def _rounds(auditor: Auditor, batch: Batch) -> dict[str, Decision]:
     pending = list(batch)
     decided: dict[str, Decision] = {}
     last_reason: dict[str, Decision] = {}
@@ -70,7 +71,7 @@ def _rounds(auditor: Auditor, batch) -> dict[str, Decision]:
     return decided
 
 
-def _best_order(auditor: Auditor, batch) -> dict[str, Decision]:
+def _best_order(auditor: Auditor, batch: Batch) -> dict[str, Decision]:
     best: tuple[int, dict[str, Decision], Knowledge] | None = None
     for perm in itertools.permutations(batch):
         trial = copy.copy(auditor)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -24,7 +24,7 @@ import numpy as np
 
 from privpub.tasks.audit.exchange import fact_structure, never_pinned
 from privpub.tasks.audit.knowledge import Knowledge
-from privpub.tasks.audit.program import BudgetExceeded, Constraint, Work
+from privpub.tasks.audit.program import BudgetExceeded, CellProgram, Constraint, Work
 from privpub.tasks.audit.witness import witness_coverage
 
 Answer = tuple[tuple[int, ...], ...]  # per query set, count per value index
@@ -36,7 +36,7 @@ class DeltaReport:
 
     answers: dict[Answer, list[int]] | None  # possible answer -> branches; None when not listed
     unsafe: dict[Answer, list[int]]  # unsafe answer -> branches where possible (empty if everything)
-    coverage: list[set] = field(default_factory=list)  # per person: values held across Delta
+    coverage: list[set[Hashable]] = field(default_factory=list)  # per person: values held across Delta
     everything: bool = False  # Delta = G: every answer is unsafe
     shortcut: str = ""  # how the result was obtained when not by listing answers
     implicit: bool = False  # Delta is not empty but its answers were not listed (route 4)
@@ -168,7 +168,7 @@ def low_diversity_listings(g: Knowledge, sets: list[frozenset[int]], l: int, lim
     return count
 
 
-def witness_report(g, sets, l, work, need) -> DeltaReport | None:
+def witness_report(g: Knowledge, sets: list[frozenset[int]], l: int, work: Work, need: int) -> DeltaReport | None:
     """Route 4: Delta is not empty and everyone keeps >= l values across it (unsafe answers not
     listed), or None when its regions do not show that."""
     coverage = witness_coverage(g, sets, l, work, need)
@@ -209,19 +209,27 @@ def answer_is_unsafe(g: Knowledge, sets: list[frozenset[int]], answer: Answer, l
     return min(len(s) for s in after.possible_values(Work(), need=l)) < l, after
 
 
-def listed_delta(g, sets, l, work, need) -> DeltaReport:
+def listed_delta(g: Knowledge, sets: list[frozenset[int]], l: int, work: Work, need: int | None) -> DeltaReport:
     answers = possible_answers(g, sets, work)
     report = classify(g, sets, l, work, need, answers, assume_pins=True)
     report.answers = answers
     return report
 
 
-def classify(g, sets, l, work, need, candidates: dict[Answer, list[int]], assume_pins: bool) -> DeltaReport:
+def classify(
+    g: Knowledge,
+    sets: list[frozenset[int]],
+    l: int,
+    work: Work,
+    need: int | None,
+    candidates: dict[Answer, list[int]],
+    assume_pins: bool,
+) -> DeltaReport:
     """Sort candidate answers into unsafe ones and accumulate the coverage across them.
 
     With assume_pins=False every candidate is already known to be unsafe."""
     unsafe: dict[Answer, list[int]] = {}
-    coverage: list[set] = [set() for _ in range(g.universe.n)]
+    coverage: list[set[Hashable]] = [set() for _ in range(g.universe.n)]
     check = l if need is None else max(l, need)
     for answer, branches in candidates.items():
         after = restricted(g, sets, answer, branches)
@@ -246,13 +254,16 @@ def row_space_projector(rows: np.ndarray) -> np.ndarray:
         return np.zeros((rows.shape[1], rows.shape[1]))
     _, sing, vt = np.linalg.svd(rows, full_matrices=False)
     basis = vt[sing > sing.max() * max(rows.shape) * 1e-12]
-    return basis.T @ basis
+    projector: np.ndarray = basis.T @ basis
+    return projector
 
 
 SPAN_TOL = 1e-7
 
 
-def spanning_rows(g: Knowledge, branch, prog, sets) -> tuple[np.ndarray, np.ndarray]:
+def spanning_rows(
+    g: Knowledge, branch: Sequence[Constraint], prog: CellProgram, sets: Sequence[frozenset[int]]
+) -> tuple[np.ndarray, np.ndarray]:
     """Indicator rows over the cells: (population if closed, released facts) and the query sets."""
     cell_ids = np.array([int(cell[0]) for cell in prog.cells], dtype=np.int64)
     fixed = [np.ones(len(prog.cells))] if g.universe.totals is not None else []
@@ -387,7 +398,7 @@ def low_diversity_answers(g: Knowledge, sets: list[frozenset[int]], l: int, work
     return out
 
 
-def can_fill(prog, cells: np.ndarray, values: list[int]) -> bool:
+def can_fill(prog: CellProgram, cells: np.ndarray, values: list[int]) -> bool:
     """Can these cells be filled with these values at all? Each cell needs enough room among
     them (upper bounds of x[c, v]) and, in the closed world, the cells together at most the
     public count of each value. False proves the restricted program infeasible without a solve
@@ -401,7 +412,7 @@ def can_fill(prog, cells: np.ndarray, values: list[int]) -> bool:
     return bool(per_value.sum() >= prog.sizes[cells].sum())
 
 
-def merge(coverage: list[set], values: list[set]) -> None:
+def merge(coverage: list[set[Hashable]], values: list[set[Hashable]]) -> None:
     for p, vals in enumerate(values):
         coverage[p] |= vals
 

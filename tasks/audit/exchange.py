@@ -22,7 +22,11 @@ For l > 2 (a group pinned to l - 1 values) nothing is proved here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+
+from privpub.tasks.audit.program import CellProgram, Constraint
 
 MAX_RECTANGLES = 30  # exchanges tried per (group, value), largest cells first
 
@@ -87,7 +91,7 @@ def rectangles(patterns: np.ndarray, sizes: np.ndarray, d: int) -> list[tuple[in
     return [r[1:] for r in sorted(found)[:MAX_RECTANGLES]]
 
 
-def never_pinned(prog, facts: np.ndarray, counts: np.ndarray, patterns: np.ndarray, d: int) -> bool:
+def never_pinned(prog: CellProgram, facts: np.ndarray, counts: np.ndarray, patterns: np.ndarray, d: int) -> bool:
     """True when exchanges prove that no answer leaves the people of cell d one value (l = 2).
 
     facts / counts: the released facts and the population as cell masks and multisets;
@@ -106,7 +110,15 @@ def never_pinned(prog, facts: np.ndarray, counts: np.ndarray, patterns: np.ndarr
 MAX_CASES = 12  # cases ("e2 holds no a") one (group, value) may split into
 
 
-def _always_exchangeable(facts, counts, ub, sizes, rects, a: int, cases: list[int]) -> bool:
+def _always_exchangeable(
+    facts: np.ndarray,
+    counts: np.ndarray,
+    ub: np.ndarray,
+    sizes: np.ndarray,
+    rects: list[tuple[int, int, int]],
+    a: int,
+    cases: list[int],
+) -> bool:
     """Does some exchange apply in every instance of G within `ub` (where d is all a)?
 
     An exchange whose d2 / e always share a value b != a applies wherever e2 holds a; the
@@ -141,7 +153,7 @@ def _always_exchangeable(facts, counts, ub, sizes, rects, a: int, cases: list[in
 
 
 def fact_structure(
-    fixed_rows: np.ndarray, query_rows: np.ndarray, branch, totals
+    fixed_rows: np.ndarray, query_rows: np.ndarray, branch: Sequence[Constraint], totals: tuple[int, ...] | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(facts, counts, patterns) from decide.spanning_rows' indicator rows over the cells (the
     population first in the closed world, then the branch's facts; the query sets)."""

@@ -40,8 +40,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, SupportsFloat
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from privpub.tasks.core.hierarchies import mask_hierarchy
@@ -75,7 +77,7 @@ class Grid:
     def kind(self, column: str) -> str:
         return self.kinds.get(column, "numeric")
 
-    def keys(self, column: str, values) -> np.ndarray:
+    def keys(self, column: str, values: npt.ArrayLike) -> np.ndarray:
         """Each value's key (number, day number, rank or position in the labels)."""
         kind = self.kind(column)
         if kind == "date":
@@ -84,11 +86,11 @@ class Grid:
             return positions(self.labels[column], values, column).astype(float)
         return np.asarray(values, dtype=float)
 
-    def band_of(self, column: str, keys) -> np.ndarray:
+    def band_of(self, column: str, keys: npt.ArrayLike) -> np.ndarray:
         """The band index of each key."""
         return np.searchsorted(np.asarray(self.cuts[column], dtype=float), np.asarray(keys, dtype=float), "right")
 
-    def bands(self, column: str, values) -> np.ndarray:
+    def bands(self, column: str, values: npt.ArrayLike) -> np.ndarray:
         """The band index of each value."""
         return self.band_of(column, self.keys(column, values))
 
@@ -101,9 +103,9 @@ class Grid:
         """How many people each non-empty grid cell holds."""
         return np.unique(cell_codes(population, self), return_counts=True)[1]
 
-    def to_state(self) -> dict:
+    def to_state(self) -> dict[str, Any]:
         """JSON; `kinds` and `labels` only when a QI is not numeric (a numeric grid's state is as before)."""
-        state: dict = {
+        state: dict[str, Any] = {
             "cuts": {c: [plain_number(x) for x in cuts] for c, cuts in self.cuts.items()},
             "integer": dict(self.integer),
             "min_cell": self.min_cell,
@@ -114,7 +116,7 @@ class Grid:
         return state
 
     @classmethod
-    def from_state(cls, state: dict) -> Grid:
+    def from_state(cls, state: dict[str, Any]) -> Grid:
         return cls(
             {c: tuple(v) for c, v in state["cuts"].items()},
             dict(state["integer"]),
@@ -124,7 +126,7 @@ class Grid:
         )
 
 
-def plain_number(x) -> int | float:
+def plain_number(x: SupportsFloat) -> int | float:
     x = float(x)
     return int(x) if x.is_integer() else x
 
@@ -139,7 +141,7 @@ def numeric_values(population: pd.DataFrame, column: str) -> np.ndarray:
     return values
 
 
-def day_numbers(values, column: str) -> np.ndarray:
+def day_numbers(values: npt.ArrayLike, column: str) -> np.ndarray:
     """Day numbers of dates (datetime64 or Arrow date values)."""
     series = values if isinstance(values, pd.Series) else pd.Series(values)
     if not pd.api.types.is_datetime64_any_dtype(series.dtype) or series.isna().any():
@@ -147,7 +149,7 @@ def day_numbers(values, column: str) -> np.ndarray:
     return series.astype("datetime64[s]").to_numpy().astype("datetime64[D]").astype(np.int64)
 
 
-def positions(labels: Sequence[str], values, column: str) -> np.ndarray:
+def positions(labels: Sequence[str], values: npt.ArrayLike, column: str) -> np.ndarray:
     """The position of each value (as text) in `labels`."""
     at = pd.Index(list(labels)).get_indexer(pd.Index(pd.Series(values).astype(str)))
     if (at < 0).any():
@@ -235,7 +237,9 @@ def labelled_cuts(groups: np.ndarray, base: Sequence[str]) -> tuple[tuple[str, .
     return tuple(np.asarray(base, dtype=object)[order].tolist()), tuple(float(c) for c in np.cumsum(sizes)[:-1])
 
 
-def categorical_values(population: pd.DataFrame, column: str, qi: GridQI) -> tuple[list[str], dict | None]:
+def categorical_values(
+    population: pd.DataFrame, column: str, qi: GridQI
+) -> tuple[list[str], dict[str, list[str]] | None]:
     """The QI's values as grid labels (its hierarchy's leaves, or the values present) and its hierarchy."""
     values = population[column].astype(str).to_numpy()
     tree = resolved_tree(qi, values)
@@ -252,7 +256,13 @@ def spec_of(qis: Mapping[str, GridQI] | None, column: str) -> GridQI:
     return qi
 
 
-def labelled_grid(cuts, integer, min_cell, qis, labels) -> Grid:
+def labelled_grid(
+    cuts: Mapping[str, tuple[float, ...]],
+    integer: Mapping[str, bool],
+    min_cell: int | None,
+    qis: Mapping[str, GridQI],
+    labels: Mapping[str, tuple[str, ...]],
+) -> Grid:
     kinds = {c: q.kind for c, q in qis.items() if q.kind != "numeric"}
     return Grid(dict(cuts), dict(integer), min_cell, kinds, dict(labels))
 
@@ -273,7 +283,7 @@ def auto_grid(
         raise ValueError(f"grid: the table has {n} people, fewer than min_cell = {min_cell}")
     spec = {c: spec_of(qis, c) for c in columns}
     labels: dict[str, tuple[str, ...]] = {}
-    trees: dict[str, dict | None] = {}
+    trees: dict[str, dict[str, list[str]] | None] = {}
     base: dict[str, list[str]] = {}
     groups: dict[str, np.ndarray] = {}  # categorical: each base value's group id
     levels: dict[str, int] = {}
@@ -316,7 +326,15 @@ def auto_grid(
         cuts[widest] = cuts[widest][:drop] + cuts[widest][drop + 1 :]
 
 
-def coarser_groups(groups, base, tree, levels, column, band, per_band) -> np.ndarray:
+def coarser_groups(
+    groups: np.ndarray,
+    base: list[str],
+    tree: dict[str, list[str]] | None,
+    levels: dict[str, int],
+    column: str,
+    band: int,
+    per_band: np.ndarray,
+) -> np.ndarray:
     """One group fewer: a level up the hierarchy (until the groups are fewer), or, without one or
     at its top, `band`'s group merged with the smallest other group holding people (by count,
     then by position). Bands are numbered like the groups, in the order of their first values."""

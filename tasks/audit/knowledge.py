@@ -14,8 +14,9 @@ Two worlds are supported:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -31,9 +32,9 @@ class Universe:
     people: tuple[Hashable, ...]
     values: tuple[Hashable, ...]  # distinct values, sorted; value index = position
     totals: tuple[int, ...] | None  # how many people hold each value (closed world), else None
-    index: dict = field(default_factory=dict, compare=False, repr=False)
+    index: dict[Hashable, int] = field(default_factory=dict, compare=False, repr=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.index.update({p: i for i, p in enumerate(self.people)})
 
     @classmethod
@@ -73,7 +74,7 @@ class Universe:
         """Counts per value back to the sorted list of values."""
         return [v for v, t in zip(self.values, counts) for _ in range(t)]
 
-    def fingerprint(self) -> dict:
+    def fingerprint(self) -> dict[str, Any]:
         return {
             "people": [plain(p) for p in self.people],
             "values": [plain(v) for v in self.values],
@@ -81,14 +82,15 @@ class Universe:
         }
 
 
-def sort_values(values) -> list:
+def sort_values(values: Iterable[Any]) -> list[Any]:
+    # Any: the values are whatever the table holds, compared as they are when they can be
     try:
         return sorted(values)
     except TypeError:  # mixed types: a stable, documented order
         return sorted(values, key=lambda v: (type(v).__name__, str(v)))
 
 
-def plain(v):
+def plain(v: Hashable) -> Hashable:
     """numpy scalars to Python scalars, so states and decisions are JSON-serialisable."""
     return v.item() if isinstance(v, np.generic) else v
 
@@ -164,14 +166,14 @@ class Knowledge:
         return Knowledge(universe, [b for k in parts for b in k.branches])
 
     # -- what the adversary can say about each person -----------------------------------------
-    def possible_values(self, work: Work | None = None, need: int | None = None) -> list[set]:
+    def possible_values(self, work: Work | None = None, need: int | None = None) -> list[set[Hashable]]:
         """For every person, the values they hold in at least one instance of G.
 
         With `need`, a person's set may stop growing once it has `need` values (sets below
         `need` are always exact).
         """
         work = work or Work()
-        found: list[set] = [set() for _ in range(self.universe.n)]
+        found: list[set[Hashable]] = [set() for _ in range(self.universe.n)]
         for b in self.branches:
             prog = self.program(b)
             skip = None
@@ -191,7 +193,7 @@ class Knowledge:
         sets = self.possible_values(work, need)
         return min((len(s) for s in sets), default=0)
 
-    def views(self, work: Work | None = None) -> list[list[dict]]:
+    def views(self, work: Work | None = None) -> list[list[dict[str, Any]]]:
         """Per branch, the views of Section 5.1 (Table 10): groups of interchangeable people with
         their determined values (held in every instance) and possible values (held in some
         instances beyond the determined ones)."""
@@ -227,7 +229,7 @@ class Knowledge:
             out.append(branch_views)
         return out
 
-    def view_sets(self, work: Work | None = None) -> list[list[tuple[tuple, tuple]]]:
+    def view_sets(self, work: Work | None = None) -> list[list[tuple[tuple[Hashable, ...], tuple[Hashable, ...]]]]:
         """The sets of views of Table 11: every way to give each group of interchangeable people
         a multiset of values. Enumerates answers of all cells at once, so it is for small cases
         (explanations and tests), not for decisions."""
@@ -248,7 +250,7 @@ class Knowledge:
         return out
 
     # -- persistence ---------------------------------------------------------------------------
-    def to_state(self) -> list[list[dict]] | dict:
+    def to_state(self) -> list[list[dict[str, Any]]] | dict[str, Any]:
         """The branches as lists of facts; an implicit G as {"denied": base, query sets, l}."""
         u = self.universe
         if self.denial is not None:
@@ -271,7 +273,7 @@ class Knowledge:
         ]
 
     @classmethod
-    def from_state(cls, universe: Universe, branches: list[list[dict]] | dict) -> Knowledge:
+    def from_state(cls, universe: Universe, branches: list[list[dict[str, Any]]] | dict[str, Any]) -> Knowledge:
         if isinstance(branches, dict):
             d = branches["denied"]
             return cls(

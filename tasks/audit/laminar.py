@@ -16,6 +16,7 @@ of A, and fixing it splits R into A (holding x) and B (holding pool - x), nothin
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,7 +54,7 @@ class RegionSplit:
 
 
 def split_of(
-    n: int, totals: tuple[int, ...] | None, n_values: int, branch, query: frozenset[int]
+    n: int, totals: tuple[int, ...] | None, n_values: int, branch: Sequence[Constraint], query: frozenset[int]
 ) -> RegionSplit | None:
     """The regions of `branch` and the split `query` makes, or None when the facts and the query
     are not laminar (or the branch is inconsistent: then the other routes decide)."""

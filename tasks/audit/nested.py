@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 
 import numpy as np
 
@@ -183,7 +183,7 @@ def one_split(splits: list[RegionSplit], cells: np.ndarray, cell_of: np.ndarray)
     None otherwise."""
     first = splits[0]
 
-    def key(j: int, s: RegionSplit) -> tuple:
+    def key(j: int, s: RegionSplit) -> tuple[int, int, bytes, bytes | None, bytes, bytes]:
         pool = None if s.pool is None else s.pool.tobytes()
         return (s.a, s.b, s.base.tobytes(), pool, (cells[j] == s.a_id).tobytes(), (cells[j] == s.b_id).tobytes())
 
@@ -201,7 +201,9 @@ def one_split(splits: list[RegionSplit], cells: np.ndarray, cell_of: np.ndarray)
     return RegionSplit(cell_of, support, first.base, first.pool, first.a, first.b, int(a_cells[0]), b_id)
 
 
-def listed_branches(g: Knowledge, splits: list[RegionSplit], l: int, cells: np.ndarray, cell_of: np.ndarray):
+def listed_branches(
+    g: Knowledge, splits: list[RegionSplit], l: int, cells: np.ndarray, cell_of: np.ndarray
+) -> DeltaReport | None:
     """Every branch's answers listed and merged (the branches' answers differ)."""
     n_values = len(g.universe.values)
     if sum(1 if s.a == 0 else count_splits(s.pool, s.a, n_values) for s in splits) > MAX_LISTED:
@@ -233,7 +235,7 @@ def listed_branches(g: Knowledge, splits: list[RegionSplit], l: int, cells: np.n
     return report
 
 
-def coverage_of(g: Knowledge, label: np.ndarray, support: np.ndarray) -> list[set]:
+def coverage_of(g: Knowledge, label: np.ndarray, support: np.ndarray) -> list[set[Hashable]]:
     """Per person, the values their region (or cell) can hold."""
     values = g.universe.values
     per_row = [{values[v] for v in np.flatnonzero(row)} for row in support]

@@ -21,12 +21,23 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 import highspy
 import numpy as np
+import numpy.typing as npt
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_array
+
+
+class MilpResult(Protocol):
+    """What is read of scipy's `milp` result (scipy ships no type information)."""
+
+    status: int
+    message: str
+    x: npt.NDArray[np.float64] | None
+    fun: float
+    mip_node_count: int | None
 
 
 class BudgetExceeded(Exception):
@@ -49,7 +60,7 @@ class Work:
         self.budget = budget
         self.solves = 0
         self.nodes = 0
-        self._lp_models: dict[int, tuple] = {}  # see upper_bound
+        self._lp_models: dict[int, tuple[csr_array, highspy.Highs]] = {}  # see upper_bound
 
     @property
     def used(self) -> int:
@@ -74,7 +85,7 @@ class Work:
         if self.budget is not None and self.used > self.budget:
             raise BudgetExceeded(f"more than {self.budget} units of work needed")
 
-    def run(self, c, **kw):
+    def run(self, c: npt.NDArray[np.float64], **kw: Any) -> MilpResult:
         """One MILP (or its LP relaxation when no integrality is given), its nodes limited to the
         units left after this solve (HiGHS stops *at* its node limit, even on a tree that the
         last node would have closed, hence the limit one above what may be charged)."""
@@ -82,14 +93,14 @@ class Work:
         left = self.left()
         if left is not None and kw.get("integrality") is not None:
             kw["options"] = {"node_limit": left + 1}
-        res = milp(c, **kw)
+        res: MilpResult = milp(c, **kw)
         if res.status in (1, 4):  # node/iteration limit or solver trouble: undecided
             raise BudgetExceeded(f"the integer-program solver stopped early ({res.message})")
         if kw.get("integrality") is not None:
             self.charge(0, int(res.mip_node_count or 0))
         return res
 
-    def upper_bound(self, f: np.ndarray, a, b: np.ndarray, upper: np.ndarray) -> int:
+    def upper_bound(self, f: np.ndarray, a: csr_array, b: np.ndarray, upper: np.ndarray) -> int:
         """An upper bound of f.x over the integer points of {a x = b, 0 <= x <= upper} (f, a, b,
         upper integer), certified by weak duality: for ANY multipliers y and every such x,
         f.x = y.(a x) + (f - a^T y).x <= y.b + sum_j upper_j * max(0, (f - a^T y)_j).
@@ -108,11 +119,11 @@ class Work:
         dual = np.asarray(model.getSolution().row_dual)
         return min(dual_bound(f, a, b, upper, y) for y in (dual, -dual))  # either sign convention
 
-    def _lp_model(self, a, b, upper):
+    def _lp_model(self, a: csr_array, b: np.ndarray, upper: np.ndarray) -> highspy.Highs:
         key = id(a)
         if key not in self._lp_models:
             csr = csr_array(a)
-            model = highspy.Highs()
+            model = highspy.Highs()  # type: ignore[no-untyped-call]  # highspy's Highs.__init__ is unannotated
             model.setOptionValue("output_flag", False)
             model.setOptionValue("threads", 1)
             n = csr.shape[1]
@@ -154,7 +165,7 @@ class Work:
         return np.rint(res.x).astype(np.int64)
 
 
-def dual_bound(f: np.ndarray, a, b: np.ndarray, upper: np.ndarray, dual: np.ndarray) -> int:
+def dual_bound(f: np.ndarray, a: csr_array, b: np.ndarray, upper: np.ndarray, dual: np.ndarray) -> int:
     """floor(y.b + sum_j upper_j * max(0, (f - a^T y)_j)) for y = dual rounded to multiples of
     2^-20, in integer arithmetic: an upper bound of f.x over integer x with a x = b and
     0 <= x <= upper, whatever `dual` is (huge or non-finite multipliers are replaced by 0)."""
@@ -337,7 +348,14 @@ class CellProgram:
             self._plain_point = False if x is None else x.copy()
         return x
 
-    def _solve(self, work, fixed, at_least, objective, sums=()) -> np.ndarray | None:
+    def _solve(
+        self,
+        work: Work,
+        fixed: dict[tuple[int, int], int] | None,
+        at_least: dict[tuple[int, int], int] | None,
+        objective: np.ndarray | None,
+        sums: Sequence[tuple[np.ndarray, float, float]] = (),
+    ) -> np.ndarray | None:
         lower = np.zeros(self.n_vars)
         upper = self.ub[self.var_cell, self.var_value].astype(float)
         if self.cap is not None:
@@ -496,7 +514,7 @@ class CellProgram:
         if self.solve(work) is None:
             return out
 
-        def extremes(fixed, i, v):
+        def extremes(fixed: dict[tuple[int, int], int], i: int, v: int) -> tuple[int, int] | None:
             obj = np.zeros(self.n_vars)
             obj[self.answer_vars[i][v]] = 1.0
             low = self.solve(work, fixed, objective=obj)

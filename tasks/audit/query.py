@@ -14,7 +14,8 @@ declared order, not as text: `sev < 'mid'` runs as `sev IN (<the values before '
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -94,7 +95,7 @@ def declared_orders(population: pd.DataFrame) -> dict[str, list[str]]:
     }
 
 
-def is_ordered(dtype) -> bool:
+def is_ordered(dtype: np.dtype[Any] | pd.api.extensions.ExtensionDtype) -> bool:
     return isinstance(dtype, pd.CategoricalDtype) and bool(dtype.ordered)
 
 
@@ -148,7 +149,7 @@ def in_declared_order(tree: exp.Expr, population: pd.DataFrame) -> exp.Expr:
 def column_kinds(population: pd.DataFrame, columns: list[str]) -> str:
     """'age: number, sex: text': what each public column holds, for a type error's message."""
 
-    def kind(dtype) -> str:
+    def kind(dtype: np.dtype[Any] | pd.api.extensions.ExtensionDtype) -> str:
         if pd.api.types.is_bool_dtype(dtype):
             return "true/false"
         if pd.api.types.is_numeric_dtype(dtype):
@@ -171,7 +172,7 @@ class PublicTable:
         self.con.register("population", population)
         self.con.execute("SET enable_external_access = false")
 
-    def select_ids(self, predicate: str) -> list:
+    def select_ids(self, predicate: str) -> list[Hashable]:
         """Ids of the people whose public QI values satisfy `predicate`."""
         sql = in_declared_order(parsed_predicate(predicate, self.columns), self.population).sql(dialect="duckdb")
         try:
@@ -188,7 +189,7 @@ class PublicTable:
         self.con.close()
 
 
-def select_ids(population: pd.DataFrame, predicate: str, id_column: str) -> list:
+def select_ids(population: pd.DataFrame, predicate: str, id_column: str) -> list[Hashable]:
     """Ids of the people whose public QI values satisfy `predicate` (one predicate: `PublicTable`
     keeps its connection for many)."""
     table = PublicTable(population, id_column)

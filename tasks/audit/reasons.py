@@ -44,11 +44,11 @@ def batch_negative(l: int) -> str:
     return negative(l) + ", also after the other queries of the batch were decided"
 
 
-def joint_answered(l: int, names: tuple) -> str:
+def joint_answered(l: int, names: tuple[str, ...]) -> str:
     return f"answered together with {', '.join(names)}: with these answers everyone still has at least {l} values"
 
 
-def joint_denied(l: int, names: tuple) -> str:
+def joint_denied(l: int, names: tuple[str, ...]) -> str:
     return (
         f"denied together with {', '.join(names)}: the real answers of the group could narrow someone to "
         f"fewer than {l} values (who and which value are not told)"

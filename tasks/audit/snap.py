@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 from sqlglot import exp
 
@@ -253,7 +254,7 @@ def conditions(tree: exp.Expr, grid: Grid) -> dict[str, list[Condition]]:
 
 def touched_bands(grid: Grid, column: str, cond: Condition) -> np.ndarray:
     """bands[i]: band i holds a value (a whole one for an integer QI) that meets `cond`."""
-    edges = np.r_[-np.inf, np.asarray(grid.cuts[column], dtype=float), np.inf]
+    edges: npt.NDArray[np.float64] = np.r_[-np.inf, np.asarray(grid.cuts[column], dtype=float), np.inf]
     if cond.points is not None:
         points = np.array(sorted(cond.points), dtype=float)
         touched = np.zeros(len(edges) - 1, dtype=bool)
@@ -262,7 +263,8 @@ def touched_bands(grid: Grid, column: str, cond: Condition) -> np.ndarray:
     low, high = edges[:-1], edges[1:]  # band i = [low_i, high_i)
     if grid.integer[column]:  # the band's whole numbers: ceil(low) .. ceil(high) - 1
         first, last = np.ceil(low), np.ceil(high) - 1
-        return (np.maximum(first, cond.lo) <= np.minimum(last, cond.hi)) & (first <= last)
+        meets: npt.NDArray[np.bool_] = (np.maximum(first, cond.lo) <= np.minimum(last, cond.hi)) & (first <= last)
+        return meets
     empty = cond.lo > cond.hi or (cond.lo == cond.hi and (cond.lo_open or cond.hi_open))
     upper_ok = (low < cond.hi) if cond.hi_open else (low <= cond.hi)
     return upper_ok & (high > cond.lo) & (not empty)

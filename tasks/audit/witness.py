@@ -33,7 +33,7 @@ After the read the real answer is classified by Definition 2 directly (`answer_i
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator, Sequence
 
 import numpy as np
 
@@ -118,7 +118,9 @@ def region_is_hopeless(prog: CellProgram, inside: np.ndarray, allowed: np.ndarra
     return bool((prog.ub[inside][:, allowed].sum(axis=1) < prog.sizes[inside]).any())
 
 
-def witness_coverage(g: Knowledge, sets: list[frozenset[int]], l: int, work: Work, need: int) -> list[set] | None:
+def witness_coverage(
+    g: Knowledge, sets: list[frozenset[int]], l: int, work: Work, need: int
+) -> list[set[Hashable]] | None:
     """Per person, at least `need` values held across instances of Delta, or None when the
     regions do not show that many for everyone (then nothing is proved)."""
     if len(g.branches) != 1 or len(sets) != 1 or l < 2 or need < l:
@@ -128,14 +130,18 @@ def witness_coverage(g: Knowledge, sets: list[frozenset[int]], l: int, work: Wor
         return None
     inside = np.flatnonzero(prog.cell_inside_open[0])
     covered = np.zeros(prog.ub.shape, dtype=bool)
-    regions = []  # (program, extra sums) per region, in the order tried
+    regions: list[
+        tuple[CellProgram, Sequence[tuple[np.ndarray, float, float]]]
+    ] = []  # (program, extra sums) per region, in the order tried
     for banned in regions_inside_delta(prog, l):
         allowed = np.ones(prog.n_values, dtype=bool)
         allowed[list(banned)] = False
         if not region_is_hopeless(prog, inside, allowed):
             regions.append((prog.limited(inside, np.flatnonzero(allowed).tolist()), ()))
 
-    def heavy():  # regions (b), built only when those of (a) did not suffice
+    def heavy() -> Iterator[
+        tuple[CellProgram, list[tuple[np.ndarray, float, float]]]
+    ]:  # regions (b), built only when those of (a) did not suffice
         yield from ((prog, [row]) for row in heavy_regions(prog, l, work))
 
     for region, sums in itertools.islice(itertools.chain(regions, heavy()), MAX_REGIONS):
@@ -156,9 +162,9 @@ def witness_coverage(g: Knowledge, sets: list[frozenset[int]], l: int, work: Wor
     return None
 
 
-def coverage_of_people(g: Knowledge, prog: CellProgram, covered: np.ndarray) -> list[set]:
+def coverage_of_people(g: Knowledge, prog: CellProgram, covered: np.ndarray) -> list[set[Hashable]]:
     values = g.universe.values
-    out: list[set] = [set() for _ in range(g.universe.n)]
+    out: list[set[Hashable]] = [set() for _ in range(g.universe.n)]
     for c, cell in enumerate(prog.cells):
         held = {values[v] for v in np.flatnonzero(covered[c])}
         for p in cell:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from privpub.schemas.spec import FRAME_INPUT
+from privpub.tasks.core.types import PrivacyResult
 from privpub.tasks.report.figures import as_number, fmt, input_rows
 
 # the report's meta keys this module reads besides the release's own (flows/pipeline.py, flows/reverify.py)
@@ -70,11 +71,11 @@ def names(columns: Any) -> str:
     return cols[0] if len(cols) == 1 else ", ".join(cols[:-1]) + " and " + cols[-1] if cols else ""
 
 
-def _find(privacy: list, model: str) -> Any:
+def _find(privacy: list[PrivacyResult], model: str) -> PrivacyResult | None:
     return next((r for r in privacy if r.model == model), None)
 
 
-def _technique_words(meta: dict[str, Any], privacy: list, sensitive: str) -> str:
+def _technique_words(meta: dict[str, Any], privacy: list[PrivacyResult], sensitive: str) -> str:
     """What an adversary who knows a person's quasi-identifiers can and cannot learn, in the
     technique's own terms (meta["technique_words"]: the technique's `describe`, which the flow
     holding it put there), with the generic figures (k, QIDs, l)."""
@@ -143,7 +144,7 @@ def percent(share: float) -> str:
     return f"{value:.0f}%" if value >= 9.95 else f"{value:.2g}%"
 
 
-def _worst(meta: dict[str, Any]) -> dict | None:
+def _worst(meta: dict[str, Any]) -> dict[str, Any] | None:
     """The release's worst attribute disclosure (tasks/risk/__init__.py attribute_summary), if recorded."""
     summary = (meta.get("attribute") or {}).get("release")
     return summary.get("worst") if isinstance(summary, dict) else None
@@ -171,7 +172,7 @@ def attribute_alarm(meta: dict[str, Any]) -> bool:
     return gain > gain_limit and difference > difference_limit
 
 
-def _guards(privacy: list) -> list[Any]:
+def _guards(privacy: list[PrivacyResult]) -> list[PrivacyResult]:
     """The privacy results that bound what is learned of the sensitive value (an l below 2 and a
     t of 1 bound nothing)."""
     out = []
@@ -185,7 +186,7 @@ def _guards(privacy: list) -> list[Any]:
     return out
 
 
-def _guard_words(privacy: list, sensitive: str) -> str:
+def _guard_words(privacy: list[PrivacyResult], sensitive: str) -> str:
     """Which model guards the sensitive column, or that none does."""
     guards = _guards(privacy)
     if guards:
@@ -219,7 +220,7 @@ def attribute_words(meta: dict[str, Any], sensitive: str) -> str:
     )
 
 
-def alarm_text(meta: dict[str, Any], privacy: list) -> str:
+def alarm_text(meta: dict[str, Any], privacy: list[PrivacyResult]) -> str:
     """The attribute warning the report shows in red ("" when the figures are within
     alarm_limits)."""
     worst = _worst(meta)
@@ -238,7 +239,7 @@ def alarm_text(meta: dict[str, Any], privacy: list) -> str:
     )
 
 
-def _checks_words(privacy: list, unguarded_alarm: bool = False, sensitive: str = "") -> str:
+def _checks_words(privacy: list[PrivacyResult], unguarded_alarm: bool = False, sensitive: str = "") -> str:
     if not privacy:
         return "No privacy check result is recorded for this report."
     failed = [r.model for r in privacy if not r.passed]
@@ -256,7 +257,7 @@ def _checks_words(privacy: list, unguarded_alarm: bool = False, sensitive: str =
     )
 
 
-def verdict_paragraph(meta: dict[str, Any], privacy: list, utility: dict[str, Any]) -> str:
+def verdict_paragraph(meta: dict[str, Any], privacy: list[PrivacyResult], utility: dict[str, Any]) -> str:
     """The report's first paragraph (plain text). Keys missing from an older meta: it says less."""
     sensitive = names(meta.get("sensitive"))
     rows_in, suppressed = meta.get("rows_in"), int(utility.get("suppressed_rows") or 0)
