@@ -73,7 +73,7 @@ def print_log(store: Store, summary: bool) -> None:
                     "action": row.action,
                     "table": row.target,
                     "response": row.outcome,
-                    **json.loads(row.detail or "{}"),
+                    **json.loads(str(row.detail or "{}")),
                 },
                 default=str,
             )

@@ -1057,9 +1057,7 @@ class Store:
                 ORDER BY a.id"""
             return con.execute(sql, [series, series, since, since]).df()
 
-    # Any, not pd.DataFrame: flows/cli_audit.py passes a row's `detail` cell (JSON text) to json.loads,
-    # which pandas-stubs' cell type (any scalar) would refuse; typed once that caller narrows it
-    def audit_log(self) -> Any:
+    def audit_log(self) -> pd.DataFrame:
         with self.read() as con:
             return con.execute("SELECT * FROM audit_log ORDER BY id").df()
 

@@ -650,8 +650,8 @@ MUTANTS = [
     Mutant(
         "composition input check lets a value change when one side is transient",
         "tasks/compose/check.py",
-        "return changed & ~(transient[codes] & was_transient)",
-        "return changed & ~(transient[codes] | was_transient)",
+        "result: np.ndarray = changed & ~(transient[codes] & was_transient)",
+        "result: np.ndarray = changed & ~(transient[codes] | was_transient)",
         SERIES,
     ),
     # changing a series' settings (issue 29, item 5: tasks/compose/change.py)
