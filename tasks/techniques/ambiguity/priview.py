@@ -22,6 +22,7 @@ from math import ceil
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandera.pandas as pa_schema
 import pyarrow as pa
 
@@ -87,6 +88,103 @@ class Split:
         return True
 
 
+class _Blocks:
+    """Blocks of one split: `ell` rows sharing one QI' value with distinct sensitive values, taken
+    from the (QI', S) buckets with the most rows left, each row's AT part differing from those
+    marked with the current group's stamp."""
+
+    def __init__(self, sp: Split, ell: int, rng: np.random.Generator, window: int):
+        self.sp, self.ell, self.window = sp, ell, window
+        self.buckets = Buckets(sp.q * sp.n_s + sp.s, sp.n_q * sp.n_s, rng)
+        self.rem = self.buckets.remaining.reshape(sp.n_q, sp.n_s)  # a view: takes update it
+        self.mark = np.zeros(int(sp.at.max()) + 1 if len(sp.s) else 1, np.int64)
+        self.stamp = 0
+
+    def block(self, v: int) -> list[int]:
+        rows = []
+        for s in np.argsort(-self.rem[v], kind="stable")[: self.ell]:
+            b = v * self.sp.n_s + int(s)
+            cands = self.buckets.window(b, self.window)
+            fresh = np.flatnonzero(self.mark[self.sp.at[cands]] != self.stamp)
+            row = self.buckets.take(b, int(fresh[0]) if len(fresh) else 0)
+            self.mark[self.sp.at[row]] = self.stamp
+            rows.append(row)
+        return rows
+
+    def can_block(self) -> npt.NDArray[np.bool_]:
+        """Per QI' value: enough distinct sensitive values left for a block."""
+        return np.count_nonzero(self.rem, axis=1) >= self.ell
+
+
+def _full_groups(blocks: _Blocks, K: int) -> tuple[list[list[int]], list[set[int]]]:
+    """Step 2: groups of K blocks of distinct QI' values, largest values first (rows, values)."""
+    members: list[list[int]] = []
+    values: list[set[int]] = []
+    while True:
+        avail = np.flatnonzero(blocks.can_block())
+        if len(avail) < K:
+            break
+        chosen = avail[np.argsort(-blocks.rem[avail].sum(axis=1), kind="stable")[:K]]
+        blocks.stamp += 1
+        members.append([r for v in chosen.tolist() for r in blocks.block(v)])
+        values.append(set(chosen.tolist()))
+    return members, values
+
+
+def _add_leftover_blocks(
+    blocks: _Blocks,
+    members: list[list[int]],
+    values: list[set[int]],
+    group: npt.NDArray[np.int64],
+    order: list[int],
+    alpha: Fraction,
+    beta: Fraction,
+) -> None:
+    """Leftover blocks join groups (in `order`) that lack their value when the exact check
+    passes; a refused block's rows are given back as residues (group -2)."""
+    sp = blocks.sp
+    for v in np.flatnonzero(blocks.can_block()).tolist():
+        for g in order:
+            if not blocks.can_block()[v]:
+                break
+            if v in values[g]:
+                continue
+            blocks.stamp += 1
+            blocks.mark[sp.at[members[g]]] = blocks.stamp
+            rows = blocks.block(v)
+            if sp.group_ok(np.asarray(members[g] + rows), alpha, beta):
+                members[g].extend(rows)
+                values[g].add(v)
+            else:
+                group[rows] = -2
+
+
+def _number_groups(
+    sp: Split,
+    members: list[list[int]],
+    values: list[set[int]],
+    group: npt.NDArray[np.int64],
+    alpha: Fraction,
+    beta: Fraction,
+) -> None:
+    """Groups whose AT rows could not all differ are checked exactly and a failing one is
+    dissolved (its rows -2, residues); every row of the others gets its group's number."""
+    for g, rows in enumerate(members):
+        if len(set(sp.at[rows].tolist())) < len(rows) and not sp.group_ok(np.asarray(rows), alpha, beta):
+            group[rows] = -2
+            members[g], values[g] = [], set()
+    for g, rows in enumerate(members):
+        group[rows] = g
+
+
+def _renumbered(members: list[list[int]], group: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], int]:
+    """The groups that survived numbered 0.. (-1 stays -1); their count."""
+    alive = np.flatnonzero([len(m) > 0 for m in members])
+    remap = np.full(len(members) + 1, -1, np.int64)
+    remap[alive] = np.arange(len(alive))
+    return remap[group], int(len(alive))  # -1 maps through the extra last slot
+
+
 def block_groups(
     codes: np.ndarray,
     s_codes: np.ndarray,
@@ -95,86 +193,31 @@ def block_groups(
     beta: Fraction,
     rng: np.random.Generator,
     window: int = DEFAULT_WINDOW,
-) -> tuple[np.ndarray, int, dict]:
+) -> tuple[npt.NDArray[np.int64], int, dict[str, int]]:
     """QI-groups of ceil(1/alpha) blocks; returns (group per row, -1 = suppressed; count; info)."""
     sp = Split(codes, s_codes, j)
-    n = len(s_codes)
-    ell, K = diversity(beta), max(1, ceil(1 / alpha))
-    buckets = Buckets(sp.q * sp.n_s + sp.s, sp.n_q * sp.n_s, rng)
-    rem = buckets.remaining.reshape(sp.n_q, sp.n_s)  # a view: takes update it
-    mark = np.zeros(int(sp.at.max()) + 1 if n else 1, np.int64)
-    group = np.full(n, -1, np.int64)
-    members: list[list[int]] = []
-    values: list[set[int]] = []
-    stamp = 0
-
-    def block(v: int) -> list[int]:
-        rows = []
-        for s in np.argsort(-rem[v], kind="stable")[:ell]:
-            b = v * sp.n_s + int(s)
-            cands = buckets.window(b, window)
-            fresh = np.flatnonzero(mark[sp.at[cands]] != stamp)
-            row = buckets.take(b, int(fresh[0]) if len(fresh) else 0)
-            mark[sp.at[row]] = stamp
-            rows.append(row)
-        return rows
-
-    def can_block() -> np.ndarray:
-        return np.count_nonzero(rem, axis=1) >= ell
-
-    # Step 2: K blocks of distinct QI' values, largest values first
-    while True:
-        avail = np.flatnonzero(can_block())
-        if len(avail) < K:
-            break
-        chosen = avail[np.argsort(-rem[avail].sum(axis=1), kind="stable")[:K]]
-        stamp += 1
-        rows = [r for v in chosen.tolist() for r in block(v)]
-        members.append(rows)
-        values.append(set(chosen.tolist()))
-    n_main = len(members)
-    # leftover blocks: into groups that lack their value
-    order = rng.permutation(n_main).tolist() if n_main else []
-    for v in np.flatnonzero(can_block()).tolist():
-        for g in order:
-            if not can_block()[v]:
-                break
-            if v in values[g]:
-                continue
-            stamp += 1
-            mark[sp.at[members[g]]] = stamp
-            rows = block(v)
-            if sp.group_ok(np.asarray(members[g] + rows), alpha, beta):
-                members[g].extend(rows)
-                values[g].add(v)
-            else:  # give the rows back as residues
-                group[rows] = -2
-    # groups whose AT rows could not all differ are checked exactly; a failing one is dissolved
-    for g, rows in enumerate(members):
-        if len(set(sp.at[rows].tolist())) < len(rows) and not sp.group_ok(np.asarray(rows), alpha, beta):
-            group[rows] = -2
-            members[g], values[g] = [], set()
-    for g, rows in enumerate(members):
-        group[rows] = g
+    K = max(1, ceil(1 / alpha))
+    blocks = _Blocks(sp, diversity(beta), rng, window)
+    group = np.full(len(s_codes), -1, np.int64)
+    members, values = _full_groups(blocks, K)
+    order = rng.permutation(len(members)).tolist() if members else []
+    _add_leftover_blocks(blocks, members, values, group, order, alpha, beta)
+    _number_groups(sp, members, values, group, alpha, beta)
     # Step 3: residues into groups that hold their QI' value, if the exact check passes
-    residues = np.concatenate([buckets.rest(), np.flatnonzero(group == -2)])
+    residues = np.concatenate([blocks.buckets.rest(), np.flatnonzero(group == -2)])
     group[group == -2] = -1
     residues = residues[group[residues] < 0]
     placed = place_priview_residues(sp, members, values, residues[rng.permutation(len(residues))], alpha, beta, group)
-    # renumber the groups that survived
-    alive = np.flatnonzero([len(m) > 0 for m in members])
-    remap = np.full(len(members) + 1, -1, np.int64)
-    remap[alive] = np.arange(len(alive))
-    group = remap[group]  # -1 maps through the extra last slot
+    group, n_groups = _renumbered(members, group)
     info = {
-        "groups": int(len(alive)),
+        "groups": n_groups,
         "residues": int(len(residues)),
         "residues_placed": placed,
         "suppressed": int(np.count_nonzero(group < 0)),
         "blocks_per_group": K,
-        "block_size": ell,
+        "block_size": blocks.ell,
     }
-    return group, int(len(alive)), info
+    return group, n_groups, info
 
 
 def place_priview_residues(

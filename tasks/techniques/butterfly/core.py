@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 from scipy.spatial import cKDTree
 
 from privpub.tasks.core.microdata import QIDomain
@@ -374,8 +375,36 @@ class _Wing:
         self.loss[nodes] = np.add.reduceat(weight * width, seg_first)
 
 
-def butterflies(pts: Points, lay: Layout, k: int) -> Assignment:
-    """Steps 1 and 2: Mondrian on the union QID, then butterflies bottom-up where they pay."""
+@dataclass(frozen=True)
+class _Leaves:
+    """The union QID's Mondrian tree with its leaves ranked depth-first and the points sorted by
+    leaf rank (a node's points are then one range of the sorted points)."""
+
+    tree: SplitTree
+    depth: npt.NDArray[np.int64]  # per node
+    first: npt.NDArray[np.int64]  # per node: its first leaf rank
+    count: npt.NDArray[np.int64]  # per node: its number of leaves
+    order: npt.NDArray[np.intp]  # sorted point -> point
+    sizes: npt.NDArray[np.int64]  # per leaf rank: its points
+    offsets: npt.NDArray[np.int64]  # per leaf rank: its first sorted point; then the point count
+    leaves_at: npt.NDArray[np.int64]  # leaf rank -> node
+    rank_of_point: npt.NDArray[np.int64]  # per sorted point: its leaf rank
+
+    @property
+    def n_leaves(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def starts(self) -> npt.NDArray[np.int64]:
+        return self.offsets[:-1]
+
+    def points(self, nodes: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The sorted points [p0, p1) under each node."""
+        return self.offsets[self.first[nodes]], self.offsets[self.first[nodes] + self.count[nodes]]
+
+
+def _union_leaves(pts: Points, lay: Layout, k: int) -> _Leaves:
+    """Step 1: Mondrian on the union QID."""
     part = mondrian_partition(pts, k, columns=lay.union)
     tree = part.tree
     depth = node_depths(tree)
@@ -388,16 +417,38 @@ def butterflies(pts: Points, lay: Layout, k: int) -> Assignment:
     order = np.argsort(rank[part.group], kind="stable")  # points sorted by leaf rank
     sizes = np.bincount(part.group, minlength=n_leaves)[group_of_rank]
     offsets = np.concatenate(([0], np.cumsum(sizes)))
-    starts = offsets[:-1]
-
-    # per leaf (in rank order): weight, body bounds, loss as a union class, i-NN summaries
-    sorted_pts = pts.take(order)
     rank_of_point = np.repeat(np.arange(n_leaves), sizes)
-    nodes = tree.n_nodes
+    return _Leaves(tree, depth, first, count, order, sizes, offsets, leaf_node[group_of_rank], rank_of_point)
+
+
+@dataclass(frozen=True)
+class _NodeSums:
+    """Per node of the union tree, set at the leaves and merged upwards: weight, the body's
+    bounds, and per wing its i-NN summaries ((nodes, ranks) best i-NN inside leaves, (nodes,)
+    best global (k-1)-NN)."""
+
+    weight: npt.NDArray[np.float64]
+    body_lo: npt.NDArray[np.float64]
+    body_hi: npt.NDArray[np.float64]
+    inn: list[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]
+
+    def merge(self, lvl: npt.NDArray[np.int64], a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> None:
+        """Nodes lvl from their children a and b."""
+        self.weight[lvl] = self.weight[a] + self.weight[b]
+        self.body_lo[lvl] = np.minimum(self.body_lo[a], self.body_lo[b])
+        self.body_hi[lvl] = np.maximum(self.body_hi[a], self.body_hi[b])
+        for best, glob in self.inn:
+            best[lvl] = np.minimum(best[a], best[b])
+            glob[lvl] = np.minimum(glob[a], glob[b])
+
+
+def _leaf_sums(sorted_pts: Points, lay: Layout, leaves: _Leaves, k: int) -> tuple[_NodeSums, npt.NDArray[np.float64]]:
+    """The leaves' weights, body bounds and i-NN summaries, and each leaf's loss as a union class
+    (per leaf rank)."""
+    nodes, starts, leaves_at = leaves.tree.n_nodes, leaves.starts, leaves.leaves_at
     weight = np.zeros(nodes)
     body_lo = np.zeros((nodes, len(lay.body)))
     body_hi = np.zeros((nodes, len(lay.body)))
-    leaves_at = leaf_node[group_of_rank]
     weight[leaves_at] = np.add.reduceat(sorted_pts.weight, starts)
     leaf_loss = weight[leaves_at] * (
         np.maximum.reduceat(sorted_pts.x_hi, starts) - np.minimum.reduceat(sorted_pts.x_lo, starts)
@@ -406,94 +457,155 @@ def butterflies(pts: Points, lay: Layout, k: int) -> Assignment:
         body_lo[leaves_at] = np.minimum.reduceat(sorted_pts.x_lo[:, lay.body], starts, axis=0)
         body_hi[leaves_at] = np.maximum.reduceat(sorted_pts.x_hi[:, lay.body], starts, axis=0)
     x = sorted_pts.x
+    exact = sorted_pts.exact
     # internal nodes read i = ceil(k / m) - 1 with m >= 2 leaves: ranks below ceil(k / 2) only
     ranks = -(-k // 2)
-    inn = []  # per wing: (nodes, ranks) best i-NN inside leaves, (nodes,) best global (k-1)-NN
+    inn = []
     for attrs in lay.wings:
         best = np.zeros((nodes, ranks))
         best[leaves_at] = leaf_inn(
-            x[:, attrs], starts, sizes, ranks, _row_key(sorted_pts.codes[:, attrs]) if pts.exact else None
+            x[:, attrs], starts, leaves.sizes, ranks, _row_key(sorted_pts.codes[:, attrs]) if exact else None
         )
         glob = np.zeros(nodes)
-        glob[leaves_at] = leaf_global_knn(x[:, attrs], starts, k, sorted_pts.codes[:, attrs] if pts.exact else None)
+        glob[leaves_at] = leaf_global_knn(x[:, attrs], starts, k, sorted_pts.codes[:, attrs] if exact else None)
         inn.append((best, glob))
-    wings = [_Wing(sorted_pts, attrs, nodes, leaves_at, starts, rank_of_point) for attrs in lay.wings]
+    return _NodeSums(weight, body_lo, body_hi, inn), leaf_loss
+
+
+@dataclass
+class _Walk:
+    """The bottom-up walk's state: per node its loss and whether it is pruned, per sorted point
+    its top-most kept butterfly (-1: none), the table's loss, and the counts reported in stats."""
+
+    loss: npt.NDArray[np.float64]
+    pruned: npt.NDArray[np.bool_]
+    unit_node: npt.NDArray[np.int64]
+    total: float
+    checks: list[tuple[float, float]] = field(default_factory=list)  # (L(G), real loss) per build
+    bound_hits: int = 0
+    successes: int = 0
+    inherited: int = 0
+
+
+def _walk_level(
+    lvl: npt.NDArray[np.int64],
+    leaves: _Leaves,
+    sums: _NodeSums,
+    wings: list[_Wing],
+    wing_of_qi: npt.NDArray[np.int64],
+    walk: _Walk,
+    k: int,
+) -> None:
+    """Step 2 on the internal nodes lvl of one depth (disjoint): a butterfly is built where
+    Theorem 4's bound L(G) says it may pay (or the body agrees), kept where it does."""
+    tree = leaves.tree
+    a, b = tree.left[lvl], tree.right[lvl]
+    sums.merge(lvl, a, b)
+    child_loss = walk.loss[a] + walk.loss[b]
+    walk.loss[lvl] = child_loss
+    live = ~(walk.pruned[a] | walk.pruned[b])
+    walk.pruned[lvl] = ~live
+    body_loss = sums.weight[lvl] * (sums.body_hi[lvl] - sums.body_lo[lvl]).sum(axis=1)
+    i = -(-k // leaves.count[lvl]) - 1  # ceil(k / m) - 1
+    lam = sum(np.maximum(best[lvl, i], glob[lvl]) for best, glob in sums.inn)
+    bound = sums.weight[lvl] * lam + body_loss
+    agree = body_loss == 0
+    build = live & (agree | (child_loss > bound))
+    if build.any():
+        _build(
+            lvl[build],
+            bound[build],
+            body_loss[build],
+            child_loss[build],
+            agree[build],
+            leaves,
+            wings,
+            wing_of_qi,
+            walk,
+            k,
+        )
+    # Loss(body) only grows upwards: once it reaches the table's loss no ancestor can gain
+    walk.pruned[lvl] |= live & ~agree & (body_loss >= walk.total)
+
+
+def _build(
+    nodes: npt.NDArray[np.int64],
+    bound: npt.NDArray[np.float64],
+    body_loss: npt.NDArray[np.float64],
+    child_loss: npt.NDArray[np.float64],
+    agree: npt.NDArray[np.bool_],
+    leaves: _Leaves,
+    wings: list[_Wing],
+    wing_of_qi: npt.NDArray[np.int64],
+    walk: _Walk,
+    k: int,
+) -> None:
+    """The butterflies of disjoint nodes: body plus each wing's loss; kept where below the
+    children's loss."""
+    tree = leaves.tree
+    p0, p1 = leaves.points(nodes)
+    real = body_loss.astype(float)
+    for q, wing in enumerate(wings):
+        l, r = tree.left[nodes], tree.right[nodes]
+        inherit = (wing_of_qi[tree.dim[nodes]] == q) & ~np.isnan(wing.loss[l]) & ~np.isnan(wing.loss[r])
+        wing.loss[nodes[inherit]] = wing.loss[l[inherit]] + wing.loss[r[inherit]]
+        walk.inherited += int(inherit.sum())
+        wing.compute(nodes[~inherit], p0[~inherit], p1[~inherit], k)
+        real += wing.loss[nodes]
+    walk.checks += list(zip(bound.tolist(), real.tolist()))
+    keep = real < child_loss
+    walk.bound_hits += int((~agree).sum())
+    walk.successes += int((keep & ~agree).sum())
+    if keep.any():
+        at = ragged(p0[keep], (p1 - p0)[keep])
+        walk.unit_node[at] = np.repeat(nodes[keep], (p1 - p0)[keep])
+        for wing in wings:
+            wing.final[at] = wing.label[at]
+    walk.loss[nodes[keep]] = real[keep]
+    walk.total += float((real[keep] - child_loss[keep]).sum())
+
+
+def butterflies(pts: Points, lay: Layout, k: int) -> Assignment:
+    """Steps 1 and 2: Mondrian on the union QID, then butterflies bottom-up where they pay."""
+    leaves = _union_leaves(pts, lay, k)
+    sorted_pts = pts.take(leaves.order)
+    sums, leaf_loss = _leaf_sums(sorted_pts, lay, leaves, k)
+    tree, nodes = leaves.tree, leaves.tree.n_nodes
+    wings = [
+        _Wing(sorted_pts, attrs, nodes, leaves.leaves_at, leaves.starts, leaves.rank_of_point) for attrs in lay.wings
+    ]
     wing_of_qi = np.full(len(pts.domains), -1)
     for q, attrs in enumerate(lay.wings):
         wing_of_qi[attrs] = q
 
     loss = np.zeros(nodes)
-    loss[leaves_at] = leaf_loss
-    total = float(leaf_loss.sum())
-    union_loss = total
-    pruned = np.zeros(nodes, dtype=bool)
-    unit_node = np.full(len(order), -1, dtype=np.int64)  # per sorted point: its top-most kept butterfly
-    checks: list[tuple[float, float]] = []
-    bound_hits = successes = inherited = 0
+    loss[leaves.leaves_at] = leaf_loss
+    union_loss = float(leaf_loss.sum())
+    unit_node = np.full(len(leaves.order), -1, dtype=np.int64)
+    walk = _Walk(loss, np.zeros(nodes, dtype=bool), unit_node, union_loss)
     internal = np.flatnonzero(tree.left >= 0)
     # bottom-up one depth at a time: nodes of one depth are disjoint, so their butterflies are
     # built in one batch; an ancestor kept later overwrites its descendants' labels
-    for d in range(int(depth.max()), -1, -1):
-        lvl = internal[depth[internal] == d]
-        if not len(lvl):
-            continue
-        a, b = tree.left[lvl], tree.right[lvl]
-        weight[lvl] = weight[a] + weight[b]
-        body_lo[lvl] = np.minimum(body_lo[a], body_lo[b])
-        body_hi[lvl] = np.maximum(body_hi[a], body_hi[b])
-        for best, glob in inn:
-            best[lvl] = np.minimum(best[a], best[b])
-            glob[lvl] = np.minimum(glob[a], glob[b])
-        child_loss = loss[a] + loss[b]
-        loss[lvl] = child_loss
-        live = ~(pruned[a] | pruned[b])
-        pruned[lvl] = ~live
-        body_loss = weight[lvl] * (body_hi[lvl] - body_lo[lvl]).sum(axis=1)
-        i = -(-k // count[lvl]) - 1  # ceil(k / m) - 1
-        lam = sum(np.maximum(best[lvl, i], glob[lvl]) for best, glob in inn)
-        bound = weight[lvl] * lam + body_loss
-        agree = body_loss == 0
-        build = live & (agree | (child_loss > bound))
-        if build.any():
-            nodes_b = lvl[build]
-            p0, p1 = offsets[first[nodes_b]], offsets[first[nodes_b] + count[nodes_b]]
-            real = body_loss[build].astype(float)
-            for q, wing in enumerate(wings):
-                l, r = tree.left[nodes_b], tree.right[nodes_b]
-                inherit = (wing_of_qi[tree.dim[nodes_b]] == q) & ~np.isnan(wing.loss[l]) & ~np.isnan(wing.loss[r])
-                wing.loss[nodes_b[inherit]] = wing.loss[l[inherit]] + wing.loss[r[inherit]]
-                inherited += int(inherit.sum())
-                wing.compute(nodes_b[~inherit], p0[~inherit], p1[~inherit], k)
-                real += wing.loss[nodes_b]
-            checks += list(zip(bound[build].tolist(), real.tolist()))
-            keep = real < child_loss[build]
-            bound_hits += int((~agree[build]).sum())
-            successes += int((keep & ~agree[build]).sum())
-            if keep.any():
-                at = ragged(p0[keep], (p1 - p0)[keep])
-                unit_node[at] = np.repeat(nodes_b[keep], (p1 - p0)[keep])
-                for wing in wings:
-                    wing.final[at] = wing.label[at]
-            loss[nodes_b[keep]] = real[keep]
-            total += float((real[keep] - child_loss[build][keep]).sum())
-        # Loss(body) only grows upwards: once it reaches the table's loss no ancestor can gain
-        pruned[lvl] |= live & ~agree & (body_loss >= total)
+    for d in range(int(leaves.depth.max()), -1, -1):
+        lvl = internal[leaves.depth[internal] == d]
+        if len(lvl):
+            _walk_level(lvl, leaves, sums, wings, wing_of_qi, walk, k)
 
     return _assign(
-        order,
-        rank_of_point,
-        unit_node,
+        leaves.order,
+        leaves.rank_of_point,
+        walk.unit_node,
         [w.final for w in wings],
         [w.next for w in wings],
-        checks,
+        walk.checks,
         {
-            "union_classes": n_leaves,
+            "union_classes": leaves.n_leaves,
             "union_loss": union_loss,
-            "loss": total,
-            "bound_hits": bound_hits,
-            "bound_successes": successes,
-            "builds": len(checks),
-            "wings_inherited": inherited,
+            "loss": walk.total,
+            "bound_hits": walk.bound_hits,
+            "bound_successes": walk.successes,
+            "builds": len(walk.checks),
+            "wings_inherited": walk.inherited,
         },
     )
 
