@@ -150,13 +150,14 @@ def leaf_inn(
             c += len(ids)
     # each coordinate, difference and partial sum rounds by at most top * 2^-24 (times d for the
     # sums): d (d + 2) top 2^-24 in all; twice that is taken off, exact zeros stay zero
-    return np.maximum(best - 2.0 * d * (d + 2) * top * 2.0**-24, 0.0)
+    lowered: npt.NDArray[np.float64] = np.maximum(best - 2.0 * d * (d + 2) * top * 2.0**-24, 0.0)
+    return lowered
 
 
-def _l1(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _l1(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     """L1 distance over the first axis (attributes), one attribute at a time (no (d, ...)
     temporary)."""
-    out = a[0] - b[0]
+    out: npt.NDArray[np.float32] = a[0] - b[0]
     np.abs(out, out=out)
     tmp = np.empty_like(out)
     for j in range(1, len(a)):  # in place: no new temporaries per attribute
@@ -254,7 +255,9 @@ def leaf_global_knn(x: np.ndarray, starts: np.ndarray, k: int, codes: np.ndarray
     return np.minimum.reduceat(np.where(zero[leaf_of_row], 0.0, dist[inverse]), starts)
 
 
-def _knn_within(tree, uniq: np.ndarray, mult: np.ndarray, which: np.ndarray, k: int, bound: float) -> np.ndarray:
+def _knn_within(
+    tree: cKDTree, uniq: np.ndarray, mult: np.ndarray, which: np.ndarray, k: int, bound: float
+) -> np.ndarray:
     """NNDist(t, k-1, T) of the distinct points uniq[which] (T: the distinct points with
     multiplicities, searched through `tree`): the distance of the first neighbour that completes
     k tuples; inf when that is beyond `bound`."""
@@ -277,7 +280,7 @@ class Assignment:
     wing: list[np.ndarray]
     n_wing: list[int]
     in_butterfly: np.ndarray  # per point: under a kept butterfly (not a plain union class)
-    stats: dict = field(default_factory=dict)
+    stats: dict[str, float] = field(default_factory=dict)  # counts, and losses
     checks: list[tuple[float, float]] = field(default_factory=list)  # (L(G), real loss) per build
 
 
@@ -617,7 +620,15 @@ def _compact(key: np.ndarray) -> tuple[np.ndarray, int]:
     return (np.cumsum(used) - 1)[key], int(used.sum())
 
 
-def _assign(order, rank_of_point, unit_node, wing_label, next_label, checks, stats) -> Assignment:
+def _assign(
+    order: npt.NDArray[np.intp],
+    rank_of_point: npt.NDArray[np.int64],
+    unit_node: npt.NDArray[np.int64],
+    wing_label: list[npt.NDArray[np.int64]],
+    next_label: list[int],
+    checks: list[tuple[float, float]],
+    stats: dict[str, float],
+) -> Assignment:
     """Top-most kept butterflies become units; every other leaf class is a unit of its own (and
     one wing group per QID)."""
     in_bf = unit_node >= 0

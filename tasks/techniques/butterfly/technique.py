@@ -21,11 +21,13 @@ import pyarrow as pa
 
 from privpub.schemas.errors import PartitionError, SpecError
 from privpub.schemas.published import generalized_table_schema
+from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import RANGES, Capabilities, Description, Technique
 from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
 from privpub.tasks.evaluate.metrics import uncertainty_penalty
+from privpub.tasks.evaluate.workload import CountQuery
 from privpub.tasks.partition.generalized_table import GroupIndex, generalized_columns, generalized_table
 from privpub.tasks.partition.mondrian import mondrian_partition
 from privpub.tasks.techniques.butterfly import multi_qid
@@ -70,7 +72,8 @@ class _MultiQID(Technique):
 
     def one_piece(self, step: str, release: Release, *_: Any) -> bool:
         """One verify step for a table of at most chunk_rows rows."""
-        return release.tables["table"].num_rows <= self.spec.run.chunk_rows
+        rows: int = release.tables["table"].num_rows  # pyarrow is untyped
+        return rows <= self.spec.run.chunk_rows
 
     def split(self, step: str, release: Release, context: dict[str, Any]) -> ChunkPlan:
         table = release.tables["table"]
@@ -78,7 +81,7 @@ class _MultiQID(Technique):
         chunks = multi_qid.multi_qid_plan(table, checks, self.spec.run.chunk_rows)
         return ChunkPlan(chunks, class_partials, partial(multi_qid.multi_qid_results, checks))
 
-    def estimate_counts(self, release: Release, workload) -> np.ndarray:
+    def estimate_counts(self, release: Release, workload: list[CountQuery]) -> np.ndarray:
         ds = self.spec.dataset
         return estimate_from_generalized(release.tables["table"], ds.qi_names, ds.sensitive, workload)
 
@@ -94,7 +97,8 @@ class _MultiQID(Technique):
     def group_sizes(self, release: Release) -> np.ndarray:
         """Equivalence classes over the union QID, as the published table shows them."""
         table = release.tables["table"]
-        return class_profile(table, qi_columns(table, self.union))["size"]
+        sizes: np.ndarray = class_profile(table, qi_columns(table, self.union))["size"]
+        return sizes
 
     def describe(self, privacy: Sequence[PrivacyResult], sensitive: str) -> Description:
         return Description(published_as=RANGES)
@@ -105,7 +109,7 @@ class _MultiQID(Technique):
         table = release.tables["table"]
         return table, qi_columns(table, self.spec.dataset.qi_names)
 
-    def table_schemas(self, spec) -> dict[str, Any]:
+    def table_schemas(self, spec: ReleaseSpec) -> dict[str, Any]:
         return {"table": generalized_table_schema(spec.dataset)}
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from privpub.tasks.core.microdata import QIDomain
 from privpub.tasks.partition.mondrian import split_levels
@@ -83,7 +84,7 @@ def ragged(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 def distinct_points(
     x: np.ndarray, seg_of_row: np.ndarray, doms: list[QIDomain], ids: tuple[np.ndarray, int] | None = None
-):
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.intp], np.ndarray]:
     """Distinct (segment, codes) pairs, numbered in (segment, codes) order.
 
     Returns the point of each row, one row of each point, the points' row counts and segments."""
@@ -121,10 +122,10 @@ def distinct_points(
 
 def weighted_levels(
     xt: np.ndarray, weight: np.ndarray, doms: list[QIDomain], k: int, sizes: np.ndarray, labels: np.ndarray
-):
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The spine's Mondrian level loop over weighted points (rows per point): returns (points,
     points per group, segment label per group), each group contiguous in points."""
-    return split_levels(
+    levels: tuple[np.ndarray, np.ndarray, np.ndarray] = split_levels(
         xt,
         doms,
         k,
@@ -133,3 +134,4 @@ def weighted_levels(
         np.asarray(labels, dtype=np.int64),
         weights=weight,
     )
+    return levels
