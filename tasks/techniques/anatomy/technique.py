@@ -21,9 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pandera.pandas as pdr
 import pyarrow as pa
@@ -34,7 +35,7 @@ from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import Capabilities, Description, Technique, find_result
 from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release
 from privpub.tasks.evaluate.counting import QueryAnswers, arrow_codes, arrow_plain_column
-from privpub.tasks.evaluate.workload import ColumnIndex
+from privpub.tasks.evaluate.workload import ColumnIndex, RangeCond, SetCond
 from privpub.tasks.report.figures import fmt
 from privpub.tasks.risk import st_attribute_risk
 from privpub.tasks.techniques.anatomy.params import AnatomyParams
@@ -129,10 +130,13 @@ def anatomy_people_groups(
     even = _even_groups(left, unit_ptr, v_of, values, l)
     # the grouping whose people are in smaller groups: the mean, over people, of their group's people
     chosen = min((greedy, even), key=lambda g: int((np.bincount(g).astype(np.int64) ** 2).sum()))
-    return chosen[person]
+    group: np.ndarray = chosen[person]
+    return group
 
 
-def _group_most(g: np.ndarray, unit_ptr: np.ndarray, left: np.ndarray, v_of: np.ndarray, values: int, deal: int):
+def _group_most(
+    g: np.ndarray, unit_ptr: np.ndarray, left: np.ndarray, v_of: np.ndarray, values: int, deal: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, npt.NDArray[np.int64]]:
     """People `left` dealt into groups g (one per person): (each unit's group, each unit's value,
     the (group, value) keys and their people, the most people holding one value per group)."""
     unit_g = g[np.repeat(np.arange(len(left)), unit_ptr[left + 1] - unit_ptr[left])]
@@ -183,7 +187,9 @@ def _greedy_groups(
     return group
 
 
-def _dealing_order(left: np.ndarray, unit_ptr: np.ndarray, v_of: np.ndarray, values: int, noise: np.ndarray):
+def _dealing_order(
+    left: np.ndarray, unit_ptr: np.ndarray, v_of: np.ndarray, values: int, noise: np.ndarray
+) -> np.ndarray:
     """`left` (people) ordered by the most frequent value they hold among these people, then their
     second most frequent, then `noise`: each value's holders as few runs as can be."""
     if not len(left):
@@ -205,7 +211,17 @@ def _dealing_order(left: np.ndarray, unit_ptr: np.ndarray, v_of: np.ndarray, val
     return left[np.lexsort((noise[left], next_, top))]
 
 
-def _kept_groups(ok, unit_g, unit_v, g, kg, kv, count, values: int, l: int) -> np.ndarray | None:
+def _kept_groups(
+    ok: npt.NDArray[np.bool_],
+    unit_g: np.ndarray,
+    unit_v: np.ndarray,
+    g: np.ndarray,
+    kg: np.ndarray,
+    kv: np.ndarray,
+    count: np.ndarray,
+    values: int,
+    l: int,
+) -> npt.NDArray[np.bool_] | None:
     """Which of the dealt groups to keep (a bool per group), or None: the groups that keep the
     bound, as long as the people left stay eligible; else the half of them that spends least of
     the most frequent value's room (those holding it first), a quarter, ..."""
@@ -231,14 +247,23 @@ def _kept_groups(ok, unit_g, unit_v, g, kg, kv, count, values: int, l: int) -> n
 def st_group_sums(st_gid: np.ndarray, count: np.ndarray) -> np.ndarray:
     """Per ST row, the sum of its group's counts."""
     ids, inv = np.unique(st_gid, return_inverse=True)
-    return np.bincount(inv, weights=count, minlength=len(ids))[inv]
+    sums: np.ndarray = np.bincount(inv, weights=count, minlength=len(ids))[inv]
+    return sums
 
 
 def _ranges(ptr: np.ndarray, which: np.ndarray) -> np.ndarray:
     """The positions ptr[w]:ptr[w+1] of every w in `which`, concatenated in that order."""
     lengths = ptr[which + 1] - ptr[which]
     starts = np.repeat(ptr[which] - (np.cumsum(lengths) - lengths), lengths)
-    return np.arange(int(lengths.sum()), dtype=np.int64) + starts
+    positions: npt.NDArray[np.int64] = np.arange(int(lengths.sum()), dtype=np.int64) + starts
+    return positions
+
+
+class Conditioned(Protocol):
+    """A query read through its conditions only (SELECT SUM(S) WHERE the conditions)."""
+
+    @property
+    def conditions(self) -> tuple[tuple[str, RangeCond | SetCond], ...]: ...
 
 
 @register
@@ -304,13 +329,14 @@ class Anatomy(Technique):
 
     def one_piece(self, step: str, release: Release, *_: Any) -> bool:
         """One verify step for a QIT of at most chunk_rows rows."""
-        return release.tables["QIT"].num_rows <= self.spec.run.chunk_rows
+        rows: int = release.tables["QIT"].num_rows  # pyarrow is untyped
+        return rows <= self.spec.run.chunk_rows
 
     def split(self, step: str, release: Release, context: dict[str, Any]) -> ChunkPlan:
         chunks = anatomy_chunks(release, self.spec.dataset.sensitive, self.spec.run.chunk_rows)
         return ChunkPlan(chunks, anatomy_chunk_figures, partial(anatomy_results, l=self.params.l))
 
-    def _bucket_stats(self, release: Release):
+    def _bucket_stats(self, release: Release) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
         qit = release.tables["QIT"].to_pandas()
         st = release.tables["ST"].to_pandas()
         size = qit.groupby("gid").size()
@@ -337,7 +363,7 @@ class Anatomy(Technique):
         columns = {name: arrow_plain_column(qit.column(name)) for name in used}
         return QueryAnswers(columns, s_codes[entry], s_values.tolist(), rows, weights).answers(workload)
 
-    def estimate_sums(self, release: Release, queries) -> np.ndarray:
+    def estimate_sums(self, release: Release, queries: Sequence[Conditioned]) -> np.ndarray:
         """Each matching QIT row contributes its bucket's average sensitive value."""
         qit, st, size = self._bucket_stats(release)
         sens = self.spec.dataset.sensitive

@@ -12,17 +12,19 @@ import numpy as np
 
 from privpub.schemas.errors import SpecError
 from privpub.schemas.published import generalized_table_schema
+from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.sensitive_models import ModelChoice, SensitiveModel
 from privpub.tasks.core.technique import RANGES, Capabilities, Description, Technique
 from privpub.tasks.core.types import Partition, PrivacyResult, Release, VerifyContext
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
 from privpub.tasks.evaluate.parted import table_estimates, table_penalty
+from privpub.tasks.evaluate.workload import CountQuery
 from privpub.tasks.partition.generalized_table import generalized_table
 from privpub.tasks.partition.mondrian import CodedRows, mondrian_partition
 from privpub.tasks.partition.parted import distributed_mondrian, publish_parts
 from privpub.tasks.partition.people import pair_value_counts, people_partition, person_value_pairs
-from privpub.tasks.partition.suppression import published_rows, suppressed_partition
+from privpub.tasks.partition.suppression import KeptRows, published_rows, suppressed_partition
 from privpub.tasks.techniques.generalization.params import GeneralizationParams
 from privpub.tasks.techniques.registry import register
 from privpub.tasks.verify.parted import table_class_sizes, table_k_and_l
@@ -99,10 +101,12 @@ class Generalization(Technique):
             return distributed_mondrian(data, self.params.k, self.params.l, self.spec.run.chunk_rows)  # type: ignore[return-value]
         p = self.params
 
-        def mondrian(rows):  # the models' distribution is that of the rows partitioned (the kept ones)
+        def mondrian(rows: Microdata | KeptRows) -> Partition:
+            # the models' distribution is that of the rows partitioned (the kept ones)
             model = self.sensitive_model(data, rows) if self.beyond_distinct else None
-            if getattr(rows, "person", None) is not None:  # rows_per_person = "many": groups of whole people
-                return people_partition(rows, rows.person, p.k, p.l, model=model)
+            person = getattr(rows, "person", None)
+            if person is not None:  # rows_per_person = "many": groups of whole people
+                return people_partition(rows, person, p.k, p.l, model=model)
             return mondrian_partition(rows, p.k, p.l, model=model)
 
         # with suppress: Mondrian, its widest groups left out, Mondrian again on the rows kept
@@ -136,7 +140,7 @@ class Generalization(Technique):
             results += sensitive_results(table, columns, ds.sensitive, self.models, person)
         return results
 
-    def estimate_counts(self, release: Release, workload) -> np.ndarray:
+    def estimate_counts(self, release: Release, workload: list[CountQuery]) -> np.ndarray:
         ds = self.spec.dataset
         return table_estimates(release.tables["table"], estimate_from_generalized, ds.qi_names, ds.sensitive, workload)
 
@@ -155,5 +159,5 @@ class Generalization(Technique):
     def utility(self, release: Release, data: Microdata) -> dict[str, float]:
         return table_penalty(release.tables["table"], data)
 
-    def table_schemas(self, spec) -> dict[str, Any]:
+    def table_schemas(self, spec: ReleaseSpec) -> dict[str, Any]:
         return {"table": generalized_table_schema(spec.dataset)}
