@@ -30,7 +30,7 @@ the release check is per group (Theorem 1 / 6), as the paper states it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cache
@@ -38,6 +38,7 @@ from math import comb
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -94,7 +95,8 @@ def worst_and_check(num: np.ndarray, den: np.ndarray, threshold: Fraction) -> tu
 
 
 def gid_values(table: pa.Table) -> np.ndarray:
-    return table.column("gid").to_numpy().astype(np.int64)
+    gid: npt.NDArray[np.int64] = table.column("gid").to_numpy().astype(np.int64)  # pyarrow is untyped
+    return gid
 
 
 # --- Ambiguity ----------------------------------------------------------------------------------
@@ -206,7 +208,7 @@ def priview_groups(at: pa.Table, st: pa.Table, st_qi: str, sensitive: str) -> Pr
     gid = np.unique(np.concatenate([gid_values(at), gid_values(st)]))
     ng = len(gid)
 
-    def per_group(gids: np.ndarray, values: np.ndarray, how) -> np.ndarray:
+    def per_group(gids: np.ndarray, values: np.ndarray, how: Callable[..., None]) -> np.ndarray:
         out = np.zeros(ng, np.int64)
         how(out, np.searchsorted(gid, gids), values)
         return out
@@ -248,7 +250,7 @@ def _contingency_count(rows: tuple[int, ...], cols: tuple[int, ...], forbidden: 
     return rec(0, cols)
 
 
-def _allocations(total: int, caps: tuple[int, ...], banned: list[bool], start: int = 0):
+def _allocations(total: int, caps: tuple[int, ...], banned: list[bool], start: int = 0) -> Iterator[tuple[int, ...]]:
     if start == len(caps):
         if total == 0:
             yield ()
@@ -259,7 +261,9 @@ def _allocations(total: int, caps: tuple[int, ...], banned: list[bool], start: i
             yield (x,) + rest
 
 
-def distinct_world_probabilities(at_g: pa.Table, st_g: pa.Table, st_qi: str, sensitive: str):
+def distinct_world_probabilities(
+    at_g: pa.Table, st_g: pa.Table, st_qi: str, sensitive: str
+) -> tuple[Fraction, Fraction]:
     """Exact presence of every (a, q') and association of every (a, q', s) of one group under
     the "distinct relations" rule; returns (max presence, max association) as Fractions."""
     at_cols = [c for c in at_g.column_names if c != "gid"]

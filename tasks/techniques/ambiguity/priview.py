@@ -31,7 +31,7 @@ from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import Capabilities, Description, Technique, find_result
 from privpub.tasks.core.types import Partition, PrivacyResult, Release
-from privpub.tasks.evaluate.workload import CountQuery, exact_answers, make_workload
+from privpub.tasks.evaluate.workload import CountQuery, RangeCond, SetCond, exact_answers, make_workload
 from privpub.tasks.report.figures import fmt
 from privpub.tasks.risk import st_attribute_risk
 from privpub.tasks.techniques.ambiguity.association import priview_association_part
@@ -113,7 +113,8 @@ class _Blocks:
 
     def can_block(self) -> npt.NDArray[np.bool_]:
         """Per QI' value: enough distinct sensitive values left for a block."""
-        return np.count_nonzero(self.rem, axis=1) >= self.ell
+        enough: npt.NDArray[np.bool_] = np.count_nonzero(self.rem, axis=1) >= self.ell
+        return enough
 
 
 def _full_groups(blocks: _Blocks, K: int) -> tuple[list[list[int]], list[set[int]]]:
@@ -285,7 +286,7 @@ def priview_tables(data: Microdata, group: np.ndarray, j: int) -> dict[str, pa.T
 
 
 def st_qi_of(st: pa.Table, sensitive: str) -> str:
-    cols = [c for c in st.column_names if c not in ("gid", sensitive, "count")]
+    cols: list[str] = [c for c in st.column_names if c not in ("gid", sensitive, "count")]  # pyarrow is untyped
     if len(cols) != 1:
         raise ValueError(f"a PriView ST needs exactly one QI column, found {cols}")
     return cols[0]
@@ -304,7 +305,7 @@ def priview_estimates(tables: Mapping[str, pa.Table], sensitive: str, workload: 
     decoded: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     cache: dict[tuple[str, Any], np.ndarray] = {}
 
-    def mask(col: str, cond) -> np.ndarray:
+    def mask(col: str, cond: RangeCond | SetCond) -> np.ndarray:
         """Rows of AT (or of ST for QI') meeting a condition, evaluated on distinct values."""
         if col not in decoded:
             decoded[col] = dictionary_codes(st if col == st_qi else at, col)

@@ -22,6 +22,7 @@ from math import ceil, prod
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandera.pandas as pa_schema
 import pyarrow as pa
 
@@ -29,7 +30,7 @@ from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import Capabilities, Description, Technique, find_result
 from privpub.tasks.core.types import Partition, PrivacyResult, Release
-from privpub.tasks.evaluate.workload import CountQuery, RangeCond
+from privpub.tasks.evaluate.workload import CountQuery, RangeCond, SetCond
 from privpub.tasks.report.figures import fmt
 from privpub.tasks.risk import st_attribute_risk
 from privpub.tasks.techniques.ambiguity.association import ambiguity_association_part
@@ -121,7 +122,7 @@ def greedy_groups(
     beta: Fraction,
     rng: np.random.Generator,
     window: int = DEFAULT_WINDOW,
-) -> tuple[np.ndarray, int, dict]:
+) -> tuple[np.ndarray, int, dict[str, int]]:
     """Steps 1-3. Returns (group per row, -1 = suppressed; number of groups; counts)."""
     n = len(s_codes)
     ell = diversity(beta)
@@ -258,7 +259,7 @@ def ambiguity_tables(data: Microdata, group: np.ndarray) -> dict[str, pa.Table]:
 # --- Fig. 5 estimation ----------------------------------------------------------------------------
 
 
-def condition_mask(cond, values: np.ndarray) -> np.ndarray:
+def condition_mask(cond: RangeCond | SetCond, values: np.ndarray) -> npt.NDArray[np.bool_]:
     """Which published values satisfy a workload condition (ranges on numbers, sets on text)."""
     if isinstance(cond, RangeCond):
         v = values.astype(float)
@@ -295,7 +296,8 @@ class GidIndex:
 
 
 def column_np(table: pa.Table, name: str) -> np.ndarray:
-    return table.column(name).to_numpy(zero_copy_only=False)
+    column: np.ndarray = table.column(name).to_numpy(zero_copy_only=False)  # pyarrow is untyped
+    return column
 
 
 def ambiguity_estimates(tables: Mapping[str, pa.Table], sensitive: str, workload: list[CountQuery]) -> np.ndarray:
@@ -309,7 +311,7 @@ def ambiguity_estimates(tables: Mapping[str, pa.Table], sensitive: str, workload
     at_cache: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
     frac_cache: dict[tuple[str, Any], np.ndarray] = {}
 
-    def at_parts(qi: str):
+    def at_parts(qi: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         if qi not in at_cache:
             t = ats[qi]
             g = index(column_np(t, "gid"))
@@ -317,7 +319,7 @@ def ambiguity_estimates(tables: Mapping[str, pa.Table], sensitive: str, workload
             at_cache[qi] = (g, uniq, inv, np.bincount(g, minlength=len(index)).astype(float))
         return at_cache[qi]
 
-    def fraction(qi: str, cond) -> np.ndarray:
+    def fraction(qi: str, cond: RangeCond | SetCond) -> np.ndarray:
         key = (qi, cond)
         if key not in frac_cache:
             g, uniq, inv, k = at_parts(qi)
