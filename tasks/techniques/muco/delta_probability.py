@@ -16,6 +16,7 @@ and Release.private["value_codes"] (attribute, code, value) maps published value
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -38,7 +39,7 @@ def canonical(values: np.ndarray, numeric: bool) -> np.ndarray:
 
 
 def _frame(tables: pa.Table) -> pd.DataFrame:
-    df = tables.to_pandas()
+    df: pd.DataFrame = tables.to_pandas()  # pyarrow is untyped
     df["attribute"] = df["attribute"].astype(str)
     return df
 
@@ -174,10 +175,12 @@ def _compress(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     key = a.astype(np.int64) * base + b
     size = (int(a.max()) + 1) * base
     if size > 8 * len(key) + 1_000_000:
-        return pd.factorize(key)[0]
+        ids: np.ndarray = pd.factorize(key)[0]
+        return ids
     present = np.zeros(size, dtype=bool)
     present[key] = True
-    return (np.cumsum(present) - 1)[key]
+    dense: np.ndarray = (np.cumsum(present) - 1)[key]
+    return dense
 
 
 def subset_weights(p_match: float, d: int) -> dict[int, float]:
@@ -245,7 +248,7 @@ def subset_means(inp: DisclosureInput, subsets: list[tuple[int, ...]]) -> list[t
 
 
 def disclosure_figures(
-    d: int, subsets: list[tuple[int, ...]], means: list[tuple[float, float]], p_matches=P_MATCH
+    d: int, subsets: list[tuple[int, ...]], means: list[tuple[float, float]], p_matches: Sequence[float] = P_MATCH
 ) -> dict[float, tuple[float, float]]:
     """The per-subset means (in qi_subsets order) weighted by the adversary's subset law."""
     mean_id = {s: 0.0 for s in range(1, d + 1)}
@@ -271,7 +274,7 @@ def disclosure(
     own_row: np.ndarray,
     s_orig: np.ndarray,
     s_pub: np.ndarray,
-    p_matches=P_MATCH,
+    p_matches: Sequence[float] = P_MATCH,
     max_qi: int = 12,
 ) -> dict[float, tuple[float, float]]:
     """Average identity and attribute disclosure per tuple, exact over the adversary's subsets.

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
@@ -92,11 +93,14 @@ class Distance:
         self.points = domain.values.astype(float) if domain.kind == "numeric" else np.arange(domain.size, dtype=float)
 
     def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        dist: npt.NDArray[np.float64]
         if self.matrix is not None:
-            return self.matrix[a, b]
-        if self.flat:
-            return (np.asarray(a) != np.asarray(b)).astype(float)
-        return np.abs(self.points[a] - self.points[b])
+            dist = self.matrix[a, b]
+        elif self.flat:
+            dist = (np.asarray(a) != np.asarray(b)).astype(float)
+        else:
+            dist = np.abs(self.points[a] - self.points[b])
+        return dist
 
     def max_over(self, codes: np.ndarray) -> float:
         """dis_max: the largest distance between two of the given codes."""
@@ -151,7 +155,9 @@ class ClassTables:
         return self.code[lo:hi], self.weight[lo:hi], Q
 
 
-def group_classes(group: np.ndarray, codes: np.ndarray, n_groups: int):
+def group_classes(
+    group: np.ndarray, codes: np.ndarray, n_groups: int
+) -> tuple[np.ndarray, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Distinct (group, code) pairs in (group, code) order, their counts, and each row's class."""
     base = int(codes.max()) + 1 if len(codes) else 1
     key = group.astype(np.int64) * base + codes
@@ -164,10 +170,11 @@ def group_classes(group: np.ndarray, codes: np.ndarray, n_groups: int):
 def concat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Concatenation of arange(s, s + n) for every (s, n), without a Python loop."""
     offsets = np.cumsum(lengths) - lengths
-    return np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))
+    positions: np.ndarray = np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))
+    return positions
 
 
-def _block_pairs(ptr: np.ndarray, groups: np.ndarray):
+def _block_pairs(ptr: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """For the listed groups: every (row class, column class) pair of each n x n block,
     the block each pair belongs to and its position inside the block."""
     n = np.diff(ptr)[groups]
@@ -210,13 +217,15 @@ def _solve_block(rows: np.ndarray, cols: np.ndarray, cost: np.ndarray, weight: n
     )
     if res.status != 0:
         raise MuCoError(f"the output-table LP failed: {res.message}")
-    return res.x[:P]
+    q: np.ndarray = res.x[:P]  # scipy is untyped
+    return q
 
 
 def _clean(q: np.ndarray, row_of_pair: np.ndarray, n_rows: int) -> np.ndarray:
     q = np.where(q < ZERO, 0.0, q)
     sums = np.bincount(row_of_pair, weights=q, minlength=n_rows)
-    return q / sums[row_of_pair]
+    normalized: np.ndarray = q / sums[row_of_pair]
+    return normalized
 
 
 def output_tables(

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import partial
@@ -77,7 +77,8 @@ def draw_outputs(t: ClassTables, rng: np.random.Generator) -> np.ndarray:
     pos = np.searchsorted(keys, c + rng.random(len(c)), side="right")
     pos = np.minimum(pos, t.qptr[c] + row_len[c] - 1)
     g_of = t.group_of_class()
-    return t.ptr[g_of[c]] + (pos - t.qptr[c])
+    rows: np.ndarray = t.ptr[g_of[c]] + (pos - t.qptr[c])
+    return rows
 
 
 def column_mass(t: ClassTables) -> np.ndarray:
@@ -86,7 +87,8 @@ def column_mass(t: ClassTables) -> np.ndarray:
     row_len = np.diff(t.ptr)[g_of]
     row_cls = np.repeat(np.arange(len(t.code)), row_len)
     col_cls = t.ptr[g_of[row_cls]] + (np.arange(len(t.q)) - np.repeat(t.qptr, row_len))
-    return np.bincount(col_cls, weights=t.q * t.weight[row_cls], minlength=len(t.code))
+    mass: np.ndarray = np.bincount(col_cls, weights=t.q * t.weight[row_cls], minlength=len(t.code))
+    return mass
 
 
 def group_dis_max(t: ClassTables, dist: Distance) -> np.ndarray:
@@ -98,7 +100,8 @@ def group_dis_max(t: ClassTables, dist: Distance) -> np.ndarray:
     if dist.flat:
         return (n_g > 1).astype(float)
     pts = dist.points[t.code]  # classes are in code order: first and last are min and max
-    return pts[t.ptr[1:] - 1] - pts[t.ptr[:-1]]
+    spread: np.ndarray = pts[t.ptr[1:] - 1] - pts[t.ptr[:-1]]
+    return spread
 
 
 def randomize_unchanged(
@@ -108,7 +111,7 @@ def randomize_unchanged(
     totals: np.ndarray,
     out_cls: np.ndarray,
     rng: np.random.Generator,
-):
+) -> tuple[np.ndarray, np.ndarray]:
     """Algorithm 2, vectorised, over the rows of `tables` (group: their group ids, numbered as in
     the tables; totals: dis_max(attr, T) per QI over the whole table). out_cls (n x d) is updated
     in place.
@@ -272,7 +275,8 @@ class MuCo(Technique):
         return part
 
     def split(self, step: str, *inputs: Any) -> ChunkPlan:
-        return getattr(self, f"_split_{step}")(*inputs)
+        plan: ChunkPlan = getattr(self, f"_split_{step}")(*inputs)
+        return plan
 
     def one_piece(self, step: str, *inputs: Any) -> bool:
         """A release of at most chunk_rows rows is checked and evaluated in one step each."""
@@ -430,14 +434,15 @@ class MuCo(Technique):
         return {"table": pdr.DataFrameSchema(cols, strict=True)}
 
 
-def verify_piece(chunk: VerdictChunk | DisclosureChunk) -> list:
+def verify_piece(chunk: VerdictChunk | DisclosureChunk) -> list[PrivacyResult] | list[tuple[float, float]]:
     """One verify chunk: the verdicts, or the Section 5.1 means of a run of QI subsets."""
     if isinstance(chunk, VerdictChunk):
         return chunk.run()
     return dp.subset_means(chunk.inputs, chunk.subsets)
 
 
-def _combine_verify(subsets: list | None, results: list) -> list[PrivacyResult]:
+def _combine_verify(subsets: list[tuple[int, ...]] | None, results: list[list[Any]]) -> list[PrivacyResult]:
+    """results: the verdicts, then each disclosure chunk's means (verify_piece's outputs)."""
     verdicts, *means = results
     if subsets is None:
         return verdicts
@@ -451,7 +456,8 @@ def utility_piece(chunk: CountChunk | ILossChunk) -> np.ndarray | list[np.ndarra
     return count_chunk(chunk) if isinstance(chunk, CountChunk) else [iloss_cells(*c) for c in chunk.qis]
 
 
-def _combine_utility(queries: int, n_counts: int, results: list) -> tuple[np.ndarray, dict[str, float]]:
+def _combine_utility(queries: int, n_counts: int, results: list[Any]) -> tuple[np.ndarray, dict[str, float]]:
+    """results: n_counts count arrays, then each ILoss chunk's list of cells (utility_piece's outputs)."""
     estimate = np.zeros(queries)
     for counts in results[:n_counts]:
         estimate = estimate + counts
@@ -518,7 +524,7 @@ class VerdictChunk:
     the other in one chunk: each reads the whole stored table (hundreds of MB as a pandas frame at
     a million rows), so side by side they would multiply the peak memory."""
 
-    checks: list[tuple[Any, tuple]]
+    checks: list[tuple[Callable[..., PrivacyResult], tuple[Any, ...]]]
 
     def run(self) -> list[PrivacyResult]:
         return [check(*args) for check, args in self.checks]
@@ -633,7 +639,7 @@ def iloss(release: Release, data: Microdata) -> float:
     return float(np.mean(np.column_stack([iloss_cells(*qi) for qi in iloss_inputs(release, data)])))
 
 
-def query_mask(frame: pd.DataFrame, conditions) -> np.ndarray:
+def query_mask(frame: pd.DataFrame, conditions: tuple[tuple[str, RangeCond | SetCond], ...]) -> np.ndarray:
     return ColumnIndex(frame).mask(conditions)
 
 
@@ -687,4 +693,5 @@ def exact_sums(data: Microdata, queries: list[SumQuery]) -> np.ndarray:
 def sum_relative_errors(estimates: np.ndarray, exact: np.ndarray) -> np.ndarray:
     """|estimate - exact| / |exact| of every sum query, none skipped (unlike
     evaluate.metrics.nonzero_relative_errors): an exact sum of 0 gives inf or nan."""
-    return np.abs(estimates - exact) / np.abs(exact)
+    errors: np.ndarray = np.abs(estimates - exact) / np.abs(exact)
+    return errors
