@@ -13,6 +13,7 @@ case is that of one pass over the whole table.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -39,7 +40,7 @@ class GroupRun:
     positions: np.ndarray  # each member's row in the membership table (increasing)
     l: int
     sensitive: str
-    transient: list | None
+    transient: list[Any] | None
     release: int
 
 
@@ -60,7 +61,7 @@ def group_chunks(
     *,
     l: int,
     sensitive: str,
-    transient,
+    transient: Iterable[Any] | None,
     release: int,
     chunk_rows: int,
 ) -> list[GroupRun]:
@@ -101,7 +102,7 @@ class GroupFigures:
 
     rows: pd.DataFrame
     violating: int  # (group, value) entries with n(s)/|G| > 1/l
-    worst: tuple[Fraction, dict] | None  # the largest n(s)/|G| and where (first in group order)
+    worst: tuple[Fraction, dict[str, Any]] | None  # the largest n(s)/|G| and where (first in group order)
 
 
 def group_figures(chunk: GroupRun) -> GroupFigures:
@@ -171,6 +172,6 @@ def localized_and_rows(figures: list[GroupFigures], l: int) -> tuple[pd.DataFram
     return rows, localized
 
 
-def python_scalar(x: Any):
+def python_scalar(x: Any) -> Any:
     """A numpy scalar as the Python value (reports are serialised)."""
     return x.item() if hasattr(x, "item") else x

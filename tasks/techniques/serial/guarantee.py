@@ -22,12 +22,13 @@ Strategies give the ratio a release must meet; both stay strictly above m, so p 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from privpub.tasks.core.types import PrivacyResult
@@ -37,6 +38,8 @@ from privpub.tasks.techniques.serial import statistics as st
 from privpub.tasks.techniques.serial.groups import python_scalar
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from privpub.tasks.core.types import PrivacyResult
 
 # ------------------------------------------------------------------------------------------------
@@ -208,12 +211,12 @@ class ConstantRatio(Strategy):
         r, l = self.ratio, self.l
         return float((r - l) / (l * (r - 1))) * (1 - 1e-9)
 
-    def ratio_bound(self, p_hi):
+    def ratio_bound(self, p_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         m, near = self._m_upper(p_hi)
         below = m < float(self.ratio) * (1 - 1e-12)  # m < r_c for sure: the ratio is r_c itself
         return np.where(below, self.first_hi, np.maximum(self.first_hi, float(FALLBACK_FACTOR) * m)), near
 
-    def required_many(self, q, d):
+    def required_many(self, q: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         num, den = _min_ratio_many(q, d, self.l)
         a, b = self.ratio.numerator, self.ratio.denominator
         use_rc = np.asarray(a * den > b * num, dtype=bool)  # r_c > m; false when den == 0
@@ -240,11 +243,11 @@ class Geometric(Strategy):
     def p_floor(self) -> float:
         return 0.0  # only a pair never linked (p = 0) keeps factor * l; every stored pair has p > 0
 
-    def ratio_bound(self, p_hi):
+    def ratio_bound(self, p_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         m, near = self._m_upper(p_hi)
         return float(self.factor) * (1 + 1e-12) * m, near
 
-    def required_many(self, q, d):
+    def required_many(self, q: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         num, den = _min_ratio_many(q, d, self.l)
         return num * self.factor.numerator, den * self.factor.denominator
 
@@ -260,10 +263,10 @@ class LocalizedOnly(Strategy):
     def p_floor(self) -> float:
         return np.inf  # the history never matters
 
-    def ratio_bound(self, p_hi):
+    def ratio_bound(self, p_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.full(len(p_hi), self.first_hi), np.zeros(len(p_hi), dtype=bool)
 
-    def required_many(self, q, d):
+    def required_many(self, q: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n = len(q)
         return np.full(n, self.l, dtype=object), np.full(n, 1, dtype=object)
 
@@ -301,7 +304,7 @@ def within_guarantee_many(q: np.ndarray, d: np.ndarray, l: int) -> np.ndarray:
     return np.asarray(l * q >= (l - 1) * d, dtype=bool)
 
 
-def ratio_meets_many(size, count, q, d, l: int) -> np.ndarray:
+def ratio_meets_many(size: npt.ArrayLike, count: npt.ArrayLike, q: np.ndarray, d: np.ndarray, l: int) -> np.ndarray:
     """`ratio_meets` elementwise; size and count int arrays, q and d object arrays."""
     size = np.asarray(size).astype(object)
     count = np.asarray(count).astype(object)
@@ -310,7 +313,9 @@ def ratio_meets_many(size, count, q, d, l: int) -> np.ndarray:
     return np.asarray((slack > 0) & (size * slack >= count * lq), dtype=bool)
 
 
-def worst_pair(q: np.ndarray, d: np.ndarray, tie=None) -> tuple[int, Fraction]:
+def worst_pair(
+    q: np.ndarray, d: np.ndarray, tie: Callable[[int], tuple[str, int, str]] | None = None
+) -> tuple[int, Fraction]:
     """Index and exact value of the largest p = 1 - Q/D (floats pick candidates, Fractions decide).
     Among equal p, the least `tie(i)` (default: the first index)."""
     if len(q) == 0:
@@ -332,7 +337,7 @@ def worst_pair(q: np.ndarray, d: np.ndarray, tie=None) -> tuple[int, Fraction]:
 # the series summary: what the untouched pairs contribute to a check
 
 
-def summarize(aggregate, l: int) -> dict:
+def summarize(aggregate: pd.DataFrame, l: int) -> dict[str, Any]:
     """Pairs, pairs above 1/l and the worst pair of a whole aggregate (q, d as exact strings).
 
     It is the part of a release's check that the pairs of absent people contribute: their p does
@@ -348,13 +353,13 @@ def summarize(aggregate, l: int) -> dict:
     }
 
 
-def stored_summary(source: pairs.MemoryPairs, l: int) -> dict | None:
+def stored_summary(source: pairs.MemoryPairs, l: int) -> dict[str, Any] | None:
     """The series summary of a state stored before summaries existed (computed once)."""
     aggregate = source.aggregate()
     return None if aggregate is None else summarize(aggregate, l)
 
 
-def advance_summary(prior: dict | None, before, after, l: int) -> dict:
+def advance_summary(prior: dict[str, Any] | None, before: pd.DataFrame, after: pd.DataFrame, l: int) -> dict[str, Any]:
     """The summary after a release, from the prior summary and the pairs of the people in it.
 
     Exact because p never falls: a release multiplies Q/D by (|G| - n(s))/|G| <= 1, so a pair's
@@ -392,23 +397,23 @@ def advance_summary(prior: dict | None, before, after, l: int) -> dict:
     }
 
 
-def _pair_order(aggregate, i: int) -> tuple[str, int, str]:
+def _pair_order(aggregate: pd.DataFrame, i: int) -> tuple[str, int, str]:
     """The tie-break among pairs of equal p: the same pair whatever order the pairs were read in
     (the carried aggregate in memory and the store's reads differ in order)."""
     return _record_order(_pair_record(aggregate, i))
 
 
-def _record_order(record: dict) -> tuple[str, int, str]:
+def _record_order(record: dict[str, Any]) -> tuple[str, int, str]:
     # value and links first: the figure's detail (value, links, p) is then the same whatever the
     # person is called (an id, or its pseudonym in the state: state/pseudonyms.py)
     return str(record["value"]), int(record["links"]), str(record["person"])
 
 
-def _pair_record(aggregate, i: int) -> dict:
+def _pair_record(aggregate: pd.DataFrame, i: int) -> dict[str, Any]:
     return {
         "person": python_scalar(aggregate["person"].iat[i]),
         "value": python_scalar(aggregate["value"].iat[i]),
-        "links": int(aggregate["links"].iat[i]),
+        "links": int(aggregate["links"].to_numpy()[i]),  # .iat is typed as any scalar (a date, ...)
         "q": str(aggregate["q"].iat[i]),
         "d": str(aggregate["d"].iat[i]),
     }
@@ -422,14 +427,22 @@ def _pair_record(aggregate, i: int) -> dict:
 class SerialCheckResult:
     """Result of a release check: the privacy figures plus what the release adds."""
 
-    results: list
+    results: list[PrivacyResult]
     rows: object  # pandas DataFrame of history rows recomputed from the published tables
     aggregate: object  # full check: every pair of the series; incremental: the pairs of this release's people
-    summary: dict | None = None  # pairs, breaching, worst pair of the series after this release
+    summary: dict[str, Any] | None = None  # pairs, breaching, worst pair of the series after this release
 
 
 def _published_rows(
-    table, groups, membership, *, l: int, sensitive: str, transient, release: int, chunk_rows: int | None = None
+    table: pa.Table,
+    groups: pa.Table,
+    membership: pa.Table | pd.DataFrame,
+    *,
+    l: int,
+    sensitive: str,
+    transient: Iterable[Any] | None,
+    release: int,
+    chunk_rows: int | None = None,
 ) -> tuple[pd.DataFrame, PrivacyResult]:
     """This release's history rows recomputed from the published tables and the membership, and
     the localized guarantee (tasks/verify/serial_groups.py, every run of groups in this process;
@@ -447,7 +460,7 @@ def _published_rows(
     return serial_groups.localized_and_rows([serial_groups.group_figures(c) for c in chunks], l)
 
 
-def _global_result(summary: dict, l: int):
+def _global_result(summary: dict[str, Any], l: int) -> PrivacyResult:
     w = summary["worst"]
     p = Fraction(0) if w is None else 1 - Fraction(int(w["q"]), int(w["d"]))
     # The worst pair is named by its value and links only: its person id stays in the private
@@ -463,7 +476,15 @@ def _global_result(summary: dict, l: int):
 
 
 def check_release(
-    table, groups, membership, prior_aggregate, *, l: int, sensitive: str, transient=None, release: int = 0
+    table: pa.Table,
+    groups: pa.Table,
+    membership: pa.Table | pd.DataFrame,
+    prior_aggregate: Any,
+    *,
+    l: int,
+    sensitive: str,
+    transient: Iterable[Any] | None = None,
+    release: int = 0,
 ) -> SerialCheckResult:
     """Global and localized guarantees of a candidate release over the whole series: every pair
     of the series is rechecked (what `privpub verify` does).
@@ -479,7 +500,7 @@ def check_release(
     return check_rows(*published, prior_aggregate, l=l)
 
 
-def check_rows(rows, localized, prior_aggregate, *, l: int) -> SerialCheckResult:
+def check_rows(rows: pd.DataFrame, localized: PrivacyResult, prior_aggregate: Any, *, l: int) -> SerialCheckResult:
     """`check_release` from the release's history rows and localized figure (serial_groups)."""
     agg = st.combine(
         ([st.as_frame(prior_aggregate, st.AGGREGATE_COLUMNS)] if prior_aggregate is not None else [])
@@ -490,7 +511,16 @@ def check_rows(rows, localized, prior_aggregate, *, l: int) -> SerialCheckResult
 
 
 def check_release_incremental(
-    table, groups, membership, prior_pairs, prior_summary, *, l: int, sensitive: str, transient=None, release: int = 0
+    table: pa.Table,
+    groups: pa.Table,
+    membership: pa.Table | pd.DataFrame,
+    prior_pairs: Any,
+    prior_summary: dict[str, Any] | None,
+    *,
+    l: int,
+    sensitive: str,
+    transient: Iterable[Any] | None = None,
+    release: int = 0,
 ) -> SerialCheckResult:
     """`check_release` in O(size of the release): only the pairs named by this release's history
     rows are recomputed exactly (their stored state read from `prior_pairs`, a PairSource or an
@@ -502,7 +532,9 @@ def check_release_incremental(
     return check_rows_incremental(*published, prior_pairs, prior_summary, l=l)
 
 
-def check_rows_incremental(rows, localized, prior_pairs, prior_summary, *, l: int) -> SerialCheckResult:
+def check_rows_incremental(
+    rows: pd.DataFrame, localized: PrivacyResult, prior_pairs: Any, prior_summary: dict[str, Any] | None, *, l: int
+) -> SerialCheckResult:
     """`check_release_incremental` from the release's history rows and localized figure."""
     source = pairs.as_source(prior_pairs)
     if prior_summary is None and isinstance(source, pairs.MemoryPairs):

@@ -49,14 +49,16 @@ class MemoryPairs:
         self.table = st.as_stored(aggregate)
         self._index: pd.MultiIndex | None = None
 
-    def special(self, persons, values, p_floor):
+    def special(
+        self, persons: np.ndarray, values: np.ndarray, p_floor: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self.table is None or not self.table.num_rows or not len(persons) or not len(values):
             return empty_special()
         view = st.table_requirement_view(self.table, pd.Index(persons), pd.Index(values), np.asarray(values))
         keep = (view["row"] >= 0) & (view["code"] >= 0) & (view["p_hi"] > p_floor)
         return view["row"][keep], view["code"][keep], view["p_hi"][keep]
 
-    def state(self, person, value):
+    def state(self, person: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         out = empty_state(len(person))
         if self.table is None or not self.table.num_rows or not len(person):
             return out
@@ -87,7 +89,8 @@ class MemoryPairs:
 def as_source(prior: Any) -> PairSource | None:
     """A PairSource from a source, an aggregate (Arrow or pandas), or None."""
     if prior is None or hasattr(prior, "state"):
-        return prior
+        source: PairSource | None = prior  # None, or already a source (StoredPairs, MemoryPairs)
+        return source
     return MemoryPairs(prior)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,7 +41,7 @@ def object_frame(columns: dict[str, np.ndarray]) -> pd.DataFrame:
 
 
 def column_values(table: pa.Table, name: str) -> np.ndarray:
-    col = table.column(name).to_numpy(zero_copy_only=False)
+    col: np.ndarray = table.column(name).to_numpy(zero_copy_only=False)  # pyarrow is untyped
     return col.astype(object) if col.dtype.kind in "OUS" else col
 
 
@@ -222,7 +223,10 @@ def _codes_in(column: pa.ChunkedArray, keys: Any) -> np.ndarray:
         return np.full(len(column), -1, dtype=np.int64)
     if keys.type != column.type:
         keys = keys.cast(column.type)
-    return pc.fill_null(pc.index_in(column, value_set=keys), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    codes: npt.NDArray[np.int64] = (
+        pc.fill_null(pc.index_in(column, value_set=keys), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    )  # pyarrow is untyped
+    return codes
 
 
 def _person_mask(stored: pa.Table, persons: Any) -> np.ndarray:
@@ -231,7 +235,8 @@ def _person_mask(stored: pa.Table, persons: Any) -> np.ndarray:
     keys = pa.array(pd.unique(np.asarray(persons)))
     if keys.type != column.type:
         keys = keys.cast(column.type)
-    return pc.is_in(column, value_set=keys).to_numpy(zero_copy_only=False)
+    mask: np.ndarray = pc.is_in(column, value_set=keys).to_numpy(zero_copy_only=False)  # pyarrow is untyped
+    return mask
 
 
 def _pair_mask(stored: pa.Table, person: np.ndarray, value: np.ndarray) -> np.ndarray:

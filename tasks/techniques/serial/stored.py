@@ -20,16 +20,17 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from duckdb import DuckDBPyConnection as Connection
 
-from privpub.state.store import has_table
+from privpub.state.store import Store, has_table
 from privpub.tasks.techniques.serial import pairs
 from privpub.tasks.techniques.serial import statistics as st
 
 
-def head(store, series: str) -> tuple[str, int, dict] | None:
+def head(store: Store, series: str) -> tuple[str, int, dict[str, Any]] | None:
     """(release id, release number, summary) of the series' latest statistics, or None."""
 
-    def fetch(con):
+    def fetch(con: Connection) -> tuple[Any, ...] | None:
         if not has_table(con, "serial_summary"):
             return None
         return con.execute(
@@ -66,15 +67,15 @@ class StoredPairs:
     (present people's special pairs, or the pairs a release names), not as the series. Picklable;
     remembers its last `state` answer, since partition and anonymize ask for the same pairs."""
 
-    def __init__(self, store, series: str):
+    def __init__(self, store: Store, series: str):
         self.store, self.series = store, series
-        self._last: tuple[np.ndarray, np.ndarray, tuple] | None = None
+        self._last: tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] | None = None
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         return {"store": self.store, "series": self.series, "_last": None}
 
-    def _query(self, sql: str, tables: dict[str, pa.Table], params: dict) -> pa.Table | None:
-        def fetch(con):
+    def _query(self, sql: str, tables: dict[str, pa.Table], params: dict[str, Any]) -> pa.Table | None:
+        def fetch(con: Connection) -> pa.Table | None:
             if not has_table(con, "serial_people"):
                 return None  # nothing committed with the statistics tables yet
             for name, table in tables.items():
@@ -87,7 +88,9 @@ class StoredPairs:
 
         return self.store.query(fetch) if self.store.path.exists() else None
 
-    def special(self, persons, values, p_floor):
+    def special(
+        self, persons: np.ndarray, values: np.ndarray, p_floor: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if not len(persons) or not len(values) or p_floor == np.inf:
             return pairs.empty_special()
         found = self._query(
@@ -102,7 +105,7 @@ class StoredPairs:
             return pairs.empty_special()
         return (found.column("row").to_numpy(), found.column("code").to_numpy(), found.column("p_hi").to_numpy())
 
-    def state(self, person, value):
+    def state(self, person: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         person, value = np.asarray(person), np.asarray(value, dtype=object)
         if self._last is not None and np.array_equal(self._last[0], person) and np.array_equal(self._last[1], value):
             return self._last[2]
@@ -133,12 +136,12 @@ class StoredPairs:
 _TYPE = re.compile(r"^[A-Z][A-Z0-9_]*$")  # a plain DuckDB type name (BIGINT, VARCHAR, DOUBLE, ...)
 
 
-def _column_type(con, table: str, column: str) -> str:
+def _column_type(con: Connection, table: str, column: str) -> str:
     kind = con.execute(f"SELECT typeof({column}) FROM {table} LIMIT 1").fetchone()
     return kind[0] if kind and _TYPE.match(kind[0]) else "VARCHAR"
 
 
-def _add_keys(con, series: str, table: str, name: str, key: str, source: str) -> None:
+def _add_keys(con: Connection, series: str, table: str, name: str, key: str, source: str) -> None:
     """Dense keys, after the largest so far, for the names in `source` that have none yet."""
     con.execute(
         f"INSERT INTO {table} SELECT $series, n.{name}, "
@@ -151,14 +154,21 @@ def _add_keys(con, series: str, table: str, name: str, key: str, source: str) ->
 
 
 def statistics_writer(
-    series: str, *, pairs: pa.Table, history: pa.Table, members: pa.Table, summary: dict, release: int, replace: bool
+    series: str,
+    *,
+    pairs: pa.Table,
+    history: pa.Table,
+    members: pa.Table,
+    summary: dict[str, Any],
+    release: int,
+    replace: bool,
 ) -> Callable[[Any, str, int], None]:
     """The commit hook: this release's history rows and membership (`members`: person, gid,
     virtual) are appended, the rows of the pairs in `pairs` (stored form) replaced, and the summary
     row of the series replaced; new persons and values get their integer keys first.
     replace: `pairs` is the whole aggregate (first release after migration 3 on an old state)."""
 
-    def write(con, release_id: str, sequence: int) -> None:
+    def write(con: Connection, release_id: str, sequence: int) -> None:
         args = {"series": series, "rid": release_id}
         tables = {
             "_sp_pairs": pairs.select(st.STORED_COLUMNS),
@@ -228,7 +238,7 @@ def statistics_writer(
     return write
 
 
-def _record_types(con, series: str, person: str, value: str | None) -> None:
+def _record_types(con: Connection, series: str, person: str, value: str | None) -> None:
     """Keep the series' person and value types; a series whose types change is read back as text."""
     row = con.execute("SELECT person_type, value_type FROM serial_types WHERE series = ?", [series]).fetchone()
     if row is None:
@@ -240,16 +250,16 @@ def _record_types(con, series: str, person: str, value: str | None) -> None:
         con.execute("UPDATE serial_types SET person_type = ?, value_type = ? WHERE series = ?", [person, value, series])
 
 
-def _types(con, series: str) -> tuple[str, str]:
+def _types(con: Connection, series: str) -> tuple[str, str]:
     row = con.execute("SELECT person_type, value_type FROM serial_types WHERE series = ?", [series]).fetchone()
     return tuple(row) if row else ("VARCHAR", "VARCHAR")
 
 
-def history_rows(store, series: str, before_sequence: int) -> pa.Table | None:
+def history_rows(store: Store, series: str, before_sequence: int) -> pa.Table | None:
     """The history rows of the series' releases before `before_sequence` (one query), in the
     snapshots' own types; rows of releases committed before migration 5 come from their blobs."""
 
-    def fetch(con):
+    def fetch(con: Connection) -> tuple[pa.Table | None, list[str]]:
         if not has_table(con, "serial_history"):
             return None, []
         ptype, vtype = _types(con, series)
@@ -276,11 +286,11 @@ def history_rows(store, series: str, before_sequence: int) -> pa.Table | None:
     return st.concat_history(blobs + ([rows] if rows is not None else []))
 
 
-def release_private(store, series: str, release_id: str) -> dict[str, pa.Table]:
+def release_private(store: Store, series: str, release_id: str) -> dict[str, pa.Table]:
     """A committed release's history rows, membership and virtual members (what its commit hook
     moved into the tables), for re-verifying it; empty for a release that kept them as blobs."""
 
-    def fetch(con):
+    def fetch(con: Connection) -> dict[str, pa.Table]:
         if not has_table(con, "serial_membership"):
             return {}
         ptype, vtype = _types(con, series)
@@ -310,10 +320,10 @@ def release_private(store, series: str, release_id: str) -> dict[str, pa.Table]:
     return store.query(fetch) if store.path.exists() else {}
 
 
-def pairs_as_of(store, series: str) -> pa.Table | None:
+def pairs_as_of(store: Store, series: str) -> pa.Table | None:
     """Every stored pair of the series with the sequence of the release that last changed it."""
 
-    def fetch(con):
+    def fetch(con: Connection) -> pa.Table | None:
         if not has_table(con, "serial_pairs"):
             return None
         return con.execute(

@@ -30,7 +30,7 @@ the pairs of the people in the release and takes the rest from the summary: O(si
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -42,6 +42,8 @@ import pyarrow.compute as pc
 
 from privpub.schemas.errors import InputError, PrivacyRefused, SpecError, StateError
 from privpub.schemas.published import generalized_table_schema
+from privpub.schemas.spec import ReleaseSpec
+from privpub.state.store import Store
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import RANGES, Capabilities, Description, Technique, find_result
 from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release
@@ -64,7 +66,8 @@ def pair_source(source: dict[str, Any]) -> pairs.PairSource | None:
     the state database (`serial_lookup`), or in memory the aggregate carried
     (`serial_aggregate`) or rebuilt from the history rows (`serial_stats`)."""
     if source.get("serial_lookup") is not None:
-        return source["serial_lookup"]
+        lookup: pairs.PairSource = source["serial_lookup"]
+        return lookup
     if source.get("serial_aggregate") is not None:
         return pairs.MemoryPairs(source["serial_aggregate"])
     if source.get("serial_stats") is not None:
@@ -130,7 +133,7 @@ class SerialTechnique(Technique):
         self.max_size = max(1000, int(np.ceil(5 * first))) if p.max_group_size is None else p.max_group_size
 
     # --- history from the store ---------------------------------------------------------------
-    def prior_context(self, store, spec, before_sequence: int | None = None) -> dict[str, Any]:
+    def prior_context(self, store: Store, spec: ReleaseSpec, before_sequence: int | None = None) -> dict[str, Any]:
         """What the next release needs: a lookup of its people's pairs in serial_pairs and the
         series summary (both written in the previous commit transaction), the next release
         number, and the registration list when the spec names one. Re-verifying (before_sequence)
@@ -195,10 +198,12 @@ class SerialTechnique(Technique):
         reg, keys = source.get("registration"), source.get("serial_pseudonyms")
         pid = self.spec.dataset.person_id
         if reg is None or keys is None or not len(reg) or pid not in reg.columns:
-            return reg
-        return reg.assign(**{pid: keys.of_numpy(reg[pid].to_numpy())})
+            unkeyed: pd.DataFrame | None = reg
+            return unkeyed
+        keyed: pd.DataFrame = reg.assign(**{pid: keys.of_numpy(reg[pid].to_numpy())})
+        return keyed
 
-    def commit_hook(self, release: Release):
+    def commit_hook(self, release: Release) -> Callable[[Any, str, int], None] | None:
         """Moves the statistics out of the private metadata into the serial tables, inside the
         commit transaction: the history rows and membership (appended), the pairs this release
         names (upsert) or, after an old-format release, the whole aggregate (replace), and the
@@ -229,10 +234,12 @@ class SerialTechnique(Technique):
         if self.params.transient == "all":
             return values
         if isinstance(self.params.transient, list):
-            return values[pd.Index(values).isin(self.params.transient)]
+            listed: np.ndarray = values[pd.Index(values).isin(self.params.transient)]
+            return listed
         freq = np.bincount(data.sensitive_codes[data.sensitive_codes >= 0], minlength=len(values))
         take = max(1, int(round(self.params.transient * len(values))))
-        return values[np.sort(np.argsort(freq, kind="stable")[:take])]
+        protected: np.ndarray = values[np.sort(np.argsort(freq, kind="stable")[:take])]
+        return protected
 
     def check_data(self, data: Microdata) -> None:
         ids = data.frame[self.spec.dataset.person_id]
@@ -347,7 +354,9 @@ class SerialTechnique(Technique):
         columns = [np.concatenate([r, v]).astype(float) for r, v in zip(real_cols, virtual_cols)]
         return np.column_stack(columns), virtual_cols, virtual_ids
 
-    def _check_requirements(self, data, part, code, source) -> None:
+    def _check_requirements(
+        self, data: Microdata, part: Partition, code: np.ndarray, source: pairs.PairSource | None
+    ) -> None:
         """Exact: |G| * den >= n(s) * num for every member and protected value of its group, with
         the required ratio of every stored pair computed from its exact q and d (so the float
         bounds and p_floor that sized the groups are checked too)."""
@@ -439,7 +448,8 @@ class SerialTechnique(Technique):
     # --- verify: from the published tables, membership and the committed history -------------
     def one_piece(self, step: str, release: Release, *_: Any) -> bool:
         """One verify step for a table of at most chunk_rows rows."""
-        return release.tables["table"].num_rows <= self.spec.run.chunk_rows
+        rows: int = release.tables["table"].num_rows  # pyarrow is untyped
+        return rows <= self.spec.run.chunk_rows
 
     def split(self, step: str, release: Release, context: dict[str, Any]) -> ChunkPlan:
         own = release
@@ -463,7 +473,9 @@ class SerialTechnique(Technique):
             return Release(release.tables, {**release.private, **ctx["serial_own"]}, release.info)
         return release
 
-    def _combine_verify(self, release: Release, context: dict[str, Any], results: list) -> list[PrivacyResult]:
+    def _combine_verify(
+        self, release: Release, context: dict[str, Any], results: list[serial_groups.GroupFigures]
+    ) -> list[PrivacyResult]:
         ctx = context or {}
         release = self._with_own(release, ctx)
         published = serial_groups.localized_and_rows(results, self.params.l)
@@ -508,9 +520,9 @@ class SerialTechnique(Technique):
                     detail,
                 )
             )
-        results = list(check.results) + extra
-        results.append(self._virtual_check(release, ctx))
-        return results
+        verdicts = list(check.results) + extra
+        verdicts.append(self._virtual_check(release, ctx))
+        return verdicts
 
     def _virtual_check(self, release: Release, ctx: dict[str, Any]) -> PrivacyResult:
         """Every group's virtual members are distinct registered people absent from the release
@@ -593,7 +605,8 @@ class SerialTechnique(Technique):
 
     def group_sizes(self, release: Release) -> np.ndarray:
         """Group sizes as published (virtual members included)."""
-        return release.tables["groups"].column("size").to_numpy()
+        sizes: np.ndarray = release.tables["groups"].column("size").to_numpy()  # pyarrow is untyped
+        return sizes
 
     def describe(self, privacy: Sequence[PrivacyResult], sensitive: str) -> Description:
         gl, lo = find_result(privacy, "serial-global"), find_result(privacy, "serial-localized")
@@ -615,7 +628,7 @@ class SerialTechnique(Technique):
         table = release.tables["table"]
         return table, qi_columns(table, self.spec.dataset.qi_names)
 
-    def table_schemas(self, spec) -> dict[str, Any]:
+    def table_schemas(self, spec: ReleaseSpec) -> dict[str, Any]:
         gid = pda.Column(int, pda.Check.ge(0), coerce=True)
         return {
             "table": generalized_table_schema(spec.dataset, extra={"gid": gid}, sensitive_nullable=True),
