@@ -207,26 +207,7 @@ def statistics_writer(
                     "JOIN serial_values v ON v.series = $series AND v.value = CAST(h.value AS VARCHAR)",
                     args,
                 )
-            if replace:
-                con.execute("DELETE FROM serial_pairs WHERE series = $series", {"series": series})
-            if pairs.num_rows:
-                con.execute(
-                    "CREATE TEMP TABLE _sp_keyed AS SELECT k.pkey, v.vkey, r.links, r.q, r.d, r.p_hi "
-                    "FROM _sp_pairs r "
-                    "JOIN serial_people k ON k.series = $series AND k.person = CAST(r.person AS VARCHAR) "
-                    "JOIN serial_values v ON v.series = $series AND v.value = CAST(r.value AS VARCHAR)",
-                    {"series": series},
-                )
-                if not replace:  # an upsert: the named pairs' old rows go, their new state comes in
-                    con.execute(
-                        "DELETE FROM serial_pairs p USING _sp_keyed n WHERE p.series = $series "
-                        "AND p.pkey = n.pkey AND p.vkey = n.vkey",
-                        {"series": series},
-                    )
-                con.execute(
-                    "INSERT INTO serial_pairs SELECT $series, pkey, vkey, links, q, d, p_hi, $rid FROM _sp_keyed", args
-                )
-                con.execute("DROP TABLE _sp_keyed")
+            _replace_pairs(con, args, replace, bool(pairs.num_rows))
         finally:
             for name in tables:
                 con.unregister(name)
@@ -236,6 +217,30 @@ def statistics_writer(
         )
 
     return write
+
+
+def _replace_pairs(con: Connection, args: dict[str, str], replace: bool, named: bool) -> None:
+    """The pairs registered as _sp_pairs (`named`: any) keyed and written for the series, after
+    the series' old pairs (replace) or the named pairs' old rows (an upsert) are deleted."""
+    series = {"series": args["series"]}
+    if replace:
+        con.execute("DELETE FROM serial_pairs WHERE series = $series", series)
+    if named:
+        con.execute(
+            "CREATE TEMP TABLE _sp_keyed AS SELECT k.pkey, v.vkey, r.links, r.q, r.d, r.p_hi "
+            "FROM _sp_pairs r "
+            "JOIN serial_people k ON k.series = $series AND k.person = CAST(r.person AS VARCHAR) "
+            "JOIN serial_values v ON v.series = $series AND v.value = CAST(r.value AS VARCHAR)",
+            series,
+        )
+        if not replace:  # an upsert: the named pairs' old rows go, their new state comes in
+            con.execute(
+                "DELETE FROM serial_pairs p USING _sp_keyed n WHERE p.series = $series "
+                "AND p.pkey = n.pkey AND p.vkey = n.vkey",
+                series,
+            )
+        con.execute("INSERT INTO serial_pairs SELECT $series, pkey, vkey, links, q, d, p_hi, $rid FROM _sp_keyed", args)
+        con.execute("DROP TABLE _sp_keyed")
 
 
 def _record_types(con: Connection, series: str, person: str, value: str | None) -> None:
