@@ -34,13 +34,6 @@ OPTIONAL_IMPORT_POINTS: dict[tuple[str, str], str] = {
     ("state/store.py", "notice"): "prefect: the run's logger, once a flow loaded Prefect",
 }
 
-# TEMPORARY, being split on another branch (issue 40: long functions in tasks/, the technique
-# words leaving tasks/report/verdict.py): the integrator empties this after merging.
-BEING_SPLIT_ON_ANOTHER_BRANCH: set[tuple[str, str]] = {
-    ("tasks/techniques/ambiguity/priview.py", "block_groups"),
-    ("tasks/techniques/butterfly/core.py", "butterflies"),
-}
-
 # the only callers of importlib.import_module: the command table's loader and the public
 # names of `import privpub` (both "module:attribute" on first use), the technique registry (its
 # folders and entry points) and the contract battery (a technique's contract.py beside it)
@@ -117,15 +110,13 @@ SHAPE = _shape()
 
 
 def test_no_function_over_80_lines():
-    long = [(f, fn, n) for f, fn, n in SHAPE[0] if (f, fn) not in BEING_SPLIT_ON_ANOTHER_BRANCH]
+    long = SHAPE[0]
     assert long == [], f"functions over {MAX_LINES} lines (split them into named steps): {long}"
 
 
 def test_no_import_inside_a_function_but_a_declared_optional_dependency():
     bad = []
     for rel, fn, node in SHAPE[1]:
-        if (rel, fn) in BEING_SPLIT_ON_ANOTHER_BRANCH:
-            continue
         modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
         optional = all(m.split(".")[0] in OPTIONAL_DEPENDENCIES for m in modules)
         if (rel, fn) not in OPTIONAL_IMPORT_POINTS or not optional:
@@ -138,9 +129,7 @@ def test_no_import_inside_a_function_but_a_declared_optional_dependency():
 def test_the_allow_lists_name_what_exists():
     """An entry that no longer matches anything is removed, not kept as a silent permission."""
     importing = {(rel, fn) for rel, fn, _ in SHAPE[1]}
-    long = {(rel, fn) for rel, fn, _ in SHAPE[0]}
     assert set(OPTIONAL_IMPORT_POINTS) <= importing, set(OPTIONAL_IMPORT_POINTS) - importing
-    assert BEING_SPLIT_ON_ANOTHER_BRANCH <= importing | long, BEING_SPLIT_ON_ANOTHER_BRANCH - (importing | long)
 
 
 def test_modules_are_imported_lazily_only_by_the_loaders():
