@@ -140,3 +140,27 @@ def test_the_wheel_installs_only_privpub(tmp_path):
     assert {f"{p.replace('.', '/')}/__init__.py" for p in _package_folders() - {"privpub"}} <= set(names)
     assert "privpub/plugin.py" in names and "privpub/testing.py" in names
     assert not [n for n in names if n.startswith("privpub/flows/privpub/")]  # the root is not packaged twice
+
+
+def _strict_patterns() -> list[str]:
+    """The module patterns of pyproject.toml's strict mypy block (the one with disallow_untyped_defs)."""
+    overrides = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]["overrides"]
+    return [m for block in overrides if block.get("disallow_untyped_defs") for m in block["module"]]
+
+
+def _strict(module: str, patterns: list[str]) -> bool:
+    # mypy's structured pattern: `a.b.*` matches a.b and every module below it
+    return any(module == p or (p.endswith(".*") and (module + ".").startswith(p[:-1])) for p in patterns)
+
+
+def test_every_module_under_tasks_and_state_is_checked_strictly():
+    patterns = _strict_patterns()
+    modules = []
+    for folder in ("tasks", "state"):
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            modules.append("privpub." + ".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    assert len(modules) > 100
+    assert [m for m in modules if not _strict(m, patterns)] == []
+    # the matcher itself: a module outside the patterns is reported
+    assert not _strict("privpub.flows.cli", patterns) and _strict("privpub.tasks", patterns)
