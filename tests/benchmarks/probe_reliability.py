@@ -14,6 +14,7 @@ output, the audit log or a release folder. Unlogged: a publish attempt with no n
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import random
 import signal
@@ -46,6 +47,9 @@ class Outcome:
     published: bool
     leak: bool
     unlogged: bool
+    internal: bool = False  # "internal error" in the output: a failure privpub did not foresee
+    duplicates: bool = False  # one attempt with more than one row in the trail
+    tamper_missed: bool = False  # an edit of the history or a release that verify did not name
 
 
 def _env(folder: Path) -> dict:
@@ -97,7 +101,7 @@ def judge(kind: str, case: str, folder: Path, done, before_rows: int, before_dir
     leak = any(n in hay for n in planted)
     journal = folder / "privpub.duckdb.journal"
     unlogged = publish and len(logged) <= before_rows and not journal.is_file()
-    return Outcome(kind, case, clean, trace, published, leak, unlogged)
+    return Outcome(kind, case, clean, trace, published, leak, unlogged, internal="internal error" in text)
 
 
 def probe_input_cases(root: Path) -> list[Outcome]:
@@ -341,17 +345,28 @@ def probe_kills(root: Path, kills: int, seed: int) -> list[Outcome]:
     return out
 
 
+def round_four(root: Path) -> list[Outcome]:
+    """Issue 41's cases, one module per area: tests/benchmarks/probe_r4_<area>.py, each `probe(root)`."""
+    out: list[Outcome] = []
+    for path in sorted(Path(__file__).parent.glob("probe_r4_*.py")):
+        out += importlib.import_module(f"tests.benchmarks.{path.stem}").probe(root)
+    return out
+
+
 def table(outcomes: list[Outcome]) -> str:
     lines = [
-        "| kind | cases tried | refused cleanly | tracebacks | wrongly published | leaks | unlogged |",
-        "|---|---|---|---|---|---|---|",
+        "| kind | cases tried | refused cleanly | tracebacks | internal errors | wrongly published | leaks | unlogged |"
+        " duplicate trail rows | tampering missed |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     kinds = sorted({o.kind for o in outcomes}, key=[o.kind for o in outcomes].index)
     for kind in [*kinds, "all"]:
         group = [o for o in outcomes if kind in ("all", o.kind)]
         lines.append(
             f"| {kind} | {len(group)} | {sum(o.clean for o in group)} | {sum(o.traceback for o in group)} | "
-            f"{sum(o.published for o in group)} | {sum(o.leak for o in group)} | {sum(o.unlogged for o in group)} |"
+            f"{sum(o.internal for o in group)} | {sum(o.published for o in group)} | {sum(o.leak for o in group)} | "
+            f"{sum(o.unlogged for o in group)} | {sum(o.duplicates for o in group)} | "
+            f"{sum(o.tamper_missed for o in group)} |"
         )
     return "\n".join(lines)
 
@@ -368,7 +383,19 @@ def main() -> None:
         for step in (probe_input_cases, probe_extra_inputs, probe_spec_cases, probe_commands, probe_auditor):
             outcomes += step(root)
         outcomes += probe_kills(root, args.kills, args.seed)
-    bad = [o for o in outcomes if o.traceback or o.published or o.leak or o.unlogged or not o.clean]
+        outcomes += round_four(root)
+    bad = [
+        o
+        for o in outcomes
+        if o.traceback
+        or o.internal
+        or o.published
+        or o.leak
+        or o.unlogged
+        or o.duplicates
+        or o.tamper_missed
+        or not o.clean
+    ]
     for o in bad:
         print(f"  {o.kind}: {o.case}: {o}")
     text = table(outcomes)
