@@ -92,7 +92,9 @@ def test_verify_fails_on_a_value_changed_deep_inside_a_large_published_table(tmp
     assert MIB < pos < st.stat().st_size - MIB // 4
     checked = privpub.verify(release, state)
     assert not checked.attrs["ok"]
-    assert any("ST.parquet differs from what was committed (sha256 mismatch)" in line for line in checked.attrs["lines"])
+    assert any(
+        "ST.parquet differs from what was committed (sha256 mismatch)" in line for line in checked.attrs["lines"]
+    )
 
 
 def test_a_change_deep_inside_a_large_input_is_a_new_input(tmp_path):

@@ -63,7 +63,9 @@ def test_the_serial_guarantees_worst_case_is_named_by_value_and_links_only(tmp_p
     ids, needles = two_releases(tmp_path, "serial")
     pseudonyms = set(needles[ROWS:])
     with duckdb.connect(str(tmp_path / "privpub.duckdb"), read_only=True) as con:
-        details = [r[0] for r in con.execute("SELECT detail FROM release_metrics WHERE name = 'serial-global'").fetchall()]
+        details = [
+            r[0] for r in con.execute("SELECT detail FROM release_metrics WHERE name = 'serial-global'").fetchall()
+        ]
     assert len(details) == 2 and all('"links"' in d and '"value"' in d for d in details)
     assert not any(p in d for d in details for p in pseudonyms)
     for release in ids:
