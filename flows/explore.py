@@ -249,7 +249,7 @@ def run_explore(
                 '[run] task_runner = "dask": explore runs in this process; explore with task_runner = '
                 '"inprocess" (the figures are the same)'
             )
-        store = Store(first.state_path)
+        store = Store(first.state_path, makes_key=False)  # explore writes no key (README)
         store.check_usable()
     except Exception as exc:
         _record(spec_path, base, actor, exc, "refused" if isinstance(exc, SpecError) else "failed", detail)

@@ -296,9 +296,12 @@ def check_output_dir(folder: Path, what: str = "output folder") -> None:
 
 
 class Store:
-    def __init__(self, path: str | Path, lock_timeout: float | None = None):
+    def __init__(self, path: str | Path, lock_timeout: float | None = None, *, makes_key: bool = True):
         self.path = Path(path).resolve()
         self.lock_timeout = lock_wait_seconds() if lock_timeout is None else lock_timeout
+        # False for a caller that never commits a release (explore): `pseudonyms` then neither
+        # makes the key file nor records one, whatever a technique asks (serial asks for it)
+        self.makes_key = makes_key
 
     # --- locking and connections ----------------------------------------------------------
     def _wait(self, attempt: int, deadline: float, holder: str) -> None:
@@ -590,8 +593,10 @@ class Store:
         the state (an older one's ids in clear become pseudonyms first). The key file is created
         (and recorded in the state) when the state has none yet; a state that recorded a key is
         refused, in one line, when that key file is missing or another one is found.
-        create=False (a release that is never committed): with no key anywhere, a throwaway key,
+        create=False, or a Store made with makes_key=False (a release that is never committed:
+        explore): with no key anywhere, a throwaway key,
         since the state then holds no person to recognise."""
+        create = create and self.makes_key
         self.upgrade()
         recorded = None
         if self.path.exists():

@@ -782,6 +782,42 @@ MUTANTS = [
         "tc_here = tc_here - 0 * e_here",
         SERIES_PEOPLE,
     ),
+    # the README's promises (issue 46): each named by its tests ("Promise: <id>", tests/promises.py)
+    Mutant(
+        "repeat protection compares the input with the series' oldest release",
+        "state/store.py",
+        "WHERE series = ? ORDER BY sequence DESC LIMIT 1",
+        "WHERE series = ? ORDER BY sequence ASC LIMIT 1",
+        ["tests/test_promise_repeat.py"],
+    ),
+    Mutant(
+        "explore writes the pseudonym key on a fresh state",
+        "flows/explore.py",
+        "Store(first.state_path, makes_key=False)",
+        "Store(first.state_path)",
+        ["tests/test_promise_explore.py"],
+    ),
+    Mutant(
+        "file fingerprints hash only the first MiB",
+        "state/store.py",
+        "            h.update(chunk)\n",
+        "            h.update(chunk)\n            break\n",
+        ["tests/test_promise_fingerprint.py"],
+    ),
+    Mutant(
+        "serial leaves the least frequent value out of its transient share",
+        "tasks/techniques/serial/technique.py",
+        'np.argsort(freq, kind="stable")[:take]',
+        'np.argsort(freq, kind="stable")[1 : take + 1]',
+        ["tests/test_promise_transient.py"],
+    ),
+    Mutant(
+        "the serial guarantee's worst case carries the person's pseudonym into the figures",
+        "tasks/techniques/serial/guarantee.py",
+        '"links": w["links"], "p": str(p)}',
+        '"links": w["links"], "p": str(p), "person": w["person"]}',
+        ["tests/test_promise_leaks.py"],
+    ),
 ]
 
 
