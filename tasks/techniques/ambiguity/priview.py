@@ -338,8 +338,6 @@ class PriView(GroupChunkedVerify, Technique):
     params: PriViewParams
     table_names = ("AT", "ST")
     capabilities = Capabilities(
-        # verify in runs of whole groups (group_chunks.GroupChunkedVerify)
-        chunked=frozenset({"verify"}),
         randomized=True,  # its groups are drawn at random
         risk_note=(
             "PriView publishes all but one quasi-identifier unchanged (AT, a row per person) and the "

@@ -347,8 +347,6 @@ class Ambiguity(GroupChunkedVerify, Technique):
     Params = AmbiguityParams
     params: AmbiguityParams
     capabilities = Capabilities(
-        # verify in runs of whole groups (group_chunks.GroupChunkedVerify)
-        chunked=frozenset({"verify"}),
         randomized=True,  # its groups are drawn at random
         risk_note=(
             "Ambiguity publishes each quasi-identifier's values unchanged (one AT table per QI) but "
