@@ -47,7 +47,7 @@ class Release:
 
     tables: Mapping[str, pa.Table]
     # a dict, not read-only: a technique's commit_hook moves its statistics out of it in place
-    # (serial), and the commit then stores what is left
+    # (serial), and the commit then stores what is left (why it stays so: docs/ARCHITECTURE.md)
     private: dict[str, Any] = field(default_factory=dict)
     info: Mapping[str, Any] = field(default_factory=dict)
 
