@@ -41,7 +41,7 @@ from privpub.tasks.compose.check import SeriesCheck, series_settings
 from privpub.tasks.compose.parted import PartedSeriesCheck
 from privpub.tasks.core.executor import Executor, ThreadExecutor
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.technique import ANONYMIZE, UTILITY, VERIFY, ChunkedStep, Technique
 from privpub.tasks.core.types import Partition, PrivacyResult, Release, VerifyContext
 from privpub.tasks.evaluate import SharedWorkload, evaluate, evaluation_workload, utility_summary
 from privpub.tasks.evaluate.parted import evaluate_on_cluster
@@ -182,10 +182,10 @@ def anonymize_whole_step(technique, data, part, rng) -> Release:
     return _timed("anonymize", technique.anonymize, data, part, rng)
 
 
-def plan_step(technique, step: str, inputs: tuple):
-    if step == "anonymize":
+def plan_step(technique, step: ChunkedStep, inputs: tuple):
+    if step is ANONYMIZE:
         failpoint("anonymize")
-    return technique.plan(step, *inputs)
+    return step.plan(technique, *inputs)
 
 
 def combine_step(plan, results, finish=None):
@@ -244,11 +244,11 @@ def commit_step(store: Store, kwargs: dict) -> tuple[str, bool]:
 # --- chunked steps ---------------------------------------------------------------------------
 
 
-def _chunked(driver: Driver, label: str, technique, inputs: tuple, executor: Executor, finish=None):
-    """A step the technique splits: plan, its chunks on the run's executor, combine. None when
-    the technique's plan is None (the step then runs whole)."""
+def _chunked(driver: Driver, label: str, step: ChunkedStep, technique, inputs: tuple, executor: Executor, finish=None):
+    """A step the technique splits (`step`, its tasks named `<label>-plan`, `-chunk`, `-combine`):
+    plan, its chunks on the run's executor, combine. None when the technique's plan is None (the
+    step then runs whole)."""
     t0 = time.perf_counter()
-    step = "utility" if label == "evaluate" else label
     plan = driver.run(f"{label}-plan", plan_step, technique, step, inputs)
     if plan is None:
         return None
@@ -259,9 +259,9 @@ def _chunked(driver: Driver, label: str, technique, inputs: tuple, executor: Exe
 
 
 def anonymize_step(driver: Driver, technique, data, part, rng, executor: Executor) -> Release:
-    """One anonymize step, or, for a technique that splits it (Technique.capabilities.chunked), its chunks."""
-    if "anonymize" in technique.capabilities.chunked:
-        release = _chunked(driver, "anonymize", technique, (data, part, rng), executor)
+    """One anonymize step, or, for a technique that splits it (Technique.split_anonymize), its chunks."""
+    if ANONYMIZE.name in technique.capabilities.chunked:
+        release = _chunked(driver, "anonymize", ANONYMIZE, technique, (data, part, rng), executor)
         if release is not None:
             return release
     return driver.run("anonymize", anonymize_whole_step, technique, data, part, rng)
@@ -282,18 +282,18 @@ def verify_and_evaluate(
     chunks. Returns (privacy results, utility figures or None if refused). shared: the workload
     drawn and answered once for several releases of the same rows (explore)."""
     privacy = None
-    if "verify" in technique.capabilities.chunked:
+    if VERIFY.name in technique.capabilities.chunked:
         check_published(release, spec, technique)
-        privacy = _chunked(driver, "verify", technique, (release, context), executor)
+        privacy = _chunked(driver, "verify", VERIFY, technique, (release, context), executor)
     if privacy is None:
         privacy = driver.run("verify", verify_step, technique, release, spec, context)
     if any(not r.passed for r in privacy):
         return privacy, None
-    if "utility" in technique.capabilities.chunked:
+    if UTILITY.name in technique.capabilities.chunked:
         workload = evaluation_workload(data, workload_seed) if shared is None else shared.queries
         actual = None if shared is None else shared.actual
         finish = partial(_utility_summary, technique, release, data, workload, actual)
-        utility = _chunked(driver, "evaluate", technique, (release, data, workload), executor, finish)
+        utility = _chunked(driver, "evaluate", UTILITY, technique, (release, data, workload), executor, finish)
         if utility is not None:
             return privacy, utility
     if shared is None:  # the call the Prefect task of this name takes

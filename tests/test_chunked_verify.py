@@ -1,4 +1,4 @@
-"""butterfly / union-qid, anatomy and serial verify in chunks (the technique's split("verify")
+"""butterfly / union-qid, anatomy and serial verify in chunks (the technique's split_verify
 plan, mapped on the run's executor): every PrivacyResult, worst case
 included, is the one-pass computation's whatever the number of chunks, the order they ran in, or
 the runner (Prefect's threads, a Dask LocalCluster of 2 worker processes).
@@ -20,6 +20,7 @@ import pytest
 
 from privpub.schemas.spec import spec_from_dict
 from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import VERIFY
 from privpub.tasks.core.types import PrivacyResult, Release
 from privpub.tasks.demo_data import census
 from privpub.tasks.techniques.butterfly.multi_qid import multi_qid_anonymity
@@ -51,7 +52,7 @@ def _release(toml: str, frame: pd.DataFrame, seed: int = 5, extra: dict | None =
 def _chunked(tech, release: Release, context: dict, chunk_rows: int, reverse: bool) -> list[PrivacyResult]:
     """The flow's three steps by hand, the chunks run last to first when `reverse`."""
     tech.spec.run.chunk_rows = chunk_rows
-    plan = tech.plan("verify", release, context)
+    plan = VERIFY.plan(tech, release, context)
     if plan is None:
         assert chunk_rows >= ROWS
         return tech.verify(release, context)
@@ -201,7 +202,7 @@ def test_serial_chunks_give_the_one_chunk_results(serial_releases, case, chunk_r
     release, context = cases[case]
     tech.spec.run.chunk_rows = ROWS
     expected = tech.verify(release, context)
-    assert tech.plan("verify", release, context) is None
+    assert VERIFY.plan(tech, release, context) is None
     names = [r.model for r in expected]
     assert names[:2] == ["serial-global", "serial-localized"] and all(r.passed for r in expected)
     assert _chunked(tech, release, context, chunk_rows, reverse) == expected

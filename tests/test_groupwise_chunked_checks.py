@@ -23,6 +23,7 @@ from privpub.flows.publish import publish
 from privpub.schemas.spec import load_spec, spec_from_dict
 from privpub.state.store import Store
 from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import VERIFY
 from privpub.tasks.core.types import Release
 from privpub.tasks.demo_data import CENSUS_QI, census
 from privpub.tasks.techniques.ambiguity.association import ambiguity_association, priview_association
@@ -58,7 +59,7 @@ def shuffled(release: Release, seed: int) -> Release:
 def chunked(tech, release: Release, chunk_rows: int, seed: int):
     """The flow's path: plan, the chunks in a random order, combine."""
     tech.spec.run.chunk_rows = chunk_rows
-    plan = tech.plan("verify", release, {}) or tech.split("verify", release, {})  # None: one chunk
+    plan = VERIFY.plan(tech, release, {}) or tech.split_verify(release, {})  # None: one chunk
     order = np.random.default_rng(seed).permutation(len(plan.chunks))
     results = [plan.run(plan.chunks[i]) for i in order]
     return plan, plan.combine(results), results
@@ -114,8 +115,8 @@ def test_a_release_of_at_most_chunk_rows_is_checked_in_one_step(census_release):
     tech, release = census_release
     tech.params = tech.params.model_copy(update={"alpha": Fraction(1, 4), "beta": Fraction(1, 10)})
     tech.spec.run.chunk_rows = sum(t.num_rows for t in release.tables.values())
-    assert tech.plan("verify", release, {}) is None
-    assert len(tech.split("verify", release, {}).chunks) == 1
+    assert VERIFY.plan(tech, release, {}) is None
+    assert len(tech.split_verify(release, {}).chunks) == 1
     assert tech.verify(release, {}) == one_step(tech, release)
 
 
@@ -205,7 +206,7 @@ def test_chunks_on_a_local_cluster_of_two_workers(census_release):
     tech, release = census_release
     tech.params = tech.params.model_copy(update={"alpha": Fraction(1, 4), "beta": Fraction(1, 10)})
     tech.spec.run.chunk_rows = 500
-    plan = tech.plan("verify", release, {})
+    plan = VERIFY.plan(tech, release, {})
     with (
         LocalCluster(
             n_workers=2,

@@ -16,6 +16,7 @@ from privpub.flows.publish import publish
 from privpub.schemas.spec import load_spec
 from privpub.state.store import Store
 from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import UTILITY, VERIFY
 from privpub.tasks.demo_data import census
 from privpub.tasks.evaluate import evaluation_workload, utility_summary
 from privpub.tasks.techniques.muco import delta_probability as dp
@@ -69,7 +70,7 @@ def test_any_layout_and_order_gives_the_one_step_figures(folder, reference, monk
     monkeypatch.setattr(muco, "UTILITY_CHUNKS", n_chunks)
     tech, data, release = _release(folder)
     context = {"data": data}
-    plan = tech.plan("verify", release, context)
+    plan = VERIFY.plan(tech, release, context)
     assert len(plan.chunks) == 1 + min(n_chunks, 2 ** len(data.qi_names) - 1)  # verdicts, subsets
     results = [plan.run(c) for c in reversed(plan.chunks)][::-1]  # run last to first
     privacy = plan.combine(results)
@@ -77,7 +78,7 @@ def test_any_layout_and_order_gives_the_one_step_figures(folder, reference, monk
     assert {r.model: (r.value, r.passed) for r in tech.verify(release, context)} == reference[0]
 
     workload = evaluation_workload(data)
-    plan = tech.plan("utility", release, data, workload)
+    plan = UTILITY.plan(tech, release, data, workload)
     assert len(plan.chunks) >= 2  # counts and ILoss are separate pieces
     # as sent to a worker: a run of rows travels as its own bytes, not the whole table's buffers
     sent = [pickle.loads(pickle.dumps(c, protocol=5)) for c in plan.chunks]
@@ -92,7 +93,7 @@ def test_any_layout_and_order_gives_the_one_step_figures(folder, reference, monk
 
 def test_verify_without_the_data_gives_the_verdicts_only(folder, reference):
     tech, _, release = _release(folder)
-    assert len(tech.plan("verify", release, {}).chunks) == 1
+    assert len(VERIFY.plan(tech, release, {}).chunks) == 1
     verdicts = {r.model: (r.value, r.passed) for r in tech.verify(release, {})}
     assert verdicts == {k: v for k, v in reference[0].items() if "disclosure" not in k}
     assert all(passed for _, passed in verdicts.values())
@@ -103,8 +104,8 @@ def test_a_release_of_at_most_chunk_rows_is_checked_and_evaluated_in_one_step(fo
 
     tech, data, release = _release(folder)
     tech.params = tech.params.model_copy(update={"chunk_rows": ROWS})
-    assert tech.plan("verify", release, {"data": data}) is None
-    assert tech.plan("utility", release, data, evaluation_workload(data)) is None
+    assert VERIFY.plan(tech, release, {"data": data}) is None
+    assert UTILITY.plan(tech, release, data, evaluation_workload(data)) is None
     assert {r.model: (r.value, r.passed) for r in tech.verify(release, {"data": data})} == reference[0]
     assert evaluate(tech, release, data) == reference[1]
 

@@ -22,6 +22,7 @@ from privpub.schemas.errors import SpecError
 from privpub.schemas.spec import load_spec, spec_from_dict
 from privpub.state.store import Store
 from privpub.tasks.core.microdata import Microdata
+from privpub.tasks.core.technique import ANONYMIZE
 from privpub.tasks.demo_data import census
 from privpub.tasks.techniques.muco.technique import chunk_bounds
 from privpub.tasks.techniques.registry import get_technique
@@ -80,7 +81,7 @@ def test_same_release_in_process_threads_and_direct(prefect_server, tmp_path, fr
     assert len(table_a) == len(frame)
 
     tech, data, part, rng = _direct_release(a, 21)
-    plan = tech.plan("anonymize", data, part, np.random.default_rng(0))
+    plan = ANONYMIZE.plan(tech, data, part, np.random.default_rng(0))
     assert len(plan.chunks) >= 3  # the test is about several chunks
     direct = tech.anonymize(data, part, rng)
     pd.testing.assert_frame_equal(direct.tables["table"].to_pandas(), table_a)
@@ -89,7 +90,7 @@ def test_same_release_in_process_threads_and_direct(prefect_server, tmp_path, fr
 def test_chunk_order_does_not_matter(frame, tmp_path):
     folder = _folder(tmp_path, "order", frame)
     tech, data, part, rng = _direct_release(folder, 3)
-    plan = tech.plan("anonymize", data, part, rng)
+    plan = ANONYMIZE.plan(tech, data, part, rng)
     results = [plan.run(c) for c in reversed(plan.chunks)][::-1]
     shuffled = plan.combine(results)
     tech, data, part, rng = _direct_release(folder, 3)

@@ -10,15 +10,23 @@ differs is a hook or its `capabilities`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar
 
 import numpy as np
 
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.params import TechniqueParams, read_params
-from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release, VerifyContext
+from privpub.tasks.core.types import (
+    ChunkPlan,
+    Partition,
+    PriorContext,
+    PrivacyResult,
+    Release,
+    UtilityEstimate,
+    VerifyContext,
+)
 
 
 @dataclass(frozen=True)
@@ -49,12 +57,19 @@ class Capabilities:
     # draws its published values at random (not only their order): a second release of the same
     # data with fresh randomness would let an adversary average it out (flows/pipeline.refuse_repeat)
     randomized: bool = False
-    # the steps (STEPS) whose work splits into independent pieces (Technique.split)
-    chunked: frozenset[str] = frozenset()
+    # the steps (CHUNKED_STEPS' names) whose work splits into independent pieces: derived from the
+    # split hooks the class overrides (Technique.__init_subclass__), not an argument
+    chunked: frozenset[str] = field(default=frozenset(), init=False)
     # in plain words, for the report: which risk the technique reduces and which it does not,
     # when its identity figures are not computed (QIs published unchanged or perturbed) or need
     # a caveat (docs/risk.md). None: both kinds of figure are read from its published table.
     risk_note: str | None = None
+
+    def chunking(self, steps: frozenset[str]) -> Capabilities:
+        """This record with `chunked` = steps (the one place it is set: Technique.__init_subclass__)."""
+        record = replace(self)
+        object.__setattr__(record, "chunked", steps)  # frozen, and not an argument
+        return record
 
 
 @dataclass(frozen=True)
@@ -120,9 +135,8 @@ class Technique:
         raise NotImplementedError
 
     def anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
-        """A technique that chunks its anonymize step (chunked) needs not override this."""
-        release: Release = self._chunks_here("anonymize", data, part, rng)
-        return release
+        """A technique that splits its anonymize step (split_anonymize) needs not override this."""
+        return self.split_anonymize(data, part, rng).execute()
 
     def verify(self, release: Release, context: VerifyContext) -> list[PrivacyResult]:
         """Privacy of the release as an adversary sees it (published tables + public knowledge).
@@ -131,58 +145,54 @@ class Technique:
         for measured figures such as disclosure rates, never for a pass/fail decision, which
         must follow from the published tables (plus the release's private metadata and
         context.prior, the technique's history) alone (tasks/core/types.py VerifyContext). A
-        technique that chunks its verify step (chunked) needs not override this."""
-        results: list[PrivacyResult] = self._chunks_here("verify", release, context)
-        return results
+        technique that splits its verify step (split_verify) needs not override this."""
+        return self.split_verify(release, context).execute()
 
     def estimate_counts(self, release: Release, workload: Any) -> np.ndarray:
         """Estimated answers of the shared count-query workload, from the published tables."""
         raise NotImplementedError
 
     # --- optional: a step as independent chunks -------------------------------------------
-    # A technique lists in `capabilities.chunked` the steps (STEPS) whose work splits into independent pieces
-    # and returns them from `split`; `plan` gives the flow that ChunkPlan (None: the step runs in
-    # one piece), the flow maps plan.run over plan.chunks on the run's executor
-    # (tasks/core/executor.py) and calls plan.combine in its own process. The output must not
-    # depend on the chunk layout, the executor or the order the chunks ran in, and must be that
-    # of the one-piece step: a chunk drawing random numbers takes a generator spawned for it in
-    # `split`, never a shared one.
-    def split(self, step: str, *inputs: Any) -> ChunkPlan:
-        """The chunks of `step` (one of `chunked`), inputs as listed in STEPS."""
-        raise NotImplementedError(f"technique '{self.name}' does not split its {step} step")
+    # A technique whose work in a step splits into independent pieces overrides that step's
+    # split hook (split_anonymize, split_verify, split_utility), which returns the step as a
+    # ChunkPlan; `capabilities.chunked` names the steps whose hook it overrides. The flow maps
+    # plan.run over plan.chunks on the run's executor (tasks/core/executor.py) and calls
+    # plan.combine in its own process (ChunkedStep below: the table it asks through). The output
+    # must not depend on the chunk layout, the executor or the order the chunks ran in, and must
+    # be that of the one-piece step: a chunk drawing random numbers takes a generator spawned for
+    # it in the split hook, never a shared one.
+    def split_anonymize(
+        self, data: Microdata, part: Partition, rng: np.random.Generator
+    ) -> ChunkPlan[Any, Any, Release]:
+        """The anonymize step as chunks (then `anonymize` needs no override: it runs them here)."""
+        raise NotImplementedError(f"technique '{self.name}' does not split its anonymize step")
 
-    def one_piece(self, step: str, *inputs: Any) -> bool:
-        """True when this input is small enough for the flow to run the step in one piece (what
-        chunks would save is less than a task per chunk costs); the figures are the same."""
+    def split_verify(self, release: Release, context: VerifyContext) -> ChunkPlan[Any, Any, list[PrivacyResult]]:
+        """The verify step as chunks (then `verify` needs no override: it runs them here)."""
+        raise NotImplementedError(f"technique '{self.name}' does not split its verify step")
+
+    def split_utility(self, release: Release, data: Microdata, workload: Any) -> ChunkPlan[Any, Any, UtilityEstimate]:
+        """The utility step (estimate_counts of the workload and the utility figures) as chunks."""
+        raise NotImplementedError(f"technique '{self.name}' does not split its utility step")
+
+    def one_piece(self, release: Release) -> bool:
+        """True when this release is small enough for the flow to verify and evaluate it in one
+        piece (what chunks would save is less than a task per chunk costs); the figures are the
+        same. A split anonymize step always runs as its chunks."""
         return False
 
-    def plan(self, step: str, *inputs: Any) -> ChunkPlan | None:
-        """The chunks of `step` for the flow, or None: the step runs in one piece."""
-        if step not in self.capabilities.chunked or self.one_piece(step, *inputs):
-            return None
-        return self.split(step, *inputs)
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # the chunked steps are the split hooks the class overrides: said once, in code
+        chunked = frozenset(step.name for step in CHUNKED_STEPS if step.split_by(cls))
+        if chunked != cls.capabilities.chunked:
+            cls.capabilities = cls.capabilities.chunking(chunked)
 
-    def run_step(self, step: str, *inputs: Any, executor: Any = None) -> Any:
-        """`step` in one piece, or its chunks mapped on `executor` (None: here, one after the
-        other) and combined: a direct call and a flow run give the same output."""
-        plan = self.plan(step, *inputs)
-        if plan is not None:
-            return plan.execute(executor)
-        if step == "utility":
-            release, data, workload = inputs
-            return self.estimate_counts(release, workload), self.utility(release, data)
-        return getattr(self, step)(*inputs)
-
-    def _chunks_here(self, step: str, *inputs: Any) -> Any:
-        """The one-piece step of a chunked technique: its chunks one after the other, here."""
-        if step not in self.capabilities.chunked:
-            raise NotImplementedError
-        return self.split(step, *inputs).execute()
-
-    def prior_context(self, store: Any, spec: ReleaseSpec, before_sequence: int | None = None) -> dict[str, Any]:
+    def prior_context(self, store: Any, spec: ReleaseSpec, before_sequence: int | None = None) -> PriorContext:
         """What this technique needs from earlier releases of the series (and public lists),
         loaded from the store before partitioning; it is put in `data.extra` and passed to
-        `verify`. before_sequence: only releases before this one (re-verification)."""
+        `verify` (VerifyContext.prior). before_sequence: only releases before this one
+        (re-verification)."""
         return {}
 
     def commit_hook(self, release: Release) -> Callable[[Any, str, int], None] | None:
@@ -247,6 +257,80 @@ class Technique:
 def find_result(privacy: Sequence[PrivacyResult], model: str) -> PrivacyResult | None:
     """The first result of `model` among the privacy results (None: not computed)."""
     return next((r for r in privacy if r.model == model), None)
+
+
+# --- the chunked steps: how the flow asks a technique for a step's chunks ----------------------
+
+P = ParamSpec("P")
+OutT = TypeVar("OutT")
+
+
+@dataclass(frozen=True)
+class ChunkedStep(Generic[P, OutT]):
+    """A step a technique may split into chunks, typed by its inputs (P) and output.
+
+    name:    the step's name in `capabilities.chunked`
+    hook:    Technique's split hook of the step; a class splits the step when it overrides it
+    planner: the technique's ChunkPlan of the step for these inputs, or None when `one_piece`
+             says the step is cheaper whole
+    whole:   the step in one piece
+    """
+
+    name: str
+    hook: Callable[..., object]
+    planner: Callable[Concatenate[Technique, P], ChunkPlan[Any, Any, OutT] | None]
+    whole: Callable[Concatenate[Technique, P], OutT]
+
+    def split_by(self, cls: type[Technique]) -> bool:
+        """Whether the technique class overrides this step's split hook."""
+        return getattr(cls, self.hook.__name__) is not self.hook
+
+    def plan(self, technique: Technique, *args: P.args, **kwargs: P.kwargs) -> ChunkPlan[Any, Any, OutT] | None:
+        """The step's chunks for the flow, or None: the step runs whole."""
+        if self.name not in technique.capabilities.chunked:
+            return None
+        return self.planner(technique, *args, **kwargs)
+
+    def run(self, technique: Technique, *args: P.args, **kwargs: P.kwargs) -> OutT:
+        """The step, whole or as its chunks one after the other, here: the same output."""
+        plan = self.plan(technique, *args, **kwargs)
+        return plan.execute() if plan is not None else self.whole(technique, *args, **kwargs)
+
+
+def _plan_anonymize(
+    technique: Technique, data: Microdata, part: Partition, rng: np.random.Generator
+) -> ChunkPlan[Any, Any, Release]:
+    return technique.split_anonymize(data, part, rng)
+
+
+def _plan_verify(
+    technique: Technique, release: Release, context: VerifyContext
+) -> ChunkPlan[Any, Any, list[PrivacyResult]] | None:
+    return None if technique.one_piece(release) else technique.split_verify(release, context)
+
+
+def _plan_utility(
+    technique: Technique, release: Release, data: Microdata, workload: Any
+) -> ChunkPlan[Any, Any, UtilityEstimate] | None:
+    return None if technique.one_piece(release) else technique.split_utility(release, data, workload)
+
+
+def _whole_anonymize(technique: Technique, data: Microdata, part: Partition, rng: np.random.Generator) -> Release:
+    return technique.anonymize(data, part, rng)
+
+
+def _whole_verify(technique: Technique, release: Release, context: VerifyContext) -> list[PrivacyResult]:
+    return technique.verify(release, context)
+
+
+def _whole_utility(technique: Technique, release: Release, data: Microdata, workload: Any) -> UtilityEstimate:
+    return UtilityEstimate(technique.estimate_counts(release, workload), technique.utility(release, data))
+
+
+ANONYMIZE = ChunkedStep("anonymize", Technique.split_anonymize, _plan_anonymize, _whole_anonymize)
+VERIFY = ChunkedStep("verify", Technique.split_verify, _plan_verify, _whole_verify)
+UTILITY = ChunkedStep("utility", Technique.split_utility, _plan_utility, _whole_utility)
+CHUNKED_STEPS: tuple[ChunkedStep[Any, Any], ...] = (ANONYMIZE, VERIFY, UTILITY)
 
 
 def unsupported(capabilities: Capabilities, name: str, spec: ReleaseSpec) -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -47,9 +47,14 @@ class Release:
 
     tables: Mapping[str, pa.Table]
     # a dict, not read-only: a technique's commit_hook moves its statistics out of it in place
-    # (serial), and the commit then stores what is left
+    # (serial), and the commit then stores what is left (why it stays so: docs/ARCHITECTURE.md)
     private: dict[str, Any] = field(default_factory=dict)
     info: Mapping[str, Any] = field(default_factory=dict)
+
+
+# a technique's state from earlier releases of its series (Technique.prior_context), keyed by the
+# technique's own names: read-only to the steps that receive it (data.extra, VerifyContext.prior)
+PriorContext = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,7 @@ class VerifyContext(Mapping[str, Any]):
     """
 
     data: Microdata | None = None
-    prior: Mapping[str, Any] = field(default_factory=dict)
+    prior: PriorContext = field(default_factory=dict)
     stored: Mapping[str, Any] | None = None
 
     @classmethod
@@ -94,16 +99,16 @@ class VerifyContext(Mapping[str, Any]):
         return sum(1 for _ in self)
 
 
-# the steps a technique may cut into chunks, and what `Technique.plan` takes for each:
-#   "anonymize": (data, part, rng) -> Release
-#   "verify":    (release, context) -> list[PrivacyResult]
-#   "utility":   (release, data, workload) -> (estimate_counts of the workload, utility() figures)
-STEPS = ("anonymize", "verify", "utility")
+ChunkT = TypeVar("ChunkT")
+PieceT = TypeVar("PieceT")
+OutT = TypeVar("OutT")
 
 
 @dataclass
-class ChunkPlan:
-    """A step split into independent pieces: `combine(executor.map(run, chunks))` is the step's output.
+class ChunkPlan(Generic[ChunkT, PieceT, OutT]):
+    """A step split into independent pieces: `combine(executor.map(run, chunks))` is the step's
+    output. Typed by its chunk, what `run` gives for one chunk, and the step's output
+    (`ChunkPlan[Any, Any, Release]` for anonymize: tasks/core/technique.py ChunkedStep).
 
     chunks:  one picklable input per piece; a piece may run in another process (a Dask worker),
              so it must not need anything outside its chunk
@@ -112,14 +117,22 @@ class ChunkPlan:
     combine: the results in chunk order -> the step's output; runs in the calling process
     """
 
-    chunks: list[Any]
-    run: Callable[[Any], Any]
-    combine: Callable[[list[Any]], Any]
+    chunks: list[ChunkT]
+    run: Callable[[ChunkT], PieceT]
+    combine: Callable[[list[PieceT]], OutT]
 
-    def execute(self, executor: Any = None) -> Any:
+    def execute(self, executor: Any = None) -> OutT:
         """The step's output, the chunks mapped on `executor` (None: one after the other, here)."""
         results = executor.map(self.run, self.chunks) if executor is not None else [self.run(c) for c in self.chunks]
         return self.combine(results)
+
+
+class UtilityEstimate(NamedTuple):
+    """The utility step's output (whole: Technique.estimate_counts and Technique.utility; or its
+    chunks combined, Technique.split_utility)."""
+
+    estimate: np.ndarray  # the estimated answers of the shared count workload
+    figures: dict[str, float]  # the technique's own utility figures
 
 
 def chunk_bounds(sizes: np.ndarray, chunk_rows: int) -> np.ndarray:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.technique import UTILITY, Technique
 from privpub.tasks.core.types import Release
 from privpub.tasks.evaluate.counting import count_in_microdata
 from privpub.tasks.evaluate.metrics import error_by_selectivity, group_size_stats
@@ -42,7 +42,7 @@ def evaluate(
     `shared`: drawn and answered already). Rows kept in parts (data.in_parts) are evaluated by
     tasks/evaluate/parted.py::evaluate_on_cluster."""
     workload = evaluation_workload(data, workload_seed, per_band) if shared is None else shared.queries
-    estimate, figures = technique.run_step("utility", release, data, workload)
+    estimate, figures = UTILITY.run(technique, release, data, workload)
     actual = None if shared is None else shared.actual
     return utility_summary(technique, release, data, workload, estimate, figures, actual)
 

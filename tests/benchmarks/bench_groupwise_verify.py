@@ -27,6 +27,7 @@ def peak_rss_mib() -> float:
 def main(rows: int, chunk_rows: int) -> None:
     from distributed import Client, LocalCluster
 
+    from privpub.tasks.core.technique import VERIFY
     from privpub.tasks.demo_data import CENSUS_QI, census
     from tests.helpers import release_of, technique_and_data
 
@@ -52,7 +53,7 @@ def main(rows: int, chunk_rows: int) -> None:
             local_run, local_wall, local_cpu = timed(lambda: tech.verify(release, {}))
 
             def on_cluster():
-                plan = tech.plan("verify", release, {})
+                plan = VERIFY.plan(tech, release, {})
                 results = client.gather(client.map(plan.run, plan.chunks, pure=False))
                 return plan, plan.combine(results)
 

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from privpub.schemas.spec import ReleaseSpec
-from privpub.tasks.core.types import ChunkPlan, PrivacyResult, Release, chunk_bounds
+from privpub.tasks.core.types import ChunkPlan, PrivacyResult, Release, VerifyContext, chunk_bounds
 
 
 @dataclass
@@ -105,11 +105,11 @@ def combine_figures(results: list[list[Worst]]) -> list[PrivacyResult]:
 
 
 class GroupChunkedVerify:
-    """Technique's verify hooks for a per-group verifier. A subclass names the tables its
-    verifier reads (`verified_tables`) and checks one chunk (`check_chunk` -> [Worst] per
-    figure); `verify` runs the chunks one after the other, so `privpub verify` and the flow
-    (chunks on the task runner) go through the same code. A release of at most `[run]
-    chunk_rows` published rows is checked in one step by the flow (no chunk tasks)."""
+    """Technique's verify hooks (split_verify, one_piece) for a per-group verifier. A subclass
+    names the tables its verifier reads (`verified_tables`) and checks one chunk (`check_chunk`
+    -> [Worst] per figure); `verify` runs the chunks one after the other, so `privpub verify`
+    and the flow (chunks on the task runner) go through the same code. A release of at most
+    `[run] chunk_rows` published rows is checked in one step by the flow (no chunk tasks)."""
 
     spec: ReleaseSpec  # set by the Technique it is mixed into
 
@@ -119,11 +119,13 @@ class GroupChunkedVerify:
     def check_chunk(self, chunk: GroupChunk) -> list[Worst]:
         raise NotImplementedError
 
-    def one_piece(self, step: str, release: Release, *_: Any) -> bool:
+    def one_piece(self, release: Release) -> bool:
         tables = self.verified_tables(release)
         rows: int = sum(t.num_rows for t in tables.values())  # pyarrow is untyped
         return rows <= self.spec.run.chunk_rows
 
-    def split(self, step: str, release: Release, context: dict[str, Any]) -> ChunkPlan:
+    def split_verify(
+        self, release: Release, context: VerifyContext
+    ) -> ChunkPlan[GroupChunk, list[Worst], list[PrivacyResult]]:
         chunks = split_by_groups(self.verified_tables(release), self.spec.run.chunk_rows)
         return ChunkPlan(chunks, self.check_chunk, combine_figures)

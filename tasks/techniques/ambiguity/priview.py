@@ -29,10 +29,9 @@ import pyarrow as pa
 from privpub.schemas.errors import SpecError
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.microdata import Microdata
-from privpub.tasks.core.technique import Capabilities, Description, Technique, find_result
+from privpub.tasks.core.technique import Capabilities, Description, Technique
 from privpub.tasks.core.types import Partition, PrivacyResult, Release
 from privpub.tasks.evaluate.workload import CountQuery, RangeCond, SetCond, exact_answers, make_workload
-from privpub.tasks.report.figures import fmt
 from privpub.tasks.risk import st_attribute_risk
 from privpub.tasks.techniques.ambiguity.association import priview_association_part
 from privpub.tasks.techniques.ambiguity.group_chunks import GroupChunk, GroupChunkedVerify, Worst
@@ -44,6 +43,7 @@ from privpub.tasks.techniques.ambiguity.technique import (
     GidIndex,
     column_np,
     condition_mask,
+    describe_groups,
     dictionary_codes,
     diversity,
     gid_column,
@@ -338,8 +338,6 @@ class PriView(GroupChunkedVerify, Technique):
     params: PriViewParams
     table_names = ("AT", "ST")
     capabilities = Capabilities(
-        # verify in runs of whole groups (group_chunks.GroupChunkedVerify)
-        chunked=frozenset({"verify"}),
         randomized=True,  # its groups are drawn at random
         risk_note=(
             "PriView publishes all but one quasi-identifier unchanged (AT, a row per person) and the "
@@ -428,24 +426,10 @@ class PriView(GroupChunkedVerify, Technique):
         return counts
 
     def describe(self, privacy: Sequence[PrivacyResult], sensitive: str) -> Description:
-        al, be = find_result(privacy, "alpha-presence"), find_result(privacy, "beta-association")
-        return Description(
-            sentences=(
-                "The release publishes all quasi-identifiers but one unchanged (table AT), the last beside the sensitive values (ST), and the "
-                f"{sensitive} values only per group (table ST)"
-                + (
-                    f": the probability of telling that a person is in the data at all is at most "
-                    f"{fmt(al.threshold)} (alpha-presence {fmt(al.value)})"
-                    if al
-                    else ""
-                )
-                + (
-                    f", and of naming their {sensitive} value at most {fmt(be.threshold)} "
-                    f"(beta-association {fmt(be.value)})"
-                    if be
-                    else ""
-                ),
-            )
+        return describe_groups(
+            "all quasi-identifiers but one unchanged (table AT), the last beside the sensitive values (ST)",
+            privacy,
+            sensitive,
         )
 
     def attribute_risk(self, release: Release) -> float | None:

@@ -347,8 +347,6 @@ class Ambiguity(GroupChunkedVerify, Technique):
     Params = AmbiguityParams
     params: AmbiguityParams
     capabilities = Capabilities(
-        # verify in runs of whole groups (group_chunks.GroupChunkedVerify)
-        chunked=frozenset({"verify"}),
         randomized=True,  # its groups are drawn at random
         risk_note=(
             "Ambiguity publishes each quasi-identifier's values unchanged (one AT table per QI) but "
@@ -412,24 +410,10 @@ class Ambiguity(GroupChunkedVerify, Technique):
         return np.bincount(inv, weights=column_np(st, "count")).astype(np.int64)
 
     def describe(self, privacy: Sequence[PrivacyResult], sensitive: str) -> Description:
-        al, be = find_result(privacy, "alpha-presence"), find_result(privacy, "beta-association")
-        return Description(
-            sentences=(
-                "The release publishes each quasi-identifier's values unchanged in a table of its own (AT_<column>), not their combinations, and the "
-                f"{sensitive} values only per group (table ST)"
-                + (
-                    f": the probability of telling that a person is in the data at all is at most "
-                    f"{fmt(al.threshold)} (alpha-presence {fmt(al.value)})"
-                    if al
-                    else ""
-                )
-                + (
-                    f", and of naming their {sensitive} value at most {fmt(be.threshold)} "
-                    f"(beta-association {fmt(be.value)})"
-                    if be
-                    else ""
-                ),
-            )
+        return describe_groups(
+            "each quasi-identifier's values unchanged in a table of its own (AT_<column>), not their combinations",
+            privacy,
+            sensitive,
         )
 
     def attribute_risk(self, release: Release) -> float | None:
@@ -448,6 +432,30 @@ class Ambiguity(GroupChunkedVerify, Technique):
         }
         out["ST"] = sensitive_table_schema([ds.sensitive])
         return out
+
+
+def describe_groups(tables: str, privacy: Sequence[PrivacyResult], sensitive: str) -> Description:
+    """The report's words of an Ambiguity or PriView release: what its tables publish of the
+    quasi-identifiers (`tables`), the sensitive values only per group, and the alpha-presence
+    and beta-association figures when computed."""
+    al, be = find_result(privacy, "alpha-presence"), find_result(privacy, "beta-association")
+    return Description(
+        sentences=(
+            f"The release publishes {tables}, and the {sensitive} values only per group (table ST)"
+            + (
+                f": the probability of telling that a person is in the data at all is at most "
+                f"{fmt(al.threshold)} (alpha-presence {fmt(al.value)})"
+                if al
+                else ""
+            )
+            + (
+                f", and of naming their {sensitive} value at most {fmt(be.threshold)} "
+                f"(beta-association {fmt(be.value)})"
+                if be
+                else ""
+            ),
+        )
+    )
 
 
 def gid_column() -> pa_schema.Column:

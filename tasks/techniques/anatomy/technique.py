@@ -33,7 +33,7 @@ from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.compact_table import CompactTable
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import Capabilities, Description, Technique, find_result
-from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release
+from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release, VerifyContext
 from privpub.tasks.evaluate.counting import QueryAnswers, arrow_codes, arrow_plain_column
 from privpub.tasks.evaluate.workload import ColumnIndex, RangeCond, SetCond
 from privpub.tasks.report.figures import fmt
@@ -274,7 +274,6 @@ class Anatomy(Technique):
     table_names = ("QIT", "ST")
     capabilities = Capabilities(
         many_rows_per_person=True,  # groups of people, counted in people (anatomy_people_groups)
-        chunked=frozenset({"verify"}),
         randomized=True,  # its groups are drawn at random
         risk_note=(
             "Anatomy publishes every quasi-identifier value unchanged (QIT): identity disclosure, "
@@ -327,12 +326,14 @@ class Anatomy(Technique):
         info = {"groups": int(part.n_groups), "min_group": int(part.sizes.min()), "max_group": int(part.sizes.max())}
         return Release({"QIT": pa.table(qit), "ST": pa.Table.from_pandas(st, preserve_index=False)}, private, info)
 
-    def one_piece(self, step: str, release: Release, *_: Any) -> bool:
+    def one_piece(self, release: Release) -> bool:
         """One verify step for a QIT of at most chunk_rows rows."""
         rows: int = release.tables["QIT"].num_rows  # pyarrow is untyped
         return rows <= self.spec.run.chunk_rows
 
-    def split(self, step: str, release: Release, context: dict[str, Any]) -> ChunkPlan:
+    def split_verify(
+        self, release: Release, context: VerifyContext
+    ) -> ChunkPlan[AnatomyChunk, dict[str, Any], list[PrivacyResult]]:
         chunks = anatomy_chunks(release, self.spec.dataset.sensitive, self.spec.run.chunk_rows)
         return ChunkPlan(chunks, anatomy_chunk_figures, partial(anatomy_results, l=self.params.l))
 

@@ -24,7 +24,7 @@ from privpub.schemas.published import generalized_table_schema
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import RANGES, Capabilities, Description, Technique
-from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release
+from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release, VerifyContext
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
 from privpub.tasks.evaluate.metrics import uncertainty_penalty
 from privpub.tasks.evaluate.workload import CountQuery
@@ -34,7 +34,7 @@ from privpub.tasks.techniques.butterfly import multi_qid
 from privpub.tasks.techniques.butterfly.core import Assignment, Points, butterflies, layout
 from privpub.tasks.techniques.butterfly.params import MultiQIDParams
 from privpub.tasks.techniques.registry import register
-from privpub.tasks.verify.class_chunks import class_partials
+from privpub.tasks.verify.class_chunks import ClassChunk, class_partials
 from privpub.tasks.verify.published import class_profile, qi_columns
 
 
@@ -44,9 +44,6 @@ class _MultiQID(Technique):
     Params = MultiQIDParams
     params: MultiQIDParams
     capabilities = Capabilities(
-        # verify: every QID's classes counted in runs of `[run] chunk_rows` published rows (verify
-        # chunks on the task runner), added up per class in the flow (tasks/verify/multi_qid.py)
-        chunked=frozenset({"verify"}),
         risk_note=(
             "The figures assume an adversary who knows every quasi-identifier, more than any one "
             "QID the technique protects: the highest prosecutor risk can therefore exceed 1/k of a "
@@ -70,12 +67,16 @@ class _MultiQID(Technique):
         if data.n < self.params.k:
             raise ValueError(f"k = {self.params.k} is larger than the table ({data.n} rows)")
 
-    def one_piece(self, step: str, release: Release, *_: Any) -> bool:
+    def one_piece(self, release: Release) -> bool:
         """One verify step for a table of at most chunk_rows rows."""
         rows: int = release.tables["table"].num_rows  # pyarrow is untyped
         return rows <= self.spec.run.chunk_rows
 
-    def split(self, step: str, release: Release, context: dict[str, Any]) -> ChunkPlan:
+    def split_verify(
+        self, release: Release, context: VerifyContext
+    ) -> ChunkPlan[ClassChunk, list[pa.Table], list[PrivacyResult]]:
+        """Every QID's classes counted in runs of `[run] chunk_rows` published rows (verify chunks
+        on the task runner), added up per class in the flow (multi_qid.py)."""
         table = release.tables["table"]
         checks = multi_qid.multi_qid_checks(table, self.params.qids, self.params.k, self.params.k_prime, self.union)
         chunks = multi_qid.multi_qid_plan(table, checks, self.spec.run.chunk_rows)

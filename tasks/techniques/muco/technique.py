@@ -13,7 +13,7 @@
    The output tables and the row mapping are private metadata for the verifier.
 
 Steps 2-4 are independent per group: they run per chunk of consecutive groups (Technique's
-split("anonymize"), a ChunkPlan), each chunk with its own generator spawned from
+split_anonymize, a ChunkPlan), each chunk with its own generator spawned from
 the release's seed sequence, so the flow can map them over a Dask task runner and the release is
 the same on every runner. Step 5 (the shuffle and the tables) combines them in the flow process.
 """
@@ -38,7 +38,15 @@ from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.compact_table import CompactTable
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import Capabilities, Description, Technique, find_result
-from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release, chunk_bounds
+from privpub.tasks.core.types import (
+    ChunkPlan,
+    Partition,
+    PrivacyResult,
+    Release,
+    UtilityEstimate,
+    VerifyContext,
+    chunk_bounds,
+)
 from privpub.tasks.evaluate.counting import count_in_table
 from privpub.tasks.evaluate.workload import ColumnIndex, RangeCond, SetCond
 from privpub.tasks.partition.mondrian import mondrian_partition
@@ -240,10 +248,6 @@ class MuCo(Technique):
     params: MuCoParams
     table_names = ("table",)
     capabilities = Capabilities(
-        # every step in chunks: anonymize always (a chunk per run of whole QI-groups), verify and
-        # evaluate unless the release is small (one_piece); the base class runs `anonymize` and
-        # `verify` as these chunks one after the other
-        chunked=frozenset({"anonymize", "verify", "utility"}),
         randomized=True,  # its published QI values are drawn at random
         risk_note=(
             "MuCo publishes every record with its quasi-identifiers perturbed within its group (each "
@@ -274,15 +278,17 @@ class MuCo(Technique):
             raise MuCoError(f"MuCo cannot partition this table: {exc}") from exc
         return part
 
-    def split(self, step: str, *inputs: Any) -> ChunkPlan:
-        plan: ChunkPlan = getattr(self, f"_split_{step}")(*inputs)
-        return plan
-
-    def one_piece(self, step: str, *inputs: Any) -> bool:
+    # every step in chunks: anonymize always (a chunk per run of whole QI-groups), verify and
+    # evaluate unless the release is small (one_piece); the base class runs `anonymize` and
+    # `verify` as these chunks one after the other
+    def one_piece(self, release: Release) -> bool:
         """A release of at most chunk_rows rows is checked and evaluated in one step each."""
-        return step != "anonymize" and inputs[0].tables["table"].num_rows <= self.params.chunk_rows
+        rows: int = release.tables["table"].num_rows  # pyarrow is untyped
+        return rows <= self.params.chunk_rows
 
-    def _split_anonymize(self, data: Microdata, part: Partition, rng: np.random.Generator) -> ChunkPlan:
+    def split_anonymize(
+        self, data: Microdata, part: Partition, rng: np.random.Generator
+    ) -> ChunkPlan[MuCoChunk, MuCoChunkResult, Release]:
         need = min_group_size(self.params.delta)
         sizes = part.sizes
         if (sizes < need).any():
@@ -360,11 +366,13 @@ class MuCo(Technique):
         }
         return Release({"table": table}, private, info)
 
-    def _split_verify(self, release: Release, context: dict[str, Any]) -> ChunkPlan:
+    def split_verify(
+        self, release: Release, context: VerifyContext
+    ) -> ChunkPlan[VerdictChunk | DisclosureChunk, list[Any], list[PrivacyResult]]:
         """The verdicts (one chunk), and with the original data (context["data"]) the Section 5.1
         figures in runs of QI subsets."""
         verdicts = verdict_chunk(release, self.spec)
-        data = (context or {}).get("data")
+        data = VerifyContext.of(context).data  # a plain mapping or None too (direct calls)
         if data is None:
             return ChunkPlan([verdicts], verify_piece, partial(_combine_verify, None))
         figures, subsets = disclosure_chunks(release, data)
@@ -388,7 +396,9 @@ class MuCo(Technique):
         """Figures the shared count workload does not cover (the flow may merge them)."""
         return {"iloss": iloss(release, data)}
 
-    def _split_utility(self, release: Release, data: Microdata, workload: Any) -> ChunkPlan:
+    def split_utility(
+        self, release: Release, data: Microdata, workload: Any
+    ) -> ChunkPlan[CountChunk | ILossChunk, Any, UtilityEstimate]:
         """The workload's counts over runs of published rows (integer counts: their sum is the
         whole table's), and ILoss per run of QIs (each QI's cells whole, so the mean is the same
         sum in the same order)."""
@@ -456,13 +466,13 @@ def utility_piece(chunk: CountChunk | ILossChunk) -> np.ndarray | list[np.ndarra
     return count_chunk(chunk) if isinstance(chunk, CountChunk) else [iloss_cells(*c) for c in chunk.qis]
 
 
-def _combine_utility(queries: int, n_counts: int, results: list[Any]) -> tuple[np.ndarray, dict[str, float]]:
+def _combine_utility(queries: int, n_counts: int, results: list[Any]) -> UtilityEstimate:
     """results: n_counts count arrays, then each ILoss chunk's list of cells (utility_piece's outputs)."""
     estimate = np.zeros(queries)
     for counts in results[:n_counts]:
         estimate = estimate + counts
     losses = [cells for r in results[n_counts:] for cells in r]
-    return estimate, {"iloss": float(np.mean(np.column_stack(losses)))}
+    return UtilityEstimate(estimate, {"iloss": float(np.mean(np.column_stack(losses)))})
 
 
 def publish_table(data: Microdata, codes: np.ndarray, perm: np.ndarray) -> pa.Table:

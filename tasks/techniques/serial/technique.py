@@ -46,7 +46,7 @@ from privpub.schemas.spec import ReleaseSpec
 from privpub.state.store import Store
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import RANGES, Capabilities, Description, Technique, find_result
-from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release
+from privpub.tasks.core.types import ChunkPlan, Partition, PriorContext, PrivacyResult, Release, VerifyContext
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
 from privpub.tasks.report.figures import fmt
 from privpub.tasks.techniques.registry import register
@@ -61,8 +61,8 @@ from privpub.tasks.techniques.serial.publish import generalize, published_tables
 from privpub.tasks.verify.published import qi_columns
 
 
-def pair_source(source: dict[str, Any]) -> pairs.PairSource | None:
-    """Where the committed series' pairs are read from, given a data.extra / verify context dict:
+def pair_source(source: PriorContext) -> pairs.PairSource | None:
+    """Where the committed series' pairs are read from, given data.extra or a verify context:
     the state database (`serial_lookup`), or in memory the aggregate carried
     (`serial_aggregate`) or rebuilt from the history rows (`serial_stats`)."""
     if source.get("serial_lookup") is not None:
@@ -75,7 +75,7 @@ def pair_source(source: dict[str, Any]) -> pairs.PairSource | None:
     return None
 
 
-def next_release_number(source: dict[str, Any]) -> int:
+def next_release_number(source: PriorContext) -> int:
     if source.get("serial_release") is not None:
         return int(source["serial_release"])
     hist = source.get("serial_stats")
@@ -108,11 +108,6 @@ class SerialTechnique(Technique):
     capabilities = Capabilities(
         uses_history=True,
         guards_series=True,  # the global guarantee is its series check (docs/series.md)
-        # The per-group half (localized guarantee, history rows) in runs of group ids of about
-        # `[run] chunk_rows` published rows (verify chunks on the task runner, tasks/verify/
-        # serial_groups.py); the global guarantee, which reads the series' pairs from the store, and
-        # the virtual members' check in the combine, in the flow.
-        chunked=frozenset({"verify"}),
         risk_note=(
             "The figures are this release's alone, its generalized table read like generalization's "
             "(a withheld sensitive value, published as null, is nobody's value in attribute-risk-max). "
@@ -133,7 +128,7 @@ class SerialTechnique(Technique):
         self.max_size = max(1000, int(np.ceil(5 * first))) if p.max_group_size is None else p.max_group_size
 
     # --- history from the store ---------------------------------------------------------------
-    def prior_context(self, store: Store, spec: ReleaseSpec, before_sequence: int | None = None) -> dict[str, Any]:
+    def prior_context(self, store: Store, spec: ReleaseSpec, before_sequence: int | None = None) -> PriorContext:
         """What the next release needs: a lookup of its people's pairs in serial_pairs and the
         series summary (both written in the previous commit transaction), the next release
         number, and the registration list when the spec names one. Re-verifying (before_sequence)
@@ -192,7 +187,7 @@ class SerialTechnique(Technique):
         keys = (data.extra or {}).get("serial_pseudonyms")
         return ids if keys is None else keys.of_numpy(ids)
 
-    def registration(self, source: dict[str, Any]) -> pd.DataFrame | None:
+    def registration(self, source: PriorContext) -> pd.DataFrame | None:
         """The registration list (data.extra / the verify context), its ids keyed as `person_keys`
         keys the release's, so that the two are compared like with like."""
         reg, keys = source.get("registration"), source.get("serial_pseudonyms")
@@ -446,12 +441,18 @@ class SerialTechnique(Technique):
         )
 
     # --- verify: from the published tables, membership and the committed history -------------
-    def one_piece(self, step: str, release: Release, *_: Any) -> bool:
+    def one_piece(self, release: Release) -> bool:
         """One verify step for a table of at most chunk_rows rows."""
         rows: int = release.tables["table"].num_rows  # pyarrow is untyped
         return rows <= self.spec.run.chunk_rows
 
-    def split(self, step: str, release: Release, context: dict[str, Any]) -> ChunkPlan:
+    def split_verify(
+        self, release: Release, context: VerifyContext
+    ) -> ChunkPlan[serial_groups.GroupRun, serial_groups.GroupFigures, list[PrivacyResult]]:
+        """The per-group half (localized guarantee, history rows) in runs of group ids of about
+        `[run] chunk_rows` published rows (verify chunks on the task runner, groups.py); the
+        global guarantee, which reads the series' pairs from the store, and the virtual members'
+        check in the combine, in the flow."""
         own = release
         release = self._with_own(release, context or {})
         chunks = serial_groups.group_chunks(
@@ -467,14 +468,14 @@ class SerialTechnique(Technique):
         return ChunkPlan(chunks, serial_groups.group_figures, partial(self._combine_verify, own, context))
 
     @staticmethod
-    def _with_own(release: Release, ctx: dict[str, Any]) -> Release:
+    def _with_own(release: Release, ctx: PriorContext) -> Release:
         if "membership" not in release.private and ctx.get("serial_own"):
             # a committed release re-verified: its rows and membership live in the serial tables
             return Release(release.tables, {**release.private, **ctx["serial_own"]}, release.info)
         return release
 
     def _combine_verify(
-        self, release: Release, context: dict[str, Any], results: list[serial_groups.GroupFigures]
+        self, release: Release, context: PriorContext, results: list[serial_groups.GroupFigures]
     ) -> list[PrivacyResult]:
         ctx = context or {}
         release = self._with_own(release, ctx)
@@ -524,7 +525,7 @@ class SerialTechnique(Technique):
         verdicts.append(self._virtual_check(release, ctx))
         return verdicts
 
-    def _virtual_check(self, release: Release, ctx: dict[str, Any]) -> PrivacyResult:
+    def _virtual_check(self, release: Release, ctx: PriorContext) -> PrivacyResult:
         """Every group's virtual members are distinct registered people absent from the release
         whose QIs lie inside that group's published region (the witness is the release's private
         `virtual_members`). Without a witness (releases published before it was kept) only the
