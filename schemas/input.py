@@ -786,7 +786,11 @@ def _odd_cells(column: pd.Series) -> tuple[np.ndarray, str] | None:
     plain = types.isin([str, int, float, bool, type(None)]) | column.isna().to_numpy()
     plain &= ~types.isin([bytes, bytearray, complex]).to_numpy()
     what = _CELL_TYPES.get(kind) or next(
-        (words for t, words in ((bytes, "bytes"), (bytearray, "bytes"), (complex, "complex numbers")) if (types == t).any()),
+        (
+            words
+            for t, words in ((bytes, "bytes"), (bytearray, "bytes"), (complex, "complex numbers"))
+            if (types == t).any()
+        ),
         "values that are not text, numbers or dates",
     )
     return ~plain.to_numpy(dtype=bool), what

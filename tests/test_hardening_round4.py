@@ -92,7 +92,8 @@ def _wide_uint(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _empty_qi_name(folder: Path, frame: pd.DataFrame):
     spec = census_spec_toml(seed=None).replace(
-        '{ name = "sex", kind = "categorical" }', '{ name = "sex", kind = "categorical" }, { name = "", kind = "categorical" }'
+        '{ name = "sex", kind = "categorical" }',
+        '{ name = "sex", kind = "categorical" }, { name = "", kind = "categorical" }',
     )
     return _write(folder, frame.assign(**{"": "a"}), spec)
 
@@ -351,4 +352,3 @@ def test_the_nul_and_utf8_checks_read_the_file_once_each(tmp_path):
     path.write_bytes(b"a" * ((1 << 24) - 1) + "é".encode() + b"z")
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
         assert _first_non_utf8(data) is None
-

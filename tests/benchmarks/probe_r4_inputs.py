@@ -44,11 +44,15 @@ def probe_commands(root: Path) -> list[Outcome]:
     first_row = (folder / "census.csv").read_text().splitlines()[0].split(",")
     planted = needles(frame) + [c for c in first_row if len(c) > 3]  # the header-less row's cells
     (folder / "serial.toml").write_text(census_spec_toml(seed=1, technique="serial", k=None))
-    (folder / "dask.toml").write_text(census_spec_toml(seed=1).replace("[output]", '[run]\ntask_runner = "dask"\n[output]'))
+    (folder / "dask.toml").write_text(
+        census_spec_toml(seed=1).replace("[output]", '[run]\ntask_runner = "dask"\n[output]')
+    )
     good = _folder(root, "r4good")
     good_frame().to_csv(good / "census.csv", index=False)
     (good / "spec.toml").write_text(census_spec_toml(seed=1))
-    (good / "dask.toml").write_text(census_spec_toml(seed=1).replace("[output]", '[run]\ntask_runner = "dask"\n[output]'))
+    (good / "dask.toml").write_text(
+        census_spec_toml(seed=1).replace("[output]", '[run]\ntask_runner = "dask"\n[output]')
+    )
     (good / "pages").mkdir()
     os.mkfifo(good / "fifo.toml")
     uses = [
