@@ -112,7 +112,8 @@ def record_failure(
     explore refused: "explore", "refused"); detail: more of it."""
     series, state = None, None
     try:
-        data = tomllib.loads(Path(spec_path).read_text()) if spec_path else {}
+        # only a regular file is read (a FIFO would block the failure's record forever)
+        data = tomllib.loads(Path(spec_path).read_text()) if spec_path and Path(spec_path).is_file() else {}
         for section, values in (overrides or {}).items():
             if isinstance(values, dict) and isinstance(data.get(section, {}), dict):
                 data[section] = {**data.get(section, {}), **values}

@@ -41,7 +41,6 @@ import pandas as pd
 
 from privpub.flows import attempts
 from privpub.flows.attempts import current_actor, record_failure
-from privpub.flows.cluster import uses_cluster
 from privpub.flows.pipeline import (
     Driver,
     compute_release,
@@ -244,11 +243,14 @@ def run_explore(
         seed = seed if seed is not None else base.output.seed if base.output.seed is not None else draw_seed()
         settings = checked_settings(spec_path, spec, grid, seed)
         first = settings[0].spec
-        if any(uses_cluster(s.spec, s.technique) for s in settings):
+        # any spec asking for the cluster, whatever its input (README: refused)
+        if any(s.spec.run.task_runner == "dask" for s in settings):
             raise SpecError(
                 '[run] task_runner = "dask": explore runs in this process; explore with task_runner = '
                 '"inprocess" (the figures are the same)'
             )
+        if html is not None:  # the page's place, checked before any work
+            _check_page(Path(html))
         store = Store(first.state_path, makes_key=False)  # explore writes no key (README)
         store.check_usable()
     except Exception as exc:
@@ -277,6 +279,12 @@ def run_explore(
         {**detail, "seed": seed, "settings": len(rows), "passed": passed, "page": str(page), **attempts.attribution()},
     )
     return Explored(rows, seed, drawn, page, first.dataset.name)
+
+
+def _check_page(page: Path) -> None:
+    """--html names a file, not a folder (its folder is made when the page is written)."""
+    if page.is_dir():
+        raise SpecError(f"--html {page} is a directory; name the page's file")
 
 
 def _record(

@@ -42,11 +42,14 @@ import pyarrow.csv as pcsv
 from privpub.schemas.dates import parse_dates, to_days
 from privpub.schemas.errors import InputError, SpecError
 from privpub.schemas.input import (
+    CSV_NULL_VALUES,
     NEAR_UNIQUE_SHARE,
-    PANDAS_NA_VALUES,
+    NO_HEADER,
     PARQUET_SUFFIXES,
+    csv_header_is_data,
     is_near_unique,
     read_duckdb_table,
+    refuse_malformed_csv,
 )
 from privpub.schemas.spec import MASK_CHAR, MISSING_CATEGORY, ROW_ID, load_spec
 
@@ -155,7 +158,40 @@ class Column:
     known: bool = False  # a QI whose name says what it is (proposed before the others)
 
 
+def _names_duckdb_table(text: str) -> bool:
+    db, sep, table = text.rpartition(":")
+    return bool(sep and db.lower().endswith((".duckdb", ".db")) and table)
+
+
+def _refuse_odd_columns(frame: pd.DataFrame) -> None:
+    """Every column holds one plain value per cell (a list column would fail inside a count)."""
+    for name in frame.columns:
+        column = frame[name]
+        if pd.api.types.is_object_dtype(column.dtype):
+            kind = pd.api.types.infer_dtype(column, skipna=True)
+            if kind not in ("string", "empty", "integer", "floating", "mixed-integer-float", "decimal", "boolean",
+                            "date", "datetime", "mixed", "mixed-integer"):  # fmt: skip
+                raise InputError(f"input rejected: column '{name}' holds {kind} cells, not one value per cell")
+            if kind in ("mixed", "mixed-integer"):
+                nested = column.map(lambda v: isinstance(v, (list, tuple, dict, set, np.ndarray)))
+                if nested.any():
+                    raise InputError(f"input rejected: column '{name}' holds lists or maps, not one value per cell")
+        elif not (
+            pd.api.types.is_numeric_dtype(column.dtype)
+            or pd.api.types.is_string_dtype(column.dtype)
+            or pd.api.types.is_datetime64_any_dtype(column.dtype)
+            or isinstance(column.dtype, pd.CategoricalDtype)
+        ):
+            raise InputError(f"input rejected: column '{name}' holds {column.dtype} cells, not one value per cell")
+
+
 def read_source(data: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str]]:
+    frame, where = _read_source(data)
+    _refuse_odd_columns(frame)
+    return frame, where
+
+
+def _read_source(data: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str]]:
     """The table and how the spec names it ({"input": path} or {"table": "file.duckdb:t"}).
     A CSV file is read as text (a code such as "01234" keeps its zero; numbers are recognised
     below), as the Arrow reader privpub publishes with reads it."""
@@ -173,6 +209,9 @@ def read_source(data: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str]]:
         return pd.read_parquet(path), {"input": text}
     if path.suffix.lower() not in (".csv", ".txt"):
         raise InputError(f"{path}: unknown input format '{path.suffix}' (use .csv, .parquet or file.duckdb:table)")
+    refuse_malformed_csv(path)  # bad UTF-8, a NUL byte, a repeated name: as publish refuses them
+    if csv_header_is_data(path):  # the "names" are a row's cells: never printed
+        raise InputError(f"{path}: {NO_HEADER}")
     with open(path, newline="", encoding="utf-8") as f:
         header = next(csv.reader(f), [])
     try:
@@ -180,7 +219,7 @@ def read_source(data: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str]]:
             path,
             convert_options=pcsv.ConvertOptions(
                 column_types={c: arrow.string() for c in header},
-                null_values=list(PANDAS_NA_VALUES),
+                null_values=CSV_NULL_VALUES,  # the NA rule publish reads with
                 strings_can_be_null=True,
             ),
         )
@@ -781,6 +820,9 @@ def init(
     what was proposed and why to `report` (the CLI prints it). The spec is checked as `privpub
     publish` checks it before it is written."""
     out = Path(output)
+    source_file = Path(str(data).rpartition(":")[0] if _names_duckdb_table(str(data)) else str(data))
+    if out.exists() and source_file.exists() and out.resolve() == source_file.resolve():
+        raise SpecError(f"-o {out} is the input itself; name another file for the spec")
     if out.exists() and not force:
         raise SpecError(f"{out} exists; choose another -o or pass --force to overwrite it")
     if out.is_dir():

@@ -62,3 +62,15 @@ def as_day_numbers(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
         column = column.cast(pa.date32()).cast(pa.int32())
     numbers: np.ndarray = column.to_numpy(zero_copy_only=False).astype(float)
     return numbers
+
+
+# The years a date QI may hold: Python's datetime (and so pandas' and pyarrow's readers of a
+# published date32 column) reads back years 1 to 9999 only.
+FIRST_DAY = np.datetime64("0001-01-01", "D")
+LAST_DAY = np.datetime64("9999-12-31", "D")
+
+
+def date_in_range(dates: pd.Series) -> pd.Series:
+    """True where a parsed date (parse_dates) lies in the years 1 to 9999 (False for NaT)."""
+    days = np.asarray(dates.to_numpy()).astype("datetime64[D]")
+    return pd.Series((days >= FIRST_DAY) & (days <= LAST_DAY), index=dates.index)

@@ -6,6 +6,7 @@ counted (row 1 is line 2 of a CSV file).
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import contextvars
 import csv
@@ -25,7 +26,7 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 from pandera.errors import SchemaErrors
 
-from privpub.schemas.dates import parse_dates, to_days
+from privpub.schemas.dates import date_in_range, parse_dates, to_days
 from privpub.schemas.errors import InputError, SpecError
 from privpub.schemas.spec import (
     FRAME_INPUT,
@@ -47,6 +48,8 @@ MAX_CELL_CHARS = 256
 def _existing_file(path: Path, what: str) -> None:
     if path.is_dir():
         raise InputError(f"{what} {path} is a directory, not a file")
+    if path.exists() and not path.is_file():  # a FIFO or a device: reading it could block forever
+        raise InputError(f"{what} {path} is not a regular file")
     if not path.is_file():
         raise InputError(f"{what} not found: {path}")
 
@@ -78,6 +81,18 @@ def is_frame_input(spec: ReleaseSpec) -> bool:
     return spec.dataset.input == FRAME_INPUT
 
 
+def typed_source(spec: ReleaseSpec) -> str | None:
+    """What a typed input is called (a DataFrame, Parquet, a DuckDB table), None for CSV text."""
+    if is_frame_input(spec):
+        return "DataFrame"
+    if spec.dataset.table:
+        return "DuckDB table's"
+    text = spec.dataset.input or ""
+    if _is_glob(text) or spec.path(text).is_dir() or spec.path(text).suffix.lower() in PARQUET_SUFFIXES:
+        return "Parquet"
+    return None
+
+
 def handed_frame() -> pd.DataFrame:
     frame = _FRAME.get()
     if frame is None:
@@ -85,7 +100,21 @@ def handed_frame() -> pd.DataFrame:
             f'[dataset] input = "{FRAME_INPUT}" stands for a DataFrame handed to privpub.publish(frame, spec); '
             "none was given"
         )
+    check_frame_columns(frame)
     return frame
+
+
+def check_frame_columns(frame: pd.DataFrame) -> None:
+    """A DataFrame's column names are one level of distinct names (pandas would otherwise raise
+    its own errors, or select two columns for one name)."""
+    if isinstance(frame.columns, pd.MultiIndex):
+        raise InputError(
+            f"input rejected: the DataFrame's columns have {frame.columns.nlevels} levels of names (a MultiIndex); "
+            "flatten them to one name per column"
+        )
+    repeated = frame.columns[frame.columns.duplicated()]
+    if len(repeated):
+        raise InputError(f"input rejected: the DataFrame names column '{repeated[0]}' twice (column names must differ)")
 
 
 def input_text(spec: ReleaseSpec) -> str:
@@ -140,6 +169,29 @@ def _refuse_nested_columns(files: list[Path], spec: ReleaseSpec) -> None:
             )
 
 
+def refuse_mixed_schemas(files: list[Path], spec: ReleaseSpec) -> None:
+    """The files of a folder or glob share one schema (the same columns, each of one type):
+    pandas would fill a column one file lacks with empty cells and turn a column of numbers in
+    one file and text in another into text. Metadata only: no rows are read."""
+    first = pq.read_schema(files[0])
+    types = {f.name: f.type for f in first}
+    for path in files[1:]:
+        schema = pq.read_schema(path)
+        other = {f.name: f.type for f in schema}
+        for name in list(types) + [n for n in other if n not in types]:
+            if name not in types or name not in other:
+                holder, lacking = (files[0], path) if name in types else (path, files[0])
+                raise InputError(
+                    f"input rejected: column '{name}' is in {holder.name} but not in {lacking.name} "
+                    "(the files of a folder must hold the same columns)"
+                )
+            if other[name] != types[name]:
+                raise InputError(
+                    f"input rejected: column '{name}' is {other[name]} in {path.name} but {types[name]} in "
+                    f"{files[0].name} (the files of a folder must agree on each column's type)"
+                )
+
+
 def _read_parquet_files(files: list[Path]) -> pd.DataFrame:
     if len(files) == 1:
         return pd.read_parquet(files[0])
@@ -161,23 +213,90 @@ def _csv_header(path: Path) -> list[str]:
         return next(csv.reader(f), [])
 
 
-def _refuse_malformed_csv(path: Path) -> None:
-    """What no reader should paper over, refused before reading: a column named twice in the
-    header (pandas would rename the second) and a NUL byte anywhere (found by one memchr pass
-    over the mapped file; the row is named on the error path only)."""
+# A header-less file's first row is data: its "names" must never be quoted. Read as data when a
+# name is a number or an ISO date, or when HEADER_LIKE_DATA names each equal a cell of their own
+# column in the first SAMPLE_ROWS rows (a real header rarely repeats its own values).
+NO_HEADER = "the file seems to have no header row (its first line looks like data); add a header naming the columns"
+HEADER_LIKE_DATA = 2
+SAMPLE_ROWS = 100
+_NUMBER_OR_DATE = re.compile(r"\s*([+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|\d{4}-\d{2}-\d{2}.*)\s*")
+
+
+def header_looks_like_data(names: list[str], rows: list[list[str]]) -> bool:
+    """Does this "header" look like a row of data? (names: the first line's fields; rows: the
+    next few records, as text)"""
+    if any(isinstance(n, str) and _NUMBER_OR_DATE.fullmatch(n) for n in names):
+        return True
+    same = sum(
+        1
+        for i, name in enumerate(names)
+        if isinstance(name, str) and name.strip() and any(i < len(r) and r[i] == name for r in rows)
+    )
+    return same >= min(HEADER_LIKE_DATA, len(names))
+
+
+def _csv_records(path: Path, limit: int) -> list[list[str]]:
+    """The first `limit` records after the header, as text (error paths and the header check)."""
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        records = csv.reader(f)
+        next(records, None)
+        try:
+            return [r for _, r in zip(range(limit), records)]
+        except csv.Error:
+            return []
+
+
+def csv_header_is_data(path: Path) -> bool:
+    return header_looks_like_data(_csv_header(path), _csv_records(path, SAMPLE_ROWS))
+
+
+def frame_header_is_data(frame: pd.DataFrame) -> bool:
+    """header_looks_like_data for a table already read (its first rows as text)."""
+    sample = frame.head(SAMPLE_ROWS).astype("string").fillna("")
+    return header_looks_like_data(list(frame.columns), sample.to_numpy(dtype=object).tolist())
+
+
+def _first_non_utf8(data: mmap.mmap) -> int | None:
+    """The offset of the first byte that is not UTF-8 text, or None (decoded in 16 MB chunks:
+    bounded memory, an ASCII file at memory speed)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    step = 1 << 24
+    for start in range(0, len(data), step):
+        try:
+            decoder.decode(data[start : start + step], final=start + step >= len(data))
+        except UnicodeDecodeError as exc:
+            return start + exc.start
+    return None
+
+
+def refuse_malformed_csv(path: Path) -> None:
+    """What no reader should paper over, refused before reading: a header that is a row of data,
+    a column named twice in the header (pandas would rename the second), a byte that is not
+    UTF-8 anywhere (the columns a release does not read and the header too: the README promises
+    the file as a whole) and a NUL byte anywhere (one pass each over the mapped file; the row is
+    named on the error path only)."""
     header = _csv_header(path)
     seen: set[str] = set()
     for name in header:
         if name in seen:
+            if csv_header_is_data(path):
+                raise InputError(f"input rejected: {NO_HEADER}")
             raise InputError(f"input rejected: the header names column '{name}' twice (column names must differ)")
         seen.add(name)
     if path.stat().st_size == 0:
         return
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        at = data.find(b"\0")
-        if at < 0:
-            return
-        line = data[:at].count(b"\n")
+        if _first_non_utf8(data) is not None:
+            bad = True
+        else:
+            bad = False
+            at = data.find(b"\0")
+            if at < 0:
+                return
+            line = data[:at].count(b"\n")
+    if bad:
+        named = None if csv_header_is_data(path) else header
+        raise InputError(f"input rejected: {_first_bad_utf8(path, named)}: not UTF-8 text")
     raise InputError(f"input rejected: {'row ' + str(line) if line else 'the header'}: holds a NUL byte")
 
 
@@ -211,8 +330,13 @@ def _first_bad_utf8(path: Path, header: list[str] | None) -> str:
     return "somewhere"
 
 
-# the spellings pandas' read_csv reads as missing (its documented `na_values` default;
-# tests/test_input_reader.py checks the list against pandas')
+# The NA rule (README, "The input"): in a CSV file only a truly empty field is an empty cell;
+# text such as NA, None, NULL or NaN is a value like any other (a category, a label), read as
+# written. A numeric column's cells are numbers as written in decimal (`0x1F` and `1_000` are
+# not numbers); its `nan`, the float's own spelling of no number, is an empty cell as pandas and
+# Arrow read it. pandas' own list of missing spellings (its `na_values` default) is kept to say
+# what privpub does not read as missing (tests/test_input_reader.py checks it against pandas').
+CSV_NULL_VALUES = [""]
 PANDAS_NA_VALUES = (
     "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
     "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
@@ -234,7 +358,7 @@ def _read_csv_with_arrow(path: Path, spec: ReleaseSpec) -> pd.DataFrame | None:
             convert_options=pcsv.ConvertOptions(
                 include_columns=needed,
                 column_types={c: arrow.string() for c in text},
-                null_values=list(PANDAS_NA_VALUES),
+                null_values=CSV_NULL_VALUES,
                 strings_can_be_null=True,
             ),
         )
@@ -256,8 +380,42 @@ def _read_csv_with_arrow(path: Path, spec: ReleaseSpec) -> pd.DataFrame | None:
                 return None
         elif not (arrow.types.is_integer(kind) or arrow.types.is_floating(kind) or arrow.types.is_null(kind)):
             return None  # a guessed date, time or boolean: read as pandas would
+        elif arrow.types.is_integer(kind) and _holds_hex(path):
+            return None  # Arrow reads `0x1F` as 31: the strict reader names such a cell
     frame: pd.DataFrame = table.to_pandas()
     return frame
+
+
+# a cell that is a number as written in decimal (or the float's inf / nan spellings, which the
+# schema then names); pandas and Python also read `0x1F`, `1_000` or full-width digits
+_DECIMAL = r"\s*[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|(?i:inf|infinity|nan))\s*"
+NOT_A_NUMBER = "(not a number)"  # stands for a cell of a numeric QI that is not one: the schema names it
+
+
+def _numbers_as_written(frame: pd.DataFrame, text: set[str], spec: ReleaseSpec) -> pd.DataFrame:
+    """Columns read as text made numbers as the Arrow reader infers them: a column whose every
+    filled cell is a decimal number becomes numbers; a numeric QI's other cells become
+    NOT_A_NUMBER, which the schema refuses by row (never converted by a looser reader)."""
+    numeric = {q.name for q in spec.dataset.qi if q.kind == "numeric"}
+    out = {}
+    for name in frame.columns:
+        if name in text:
+            continue
+        column = frame[name]
+        decimal = column.str.fullmatch(_DECIMAL).fillna(True).astype(bool)
+        if bool(decimal.all()):
+            out[name] = pd.to_numeric(column)
+        elif name in numeric:
+            out[name] = column.where(decimal, NOT_A_NUMBER)
+    return frame.assign(**out) if out else frame
+
+
+def _holds_hex(path: Path) -> bool:
+    """Does the file hold `0x` or `0X` anywhere (one pass over the mapped file)?"""
+    if path.stat().st_size == 0:
+        return False
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        return data.find(b"0x") >= 0 or data.find(b"0X") >= 0
 
 
 def file_columns(ds: DatasetSpec) -> list[str]:
@@ -295,15 +453,20 @@ def read_input(spec: ReleaseSpec) -> pd.DataFrame:
     try:
         if suffix in PARQUET_SUFFIXES:
             _refuse_nested_columns(files, spec)
+            if len(files) > 1:
+                refuse_mixed_schemas(files, spec)
             return _read_parquet_files(files)
         if suffix == ".csv" and path.is_file():
-            _refuse_malformed_csv(path)
+            refuse_malformed_csv(path)
         fast = _read_csv_with_arrow(path, spec) if suffix == ".csv" else None
         if fast is not None:
             return fast
-        # text QIs stay text as written ("true" is not True, "01" is not 1), as the Arrow reader reads them
-        text = {q.name: str for q in spec.dataset.qi if q.kind != "numeric"}
-        return pd.read_csv(path, skipinitialspace=True, encoding="utf-8", dtype=text)
+        # every column as text, then numbers only where every cell is one in decimal (pandas'
+        # own guess reads `0x1F` as 31): what the Arrow reader does; text QIs stay text as written
+        raw = pd.read_csv(
+            path, skipinitialspace=True, encoding="utf-8", dtype=str, keep_default_na=False, na_values=CSV_NULL_VALUES
+        )
+        return _numbers_as_written(raw, {q.name for q in spec.dataset.qi if q.kind != "numeric"}, spec)
     except InputError:
         raise
     except UnicodeDecodeError:
@@ -344,6 +507,10 @@ def _short_text(s: pd.Series) -> pd.Series | bool:
 FINITE = pa.Check(_finite, error="finite")
 SHORT = pa.Check(_short_text, error="cell_length")
 DATE = pa.Check(lambda s: parse_dates(s).notna(), error="date")
+# years 1 to 9999: what Python's datetime, and so pandas' and pyarrow's readers of the published
+# date32 column, can read back (a year 0 publishes, then no reader opens the table)
+DATE_RANGE = pa.Check(lambda s: date_in_range(parse_dates(s)) | parse_dates(s).isna(), error="date_range")
+
 NO_MASK_CHAR = pa.Check(
     lambda s: (
         pd.api.types.is_numeric_dtype(s.dtype) or ~s.astype("string").str.contains(MASK_CHAR, regex=False).fillna(False)
@@ -385,7 +552,7 @@ def input_schema(spec: ReleaseSpec) -> pa.DataFrameSchema:
         if q.kind == "numeric":
             cols[q.name] = pa.Column(float, coerce=True, nullable=False, checks=FINITE)
         elif q.kind == "date":
-            cols[q.name] = pa.Column(nullable=False, checks=DATE)
+            cols[q.name] = pa.Column(nullable=False, checks=[DATE, DATE_RANGE])
         elif q.tree:
             leaves = {c for kids in q.tree.values() for c in kids if c not in q.tree}
             cols[q.name] = pa.Column(nullable=False, checks=[SHORT, _in_set(sorted(leaves), "hierarchy's leaves")])
@@ -413,6 +580,8 @@ def _problem(check: str) -> str:
         return check
     if check == "date":
         return "not a date (YYYY-MM-DD)"
+    if check == "date_range":
+        return "a date outside the years 0001 to 9999 (no reader of the published table could read it)"
     if check == "mask_char":
         return f"holds '{MASK_CHAR}', which hierarchy = \"mask\" writes for a masked character"
     return f"fails '{check}'"
@@ -512,16 +681,16 @@ def checked_rows(frame: pd.DataFrame, spec: ReleaseSpec) -> tuple[pd.DataFrame, 
     needed = [ds.person_id, *ds.qi_names, ds.sensitive]
     missing = [c for c in file_columns(ds) if c not in frame.columns]
     if missing:
-        raise InputError(
-            f"input is missing column(s) {', '.join(repr(m) for m in missing)}; "
-            f"it has {', '.join(map(str, frame.columns))}"
-        )
+        # a header-less file's "names" are its first row's cells: never quoted
+        has = NO_HEADER if frame_header_is_data(frame) else f"it has {', '.join(map(str, frame.columns))}"
+        raise InputError(f"input is missing column(s) {', '.join(repr(m) for m in missing)}; {has}")
     if frame.empty:
         raise InputError("input has no rows")
     if ds.person_id == ROW_ID:  # the row number stands for the person id
         frame = frame.assign(**{ROW_ID: np.arange(1, len(frame) + 1, dtype=np.int64)})
     frame = frame[needed].reset_index(drop=True)
     frame, dropped = _missing_cells(frame, spec)
+    _refuse_wide_integers(frame, spec)
     try:
         out = input_schema(spec).validate(frame, lazy=True)
     except SchemaErrors as err:
@@ -541,6 +710,25 @@ def checked_rows(frame: pd.DataFrame, spec: ReleaseSpec) -> tuple[pd.DataFrame, 
         elif pd.api.types.is_integer_dtype(frame[q.name].dtype):
             out[q.name] = frame[q.name]  # keep integers integral in the published ranges
     return (out.reset_index(drop=True) if dropped else out), dropped
+
+
+def _refuse_wide_integers(frame: pd.DataFrame, spec: ReleaseSpec) -> None:
+    """A numeric QI of unsigned integers (Parquet, a DataFrame, a CSV column Arrow reads as
+    uint64) holds values up to 2^63 - 1: above, the int64 a published range is written in wraps
+    to a negative number. Named by row and column, before the schema (which coerces to float)."""
+    limit = np.iinfo(np.int64).max
+    for q in spec.dataset.qi:
+        column = frame[q.name]
+        if q.kind != "numeric" or not pd.api.types.is_unsigned_integer_dtype(column.dtype):
+            continue
+        wide = column.to_numpy() > limit
+        if wide.any():
+            more = int(wide.sum()) - 1
+            raise InputError(
+                f"input rejected: row {int(frame.index[int(np.argmax(wide))]) + 1}, column '{q.name}': an integer "
+                "above 2^63 - 1 (the largest a published range holds)"
+                + (f" (and {more:,} more row(s) with this problem)" if more else "")
+            )
 
 
 def _missing_cells(frame: pd.DataFrame, spec: ReleaseSpec) -> tuple[pd.DataFrame, int]:
@@ -563,14 +751,76 @@ def _missing_cells(frame: pd.DataFrame, spec: ReleaseSpec) -> tuple[pd.DataFrame
     return frame, 0
 
 
+# what a typed input's column (a DataFrame's, Parquet's, a DuckDB table's) may hold, by pandas'
+# inference of an object column: one plain value per cell
+_PLAIN_KINDS = (
+    "string", "empty", "integer", "floating", "mixed-integer-float", "decimal", "boolean",
+    "date", "datetime", "datetime64",
+)  # fmt: skip
+_CELL_TYPES = {"bytes": "bytes", "complex": "complex numbers"}
+
+
+def _odd_cells(column: pd.Series) -> tuple[np.ndarray, str] | None:
+    """Where a typed column holds what a release cannot publish as it is (bytes, complex
+    numbers, integers beyond 64 bits, containers) and what: a mask of its rows and the words."""
+    dtype = column.dtype
+    if pd.api.types.is_complex_dtype(dtype):
+        return np.ones(len(column), dtype=bool), "complex numbers"
+    if not pd.api.types.is_object_dtype(dtype):
+        return None
+    kind = pd.api.types.infer_dtype(column, skipna=True)
+    if kind in ("integer", "mixed-integer-float"):  # beyond int64 / uint64 pandas keeps Python ints
+        try:
+            wider = pd.api.types.is_object_dtype(pd.to_numeric(column).dtype)  # no 64-bit type holds them
+        except (ValueError, TypeError, OverflowError):
+            wider = True
+        if wider:
+            lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+            wide = column.map(lambda v: isinstance(v, int) and not lo <= v <= hi)  # error path only
+            return wide.to_numpy(dtype=bool), "integers outside the 64-bit range"
+        return None
+    if kind in _PLAIN_KINDS:
+        return None
+    # a mix of types: one type test per cell (a C loop in pandas), only for such a column
+    types = column.map(type)
+    plain = types.isin([str, int, float, bool, type(None)]) | column.isna().to_numpy()
+    plain &= ~types.isin([bytes, bytearray, complex]).to_numpy()
+    what = _CELL_TYPES.get(kind) or next(
+        (
+            words
+            for t, words in ((bytes, "bytes"), (bytearray, "bytes"), (complex, "complex numbers"))
+            if (types == t).any()
+        ),
+        "values that are not text, numbers or dates",
+    )
+    return ~plain.to_numpy(dtype=bool), what
+
+
+def check_typed_cells(frame: pd.DataFrame, spec: ReleaseSpec) -> None:
+    """A typed input's columns the release reads hold plain values: bytes would be published as
+    "b'...'", a complex number or a 2**80 silently made a float. Named by row and column."""
+    for name in file_columns(spec.dataset):
+        if name not in frame.columns:
+            continue
+        odd = _odd_cells(frame[name])
+        if odd is not None and odd[0].any():
+            rows, what = odd
+            more = int(rows.sum()) - 1
+            raise InputError(
+                f"input rejected: row {int(np.argmax(rows)) + 1}, column '{name}': holds {what}, which privpub does "
+                "not convert" + (f" (and {more:,} more row(s) with this problem)" if more else "")
+            )
+
+
 # what pandas infers for an object column that holds only numbers (no text, no booleans)
 _NUMBER_KINDS = ("integer", "floating", "mixed-integer-float", "decimal", "empty")
 
 
-def check_frame_types(frame: pd.DataFrame, spec: ReleaseSpec) -> None:
-    """A DataFrame is typed, a CSV file is not: a numeric quasi-identifier of a DataFrame must
-    hold numbers. Text that would convert ("30") or booleans are refused, not converted (a cell
-    that would not convert was already named by its row in validate_input)."""
+def check_frame_types(frame: pd.DataFrame, spec: ReleaseSpec, source: str = "DataFrame") -> None:
+    """A DataFrame, a Parquet file or a DuckDB table is typed, a CSV file is not: a numeric
+    quasi-identifier of a typed input must hold numbers. Text that would convert ("30") or
+    booleans are refused, not converted (a cell that would not convert was already named by its
+    row in validate_input). `source`: what the message calls the input."""
     for q in spec.dataset.qi:
         if q.kind != "numeric":
             continue
@@ -585,6 +835,6 @@ def check_frame_types(frame: pd.DataFrame, spec: ReleaseSpec) -> None:
         else:
             held = f"{dtype} values"
         raise InputError(
-            f"input rejected: column '{q.name}': not a number (a numeric quasi-identifier; the DataFrame "
+            f"input rejected: column '{q.name}': not a number (a numeric quasi-identifier; the {source} "
             f"column holds {held}, which privpub does not convert)"
         )

@@ -68,6 +68,16 @@ DATE_UNITS = ("month", "year")
 MISSING_CATEGORY = "(missing)"
 
 
+def column_name_problem(name: str) -> str | None:
+    """What is wrong with a column name the spec gives (README, "The input"), or None: it is not
+    empty, not only spaces, and holds no control character (a NUL, a newline)."""
+    if not name.strip():
+        return "must not be empty" if not name else "must not be only spaces"
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        return "must not hold a control character"
+    return None
+
+
 class QISpec(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -216,6 +226,10 @@ class DatasetSpec(BaseModel):
         if not self.input and not self.table:
             raise ValueError("[dataset] needs 'input' (a CSV or Parquet file) or 'table'")
         names = [q.name for q in self.qi]
+        for key, col in [("person_id", self.person_id), ("sensitive", self.sensitive)] + [("qi", n) for n in names]:
+            problem = column_name_problem(col)
+            if problem:
+                raise ValueError(f"[dataset] {key}: a column name {problem}")
         if len(set(names)) != len(names):
             raise ValueError("[dataset] qi lists a column twice")
         for col in (self.person_id, self.sensitive):
@@ -635,6 +649,8 @@ def read_spec_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if path.is_dir():
         raise SpecError(f"spec {path} is a directory, not a TOML file")
+    if path.exists() and not path.is_file():  # a FIFO or a device: reading it could block forever
+        raise SpecError(f"spec {path} is not a regular file")
     if not path.is_file():
         raise SpecError(f"spec file not found: {path}")
     try:

@@ -381,10 +381,11 @@ class Store:
                     con.close()
                     self._compact()
                     con = self._connect(read_only=False)
-                self._recover(con)
-                self._fold_journal(con)
-                self._fold_interrupted(con)
-                yield con
+                with self._readable():
+                    self._recover(con)
+                    self._fold_journal(con)
+                    self._fold_interrupted(con)
+                    yield con
             finally:
                 con.close()
 
@@ -395,9 +396,24 @@ class Store:
         with self._flock(fcntl.LOCK_SH):
             con = self._connect(read_only=True)
             try:
-                yield con
+                with self._readable():
+                    yield con
             finally:
                 con.close()
+
+    @contextlib.contextmanager
+    def _readable(self) -> Iterator[None]:
+        """A state file DuckDB opens but cannot read back (truncated, overwritten in part) is
+        named in one line, in every command, instead of an internal error."""
+        try:
+            yield
+        except duckdb.IOException as exc:
+            if "Could not read" not in str(exc) and "corrupt" not in str(exc).lower():
+                raise
+            raise StateError(
+                f"the state file {self.path} is damaged (DuckDB could not read it back: truncated or overwritten?); "
+                "restore it from a snapshot (privpub snapshot) or a backup"
+            ) from None
 
     def snapshot(self, out: Path) -> Path:
         """A consistent copy of the state database at `out` (0600: it holds the series' private

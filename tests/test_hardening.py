@@ -477,13 +477,13 @@ KINDS = ["empty", "nan", "inf", "text", "number", "huge", "nonutf8"]
 def _is_bad(column: str, kind: str) -> bool:
     """The contract, column by column: what must be refused (an oracle written from the README,
     not from the validator)."""
-    if kind in ("empty", "nan", "huge", "nonutf8"):
+    if kind in ("empty", "huge", "nonutf8"):
         return True  # null, over 256 characters, not UTF-8: refused everywhere
-    if column == "age":  # numeric QI: finite numbers only
-        return kind in ("inf", "text")
+    if column == "age":  # numeric QI: finite numbers only ("nan" is no number: an empty cell)
+        return kind in ("inf", "text", "nan")
     if column == "education":  # ordinal: only the declared order
         return True
-    return False  # text columns: "inf", "abc" or "1003" are labels like any other
+    return False  # text columns: "inf", "nan", "abc" or "1003" are labels like any other (the NA rule)
 
 
 def _cell(kind: str, i: int) -> bytes:

@@ -12,6 +12,7 @@ import pandas as pd
 from privpub.schemas.errors import InputError
 from privpub.schemas.input import (
     check_frame_types,
+    check_typed_cells,
     checked_rows,
     files_root,
     input_files,
@@ -19,6 +20,7 @@ from privpub.schemas.input import (
     is_frame_input,
     near_unique_error,
     read_input,
+    typed_source,
 )
 from privpub.schemas.spec import ReleaseSpec
 from privpub.state.store import sha256_file, sha256_files
@@ -65,9 +67,12 @@ def load_input(spec: ReleaseSpec) -> tuple[pd.DataFrame, str]:
 def validate(frame: pd.DataFrame, spec: ReleaseSpec, technique: Technique | None) -> Microdata:
     """The rows checked against the spec's schema, then against the technique's parameters
     (technique None: not yet; `privpub explore` asks each setting's technique in turn)."""
+    typed = typed_source(spec)
+    if typed:  # a typed input's cells are values as they are: never converted
+        check_typed_cells(frame, spec)
     valid, dropped = checked_rows(frame, spec)
-    if is_frame_input(spec):
-        check_frame_types(frame, spec)
+    if typed:
+        check_frame_types(frame, spec, typed)
     data = Microdata.from_frame(spec, valid)
     error = near_unique_error(spec.dataset, qi_value_counts(data), data.people)
     if error is not None:  # a name or an id among the QIs: refused before any technique runs

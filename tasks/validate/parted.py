@@ -23,7 +23,14 @@ import pandas as pd
 import pyarrow as pa
 
 from privpub.schemas.errors import InputError
-from privpub.schemas.input import input_files, near_unique_error, validate_input
+from privpub.schemas.input import (
+    check_frame_types,
+    check_typed_cells,
+    input_files,
+    near_unique_error,
+    refuse_mixed_schemas,
+    validate_input,
+)
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.executor import Executor, as_executor
 from privpub.tasks.core.microdata import (
@@ -78,7 +85,10 @@ def scan_part(path: str | Path, spec: ReleaseSpec) -> tuple[LocalPart, dict[str,
     ds = spec.dataset
     problem = None
     try:
-        frame = validate_input(_read_file(path, spec), spec)
+        raw = _read_file(path, spec)
+        check_typed_cells(raw, spec)  # Parquet is typed: its cells are values as they are
+        frame = validate_input(raw, spec)
+        check_frame_types(raw, spec, "Parquet")
     except InputError as exc:
         problem = f"{path.name}: {exc}"
     if problem:  # raised outside the handler: no chained error (pandera's holds rows) is pickled
@@ -218,7 +228,10 @@ def load_on_cluster(spec: ReleaseSpec, where: Executor | Any) -> PartedData:
     """Read, validate and code every file of `[dataset] input` where `where` works: an executor
     (the run's), or a distributed Client. Each file is read by one piece of work."""
     ex = as_executor(where)
-    files = [str(p) for p in input_files(spec)]
+    paths = input_files(spec)
+    if len(paths) > 1:  # one type per column over the files (metadata only), as in memory
+        refuse_mixed_schemas(paths, spec)
+    files = [str(p) for p in paths]
     scanned = [ex.submit(scan_part, f, spec) for f in files]
     locals_ = [ex.submit(operator.getitem, f, 0) for f in scanned]
     summaries = ex.gather([ex.submit(operator.getitem, f, 1) for f in scanned])
