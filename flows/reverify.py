@@ -28,7 +28,9 @@ from privpub.tasks.verify.published import PEOPLE_IN
 def load_release(store: Store, release_id: str):
     rel = store.release(release_id)
     spec = spec_from_dict(
-        {k: v for k, v in rel["spec"].items() if k != "base_dir"}, base_dir=rel["spec"].get("base_dir", "."), stored=True
+        {k: v for k, v in rel["spec"].items() if k != "base_dir"},
+        base_dir=rel["spec"].get("base_dir", "."),
+        stored=True,
     )
     folder = Path(rel["output_dir"]) / release_id
     problems, tables = [], {}

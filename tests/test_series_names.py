@@ -70,7 +70,9 @@ def test_names_just_inside_the_rule_are_accepted():
     for name in GOOD_NAMES:
         assert spec_from_dict(_spec(name)).dataset.name == name
         assert name_problem(name) is None
-    assert name_problem("C" * (NAME_LENGTH + 1)) and name_problem(".x") and name_problem(7)
+    assert name_problem("C" * (NAME_LENGTH + 1)) and name_problem(".x") and name_problem(7) and name_problem("")
+    with pytest.raises(SpecError, match=r"\[dataset\] name"):
+        spec_from_dict(_spec(""))
 
 
 def _child_env(folder: Path) -> dict:
