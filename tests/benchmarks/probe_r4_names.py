@@ -99,6 +99,7 @@ def probe_after_commit(root: Path) -> list[Outcome]:
         else:
             first, truthful = _killed_at(folder, stage, spec), True
         after = cli(folder, "publish", _spec(folder, "other"), "--quiet")
+        rows = len(audit_rows(folder))  # two attempts: one row each (verify logs its own)
         ids = _committed(folder)
         verified = all(cli(folder, "verify", rid).returncode == 0 for rid in ids)
         text = first.stdout + first.stderr + after.stdout + after.stderr
@@ -110,7 +111,9 @@ def probe_after_commit(root: Path) -> list[Outcome]:
                 "Traceback" in text,
                 False,
                 any(n in text for n in needles(frame)),
-                len(audit_rows(folder)) < 2,
+                rows < 2,
+                internal="internal error" in text,
+                duplicates=rows > 2,
             )
         )
     return out
