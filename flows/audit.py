@@ -186,7 +186,7 @@ def _spec_of(session: dict) -> ReleaseSpec:
         # registered before budgets were counts of work: the stored wall-clock time_budget is
         # ignored (the state's budget governs, see tasks/audit/auditor.py legacy_budget)
         data["audit"] = {k: v for k, v in data["audit"].items() if k != "time_budget"}
-    return spec_from_dict(data, base_dir=session["spec"].get("base_dir", "."))
+    return spec_from_dict(data, base_dir=session["spec"].get("base_dir", "."), stored=True)
 
 
 def open_session(session: dict):

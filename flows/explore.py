@@ -51,6 +51,7 @@ from privpub.flows.pipeline import (
     validate_step,
 )
 from privpub.schemas.errors import InputError, PrivacyRefused, SpecError, public_message
+from privpub.schemas.names import inside
 from privpub.schemas.spec import ReleaseSpec, resolve_spec
 from privpub.state.store import Store
 from privpub.tasks.compose.check import SeriesCheck, series_settings
@@ -264,7 +265,7 @@ def run_explore(
     try:
         with using_driver(driver), driver.make_executor(first.run) as executor:
             rows = explore_settings(driver, settings, store, seed, executor, say, on_row)
-        page = Path(html) if html else first.state_path.parent / f"explore-{first.dataset.name}.html"
+        page = Path(html) if html else inside(first.state_path.parent, f"explore-{first.dataset.name}.html")
         write_explore_page(page, first.dataset.name, seed, [r.as_json() for r in rows])
     except Exception as exc:
         _record(spec_path, base, actor, exc, "failed", {**detail, "seed": seed})

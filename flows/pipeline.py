@@ -34,6 +34,7 @@ import pandas as pd
 from privpub.flows.attempts import attempt_marker, attribution, current_actor, flow_run_id, record_failure
 from privpub.flows.cluster import cluster_input, dask_task_runner, uses_cluster
 from privpub.schemas.errors import PrivacyRefused, public_message
+from privpub.schemas.names import inside
 from privpub.schemas.spec import ROW_ID, ReleaseSpec, RunSpec, resolve_spec
 from privpub.state.failpoints import failpoint
 from privpub.state.store import StagedFiles, Store, check_output_dir, stage_tables
@@ -828,7 +829,7 @@ def report_writer(
             else pd.DataFrame(this)
         )
         t0 = time.perf_counter()
-        report_mod.write_html_report(folder / "report.html", meta, privacy, utility, sizes)
+        report_mod.write_html_report(inside(folder, "report.html"), meta, privacy, utility, sizes)
         progress(f"report done in {time.perf_counter() - t0:.2f} s")
 
     return write_report

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from privpub.flows.cluster import dask_task_runner
+from privpub.schemas.names import inside
 from privpub.schemas.spec import spec_from_dict
 from privpub.state.store import Store, published_sha256
 from privpub.tasks.compose.rebuild import replay
@@ -27,7 +28,9 @@ from privpub.tasks.verify.published import PEOPLE_IN
 def load_release(store: Store, release_id: str):
     rel = store.release(release_id)
     spec = spec_from_dict(
-        {k: v for k, v in rel["spec"].items() if k != "base_dir"}, base_dir=rel["spec"].get("base_dir", ".")
+        {k: v for k, v in rel["spec"].items() if k != "base_dir"},
+        base_dir=rel["spec"].get("base_dir", "."),
+        stored=True,
     )
     folder = Path(rel["output_dir"]) / release_id
     problems, tables = [], {}
@@ -200,7 +203,9 @@ def rewrite_report(state: Path, release_id: str) -> str:
         # the series as it stood at this release (later releases are not part of its report)
         "series_figures": None if figures is None else figures[figures.sequence <= rel["sequence"]],
     }
-    return str(report.write_html_report(folder / "report.html", meta, privacy, utility, sizes))
+    # rewritten in place: only inside the release's own folder (its id a name, schemas/names.py)
+    written = inside(Path(rel["output_dir"]), release_id, "report.html")
+    return str(report.write_html_report(written, meta, privacy, utility, sizes))
 
 
 def stored_composition(metrics) -> list[PrivacyResult]:

@@ -23,9 +23,10 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import ErrorDetails
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from privpub.schemas.errors import SpecError
+from privpub.schemas.names import name_problem
 
 
 def unknown_key(where: str, key: str | int, valid: list[str] | tuple[str, ...]) -> SpecError:
@@ -220,6 +221,16 @@ class DatasetSpec(BaseModel):
     # a tree {parent: [children]} over the sensitive values (leaves are data values; one root):
     # t-closeness's hierarchical distance
     sensitive_hierarchy: dict[str, list[str]] | None = Field(default=None, min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _series_name(cls, name: str, info: ValidationInfo) -> str:
+        """The series name makes the release folder's name: a name, never a path (schemas/names.py).
+        A spec read back from the state (`stored`) keeps a name it was published under before."""
+        problem = None if (info.context or {}).get("stored") else name_problem(name)
+        if problem:  # the text as context: a name's braces are not a template
+            raise PydanticCustomError("series_name", "the series name {problem}", {"problem": problem})
+        return name
 
     @model_validator(mode="after")
     def _check(self) -> DatasetSpec:
@@ -590,9 +601,11 @@ def _valid_keys(loc: tuple[str | int, ...]) -> list[str]:
     return list(model.model_fields) if model else []
 
 
-def spec_from_dict(data: dict[str, Any], base_dir: str | Path = ".") -> ReleaseSpec:
+def spec_from_dict(data: dict[str, Any], base_dir: str | Path = ".", *, stored: bool = False) -> ReleaseSpec:
     """Validate a spec. Strict: an unknown section or key, or a non-finite number, is refused
-    with one message naming it (technique parameters are checked by the technique itself)."""
+    with one message naming it (technique parameters are checked by the technique itself).
+    stored: the spec of a committed release or registered table, read back from the state: its
+    series name is not checked again (one from before the name rule, issue 41, stays readable)."""
     if not isinstance(data, dict):
         raise SpecError("a spec must be a table of sections ([dataset], [technique], ...)")
     _check_finite(data)
@@ -610,7 +623,7 @@ def spec_from_dict(data: dict[str, Any], base_dir: str | Path = ".") -> ReleaseS
             check_known_keys(f"[{section}]", body, EXTRA_SECTIONS[section])
     read_section("evaluate", EvaluateSpec, data.get("evaluate", {}))  # the seed, before any work
     try:
-        spec = ReleaseSpec.model_validate({**data, "base_dir": str(base_dir)})
+        spec = ReleaseSpec.model_validate({**data, "base_dir": str(base_dir)}, context={"stored": stored})
     except ValidationError as exc:
         for err in exc.errors():
             if err["type"] == "extra_forbidden":

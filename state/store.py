@@ -11,6 +11,10 @@ Commit protocol of one release (a crash at any point leaves either no release or
 Recovery runs whenever the store is opened for writing: a staging folder whose release committed
 is renamed into place (roll forward); one whose owner is gone and that never committed is deleted
 (roll back). Writers serialise on an flock of <state>.lock, readers share it.
+Nothing after the COMMIT fails the commit (issue 41, item 2): the release id is checked before it
+(a name, its folder under <dir>), and a rename that fails or is killed leaves the files staged for
+the next writer's roll forward, said in a warning; a roll forward that cannot be done is a warning
+too, never an error that would stop every later writer.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ if TYPE_CHECKING:  # the tables the read-outs return (DuckDB's .df())
     import pandas as pd
 
 from privpub.schemas.errors import StaleHistory, StateBusy, StateError
+from privpub.schemas.names import inside, name_problem, shown
 from privpub.state.failpoints import failpoint
 from privpub.state.migrations import MIGRATIONS
 from privpub.state.permissions import as_published, make_public_dir, owner_only, private_umask
@@ -232,7 +237,7 @@ def open_staging(output_dir: Path) -> StagedFiles:
     private_umask()  # staged files are secret until the commit publishes them
     staged = StagedFiles(uuid.uuid4().hex[:12], Path(output_dir).resolve())
     make_public_dir(staged.output_dir)
-    staged.path.mkdir(parents=True, exist_ok=False)
+    inside(staged.output_dir, STAGING, staged.token).mkdir(parents=True, exist_ok=False)
     owner = open(staged.path / ".owner", "w")
     fcntl.flock(owner, fcntl.LOCK_EX)
     staged._owner = owner
@@ -245,9 +250,12 @@ def stage_tables(output_dir: Path, tables: dict[str, Any]) -> StagedFiles:
     staged = open_staging(output_dir)
     try:
         for name, table in tables.items():
+            problem = name_problem(name)
+            if problem:  # a technique's (or plug-in's) table name becomes a file name
+                raise StateError(f"published table name: {problem}")
             # a PartedTable (tasks/core/parted_table.py, a layer above: known by its parts)
             if hasattr(table, "parts"):
-                path = staged.path / name
+                path = inside(staged.path, name)
                 os.replace(table.folder, path)
                 table.folder = path
                 if table.draft is not None:  # the now empty folder it was written in
@@ -255,7 +263,7 @@ def stage_tables(output_dir: Path, tables: dict[str, Any]) -> StagedFiles:
                 _fsync_files(path)
                 staged.files[name] = {"file": name, "n_rows": table.num_rows, "sha256": sha256_files(table.parts, path)}
             else:
-                path = staged.path / f"{name}.parquet"
+                path = inside(staged.path, f"{name}.parquet")
                 pq.write_table(table, path)
                 with open(path, "rb") as f:
                     os.fsync(f.fileno())
@@ -649,10 +657,8 @@ class Store:
                 if not self._owner_gone(staged):
                     continue  # a live process is still writing it
                 release_id = committed.get(staged.name)
-                if release_id and not (out / release_id).exists():
-                    (staged / ".owner").unlink(missing_ok=True)
-                    as_published(staged)
-                    os.rename(staged, out / release_id)  # roll forward a committed release
+                if release_id and not _placed(out, release_id):
+                    _roll_forward(staged, out, release_id)  # a committed release (a warning if it cannot be)
                 else:
                     shutil.rmtree(staged, ignore_errors=True)  # roll back an abandoned one
             with contextlib.suppress(OSError):
@@ -1133,6 +1139,7 @@ def _insert_release_row(
 ) -> None:
     """The release's row (described: its series, technique, spec, seed, input, key, who, when)
     and its published tables' rows."""
+    _release_folder(staged.output_dir, described["series"], release_id)  # before the COMMIT
     row = {
         "release_id": release_id,
         "series": described["series"],
@@ -1198,12 +1205,56 @@ def _insert_private(con: duckdb.DuckDBPyConnection, release_id: str, private: di
             )
 
 
+def _release_folder(output_dir: Path, series: str, release_id: str) -> Path:
+    """Where a release's files go, checked before its COMMIT (nothing after it may fail):
+    `<dir>/<release id>`, made of a series name (schemas/names.py), under the output folder and
+    not taken."""
+    problem = name_problem(series)
+    if problem:
+        raise StateError(f"series name: {problem}")
+    folder = inside(output_dir, release_id)
+    if folder.exists():
+        raise StateError(f"cannot publish into {folder}: it exists already")
+    return folder
+
+
+def _placed(out: Path, release_id: str) -> bool:
+    """The committed release's folder exists (False when its id cannot even name one)."""
+    try:
+        return (out / release_id).exists()
+    except (OSError, ValueError):
+        return False
+
+
+def _roll_forward(staged: Path, out: Path, release_id: str) -> bool:
+    """Move a committed release's staged files into `<out>/<release_id>`; False, with a warning
+    naming where they wait, when that fails (the release stays committed: the next writer tries
+    again, and no failure here stops the caller, issue 41 item 2). A release id of an older
+    version holding `/` gets its folder's parent made, when that lies under `out`."""
+    try:
+        failpoint("after-commit")
+        target = inside(out, release_id)
+        (staged / ".owner").unlink(missing_ok=True)
+        as_published(staged)
+        target.parent.mkdir(parents=True, exist_ok=True)  # `out` itself, but for such old ids
+        failpoint("rename")
+        os.rename(staged, target)
+    except Exception as exc:  # the release is committed whatever fails: say so, stop nobody
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        named = release_id if release_id.isprintable() and len(release_id) <= 80 else shown(release_id)
+        notice(
+            f"warning: release {named} is committed, but its files could not be moved into {out} ({why}); "
+            f"they wait in {staged}, and each privpub command that writes this state tries again"
+        )
+        return False
+    failpoint("renamed")
+    return True
+
+
 def _make_visible(staged: StagedFiles, release_id: str) -> None:
-    """The release exists: its files under their final name."""
-    failpoint("after-commit")
+    """The release exists: its files under their final name. A failure or a kill from here on
+    leaves them staged with no owner, for the next writer's roll forward (Store._recover)."""
     staged.release_owner()
-    (staged.path / ".owner").unlink(missing_ok=True)
-    as_published(staged.path)
-    os.rename(staged.path, staged.output_dir / release_id)
-    with contextlib.suppress(OSError):
-        (staged.output_dir / STAGING).rmdir()
+    if _roll_forward(staged.path, staged.output_dir, release_id):
+        with contextlib.suppress(OSError):
+            (staged.output_dir / STAGING).rmdir()
