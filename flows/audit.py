@@ -395,7 +395,10 @@ def set_budget(state, table: str, budget: str | None, actor: str, request_budget
     if budget is not None:
         key, value = "budget", positive_whole("--budget", budget, "units of work per decision")
     else:
-        key, value = "request_budget", positive_whole("--request-budget", str(request_budget), "units of work per request")
+        key, value = (
+            "request_budget",
+            positive_whole("--request-budget", str(request_budget), "units of work per request"),
+        )
     store = Store(state)
     with store.audit_session(table) as session:
         knowledge = session["knowledge"]
