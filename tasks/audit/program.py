@@ -127,7 +127,9 @@ class Work:
             kw["options"] = {"node_limit": left + 1}
         res: MilpResult = milp(c, **kw)
         if res.status in (1, 4):  # node/iteration limit or solver trouble: undecided
-            raise BudgetExceeded(f"the integer-program solver stopped early ({res.message})")
+            shared, own = self.ceiling.left(), None if self.budget is None else self.budget - self.used
+            stopped = CeilingReached if shared is not None and (own is None or shared < own) else BudgetExceeded
+            raise stopped(f"the integer-program solver stopped early ({res.message})")
         if kw.get("integrality") is not None:
             self.charge(0, int(res.mip_node_count or 0))
         return res

@@ -9,7 +9,7 @@ access off; its cost is one pass over that frame. No engine message reaches the 
 quote a cell.
 
 A predicate is bounded before it is parsed (issue 41): at most MAX_CHARS characters, MAX_TOKENS
-tokens and MAX_NESTING levels of parentheses and NOTs, counted on sqlglot's tokens (a loop, no
+tokens and MAX_NESTING levels of parentheses, NOTs and signs, counted on sqlglot's tokens (a loop, no
 recursion), because sqlglot's parser and writer recurse once per level and Python's stack would
 end in a RecursionError near 60 levels. Each bound is refused with one line, like any bad
 predicate (and so logged by the auditor's flows).
