@@ -6,6 +6,15 @@ The population's ids and QI values and the multiset of sensitive values are publ
 from the spec's input each time, and the auditor consults it only after its simulatable check.
 Each decision is committed (knowledge dictionary + audit-log row, one transaction) before the
 response is returned.
+
+A decision holds no lock of the state while it runs (issue 41): the knowledge is read under the
+readers' lock, the decision is made with nothing held, and the writers' lock is taken only to
+record it, after checking that the knowledge is still the one decided on (`Store.audit_session`
+with its version). When another decision or setting was recorded meanwhile, the decision is
+made again on the new history (at most ATTEMPTS times, then the request is refused with one
+logged line): a decision on a stale history is never recorded, because the auditor's guarantee
+holds only for a decision made on every answer given before it. A publish, `history` or a
+reader waits for an auditor request only while it records.
 """
 
 from __future__ import annotations
@@ -17,14 +26,15 @@ import pandas as pd
 import pyarrow as pa
 
 from privpub.schemas.dates import date32
-from privpub.schemas.errors import SpecError, StateError
+from privpub.schemas.errors import SpecError, StaleHistory, StateError
 from privpub.schemas.input import validate_input
 from privpub.schemas.spec import AuditSpec, ReleaseSpec, check_known_keys, spec_from_dict
 from privpub.state.store import Store
 from privpub.tasks.audit import DEFAULT_BUDGET, Auditor, ask_batch, secret_from_mapping
 from privpub.tasks.audit.after_denial import DEFAULT_POLICY
-from privpub.tasks.audit.auditor import legacy_budget
+from privpub.tasks.audit.auditor import DEFAULT_REQUEST_BUDGET, Selection, legacy_budget
 from privpub.tasks.audit.grid import DEFAULT_MIN_CELL, Grid, GridQI, auto_grid, top_level, width_grid
+from privpub.tasks.audit.query import MAX_CHARS
 from privpub.tasks.validate import load_input
 
 
@@ -35,7 +45,15 @@ def audit_settings(spec: ReleaseSpec) -> dict[str, Any]:
     grid = grid_settings(spec, section)
     after_denial = section.after_denial or DEFAULT_POLICY[grid.get("grid") is not None]
     budget = DEFAULT_BUDGET if section.budget is None else section.budget
-    return {"l": section.l, "budget": budget, "strategy": section.strategy, "after_denial": after_denial, **grid}
+    request = DEFAULT_REQUEST_BUDGET if section.request_budget is None else section.request_budget
+    return {
+        "l": section.l,
+        "budget": budget,
+        "request_budget": request,
+        "strategy": section.strategy,
+        "after_denial": after_denial,
+        **grid,
+    }
 
 
 def whole(value: object) -> TypeGuard[int]:
@@ -157,8 +175,12 @@ def _auditor(spec: ReleaseSpec, knowledge: dict | None):
             grid=grid,
             snap=settings.get("snap", True),
             after_denial=settings["after_denial"],
+            request_budget=settings["request_budget"],
         ), fingerprint
-    return Auditor.from_state(knowledge, population, values, secret, id_column=spec.dataset.person_id), fingerprint
+    auditor = Auditor.from_state(knowledge, population, values, secret, id_column=spec.dataset.person_id)
+    if "request_budget" not in knowledge:  # registered before request ceilings: the default one
+        auditor.request_budget = DEFAULT_REQUEST_BUDGET
+    return auditor, fingerprint
 
 
 def init_audit(spec: ReleaseSpec, actor: str) -> str:
@@ -267,13 +289,26 @@ def refused_entry(predicate: str, actor: str, why: str, flow_run_id: str | None 
     }
 
 
-def select_unlocked(store: Store, name: str, predicates: list[str]) -> list:
-    """Each predicate's people (a Selection) or the one line refusing it (a str), computed with
-    no lock held: the public population and the grid are fixed at registration, so what a
-    predicate selects does not depend on the knowledge that decisions change. A predicate's cost
-    (one pass of the grammar's operators over the population) never holds a writer."""
-    _, auditor = open_session(store.audit_table(name))
-    out: list = []
+# decisions made again when another was recorded meanwhile, before the request is refused
+ATTEMPTS = 3
+
+
+class Refused(Exception):
+    """A predicate refused with one line (its message), found while deciding."""
+
+
+def stored_query(predicate: str) -> str:
+    """The predicate as the audit log keeps it: a refused over-long one cut at the bound."""
+    if len(predicate) <= MAX_CHARS:
+        return predicate
+    return f"{predicate[:MAX_CHARS]}... ({len(predicate)} characters)"
+
+
+def select_all(auditor: Auditor, predicates: list[str]) -> list[Selection | str]:
+    """Each predicate's people (a Selection) or the one line refusing it (a str). The public
+    population and the grid are fixed at registration, so what a predicate selects does not
+    depend on the knowledge that decisions change."""
+    out: list[Selection | str] = []
     for predicate in predicates:
         try:
             out.append(auditor.select(predicate))
@@ -282,51 +317,104 @@ def select_unlocked(store: Store, name: str, predicates: list[str]) -> list:
     return out
 
 
+def select_unlocked(store: Store, name: str, predicates: list[str]) -> list[Selection | str]:
+    """`select_all` on the registered table, read under a short readers' lock."""
+    _, auditor = open_session(store.audit_table(name))
+    return select_all(auditor, predicates)
+
+
+def record_refusals(store: Store, name: str, entries: list[dict]) -> None:
+    """Refusals logged; the knowledge is unchanged (written back as read under the lock)."""
+    with store.audit_session(name) as session:
+        session["log"] = entries
+
+
+def decide_and_record(store: Store, name: str, decide) -> Any:
+    """`decide(auditor)` -> (result, log entries) on the knowledge read under a short readers'
+    lock, with no lock held while it runs; recorded under the writers' lock only if no other
+    decision or setting was recorded meanwhile, else made again on the new history; after
+    ATTEMPTS stale decisions, StaleHistory (nothing recorded)."""
+    for _ in range(ATTEMPTS):
+        session = store.audit_table(name)
+        _, auditor = open_session(session)
+        result, log = decide(auditor)
+        try:
+            with store.audit_session(name, session["version"]) as record:
+                record["knowledge"] = auditor.to_state()
+                record["log"] = log
+        except StaleHistory:
+            continue
+        return result
+    raise StaleHistory(
+        f"the auditor's history of table '{name}' changed {ATTEMPTS} times while this request was decided "
+        "(other requests recorded first); nothing was decided, ask again"
+    )
+
+
 def ask(state, where: str, actor: str, table: str | None = None) -> dict[str, Any]:
     """Decide one query and remember it; returns the response object."""
     store = Store(state)
     name = pick_table(store, table)
-    (selection,) = select_unlocked(store, name, [where])
-    with store.audit_session(name) as session:
-        if isinstance(selection, str):  # logged, the knowledge unchanged; raised once committed
-            session["log"] = [refused_entry(where, actor, selection)]
-        else:
-            _, auditor = open_session(session)
-            decision = selection.annotate(auditor.ask(selection.ids))
-            resolved = auditor.take_resolved()
-            session["knowledge"] = auditor.to_state()
-            session["log"] = [log_entry(decision, where, actor)] + [
-                log_entry(d, "(earlier query)", actor) for d in resolved
-            ]
-    if isinstance(selection, str):
-        raise SpecError(selection)
+
+    def decide(auditor: Auditor) -> tuple[Any, list[dict]]:
+        (selection,) = select_all(auditor, [where])
+        if isinstance(selection, str):
+            raise Refused(selection)
+        decision = selection.annotate(auditor.ask(selection.ids))
+        resolved = auditor.take_resolved()
+        log = [log_entry(decision, where, actor)] + [log_entry(d, "(earlier query)", actor) for d in resolved]
+        return (decision, resolved), log
+
+    try:
+        decision, resolved = decide_and_record(store, name, decide)
+    except (Refused, StaleHistory) as exc:  # logged, the knowledge unchanged; raised once committed
+        record_refusals(store, name, [refused_entry(stored_query(where), actor, str(exc))])
+        if isinstance(exc, Refused):
+            raise SpecError(str(exc)) from None
+        raise
     out = response_json(decision)
     if resolved:
         out["resolved_earlier"] = [response_json(d) for d in resolved]
     return out
 
 
-def set_budget(state, table: str, budget: str, actor: str) -> dict[str, Any]:
-    """`privpub audit set TABLE --budget N`: the work budget of a registered table's later
-    decisions (units of work: solves + solver nodes). Logged as an "audit-set" row; the knowledge
-    is unchanged. `budget` is the command line's text: a positive whole number, nothing else."""
-    if not budget.isascii() or not budget.isdigit() or not valid_budget(int(budget)):
-        raise SpecError(f"--budget {budget!r}: must be a positive whole number (units of work per decision)")
+def positive_whole(flag: str, text: str, what: str) -> int:
+    """A command line's count: a positive whole number, nothing else; one line naming the flag."""
+    if not text.isascii() or not text.isdigit() or not valid_budget(int(text)):
+        raise SpecError(f"{flag} {text!r}: must be a positive whole number ({what})")
+    return int(text)
+
+
+def set_budget(state, table: str, budget: str | None, actor: str, request_budget: str | None = None) -> dict[str, Any]:
+    """`privpub audit set TABLE --budget N` (units of work of one decision's check) or
+    `--request-budget N` (of one request, all its checks): a registered table's limit for later
+    decisions. Logged as an "audit-set" row; the knowledge is unchanged. The values are the
+    command line's text: a positive whole number, nothing else."""
+    if (budget is None) == (request_budget is None):
+        raise SpecError("audit set: give one of --budget N or --request-budget N")
+    if budget is not None:
+        key, value = "budget", positive_whole("--budget", budget, "units of work per decision")
+    else:
+        key, value = (
+            "request_budget",
+            positive_whole("--request-budget", str(request_budget), "units of work per request"),
+        )
     store = Store(state)
     with store.audit_session(table) as session:
-        was = legacy_budget(session["knowledge"])
-        session["knowledge"] = {k: v for k, v in session["knowledge"].items() if k != "time_budget"}
-        session["knowledge"]["budget"] = int(budget)
+        knowledge = session["knowledge"]
+        was = legacy_budget(knowledge) if key == "budget" else knowledge.get(key, DEFAULT_REQUEST_BUDGET)
+        session["knowledge"] = {k: v for k, v in knowledge.items() if k != "time_budget"}
+        session["knowledge"][key] = value
         session["log"] = [
             {
                 "actor": actor,
                 "action": "audit-set",
                 "response": "set",
                 "flow_run_id": None,
-                "detail": {"budget": int(budget), "was": was},
+                "detail": {key: value, "was": was},
             }
         ]
-    return {"table": table, "budget": int(budget), "was": was}
+    return {"table": table, key: value, "was": was}
 
 
 def decide_batch(state: str, queries: list[dict], actor: str, table: str | None, run_id: str | None) -> list[dict]:
@@ -336,21 +424,28 @@ def decide_batch(state: str, queries: list[dict], actor: str, table: str | None,
     name = pick_table(store, table)
     selections = select_unlocked(store, name, [q["where"] for q in queries])
     refused = [f"query {i + 1}: {s}" for i, s in enumerate(selections) if isinstance(s, str)]
-    with store.audit_session(name) as session:
-        if refused:
-            session["log"] = [
-                refused_entry(q["where"], q.get("as") or actor, s, run_id)
+    if refused:
+        record_refusals(
+            store,
+            name,
+            [
+                refused_entry(stored_query(q["where"]), q.get("as") or actor, s, run_id)
                 for q, s in zip(queries, selections)
                 if isinstance(s, str)
-            ]
-        else:  # decided as one
-            _, auditor = open_session(session)
-            batch = [(q.get("id") or f"b{i + 1}", s.ids) for i, (q, s) in enumerate(zip(queries, selections))]
-            decisions = [s.annotate(d) for s, d in zip(selections, ask_batch(auditor, batch))]
-            session["knowledge"] = auditor.to_state()
-            session["log"] = [
-                log_entry(d, q["where"], q.get("as") or actor, run_id) for d, q in zip(decisions, queries)
-            ]
-    if refused:
+            ],
+        )
         raise SpecError("batch refused, nothing decided: " + "; ".join(refused))
+    chosen = [s for s in selections if isinstance(s, Selection)]
+
+    def decide(auditor: Auditor) -> tuple[Any, list[dict]]:  # decided as one
+        batch = [(q.get("id") or f"b{i + 1}", s.ids) for i, (q, s) in enumerate(zip(queries, chosen))]
+        decisions = [s.annotate(d) for s, d in zip(chosen, ask_batch(auditor, batch))]
+        return decisions, [log_entry(d, q["where"], q.get("as") or actor, run_id) for d, q in zip(decisions, queries)]
+
+    try:
+        decisions = decide_and_record(store, name, decide)
+    except StaleHistory as exc:
+        entries = [refused_entry(q["where"], q.get("as") or actor, str(exc), run_id) for q in queries]
+        record_refusals(store, name, entries)
+        raise
     return [response_json(d) for d in decisions]

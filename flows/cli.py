@@ -12,7 +12,7 @@
     privpub report RELEASE_ID          (re)write and show the HTML report of a release
     privpub demo                       publish a release of the embedded sample data
     privpub audit init|ask|batch|log [--summary]   the online auditor (l-uncertainty)
-    privpub audit set TABLE --budget N  a registered table's work budget per decision (logged)
+    privpub audit set TABLE --budget N | --request-budget N  a registered table's work limits (logged)
     privpub server start|stop|status   the release service (Prefect server, UI, deployments)
 
 Exit status 0 on success; on failure one line `privpub: error: ...` and status 1.
@@ -213,9 +213,11 @@ def audit_args(sp: argparse.ArgumentParser) -> None:
         ("log", "the decisions, as JSON lines"),
     ):
         _audit_query_args(audit_sub.add_parser(name, help=hlp), name)
-    a = audit_sub.add_parser("set", help="change a registered table's settings (logged): its work budget")
+    a = audit_sub.add_parser("set", help="change a registered table's settings (logged): its work budgets")
     a.add_argument("table", help="the registered table (its dataset name)")
-    a.add_argument("--budget", required=True, help="units of work (solves + solver nodes) per decision, > 0")
+    limit = a.add_mutually_exclusive_group(required=True)
+    limit.add_argument("--budget", help="units of work (solves + solver nodes) per decision's check, > 0")
+    limit.add_argument("--request-budget", help="units of work of one request over all its checks, > 0")
     a.add_argument("--as", dest="actor", help="who changes it (audit log); default: the OS user")
     a.add_argument("--state", help=f"the state file (default ./{DEFAULT_STATE})")
     a.add_argument("--spec", help="take the state file from this spec")

@@ -26,7 +26,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return 0
     state = state_path(args)
     if args.audit_command == "set":
-        print(json.dumps(audit.set_budget(state, args.table, args.budget, actor)))
+        print(json.dumps(audit.set_budget(state, args.table, args.budget, actor, args.request_budget)))
         return 0
     if args.audit_command == "ask":
         print(json.dumps(audit.ask(state, args.where, actor, args.table), default=str))

@@ -426,6 +426,13 @@ class AuditSpec(SectionModel):
             "budget must be a positive whole number (units of work per decision)",
         ),
     ] = None
+    request_budget: Annotated[
+        int | None,
+        _rule(
+            _optional(lambda v: _whole(v) and v >= 1),
+            "request_budget must be a positive whole number (units of work per request)",
+        ),
+    ] = None
     # listed so that it is refused with its own line (budgets are counts now)
     time_budget: Annotated[
         None,

@@ -1000,26 +1000,43 @@ class Store:
 
     def audit_table(self, name: str) -> dict[str, Any]:
         """One registered table's spec, fingerprint and knowledge, read under the readers' lock
-        (what selecting a predicate's people needs; nothing is held once it returns)."""
+        (what a decision starts from; nothing is held once it returns). "version" names this
+        knowledge: `audit_session(name, version)` records only on the same one."""
         with self.read() as con:
             row = con.execute("SELECT spec, fingerprint, knowledge FROM audit_tables WHERE name = ?", [name]).fetchone()
         if row is None:
             raise StateError(f"no table '{name}' registered with the auditor in {self.path} (privpub audit init SPEC)")
-        return {"spec": json.loads(row[0]), "fingerprint": row[1], "knowledge": json.loads(row[2]), "log": []}
+        return self._audit_row(row)
+
+    @staticmethod
+    def _audit_row(row: tuple[Any, ...]) -> dict[str, Any]:
+        version = hashlib.sha256(str(row[2]).encode()).hexdigest()
+        return {
+            "spec": json.loads(row[0]),
+            "fingerprint": row[1],
+            "knowledge": json.loads(row[2]),
+            "version": version,
+            "log": [],
+        }
 
     @contextlib.contextmanager
-    def audit_session(self, name: str) -> Iterator[dict[str, Any]]:
-        """Exclusive access to one registered table's knowledge. The caller decides and fills
-        session["knowledge"] and session["log"]; both are committed in one transaction on exit,
-        so a decision is remembered exactly when it is logged (and before it is shown). A log
-        entry's "action" is "audit-query" unless it says otherwise (`audit set`: "audit-set")."""
+    def audit_session(self, name: str, version: str | None = None) -> Iterator[dict[str, Any]]:
+        """Exclusive access to one registered table's knowledge, held only to record: the caller
+        fills session["knowledge"] and session["log"]; both are committed in one transaction on
+        exit, so a decision is remembered exactly when it is logged (and before it is shown). A
+        log entry's "action" is "audit-query" unless it says otherwise (`audit set`: "audit-set").
+        With `version` (from `audit_table`), a decision made outside the lock on that knowledge:
+        StaleHistory, nothing recorded, when any other decision or setting was recorded since,
+        because the auditor's guarantee holds only for a decision on the whole answered history."""
         with self.write() as con:
             row = con.execute("SELECT spec, fingerprint, knowledge FROM audit_tables WHERE name = ?", [name]).fetchone()
             if row is None:
                 raise StateError(
                     f"no table '{name}' registered with the auditor in {self.path} (privpub audit init SPEC)"
                 )
-            session = {"spec": json.loads(row[0]), "fingerprint": row[1], "knowledge": json.loads(row[2]), "log": []}
+            session = self._audit_row(row)
+            if version is not None and session["version"] != version:
+                raise StaleHistory(f"the auditor's history of table '{name}' changed while this request was decided")
             yield session
             con.execute("BEGIN TRANSACTION")
             try:

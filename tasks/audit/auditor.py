@@ -30,7 +30,7 @@ from privpub.tasks.audit.decide import (
 from privpub.tasks.audit.grid import Grid
 from privpub.tasks.audit.knowledge import Denial, Knowledge, Universe, plain, sort_values
 from privpub.tasks.audit.nested import decide_delta
-from privpub.tasks.audit.program import BudgetExceeded, Constraint, Work
+from privpub.tasks.audit.program import BudgetExceeded, Ceiling, CeilingReached, Constraint, Work
 from privpub.tasks.audit.query import PublicTable
 from privpub.tasks.audit.snap import snap
 
@@ -39,10 +39,17 @@ STRATEGIES = ("simulatable", "delay", "joint")
 SecretReader = Callable[[Sequence[Hashable]], Sequence[Hashable]]
 # units of work per decision when the steward sets none (`[audit] budget`; tests/benchmarks/bench_audit.py)
 DEFAULT_BUDGET = 150
+# units of work one request (an ask, a batch) may spend over all its checks when the steward sets
+# none (`[audit] request_budget`): far above what the default budget needs (a check and its
+# listing allowance, 300), about two minutes of solver work on the bench machine
+DEFAULT_REQUEST_BUDGET = 10_000
 
 
-def budget_reason(budget: int | None, err: BudgetExceeded) -> str:
-    """The reason of a budget denial (one sentence; `err` says which work ran out)."""
+def budget_reason(budget: int | None, err: BudgetExceeded, ceiling: int | None = None) -> str:
+    """The reason of a budget denial (one sentence; `err` says which work ran out: the check's
+    budget, or the request's ceiling)."""
+    if isinstance(err, CeilingReached):
+        return reasons.ceiling(ceiling, str(err))
     return reasons.budget(budget, str(err))
 
 
@@ -142,6 +149,9 @@ class Auditor:
         query only route 4 proved l-safe is read only once its Delta is listed within an
         allowance of `budget` units of its own, else denied unread (after_denial.py), so a
         positive denial never leaves an unlisted Delta behind.
+    request_budget: maximal units of work of one request (`ask`, `ask_where`, a batch) over all
+        the checks it runs (program.Ceiling); None: no ceiling beyond each check's budget (the
+        class's default; the flows set `[audit] request_budget`, default DEFAULT_REQUEST_BUDGET).
     """
 
     def __init__(
@@ -159,6 +169,7 @@ class Auditor:
         grid: Grid | None = None,
         snap: bool = True,
         after_denial: str = LEGACY_POLICY,
+        request_budget: int | None = None,
     ):
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}")
@@ -176,6 +187,12 @@ class Auditor:
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
             raise ValueError("budget must be a positive whole number of units of work")
         self.budget = budget
+        if request_budget is not None and (
+            isinstance(request_budget, bool) or not isinstance(request_budget, int) or request_budget < 1
+        ):
+            raise ValueError("request_budget must be a positive whole number of units of work")
+        self.request_budget = request_budget
+        self._ceiling = Ceiling(request_budget)  # the current request's; begin_request renews it
         self.strategy = strategy
         self.max_joint = max_joint
         if grid is not None and not set(grid.columns) <= set(map(str, self.population.columns)) - {self.id_column}:
@@ -192,14 +209,19 @@ class Auditor:
         self._counter = 0
 
     def new_work(self) -> Work:
-        """The work budget of one simulatable check."""
-        return Work(self.budget)
+        """The work budget of one simulatable check, within what the request has left."""
+        return Work(self.budget, self._ceiling)
+
+    def begin_request(self) -> None:
+        """A new request: its checks share a fresh ceiling of `request_budget` units."""
+        self._ceiling = Ceiling(self.request_budget)
 
     # -- asking ----------------------------------------------------------------------------------
     def ask(self, ids: Iterable[Hashable], query_id: str | None = None) -> Decision:
         """Decide one query given as the set of selected ids."""
         query_id = query_id or self._next_id()
         ids = tuple(sort_values({plain(i) for i in ids}))
+        self.begin_request()
         decision = self._decide_new(query_id, ids)
         if self.strategy != "simulatable" and decision.response in ("answer", "positive-denial"):
             self._revisit_pool()
@@ -276,7 +298,7 @@ class Auditor:
             return Decision(
                 query_id,
                 "negative-denial",
-                reason=budget_reason(self.budget, err),
+                reason=budget_reason(self.budget, err, self.request_budget),
                 budget_hit=True,
                 solves=work.solves,
                 work=work.used,
@@ -291,7 +313,9 @@ class Auditor:
                 return Decision(
                     query_id,
                     "negative-denial",
-                    reason=reasons.unlisted(self.budget, str(err)),
+                    reason=budget_reason(self.budget, err, self.request_budget)
+                    if isinstance(err, CeilingReached)
+                    else reasons.unlisted(self.budget, str(err)),
                     budget_hit=True,
                     floor_delta=report.floor(),
                     solves=solves + allowance.solves,
@@ -513,6 +537,7 @@ class Auditor:
             "format": STATE_FORMAT,
             "l": self.l,
             "budget": self.budget,
+            "request_budget": self.request_budget,
             "strategy": self.strategy,
             "max_joint": self.max_joint,
             "grid": None if self.grid is None else self.grid.to_state(),
@@ -551,6 +576,7 @@ class Auditor:
             grid=Grid.from_state(state["grid"]) if state.get("grid") else None,  # older states: none
             snap=state.get("snap", True),
             after_denial=state.get("after_denial", LEGACY_POLICY),  # older states: as before issue 31
+            request_budget=state.get("request_budget"),  # older states: none (the flows set one)
         )
         if auditor.universe.fingerprint() != state["universe"]:
             raise ValueError("the population or the sensitive values differ from the saved state")

@@ -32,6 +32,7 @@ Batch = list[tuple[str, tuple[Hashable, ...]]]  # the queries, their ids sorted
 def ask_batch(auditor: Auditor, queries: Sequence[Query], order: str = "simulatable") -> list[Decision]:
     """Decide a batch of concurrent queries; decisions come back in the batch's order."""
     batch = [(qid, tuple(sort_values({plain(i) for i in ids}))) for qid, ids in queries]
+    auditor.begin_request()  # the batch's checks share one request ceiling
     if order == "simulatable":
         decided = _rounds(auditor, batch)
     elif order == "optimal":

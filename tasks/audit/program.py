@@ -44,6 +44,25 @@ class BudgetExceeded(Exception):
     """Raised when a decision needs more work than its budget (a count, never a duration)."""
 
 
+class CeilingReached(BudgetExceeded):
+    """Raised when a request's checks together need more work than its ceiling (a count too)."""
+
+
+class Ceiling:
+    """The units of work one request (an `ask`, a batch) may spend over all the checks it runs
+    (`[audit] request_budget`): its query's, the listing allowance, pooled queries revisited,
+    every query of a batch. Each check's Work stops at its own budget or at what the ceiling has
+    left, whichever comes first; like the budget it is a count, so a denial by it is a function
+    of the history, the query and the limits, never of the machine, its load or the secret."""
+
+    def __init__(self, limit: int | None = None):
+        self.limit = limit
+        self.used = 0
+
+    def left(self) -> int | None:
+        return None if self.limit is None else self.limit - self.used
+
+
 class Work:
     """Counts the work of one decision and enforces its budget.
 
@@ -56,8 +75,9 @@ class Work:
     it proves nothing and is a budget denial, never read as "infeasible".
     """
 
-    def __init__(self, budget: int | None = None):
+    def __init__(self, budget: int | None = None, ceiling: Ceiling | None = None):
         self.budget = budget
+        self.ceiling = ceiling or Ceiling()
         self.solves = 0
         self.nodes = 0
         self._lp_models: dict[int, tuple[csr_array, highspy.Highs]] = {}  # see upper_bound
@@ -68,22 +88,34 @@ class Work:
         return self.solves + self.nodes
 
     def left(self) -> int | None:
-        """Units left (None: no budget)."""
-        return None if self.budget is None else self.budget - self.used
+        """Units left under the budget and the request's ceiling (None: neither is set)."""
+        own = None if self.budget is None else self.budget - self.used
+        shared = self.ceiling.left()
+        return shared if own is None else own if shared is None else min(own, shared)
+
+    def _over(self, units: int) -> type[BudgetExceeded] | None:
+        """Which limit `units` more would exceed (the check's budget first), or None."""
+        if self.budget is not None and self.used + units > self.budget:
+            return BudgetExceeded
+        left = self.ceiling.left()
+        return CeilingReached if left is not None and units > left else None
 
     def expect(self, units: int) -> None:
         """Deny now when at least `units` more units are certainly needed and the budget cannot
         hold them: the same denial the work would reach later, reached without the work."""
-        left = self.left()
-        if left is not None and units > left:
-            raise BudgetExceeded(f"at least {units} more solves needed, {left} left")
+        over = self._over(units)
+        if over is not None:
+            raise over(f"at least {units} more solves needed, {self.left()} left")
 
     def charge(self, solves: int = 1, nodes: int = 0) -> None:
         """Solves (and the branch-and-bound nodes they explored) spent."""
         self.solves += solves
         self.nodes += nodes
+        self.ceiling.used += solves + nodes
         if self.budget is not None and self.used > self.budget:
             raise BudgetExceeded(f"more than {self.budget} units of work needed")
+        if self.ceiling.limit is not None and self.ceiling.used > self.ceiling.limit:
+            raise CeilingReached(f"more than {self.ceiling.limit} units of work needed by this request")
 
     def run(self, c: npt.NDArray[np.float64], **kw: Any) -> MilpResult:
         """One MILP (or its LP relaxation when no integrality is given), its nodes limited to the
@@ -95,7 +127,9 @@ class Work:
             kw["options"] = {"node_limit": left + 1}
         res: MilpResult = milp(c, **kw)
         if res.status in (1, 4):  # node/iteration limit or solver trouble: undecided
-            raise BudgetExceeded(f"the integer-program solver stopped early ({res.message})")
+            shared, own = self.ceiling.left(), None if self.budget is None else self.budget - self.used
+            stopped = CeilingReached if shared is not None and (own is None or shared < own) else BudgetExceeded
+            raise stopped(f"the integer-program solver stopped early ({res.message})")
         if kw.get("integrality") is not None:
             self.charge(0, int(res.mip_node_count or 0))
         return res

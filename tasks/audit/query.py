@@ -8,6 +8,12 @@ private in-memory DuckDB connection that sees only the public population frame, 
 access off; its cost is one pass over that frame. No engine message reaches the analyst: it could
 quote a cell.
 
+A predicate is bounded before it is parsed (issue 41): at most MAX_CHARS characters, MAX_TOKENS
+tokens and MAX_NESTING levels of parentheses, NOTs and signs, counted on sqlglot's tokens (a loop, no
+recursion), because sqlglot's parser and writer recurse once per level and Python's stack would
+end in a RecursionError near 60 levels. Each bound is refused with one line, like any bad
+predicate (and so logged by the auditor's flows).
+
 An ordinal QI held as an ordered categorical (flows/audit.py holds it so) is compared in its
 declared order, not as text: `sev < 'mid'` runs as `sev IN (<the values before 'mid'>)`.
 """
@@ -22,6 +28,7 @@ import numpy as np
 import pandas as pd
 import sqlglot
 from sqlglot import exp
+from sqlglot.tokens import Token, TokenType
 
 from privpub.tasks.audit.knowledge import plain
 
@@ -51,6 +58,57 @@ ALLOWED: tuple[type[exp.Expression], ...] = (
     exp.Neg,
 )
 GRAMMAR = "literals, comparisons, BETWEEN, IN, AND / OR / NOT and arithmetic"
+# the bounds of a predicate: counts, so a refusal never depends on the machine. 20 levels cost
+# sqlglot about 550 of Python's 1000 frames in the worst shape (a NOT before each parenthesis)
+MAX_CHARS = 4000
+MAX_TOKENS = 1000
+MAX_NESTING = 20
+
+
+# tokens after which a sign is a unary operator (a value ends with any other)
+OPERAND_ENDS = {TokenType.NUMBER, TokenType.STRING, TokenType.VAR, TokenType.IDENTIFIER, TokenType.R_PAREN}
+SIGNS = {TokenType.DASH, TokenType.PLUS}
+
+
+def nesting(tokens: list[Token]) -> int:
+    """How deep the predicate nests: parentheses plus the NOTs applying at a point (a NOT reaches
+    to the next AND / OR of its level) plus a run of unary signs, the depth sqlglot's parser
+    recurses to, read from the tokens."""
+    depth, nots, signs, deepest = 0, 0, 0, 0
+    outer: list[tuple[int, int]] = []
+    previous: TokenType | None = None
+    for token in tokens:
+        kind = token.token_type
+        if kind == TokenType.L_PAREN:
+            outer.append((depth, nots))
+            depth, nots = depth + nots + signs + 1, 0
+        elif kind == TokenType.R_PAREN and outer:
+            depth, nots = outer.pop()
+        elif kind == TokenType.NOT:
+            nots += 1
+        elif kind in (TokenType.AND, TokenType.OR):
+            nots = 0
+        signs = signs + 1 if kind in SIGNS and previous not in OPERAND_ENDS else 0
+        deepest = max(deepest, depth + nots + signs)
+        previous = kind
+    return deepest
+
+
+def check_size(predicate: str) -> None:
+    """ValueError with one line when the predicate is longer or nests deeper than the bounds."""
+    if len(predicate) > MAX_CHARS:
+        raise ValueError(f"bad predicate: it is {len(predicate)} characters long; at most {MAX_CHARS}")
+    try:
+        tokens = sqlglot.tokenize(predicate, read="duckdb")
+    except sqlglot.errors.SqlglotError:
+        return  # the parser refuses it with the grammar's line
+    if len(tokens) > MAX_TOKENS:
+        raise ValueError(f"bad predicate: it has {len(tokens)} tokens; at most {MAX_TOKENS}")
+    deep = nesting(tokens)
+    if deep > MAX_NESTING:
+        raise ValueError(
+            f"bad predicate: it nests {deep} levels deep (parentheses, NOTs and signs); at most {MAX_NESTING}"
+        )
 
 
 def checked_predicate(predicate: str, columns: list[str]) -> str:
@@ -61,10 +119,13 @@ def checked_predicate(predicate: str, columns: list[str]) -> str:
 def parsed_predicate(predicate: str, columns: list[str]) -> exp.Expr:
     """The predicate's checked parse tree, or ValueError naming what is not allowed."""
     allowed = f"a predicate is made of the public columns ({', '.join(columns)}), {GRAMMAR}"
+    check_size(predicate)
     try:
         trees = [t for t in sqlglot.parse(predicate, dialect="duckdb") if t is not None]
     except sqlglot.errors.SqlglotError:
         trees = []
+    except RecursionError:  # not reached within the bounds; never shown as a traceback
+        raise ValueError(f"bad predicate: it nests too deeply; at most {MAX_NESTING} levels") from None
     if len(trees) != 1 or isinstance(trees[0], exp.Block):  # unparsable, empty or several statements
         raise ValueError(f"bad predicate: it is not one condition; {allowed}")
     tree = trees[0]

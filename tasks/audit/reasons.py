@@ -62,6 +62,15 @@ def budget(units: int | None, what: str) -> str:
     )
 
 
+def ceiling(units: int | None, what: str) -> str:
+    """The request's ceiling (`[audit] request_budget`), not one check's budget, ran out."""
+    return (
+        f"this request's ceiling of {units} units of work (solves and solver nodes) was used up before the "
+        f"decision ({what}); denied without reading the real data; `privpub audit set TABLE "
+        "--request-budget N` raises it"
+    )
+
+
 def snapped(reason: str, predicate: str, extra: int) -> str:
     """A decision on a query widened to the public grid: the predicate actually decided first."""
     people = "person" if extra == 1 else "people"
