@@ -9,6 +9,7 @@ so partitions and query errors behave as on real data.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -117,7 +118,7 @@ def census_spec(
     seed: int | None = None,
 ) -> dict[str, Any]:
     """A spec dictionary for a census file (same keys as the TOML spec)."""
-    wanted = [q for q in CENSUS_QI if qi is None or q["name"] in qi]
+    wanted = [copy.deepcopy(q) for q in CENSUS_QI if qi is None or q["name"] in qi]
     # the spec's default technique (schemas/spec.py), named so the dict reads like the TOML file
     default = TechniqueSpec.model_fields["name"].default
     tech = technique or {"name": default, "k": k, **({"l": l} if l else {})}
