@@ -30,9 +30,13 @@ lint: $(STAMP)
 	PYTHONPATH=$(VENV)/lint-root $(BIN)/lint-imports --no-cache
 	$(BIN)/python tests/typecheck.py
 
+# Each test file runs whole in one of PYTEST_WORKERS processes (pytest-xdist, --dist loadfile: a
+# file's tests keep their order and share their module fixtures); the 30 slowest tests are listed
+# at the end (docs/testing.md).
+PYTEST_WORKERS ?= auto
 test: $(STAMP) chromium
 	$(MAKE) lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=30
 
 # The browser tests (tests/test_browser.py) drive Debian's Chromium through playwright (no browser
 # download). `make test` installs it when missing, so the browser tests run in every CI run; they
