@@ -855,15 +855,16 @@ def run_tests(tree: Path, tests: list[str], every: bool = False) -> tuple[bool, 
     env = {**os.environ, "PYTHONPATH": python_path(tree)}
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", *([] if every else ["-x"]), "-q", "-rf", "--hypothesis-seed=0", *tests],
+        [sys.executable, "-m", "pytest", *([] if every else ["-x"]), "-q", "-rfE", "--hypothesis-seed=0", *tests],
         cwd=tree,
         env=env,
         capture_output=True,
         text=True,
     )
-    failed = re.findall(r"^FAILED (\S+)", proc.stdout, flags=re.M)
-    if proc.returncode not in (0, 1):
-        failed = failed or [f"pytest exit {proc.returncode}"]
+    # a test that errs (a fixture's setup) counts as failing: it did not show the check holds
+    failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", proc.stdout, flags=re.M)
+    if proc.returncode != 0 and not failed:
+        failed = [f"pytest exit {proc.returncode}: {(proc.stdout + proc.stderr).strip()[-300:]}"]
     return proc.returncode == 0, failed, time.perf_counter() - t0
 
 
