@@ -29,7 +29,7 @@ from privpub.flows.lazy import load_lazily
 from privpub.flows.pipeline import Driver, RunPlan, attempt, plan_from_spec, plan_run
 from privpub.flows.published_release import PublishedRelease
 from privpub.flows.records import DEFAULT_STATE, history, snapshot, state_file  # noqa: F401  (the API's names)
-from privpub.flows.reverify import reverify_checks
+from privpub.flows.reverify import check_line, reverify_checks, verify_history
 from privpub.schemas.errors import SpecError, StateError, public_message
 from privpub.schemas.input import frame_input
 from privpub.schemas.spec import FRAME_INPUT, ReleaseSpec, read_spec_file, resolve_spec
@@ -195,12 +195,30 @@ def publish_data(
     return PublishedRelease(release_id, plan.state_path)
 
 
-def verify(release_id: str, state: str | os.PathLike | None = None, *, actor: str | None = None) -> pd.DataFrame:
+def verify(
+    release_id: str | None = None,
+    state: str | os.PathLike | None = None,
+    *,
+    actor: str | None = None,
+    history: bool = False,
+) -> pd.DataFrame:
     """Re-verify a committed release from its published files (what `privpub verify` prints):
     one row per check, columns status (PASS, FAIL, SKIP, INFO), check, passed, detail; `.attrs`
     holds ok (no check failed, as `passed.all()`), release (the header line) and lines (the
-    printed lines). Logged in the audit log."""
-    ok, header, checks = reverify_checks(state_file(state), str(release_id), actor=current_actor(actor))
+    printed lines). A release's checks include its history: its rows against the hash chains and
+    its manifest.json. history=True (`privpub verify --history`) adds the whole state's history:
+    every chain and every release folder's manifest with the files it lists. Logged in the audit log."""
+    if release_id is None and not history:
+        raise StateError("privpub.verify needs a release id, or history=True for the whole state's history")
+    who, path = current_actor(actor), state_file(state)
+    ok, header, checks = True, "", []
+    if release_id is not None:
+        ok, header, checks = reverify_checks(path, str(release_id), actor=who)
+    if history:
+        passed, lines = verify_history(path, actor=who)
+        ok &= passed
+        header = header or lines[0]
+        checks += [check_line(line) for line in lines[1:]]
     frame = pd.DataFrame(
         {
             "status": [c.status for c in checks],

@@ -17,7 +17,7 @@ from datetime import UTC
 from pathlib import Path
 from uuid import UUID
 
-from privpub.state.store import Store, lock_wait_seconds, notice
+from privpub.state.store import Store, attempt_running, lock_wait_seconds, notice
 
 
 def current_actor(actor: str | None) -> str:
@@ -155,7 +155,10 @@ def attempt_marker(state: Path, actor: str | None, target: str | None, detail: d
     if marker is not None:
         _OPEN_MARKERS[key] = marker
     try:
-        yield
+        # the rows this attempt writes name its marker: a kill after its outcome's row (just
+        # after the COMMIT) is not folded into an "interrupted" row too
+        with attempt_running(marker) if marker is not None else contextlib.nullcontext():
+            yield
     finally:
         if marker is not None:
             _OPEN_MARKERS.pop(key, None)

@@ -243,7 +243,10 @@ def cmd_explore(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    checks = api.verify(args.release_id, state_path(args), actor=args.actor or "cli")
+    """`verify RELEASE_ID` (its history included), `verify --history` (the whole state's), or both."""
+    if not args.release_id and not args.history:
+        raise CliError("verify needs a RELEASE_ID, or --history for the whole state's history")
+    checks = api.verify(args.release_id, state_path(args), actor=args.actor or "cli", history=args.history)
     for line in checks.attrs["lines"]:
         print(line)
     return 0 if checks.attrs["ok"] else 1

@@ -16,6 +16,7 @@ is renamed into place (roll forward); one whose owner is gone and that never com
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import fcntl
 import hashlib
 import io
@@ -41,6 +42,7 @@ if TYPE_CHECKING:  # the tables the read-outs return (DuckDB's .df())
     import pandas as pd
 
 from privpub.schemas.errors import StaleHistory, StateBusy, StateError
+from privpub.state import chain
 from privpub.state.failpoints import failpoint
 from privpub.state.migrations import MIGRATIONS
 from privpub.state.permissions import as_published, make_public_dir, owner_only, private_umask
@@ -203,12 +205,14 @@ def _entry(
 
 
 def _insert_entry(con: duckdb.DuckDBPyConnection, e: dict[str, Any]) -> None:
-    con.execute(
+    row = con.execute(
         "INSERT INTO audit_log (logged_at, actor, action, target, outcome, flow_run_id, detail) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
         [e["logged_at"], e["actor"], e["action"], e["target"], e["outcome"], e["flow_run_id"],
          json.dumps(e["detail"], default=str)],
-    )  # fmt: skip
+    ).fetchone()  # fmt: skip
+    assert row is not None
+    chain.append_audit(con, row[0])  # the row at the end of the audit chain, in the same transaction
 
 
 @dataclass
@@ -217,6 +221,11 @@ class AttemptMarker:
 
     path: Path
     handle: Any
+    state: str = ""  # the state file it is an attempt on
+
+    @property
+    def token(self) -> str:
+        return self.path.stem
 
     def close(self) -> None:
         """The attempt ended and logged its outcome: no marker remains (nor an empty folder)."""
@@ -224,6 +233,22 @@ class AttemptMarker:
         self.handle.close()
         with contextlib.suppress(OSError):
             self.path.parent.rmdir()  # only when no other attempt's marker is there
+
+
+# the attempts this context runs, by state file: the audit rows an attempt writes carry its
+# marker's token, so the next writer never folds a marker whose attempt logged its outcome into
+# an "interrupted" row as well (a kill between the COMMIT and the marker's removal)
+_ATTEMPTS: contextvars.ContextVar[tuple[tuple[str, str], ...]] = contextvars.ContextVar("privpub_attempts", default=())
+
+
+@contextlib.contextmanager
+def attempt_running(marker: AttemptMarker) -> Iterator[None]:
+    """While the block runs, audit rows written to the marker's state file name its attempt."""
+    token = _ATTEMPTS.set((*_ATTEMPTS.get(), (marker.state, marker.token)))
+    try:
+        yield
+    finally:
+        _ATTEMPTS.reset(token)
 
 
 def open_staging(output_dir: Path) -> StagedFiles:
@@ -441,6 +466,7 @@ class Store:
         """Log an attempt; when the state file cannot be written (locked, corrupt, unwritable
         folder), append it to the journal beside it, which the next writer folds into audit_log.
         Returns where it went ("audit_log", "journal" or "nowhere")."""
+        detail = self.attempt_detail(detail or {})
         try:
             self.log(actor, action, target, outcome, flow_run_id, detail)
             return "audit_log"
@@ -485,21 +511,29 @@ class Store:
             handle.flush()
             path = self.attempts_dir / f"{token}.json"
             os.rename(self.attempts_dir / f"{token}.new", path)
-            return AttemptMarker(path, handle)
+            return AttemptMarker(path, handle, str(self.path))
         return None
 
     def _fold_interrupted(self, con: duckdb.DuckDBPyConnection) -> None:
         """Markers of attempts whose process died: one audit-log row each, outcome "interrupted"."""
         if not self.attempts_dir.is_dir():
             return
-        for marker in sorted(self.attempts_dir.glob("*.json")):
+        markers = sorted(self.attempts_dir.glob("*.json"))
+        logged = {  # attempts whose outcome has its row already (killed after writing it)
+            r[0]
+            for r in con.execute(
+                "SELECT DISTINCT detail->>'attempt' FROM audit_log WHERE detail->>'attempt' IN (SELECT unnest(?))",
+                [[m.stem for m in markers]],
+            ).fetchall()
+        }
+        for marker in markers:
             if not self._lock_released(marker):
                 continue  # a live attempt
             try:
                 e = json.loads(marker.read_text())
             except (OSError, json.JSONDecodeError):
                 e = None  # killed before its entry was written: nothing to say who it was
-            if e is not None:
+            if e is not None and marker.stem not in logged:
                 message = "the process ended before the attempt did (killed?)"
                 _insert_entry(con, {**e, "outcome": "interrupted", "detail": {**e["detail"], "message": message}})
             marker.unlink(missing_ok=True)
@@ -736,7 +770,11 @@ class Store:
                 if before_commit is not None:
                     before_commit(release_id, seq, staged.path)
                     _fsync_files(staged.path)
-                committed = {"rows_in": rows_in, "info": info, **(attribution or {})}
+                tables = {meta["file"]: meta["sha256"] for meta in staged.files.values()}
+                manifest = chain.write_manifest(con, release_id, staged.path, tables)
+                chain.append_release(con, release_id)  # its figures and row, at the end of their chains
+                committed = {"rows_in": rows_in, "info": info, **(attribution or {}), "manifest": manifest}
+                committed = self.attempt_detail(committed)
                 self._log(con, actor, "publish", release_id, "committed", flow_run_id, committed)
                 failpoint("commit")
                 con.execute("COMMIT")
@@ -766,9 +804,8 @@ class Store:
             return None
         staged.discard()
         reason = "same series, input, parameters and seed as an existing release"
-        self._log(
-            con, actor, "publish", existing[0], "recognised", flow_run_id, {"reason": reason, **(attribution or {})}
-        )
+        detail = self.attempt_detail({"reason": reason, **(attribution or {})})
+        self._log(con, actor, "publish", existing[0], "recognised", flow_run_id, detail)
         return str(existing[0])
 
     def latest_release(
@@ -862,7 +899,12 @@ class Store:
         detail: dict[str, Any] | None = None,
     ) -> None:
         with self.write() as con:
-            self._log(con, actor, action, target, outcome, flow_run_id, detail or {})
+            self._log(con, actor, action, target, outcome, flow_run_id, self.attempt_detail(detail or {}))
+
+    def attempt_detail(self, detail: dict[str, Any]) -> dict[str, Any]:
+        """`detail`, with the token of the attempt this context runs on this state file, if any."""
+        token = dict(_ATTEMPTS.get()).get(str(self.path))
+        return {**detail, "attempt": token} if token else detail
 
     @staticmethod
     def log_in(
@@ -888,11 +930,7 @@ class Store:
         flow_run_id: str | None,
         detail: dict[str, Any],
     ) -> None:
-        con.execute(
-            "INSERT INTO audit_log (logged_at, actor, action, target, outcome, flow_run_id, detail) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [_now(), actor, action, target, outcome, flow_run_id, json.dumps(detail, default=str)],
-        )
+        _insert_entry(con, _entry(actor, action, target, flow_run_id, detail, outcome) | {"logged_at": _now()})
 
     # --- reading ---------------------------------------------------------------------------
     def query(self, fn: Callable[[duckdb.DuckDBPyConnection], Any]) -> Any:
