@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 import time
 import uuid
@@ -320,6 +321,34 @@ def check_output_dir(folder: Path, what: str = "output folder") -> None:
         raise StateError(f"the {what} {folder} is not writable ({p} does not allow it)")
 
 
+DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file (after the header's checksum)
+
+
+def state_file_problem(path: Path) -> str | None:
+    """Why `path` cannot be a state file, before anything opens it or writes beside it (None:
+    it can, or does not exist yet): a folder, a device such as /dev/null, a FIFO, or a file that
+    is not a DuckDB database (the input table, the spec). Its first bytes are read only from a
+    regular file, so a FIFO never blocks here."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if stat.S_ISDIR(mode):
+        return "is a directory"
+    if not stat.S_ISREG(mode):
+        return "is not a regular file (a device, FIFO or socket): it cannot be a state file"
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if head[8:12] != DUCKDB_MAGIC:
+        return "is not a privpub state file (not a DuckDB database)"
+    return None
+
+
 class Store:
     def __init__(self, path: str | Path, lock_timeout: float | None = None):
         self.path = Path(path).resolve()
@@ -341,8 +370,9 @@ class Store:
         self, mode: int, suffix: str = ".lock", holder: str = "another privpub process is writing it"
     ) -> Iterator[None]:
         private_umask()
-        if self.path.is_dir():
-            raise StateError(f"the state file {self.path} is a directory")
+        problem = state_file_problem(self.path)
+        if problem is not None:  # refused before a lock file is made beside it (/dev/null.lock)
+            raise StateError(f"the state file {self.path} {problem}")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             lock = open(str(self.path) + suffix, "a")
@@ -462,15 +492,21 @@ class Store:
         outcome: str,
         flow_run_id: str | None = None,
         detail: dict[str, Any] | None = None,
+        journal_only: bool = False,
     ) -> str:
         """Log an attempt; when the state file cannot be written (locked, corrupt, unwritable
         folder), append it to the journal beside it, which the next writer folds into audit_log.
-        Returns where it went ("audit_log", "journal" or "nowhere")."""
+        journal_only: straight to the journal. Returns where it went ("audit_log", "journal" or
+        "nowhere")."""
         detail = self.attempt_detail(detail or {})
         try:
+            if journal_only:
+                raise StateError("to the journal")
             self.log(actor, action, target, outcome, flow_run_id, detail)
             return "audit_log"
         except Exception:
+            if not self.path.is_file() and self.path.exists():
+                return "nowhere"  # a device or a folder: nothing beside it is privpub's to write
             entry = _entry(actor, action, target, flow_run_id, detail or {}, outcome=outcome)
             try:
                 private_umask()
