@@ -217,9 +217,11 @@ def chain_existing(con: duckdb.DuckDBPyConnection, _path: Path | None = None) ->
     creation, their figures in the same order, audit rows by id). The chain proves nothing about
     edits made before it started; the anchor says when that was."""
     con.execute(SCHEMA)
+    # applied again (a state whose migration rows were rolled back by hand): chained afresh
+    con.execute("DELETE FROM history_chain; DELETE FROM history_anchor")
     for chain in CHAINS:  # every chain anchored from the start: a deleted anchor is seen even when empty
         con.execute(
-            "INSERT OR REPLACE INTO history_anchor VALUES (?, 0, ?, now()::TIMESTAMP, 'migration', 0)", [chain, GENESIS]
+            "INSERT INTO history_anchor VALUES (?, 0, ?, now()::TIMESTAMP, 'migration', 0)", [chain, GENESIS]
         )
     order = [
         r[0]

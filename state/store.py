@@ -645,7 +645,11 @@ class Store:
     def upgrade(self) -> None:
         """Apply pending migrations now, so that readers (read-only connections, which never
         migrate) see the current schema of a state file written by an earlier version."""
-        if self.path.exists() and self.schema_version() < MIGRATIONS[-1][0]:
+        if not self.path.exists():
+            return
+        with self.read() as con:
+            done = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
+        if any(version not in done for version, _, _ in MIGRATIONS):  # not only the last: any pending
             with self.write():
                 pass
 
