@@ -29,7 +29,7 @@ from privpub.flows.lazy import load_lazily
 from privpub.flows.pipeline import Driver, RunPlan, attempt, plan_from_spec, plan_run
 from privpub.flows.published_release import PublishedRelease
 from privpub.flows.records import DEFAULT_STATE, snapshot, state_file  # noqa: F401  (the API's names; history: privpub.history)
-from privpub.flows.reverify import check_line, reverify_checks, verify_history
+from privpub.flows.reverify import Check, check_line, reverify_checks, verify_history
 from privpub.schemas.errors import SpecError, StateError, public_message
 from privpub.schemas.input import frame_input
 from privpub.schemas.spec import FRAME_INPUT, ReleaseSpec, read_spec_file, resolve_spec
@@ -246,7 +246,8 @@ def verify(
     if release_id is None and not history:
         raise StateError("privpub.verify needs a release id, or history=True for the whole state's history")
     who, path = current_actor(actor), state_file(state)
-    ok, header, checks = True, "", []
+    ok, header = True, ""
+    checks: list[Check] = []
     if release_id is not None:
         ok, header, checks = reverify_checks(path, str(release_id), actor=who)
     if history:

@@ -185,6 +185,13 @@ def print_summary(state: Path, release_id: str) -> None:
     for t in rel["tables"].itertuples():
         print(f"    {t.file} ({t.n_rows} rows)")
     print(f"  report: {out / 'report.html'}")
+    manifest = store.query(
+        lambda con: con.execute("SELECT sha256 FROM release_manifests WHERE release_id = ?", [release_id]).fetchone()
+    )
+    if manifest is not None:  # the history's anchor: worth a copy where the state's writers cannot reach
+        print(
+            f"  manifest: {out / 'manifest.json'} (sha256 {manifest[0]}; keep a copy outside: privpub verify --history)"
+        )
     print(f"  history: {store.path}  (privpub history --state {store.path})")
 
 

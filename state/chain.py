@@ -220,9 +220,7 @@ def chain_existing(con: duckdb.DuckDBPyConnection, _path: Path | None = None) ->
     # applied again (a state whose migration rows were rolled back by hand): chained afresh
     con.execute("DELETE FROM history_chain; DELETE FROM history_anchor")
     for chain in CHAINS:  # every chain anchored from the start: a deleted anchor is seen even when empty
-        con.execute(
-            "INSERT INTO history_anchor VALUES (?, 0, ?, now()::TIMESTAMP, 'migration', 0)", [chain, GENESIS]
-        )
+        con.execute("INSERT INTO history_anchor VALUES (?, 0, ?, now()::TIMESTAMP, 'migration', 0)", [chain, GENESIS])
     order = [
         r[0]
         for r in con.execute("SELECT release_id FROM release_rows ORDER BY created_at, series, sequence").fetchall()
@@ -444,7 +442,8 @@ def check_manifest(
             for name, value in said.items()
             if body.get(name) != value
         ]
-    files = body.get("files") if isinstance(body.get("files"), dict) else {}
+    listed = body.get("files")
+    files = {str(k): str(v) for k, v in listed.items()} if isinstance(listed, dict) else {}
     tables = dict(con.execute("SELECT file, sha256 FROM release_tables WHERE release_id = ?", [release_id]).fetchall())
     problems += [
         Problem("release_tables", f"release {release_id}", f"{name}'s sha256 differs from its manifest.json")
