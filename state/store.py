@@ -810,11 +810,7 @@ class Store:
                 if before_commit is not None:
                     before_commit(release_id, seq, staged.path)
                     _fsync_files(staged.path)
-                tables = {meta["file"]: meta["sha256"] for meta in staged.files.values()}
-                manifest = chain.write_manifest(con, release_id, staged.path, tables)
-                chain.append_release(con, release_id)  # its figures and row, at the end of their chains
-                committed = {"rows_in": rows_in, "info": info, **(attribution or {}), "manifest": manifest}
-                committed = self.attempt_detail(committed)
+                committed = self._sealed(con, release_id, staged, rows_in, info, attribution)
                 self._log(con, actor, "publish", release_id, "committed", flow_run_id, committed)
                 failpoint("commit")
                 con.execute("COMMIT")
@@ -827,6 +823,23 @@ class Store:
                 raise
             _make_visible(staged, release_id)
             return release_id, True
+
+    def _sealed(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        release_id: str,
+        staged: StagedFiles,
+        rows_in: int,
+        info: dict[str, Any],
+        attribution: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        """Inside the commit: manifest.json written beside the report, the release's figures and
+        row at the end of their hash chains (state/chain.py); the `committed` row's detail, with
+        the manifest's sha256 and this attempt's token."""
+        tables = {meta["file"]: meta["sha256"] for meta in staged.files.values()}
+        manifest = chain.write_manifest(con, release_id, staged.path, tables)
+        chain.append_release(con, release_id)
+        return self.attempt_detail({"rows_in": rows_in, "info": info, **(attribution or {}), "manifest": manifest})
 
     def _recognised(
         self,
