@@ -28,8 +28,8 @@ from privpub.flows.attempts import current_actor, record_failure
 from privpub.flows.lazy import load_lazily
 from privpub.flows.pipeline import Driver, RunPlan, attempt, plan_from_spec, plan_run
 from privpub.flows.published_release import PublishedRelease
-from privpub.flows.records import DEFAULT_STATE, history, snapshot, state_file  # noqa: F401  (the API's names)
-from privpub.flows.reverify import reverify_checks
+from privpub.flows.records import DEFAULT_STATE, snapshot, state_file  # noqa: F401  (the API's names; history: privpub.history)
+from privpub.flows.reverify import Check, check_line, reverify_checks, verify_history
 from privpub.schemas.errors import SpecError, StateError, public_message
 from privpub.schemas.input import frame_input
 from privpub.schemas.spec import FRAME_INPUT, ReleaseSpec, read_spec_file, resolve_spec
@@ -143,6 +143,37 @@ def publish_plan(data: Any, spec: Any, state: Any, overrides: dict | None) -> tu
     return plan_from_spec(with_absolute_paths(checked, sections), "", sections), frame
 
 
+def record_refusal(data: Any, spec: Any, state: Any, overrides: Any, actor: str | None, exc: Exception) -> None:
+    """The audit row of a publish whose spec was refused, where the spec would have logged it:
+    a spec file's as the CLI writes it (attempts.record_failure); a dict's or ReleaseSpec's in
+    its [output] state (or `state`), from the folder its paths start from, naming its series."""
+    message = public_message(exc)
+    given = dict(overrides) if isinstance(overrides, dict) else {}
+    if state is not None and _is_path(state):
+        output = given.get("output")
+        given["output"] = {**(output if isinstance(output, dict) else {}), "state": _absolute(state)}
+    if spec is None and _is_path(data):
+        spec = data
+    if _is_path(spec):
+        record_failure(str(spec), given, actor, exc, message)
+        return
+    try:
+        sections, base = _sections(spec)
+    except Exception:
+        sections, base = {}, Path.cwd()
+    dataset, output = sections.get("dataset"), {**_table(sections.get("output")), **_table(given.get("output"))}
+    where = Path(str(output.get("state") or DEFAULT_STATE)).expanduser()
+    named = {
+        "dataset": {"name": _table(dataset).get("name")},
+        "output": {"state": str(where if where.is_absolute() else Path(base).resolve() / where)},
+    }
+    record_failure("", named, actor, exc, message, detail={"spec": f"<{type(spec).__name__}>"})
+
+
+def _table(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def publish_release(
     plan: RunPlan,
     actor: str | None = None,
@@ -190,17 +221,40 @@ def publish_data(
     sections. A release from a DataFrame runs in this process; any other runs as a flow run when
     a Prefect server is configured or running (flows/run.py). `progress` gets one line per step.
     Raises SpecError, InputError, PrivacyRefused, ... with a one-line message."""
-    plan, frame = publish_plan(data, spec, state, overrides)
+    try:
+        plan, frame = publish_plan(data, spec, state, overrides)
+    except Exception as exc:  # refused before any work: still an attempt, logged as the CLI's is
+        record_refusal(data, spec, state, overrides, actor, exc)
+        raise
     release_id = publish_release(plan, actor, progress, allow_repeat, frame=frame)
     return PublishedRelease(release_id, plan.state_path)
 
 
-def verify(release_id: str, state: str | os.PathLike | None = None, *, actor: str | None = None) -> pd.DataFrame:
+def verify(
+    release_id: str | None = None,
+    state: str | os.PathLike | None = None,
+    *,
+    actor: str | None = None,
+    history: bool = False,
+) -> pd.DataFrame:
     """Re-verify a committed release from its published files (what `privpub verify` prints):
     one row per check, columns status (PASS, FAIL, SKIP, INFO), check, passed, detail; `.attrs`
     holds ok (no check failed, as `passed.all()`), release (the header line) and lines (the
-    printed lines). Logged in the audit log."""
-    ok, header, checks = reverify_checks(state_file(state), str(release_id), actor=current_actor(actor))
+    printed lines). A release's checks include its history: its rows against the hash chains and
+    its manifest.json. history=True (`privpub verify --history`) adds the whole state's history:
+    every chain and every release folder's manifest with the files it lists. Logged in the audit log."""
+    if release_id is None and not history:
+        raise StateError("privpub.verify needs a release id, or history=True for the whole state's history")
+    who, path = current_actor(actor), state_file(state)
+    ok, header = True, ""
+    checks: list[Check] = []
+    if release_id is not None:
+        ok, header, checks = reverify_checks(path, str(release_id), actor=who)
+    if history:
+        passed, lines = verify_history(path, actor=who)
+        ok &= passed
+        header = header or lines[0]
+        checks += [check_line(line) for line in lines[1:]]
     frame = pd.DataFrame(
         {
             "status": [c.status for c in checks],

@@ -17,7 +17,8 @@ from datetime import UTC
 from pathlib import Path
 from uuid import UUID
 
-from privpub.state.store import Store, lock_wait_seconds, notice
+from privpub.flows.records import DEFAULT_STATE
+from privpub.state.store import Store, attempt_running, lock_wait_seconds, notice, state_file_problem
 
 
 def current_actor(actor: str | None) -> str:
@@ -124,6 +125,11 @@ def record_failure(
     base = Path(spec_path).resolve().parent if spec_path else Path.cwd()
     path = Path(str(state)).expanduser()
     path = path if path.is_absolute() else base / path
+    journal_only = False
+    if state_file_problem(path) is not None and state_file_problem(base / DEFAULT_STATE) is None:
+        # a path that cannot be a state (/dev/null, the input table): the attempt goes to the
+        # journal of the default state beside the spec, folded in when that state is next written
+        path, journal_only = base / DEFAULT_STATE, True
     if not path.parent.is_dir():
         notice(f"warning: this failed attempt could not be logged (no folder {path.parent})")
         return
@@ -134,8 +140,11 @@ def record_failure(
         outcome,
         flow_run_id(),
         {"error": type(exc).__name__, "message": message, "spec": spec_path, **(detail or {}), **attribution()},
+        journal_only=journal_only,
     )
-    if where != "audit_log":
+    if where == "journal":
+        notice(f"warning: the state file could not be written; this failed attempt went to the journal {path}.journal")
+    elif where != "audit_log":
         notice(f"warning: the state file could not be written; this failed attempt went to {where}")
 
 
@@ -156,7 +165,10 @@ def attempt_marker(state: Path, actor: str | None, target: str | None, detail: d
     if marker is not None:
         _OPEN_MARKERS[key] = marker
     try:
-        yield
+        # the rows this attempt writes name its marker: a kill after its outcome's row (just
+        # after the COMMIT) is not folded into an "interrupted" row too
+        with attempt_running(marker) if marker is not None else contextlib.nullcontext():
+            yield
     finally:
         if marker is not None:
             _OPEN_MARKERS.pop(key, None)

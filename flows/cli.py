@@ -7,6 +7,8 @@
     privpub history [--state FILE]     list committed releases
     privpub snapshot OUT [--state FILE]  a copy of the state to read with duckdb, blocking nobody
     privpub verify RELEASE_ID          re-verify a committed release from its published files
+    privpub verify --history           every release row, figure and audit row against its hash chain,
+                                       every release folder's manifest.json (docs/ARCHITECTURE.md)
     privpub series change SPEC.toml    the series' [series] settings become the spec's: summaries
                                        rebuilt, the whole series re-checked (docs/series.md)
     privpub report RELEASE_ID          (re)write and show the HTML report of a release
@@ -160,6 +162,19 @@ def release_args(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--as", dest="actor", help="who runs this (audit log)")
 
 
+def verify_args(sp: argparse.ArgumentParser) -> None:
+    """verify: one committed release, and/or (--history) the whole state's chained history."""
+    sp.add_argument("release_id", nargs="?", help="the release to re-verify (its history rows and manifest too)")
+    sp.add_argument(
+        "--history",
+        action="store_true",
+        help="check the whole state's history: every release row, figure and audit row against its chain, "
+        "every release folder's manifest.json and the files it lists",
+    )
+    _state_args(sp)
+    sp.add_argument("--as", dest="actor", help="who runs this (audit log)")
+
+
 def series_args(sp: argparse.ArgumentParser) -> None:
     series_sub = sp.add_subparsers(dest="series_command", required=True)
     a = series_sub.add_parser(
@@ -273,7 +288,9 @@ COMMANDS: dict[str, Command] = {
     ),
     "history": Command(f"{STATE_COMMANDS}:cmd_history", "list committed releases", history_args),
     "verify": Command(
-        f"{RELEASE_COMMANDS}:cmd_verify", "re-verify a committed release from its published files", release_args
+        f"{RELEASE_COMMANDS}:cmd_verify",
+        "re-verify a committed release from its published files (--history: the whole state's history)",
+        verify_args,
     ),
     "report": Command(f"{RELEASE_COMMANDS}:cmd_report", "(re)write the HTML report of a release", release_args),
     "series": Command(

@@ -185,6 +185,13 @@ def print_summary(state: Path, release_id: str) -> None:
     for t in rel["tables"].itertuples():
         print(f"    {t.file} ({t.n_rows} rows)")
     print(f"  report: {out / 'report.html'}")
+    manifest = store.query(
+        lambda con: con.execute("SELECT sha256 FROM release_manifests WHERE release_id = ?", [release_id]).fetchone()
+    )
+    if manifest is not None:  # the history's anchor: worth a copy where the state's writers cannot reach
+        print(
+            f"  manifest: {out / 'manifest.json'} (sha256 {manifest[0]}; keep a copy outside: privpub verify --history)"
+        )
     print(f"  history: {store.path}  (privpub history --state {store.path})")
 
 
@@ -243,7 +250,10 @@ def cmd_explore(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    checks = api.verify(args.release_id, state_path(args), actor=args.actor or "cli")
+    """`verify RELEASE_ID` (its history included), `verify --history` (the whole state's), or both."""
+    if not args.release_id and not args.history:
+        raise CliError("verify needs a RELEASE_ID, or --history for the whole state's history")
+    checks = api.verify(args.release_id, state_path(args), actor=args.actor or "cli", history=args.history)
     for line in checks.attrs["lines"]:
         print(line)
     return 0 if checks.attrs["ok"] else 1

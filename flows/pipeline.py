@@ -924,22 +924,27 @@ def attempt(
     (else resolved here from spec_path and overrides). Every attempt leaves its audit row: a
     refusal is logged with its figures by the pipeline, any other failure here (then raised)."""
     committed: list[str] = []
-    try:
-        with on_commit(committed.append):
+    with on_commit(committed.append):
+        try:
             plan = plan or plan_run(spec_path, overrides)
-            # a marker while the attempt runs: killed, it still leaves a row ("interrupted")
-            with attempt_marker(plan.state_path, actor, plan.series, {"spec": spec_path}):
+        except Exception as exc:
+            record_failure(spec_path, overrides, actor, exc, public_message(exc))
+            raise
+        # a marker while the attempt runs: killed, it still leaves a row ("interrupted"); the
+        # failure's row is written while it is held, so no kill point leaves none or two
+        with attempt_marker(plan.state_path, actor, plan.series, {"spec": spec_path}):
+            try:
                 summary = run_release(
                     plan, actor=actor, new_release=new_release, driver=driver, allow_repeat=allow_repeat
                 )
                 return str(summary["release_id"])
-    except Exception as exc:
-        if committed:  # the release exists: what failed after it is a warning
-            progress(
-                f"warning: release {committed[-1]} is committed, but a step after the commit "
-                f"failed ({type(exc).__name__})"
-            )
-            return committed[-1]
-        if not isinstance(exc, PrivacyRefused):  # a refusal was logged with its figures
-            record_failure(spec_path, overrides, actor, exc, public_message(exc))
-        raise
+            except Exception as exc:
+                if committed:  # the release exists: what failed after it is a warning
+                    progress(
+                        f"warning: release {committed[-1]} is committed, but a step after the commit "
+                        f"failed ({type(exc).__name__})"
+                    )
+                    return committed[-1]
+                if not isinstance(exc, PrivacyRefused):  # a refusal was logged with its figures
+                    record_failure(spec_path, overrides, actor, exc, public_message(exc))
+                raise

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import duckdb
 
+from privpub.state.chain import chain_existing
 from privpub.state.pseudonyms import pseudonymise_state
 
 Migration = str | Callable[[duckdb.DuckDBPyConnection, Path], bool]  # True: compact the file after (Store._compact)
@@ -279,5 +280,10 @@ WHERE name = 'serial-global' AND json_exists(detail, '$.person');
         9,
         "person ids as keyed pseudonyms, the key kept apart from the state file",
         pseudonymise_state,
+    ),
+    (
+        10,
+        "the tamper-evident history: release rows, figures and audit rows chained by hash, manifests",
+        chain_existing,  # every row already there chained as found: it proves nothing about edits before
     ),
 ]

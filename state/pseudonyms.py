@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from privpub.schemas.errors import StateError
+from privpub.state.chain import chain_existing, chained
 
 KEY_ENV = "PRIVPUB_PSEUDONYM_KEY_FILE"
 KEY_BYTES = 32
@@ -232,6 +233,8 @@ def pseudonymise_state(con: duckdb.DuckDBPyConnection, state: Path) -> bool:
             con.execute("UPDATE serial_summary SET summary = ? WHERE series = ?", [_summary_json(summary, key), series])
     if blobs:
         _pseudonymise_blobs(con, key)
+        if chained(con):  # applied again after migration 10 (rows reset by hand): the digests changed
+            chain_existing(con)
     return True
 
 

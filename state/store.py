@@ -20,6 +20,7 @@ too, never an error that would stop every later writer.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import fcntl
 import hashlib
 import io
@@ -27,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 import time
 import uuid
@@ -46,6 +48,7 @@ if TYPE_CHECKING:  # the tables the read-outs return (DuckDB's .df())
 
 from privpub.schemas.errors import StaleHistory, StateBusy, StateError
 from privpub.schemas.names import inside, name_problem, shown
+from privpub.state import chain
 from privpub.state.failpoints import failpoint
 from privpub.state.migrations import MIGRATIONS
 from privpub.state.permissions import as_published, make_public_dir, owner_only, private_umask
@@ -208,12 +211,14 @@ def _entry(
 
 
 def _insert_entry(con: duckdb.DuckDBPyConnection, e: dict[str, Any]) -> None:
-    con.execute(
+    row = con.execute(
         "INSERT INTO audit_log (logged_at, actor, action, target, outcome, flow_run_id, detail) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
         [e["logged_at"], e["actor"], e["action"], e["target"], e["outcome"], e["flow_run_id"],
          json.dumps(e["detail"], default=str)],
-    )  # fmt: skip
+    ).fetchone()  # fmt: skip
+    assert row is not None
+    chain.append_audit(con, row[0])  # the row at the end of the audit chain, in the same transaction
 
 
 @dataclass
@@ -222,6 +227,11 @@ class AttemptMarker:
 
     path: Path
     handle: Any
+    state: str = ""  # the state file it is an attempt on
+
+    @property
+    def token(self) -> str:
+        return self.path.stem
 
     def close(self) -> None:
         """The attempt ended and logged its outcome: no marker remains (nor an empty folder)."""
@@ -229,6 +239,22 @@ class AttemptMarker:
         self.handle.close()
         with contextlib.suppress(OSError):
             self.path.parent.rmdir()  # only when no other attempt's marker is there
+
+
+# the attempts this context runs, by state file: the audit rows an attempt writes carry its
+# marker's token, so the next writer never folds a marker whose attempt logged its outcome into
+# an "interrupted" row as well (a kill between the COMMIT and the marker's removal)
+_ATTEMPTS: contextvars.ContextVar[tuple[tuple[str, str], ...]] = contextvars.ContextVar("privpub_attempts", default=())
+
+
+@contextlib.contextmanager
+def attempt_running(marker: AttemptMarker) -> Iterator[None]:
+    """While the block runs, audit rows written to the marker's state file name its attempt."""
+    token = _ATTEMPTS.set((*_ATTEMPTS.get(), (marker.state, marker.token)))
+    try:
+        yield
+    finally:
+        _ATTEMPTS.reset(token)
 
 
 def open_staging(output_dir: Path) -> StagedFiles:
@@ -303,6 +329,34 @@ def check_output_dir(folder: Path, what: str = "output folder") -> None:
         raise StateError(f"the {what} {folder} is not writable ({p} does not allow it)")
 
 
+DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file (after the header's checksum)
+
+
+def state_file_problem(path: Path) -> str | None:
+    """Why `path` cannot be a state file, before anything opens it or writes beside it (None:
+    it can, or does not exist yet): a folder, a device such as /dev/null, a FIFO, or a file that
+    is not a DuckDB database (the input table, the spec). Its first bytes are read only from a
+    regular file, so a FIFO never blocks here."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if stat.S_ISDIR(mode):
+        return "is a directory"
+    if not stat.S_ISREG(mode):
+        return "is not a regular file (a device, FIFO or socket): it cannot be a state file"
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if head[8:12] != DUCKDB_MAGIC:
+        return "is not a privpub state file (not a DuckDB database)"
+    return None
+
+
 class Store:
     def __init__(self, path: str | Path, lock_timeout: float | None = None, *, makes_key: bool = True):
         self.path = Path(path).resolve()
@@ -327,8 +381,9 @@ class Store:
         self, mode: int, suffix: str = ".lock", holder: str = "another privpub process is writing it"
     ) -> Iterator[None]:
         private_umask()
-        if self.path.is_dir():
-            raise StateError(f"the state file {self.path} is a directory")
+        problem = state_file_problem(self.path)
+        if problem is not None:  # refused before a lock file is made beside it (/dev/null.lock)
+            raise StateError(f"the state file {self.path} {problem}")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             lock = open(str(self.path) + suffix, "a")
@@ -464,14 +519,21 @@ class Store:
         outcome: str,
         flow_run_id: str | None = None,
         detail: dict[str, Any] | None = None,
+        journal_only: bool = False,
     ) -> str:
         """Log an attempt; when the state file cannot be written (locked, corrupt, unwritable
         folder), append it to the journal beside it, which the next writer folds into audit_log.
-        Returns where it went ("audit_log", "journal" or "nowhere")."""
+        journal_only: straight to the journal. Returns where it went ("audit_log", "journal" or
+        "nowhere")."""
+        detail = self.attempt_detail(detail or {})
         try:
+            if journal_only:
+                raise StateError("to the journal")
             self.log(actor, action, target, outcome, flow_run_id, detail)
             return "audit_log"
         except Exception:
+            if not self.path.is_file() and self.path.exists():
+                return "nowhere"  # a device or a folder: nothing beside it is privpub's to write
             entry = _entry(actor, action, target, flow_run_id, detail or {}, outcome=outcome)
             try:
                 private_umask()
@@ -512,21 +574,29 @@ class Store:
             handle.flush()
             path = self.attempts_dir / f"{token}.json"
             os.rename(self.attempts_dir / f"{token}.new", path)
-            return AttemptMarker(path, handle)
+            return AttemptMarker(path, handle, str(self.path))
         return None
 
     def _fold_interrupted(self, con: duckdb.DuckDBPyConnection) -> None:
         """Markers of attempts whose process died: one audit-log row each, outcome "interrupted"."""
         if not self.attempts_dir.is_dir():
             return
-        for marker in sorted(self.attempts_dir.glob("*.json")):
+        markers = sorted(self.attempts_dir.glob("*.json"))
+        logged = {  # attempts whose outcome has its row already (killed after writing it)
+            r[0]
+            for r in con.execute(
+                "SELECT DISTINCT detail->>'attempt' FROM audit_log WHERE detail->>'attempt' IN (SELECT unnest(?))",
+                [[m.stem for m in markers]],
+            ).fetchall()
+        }
+        for marker in markers:
             if not self._lock_released(marker):
                 continue  # a live attempt
             try:
                 e = json.loads(marker.read_text())
             except (OSError, json.JSONDecodeError):
                 e = None  # killed before its entry was written: nothing to say who it was
-            if e is not None:
+            if e is not None and marker.stem not in logged:
                 message = "the process ended before the attempt did (killed?)"
                 _insert_entry(con, {**e, "outcome": "interrupted", "detail": {**e["detail"], "message": message}})
             marker.unlink(missing_ok=True)
@@ -602,7 +672,11 @@ class Store:
     def upgrade(self) -> None:
         """Apply pending migrations now, so that readers (read-only connections, which never
         migrate) see the current schema of a state file written by an earlier version."""
-        if self.path.exists() and self.schema_version() < MIGRATIONS[-1][0]:
+        if not self.path.exists():
+            return
+        with self.read() as con:
+            done = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
+        if any(version not in done for version, _, _ in MIGRATIONS):  # not only the last: any pending
             with self.write():
                 pass
 
@@ -763,7 +837,7 @@ class Store:
                 if before_commit is not None:
                     before_commit(release_id, seq, staged.path)
                     _fsync_files(staged.path)
-                committed = {"rows_in": rows_in, "info": info, **(attribution or {})}
+                committed = self._sealed(con, release_id, staged, rows_in, info, attribution)
                 self._log(con, actor, "publish", release_id, "committed", flow_run_id, committed)
                 failpoint("commit")
                 con.execute("COMMIT")
@@ -776,6 +850,23 @@ class Store:
                 raise
             _make_visible(staged, release_id)
             return release_id, True
+
+    def _sealed(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        release_id: str,
+        staged: StagedFiles,
+        rows_in: int,
+        info: dict[str, Any],
+        attribution: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        """Inside the commit: manifest.json written beside the report, the release's figures and
+        row at the end of their hash chains (state/chain.py); the `committed` row's detail, with
+        the manifest's sha256 and this attempt's token."""
+        tables = {meta["file"]: meta["sha256"] for meta in staged.files.values()}
+        manifest = chain.write_manifest(con, release_id, staged.path, tables)
+        chain.append_release(con, release_id)
+        return self.attempt_detail({"rows_in": rows_in, "info": info, **(attribution or {}), "manifest": manifest})
 
     def _recognised(
         self,
@@ -793,9 +884,8 @@ class Store:
             return None
         staged.discard()
         reason = "same series, input, parameters and seed as an existing release"
-        self._log(
-            con, actor, "publish", existing[0], "recognised", flow_run_id, {"reason": reason, **(attribution or {})}
-        )
+        detail = self.attempt_detail({"reason": reason, **(attribution or {})})
+        self._log(con, actor, "publish", existing[0], "recognised", flow_run_id, detail)
         return str(existing[0])
 
     def latest_release(
@@ -889,7 +979,12 @@ class Store:
         detail: dict[str, Any] | None = None,
     ) -> None:
         with self.write() as con:
-            self._log(con, actor, action, target, outcome, flow_run_id, detail or {})
+            self._log(con, actor, action, target, outcome, flow_run_id, self.attempt_detail(detail or {}))
+
+    def attempt_detail(self, detail: dict[str, Any]) -> dict[str, Any]:
+        """`detail`, with the token of the attempt this context runs on this state file, if any."""
+        token = dict(_ATTEMPTS.get()).get(str(self.path))
+        return {**detail, "attempt": token} if token else detail
 
     @staticmethod
     def log_in(
@@ -915,11 +1010,7 @@ class Store:
         flow_run_id: str | None,
         detail: dict[str, Any],
     ) -> None:
-        con.execute(
-            "INSERT INTO audit_log (logged_at, actor, action, target, outcome, flow_run_id, detail) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [_now(), actor, action, target, outcome, flow_run_id, json.dumps(detail, default=str)],
-        )
+        _insert_entry(con, _entry(actor, action, target, flow_run_id, detail, outcome) | {"logged_at": _now()})
 
     # --- reading ---------------------------------------------------------------------------
     def query(self, fn: Callable[[duckdb.DuckDBPyConnection], Any]) -> Any:

@@ -193,7 +193,7 @@ def test_a_copied_state_names_nobody_and_a_migrated_one_recognises_everybody(pre
     for folder in (old / "g", old / "s", new / "g", new / "s"):
         state = folder / "privpub.duckdb"
         assert clear_ids_in_state(state) == [], folder
-        assert Store(state).schema_version() == 9
+        assert Store(state).schema_version() >= 9  # 10 (the history chain) came after
         assert (Path(str(state) + ".key")).stat().st_size == ps.KEY_BYTES
     # returning people recognised after the migration exactly as with pseudonyms all along
     comp = {r.model: r for r in migrated["privacy"]}["series-composition-l"]
