@@ -126,6 +126,8 @@ def probe_kills(root: Path) -> list[Outcome]:
                 False,
                 any(n in after.stdout + after.stderr for n in planted),
                 not killed,
+                internal="internal error" in after.stderr,
+                duplicates=len(killed) > 1,
             )
         )
     return out
@@ -188,7 +190,9 @@ def probe_tampering(root: Path) -> list[Outcome]:
                 "Traceback" in text,
                 False,
                 any(n in text for n in planted),
-                any(r.returncode == 0 for r in runs),
+                False,
+                internal="internal error" in text,
+                tamper_missed=any(r.returncode == 0 for r in runs) or not named,
             )
         )
     return out
