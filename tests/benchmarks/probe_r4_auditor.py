@@ -7,6 +7,7 @@ deep and a very long one. Each case a fresh `privpub` process, as in probe_relia
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -43,7 +44,9 @@ def setup(root: Path, name: str, quick: list[str]):
     folder.mkdir()
     frame = good_frame(300)
     frame.to_csv(folder / "census.csv", index=False)
-    spec = census_spec_toml(seed=11).replace("[output]", "[audit]\nl = 2\nbudget = 1000000\n\n[output]")
+    spec = census_spec_toml(seed=11).replace(
+        "[output]", "[audit]\nl = 2\nbudget = 1000000\nrequest_budget = 1000000\n\n[output]"
+    )
     (folder / "spec.toml").write_text(spec)
     assert cli(folder, "audit", "init", "spec.toml").returncode == 0
     for where in quick:
@@ -82,7 +85,8 @@ def lock_case(folder: Path, planted: list[str]) -> Outcome:
         took = time.monotonic() - started
         running = asking.poll() is None
     finally:
-        os.killpg(asking.pid, signal.SIGKILL)  # the process this probe started
+        with contextlib.suppress(ProcessLookupError):  # it may have ended: then not "still running"
+            os.killpg(asking.pid, signal.SIGKILL)  # the process this probe started
         asking.communicate()
     text = "".join(d.stdout + d.stderr for d in done)
     return Outcome(
