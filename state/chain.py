@@ -98,7 +98,7 @@ def _value(column: str, value: Any) -> Any:
     raise TypeError(f"no canonical form for a {type(value).__name__} in column {column}")
 
 
-def canonical(table: str, columns: Sequence[str], row: Sequence[Any], extra: Any = None) -> bytes:
+def canonical_row(table: str, columns: Sequence[str], row: Sequence[Any], extra: Any = None) -> bytes:
     """The bytes a row's hash is taken over (module docstring)."""
     cells = [[c, _value(c, v)] for c, v in zip(columns, row, strict=True)]
     body = [CANONICAL_VERSION, table, cells] + ([] if extra is None else [extra])
@@ -143,7 +143,7 @@ def release_hashes(con: duckdb.DuckDBPyConnection, release_ids: Sequence[str] | 
     for *row, manifest in rows:
         rid = row[0]
         extra = {"tables": tables.get(rid, []), "private": private.get(rid, []), "manifest": manifest}
-        out[rid] = _sha(canonical("release_rows", RELEASE_COLUMNS, row, extra))
+        out[rid] = _sha(canonical_row("release_rows", RELEASE_COLUMNS, row, extra))
     return out
 
 
@@ -155,13 +155,15 @@ def metric_hashes(con: duckdb.DuckDBPyConnection, release_id: str | None = None)
     """Each figure's content hash, by its key (JSON [release id, kind, name]), in chain order."""
     where, args = ("WHERE release_id = ?", [release_id]) if release_id is not None else ("", [])
     rows = con.execute(f"SELECT {_cols(METRIC_COLUMNS)} FROM release_metrics {where} ORDER BY kind, name", args)
-    return {metric_key(*row[:3]): _sha(canonical("release_metrics", METRIC_COLUMNS, row)) for row in rows.fetchall()}
+    return {
+        metric_key(*row[:3]): _sha(canonical_row("release_metrics", METRIC_COLUMNS, row)) for row in rows.fetchall()
+    }
 
 
 def audit_hashes(con: duckdb.DuckDBPyConnection, audit_id: int | None = None) -> dict[str, str]:
     where, args = ("WHERE id = ?", [audit_id]) if audit_id is not None else ("", [])
     rows = con.execute(f"SELECT {_cols(AUDIT_COLUMNS)} FROM audit_log {where} ORDER BY id", args).fetchall()
-    return {str(row[0]): _sha(canonical("audit_log", AUDIT_COLUMNS, row)) for row in rows}
+    return {str(row[0]): _sha(canonical_row("audit_log", AUDIT_COLUMNS, row)) for row in rows}
 
 
 # --- appending --------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from privpub.flows.explore import parse_sets, parse_value, settings_of
 from privpub.schemas.errors import PrivacyRefused, SpecError
 from privpub.state.store import Store
 from privpub.tasks.compose.check import ROW_WORDS
-from tests.helpers import write_spec
+from tests.helpers import table_query, write_spec
 from tests.test_drivers import _without_a_server
 
 SERIES_NAMES = {"series-composition-k", "series-composition-l"}
@@ -43,7 +43,7 @@ def state_tables(path: Path) -> dict[str, tuple[int, str]]:
         for name in names:
             if name == "audit_log":
                 continue
-            rows = sorted(repr(r) for r in con.execute(f'SELECT * FROM "{name}"').fetchall())
+            rows = sorted(repr(r) for r in con.execute(table_query(name)).fetchall())
             out[name] = (len(rows), hashlib.sha256("\n".join(rows).encode()).hexdigest())
         return out
     finally:

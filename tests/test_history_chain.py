@@ -219,7 +219,7 @@ def test_the_canonical_form_does_not_depend_on_how_duckdb_prints_values():
     re-dumped with sorted keys: the same row in another column order or JSON spacing hashes the same."""
     cols = ("id", "value", "at", "detail", "none")
     row = (3, 0.1, datetime(2026, 1, 2, 3, 4, 5, 6), '{"b": 1, "a": [1.5, null]}', None)
-    text = chain.canonical("t", cols, row)
+    text = chain.canonical_row("t", cols, row)
     assert json.loads(text) == [
         1,
         "t",
@@ -231,10 +231,10 @@ def test_the_canonical_form_does_not_depend_on_how_duckdb_prints_values():
             ["none", None],
         ],
     ]
-    assert chain.canonical("t", cols, (3, 0.1, row[2], '{ "a": [1.5, null], "b": 1 }', None)) == text
-    assert chain.canonical("t", cols, (3, float("0.1000000000000000055511151231257827"), *row[2:])) == text
-    assert chain.canonical("t", cols, (3, math.nextafter(0.1, 1), *row[2:])) != text
-    nan = chain.canonical("t", ("value",), (math.nan,))
+    assert chain.canonical_row("t", cols, (3, 0.1, row[2], '{ "a": [1.5, null], "b": 1 }', None)) == text
+    assert chain.canonical_row("t", cols, (3, float("0.1000000000000000055511151231257827"), *row[2:])) == text
+    assert chain.canonical_row("t", cols, (3, math.nextafter(0.1, 1), *row[2:])) != text
+    nan = chain.canonical_row("t", ("value",), (math.nan,))
     assert json.loads(nan)[2] == [["value", ["f", "nan"]]]
     with pytest.raises(TypeError):
-        chain.canonical("t", ("x",), (object(),))
+        chain.canonical_row("t", ("x",), (object(),))

@@ -16,6 +16,7 @@ import pytest
 import privpub
 from privpub.state.store import Store
 from privpub.tasks.demo_data import census
+from tests.helpers import table_query
 from tests.test_contract import spec_dict, toml
 from tests.test_drivers import _without_a_server
 
@@ -48,7 +49,7 @@ def tables(state: Path) -> dict[str, list[str]]:
         return {}
     with duckdb.connect(str(state), read_only=True) as con:
         names = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()]
-        out = {n: sorted(map(repr, con.execute(f'SELECT * FROM "{n}"').fetchall())) for n in names}
+        out = {n: sorted(map(repr, con.execute(table_query(n)).fetchall())) for n in names}
     if "schema_migrations" in out:  # when each migration ran is no content: which ran is
         out["schema_migrations"] = [r.split(", datetime")[0] for r in out["schema_migrations"]]
     return out

@@ -30,7 +30,7 @@ from privpub.tasks.compose.change import rebuild_series
 from privpub.tasks.compose.check import SeriesCheck, series_settings
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.techniques.registry import get_technique
-from tests.helpers import child_pythonpath
+from tests.helpers import child_pythonpath, table_query
 from tests.test_drivers import _without_a_server
 from tests.test_series_composition import PERMANENT, TRANSIENT, frame_and_groups, publish_groups, series_cases, spec_of
 
@@ -47,7 +47,7 @@ def state_tables(path: Path) -> dict[str, str]:
     with duckdb.connect(str(path), read_only=True) as con:
         names = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()]
         for name in sorted(set(names) - {"audit_log", "releases"}):
-            rows = con.execute(f"SELECT * FROM {name} ORDER BY ALL").fetchall()
+            rows = con.execute(f"{table_query(name)} ORDER BY ALL").fetchall()
             out[name] = hashlib.sha256(repr(rows).encode()).hexdigest()
     return out
 
