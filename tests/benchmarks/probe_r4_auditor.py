@@ -12,13 +12,12 @@ import json
 import os
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 import duckdb
 
-from tests.benchmarks.probe_reliability import PRIVPUB, Outcome, _env, audit_rows, cli, judge, needles, table
+from tests.benchmarks.probe_reliability import PRIVPUB, Outcome, _env, audit_rows, cli, judge, needles, run_alone
 from tests.helpers import census_spec_toml
 from tests.test_hardening import good_frame
 
@@ -133,13 +132,5 @@ def probe(root: Path) -> list[Outcome]:
     return out
 
 
-def main() -> None:
-    with tempfile.TemporaryDirectory(prefix="privpub-probe-r4-auditor-") as tmp:
-        outcomes = probe(Path(tmp))
-    for o in outcomes:
-        print(f"  {o.case}: {o}")
-    print(table(outcomes))
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(probe)

@@ -21,7 +21,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import tomllib
 import uuid
@@ -30,7 +29,7 @@ from pathlib import Path
 
 import duckdb
 
-from tests.benchmarks.probe_reliability import PRIVPUB, Outcome, _env, audit_rows, cli, judge, needles, table
+from tests.benchmarks.probe_reliability import PRIVPUB, Outcome, _env, audit_rows, cli, judge, needles, run_alone
 from tests.helpers import census_spec_toml
 from tests.test_hardening import good_frame
 
@@ -202,14 +201,5 @@ def probe(root: Path) -> list[Outcome]:
     return probe_api(root) + probe_states(root) + probe_kills(root) + probe_tampering(root)
 
 
-def main() -> None:
-    with tempfile.TemporaryDirectory(prefix="privpub-probe-r4-chain-") as tmp:
-        outcomes = probe(Path(tmp))
-    for o in outcomes:
-        if o.traceback or o.published or o.leak or o.unlogged or not o.clean:
-            print(f"  {o.kind}: {o.case}: {o}")
-    print(table(outcomes))
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(probe)

@@ -8,11 +8,10 @@ truncated state file), each a fresh `privpub` process judged as the probe judges
 from __future__ import annotations
 
 import os
-import tempfile
 import uuid
 from pathlib import Path
 
-from tests.benchmarks.probe_reliability import Outcome, audit_rows, cli, judge, needles, release_dirs, table
+from tests.benchmarks.probe_reliability import Outcome, audit_rows, cli, judge, needles, release_dirs, run_alone
 from tests.helpers import census_spec_toml
 from tests.test_hardening import good_frame
 from tests.test_hardening_round4 import CASES, _headerless
@@ -89,14 +88,5 @@ def probe(root: Path) -> list[Outcome]:
     return probe_inputs(root) + probe_commands(root)
 
 
-def main() -> None:
-    with tempfile.TemporaryDirectory(prefix="privpub-probe-r4-") as tmp:
-        outcomes = probe(Path(tmp))
-    for o in outcomes:
-        if o.traceback or o.published or o.leak or o.unlogged or not o.clean:
-            print(f"  {o.kind}: {o.case}: {o}")
-    print(table(outcomes))
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(probe)

@@ -11,14 +11,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
 import duckdb
 
-from tests.benchmarks.probe_reliability import PRIVPUB, Outcome, _env, audit_rows, cli, judge, needles, table
+from tests.benchmarks.probe_reliability import PRIVPUB, Outcome, _env, audit_rows, cli, judge, needles, run_alone
 from tests.helpers import census_spec_toml
 from tests.test_hardening import good_frame
 
@@ -123,13 +122,5 @@ def probe(root: Path) -> list[Outcome]:
     return probe_names(root) + probe_after_commit(root)
 
 
-def main() -> None:
-    with tempfile.TemporaryDirectory(prefix="privpub-probe-names-") as tmp:
-        outcomes = probe(Path(tmp))
-    for o in outcomes:
-        print(f"  {o.kind}: {o.case}: {o}")
-    print(table(outcomes))
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(probe)

@@ -353,6 +353,29 @@ def round_four(root: Path) -> list[Outcome]:
     return out
 
 
+def failed(o: Outcome) -> bool:
+    """A case the probe counts against privpub in any column."""
+    return (
+        o.traceback or o.internal or o.published or o.leak or o.unlogged or o.duplicates or o.tamper_missed
+    ) or not o.clean
+
+
+def report(outcomes: list[Outcome]) -> str:
+    """Print the failed cases and the table; return the table."""
+    for o in outcomes:
+        if failed(o):
+            print(f"  {o.kind}: {o.case}: {o}")
+    text = table(outcomes)
+    print(text)
+    return text
+
+
+def run_alone(probe: Callable[[Path], list[Outcome]]) -> None:
+    """One probe_r4_<area> module on its own (`python -m tests.benchmarks.probe_r4_<area>`)."""
+    with tempfile.TemporaryDirectory(prefix="privpub-probe-r4-") as tmp:
+        report(probe(Path(tmp)))
+
+
 def table(outcomes: list[Outcome]) -> str:
     lines = [
         "| kind | cases tried | refused cleanly | tracebacks | internal errors | wrongly published | leaks | unlogged |"
@@ -384,22 +407,7 @@ def main() -> None:
             outcomes += step(root)
         outcomes += probe_kills(root, args.kills, args.seed)
         outcomes += round_four(root)
-    bad = [
-        o
-        for o in outcomes
-        if o.traceback
-        or o.internal
-        or o.published
-        or o.leak
-        or o.unlogged
-        or o.duplicates
-        or o.tamper_missed
-        or not o.clean
-    ]
-    for o in bad:
-        print(f"  {o.kind}: {o.case}: {o}")
-    text = table(outcomes)
-    print(text)
+    text = report(outcomes)
     if args.markdown:
         Path(args.markdown).write_text(text + "\n")
 
