@@ -226,6 +226,20 @@ def group_alive(pgid: int) -> bool:
     return bool(group_members(pgid))
 
 
+def restart_if_stopped(service: Service) -> Service:
+    """The scenario's service running again on its own home after a stop test ended it. Under
+    `pytest -n` (loadfile, the larger file first) tests/test_service_e2e.py's stop tests can run
+    before tests/test_browser.py in the same worker; the runs and their releases live in the home
+    (Prefect's database, the state), so a restart on the same port (the report links the runs
+    stored name the port after it) serves the same pages."""
+    if (service.home / "server.json").exists():
+        return service
+    started = privpub("server", "start", "--port", str(service.record["port"]), "--home", str(service.home))
+    assert started.returncode == 0, started.stdout + started.stderr
+    service.record = json.loads((service.home / "server.json").read_text())
+    return service
+
+
 @pytest.fixture(scope="session")
 def privpub_service(tmp_path_factory):
     home = tmp_path_factory.mktemp("service-home")

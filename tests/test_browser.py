@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.service_scenario import restart_if_stopped
+
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "browser"
 # no sandbox as root; no background connections (the machine's network is closed to them)
@@ -50,7 +52,7 @@ def browser_page():
 
 
 def test_ui_run_page_and_release_report(browser_page, request):
-    service = request.getfixturevalue("privpub_service")
+    service = restart_if_stopped(request.getfixturevalue("privpub_service"))
     run = service.runs["override"]
     release_id = run.name  # the run is renamed after its release
     page = browser_page
@@ -87,7 +89,7 @@ def test_ui_run_page_and_release_report(browser_page, request):
 def test_the_report_opens_from_the_runs_artifacts_in_the_ui(browser_page, request):
     """Issue 30: from the run's page in the Prefect UI, its Artifacts tab, to the report the
     release service serves over HTTP (not a file path on the server)."""
-    service = request.getfixturevalue("privpub_service")
+    service = restart_if_stopped(request.getfixturevalue("privpub_service"))
     run = service.runs["reader"]  # the series' second release
     release_id = run.name
     page = browser_page
@@ -113,7 +115,7 @@ def test_the_report_opens_from_the_runs_artifacts_in_the_ui(browser_page, reques
 def test_a_refused_run_reads_as_its_reason_in_the_ui(browser_page, request):
     """Issue 30: a UI run with a misspelled override is named after its one-line reason, ends
     Failed, and its log holds that line and no engine traceback."""
-    service = request.getfixturevalue("privpub_service")
+    service = restart_if_stopped(request.getfixturevalue("privpub_service"))
     run = service.runs["misspelled"]
     page = browser_page
     page.set_default_timeout(60_000)
