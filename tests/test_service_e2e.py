@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import json
 
-from tests.service_scenario import free_port, group_alive, privpub, processes_with_home, stop_service
+from tests.service_scenario import (
+    free_port,
+    group_alive,
+    privpub,
+    processes_with_home,
+    restart_if_stopped,
+    stop_service,
+)
 
 
 def test_start_refuses_a_busy_port_and_a_misspelled_setting(tmp_path):
@@ -284,3 +291,20 @@ def test_stop_ends_the_report_server(privpub_service):
     assert not group_alive(s.record["reports_pid"]) and not processes_with_home(s.home)
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"{s.record['reports_url']}/reports/", timeout=5)
+
+
+def test_a_stopped_service_starts_again_on_its_own_port(privpub_service):
+    """`server stop` then `server start --port` the same port works at once: the stopped server's
+    closed connections (TIME_WAIT) do not hold the port. The runs and releases are still there."""
+    from privpub.flows.service import healthy
+
+    s = privpub_service
+    port = s.record["port"]
+    assert stop_service(s.home).returncode == 0
+    restart_if_stopped(s)
+    try:
+        assert s.record["port"] == port and healthy(s.record["api_url"])
+        with s.client() as client:
+            assert client.read_flow_run(s.runs["override"].id).state_type.value == "COMPLETED"
+    finally:
+        assert stop_service(s.home).returncode == 0
