@@ -114,7 +114,9 @@ def problems(readme: Path = ROOT / "README.md", tests: Path = ROOT / "tests") ->
     marking = " and ".join(["README.md"] + (["docs/*.md"] if len(pages(readme)) > 1 else []))
     for pid, where in sorted(named.items()):
         if pid not in promises:
-            out.append(f"{where[0]} names promise '{pid}', which {marking} {'do' if ' and ' in marking else 'does'} not mark")
+            out.append(
+                f"{where[0]} names promise '{pid}', which {marking} {'do' if ' and ' in marking else 'does'} not mark"
+            )
     return out, promises
 
 
