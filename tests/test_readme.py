@@ -18,10 +18,8 @@ LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 
 def links(page: Path) -> list[tuple[int, str]]:
     """(line, target) of every markdown link outside code (a link shown as code leads nowhere)."""
-    out = []
-    for number, line in enumerate(masked(page.read_text()).splitlines(), start=1):
-        out += [(number, m.group(1)) for m in LINK.finditer(line)]
-    return out
+    text = masked(page.read_text())  # a link's text may run over two lines of a paragraph
+    return [(text.count("\n", 0, m.start()) + 1, m.group(1)) for m in LINK.finditer(text)]
 
 
 def anchors(page: Path) -> set[str]:
@@ -65,8 +63,9 @@ def test_the_link_check_finds_a_missing_file_and_a_missing_heading(tmp_path):
     page.write_text(
         "# A `[x]` title (1)\n\n## Twice\n\n## Twice\n\n"
         "[ok](#a-x-title-1) [ok](#twice-1) [no](#twice-2) [no](b.md) `[code](b.md)`\n\n```\n[code](c.md)\n```\n"
+        "[over two\nlines](d.md)\n"
     )
-    assert [t for _, t in links(page)] == ["#a-x-title-1", "#twice-1", "#twice-2", "b.md"]
+    assert [t for _, t in links(page)] == ["#a-x-title-1", "#twice-1", "#twice-2", "b.md", "d.md"]
     assert {"a-x-title-1", "twice", "twice-1"} <= anchors(page) and "twice-2" not in anchors(page)
 
 
