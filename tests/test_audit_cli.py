@@ -56,6 +56,9 @@ def ask(folder, where, api, who="analyst"):
 
 
 def test_init_ask_log_and_restart(prefect_server, clinic):
+    """Each ask is a new process: the decisions equal one auditor kept in memory.
+
+    Promise: auditor-survives-restart."""
     res = run(["audit", "init", str(clinic / "clinic.toml")], prefect_server)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["registered"] == "clinic"

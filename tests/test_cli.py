@@ -51,6 +51,9 @@ def history_rows(folder: Path) -> int:
 
 
 def test_publish_history_verify(prefect_server, census_dir):
+    """publish, history, verify through the CLI; a byte appended to the table fails verify.
+
+    Promise: verify-detects-a-changed-published-file."""
     spec = write_spec(census_dir, seed=21)
     res = run(["publish", str(spec)], prefect_server)
     assert res.returncode == 0, res.stderr
@@ -104,6 +107,9 @@ def test_bad_input_one_message_nothing_written(prefect_server, census_dir, mutat
 
 @pytest.mark.parametrize("stage", ["anonymize", "commit"])
 def test_sigkill_leaves_no_release_and_next_run_publishes(prefect_server, census_dir, stage):
+    """kill -9 during anonymize or commit: no release, and the next run publishes.
+
+    Promise: no-half-release-after-kill."""
     spec = write_spec(census_dir, seed=None)
     if stage == "commit":  # a first release, so the kill happens in a store with history
         assert run(["publish", str(spec)], prefect_server).returncode == 0

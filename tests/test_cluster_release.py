@@ -79,6 +79,9 @@ def _tied(n: int, seed: int) -> pd.DataFrame:
 
 @pytest.mark.parametrize("seed, k, l, chunk_rows", [(1, 5, None, 300), (2, 4, 3, 250), (3, 10, 2, 900), (4, 3, 4, 100)])
 def test_distributed_release_equals_the_in_memory_release(cluster, tmp_path, seed, k, l, chunk_rows):
+    """The same groups, boxes and rows on the cluster as in memory.
+
+    Promise: cluster-release-equals-in-memory."""
     _, client = cluster
     frame = _tied(2000, seed)
     _write_parts(tmp_path / "data", frame, 5)
@@ -153,6 +156,9 @@ def _write_spec(folder: Path, run: str) -> Path:
 def test_publish_on_a_cluster_equals_in_memory_and_verifies_from_the_folder(
     prefect_server, cluster, secret_parts, prefect_results_dir
 ):
+    """A whole publish on the cluster equals the in-memory one and verifies from its folder of parts.
+
+    Promise: cluster-release-equals-in-memory."""
     local, client = cluster
     folder, frame = secret_parts
     spec_path = _write_spec(folder, f'task_runner = "dask"\naddress = "{local.scheduler_address}"\nchunk_rows = 400')

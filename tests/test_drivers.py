@@ -52,12 +52,18 @@ def _figures(folder: Path, release_id: str) -> list[tuple]:
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_the_in_process_driver_publishes_the_pinned_tables(census_dir, name):
+    """Without a server the release publishes the tables pinned for the Prefect driver, byte for byte.
+
+    Promise: drivers-publish-the-same-tables."""
     release_id = pipeline.attempt(str(_spec(census_dir, name)), None, None, driver=pipeline.Driver(None))
     assert _tables(census_dir, release_id) == EXPECTED[name]
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_both_drivers_store_the_same_figures(prefect_server, tmp_path, name):
+    """Both drivers store the same figures.
+
+    Promise: drivers-publish-the-same-tables."""
     folders = {}
     for how in ("plain", "prefect"):
         folder = folders[how] = tmp_path / how

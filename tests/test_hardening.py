@@ -293,7 +293,9 @@ def test_permissions_follow_secrecy_not_umask(prefect_server, tmp_path):
 
 def test_failed_attempts_are_in_the_audit_log(prefect_server, tmp_path, prefect_results_dir):
     """A run that fails inside the flow (a UI run has no CLI in front of it) ends Failed with the
-    one-line message, leaves its audit row, and nothing in Prefect's result storage."""
+    one-line message, leaves its audit row, and nothing in Prefect's result storage.
+
+    Promise: every-attempt-in-audit-log."""
     from privpub.flows.publish import publish_flow
 
     frame = good_frame()
@@ -398,7 +400,9 @@ def test_sigkill_anywhere_leaves_no_half_release_and_no_process(tmp_path, prefec
     and at random moments within a run (about a second now that no temporary Prefect server
     starts; a run that ended first is not killed): afterwards no process of the run is alive, no
     half release is visible, every committed release has its report and verifies, the next
-    publish succeeds, and no secret reached Prefect's storage."""
+    publish succeeds, and no secret reached Prefect's storage.
+
+    Promise: no-half-release-after-kill."""
     import signal
     import time
 

@@ -2,7 +2,7 @@
 
 Each refusal: exit 1, one `privpub: error:` line naming what is wrong (rows by position,
 columns by name), no cell or person id quoted, nothing written but the attempt's audit row.
-The NA rule (README, "The input"): in a CSV file only a truly empty field is an empty cell.
+The NA rule (docs/spec.md, "The input"): in a CSV file only a truly empty field is an empty cell.
 """
 
 from __future__ import annotations

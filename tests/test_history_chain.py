@@ -85,6 +85,9 @@ TAMPERS = {
 
 @pytest.mark.parametrize("name", list(TAMPERS))
 def test_each_edit_of_the_state_is_detected_and_named(two, name):
+    """Each kind of edit of the state fails verify --history, naming the table and row.
+
+    Promise: history-tamper-detected."""
     state, (first, second) = two
     sql, words = TAMPERS[name]
     _sql(state, sql.replace("$first", f"'{first}'"))
@@ -101,6 +104,9 @@ def test_each_edit_of_the_state_is_detected_and_named(two, name):
 
 
 def test_a_deleted_chain_entry_or_a_truncated_tail_is_named(two):
+    """A deleted row, in the middle or at the end of a chain, is named.
+
+    Promise: history-tamper-detected."""
     state, _ = two
     _sql(state, "DELETE FROM history_chain WHERE chain = 'audit_log' AND pos = 1; DELETE FROM audit_log WHERE id = 1")
     fails = _fails(privpub.verify(state=state, history=True))
@@ -119,6 +125,9 @@ def test_a_deleted_chain_entry_or_a_truncated_tail_is_named(two):
 
 
 def test_an_edited_or_missing_manifest_is_named(two):
+    """An edited or missing manifest.json is named.
+
+    Promise: history-tamper-detected."""
     state, (first, second) = two
     folder = state.parent / "releases" / first
     manifest = folder / "manifest.json"
@@ -135,7 +144,9 @@ def test_an_edited_or_missing_manifest_is_named(two):
 
 def test_a_chain_recomputed_by_an_attacker_is_caught_by_the_manifests(two):
     """Write access to the state lets one recompute every hash after an edit; the manifests in
-    the release folders (and their sha256 printed at publish) still hold what was published."""
+    the release folders (and their sha256 printed at publish) still hold what was published.
+
+    Promise: recomputed-chain-caught-by-manifests."""
     state, (first, _) = two
     with duckdb.connect(str(state)) as con:
         con.execute("UPDATE release_rows SET seed = 1 WHERE release_id = ?", [first])
@@ -147,6 +158,9 @@ def test_a_chain_recomputed_by_an_attacker_is_caught_by_the_manifests(two):
 
 
 def test_a_published_table_changed_on_disk_is_named_by_verify_history(two):
+    """A byte added to a published table is named by verify --history.
+
+    Promise: verify-detects-a-changed-published-file."""
     state, (first, _) = two
     table = state.parent / "releases" / first / "table.parquet"
     table.write_bytes(table.read_bytes() + b"x")

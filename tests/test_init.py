@@ -244,6 +244,9 @@ def leaked(text: str, values: set[str]) -> set[str]:
 
 @pytest.mark.parametrize("given", [True, False], ids=["--person-id", "found"])
 def test_init_on_a_hospital_table_proposes_no_identifier_and_many_rows_per_person(tmp_path, given):
+    """Names, ids, emails, phones, addresses and notes are left out of the proposed QIs.
+
+    Promise: identifiers-never-proposed."""
     frame = hospital()
     frame.to_parquet(tmp_path / "covid.parquet")
     report: list[str] = []
@@ -269,6 +272,9 @@ def test_init_on_a_hospital_table_proposes_no_identifier_and_many_rows_per_perso
 
 
 def test_init_finds_the_identifiers_by_their_values_when_the_names_say_nothing(tmp_path):
+    """Identifiers are found by their values when their names say nothing.
+
+    Promise: identifiers-never-proposed."""
     frame = hospital(seed=1)
     frame.columns = [f"c{i}" for i in range(frame.shape[1])]  # c0 patient id ... c10 result
     frame.to_csv(tmp_path / "anon.csv", index=False)

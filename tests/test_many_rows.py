@@ -432,6 +432,9 @@ MODELS = [
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("params", MODELS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
 def test_small_inputs_every_figure_equals_brute_force_over_people(seed, params):
+    """Every privacy and risk figure over people equals a brute-force count over people.
+
+    Promise: people-not-rows."""
     frame = small_table(seed)
     tech, data, part, release = small_release(frame, seed, **params)
     # the partition: every person's rows in one group of at least k people
@@ -553,6 +556,9 @@ def hand_release(classes, k: int):
 
 @pytest.mark.parametrize("k", [2, 3, 5])
 def test_a_hand_built_release_of_k_people_passes_and_of_k_minus_1_people_with_k_rows_fails(k):
+    """k counts people: k - 1 people holding k rows fail.
+
+    Promise: people-not-rows."""
     wide = [(100 + j, 1) for j in range(k + 1)]
     inside = [(j, 2) for j in range(k)]  # k people, 2k rows
     outside = [(j, 1) for j in range(k - 2)] + [(k - 2, 3)]  # k - 1 people, k + 1 rows

@@ -68,6 +68,9 @@ def brute_force_refuses(frame: pd.DataFrame, qi: str, person: str) -> bool:
 def test_a_qi_with_more_values_than_half_the_people_is_refused_just_outside_the_threshold(
     tmp_path, monkeypatch, distinct, refused
 ):
+    """Just inside and just outside half the people.
+
+    Promise: near-unique-qi-refused."""
     monkeypatch.chdir(tmp_path)
     frame = table(400, distinct)
     assert brute_force_refuses(frame, "code", "pid") is refused
@@ -129,6 +132,9 @@ def test_under_many_rows_per_person_people_are_counted_not_rows():
     [(p, r, d) for p, r in [(202, 1), (301, 1), (250, 3), (120, 2)] for d in (p // 2, p // 2 + 1, p // 2 + 2)],
 )
 def test_the_check_agrees_with_a_count_from_the_definition(people, rows_each, distinct):
+    """The check against a direct count of values and people.
+
+    Promise: near-unique-qi-refused."""
     frame = table(people, distinct, rows_each=rows_each, seed=people + distinct)
     body = {**spec()["dataset"], "input": "x.csv", "rows_per_person": "many" if rows_each > 1 else "one"}
     given = spec_from_dict({**spec(), "dataset": body})

@@ -81,6 +81,9 @@ def _prefect_texts(api_url: str, names: list[str]) -> str:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_no_planted_id_or_unread_cell_anywhere_a_person_reads(prefect_server, tmp_path, name):
+    """No planted id or unread cell in the CLI output, published files, audit log, figures or Prefect.
+
+    Promise: messages-quote-no-cell."""
     ids, output, needles = _publish_twice(tmp_path, name, prefect_server)
     assert needles[0] in (tmp_path / "census.csv").read_text()  # the needles are what the input holds
     places: dict[str, str] = {"the CLI's output": output}

@@ -79,6 +79,9 @@ def test_every_registered_technique_is_covered():
 
 @pytest.mark.parametrize("name", sorted(VALID))
 def test_unknown_key_is_refused_with_the_nearest_key(name):
+    """A misspelled [technique] key is refused naming the nearest key.
+
+    Promise: spec-refuses-unknown-keys."""
     key = next(iter(make(name).params.model_fields))
     bad = key + key[-1]
     assert refused(name, **{bad: 3}) == f"[technique] {bad}: unknown key; did you mean {key}?"

@@ -151,6 +151,9 @@ def table_hashes(folder: Path, release_id: str) -> dict[str, str]:
 
 
 def test_pseudonyms_are_the_keyed_hash_of_the_ids_text():
+    """The stored person is the keyed hash of the id, derived independently here.
+
+    Promise: state-holds-no-person-id."""
     key = ps.Pseudonyms(bytes(range(32)))
     ids = pa.array([17, 18, 17])
     got = key.of(ids).to_pylist()
@@ -168,7 +171,9 @@ def test_pseudonyms_are_the_keyed_hash_of_the_ids_text():
 def test_a_copied_state_names_nobody_and_a_migrated_one_recognises_everybody(prefect_server, tmp_path, monkeypatch):
     """Two series (generalization with keep_groups; serial with a registration list) published
     with the ids in clear as before migration 9, then a third release after it; and the same
-    releases published with pseudonyms all along: the same figures and tables."""
+    releases published with pseudonyms all along: the same figures and tables.
+
+    Promise: state-holds-no-person-id."""
     general, serial, registered = months(3)
     old, new = tmp_path / "old", tmp_path / "new"
     with monkeypatch.context() as m:
@@ -213,6 +218,9 @@ def test_a_copied_state_names_nobody_and_a_migrated_one_recognises_everybody(pre
 
 
 def test_the_key_is_owner_only_apart_and_a_state_without_it_is_refused(prefect_server, tmp_path, monkeypatch):
+    """The key file is 0600; a state whose key is missing is refused for a new release.
+
+    Promise: missing-pseudonym-key-refused."""
     general, _, _ = months(2)
     folder = tmp_path / "g"
     publish_generalization(folder, general[0])
@@ -250,6 +258,9 @@ def test_the_key_is_owner_only_apart_and_a_state_without_it_is_refused(prefect_s
 
 
 def test_the_cli_refuses_a_series_state_without_its_key_in_one_line(prefect_server, tmp_path):
+    """The CLI says so in one line naming the key file.
+
+    Promise: missing-pseudonym-key-refused."""
     from tests.test_cli import run
 
     general, _, _ = months(2)

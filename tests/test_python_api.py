@@ -245,7 +245,9 @@ def test_a_dataframe_publishes_in_a_fresh_interpreter_without_prefect(census_dir
 
 def test_a_dataframe_never_goes_to_a_prefect_server(tmp_path, monkeypatch):
     """With a server configured, a DataFrame's release still runs in this process: a flow run's
-    parameters and task inputs are the server's to keep, and the rows must never get there."""
+    parameters and task inputs are the server's to keep, and the rows must never get there.
+
+    Promise: dataframe-stays-in-process."""
     from privpub.flows import run
 
     monkeypatch.chdir(tmp_path)
@@ -255,6 +257,9 @@ def test_a_dataframe_never_goes_to_a_prefect_server(tmp_path, monkeypatch):
 
 
 def test_with_a_server_a_dict_spec_is_a_flow_run_and_a_dataframe_is_not(prefect_server, census_dir, monkeypatch):
+    """With a server, a spec is a flow run; a DataFrame never is.
+
+    Promise: dataframe-stays-in-process."""
     monkeypatch.chdir(census_dir)
     warn = {"series": {"composition": "warn"}}  # two releases of other seeds: not what this is about
     via_flow = privpub.publish(spec={**census_spec("census.csv", k=5, l=None, seed=3), **warn})

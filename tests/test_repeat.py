@@ -71,7 +71,9 @@ def test_a_randomized_technique_says_why_through_the_cli(census_dir, tmp_path):
 
 def test_concurrent_publishes_of_one_series_run_one_after_the_other(census_dir, tmp_path):
     """Issue 25, item 5: eight publishes of one series started together all commit, #1..#8 in
-    turn (before, those overtaken failed with "was committed while this one was computed")."""
+    turn (before, those overtaken failed with "was committed while this one was computed").
+
+    Promise: concurrent-publishes-one-after-another."""
     spec = write_spec(census_dir, k=5, l=None, seed=None, extra='\n[series]\ncomposition = "warn"\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(

@@ -55,6 +55,9 @@ def test_the_accepted_keys_are_the_models_fields():
     ],
 )
 def test_an_unknown_key_is_refused_by_the_spec_check(section, body, message):
+    """The other sections refuse an unknown key the same way.
+
+    Promise: spec-refuses-unknown-keys."""
     with pytest.raises(SpecError, match=message):
         with_section(section, body)
 

@@ -124,7 +124,9 @@ def test_composed_figures_equal_the_brute_force_linker(tmp_path_factory, model, 
 
 def test_a_series_built_to_breach_is_refused_with_its_count(tmp_path):
     """Release 1: {p0..p3} with a,b,c,a. Release 2 regroups p0, p1 with a newcomer holding b:
-    p0 and p1 keep {a, b} (2 < l = 3); p2 and p3 do not return."""
+    p0 and p1 keep {a, b} (2 < l = 3); p2 and p3 do not return.
+
+    Promise: series-composition-refused."""
     store = Store(tmp_path / "state.duckdb")
     spec = spec_of({"l": 3})
     one = pd.DataFrame({"pid": ["p0", "p1", "p2", "p3"], "age": [30, 31, 32, 33], "v": ["a", "b", "c", "a"]})
@@ -298,6 +300,9 @@ def publish_month(folder, frame: pd.DataFrame, extra: str = "") -> dict:
 
 
 def test_two_monthly_releases_that_narrow_people_are_refused_and_logged(prefect_server, tmp_path):
+    """A second month that narrows people below l is refused, logged, and not published.
+
+    Promise: series-composition-refused."""
     from privpub.tasks.demo_data import census
 
     pool = census(1500, seed=1)

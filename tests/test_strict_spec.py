@@ -30,6 +30,9 @@ def spec(**sections):
     ],
 )
 def test_a_value_of_the_wrong_type_is_refused_not_coerced(section, key, bad, good):
+    """A value of the wrong type is refused in one line, never converted.
+
+    Promise: spec-types-not-coerced."""
     spec_from_dict(spec(**{section: {key: good}}))
     with pytest.raises(SpecError, match=rf"\[{section}\] {key}: Input should be") as err:
         spec_from_dict(spec(**{section: {key: bad}}))

@@ -142,6 +142,9 @@ QIS = [{"name": "age", "kind": "numeric"}, {"name": "kind", "kind": "categorical
 
 @given(case=tables())
 def test_suppression_stays_in_budget_and_the_published_table_verifies_on_its_own(case):
+    """k and l hold on the published rows alone, which hold no suppressed row.
+
+    Promise: suppressed-rows-never-published."""
     frame, k, l, share = case
     if l and frame["s"].nunique() < l:
         return

@@ -191,7 +191,9 @@ def _killed_at(census_dir: Path, tmp_path: Path, stage: str) -> None:
 def test_a_publish_killed_anywhere_leaves_one_row(census_dir, tmp_path, stage, outcome):
     """Just after the COMMIT (`after-commit`: before the folder is renamed; `published`: after)
     the attempt's `committed` row exists and its marker is still there: the next writer must not
-    add an `interrupted` row for it. Before the COMMIT the marker is the only trace: one row."""
+    add an `interrupted` row for it. Before the COMMIT the marker is the only trace: one row.
+
+    Promise: every-attempt-in-audit-log."""
     write_spec(census_dir, seed=5)
     state = census_dir / "privpub.duckdb"
     Store(state).log("setup", "note", None, "ok")

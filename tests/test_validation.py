@@ -34,6 +34,9 @@ def test_null_in_a_qi_names_row_and_column():
 
 
 def test_non_numeric_age_names_row_not_value():
+    """The message names the row and column, never the cell.
+
+    Promise: messages-quote-no-cell."""
     f = frame().astype({"age": object})
     f.loc[2, "age"] = "forty"
     with pytest.raises(InputError, match=r"row 3, column 'age': not a number$") as err:
@@ -86,8 +89,9 @@ def test_spec_errors_are_clear(tmp_path):
 
 
 def test_readme_spec_example_loads(tmp_path):
-    """The contract spec of the README parses with every key as written."""
-    text = open("README.md").read()
+    """The contract spec of the README (now the first example of docs/spec.md, where the README's
+    reference moved) parses with every key as written."""
+    text = open("docs/spec.md").read()
     block = text.split("```toml", 1)[1].split("```", 1)[0]
     (tmp_path / "spec.toml").write_text(block)
     spec = load_spec(tmp_path / "spec.toml")

@@ -13,6 +13,9 @@ FIVE = ["Alice", "Bob", "Clark", "Diana", "Ellen"]
 
 
 def test_budget_denies_without_reading_the_secret_and_says_so(monkeypatch):
+    """A budget denial reads no secret value and changes no knowledge.
+
+    Promise: budget-denials-read-no-secret."""
     monkeypatch.setattr(nested, "ENABLED", False)  # the solver routes' budget: the nested path has none
     spy = Spy(T12)
     auditor = Auditor(population(T12), list(T12.values()), 2, spy, budget=5)
@@ -80,7 +83,9 @@ def test_decision_is_json_serialisable():
 
 
 def test_count_budget_denies_without_reading_the_secret_and_is_kept_in_the_state(monkeypatch):
-    """(Was the wall-clock time_budget test: budgets are counts of work now.)"""
+    """(Was the wall-clock time_budget test: budgets are counts of work now.)
+
+    Promise: budget-denials-read-no-secret."""
     monkeypatch.setattr(nested, "ENABLED", False)  # the solver routes' budget: the nested path has none
     spy = Spy(T12)
     auditor = Auditor(population(T12), list(T12.values()), 2, spy, budget=1)

@@ -80,6 +80,9 @@ def test_open_world_decisions_and_knowledge_match_brute_force(sc):
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(max_people=6))
 def test_adversary_simulating_the_strategy_never_narrows_anyone_below_l(sc):
+    """An adversary who simulates the auditor learns nothing that narrows anyone below l.
+
+    Promise: negative-denials-are-simulatable."""
     people, public, secret, queries, l = sc
     n = len(people)
     world = brute.all_instances(n, public, closed=True)
@@ -198,7 +201,9 @@ def test_a_query_that_differences_crossing_facts_is_denied_unread(secret, releas
     """Brute force: after the facts G is l-uncertain, and every answer of q is unsafe (Delta = G),
     because each cell of l - 1 people is pinned to fewer than l values whatever the answer. The
     auditor denies positively without reading the secret (the response does not depend on it)
-    and its knowledge stays brute force's G; the solver routes listing every answer agree."""
+    and its knowledge stays brute force's G; the solver routes listing every answer agree.
+
+    Promise: negative-denials-are-simulatable."""
     secret, q = list(secret), frozenset(q)
     n, people = len(secret), [f"p{i}" for i in range(len(secret))]
     world = brute.all_instances(n, sorted(secret), closed=True)

@@ -19,7 +19,7 @@ marital, race, workclass, country categorical; occupation sensitive), technique 
    format and both are scored by tasks.evaluate.metrics.uncertainty_penalty (Butterfly paper,
    Definition 1: total and normalised per tuple and QI); a second convention scores a categorical
    set by its size instead of its code range. Target: ours >= 50x faster, penalty no worse.
-   Run on all 8 QIs, then on the README spec's 3 QIs (age, sex, education) as a smaller point of
+   Run on all 8 QIs, then on the example spec's 3 QIs (docs/spec.md) (age, sex, education) as a smaller point of
    comparison (--compare-qi chooses other sets).
 3. pycanon's k_anonymity and l_diversity on our published table (one string column per QI:
    "lo-hi" for ranges, comma-joined sets) vs our verifier on the Arrow table. Target: identical
@@ -65,7 +65,7 @@ from privpub.tasks.verify.published import equivalence_classes, qi_columns  # no
 EXTERNAL = Path(__file__).with_name("bench_spine_external.py")
 DEFAULT_BENCH_PYTHON = ROOT / "bench-env" / "bin" / "python"
 ALL_QI = [q["name"] for q in CENSUS_QI]
-SPEC_EXAMPLE_QI = ["age", "sex", "education"]  # the README spec's QIs: a 3-QI point of comparison
+SPEC_EXAMPLE_QI = ["age", "sex", "education"]  # the example spec's QIs (docs/spec.md): a 3-QI point of comparison
 SENSITIVE = "occupation"
 GiB = 1024**3
 
