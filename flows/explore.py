@@ -244,7 +244,7 @@ def run_explore(
         seed = seed if seed is not None else base.output.seed if base.output.seed is not None else draw_seed()
         settings = checked_settings(spec_path, spec, grid, seed)
         first = settings[0].spec
-        # any spec asking for the cluster, whatever its input (README: refused)
+        # any spec asking for the cluster, whatever its input (docs/cli.md: refused)
         if any(s.spec.run.task_runner == "dask" for s in settings):
             raise SpecError(
                 '[run] task_runner = "dask": explore runs in this process; explore with task_runner = '
@@ -252,7 +252,7 @@ def run_explore(
             )
         if html is not None:  # the page's place, checked before any work
             _check_page(Path(html))
-        store = Store(first.state_path, makes_key=False)  # explore writes no key (README)
+        store = Store(first.state_path, makes_key=False)  # explore writes no key (docs/cli.md)
         store.check_usable()
     except Exception as exc:
         _record(spec_path, base, actor, exc, "refused" if isinstance(exc, SpecError) else "failed", detail)

@@ -4,7 +4,7 @@ how many rows a person has, what an empty cell does) and write it as a commented
 `privpub publish` accepts without edits.
 
 Every column other than the person id and the sensitive one is classified (one vectorised pass
-each, by its name and its values; README, "privpub init"):
+each, by its name and its values; docs/init.md):
 - direct identifier (never proposed): near-unique per person (schemas/input.py `is_near_unique`,
   the check publish makes), or named / shaped like an id, a person's name, an email address, a
   phone number, an address, a URL; free text (long, or mostly unique text with spaces, or named
@@ -693,7 +693,7 @@ def _choose(
     plan = _plan(frame, base, ranked, max_qi, people_of)
     qis = plan.qis
     if not qis:
-        raise InputError("no column looks like a quasi-identifier; write the spec by hand (README, 'The spec')")
+        raise InputError("no column looks like a quasi-identifier; write the spec by hand (docs/spec.md)")
     names = {p.name for p in qis}
     for p in proposals:
         if p.name in plan.left_out:
@@ -772,7 +772,7 @@ def _technique_lines(chosen: Chosen) -> list[str]:
         *(
             [
                 f"l = {DEFAULT_L}  # every group holds at least {DEFAULT_L} different {chosen.sensitive} values (no "
-                "certain disclosure); for a skewed column also consider beta or t (README, docs/models.md)"
+                "certain disclosure); for a skewed column also consider beta or t (docs/models.md)"
             ]
             if chosen.guard
             else []

@@ -335,7 +335,7 @@ def publish_flow(
     """Publish the next release of the series described by the spec file. Returns the release id.
 
     Args:
-        spec_path: The release's TOML spec file (see the README); relative paths in it are taken from its folder.
+        spec_path: The release's TOML spec file (docs/spec.md); relative paths in it are taken from its folder.
         overrides: Spec values merged over the file's, by section, e.g. {"technique": {"k": 20}}.
         actor: Who asks for the release, as the audit log records it (default: the deployment's name).
         new_release: Publish again although this run (a retry) or this scheduled slot already published a release.

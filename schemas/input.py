@@ -41,7 +41,7 @@ from privpub.schemas.spec import (
 
 # The longest text cell accepted (characters). Text columns become fixed-width arrays in places
 # (numpy's str dtype is as wide as the longest item), so one huge cell would cost its width in
-# every row; the limit keeps that bounded. Documented in the README.
+# every row; the limit keeps that bounded. Documented in docs/spec.md.
 MAX_CELL_CHARS = 256
 
 
@@ -272,7 +272,7 @@ def _first_non_utf8(data: mmap.mmap) -> int | None:
 def refuse_malformed_csv(path: Path) -> None:
     """What no reader should paper over, refused before reading: a header that is a row of data,
     a column named twice in the header (pandas would rename the second), a byte that is not
-    UTF-8 anywhere (the columns a release does not read and the header too: the README promises
+    UTF-8 anywhere (the columns a release does not read and the header too: docs/spec.md promises
     the file as a whole) and a NUL byte anywhere (one pass each over the mapped file; the row is
     named on the error path only)."""
     header = _csv_header(path)
@@ -330,7 +330,7 @@ def _first_bad_utf8(path: Path, header: list[str] | None) -> str:
     return "somewhere"
 
 
-# The NA rule (README, "The input"): in a CSV file only a truly empty field is an empty cell;
+# The NA rule (docs/spec.md, "The input"): in a CSV file only a truly empty field is an empty cell;
 # text such as NA, None, NULL or NaN is a value like any other (a category, a label), read as
 # written. A numeric column's cells are numbers as written in decimal (`0x1F` and `1_000` are
 # not numbers); its `nan`, the float's own spelling of no number, is an empty cell as pandas and

@@ -70,7 +70,7 @@ MISSING_CATEGORY = "(missing)"
 
 
 def column_name_problem(name: str) -> str | None:
-    """What is wrong with a column name the spec gives (README, "The input"), or None: it is not
+    """What is wrong with a column name the spec gives (docs/spec.md, "The input"), or None: it is not
     empty, not only spaces, and holds no control character (a NUL, a newline)."""
     if not name.strip():
         return "must not be empty" if not name else "must not be only spaces"
@@ -92,7 +92,7 @@ class QISpec(BaseModel):
     hierarchy: dict[str, list[str]] | Literal["mask", "month", "year"] | None = None
     # "allow": this QI's values are near-unique per person (more than half as many distinct values
     # as people, schemas/input.py NEAR_UNIQUE_SHARE) and it is published generalized on purpose;
-    # without it such a QI is refused as a direct identifier (README, "Direct identifiers")
+    # without it such a QI is refused as a direct identifier (docs/spec.md, "What is never published")
     near_unique: Literal["allow"] | None = None
 
     # one message for a wrong type (pydantic would give one per member of the union, per item)
