@@ -87,7 +87,7 @@ def checked_set(values: Any) -> dict[str, Any]:
     return dict(values)
 
 
-def set_refusal(exc: BaseException, values: Mapping[str, Any]) -> BaseException:
+def set_refusal(exc: Exception, values: Mapping[str, Any]) -> Exception:
     """A spec refusal caused by a set value, prefixed with the value as the caller gave it
     (`--set k=abc: [technique] k must be an integer >= 1, got 'abc'`); any other as it is."""
     if not isinstance(exc, SpecError):
