@@ -81,8 +81,14 @@ def test_explore_from_a_dataframe_writes_nothing_but_its_audit_row_and_page(tmp_
     spec = {**frame_spec(seed=None), "series": {"composition": "warn"}}
     privpub.publish(frame, spec)  # a release: the series has history to compare against
     before_files, before_tables = files(folder), tables(folder / "privpub.duckdb")
-    rows = privpub.explore(frame, spec, {"k": [3, 4]})
+    lines: list[str] = []
+    rows = privpub.explore(frame, spec, {"k": [3, 4]}, progress=lines.append)
     assert len(rows) == 2 and rows.passed.all()
+    seed = rows.attrs["seed"]  # drawn: the line says how to reproduce it in Python's words
+    assert (
+        lines[0]
+        == f'seed {seed} drawn (publish with overrides={{"output": {{"seed": {seed}}}}} to reproduce a setting\'s release)'
+    )
     assert_nothing_written(folder, before_files, before_tables, fresh)
     assert (folder / PAGE).is_file()
 
