@@ -30,6 +30,7 @@ from privpub.flows.pipeline import Driver, RunPlan, attempt, plan_from_spec, pla
 from privpub.flows.published_release import PublishedRelease
 from privpub.flows.records import DEFAULT_STATE, snapshot, state_file  # noqa: F401  (the API's names; history: privpub.history)
 from privpub.flows.reverify import Check, check_line, reverify_checks, verify_history
+from privpub.flows.settings import as_overrides, checked_set, set_refusal
 from privpub.schemas.errors import SpecError, StateError, public_message
 from privpub.schemas.input import frame_input
 from privpub.schemas.spec import FRAME_INPUT, ReleaseSpec, read_spec_file, resolve_spec
@@ -99,14 +100,15 @@ def with_absolute_paths(spec: ReleaseSpec, sections: dict[str, Any]) -> ReleaseS
     )
 
 
-def release_spec(
-    data: Any = None, spec: Any = None, state: Any = None, overrides: dict | None = None
-) -> tuple[ReleaseSpec, pd.DataFrame | None]:
-    """The spec `publish_data` runs, resolved and checked once (SpecError before any work), and
-    the DataFrame input if any. `data` (a DataFrame or an input file's path) replaces [dataset]
-    input (and table); `state` replaces [output] state; both are read from the current folder."""
+def given_sections(
+    data: Any, spec: Any, state: Any, overrides: dict | None = None, caller: str = "privpub.publish"
+) -> tuple[dict[str, Any], Path, pd.DataFrame | None]:
+    """(the spec's sections with `data`, `state` and `overrides` merged in, the folder its
+    relative paths start from, the DataFrame input if any), not yet checked. `data` (a DataFrame
+    or an input file's path) replaces [dataset] input (and table); `state` replaces [output]
+    state; both are read from the current folder."""
     if spec is None:
-        raise SpecError("privpub.publish needs a spec: a dict of sections, a TOML file's path or a ReleaseSpec")
+        raise SpecError(f"{caller} needs a spec: a dict of sections, a TOML file's path or a ReleaseSpec")
     sections, base_dir = _sections(spec)
     for section, values in (overrides or {}).items():
         if not isinstance(values, dict):
@@ -124,6 +126,15 @@ def release_spec(
         sections["dataset"].pop("table", None)  # the data given is the input
     if state is not None:
         _merge_section(sections, "output", {"state": _absolute(state)})
+    return sections, base_dir, frame
+
+
+def release_spec(
+    data: Any = None, spec: Any = None, state: Any = None, overrides: dict | None = None
+) -> tuple[ReleaseSpec, pd.DataFrame | None]:
+    """The spec `publish_data` runs, resolved and checked once (SpecError before any work), and
+    the DataFrame input if any (`given_sections`)."""
+    sections, base_dir, frame = given_sections(data, spec, state, overrides)
     return resolve_spec(None, sections, None, base_dir=base_dir), frame
 
 
@@ -199,33 +210,81 @@ def publish_release(
         return attempt(path, plan.overrides, actor, driver=Driver(progress), allow_repeat=allow_repeat, plan=plan)
 
 
+def with_set(overrides: dict | None, values: dict[str, Any]) -> dict | None:
+    """`overrides` with the set values merged over their sections ({"k": 20} over [technique])."""
+    if not values:
+        return overrides
+    merged = copy.deepcopy(overrides) if isinstance(overrides, dict) else {}
+    for section, keys in as_overrides(values).items():
+        given = merged.get(section, {})
+        merged[section] = {**(given if isinstance(given, dict) else {}), **keys}
+    return merged
+
+
 def publish_data(
     data: pd.DataFrame | str | os.PathLike | None = None,
     spec: dict | str | os.PathLike | ReleaseSpec | None = None,
     state: str | os.PathLike | None = None,
     *,
+    set: dict[str, Any] | None = None,  # noqa: A002  (the CLI's --set, by the same name)
     overrides: dict | None = None,
     actor: str | None = None,
     progress: Callable[[str], None] | None = None,
     allow_repeat: bool = False,
 ) -> PublishedRelease:
-    """Publish the next release of the spec's series; returns it (a PublishedRelease: a `str`
-    equal to the release id, with `.tables`, `.figures`, `.report`).
+    """Publish the next release of a series: anonymize the data, check every privacy figure,
+    and, when they pass, write the published tables, the report and the release's history.
 
-    publish(frame, spec)        a pandas DataFrame as the input ([dataset] input may be left out)
-    publish("data.csv", spec)   an input file (or Parquet folder / glob) and a spec
-    publish(spec=spec)          the spec's own [dataset] input
-    publish("spec.toml")        one path: the spec file (as before)
-    spec: a dict of the TOML file's sections, a TOML file's path or a ReleaseSpec; `state`
-    replaces [output] state; `overrides` ({"technique": {"k": 20}}) are merged over the spec's
-    sections. A release from a DataFrame runs in this process; any other runs as a flow run when
-    a Prefect server is configured or running (flows/run.py). `progress` gets one line per step.
-    Raises SpecError, InputError, PrivacyRefused, ... with a one-line message."""
+    Parameters
+    ----------
+    data : a pandas DataFrame, or an input file's path (CSV, Parquet, a folder or glob of
+        Parquet files). It replaces the spec's ``[dataset] input``; leave it out to read the
+        spec's own input.
+    spec : a dict of the spec's sections (``{"dataset": {...}, "technique": {...}}``, the TOML
+        file's sections), a TOML file's path, or a ``privpub.ReleaseSpec``. Relative paths in a
+        dict are read from the current folder, a file's from its own folder.
+        ``publish("spec.toml")`` (one path) publishes the spec file as it is.
+    state : the state file (history of releases) to use instead of ``[output] state``.
+    set : parameter values, named as ``explore``'s grid names them: ``{"k": 20}`` for
+        ``[technique] k``, ``{"series.l": 3}`` or ``{"risk.threshold": 0.05}`` for the
+        ``[series]`` and ``[risk]`` keys. Checked as strictly as the spec file (``20`` is an
+        integer, ``"20"`` is refused); the release's stored spec shows them.
+    overrides : whole sections merged over the spec's, e.g. ``{"output": {"seed": 7}}``.
+    actor : who publishes, for the audit log (default: the operating-system user).
+    progress : called with one line per step (e.g. ``print``); default silent.
+    allow_repeat : publish although the input and parameters equal the series' last release's
+        (refused by default: a repeat adds nothing and can help an adversary average noise out).
+
+    Returns
+    -------
+    PublishedRelease : a ``str`` equal to the release id, with ``.tables`` (the published
+    tables as DataFrames), ``.figures`` (every privacy, utility and risk figure), ``.report``
+    (the report's path) and ``.state``.
+
+    Raises
+    ------
+    SpecError : the spec or a ``set`` value is refused, before any work.
+    InputError : the data is refused (the message names rows and columns, never a value).
+    PrivacyRefused : a privacy check failed, or the release would repeat the last one;
+        nothing was published.
+    Every attempt, refused or not, leaves its row in the audit log.
+
+    Example
+    -------
+    >>> release = privpub.publish(frame, spec, state="privpub.duckdb", set={"k": 20})
+    >>> release.tables["table"].head(); release.figures
+    """
+    values: dict[str, Any] = {}
     try:
+        values = checked_set(set) if set is not None else {}
+        overrides = with_set(overrides, values)
         plan, frame = publish_plan(data, spec, state, overrides)
     except Exception as exc:  # refused before any work: still an attempt, logged as the CLI's is
-        record_refusal(data, spec, state, overrides, actor, exc)
-        raise
+        named = set_refusal(exc, values)
+        record_refusal(data, spec, state, overrides, actor, named)
+        if named is exc:
+            raise
+        raise named from None
     release_id = publish_release(plan, actor, progress, allow_repeat, frame=frame)
     return PublishedRelease(release_id, plan.state_path)
 
@@ -237,12 +296,21 @@ def verify(
     actor: str | None = None,
     history: bool = False,
 ) -> pd.DataFrame:
-    """Re-verify a committed release from its published files (what `privpub verify` prints):
-    one row per check, columns status (PASS, FAIL, SKIP, INFO), check, passed, detail; `.attrs`
-    holds ok (no check failed, as `passed.all()`), release (the header line) and lines (the
-    printed lines). A release's checks include its history: its rows against the hash chains and
-    its manifest.json. history=True (`privpub verify --history`) adds the whole state's history:
-    every chain and every release folder's manifest with the files it lists. Logged in the audit log."""
+    """Check a committed release again from its published files, as ``privpub verify`` does.
+
+    Parameters: ``release_id``, the release (a PublishedRelease or its id); ``state``, the
+    state file (default ``$PRIVPUB_STATE``, else ./privpub.duckdb); ``actor``, who checks, for
+    the audit log; ``history=True`` also checks the whole state's history (every hash chain and
+    every release folder's manifest with the files it lists); then ``release_id`` may be left out.
+
+    Returns a DataFrame, one row per check: status (PASS, FAIL, SKIP, INFO), check, passed,
+    detail. ``.attrs["ok"]`` is True when no check failed; ``.attrs["lines"]`` holds the lines
+    the command prints. A release's checks include its rows against the history's hash chains
+    and its manifest.json.
+
+    Raises StateError with neither a release nor ``history=True``, or no such release.
+
+    Example: ``checks = privpub.verify(release.id); assert checks.attrs["ok"]``."""
     if release_id is None and not history:
         raise StateError("privpub.verify needs a release id, or history=True for the whole state's history")
     who, path = current_actor(actor), state_file(state)
@@ -287,14 +355,23 @@ def change_series(
     overrides: dict | None = None,
     actor: str | None = None,
 ) -> SeriesChange:
-    """Change the [series] settings (transient, l, composition) of the spec's series, which keeps
-    its history (what `privpub series change SPEC` does; docs/series.md, "Changing a series'
-    settings"): the summaries rebuilt from every release's stored groups under the spec's
-    settings, the whole series re-checked, and, when it passes, the new summaries and settings
-    kept in one transaction with a `series-change` audit row. Returns the figures
-    (a SeriesChange); raises PrivacyRefused naming the releases that combine to narrow people,
-    SpecError when the stored values break the new model, StateError when the series has no
-    stored summaries; then nothing changed and the refusal is in the audit log."""
+    """Give a series new ``[series]`` settings (transient, l, composition) and keep its history,
+    as ``privpub series change SPEC`` does (docs/series.md, "Changing a series' settings").
+
+    Every release of the series is checked again under the new settings; only when the whole
+    series passes are the settings kept (with a ``series-change`` row in the audit log).
+
+    Parameters: ``spec``, the spec holding the new settings (a dict of sections, a TOML file's
+    path or a ReleaseSpec; a dict needs no ``input``); ``state``, the state file instead of
+    ``[output] state``; ``overrides``, sections merged over the spec's; ``actor``, who changes it.
+
+    Returns a SeriesChange (its figures; ``.lines()`` as the command prints them).
+
+    Raises PrivacyRefused naming the releases that, combined, narrow people down; SpecError
+    when the stored values break the new settings; StateError when the series has nothing
+    stored. Then nothing changed, and the refusal is in the audit log.
+
+    Example: ``privpub.change_series("spec.toml")`` after editing its ``[series]`` section."""
     who = current_actor(actor)
     checked = None
     try:  # refused before any work: still an attempt, with its audit row where the spec says

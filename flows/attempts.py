@@ -56,6 +56,13 @@ def started_from(trigger: str) -> Iterator[None]:
         _TRIGGER.reset(token)
 
 
+def for_caller(cli: str, python: str) -> str:
+    """The words of an advice for whoever called: the CLI's flag (`--allow-repeat`) inside the
+    CLI, else the Python parameter (`allow_repeat=True`), so a message never names an option the
+    caller cannot pass."""
+    return cli if _TRIGGER.get() == "cli" else python
+
+
 def attribution() -> dict:
     """What started this run: trigger (cli, schedule, manual for a UI/API run of a deployment,
     retry, direct for a Python call), the deployment and, for a scheduled run, its slot."""

@@ -94,6 +94,14 @@ def _run_args(sp: argparse.ArgumentParser, spec_help: str) -> None:
 
 def publish_args(sp: argparse.ArgumentParser) -> None:
     _run_args(sp, "the release spec (TOML)")
+    sp.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="publish with this value of a [technique] key (series.KEY, risk.KEY for those sections), "
+        "as explore's --set names it; repeat it for several keys",
+    )
     sp.add_argument("--seed", type=int, help="override the spec's seed")
     sp.add_argument(
         "--task-runner",

@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from privpub.flows import api, run
+from privpub.flows.api import with_set
 from privpub.flows.attempts import attempt_marker, record_failure, started_from
 from privpub.flows.cli import quiet_prefect_console, quiet_tracebacks, warn
 from privpub.flows.cli_state import state_path
@@ -27,6 +28,7 @@ from privpub.flows.lazy import load_lazily
 from privpub.flows.pipeline import Driver, RunPlan, attempt, check_places, echo_to_stderr, on_commit, plan_run
 from privpub.flows.reverify import rewrite_report
 from privpub.flows.server import prefect_api
+from privpub.flows.settings import parse_publish_sets, set_refusal
 from privpub.schemas.errors import CliError, public_message
 from privpub.schemas.input import input_files
 from privpub.state.store import Store
@@ -66,7 +68,9 @@ SERIAL_ONLY = (
 )
 
 
-def _run_flow(args: argparse.Namespace, spec_path: str, overrides: dict | None, serial: bool = False) -> int:
+def _run_flow(
+    args: argparse.Namespace, spec_path: str, overrides: dict | None, serial: bool = False, sets: dict | None = None
+) -> int:
     """Check the spec and the input, run the release, print the id and the summary. With a
     Prefect server configured or running the release is a flow run of it; otherwise it runs in
     this process, with no server (flows/run.py). Once a release is committed the command
@@ -78,8 +82,11 @@ def _run_flow(args: argparse.Namespace, spec_path: str, overrides: dict | None, 
             if serial and not plan.technique.capabilities.uses_history:
                 raise CliError(SERIAL_ONLY)
         except Exception as exc:
-            _record_refusal(args, spec_path, overrides, exc)
-            raise
+            named = set_refusal(exc, sets or {})  # a --set value's refusal names the --set
+            _record_refusal(args, spec_path, overrides, named)
+            if named is exc:
+                raise
+            raise named from None
         # from here a kill leaves an "interrupted" row (the run's own attempt shares this marker)
         with attempt_marker(plan.state_path, args.actor, plan.series, {"spec": spec_path}):
             return _checked_run(args, replace(plan, spec_path=str(Path(spec_path).resolve())), serial)
@@ -196,7 +203,15 @@ def print_summary(state: Path, release_id: str) -> None:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    given: dict = {}
+    """Publish the spec's next release; `--set NAME=VALUE` values (explore's names) override the
+    spec's and are stored with the release as any spec value."""
+    with started_from("cli"):
+        try:
+            sets = parse_publish_sets(getattr(args, "set", None) or [])
+        except Exception as exc:  # before any work, with its audit row
+            _record_refusal(args, args.spec, None, exc)
+            raise
+    given: dict = with_set(None, sets) or {}
     if args.seed is not None:
         given["output"] = {"seed": args.seed}
     runs = {
@@ -206,7 +221,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     }
     if runs:
         given["run"] = runs
-    return _run_flow(args, args.spec, given or None)
+    return _run_flow(args, args.spec, given or None, sets=sets)
 
 
 def cmd_serial(args: argparse.Namespace) -> int:

@@ -23,11 +23,12 @@ release already fails every setting with publish's own refusal (pipeline.row_ids
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import itertools
 import json
 import math
-import re
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -40,7 +41,8 @@ import numpy as np
 import pandas as pd
 
 from privpub.flows import attempts
-from privpub.flows.attempts import current_actor, record_failure
+from privpub.flows.api import given_sections
+from privpub.flows.attempts import current_actor, for_caller, record_failure
 from privpub.flows.pipeline import (
     Driver,
     compute_release,
@@ -50,7 +52,9 @@ from privpub.flows.pipeline import (
     using_driver,
     validate_step,
 )
+from privpub.flows.settings import parse_value, where
 from privpub.schemas.errors import InputError, PrivacyRefused, SpecError, public_message
+from privpub.schemas.input import frame_input
 from privpub.schemas.names import inside
 from privpub.schemas.spec import ReleaseSpec, resolve_spec
 from privpub.state.store import Store
@@ -64,25 +68,7 @@ from privpub.tasks.techniques.registry import get_technique
 
 PARALLEL_SETTINGS = 2  # settings computed at once after the first (one per core here)
 
-# the sections a setting may vary: the input, the output, the seed and the run are the spec's
-SECTIONS = ("technique", "series", "risk")
-_INT = re.compile(r"[+-]?\d+")
-_FLOAT = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
-
-
 # --- the grid ------------------------------------------------------------------------------------
-
-
-def parse_value(text: str) -> Any:
-    """A value as TOML would read it bare: an integer, else a decimal number, else true / false,
-    else the text itself (a "2" stays 2 and a "2.0" stays 2.0: the spec check takes no coercion)."""
-    if _INT.fullmatch(text):
-        return int(text)
-    if _FLOAT.fullmatch(text):
-        return float(text)
-    if text in ("true", "false"):
-        return text == "true"
-    return text
 
 
 def parse_sets(items: Sequence[str]) -> dict[str, list[Any]]:
@@ -99,22 +85,18 @@ def parse_sets(items: Sequence[str]) -> dict[str, list[Any]]:
     return grid
 
 
-def where(name: str) -> tuple[str, str]:
-    """(section, key) of a setting's name: `k` is [technique] k, `risk.threshold` [risk] threshold."""
-    section, dot, key = name.rpartition(".")
-    section = section if dot else "technique"
-    if section not in SECTIONS or not key:
-        raise SpecError(
-            f"--set {name}: explore varies keys of [technique] (plain names), [series] and [risk] "
-            "(series.KEY, risk.KEY); the input, output, seed and run are the spec's"
-        )
-    return section, key
-
-
 def settings_of(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
     """The cartesian product of the grid, the first name varying slowest."""
+    if not isinstance(grid, Mapping):
+        raise SpecError(
+            f'grid must be a dict of name -> list of values, e.g. {{"k": [5, 10]}}, not {type(grid).__name__}'
+        )
     if not grid:
-        raise SpecError("explore needs at least one setting (--set NAME=VALUE[,VALUE...])")
+        raise SpecError(
+            "explore needs at least one setting ("
+            + for_caller("--set NAME=VALUE[,VALUE...]", 'a grid such as {"k": [5, 10]}')
+            + ")"
+        )
     for name, values in grid.items():
         where(name)
         if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not len(values):
@@ -144,13 +126,19 @@ class Setting:
     risk: RiskSettings
 
 
-def checked_settings(spec_path: str | None, spec: dict | None, grid: Mapping[str, Sequence[Any]], seed: int):
+def checked_settings(
+    spec_path: str | None,
+    spec: dict | None,
+    grid: Mapping[str, Sequence[Any]],
+    seed: int,
+    base_dir: str | Path | None = None,
+):
     """Every setting through the strict spec path, before any work; the first bad one refuses
     the grid with one line naming its key and value."""
     out = []
     for values in settings_of(grid):
         try:
-            resolved = resolve_spec(spec_path, spec, overrides_of(values, seed))
+            resolved = resolve_spec(spec_path, spec, overrides_of(values, seed), base_dir=base_dir)
             technique = get_technique(resolved)
             series_settings(resolved, technique)
             out.append(Setting(values, resolved, technique, risk_settings(resolved)))
@@ -232,17 +220,19 @@ def run_explore(
     html: str | Path | None = None,
     echo: Callable[[str], None] | None = None,
     on_row: Callable[[Row], None] | None = None,
+    base_dir: str | Path | None = None,
 ) -> Explored:
     """The dry run: every setting checked, the input read once, one row per setting (on_row
     called as each is done), the page written, one audit row. Raises SpecError for a bad
-    setting (audit row `refused`) and what reading the input raises (`failed`)."""
+    setting (audit row `refused`) and what reading the input raises (`failed`). A spec dict's
+    relative paths start from `base_dir` (default: the current folder)."""
     detail = {"grid": {name: list(values) for name, values in grid.items()}}
     base = None
     try:
-        base = resolve_spec(spec_path, spec, None)
+        base = resolve_spec(spec_path, spec, None, base_dir=base_dir)
         drawn = seed is None and base.output.seed is None
         seed = seed if seed is not None else base.output.seed if base.output.seed is not None else draw_seed()
-        settings = checked_settings(spec_path, spec, grid, seed)
+        settings = checked_settings(spec_path, spec, grid, seed, base_dir)
         first = settings[0].spec
         # any spec asking for the cluster, whatever its input (docs/cli.md: refused)
         if any(s.spec.run.task_runner == "dask" for s in settings):
@@ -260,7 +250,8 @@ def run_explore(
     who = current_actor(actor)
     say = echo or (lambda _: None)
     if drawn:
-        say(f"seed {seed} drawn (publish with --seed {seed} to reproduce a setting's release)")
+        again = for_caller(f"--seed {seed}", f'overrides={{"output": {{"seed": {seed}}}}}')
+        say(f"seed {seed} drawn (publish with {again} to reproduce a setting's release)")
     driver = Driver(None)  # the steps' own lines stay quiet: one line per setting instead
     try:
         with using_driver(driver), driver.make_executor(first.run) as executor:
@@ -405,27 +396,78 @@ def explore_one(
 
 
 def explore(
-    spec: str | Path | dict,
-    grid: Mapping[str, Sequence[Any]],
+    data: pd.DataFrame | str | Path | dict | None = None,
+    spec: dict | str | Path | ReleaseSpec | Mapping[str, Sequence[Any]] | None = None,
+    grid: Mapping[str, Sequence[Any]] | None = None,
     *,
+    state: str | Path | None = None,
     seed: int | None = None,
     actor: str | None = None,
     html: str | Path | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
-    """A dry run of the spec's release over a grid of settings (`privpub.explore`).
+    """Try several parameter settings on the data without publishing anything: for each setting,
+    the figures a release with it would have (privacy checks, utility, risk) and whether it
+    would be published.
 
-    spec: the spec file (or a spec as a dict of sections, paths relative to the working folder);
-    grid: {name: [values]}, a name being a [technique] key or `series.KEY` / `risk.KEY`; the
-    settings are the cartesian product, the first name varying slowest. seed: every setting's
-    (default: the spec's [output] seed, else one drawn, in `.attrs["seed"]`). Returns one row per
-    setting: the setting's names, `passed`, `series_composition` (None without a composition
-    figure), `series_composition_note` ("does not apply: <why>" then: no earlier release to combine
-    with, `person_id = "@row"`, ...), `reason` (why it would be refused), one column per figure, named as
-    release_metrics names them, and `seconds`. `.attrs` holds `seed` and `page` (the trade-off
-    page). Nothing is published or stored but the audit row; a bad setting raises SpecError."""
-    spec_path, spec_dict = (None, dict(spec)) if isinstance(spec, Mapping) else (str(spec), None)
-    done = run_explore(spec_path, grid, spec=spec_dict, seed=seed, actor=actor, html=html, echo=progress)
+    Parameters
+    ----------
+    data : a pandas DataFrame, or an input file's path; it replaces the spec's
+        ``[dataset] input`` (leave it out to read the spec's own input).
+    spec : a dict of the spec's sections (no ``input`` needed when ``data`` is given), a TOML
+        file's path, or a ``privpub.ReleaseSpec``.
+    grid : ``{name: [values]}``; a name is a ``[technique]`` key (``"k"``), or ``"series.KEY"``
+        / ``"risk.KEY"``. The settings are every combination, the first name varying slowest.
+    state : the state file to read the series' history from, instead of ``[output] state``.
+    seed : every setting's seed (default: the spec's ``[output] seed``, else one drawn).
+    actor : who explores, for the audit log. html : where the trade-off page goes (default
+        ``explore-<series>.html`` beside the state file). progress : called with one line per
+        setting (e.g. ``print``).
+
+    Returns
+    -------
+    pandas.DataFrame : one row per setting: the setting's names, ``passed``, ``reason`` (why it
+    would be refused), ``series_composition`` and ``series_composition_note``, one column per
+    figure (named as ``release.figures`` names them) and ``seconds``. ``.attrs["seed"]`` is the
+    seed; publishing a row's setting with that seed (``privpub.publish(..., set={"k": 20},
+    overrides={"output": {"seed": seed}})``) gives exactly the figures shown.
+
+    Raises
+    ------
+    SpecError : the spec or a setting is refused (before any work; the message names it).
+    InputError : the data is refused. A setting that fails a check is a row, not an error.
+
+    Nothing is published or stored but one audit row and the page.
+    ``privpub.explore("spec.toml", grid)`` and ``privpub.explore(spec_dict, grid)`` (the spec,
+    then the grid) still work.
+
+    Example
+    -------
+    >>> rows = privpub.explore(frame, spec, {"k": [5, 10, 20]})
+    >>> rows[["k", "passed", "k-anonymity", "query_error_1pct"]]
+    """
+    if grid is None and spec is not None and data is not None and not isinstance(data, pd.DataFrame):
+        # explore(spec, grid): the form before `data`
+        data, spec, grid = None, data, spec
+    if spec is None and data is not None and not isinstance(data, pd.DataFrame):  # explore(spec, grid=...)
+        data, spec = None, data
+    if grid is None or not isinstance(grid, Mapping):
+        raise SpecError(
+            'privpub.explore needs a grid: a dict of name -> list of values, e.g. {"k": [5, 10]}'
+            + ("" if grid is None else f", not {type(grid).__name__}")
+        )
+    spec_path: str | None = None
+    sections: dict | None = None
+    base_dir: Path | None = None
+    frame = None
+    if data is None and state is None and isinstance(spec, (str, os.PathLike)):
+        spec_path = str(spec)  # the file itself: refusals are recorded as the CLI's are
+    else:
+        sections, base_dir, frame = given_sections(data, spec, state, caller="privpub.explore")
+    with frame_input(frame) if frame is not None else contextlib.nullcontext():
+        done = run_explore(
+            spec_path, grid, spec=sections, seed=seed, actor=actor, html=html, echo=progress, base_dir=base_dir
+        )
     records = [
         {
             **r.setting,
@@ -438,9 +480,9 @@ def explore(
         }
         for r in done.rows
     ]
-    frame = pd.DataFrame.from_records(records)
-    frame.attrs.update(seed=done.seed, page=str(done.page))
-    return frame
+    frame_out = pd.DataFrame.from_records(records)
+    frame_out.attrs.update(seed=done.seed, page=str(done.page))
+    return frame_out
 
 
 # --- the command's output ----------------------------------------------------------------------

@@ -815,10 +815,21 @@ def init(
     report: list[str] | None = None,
     max_qi: int = MAX_QI,
 ) -> Path:
-    """Read `data` (CSV, Parquet, or "file.duckdb:table"), propose a spec and write it to
-    `output` (refused when it exists, unless `force`); returns the written file's path and adds
-    what was proposed and why to `report` (the CLI prints it). The spec is checked as `privpub
-    publish` checks it before it is written."""
+    """Propose a spec for a table and write it as a commented TOML file to review.
+
+    Parameters: ``data``, the table (a CSV or Parquet file, or ``"file.duckdb:table"``);
+    ``sensitive``, the column published as it is; ``person_id``, the column naming each person
+    (default: a repeating id-like column if there is one, else each row is a person);
+    ``output``, the spec file to write; ``force``, overwrite it if it exists; ``report``, a list
+    that receives the lines saying what was proposed and why; ``max_qi``, at most this many
+    quasi-identifiers.
+
+    Returns the written file's path. The spec is checked as publish checks it before it is written.
+
+    Raises InputError for a table or column that cannot be used; SpecError when ``output``
+    exists (without ``force``) or is the input itself.
+
+    Example: ``privpub.init("visits.csv", sensitive="diagnosis", output="visits.toml")``."""
     out = Path(output)
     source_file = Path(str(data).rpartition(":")[0] if _names_duckdb_table(str(data)) else str(data))
     if out.exists() and source_file.exists() and out.resolve() == source_file.resolve():

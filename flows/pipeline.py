@@ -31,7 +31,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from privpub.flows.attempts import attempt_marker, attribution, current_actor, flow_run_id, record_failure
+from privpub.flows.attempts import (
+    attempt_marker,
+    attribution,
+    current_actor,
+    flow_run_id,
+    for_caller,
+    record_failure,
+)
 from privpub.flows.cluster import cluster_input, dask_task_runner, uses_cluster
 from privpub.schemas.errors import PrivacyRefused, public_message
 from privpub.schemas.names import inside
@@ -387,7 +394,7 @@ def refuse_repeat(store: Store, spec: ReleaseSpec, technique, fp: str, who, run_
     raise PrivacyRefused(
         f"the input is unchanged since release #{last['sequence']} ({last['release_id']}) of series "
         f"'{spec.dataset.name}', with the same technique and parameters: not published again{why} "
-        "(--allow-repeat publishes it anyway; the same seed returns that release)"
+        f"({for_caller('--allow-repeat', 'allow_repeat=True')} publishes it anyway; the same seed returns that release)"
     )
 
 

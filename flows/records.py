@@ -24,13 +24,24 @@ def state_file(state: str | os.PathLike | None = None) -> Path:
 
 
 def history(state: str | os.PathLike | None = None, series: str | None = None) -> pd.DataFrame:
-    """The committed releases (what `privpub history` prints): release_id, series, sequence,
-    technique, status, seed, created_at, trigger, actor, flow_run_id; one series' with `series`."""
+    """The committed releases of a state file, as ``privpub history`` prints them.
+
+    Parameters: ``state``, the state file (default ``$PRIVPUB_STATE``, else ./privpub.duckdb);
+    ``series``, only this series' releases.
+
+    Returns a DataFrame, one row per release: release_id, series, sequence, technique, status,
+    seed, created_at, trigger, actor, flow_run_id.
+
+    Example: ``privpub.history("privpub.duckdb", series="census")``."""
     return Store(state_file(state)).history(series)
 
 
 def snapshot(out: str | os.PathLike, state: str | os.PathLike | None = None) -> Path:
-    """A consistent copy of the state file at `out` (a new file, owner-only): open the copy with
-    DuckDB, even read-write, without holding any publish (a session on the state file itself,
-    read-only ones included, makes every writer wait). Returns its path."""
+    """Copy the state file to ``out`` (a new file, readable by its owner only), consistently.
+
+    Open the copy with DuckDB for your own queries: a session on the state file itself, even a
+    read-only one, makes every publish wait. ``state``: the state file (default as ``history``).
+    Returns the copy's path; refuses an ``out`` that exists.
+
+    Example: ``con = duckdb.connect(str(privpub.snapshot("copy.duckdb")))``."""
     return Store(state_file(state)).snapshot(Path(out))

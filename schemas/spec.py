@@ -609,10 +609,18 @@ def _valid_keys(loc: tuple[str | int, ...]) -> list[str]:
 
 
 def spec_from_dict(data: dict[str, Any], base_dir: str | Path = ".", *, stored: bool = False) -> ReleaseSpec:
-    """Validate a spec. Strict: an unknown section or key, or a non-finite number, is refused
-    with one message naming it (technique parameters are checked by the technique itself).
-    stored: the spec of a committed release or registered table, read back from the state: its
-    series name is not checked again (one from before the name rule, issue 41, stays readable)."""
+    """Check a spec given as a dict of sections and return it as a ReleaseSpec.
+
+    Parameters: ``data``, the spec's sections as a TOML file holds them (``{"dataset": {...},
+    "technique": {...}, "output": {...}}``); ``base_dir``, the folder its relative paths start
+    from. (``stored=True`` reads back a spec kept in a state file: its series name is not checked
+    again.)
+
+    Raises SpecError, one line naming the section and key, for an unknown section or key or a
+    non-finite number (the technique's own parameters are checked when it is run or explored).
+
+    Example: ``privpub.spec_from_dict({"dataset": {...}, "technique": {"name": "generalization",
+    "k": 10}})``."""
     if not isinstance(data, dict):
         raise SpecError("a spec must be a table of sections ([dataset], [technique], ...)")
     _check_finite(data)
@@ -680,6 +688,10 @@ def read_spec_file(path: str | Path) -> dict[str, Any]:
 
 
 def load_spec(path: str | Path) -> ReleaseSpec:
+    """Read and check a spec file (TOML); its relative paths start from the file's folder.
+
+    Returns a ReleaseSpec; raises SpecError (one line naming the key) for a spec that is refused.
+    Example: ``spec = privpub.load_spec("spec.toml"); spec.technique.name``."""
     return spec_from_dict(read_spec_file(path), base_dir=Path(path).resolve().parent)
 
 

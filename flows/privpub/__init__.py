@@ -1,11 +1,35 @@
-"""privpub: privacy-preserving microdata publishing.
+"""privpub: publish tables about people so that no one in them can be singled out.
 
-This folder is the package `privpub` itself (pyproject.toml maps it with `package-dir`; the
-product's top-level folders stay where the design card puts them and import as
-`privpub.flows`, `privpub.tasks`, `privpub.schemas`, `privpub.state`, `privpub.deployments`).
+privpub anonymizes a table (generalization, anatomy, MUCO, ...), checks every privacy figure
+from the published tables as an adversary would read them, and publishes only when they pass;
+each release of a series is recorded with its figures, its report and a verifiable history.
 
-The public surface, what a user may rely on, is `__all__` below; every other module is internal.
-Names load on first use, so `import privpub` costs nothing until one is touched.
+The functions below are what the ``privpub`` command does, from Python (no server needed)::
+
+    import pandas as pd
+    import privpub
+
+    frame = pd.read_csv("census.csv")
+    spec = {
+        "dataset": {"name": "census", "person_id": "pid", "sensitive": "occupation",
+                    "qi": [{"name": "age", "kind": "numeric"}, {"name": "sex", "kind": "categorical"}]},
+        "technique": {"name": "generalization", "k": 10},
+    }
+    rows = privpub.explore(frame, spec, {"k": [5, 10, 20]})   # figures per setting, nothing published
+    release = privpub.publish(frame, spec, set={"k": 20})     # publish the setting chosen
+    release.tables["table"], release.figures, release.report
+    privpub.history(); privpub.verify(release.id)
+
+publish     publish the next release of a series (returns a PublishedRelease)
+explore     the figures of several parameter settings, nothing published (a DataFrame)
+history     the committed releases (a DataFrame); verify: re-check a release (a DataFrame)
+init        propose a spec file from a table; change_series: change a series' [series] settings
+snapshot    a consistent copy of the state file
+load_spec, spec_from_dict, ReleaseSpec   read and check a spec; technique_names: the techniques
+SpecError, InputError, PrivacyRefused    what a refusal raises (one line saying why)
+
+Each function's help (``help(privpub.publish)``) says what it takes, returns and raises. The
+user guide is the README and docs/ (docs/python.md for this API).
 """
 
 from __future__ import annotations
@@ -14,6 +38,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+# This folder is the package `privpub` itself (pyproject.toml `package-dir`); the product's other
+# folders import as privpub.flows, privpub.tasks, ... The public surface is `__all__`; every other
+# module is internal. Names load on first use, so `import privpub` costs nothing until one is touched.
 
 # public name -> (module, attribute)
 _PUBLIC: dict[str, tuple[str, str]] = {

@@ -58,6 +58,9 @@ def folders() -> list[str]:
 
 
 def technique_names() -> list[str]:
+    """The names a spec's ``[technique] name`` may take (built in and installed plug-ins), sorted.
+
+    Example: ``privpub.technique_names()`` -> ``['ambiguity', 'anatomy', 'generalization', ...]``."""
     _load_all()
     return sorted(_REGISTRY)
 
