@@ -9,6 +9,8 @@ denial is the auditor's own limit. tests/audit/test_reasons.py checks each text 
 
 from __future__ import annotations
 
+from privpub.tasks.audit.program import cpu_seconds
+
 # the opening every positive denial's reason shares (tests check it against the definition)
 POSITIVE = (
     "the real data would narrow someone to fewer than {l} values if this were answered (who and which value are "
@@ -61,17 +63,19 @@ def joint_denied(l: int, names: tuple[str, ...]) -> str:
 
 
 def budget(units: int | None, what: str) -> str:
+    """One check's budget (`[audit] budget`) ran out: what happened, and about how long that is."""
     return (
         f"the work budget of {units} units (solves and solver nodes) was used up before the decision "
-        f"({what}); denied without reading the real data; `privpub audit set TABLE --budget N` raises it"
+        f"({what}): refused, deciding this predicate would take more than {units} work units ({cpu_seconds(units)} "
+        "of CPU); denied without reading the real data; `privpub audit set TABLE --budget N` raises it"
     )
 
 
 def ceiling(units: int | None, what: str) -> str:
     """The request's ceiling (`[audit] request_budget`), not one check's budget, ran out."""
     return (
-        f"this request's ceiling of {units} units of work (solves and solver nodes) was used up before the "
-        f"decision ({what}); denied without reading the real data; `privpub audit set TABLE "
+        f"refused: deciding this predicate would take more than the request budget of {units} work units "
+        f"({cpu_seconds(units)} of CPU; {what}); denied without reading the real data; `privpub audit set TABLE "
         "--request-budget N` raises it"
     )
 
