@@ -340,7 +340,9 @@ def refined_cuts(
     a band found final stays final: at the end no band can be cut (each is minimal), and a band
     spanning much of its range is one that min_cell forces."""
     cuts = {c: () if c in banded else tuple(grid.cuts[c]) for c in grid.columns}  # banded QIs: cut afresh
-    bands = {c: np.zeros(len(population), dtype=np.int64) if c in banded else grid.bands(c, population[c]) for c in cuts}
+    bands = {
+        c: np.zeros(len(population), dtype=np.int64) if c in banded else grid.bands(c, population[c]) for c in cuts
+    }
     span = {c: float(keys[c].max() - keys[c].min()) or 1.0 for c in banded}
     final: set[tuple[str, float]] = set()  # (QI, a band's least key): bands no cut can split
     while True:

@@ -319,8 +319,9 @@ def test_a_free_predicate_without_a_grid_is_refused_within_the_default_request_b
     assert denied["budget_hit"] and denied["response"] == "negative-denial" and "ids" not in denied
     assert 0 < work <= DEFAULT_BUDGET + 1  # the check's budget (a MILP's last node may pass it by one)
     assert denied["reason"].startswith(f"the work budget of {DEFAULT_BUDGET} units")
-    assert f"refused, deciding this predicate would take more than {DEFAULT_BUDGET} work units (~1 s of CPU)" in (
-        denied["reason"]
+    assert (
+        f"refused, deciding this predicate would take more than {DEFAULT_BUDGET} work units (~1 s of CPU)"
+        in denied["reason"]
     )
     audit_flow.set_budget(state, "census", "1000000", "steward")  # only the request budget is left
     capped = audit_flow.ask(state, SLOW, "analyst")
