@@ -32,7 +32,7 @@ from privpub.schemas.spec import AuditSpec, ReleaseSpec, check_known_keys, spec_
 from privpub.state.store import Store
 from privpub.tasks.audit import DEFAULT_BUDGET, Auditor, ask_batch, secret_from_mapping
 from privpub.tasks.audit.after_denial import DEFAULT_POLICY
-from privpub.tasks.audit.auditor import DEFAULT_REQUEST_BUDGET, Selection, legacy_budget
+from privpub.tasks.audit.auditor import Selection, default_request_budget, legacy_budget
 from privpub.tasks.audit.grid import DEFAULT_MIN_CELL, Grid, GridQI, auto_grid, top_level, width_grid
 from privpub.tasks.audit.query import MAX_CHARS
 from privpub.tasks.validate import load_input
@@ -45,7 +45,7 @@ def audit_settings(spec: ReleaseSpec) -> dict[str, Any]:
     grid = grid_settings(spec, section)
     after_denial = section.after_denial or DEFAULT_POLICY[grid.get("grid") is not None]
     budget = DEFAULT_BUDGET if section.budget is None else section.budget
-    request = DEFAULT_REQUEST_BUDGET if section.request_budget is None else section.request_budget
+    request = default_request_budget(budget) if section.request_budget is None else section.request_budget
     return {
         "l": section.l,
         "budget": budget,
@@ -179,7 +179,7 @@ def _auditor(spec: ReleaseSpec, knowledge: dict | None):
         ), fingerprint
     auditor = Auditor.from_state(knowledge, population, values, secret, id_column=spec.dataset.person_id)
     if "request_budget" not in knowledge:  # registered before request ceilings: the default one
-        auditor.request_budget = DEFAULT_REQUEST_BUDGET
+        auditor.request_budget = default_request_budget(auditor.budget)
     return auditor, fingerprint
 
 
@@ -420,7 +420,11 @@ def set_budget(state, table: str, budget: str | None, actor: str, request_budget
     store = Store(state)
     with store.audit_session(table) as session:
         knowledge = session["knowledge"]
-        was = legacy_budget(knowledge) if key == "budget" else knowledge.get(key, DEFAULT_REQUEST_BUDGET)
+        was = (
+            legacy_budget(knowledge)
+            if key == "budget"
+            else knowledge.get(key, default_request_budget(legacy_budget(knowledge)))
+        )
         session["knowledge"] = {k: v for k, v in knowledge.items() if k != "time_budget"}
         session["knowledge"][key] = value
         session["log"] = [

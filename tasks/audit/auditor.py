@@ -46,6 +46,12 @@ DEFAULT_BUDGET = 150
 DEFAULT_REQUEST_BUDGET = 160
 
 
+def default_request_budget(budget: int | None) -> int:
+    """The request budget when the steward sets none: about 1 s of CPU, or the check's budget when
+    the steward raised that above it (a default ceiling below an explicit budget would void it)."""
+    return max(DEFAULT_REQUEST_BUDGET, budget or 0)
+
+
 def budget_reason(budget: int | None, err: BudgetExceeded, ceiling: int | None = None) -> str:
     """The reason of a budget denial (one sentence; `err` says which work ran out: the check's
     budget, or the request's ceiling)."""

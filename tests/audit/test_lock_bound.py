@@ -332,3 +332,22 @@ def test_a_free_predicate_without_a_grid_is_refused_within_the_default_request_b
         "work units (~1 s of CPU"
     )
     assert capped["reason"].endswith("`privpub audit set TABLE --request-budget N` raises it")
+
+
+def test_the_default_request_budget_is_about_a_second_unless_the_budget_was_raised(clinic):  # noqa: F811
+    """Without `request_budget`: DEFAULT_REQUEST_BUDGET (~1 s of CPU) with the default budget and
+    any budget up to it; a budget raised above it (the clinic spec's 1000) is the ceiling too, so an
+    explicit budget is never voided by a default ceiling below it."""
+    from privpub.tasks.audit.auditor import DEFAULT_BUDGET, DEFAULT_REQUEST_BUDGET
+
+    spec = (clinic / "clinic.toml").read_text()
+    for line, want in (
+        ("budget = 1000", 1000),
+        ("", DEFAULT_REQUEST_BUDGET),
+        (f"budget = {DEFAULT_REQUEST_BUDGET}", DEFAULT_REQUEST_BUDGET),
+        (f"budget = {DEFAULT_REQUEST_BUDGET + 1}", DEFAULT_REQUEST_BUDGET + 1),
+        ("budget = 1000\nrequest_budget = 50", 50),
+    ):
+        (clinic / "other.toml").write_text(spec.replace("budget = 1000", line))
+        assert audit_flow.audit_settings(load_spec(clinic / "other.toml"))["request_budget"] == want, line
+    assert DEFAULT_BUDGET < DEFAULT_REQUEST_BUDGET
