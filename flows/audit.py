@@ -32,7 +32,7 @@ from privpub.schemas.spec import AuditSpec, ReleaseSpec, check_known_keys, spec_
 from privpub.state.store import Store
 from privpub.tasks.audit import DEFAULT_BUDGET, Auditor, ask_batch, secret_from_mapping
 from privpub.tasks.audit.after_denial import DEFAULT_POLICY
-from privpub.tasks.audit.auditor import DEFAULT_REQUEST_BUDGET, Selection, legacy_budget
+from privpub.tasks.audit.auditor import Selection, default_request_budget, legacy_budget
 from privpub.tasks.audit.grid import DEFAULT_MIN_CELL, Grid, GridQI, auto_grid, top_level, width_grid
 from privpub.tasks.audit.query import MAX_CHARS
 from privpub.tasks.validate import load_input
@@ -45,7 +45,7 @@ def audit_settings(spec: ReleaseSpec) -> dict[str, Any]:
     grid = grid_settings(spec, section)
     after_denial = section.after_denial or DEFAULT_POLICY[grid.get("grid") is not None]
     budget = DEFAULT_BUDGET if section.budget is None else section.budget
-    request = DEFAULT_REQUEST_BUDGET if section.request_budget is None else section.request_budget
+    request = default_request_budget(budget) if section.request_budget is None else section.request_budget
     return {
         "l": section.l,
         "budget": budget,
@@ -179,7 +179,7 @@ def _auditor(spec: ReleaseSpec, knowledge: dict | None):
         ), fingerprint
     auditor = Auditor.from_state(knowledge, population, values, secret, id_column=spec.dataset.person_id)
     if "request_budget" not in knowledge:  # registered before request ceilings: the default one
-        auditor.request_budget = DEFAULT_REQUEST_BUDGET
+        auditor.request_budget = default_request_budget(auditor.budget)
     return auditor, fingerprint
 
 
@@ -191,15 +191,26 @@ def init_audit(spec: ReleaseSpec, actor: str) -> str:
     return spec.dataset.name
 
 
-def pick_table(store: Store, name: str | None) -> str:
+def pick_table(store: Store, name: str | None, spec_table: str | None = None) -> str:
+    """The registered table a request is for: `name` (--table), else the one a --spec registered
+    (its dataset name), else the only one; several and none named: one line naming them all."""
     names = store.audit_tables()
-    if name:
-        return name
-    if len(names) == 1:
-        return names[0]
     if not names:
         raise StateError(f"no table registered with the auditor in {store.path} (privpub audit init SPEC)")
-    raise StateError(f"several tables are registered ({', '.join(names)}): choose one with --table")
+    if name:
+        if name not in names:
+            raise StateError(
+                f"no table '{name}' registered with the auditor in {store.path}; the registered tables: {', '.join(names)}"
+            )
+        return name
+    if spec_table in names:
+        return spec_table
+    if len(names) == 1:
+        return names[0]
+    raise StateError(
+        f"several tables are registered with the auditor ({', '.join(names)}): choose one with --table NAME "
+        f"(e.g. --table {names[0]})"
+    )
 
 
 def _spec_of(session: dict) -> ReleaseSpec:
@@ -224,9 +235,10 @@ def open_session(session: dict):
     return spec, auditor
 
 
-def response_json(decision) -> dict[str, Any]:
-    """The contract's JSON object: ids, values and counts per value only for an answer;
-    `budget_hit` only on a budget denial."""
+def response_json(decision, ids: bool = False) -> dict[str, Any]:
+    """The contract's JSON object: for an answer, how many people it selected, their sorted values
+    and the count of each value, and their ids only when asked (`ids=True`, `--ids`: an analyst
+    asking for a count gets no list of people); `budget_hit` only on a budget denial."""
     out: dict[str, Any] = {"response": decision.response, "query_id": decision.query_id, "reason": decision.reason}
     if decision.budget_hit:
         out["budget_hit"] = True
@@ -234,7 +246,9 @@ def response_json(decision) -> dict[str, Any]:
         out["predicate"] = decision.predicate
         out["widened"] = decision.widened
     if decision.response == "answer":
-        out["ids"] = [*decision.ids]
+        out["selected"] = len(decision.ids)
+        if ids:
+            out["ids"] = [*decision.ids]
         out["values"] = [*decision.values]
         out["counts"] = decision.to_dict()["counts"]
     return out
@@ -351,10 +365,14 @@ def decide_and_record(store: Store, name: str, decide) -> Any:
     )
 
 
-def ask(state, where: str, actor: str, table: str | None = None) -> dict[str, Any]:
-    """Decide one query and remember it; returns the response object."""
+def ask(
+    state, where: str, actor: str, table: str | None = None, *, ids: bool = False, spec_table: str | None = None
+) -> dict[str, Any]:
+    """Decide one query and remember it; returns the response object (an answer's person ids only
+    with `ids=True`). `table`: which registered table (needed when several are and `spec_table`,
+    the dataset of the spec the request came with, is not one of them)."""
     store = Store(state)
-    name = pick_table(store, table)
+    name = pick_table(store, table, spec_table)
 
     def decide(auditor: Auditor) -> tuple[Any, list[dict]]:
         (selection,) = select_all(auditor, [where])
@@ -372,9 +390,9 @@ def ask(state, where: str, actor: str, table: str | None = None) -> dict[str, An
         if isinstance(exc, Refused):
             raise SpecError(str(exc)) from None
         raise
-    out = response_json(decision)
+    out = response_json(decision, ids)
     if resolved:
-        out["resolved_earlier"] = [response_json(d) for d in resolved]
+        out["resolved_earlier"] = [response_json(d, ids) for d in resolved]
     return out
 
 
@@ -402,7 +420,11 @@ def set_budget(state, table: str, budget: str | None, actor: str, request_budget
     store = Store(state)
     with store.audit_session(table) as session:
         knowledge = session["knowledge"]
-        was = legacy_budget(knowledge) if key == "budget" else knowledge.get(key, DEFAULT_REQUEST_BUDGET)
+        was = (
+            legacy_budget(knowledge)
+            if key == "budget"
+            else knowledge.get(key, default_request_budget(legacy_budget(knowledge)))
+        )
         session["knowledge"] = {k: v for k, v in knowledge.items() if k != "time_budget"}
         session["knowledge"][key] = value
         session["log"] = [
@@ -417,11 +439,20 @@ def set_budget(state, table: str, budget: str | None, actor: str, request_budget
     return {"table": table, key: value, "was": was}
 
 
-def decide_batch(state: str, queries: list[dict], actor: str, table: str | None, run_id: str | None) -> list[dict]:
+def decide_batch(
+    state: str,
+    queries: list[dict],
+    actor: str,
+    table: str | None,
+    run_id: str | None,
+    ids: bool = False,
+    spec_table: str | None = None,
+) -> list[dict]:
     """A batch of concurrent queries decided as one (Algorithm 5); a batch with a refused query
-    is refused whole (nothing decided), each refused query still logged."""
+    is refused whole (nothing decided), each refused query still logged. Answers carry their
+    person ids only with `ids=True`."""
     store = Store(state)
-    name = pick_table(store, table)
+    name = pick_table(store, table, spec_table)
     selections = select_unlocked(store, name, [q["where"] for q in queries])
     refused = [f"query {i + 1}: {s}" for i, s in enumerate(selections) if isinstance(s, str)]
     if refused:
@@ -448,4 +479,4 @@ def decide_batch(state: str, queries: list[dict], actor: str, table: str | None,
         entries = [refused_entry(q["where"], q.get("as") or actor, str(exc), run_id) for q in queries]
         record_refusals(store, name, entries)
         raise
-    return [response_json(d) for d in decisions]
+    return [response_json(d, ids) for d in decisions]

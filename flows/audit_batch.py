@@ -15,15 +15,18 @@ from privpub.flows.publish import failed_state
 
 @task(name="audit-decide", cache_policy=NO_CACHE, persist_result=False)
 def decide_batch_task(
-    state: str, queries: list[dict], actor: str, table: str | None, flow_run_id: str | None
+    state: str, queries: list[dict], actor: str, table: str | None, flow_run_id: str | None, ids: bool = False
 ) -> list[dict]:
-    return decide_batch(state, queries, actor, table, flow_run_id)
+    return decide_batch(state, queries, actor, table, flow_run_id, ids)
 
 
 @flow(name="audit", persist_result=False, validate_parameters=True)
-def audit_flow(state: str, queries: list[dict], actor: str = "batch", table: str | None = None) -> list[dict]:
-    """Decide a batch of concurrent queries ({"where": predicate, "as": requester, "id": name})."""
+def audit_flow(
+    state: str, queries: list[dict], actor: str = "batch", table: str | None = None, ids: bool = False
+) -> list[dict]:
+    """Decide a batch of concurrent queries ({"where": predicate, "as": requester, "id": name});
+    answers carry their person ids only with `ids`."""
     try:
-        return decide_batch_task(state, queries, actor, table, flow_run_id())
+        return decide_batch_task(state, queries, actor, table, flow_run_id(), ids)
     except Exception as exc:  # the run ends Failed with one line; nothing pickled (see run_attempt)
         return failed_state(exc)

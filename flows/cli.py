@@ -211,6 +211,8 @@ def trail_args(sp: argparse.ArgumentParser) -> None:
 def _audit_query_args(a: argparse.ArgumentParser, name: str) -> None:
     if name == "ask":
         a.add_argument("--where", required=True, help="SQL predicate over the QI columns")
+    if name in ("ask", "batch"):
+        a.add_argument("--ids", action="store_true", help="list an answer's person ids (default: counts only)")
     if name == "batch":
         a.add_argument("file", help='one predicate (or JSON object with "where") per line')
     if name == "log":
@@ -222,7 +224,9 @@ def _audit_query_args(a: argparse.ArgumentParser, name: str) -> None:
     a.add_argument("--as", dest="actor", help="the requester (audit log)")
     a.add_argument("--state", help=f"the state file (default ./{DEFAULT_STATE})")
     a.add_argument("--spec", help="take the state file from this spec")
-    a.add_argument("--table", help="which registered table, when there are several")
+    a.add_argument(
+        "--table", help="which registered table (its dataset name), when there are several; default: the --spec's"
+    )
 
 
 def audit_args(sp: argparse.ArgumentParser) -> None:

@@ -29,7 +29,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(json.dumps(audit.set_budget(state, args.table, args.budget, actor, args.request_budget)))
         return 0
     if args.audit_command == "ask":
-        print(json.dumps(audit.ask(state, args.where, actor, args.table), default=str))
+        print(
+            json.dumps(
+                audit.ask(state, args.where, actor, args.table, ids=args.ids, spec_table=spec_table(args)), default=str
+            )
+        )
         return 0
     if args.audit_command == "batch":
         for response in decide_batch_here(args, state, actor):
@@ -39,19 +43,25 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def spec_table(args: argparse.Namespace) -> str | None:
+    """The table a --spec registered (its dataset name): the one a request with --spec is for."""
+    return load_spec(args.spec).dataset.name if getattr(args, "spec", None) else None
+
+
 def decide_batch_here(args: argparse.Namespace, state: Path, actor: str) -> list[dict]:
     """A batch file's decisions: a flow run of the configured server, as `publish` would; with no
     server, decided in this process with no Prefect."""
     queries = read_batch(Path(args.file))
+    table = audit.pick_table(Store(state), args.table, spec_table(args))
     if not run.prefect_configured():
-        return audit.decide_batch(str(Path(state).resolve()), queries, actor, args.table, None)
+        return audit.decide_batch(str(Path(state).resolve()), queries, actor, table, None, args.ids)
     call_flow = load_lazily("privpub.flows.publish:call_flow")  # Prefect only when a server is configured
     audit_flow = load_lazily("privpub.flows.audit_batch:audit_flow")
     with prefect_api() as ready:
         ready()
         quiet_tracebacks()
         responses: list[dict] = call_flow(
-            audit_flow, state=str(Path(state).resolve()), queries=queries, actor=actor, table=args.table
+            audit_flow, state=str(Path(state).resolve()), queries=queries, actor=actor, table=table, ids=args.ids
         )
         return responses
 

@@ -49,8 +49,8 @@ def clinic(tmp_path):
     return tmp_path
 
 
-def ask(folder, where, api, who="analyst"):
-    res = run(["audit", "ask", "--where", where, "--as", who, "--state", str(folder / "privpub.duckdb")], api)
+def ask(folder, where, api, who="analyst", *extra):
+    res = run(["audit", "ask", "--where", where, "--as", who, "--state", str(folder / "privpub.duckdb"), *extra], api)
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
 
@@ -73,7 +73,7 @@ def test_init_ask_log_and_restart(prefect_server, clinic):
     people = pd.DataFrame({"name": list(AGES), "age": list(AGES.values())})
     memory = Auditor(people, [TABLE4[n] for n in AGES], 2, secret_from_mapping(TABLE4), id_column="name")
     queries = ["age BETWEEN 20 AND 40", "age BETWEEN 30 AND 50", "age = 30", "age BETWEEN 45 AND 65"]
-    got = [ask(clinic, q, prefect_server) for q in queries]
+    got = [ask(clinic, q, prefect_server, "analyst", "--ids") for q in queries]
     want = [memory.ask_where(q) for q in queries]
     assert [g["response"] for g in got] == [w.response for w in want]
     assert got[0]["response"] == "answer" and got[2]["response"].endswith("denial")
@@ -253,7 +253,7 @@ def test_audit_set_changes_the_count_budget_and_is_logged(clinic, capsys, monkey
     assert denied["response"] == "negative-denial" and "work budget of 1 units" in denied["reason"]
     assert main(["audit", "set", "clinic", "--budget", "1000", "--state", state]) == 0
     capsys.readouterr()
-    answered = ask_in_process(state, "age < 60", "analyst")
+    answered = ask_in_process(state, "age < 60", "analyst", ids=True)
     assert answered["response"] == "answer" and "budget_hit" not in answered
     assert answered["counts"] == dict(Counter(TABLE4[i] for i in answered["ids"]))
     assert sum(answered["counts"].values()) == len(answered["ids"]) == 8
@@ -459,7 +459,7 @@ def test_audit_init_and_ask_snap_every_kind_of_qi(visits, tmp_path):
 
     def ask_cli(where):
         res = subprocess.run(
-            [*cli, "ask", "--where", where, "--as", "analyst", "--state", state],
+            [*cli, "ask", "--where", where, "--as", "analyst", "--state", state, "--ids"],
             env=env,
             capture_output=True,
             text=True,
@@ -594,3 +594,80 @@ def test_a_predicate_is_evaluated_with_no_lock_held(clinic, monkeypatch):
         .fetchall()
     ]
     assert outcomes.count("audit-query") == 2  # the decision and the refusal, both logged
+
+
+# -- issue 42 item 6: --table, and ids only when asked -------------------------------------------
+def two_tables(clinic):
+    (clinic / "ward.toml").write_text(SPEC.replace('name = "clinic"', 'name = "ward"'))
+    for name in ("clinic", "ward"):
+        init_audit(load_spec(clinic / f"{name}.toml"), "steward")
+    return str(clinic / "privpub.duckdb")
+
+
+def last_target(state):
+    from privpub.state.store import Store
+
+    log = Store(state).audit_log()
+    return log[log.action == "audit-query"].target.tolist()
+
+
+def test_with_two_tables_the_message_names_them_and_table_or_spec_chooses(clinic, capsys):
+    from privpub.flows.cli import main
+
+    state = two_tables(clinic)
+    capsys.readouterr()
+    assert main(["audit", "ask", "--where", "age < 40", "--state", state]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "several tables are registered with the auditor (clinic, ward)" in err[0]
+    assert "choose one with --table NAME (e.g. --table clinic)" in err[0]
+    assert main(["audit", "ask", "--where", "age < 40", "--state", state, "--table", "clinc"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no table 'clinc'" in err[0] and err[0].endswith("the registered tables: clinic, ward")
+    assert last_target(state) == []  # nothing decided
+    assert main(["audit", "ask", "--where", "age < 40", "--spec", str(clinic / "ward.toml")]) == 0
+    assert last_target(state) == ["ward"]  # the spec names its table
+    assert main(["audit", "ask", "--where", "age < 40", "--spec", str(clinic / "ward.toml"), "--table", "clinic"]) == 0
+    assert last_target(state) == ["ward", "clinic"]  # --table wins
+    batch = clinic / "batch.txt"
+    batch.write_text("age BETWEEN 20 AND 40\n")
+    assert main(["audit", "batch", str(batch), "--state", state]) == 1
+    assert "choose one with --table NAME" in capsys.readouterr().err
+
+
+PERSON = r"\bp\d\b"  # the clinic's person ids p0 .. p9
+
+
+def test_an_answer_gives_counts_and_lists_ids_only_when_asked(clinic, capsys):
+    """The analyst asking for a count gets the count of each value and how many people were
+    selected; person ids only with --ids (CLI) / ids=True (Python), never in the log."""
+    import re
+
+    from privpub.flows import audit as audit_flow
+    from privpub.flows.cli import main
+    from privpub.tasks.audit import select_ids
+
+    init_audit(load_spec(clinic / "clinic.toml"), "steward")
+    state = str(clinic / "privpub.duckdb")
+    where = "age BETWEEN 20 AND 40"
+    chosen = select_ids(pd.DataFrame({"name": list(AGES), "age": list(AGES.values())}), where, "name")
+    capsys.readouterr()
+    assert main(["audit", "ask", "--where", where, "--state", state]) == 0
+    printed = capsys.readouterr().out
+    out = json.loads(printed)
+    assert out["response"] == "answer" and "ids" not in out and not re.search(PERSON, printed), printed
+    assert out["selected"] == len(chosen) == sum(out["counts"].values())
+    assert out["counts"] == dict(Counter(TABLE4[i] for i in chosen))
+    assert main(["audit", "ask", "--where", where, "--state", state, "--ids"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["response"] == "answer" and listed["ids"] == sorted(chosen) and listed["selected"] == len(chosen)
+    # Python: the same default, ids=True asks for them
+    plain = audit_flow.ask(state, where, "analyst")
+    assert plain["response"] == "answer" and "ids" not in plain and plain["selected"] == len(chosen)
+    assert audit_flow.ask(state, where, "analyst", ids=True)["ids"] == sorted(chosen)
+    queries = [{"where": where}, {"where": "age >= 50"}]
+    batch = audit_flow.decide_batch(state, queries, "analyst", None, None)
+    assert all("ids" not in r for r in batch) and not re.search(PERSON, json.dumps(batch))
+    answered = [r for r in audit_flow.decide_batch(state, queries, "analyst", None, None, ids=True) if "selected" in r]
+    assert answered and all(len(r["ids"]) == r["selected"] for r in answered)
+    assert main(["audit", "log", "--state", state]) == 0
+    assert not re.search(PERSON, capsys.readouterr().out)  # the log keeps counts, never ids

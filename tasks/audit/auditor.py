@@ -40,9 +40,16 @@ SecretReader = Callable[[Sequence[Hashable]], Sequence[Hashable]]
 # units of work per decision when the steward sets none (`[audit] budget`; tests/benchmarks/bench_audit.py)
 DEFAULT_BUDGET = 150
 # units of work one request (an ask, a batch) may spend over all its checks when the steward sets
-# none (`[audit] request_budget`): far above what the default budget needs (a check and its
-# listing allowance, 300), about two minutes of solver work on the bench machine
-DEFAULT_REQUEST_BUDGET = 10_000
+# none (`[audit] request_budget`): about 1 s of CPU (program.UNITS_PER_CPU_SECOND, measured on the
+# demo census table; issue 42: 10,000 let a free predicate run about a minute before its denial).
+# It bounds the check (DEFAULT_BUDGET) and its listing allowance together.
+DEFAULT_REQUEST_BUDGET = 160
+
+
+def default_request_budget(budget: int | None) -> int:
+    """The request budget when the steward sets none: about 1 s of CPU, or the check's budget when
+    the steward raised that above it (a default ceiling below an explicit budget would void it)."""
+    return max(DEFAULT_REQUEST_BUDGET, budget or 0)
 
 
 def budget_reason(budget: int | None, err: BudgetExceeded, ceiling: int | None = None) -> str:

@@ -310,7 +310,9 @@ def auto_grid(
             return grid
         codes, sizes = np.unique(cell_codes(population, grid), return_counts=True)
         if sizes.min() >= min_cell:
-            return grid
+            banded = [c for c in columns if c in ordered]
+            cuts = refined_cuts(grid, population, keys, banded, min_cell)
+            return labelled_grid(cuts, integer, min_cell, spec, labels)
         # the smallest cell (the first on ties) is coarsened along the QI with the most bands
         # (the first on ties): one band fewer there
         widest = max(columns, key=lambda c: len(cuts[c]))
@@ -324,6 +326,73 @@ def auto_grid(
         above = per_band[band + 1] if band + 1 < len(per_band) else np.inf
         drop = band - 1 if below <= above else band  # cut band - 1 opens this band, cut band closes it
         cuts[widest] = cuts[widest][:drop] + cuts[widest][drop + 1 :]
+
+
+def refined_cuts(
+    grid: Grid, population: pd.DataFrame, keys: Mapping[str, np.ndarray], banded: list[str], min_cell: int
+) -> dict[str, tuple[float, ...]]:
+    """The grid's numeric, date and ordinal bands cut as finely as the guarantee allows (issue 42:
+    the coarsening above may merge a QI's bands far more than needed, e.g. `age = 45` widened to
+    `age >= 21`). Repeatedly, the widest band (its span of keys over the QI's range, the widest
+    first) is cut where every non-empty cell on both sides keeps >= min_cell people, at the cut
+    leaving the narrower side narrowest (so a value that fills its cells alone becomes a band of
+    its own); a band no cut can split is final. Cutting only makes the other QIs' cells finer, so
+    a band found final stays final: at the end no band can be cut (each is minimal), and a band
+    spanning much of its range is one that min_cell forces."""
+    cuts = {c: () if c in banded else tuple(grid.cuts[c]) for c in grid.columns}  # banded QIs: cut afresh
+    bands = {
+        c: np.zeros(len(population), dtype=np.int64) if c in banded else grid.bands(c, population[c]) for c in cuts
+    }
+    span = {c: float(keys[c].max() - keys[c].min()) or 1.0 for c in banded}
+    final: set[tuple[str, float]] = set()  # (QI, a band's least key): bands no cut can split
+    while True:
+        widest = []
+        for c in banded:
+            lo = np.full(len(cuts[c]) + 1, np.inf)
+            hi = np.full(len(cuts[c]) + 1, -np.inf)
+            np.minimum.at(lo, bands[c], keys[c])
+            np.maximum.at(hi, bands[c], keys[c])
+            widest += [((hi[i] - lo[i]) / span[c], c, i, lo[i]) for i in range(len(lo)) if hi[i] > lo[i]]
+        for _, c, i, lowest in sorted(widest, key=lambda w: (-w[0], w[1], w[2])):
+            if (c, lowest) in final:
+                continue
+            cut = band_cut(bands, keys[c], c, i, min_cell)
+            if cut is None:
+                final.add((c, lowest))
+                continue
+            cuts[c] = tuple(sorted((*cuts[c], cut)))
+            bands[c] = np.searchsorted(np.asarray(cuts[c]), keys[c], "right")
+            break
+        else:
+            return cuts
+
+
+def band_cut(bands: Mapping[str, np.ndarray], keys: np.ndarray, column: str, band: int, min_cell: int) -> float | None:
+    """Where band `band` of `column` can be cut with every non-empty cell (this QI's part x the
+    other QIs' bands) on both sides >= min_cell, the narrower side narrowest; None: nowhere."""
+    inside = bands[column] == band
+    others = np.zeros(int(inside.sum()), dtype=np.int64)
+    for c, b in bands.items():
+        if c != column:
+            others = others * (int(b.max()) + 1) + b[inside]
+    values, at = np.unique(keys[inside], return_inverse=True)
+    if len(values) < 2:
+        return None
+    cells, cell = np.unique(others, return_inverse=True)
+    counts = np.zeros((len(values), len(cells)), dtype=np.int64)
+    np.add.at(counts, (at, cell), 1)
+    left = counts.cumsum(axis=0)[:-1]  # row j: the cells below values[j + 1]
+    right = counts.sum(axis=0) - left
+    fits = (((left == 0) | (left >= min_cell)) & ((right == 0) | (right >= min_cell))).all(axis=1)
+    if not fits.any():
+        return None
+    # the cut whose lower side holds about half of the bands the band could hold (K = the fewest
+    # whole min_cells any of its cells holds): half its people, or, for K odd, floor(K / 2) of K
+    # parts, so 30 people at min_cell 10 become 10 + 20, then 10 + 10, not 15 + 15
+    whole = int((counts.sum(axis=0) // min_cell).min())
+    target = counts.sum() * max(1, whole // 2) / max(whole, 2)
+    j = np.flatnonzero(fits)
+    return float(values[j[np.argmin(np.abs(left[j].sum(axis=1) - target))] + 1])
 
 
 def coarser_groups(

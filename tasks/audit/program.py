@@ -40,6 +40,20 @@ class MilpResult(Protocol):
     mip_node_count: int | None
 
 
+# units of work per second of CPU, measured on the demo census table (tests/benchmarks/bench_audit_cpu.py:
+# 167 at 5,000 rows, 230-290 at 300-1,000; the lowest taken), so that a count can be told in seconds.
+# Only words: the limits stay counts, and a decision never depends on the machine.
+UNITS_PER_CPU_SECOND = 160
+
+
+def cpu_seconds(units: int | None) -> str:
+    """About how long `units` of work take (the reasons' words): "~1 s", "under 1 s"."""
+    if units is None:
+        return "no limit"
+    seconds = units / UNITS_PER_CPU_SECOND
+    return "under 1 s" if seconds < 0.5 else f"~{round(seconds):,} s"
+
+
 class BudgetExceeded(Exception):
     """Raised when a decision needs more work than its budget (a count, never a duration)."""
 

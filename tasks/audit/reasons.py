@@ -1,12 +1,21 @@
 """The one-sentence reasons an analyst reads with every decision (plain words, no person, no value).
 
-A negative denial is decided without the real data, a positive denial because of it; a budget
-denial is the auditor's own limit. The texts say which, because the three mean different things
-to the analyst: only a positive denial depends on the table (and then reveals only that the real
-answer is among the unsafe ones).
+Each kind's text states its definition (docs/auditing.md, "Responses and their reasons"): a
+negative denial is decided without the real data (answering could, for some data consistent with
+what was seen, narrow someone); a positive denial because of it (the real answer would narrow
+someone, and the denial reveals only that the real answer is one of the unsafe ones); a budget
+denial is the auditor's own limit. tests/audit/test_reasons.py checks each text against its kind.
 """
 
 from __future__ import annotations
+
+from privpub.tasks.audit.program import cpu_seconds
+
+# the opening every positive denial's reason shares (tests check it against the definition)
+POSITIVE = (
+    "the real data would narrow someone to fewer than {l} values if this were answered (who and which value are "
+    "not told)"
+)
 
 
 def negative(l: int) -> str:
@@ -17,19 +26,17 @@ def negative(l: int) -> str:
 
 
 def structural(l: int) -> str:
-    """Route 1: every answer narrows a small group, whatever the data (reported as positive-denial,
-    but decided without reading the table)."""
+    """Route 1 (Delta = G): a positive denial by Algorithm 2 (the query is l-safe and the real
+    answer unsafe), whose outcome is known without reading the table because every answer is
+    unsafe; so the denial reveals nothing beyond what the analyst knew."""
     return (
-        f"every possible answer is unsafe: any answer would narrow a group of fewer than {l} people to "
-        f"fewer than {l} values, whatever the data; this decision does not depend on the real data"
+        POSITIVE.format(l=l) + f", and so would every possible answer (a group of fewer than {l} people is "
+        "fixed by it), so the denial reveals nothing beyond what you already knew"
     )
 
 
 def positive(l: int) -> str:
-    return (
-        f"the real data would narrow someone to fewer than {l} values if this were answered (who and "
-        "which value are not told); the denial reveals only that the real answer is one of the unsafe ones"
-    )
+    return POSITIVE.format(l=l) + "; the denial reveals only that the real answer is one of the unsafe ones"
 
 
 def answered(l: int) -> str:
@@ -50,23 +57,25 @@ def joint_answered(l: int, names: tuple[str, ...]) -> str:
 
 def joint_denied(l: int, names: tuple[str, ...]) -> str:
     return (
-        f"denied together with {', '.join(names)}: the real answers of the group could narrow someone to "
+        f"denied together with {', '.join(names)}: the real answers of the group would narrow someone to "
         f"fewer than {l} values (who and which value are not told)"
     )
 
 
 def budget(units: int | None, what: str) -> str:
+    """One check's budget (`[audit] budget`) ran out: what happened, and about how long that is."""
     return (
         f"the work budget of {units} units (solves and solver nodes) was used up before the decision "
-        f"({what}); denied without reading the real data; `privpub audit set TABLE --budget N` raises it"
+        f"({what}): refused, deciding this predicate would take more than {units} work units ({cpu_seconds(units)} "
+        "of CPU); denied without reading the real data; `privpub audit set TABLE --budget N` raises it"
     )
 
 
 def ceiling(units: int | None, what: str) -> str:
     """The request's ceiling (`[audit] request_budget`), not one check's budget, ran out."""
     return (
-        f"this request's ceiling of {units} units of work (solves and solver nodes) was used up before the "
-        f"decision ({what}); denied without reading the real data; `privpub audit set TABLE "
+        f"refused: deciding this predicate would take more than the request budget of {units} work units "
+        f"({cpu_seconds(units)} of CPU; {what}); denied without reading the real data; `privpub audit set TABLE "
         "--request-budget N` raises it"
     )
 

@@ -282,3 +282,116 @@ def test_snapping_keeps_exactly_the_bands_holding_a_value_the_query_selects(data
         assert set(table.select_ids(snapped.predicate)) == set(people.pid[expected])
     finally:
         table.close()
+
+
+# -- issue 42: auto bands as fine as min_cell allows ----------------------------------------------
+def brute_cuttable(population, grid, column, keys, lo, hi, min_cell) -> bool:
+    """Straight from the definition: can the band [lo, hi] of `column` be cut at some key inside it
+    with every non-empty cell (each side x the other QIs' bands) still >= min_cell? A plain loop."""
+    rows = [(k, tuple(band(grid.cuts[c], r[c]) for c in grid.columns if c != column)) for k, r in zip(keys, population)]
+    inside = [(k, other) for k, other in rows if lo <= k <= hi]
+    for cut in sorted({k for k, _ in inside if k > lo}):
+        below = Counter(other for k, other in inside if k < cut)
+        above = Counter(other for k, other in inside if k >= cut)
+        if min(below.values()) >= min_cell and min(above.values()) >= min_cell:
+            return True
+    return False
+
+
+def skewed_table(n: int = 1200) -> pd.DataFrame:
+    """Long right tails: income lognormal, age gamma (as the demo's), a Zipf-like region."""
+    rng = np.random.default_rng(3)
+    return pd.DataFrame(
+        {
+            "income": np.round(np.exp(rng.normal(10, 0.9, n))).astype(np.int64),
+            "age": np.clip(np.round(rng.gamma(2.0, 12.0, n) + 17), 17, 99).astype(np.int64),
+            "region": rng.choice(6, n, p=[0.5, 0.2, 0.12, 0.08, 0.06, 0.04]),
+        }
+    )
+
+
+def demo_census(columns):
+    from privpub.tasks.audit.grid import GridQI
+    from privpub.tasks.demo_data import CENSUS_QI, census
+
+    qis = {q["name"]: GridQI(q["kind"], tuple(q.get("order", ()))) for q in CENSUS_QI if q["name"] in columns}
+    return census(1500, seed=4)[columns], qis
+
+
+CENSUS_SETS = [
+    ["age"],
+    ["age", "sex"],
+    ["age", "sex", "education"],
+    ["age", "sex", "education", "marital", "race", "workclass", "country", "salary"],
+]
+
+
+@pytest.mark.parametrize("table", ["census-" + "+".join(c) for c in CENSUS_SETS] + ["skewed", "bench-narrow"])
+def test_no_auto_band_spans_more_than_a_quarter_of_its_range_unless_min_cell_forces_it(table):
+    """Every non-empty cell >= min_cell (counted from the definition); every band of a numeric,
+    date or ordinal QI is minimal: no cut inside it keeps that (brute force), so a band wider than
+    a quarter of its QI's range is one min_cell forces; with age the only QI (or with sex) no band
+    of age spans more than a quarter of its range at all."""
+    from privpub.tasks.audit.grid import GridQI
+    from tests.benchmarks.bench_audit import make_population
+
+    qis: dict[str, GridQI] = {}
+    if table.startswith("census-"):
+        people, qis = demo_census(table.removeprefix("census-").split("+"))
+    elif table == "skewed":
+        people = skewed_table()
+    else:
+        people = make_population(np.random.default_rng(7), 1000, 20)[0][["age", "region"]]
+    columns = list(people.columns)
+    grid = auto_grid(people, columns, 30, qis)
+    keyed = pd.DataFrame({c: grid.keys(c, people[c]) for c in columns})  # an ordinal's rank, a category's position
+    assert min(brute_cells(keyed, grid).values()) >= 30
+    rows = keyed.to_dict("records")
+    wide = 0
+    for c in columns:
+        if grid.kind(c) == "categorical":
+            continue
+        keys = [r[c] for r in rows]
+        for i in range(len(grid.cuts[c]) + 1):
+            hi = max(k for k in keys if band(grid.cuts[c], k) == i)
+            lo = min(k for k in keys if band(grid.cuts[c], k) == i)
+            assert not brute_cuttable(rows, grid, c, keys, lo, hi, 30), (c, lo, hi)  # minimal
+            wide += grid.kind(c) == "numeric" and hi - lo > (max(keys) - min(keys)) / 4
+    if table in ("census-age", "census-age+sex"):
+        assert wide == 0 and len(grid.cuts["age"]) >= 10
+
+
+def point_table(at_45: int) -> pd.DataFrame:
+    ages = [40] * 30 + [45] * at_45 + [50] * 30
+    return pd.DataFrame({"pid": [f"p{i}" for i in range(len(ages))], "age": ages})
+
+
+@pytest.mark.parametrize("at_45, widened", [(30, 0), (29, 30)])
+def test_a_point_query_snaps_to_the_narrowest_band_meeting_min_cell_just_inside_and_outside(at_45, widened):
+    """30 people at 40 and at 50: `age = 45` with 30 people (min_cell, just inside) is a band of
+    its own, nobody added; with 29 (just outside) it joins one neighbour, 30 people added, and the
+    band is as narrow as the narrowest run of ages around 45 holding 30 people (brute force)."""
+    people = point_table(at_45)
+    grid = auto_grid(people[["age"]], ["age"], 30)
+    selection = Auditor(people, ["x"] * len(people), 1, id_column="pid", grid=grid).select("age = 45")
+    assert selection.widened == widened
+    chosen = people.age[people.pid.isin(selection.ids)]
+    assert len(chosen) == at_45 + widened >= 30
+    ages = sorted(set(people.age))
+    narrowest = min(
+        b - a for a in ages for b in ages if a <= 45 <= b and ((people.age >= a) & (people.age <= b)).sum() >= 30
+    )
+    assert chosen.max() - chosen.min() == narrowest
+
+
+def test_the_issue_point_query_no_longer_widens_to_most_of_the_table():
+    """Issue 42: on a census table `age = 45` was widened to `age >= 21` (+1,235 people). With
+    age and sex, its band spans at most a quarter of the age range (here 45-47, each sex's cell
+    of it >= 30 people) and adds at most a tenth of the table."""
+    people, qis = demo_census(["age", "sex"])
+    people = people.assign(pid=[f"p{i}" for i in range(len(people))])
+    grid = auto_grid(people[["age", "sex"]], ["age", "sex"], 30, qis)
+    selection = Auditor(people, ["x"] * len(people), 1, id_column="pid", grid=grid).select("age = 45")
+    chosen = people.age[people.pid.isin(selection.ids)]
+    assert chosen.max() - chosen.min() <= (people.age.max() - people.age.min()) / 4
+    assert selection.widened <= len(people) // 10 and selection.predicate.startswith("age")

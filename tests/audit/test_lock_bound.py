@@ -64,7 +64,9 @@ def census_state(tmp_path):
     """A 300-person census table registered with the auditor (budget 1,000,000, the issue's) and
     also a publishable spec of the same state."""
     good_frame(300).to_csv(tmp_path / "census.csv", index=False)
-    spec = census_spec_toml(seed=11).replace("[output]", "[audit]\nl = 2\nbudget = 1000000\n\n[output]")
+    spec = census_spec_toml(seed=11).replace(
+        "[output]", "[audit]\nl = 2\nbudget = 1000000\nrequest_budget = 1000000\n\n[output]"
+    )
     (tmp_path / "spec.toml").write_text(spec)
     init_audit(load_spec(tmp_path / "spec.toml"), "steward")
     for where in QUICK:  # each decided in well under a second
@@ -172,7 +174,7 @@ def test_the_request_ceiling_denies_without_reading_the_secret_just_outside_and_
     spy = Spy(T12)
     outside = Auditor(population(T12), list(T12.values()), 2, spy, budget=100, request_budget=8).ask(FIVE)
     assert outside.response == "negative-denial" and outside.budget_hit and spy.reads == []
-    assert "request's ceiling of 8 units" in outside.reason and "--request-budget" in outside.reason
+    assert "request budget of 8 work units" in outside.reason and "--request-budget" in outside.reason
     by_budget = Auditor(population(T12), list(T12.values()), 2, Spy(T12), budget=8, request_budget=100).ask(FIVE)
     assert by_budget.budget_hit and "work budget of 8 units" in by_budget.reason
 
@@ -198,7 +200,7 @@ def test_the_ceiling_is_per_request_and_shared_by_a_batch(monkeypatch):
 
 def test_request_budget_is_strict_stored_and_set_with_a_logged_row(clinic, capsys, monkeypatch):  # noqa: F811
     """`[audit] request_budget`: a positive whole number or refused with one line; stored at
-    registration (default 10000 when absent), it denies a request over it, and
+    registration (default DEFAULT_REQUEST_BUDGET when absent), it denies a request over it, and
     `privpub audit set TABLE --request-budget N` changes it with an audit-set row."""
     monkeypatch.setattr(nested, "ENABLED", False)
     from privpub.flows.cli import main
@@ -213,7 +215,7 @@ def test_request_budget_is_strict_stored_and_set_with_a_logged_row(clinic, capsy
     state = str(clinic / "privpub.duckdb")
     assert Store(state).audit_table("clinic")["knowledge"]["request_budget"] == 1
     denied = audit_flow.ask(state, "age < 60", "analyst")  # needs 17 units
-    assert denied["budget_hit"] and "request's ceiling of 1 units" in denied["reason"]
+    assert denied["budget_hit"] and "request budget of 1 work units" in denied["reason"]
     capsys.readouterr()
     for bad in ("0", "x", "1.5"):
         assert main(["audit", "set", "clinic", "--request-budget", bad, "--state", state]) == 1
@@ -291,3 +293,61 @@ def test_the_issues_predicates_are_refused_in_one_line_and_logged(clinic, predic
     ((outcome, detail),) = audit_queries(clinic / "privpub.duckdb")
     assert outcome == "refused" and line in detail["why"]
     assert len(detail["query"]) <= MAX_CHARS + 40  # a long one is kept cut at the bound
+
+
+# --- issue 42: a free predicate without a grid is decided or refused within about 1 s of CPU -----
+def test_a_free_predicate_without_a_grid_is_refused_within_the_default_request_budget(tmp_path):
+    """SLOW on the census table, no grid, every limit at its default: denied (before any read)
+    after at most DEFAULT_REQUEST_BUDGET units of work (counted, never timed: about 1 s of CPU,
+    program.UNITS_PER_CPU_SECOND), its reason naming the budget and what it means; with the check's
+    budget raised out of the way, the request budget denies it at that count, and says so."""
+    from privpub.tasks.audit.auditor import DEFAULT_BUDGET, DEFAULT_REQUEST_BUDGET
+    from privpub.tasks.audit.program import UNITS_PER_CPU_SECOND
+
+    assert DEFAULT_BUDGET <= DEFAULT_REQUEST_BUDGET <= 1.1 * UNITS_PER_CPU_SECOND  # ~1 s, the check inside it
+    from privpub.tasks.demo_data import census
+
+    frame = census(300, seed=4)
+    frame.to_csv(tmp_path / "census.csv", index=False)
+    (tmp_path / "spec.toml").write_text(census_spec_toml(seed=11).replace("[output]", "[audit]\nl = 2\n\n[output]"))
+    init_audit(load_spec(tmp_path / "spec.toml"), "steward")
+    state = tmp_path / "privpub.duckdb"
+    for where in QUICK:
+        audit_flow.ask(state, where, "analyst")
+    denied = audit_flow.ask(state, SLOW, "analyst")
+    work = audit_queries(state)[-1][1]["work"]
+    assert denied["budget_hit"] and denied["response"] == "negative-denial" and "ids" not in denied
+    assert 0 < work <= DEFAULT_BUDGET + 1  # the check's budget (a MILP's last node may pass it by one)
+    assert denied["reason"].startswith(f"the work budget of {DEFAULT_BUDGET} units")
+    assert (
+        f"refused, deciding this predicate would take more than {DEFAULT_BUDGET} work units (~1 s of CPU)"
+        in denied["reason"]
+    )
+    audit_flow.set_budget(state, "census", "1000000", "steward")  # only the request budget is left
+    capped = audit_flow.ask(state, SLOW, "analyst")
+    work = audit_queries(state)[-1][1]["work"]
+    assert capped["budget_hit"] and DEFAULT_BUDGET < work <= DEFAULT_REQUEST_BUDGET + 1
+    assert capped["reason"].startswith(
+        f"refused: deciding this predicate would take more than the request budget of {DEFAULT_REQUEST_BUDGET} "
+        "work units (~1 s of CPU"
+    )
+    assert capped["reason"].endswith("`privpub audit set TABLE --request-budget N` raises it")
+
+
+def test_the_default_request_budget_is_about_a_second_unless_the_budget_was_raised(clinic):  # noqa: F811
+    """Without `request_budget`: DEFAULT_REQUEST_BUDGET (~1 s of CPU) with the default budget and
+    any budget up to it; a budget raised above it (the clinic spec's 1000) is the ceiling too, so an
+    explicit budget is never voided by a default ceiling below it."""
+    from privpub.tasks.audit.auditor import DEFAULT_BUDGET, DEFAULT_REQUEST_BUDGET
+
+    spec = (clinic / "clinic.toml").read_text()
+    for line, want in (
+        ("budget = 1000", 1000),
+        ("", DEFAULT_REQUEST_BUDGET),
+        (f"budget = {DEFAULT_REQUEST_BUDGET}", DEFAULT_REQUEST_BUDGET),
+        (f"budget = {DEFAULT_REQUEST_BUDGET + 1}", DEFAULT_REQUEST_BUDGET + 1),
+        ("budget = 1000\nrequest_budget = 50", 50),
+    ):
+        (clinic / "other.toml").write_text(spec.replace("budget = 1000", line))
+        assert audit_flow.audit_settings(load_spec(clinic / "other.toml"))["request_budget"] == want, line
+    assert DEFAULT_BUDGET < DEFAULT_REQUEST_BUDGET

@@ -112,7 +112,7 @@ def run(args, people, secret, queries, grid, after_denial: str) -> dict:
         latencies.append(time.perf_counter() - t0)
         deciding.append(time.perf_counter() - t1)
         kinds.append("budget-denied" if d.budget_hit else d.response)
-        positives.append(d.response == "positive-denial" and POSITIVE in d.reason)
+        positives.append(d.response == "positive-denial" and POSITIVE in d.reason and UNREAD not in d.reason)
         unlisted += d.budget_hit and "the answers that would have to be refused" in d.reason  # after a grid's prefix
         routes.append(d.route)
         if grid is not None:
@@ -190,7 +190,8 @@ def verdict(auditor, sets, report) -> tuple:
 
 
 KINDS = ["answer", "negative-denial", "positive-denial", "budget-denied"]
-POSITIVE = reasons.positive(2)[:40]  # a positive denial that read the table (any l)
+POSITIVE = reasons.positive(2)[:40]  # a positive denial (any l) ...
+UNREAD = reasons.structural(2)[len(reasons.POSITIVE) :][:40]  # ... but not route 1's, decided unread
 
 
 def main() -> None:

@@ -106,7 +106,7 @@ def ceiling_case(folder: Path, planted: list[str]) -> Outcome:
     rows = len(audit_rows(folder))
     done = cli(folder, "audit", "ask", "--where", SLOW)
     out = json.loads(done.stdout) if done.returncode == 0 else {}
-    clean = out.get("budget_hit") is True and "request's ceiling of 300" in out.get("reason", "")
+    clean = out.get("budget_hit") is True and "request budget of 300 work units" in out.get("reason", "")
     return Outcome(
         "auditor-r4",
         "the slow query under request_budget = 300: denied by the ceiling",
