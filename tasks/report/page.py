@@ -23,18 +23,21 @@ from privpub.tasks.report.figures import (
     fmt,
     guarantee,
     input_rows,
+    label,
     merged_cells,
+    plural,
     poor_figures,
+    readable,
     value_list,
     verdict,
     worst_cells,
     worst_rows,
 )
-from privpub.tasks.report.plots import bar_chart, before_after_chart, integer_bins, plot_figure
+from privpub.tasks.report.plots import bar_chart, before_after_chart, group_size_bins, plot_figure
 from privpub.tasks.report.series import series_rows, series_words, trend_plots
 from privpub.tasks.report.verdict import alarm_text, attribute_alarm, percent, verdict_paragraph
 
-__all__ = ["fmt", "markdown_summary", "summary_lines", "write_html_report"]
+__all__ = ["artifact_verdict", "fmt", "label", "markdown_summary", "readable", "summary_lines", "write_html_report"]
 
 
 def _pct(key: str) -> int:
@@ -91,7 +94,11 @@ def attribute_table(meta: dict[str, Any]) -> tuple[list[str], list[list[str]], s
 
 # the population-uniqueness models (tasks/population_models.py, which this module does not
 # import: it loads scipy) by the names their figures carry, `population-uniques-<model>`
-MODEL_NAMES = {"zayatz": "Zayatz (1991)", "pitman": "Pitman (Hoshino 2001)"}
+MODEL_NAMES = {
+    "zayatz": "the first model (it takes the population's groups to be sized as the table's; Zayatz, 1991)",
+    "pitman": "the second model (it fits how group sizes spread over the population; Pitman's, as Hoshino, 2001, "
+    "applies it)",
+}
 
 
 def population_note(risk: dict[str, Any]) -> str:
@@ -103,13 +110,19 @@ def population_note(risk: dict[str, Any]) -> str:
     for prefix, what in (("input-", "input"), ("", "release")):
         models = [MODEL_NAMES[m] for m in MODEL_NAMES if f"{prefix}population-uniques-{m}" in risk]
         if models:
-            parts.append(f"{what}: {models[0]} model, sampling fraction {fmt(risk[f'{prefix}sample-fraction'], 4)}")
+            share = fmt(risk[f"{prefix}sample-fraction"], 4)
+            parts.append(f"for the {what}, {models[0]}, the table holding {share} of the population")
     if not parts:
         return (
-            "journalist-risk-max, marketer-risk, population-uniques: not computed "
+            f"{label('journalist-risk-max')}, {label('marketer-risk')} and {label('population-uniques')}: not computed "
             "([risk] population or sample_fraction gives the population they need)"
         )
-    return "population uniqueness (Dankar et al.'s rule): " + "; ".join(parts)
+    return (
+        "How many people are unique in the whole population is estimated from the table by a statistical model: "
+        + "; ".join(parts)
+        + " (a small share of the population is best served by the second model, a larger one by the first: "
+        "the choice Dankar and others recommend, 2012)"
+    )
 
 
 def risk_rows(risk: dict[str, Any], note: str | None = None) -> list[tuple[str, str, str, str]]:
@@ -237,12 +250,13 @@ def summary_lines(meta: dict[str, Any], privacy: list[PrivacyResult], utility: d
     ]
     if {"groups", "avg_group_size", "max_group_size"} <= set(utility):
         lines.append(
-            f"groups: {utility['groups']} (avg size {utility['avg_group_size']:.2f}, max {utility['max_group_size']})"
+            f"groups: {fmt(utility['groups'])} (avg size {readable(utility['avg_group_size'])}, "
+            f"max {fmt(utility['max_group_size'])})"
         )
     for r in privacy:
         need = f" (required {r.threshold})" if r.threshold is not None else ""
         unit = " people" if r.model == "k-anonymity" and meta.get("people_in") else ""  # rows_per_person = "many"
-        lines.append(f"{r.model}: {r.value}{unit}{need} {'PASS' if r.passed else 'FAIL'}")
+        lines.append(f"{r.model}: {fmt(r.value)}{unit}{need} {'PASS' if r.passed else 'FAIL'}")
     errs = [
         f"{k.removeprefix('query_error_').replace('pct', '%')}: {fmt(v, 3)}"
         for k, v in sorted(_query_errors(utility).items(), key=lambda kv: _pct(kv[0]))
@@ -266,6 +280,29 @@ def summary_lines(meta: dict[str, Any], privacy: list[PrivacyResult], utility: d
         if denominator:
             lines.append(denominator)
     return lines
+
+
+def artifact_verdict(meta: dict[str, Any], privacy: list[PrivacyResult], utility: dict[str, Any]) -> str:
+    """The verdict above the report's link in the Prefect UI (markdown): the release id, one line
+    on what was published and whether every check passed, pass / fail per check."""
+    failed = [r for r in privacy if not r.passed]
+    rows_in = meta.get("rows_in")
+    published = int(rows_in) - int(utility.get("suppressed_rows") or 0) if isinstance(rows_in, int) else None
+    what = f"{plural(published, 'row')} published" if published is not None else "published"
+    verdict = (
+        f"every privacy check passed ({plural(len(privacy), 'check')})"
+        if not failed
+        else f"{len(failed)} of {plural(len(privacy), 'privacy check')} failed"
+    )
+    checks = "\n".join(
+        f"| {_md(label(r.model))} | {_md(fmt(r.value))} | {_md(fmt(r.threshold))} | {'pass' if r.passed else 'FAIL'} |"
+        for r in privacy
+    )
+    return (
+        f"**Release {meta['release_id']}** (series {meta['series']}, #{meta['sequence']}, {meta['technique']}): "
+        f"{what}; {verdict}.\n\n| check | reached | required | result |\n|---|---|---|---|\n{checks}\n\n"
+        f"Folder: `{Path(meta['report']).parent if meta.get('report') else ''}`"
+    )
 
 
 _PROVENANCE = (
@@ -314,7 +351,8 @@ def utility_table(utility: dict[str, Any], meta: dict[str, Any]) -> list[tuple[s
     out = []
     for name, value in utility.items():
         w = figure_words(name)
-        shown = fmt(value) if isinstance(value, (int, float, np.number)) or value is None else str(value)
+        number = isinstance(value, (int, float, np.number)) and not isinstance(value, (bool, np.bool_))
+        shown = readable(value) if number else fmt(value) if value is None or isinstance(value, bool) else str(value)
         out.append((w.label, name, shown, w.unit, verdict(name, value, read, published), w.what, w.better))
     return out
 
@@ -371,16 +409,24 @@ def _plots(
     the series' figures over its releases."""
     out = []
     if sizes is not None and len(sizes):
-        edges, counts, labels = integer_bins(np.asarray(sizes))
-        width = int(edges[1] - edges[0])
+        edges, counts, labels, log = group_size_bins(np.asarray(sizes))
         svg = bar_chart(
-            "Group sizes", labels, counts.astype(float).tolist(), "QI-group size (rows)", "groups", "#4472c4"
+            "Group sizes",
+            labels,
+            counts.astype(float).tolist(),
+            "QI-group size (rows)" + (", bins widening along a log scale" if log else ""),
+            "groups (log scale)" if log else "groups",
+            "#4472c4",
+            log=log,
+        )
+        bins = "bins that widen as sizes grow, heights on a log scale so that single large groups show" if log else (
+            "one bar per size"
         )
         out.append(
             plot_figure(
                 svg,
-                f"How many QI-groups have each size ({'one bar per size' if width == 1 else f'bars of {width} sizes'}"
-                f"; {len(sizes):,} groups): the smallest bar on the left is the group easiest to single out.",
+                f"How many QI-groups have each size ({bins}; {plural(len(sizes), 'group')}): the bar furthest left "
+                "holds the groups easiest to single out, the right end the largest groups.",
             )
         )
     errs = dict(sorted(_query_errors(utility).items(), key=lambda kv: _pct(kv[0])))
@@ -410,7 +456,7 @@ def _plots(
     if pairs:
         svg = before_after_chart(
             "Re-identification risk: input → release",
-            [n for n, _, _ in pairs],
+            [label(n) for n, _, _ in pairs],
             [float(b or 0.0) for _, b, _ in pairs],
             [float(a or 0.0) for _, _, a in pairs],
         )
@@ -452,17 +498,24 @@ def _worst_html(r: PrivacyResult) -> str:
 def _privacy_rows(privacy: list[PrivacyResult]) -> str:
     esc = html.escape
     return "".join(
-        f"<tr><td>{esc(r.model)}</td><td>{esc(fmt(r.value))}</td><td>{esc(fmt(r.threshold))}</td>"
+        f"<tr><td title='{esc(r.model)}'>{esc(label(r.model))}</td><td{_exact(r.value)}>{esc(fmt(r.value))}</td>"
+        f"<td>{esc(fmt(r.threshold))}</td>"
         f"<td class={'ok' if r.passed else 'bad'}>{'&#10004; pass' if r.passed else '&#10008; FAIL'}</td>"
         f"<td class=guarantee>{esc(guarantee(r.model, r.threshold, r.worst))}</td><td>{_worst_html(r)}</td></tr>"
         for r in privacy
     )
 
 
+def _exact(value: Any) -> str:
+    """The exact figure as the cell's tooltip, where the text shows it rounded."""
+    return f' title="{html.escape(str(value))}"' if isinstance(value, (float, np.floating)) else ""
+
+
 def _utility_rows(utility: dict[str, Any], meta: dict[str, Any]) -> str:
     esc = html.escape
     return "".join(
-        f"<tr><td>{esc(label)} <code class=id>{esc(name)}</code></td><td>{esc(value)}</td><td>{esc(unit)}</td>"
+        f"<tr><td title='{esc(name)}'>{esc(label)}</td><td{_exact(utility.get(name))}>{esc(value)}</td>"
+        f"<td>{esc(unit)}</td>"
         f"<td class=verdict-{esc(verdict_.split(' ')[0] or 'none')}>{esc(verdict_)}</td><td>{esc(what)}</td>"
         f"<td>{esc(better)}</td></tr>"
         for label, name, value, unit, verdict_, what, better in utility_table(utility, meta)
@@ -477,7 +530,8 @@ def _warnings_html(meta: dict[str, Any], privacy: list[PrivacyResult], utility: 
     # a failed figure in a published release: one the spec chose to tolerate ([series] composition = "warn")
     warnings += "".join(
         (
-            f"<p class=warn>Warning: {esc(r.model)} reached {esc(fmt(r.value))}, required {esc(fmt(r.threshold))}: "
+            f"<p class=warn>Warning: {esc(label(r.model))} reached {esc(fmt(r.value))}, required "
+            f"{esc(fmt(r.threshold))}: "
             f"{esc(fmt(r.worst.get('below', '')))} people fall below it when every release of the series is "
             'combined; published because the spec says composition = "warn"</p>'
         )
@@ -510,7 +564,10 @@ def _risk_html(meta: dict[str, Any], utility: dict[str, Any]) -> str:
     return (
         "<h2>Re-identification risk (before: the input's QIs as they are; after: the published table)</h2>"
         "<table><tr><th>figure</th><th>input</th><th>release</th><th>what it measures</th></tr>"
-        + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in risk)
+        + "".join(
+            f"<tr><td title='{esc(name)}'>{esc(label(name))}</td>" + "".join(f"<td>{esc(c)}</td>" for c in rest) + "</tr>"
+            for name, *rest in risk
+        )
         + "</table>"
         + (f"<p class=note><b>What {esc(meta['technique'])} reduces:</b> {esc(note)}</p>" if note else "")
         + f"<p>{esc(population_note(meta.get('risk') or {}))}</p>"
