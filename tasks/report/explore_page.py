@@ -16,7 +16,7 @@ from privpub.tasks.report.figures import fmt, label, readable
 
 # the plot's size in its own units; the page scales it to the column it gets (two side by side
 # from about 1,150 px, one per row below)
-_W, _H, _LEFT, _BOTTOM, _TOP, _RIGHT = 560, 380, 70, 48, 30, 24
+_W, _H, _LEFT, _BOTTOM, _TOP, _RIGHT = 560, 380, 70, 48, 40, 24
 _CHAR_PX = 6.5  # width of one character at font-size 11: a point's label box, to keep labels apart
 
 # (utility figure, risk figure) pairs plotted when the rows have them: lower is better on both
@@ -111,6 +111,17 @@ def _place_labels(spots: list[tuple[float, float, str]], plot: tuple[float, floa
     return out
 
 
+def _title(title: str) -> str:
+    """The plot's title, on two lines (at " against ") when one would not fit its width."""
+    first, sep, second = title.partition(" against ")
+    if len(title) * 7.2 <= _W - 20 or not sep:
+        return f'<text class="title" x="{_W / 2:.0f}" y="16" text-anchor="middle" font-size="13">{html.escape(title)}</text>'
+    return (
+        f'<text class="title" x="{_W / 2:.0f}" y="13" text-anchor="middle" font-size="13">{html.escape(first)}'
+        f'<tspan x="{_W / 2:.0f}" dy="15">against {html.escape(second)}</tspan></text>'
+    )
+
+
 def svg_scatter(title: str, points: list[tuple[float, float, str, bool]], xlabel: str, ylabel: str) -> str:
     """A scatter plot as an SVG element: (x, y, label, passed) per point, each with a tooltip; a
     setting that would be refused is a hollow red circle. Only the settings on the front (none
@@ -123,7 +134,7 @@ def svg_scatter(title: str, points: list[tuple[float, float, str, bool]], xlabel
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_W} {_H}" width="{_W}" height="{_H}" role="img" '
         f'aria-label="{esc(title)}" font-family="sans-serif" font-size="11">',
-        f'<text class="title" x="{_W / 2:.0f}" y="16" text-anchor="middle" font-size="13">{esc(title)}</text>',
+        _title(title),
         f'<line x1="{_LEFT}" y1="{axis_y}" x2="{_LEFT + width}" y2="{axis_y}" stroke="#444"/>',
         f'<line x1="{_LEFT}" y1="{_TOP}" x2="{_LEFT}" y2="{axis_y}" stroke="#444"/>',
         f'<text class="x-label" x="{_LEFT + width / 2:.0f}" y="{_H - 6}" text-anchor="middle">{esc(xlabel)}</text>',
@@ -212,7 +223,7 @@ def plain_names(text: str, names: list[str]) -> str:
 
 _STYLE = """body{font-family:sans-serif;max-width:80em;margin:1.5em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;max-width:100%}td,th{border:1px solid #ccc;padding:4px 6px;text-align:left;
-vertical-align:top;overflow-wrap:anywhere}th{font-weight:600;font-size:92%}
+vertical-align:top;overflow-wrap:break-word}th{font-weight:600;font-size:92%}td.setting,td.ok,td.bad{white-space:nowrap}
 .ok{color:#080;font-weight:bold}.bad{color:#b00;font-weight:bold}
 .plots{display:flex;flex-wrap:wrap;gap:1em}.plots figure{flex:1 1 520px;max-width:700px;margin:0}
 .plots svg{width:100%;height:auto}figcaption{font-size:90%;color:#444}
@@ -237,7 +248,7 @@ def write_explore_page(path: Path, series: str, seed: int, rows: list[dict[str, 
         composed = "does not apply" if r.get("series_composition_note") else composed
         cells = "".join(f"<td>{esc(_cell(r['figures'].get(n, '')))}</td>" for n in main)
         body.append(
-            f"<tr><td>{esc(setting_label(r['setting']))}</td>{ok}<td>{composed}</td>{cells}"
+            f"<tr><td class=setting>{esc(setting_label(r['setting']))}</td>{ok}<td>{composed}</td>{cells}"
             f"<td>{esc(readable(r['seconds'], 3))}</td></tr>"
         )
     others = "".join(

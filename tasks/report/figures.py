@@ -19,8 +19,8 @@ SHOWN = 6  # values shown of a long list
 
 def readable(value: Any, digits: int = 4) -> str:
     """A number as a person reads it: at most `digits` significant digits, thousands separated,
-    no exponent and no trailing zeros (19394.2 -> "19,390", 3.96624 -> "3.966", 0.000037512 ->
-    "0.00003751"); below a millionth "3.75 × 10^-7". Integers too: a figure of 123,456 rows reads
+    no e-notation and no trailing zeros (19394.2 -> "19,390", 3.96624 -> "3.966", 0.000412 ->
+    "0.000412"); below 0.0001 "3.75 × 10^-5". Integers too: a figure of 123,456 rows reads
     123,500 (the exact value stays in the state's figures and the JSON)."""
     x = float(value)
     if not math.isfinite(x):
@@ -29,7 +29,7 @@ def readable(value: Any, digits: int = 4) -> str:
         return "0"
     rounded = float(f"{x:.{digits}g}")
     size = abs(rounded)
-    if size < 1e-6:
+    if size < 1e-4:  # 3.75 × 10^-5, never a row of zeros to count
         mantissa, exponent = f"{rounded:.{digits - 1}e}".split("e")
         return f"{_trim(mantissa)} × 10^{int(exponent)}"
     exponent = math.floor(math.log10(size))

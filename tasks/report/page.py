@@ -8,6 +8,7 @@ markdown summary with the same words for Prefect.
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -49,15 +50,18 @@ def _query_errors(utility: dict[str, Any]) -> dict[str, float]:
 
 
 RISK_LABELS = {
-    "prosecutor-risk-max": "highest prosecutor risk (1 / smallest class)",
-    "prosecutor-risk-avg": "mean prosecutor risk over records",
-    "records-at-risk": "share of records above the risk threshold",
+    "prosecutor-risk-max": "highest chance of picking out a person's record, 1 / the smallest class (the "
+    "'prosecutor' risk: the adversary knows the person is in the table)",
+    "prosecutor-risk-avg": "the same chance averaged over the records",
+    "records-at-risk": "share of records whose chance is above the risk threshold",
     "sample-uniques": "share of records unique on their QIs",
     "attribute-risk-max": "highest share of one sensitive value in a class",
     "attribute-gain-max": "largest gain of a sensitive value's share in a group over its share of all, (p_g - p) / p",
     "attribute-difference-max": "largest rise of a sensitive value's share in a group over its share of all, p_g - p",
-    "journalist-risk-max": "highest journalist risk (expected 1 / size of the class in the population)",
-    "marketer-risk": "expected share of records a marketer links to the right person",
+    "journalist-risk-max": "highest chance of picking out a person when the adversary does not know whether they "
+    "are in the table: 1 / the class's expected size in the population (the 'journalist' risk)",
+    "marketer-risk": "expected share of records an adversary linking every record at once gets right (the "
+    "'marketer' risk)",
     "population-uniques": "estimated share of the population unique on its QIs",
 }
 
@@ -106,22 +110,24 @@ def population_note(risk: dict[str, Any]) -> str:
     the population figures need a population ("" without any risk figure)."""
     if not risk:
         return ""
-    parts = []
+    used: dict[str, list[str]] = {}
     for prefix, what in (("input-", "input"), ("", "release")):
-        models = [MODEL_NAMES[m] for m in MODEL_NAMES if f"{prefix}population-uniques-{m}" in risk]
+        models = [m for m in MODEL_NAMES if f"{prefix}population-uniques-{m}" in risk]
         if models:
             share = fmt(risk[f"{prefix}sample-fraction"], 4)
-            parts.append(f"for the {what}, {models[0]}, the table holding {share} of the population")
-    if not parts:
+            used.setdefault(f"{MODEL_NAMES[models[0]]}, the table holding {share} of the population", []).append(what)
+    if not used:
         return (
             f"{label('journalist-risk-max')}, {label('marketer-risk')} and {label('population-uniques')}: not computed "
             "([risk] population or sample_fraction gives the population they need)"
         )
+    parts = [f"for the {' and the '.join(whats)}, {model}" for model, whats in used.items()]
     return (
-        "How many people are unique in the whole population is estimated from the table by a statistical model: "
+        "How many people are unique in the whole population is estimated from how many classes of each size the "
+        "table has, by a statistical model: "
         + "; ".join(parts)
-        + " (a small share of the population is best served by the second model, a larger one by the first: "
-        "the choice Dankar and others recommend, 2012)"
+        + ". A small share of the population is best served by the second model, a larger one by the first: "
+        "the choice Dankar and others recommend (2012)"
     )
 
 
@@ -352,7 +358,9 @@ def utility_table(utility: dict[str, Any], meta: dict[str, Any]) -> list[tuple[s
     for name, value in utility.items():
         w = figure_words(name)
         number = isinstance(value, (int, float, np.number)) and not isinstance(value, (bool, np.bool_))
-        shown = readable(value) if number else fmt(value) if value is None or isinstance(value, bool) else str(value)
+        number = number and math.isfinite(float(value))  # NaN: an empty cell (fmt)
+        plain = value is None or isinstance(value, (bool, float, np.number))
+        shown = readable(value) if number else fmt(value) if plain else str(value)
         out.append((w.label, name, shown, w.unit, verdict(name, value, read, published), w.what, w.better))
     return out
 
@@ -508,7 +516,8 @@ def _privacy_rows(privacy: list[PrivacyResult]) -> str:
 
 def _exact(value: Any) -> str:
     """The exact figure as the cell's tooltip, where the text shows it rounded."""
-    return f' title="{html.escape(str(value))}"' if isinstance(value, (float, np.floating)) else ""
+    exact = isinstance(value, (float, np.floating)) and math.isfinite(value)
+    return f' title="{html.escape(str(value))}"' if exact else ""
 
 
 def _utility_rows(utility: dict[str, Any], meta: dict[str, Any]) -> str:

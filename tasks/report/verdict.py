@@ -249,7 +249,7 @@ def _checks_words(privacy: list[PrivacyResult], unguarded_alarm: bool = False, s
         return "No privacy check result is recorded for this report."
     failed = [r.model for r in privacy if not r.passed]
     if unguarded_alarm:  # never "every check passed" beside a disclosure nothing guards
-        passed = f"{len(privacy) - len(failed)} of {plural(len(privacy), 'privacy check')} passed"
+        passed = f"{len(privacy) - len(failed)} of {len(privacy)} privacy checks passed"
         return (
             f"Not every check passed: {passed}, but none of them guards {sensitive} against the attribute "
             "disclosure above" + (f" ({names([label(m) for m in failed])} failed)" if failed else "") + "."
