@@ -205,18 +205,24 @@ def test_every_figure_of_every_technique_has_a_label(tmp_path):
 
     frame = planted_census()
     frame.to_csv(tmp_path / "census.csv", index=False)
-    missing = {}
+    missing, seen = {}, set()
     for name in sorted(CASES):
         spec = spec_dict(name)
         spec["dataset"]["input"] = str(tmp_path / "census.csv")
         spec["output"] = {"dir": str(tmp_path / name), "state": str(tmp_path / f"{name}.duckdb")}
         release = privpub.publish(tmp_path / "census.csv", spec)
+        seen |= set(release.figures.name)
         unknown = [n for n in release.figures.name if known_label(n) is None]
         if unknown:
             missing[name] = unknown
         for n in release.figures.name:
             assert "_" not in label(n) and not label(n).endswith(("-max", "-avg")), (name, n, label(n))
     assert missing == {}
+    assert {"k-anonymity", "query_error_1pct", "prosecutor-risk-max", "input-prosecutor-risk-max"} <= seen
+    assert len(seen) > 40  # every technique's own figures, not one release's
+    # the figures of a series' later releases (the battery publishes first releases)
+    for name in ("series-composition-k", "series-composition-l", "serial-statistics"):
+        assert known_label(name) and "-" not in known_label(name).replace("k-anon", ""), name
 
 
 # --- the plots ----------------------------------------------------------------------------------
@@ -295,3 +301,38 @@ def test_a_publish_refused_by_the_series_k_check_does_not_advise_l(tmp_path):
     assert "[series] l" not in message.split("what the steward can do")[1].replace("[series] l do not", "")
     assert "keep_groups = true" in message
     assert Store(tmp_path / "s.duckdb").audit_log().outcome.iloc[-1] == "refused"
+
+
+# --- the UI's release-report artifact: the verdict above the link ----------------------------------
+
+
+def test_the_release_report_artifact_shows_the_verdict(monkeypatch, published):
+    from privpub.flows import publish as publish_mod
+    from privpub.tasks.core.types import PrivacyResult
+
+    release, _ = published
+    made: dict[str, dict] = {}
+    for fn in ("create_markdown_artifact", "create_link_artifact", "create_table_artifact"):
+        monkeypatch.setattr(publish_mod, fn, lambda _fn=fn, **kw: made.__setitem__(_fn, kw))
+    meta = {
+        "release_id": release.id,
+        "series": "census",
+        "sequence": 1,
+        "technique": "generalization",
+        "rows_in": 600,
+        "seed": 7,
+        "report": str(release.report),
+    }
+    privacy = [
+        PrivacyResult("k-anonymity", 5, 5, True, {}),
+        PrivacyResult("series-composition-l", 2, 3, False, {}),
+    ]
+    publish_mod._artifacts(meta, privacy, {"suppressed_rows": 1, "uncertainty_penalty_normalized": 0.123456})
+    link = made["create_link_artifact"]
+    assert link["key"] == "release-report" and link["link_text"] == f"report of {release.id}"
+    text = link["description"]
+    assert f"**Release {release.id}**" in text and "599 rows published; 1 of 2 privacy checks failed." in text
+    assert "| k-anonymity | 5 | 5 | pass |" in text and "| l over the whole series | 2 | 3 | FAIL |" in text
+    assert str(release.report.parent) in text  # the folder, as the artifact showed before
+    one = publish_mod.report_mod.artifact_verdict(meta, privacy[:1], {})
+    assert "600 rows published; every privacy check passed (1 check)." in one
