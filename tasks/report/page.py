@@ -98,36 +98,37 @@ def attribute_table(meta: dict[str, Any]) -> tuple[list[str], list[list[str]], s
 
 # the population-uniqueness models (tasks/population_models.py, which this module does not
 # import: it loads scipy) by the names their figures carry, `population-uniques-<model>`
-MODEL_NAMES = {
-    "zayatz": "the first model (it takes the population's groups to be sized as the table's; Zayatz, 1991)",
-    "pitman": "the second model (it fits how group sizes spread over the population; Pitman's, as Hoshino, 2001, "
-    "applies it)",
+MODEL_NAMES = {"zayatz": "the first model", "pitman": "the second model"}
+MODEL_WORDS = {
+    "zayatz": "the first model takes the population's classes to be sized as the table's (Zayatz, 1991)",
+    "pitman": "the second fits how class sizes spread over the population (Pitman's model, as Hoshino, 2001, applies it)",
 }
 
 
 def population_note(risk: dict[str, Any]) -> str:
-    """Which population-uniqueness model gave the figures and at which sampling fraction, or that
-    the population figures need a population ("" without any risk figure)."""
+    """Which population-uniqueness model gave the figures and at which sampling fraction, each
+    model in a sentence, or that the population figures need a population ("" without any risk
+    figure)."""
     if not risk:
         return ""
-    used: dict[str, list[str]] = {}
+    parts, used = [], []
     for prefix, what in (("input-", "input"), ("", "release")):
         models = [m for m in MODEL_NAMES if f"{prefix}population-uniques-{m}" in risk]
         if models:
             share = fmt(risk[f"{prefix}sample-fraction"], 4)
-            used.setdefault(f"{MODEL_NAMES[models[0]]}, the table holding {share} of the population", []).append(what)
-    if not used:
+            parts.append(f"for the {what}, {MODEL_NAMES[models[0]]}, the table holding {share} of the population")
+            used += [m for m in models[:1] if m not in used]
+    if not parts:
         return (
             f"{label('journalist-risk-max')}, {label('marketer-risk')} and {label('population-uniques')}: not computed "
             "([risk] population or sample_fraction gives the population they need)"
         )
-    parts = [f"for the {' and the '.join(whats)}, {model}" for model, whats in used.items()]
+    words = "; ".join(MODEL_WORDS[m] for m in MODEL_NAMES if m in used)
     return (
         "How many people are unique in the whole population is estimated from how many classes of each size the "
-        "table has, by a statistical model: "
-        + "; ".join(parts)
-        + ". A small share of the population is best served by the second model, a larger one by the first: "
-        "the choice Dankar and others recommend (2012)"
+        f"table has, by a statistical model: {'; '.join(parts)}. {words[0].upper()}{words[1:]}. A small share of the "
+        "population is best served by the second model, a larger one by the first: the choice Dankar and others "
+        "recommend (2012)"
     )
 
 
