@@ -104,7 +104,11 @@ def long_numbers(text: str) -> list[str]:
 
 
 def test_long_numbers_finds_what_it_must_and_leaves_ids_alone():
-    assert long_numbers("error 3.9662438290106814 and 0.19995 and 19394 rows") == ["3.9662438290106814", "0.19995", "19394"]
+    assert long_numbers("error 3.9662438290106814 and 0.19995 and 19394 rows") == [
+        "3.9662438290106814",
+        "0.19995",
+        "19394",
+    ]
     assert long_numbers("19,390 rows, 0.2, 1,000, 3.966, -0.01235, 100,000") == []
     assert long_numbers("release census-0001-50593d, 2026-11-28 13:50:09.123+00:00, Zayatz 1991") == []
     assert long_numbers("sha256 4f0e3c2a1b9d8e7f6a5b4c3d2e1f0a9b /tmp/pytest-123/x-45678/report.html") == []
@@ -188,7 +192,7 @@ def test_the_explore_page_fits_and_reads_as_words_and_rounded_figures(browser, p
     assert raw_names(text, names) == []
     assert long_numbers(text) == []
     assert "FAIL" in text and "PASS" in text  # l = 9 is refused: its reason is on the page, in words
-    assert "<text class=\"point-label\"" in page.read_text()
+    assert '<text class="point-label"' in page.read_text()
 
 
 def _figures(explored: pd.DataFrame) -> list:
@@ -248,7 +252,9 @@ def test_only_the_front_is_labelled_and_labels_do_not_overlap():
     points = [(i / 1000, 1 - i / 1000, f"k={i} l=2", True) for i in range(19)] + [(1.0, 0.0, "k=99 l=2", True)]
     svg = svg_scatter("t", points, "x", "y")
     boxes = []
-    for x, y, anchor, text in re.findall(r'class="point-label" x="([\d.]+)" y="([\d.]+)" text-anchor="(\w+)">([^<]+)<', svg):
+    for x, y, anchor, text in re.findall(
+        r'class="point-label" x="([\d.]+)" y="([\d.]+)" text-anchor="(\w+)">([^<]+)<', svg
+    ):
         w = len(text) * 6.5
         x0 = float(x) - (w if anchor == "end" else w / 2 if anchor == "middle" else 0)
         boxes.append((x0, float(y) - 10, x0 + w, float(y) + 2))
@@ -291,7 +297,9 @@ def test_each_series_check_gets_its_own_advice():
 
 def test_a_publish_refused_by_the_series_k_check_does_not_advise_l(tmp_path):
     pool = census(1500, seed=1).assign(pid=[f"person-{i:05d}" for i in range(1500)])
-    spec = census_spec("unused", k=10, l=None, seed=7, output_dir=str(tmp_path / "out"), state=str(tmp_path / "s.duckdb"))
+    spec = census_spec(
+        "unused", k=10, l=None, seed=7, output_dir=str(tmp_path / "out"), state=str(tmp_path / "s.duckdb")
+    )
     del spec["dataset"]["input"]
     privpub.publish(pool.sample(frac=0.9, random_state=0), spec)
     with pytest.raises(PrivacyRefused) as err:

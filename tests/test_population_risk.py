@@ -304,7 +304,10 @@ def test_a_publish_stores_verifies_and_reports_the_population_figures(census_dir
     assert any(line.startswith("PASS population-uniques") and "at publish" in line for line in lines)
     report = (census_dir / "releases" / release_id / "report.html").read_text()
     assert "journalist-risk-max" in report and "marketer-risk" in report
-    assert "for the input, the first model, the table holding 0.01 of the population; for the release, the first model" in report
+    assert (
+        "for the input, the first model, the table holding 0.01 of the population; for the release, the first model"
+        in report
+    )
     assert "(Zayatz, 1991)" in report
 
 

@@ -87,7 +87,11 @@ def name_releases(releases: list[tuple[int, str, int]]) -> str:
 
 
 def breach_note(
-    releases: list[tuple[int, str, int]], below: int, threshold: int, newcomers: int, model: str = "series-composition-l"
+    releases: list[tuple[int, str, int]],
+    below: int,
+    threshold: int,
+    newcomers: int,
+    model: str = "series-composition-l",
 ) -> str:
     """The publish refusal's second half: where the breach comes from, then the remedies."""
     parts = []

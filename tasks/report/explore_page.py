@@ -79,9 +79,7 @@ def front(points: list[tuple[float, float]]) -> list[bool]:
     settings worth a label; the others are listed in the table only."""
     out = []
     for i, (x, y) in enumerate(points):
-        dominated = any(
-            (a <= x and b <= y) and (a < x or b < y) for j, (a, b) in enumerate(points) if j != i
-        )
+        dominated = any((a <= x and b <= y) and (a < x or b < y) for j, (a, b) in enumerate(points) if j != i)
         out.append(not dominated)
     return out
 
@@ -99,9 +97,7 @@ def _place_labels(spots: list[tuple[float, float, str]], plot: tuple[float, floa
             x0 = x + dx - (w if anchor == "end" else w / 2 if anchor == "middle" else 0)
             box = (x0, y + dy - h + 2, x0 + w, y + dy + 2)
             inside = box[0] >= left - 40 and box[2] <= right + _RIGHT and box[1] >= top - 6 and box[3] <= bottom
-            if inside and not any(
-                box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed
-            ):
+            if inside and not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
                 placed.append(box)
                 out.append(
                     f'<text class="point-label" x="{x + dx:.1f}" y="{y + dy:.1f}" text-anchor="{anchor}">'
@@ -186,7 +182,9 @@ def trade_off_plots(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
                 "settings lie towards the bottom left. Labelled: the settings no other setting beats on both "
                 "(the table lists every setting)."
             )
-            out.append((caption, svg_scatter(f"{label(risk)} against {label(utility)}", points, label(utility), label(risk))))
+            out.append(
+                (caption, svg_scatter(f"{label(risk)} against {label(utility)}", points, label(utility), label(risk)))
+            )
     return out
 
 
@@ -238,9 +236,11 @@ def write_explore_page(path: Path, series: str, seed: int, rows: list[dict[str, 
     names = figure_names(rows)
     main = [n for n in names if n in MAIN]
     rest = [n for n in names if n not in MAIN]
-    head = "".join(
-        f"<th>{esc(n)}</th>" for n in ["setting", "result", "series check"]
-    ) + "".join(f"<th title='{esc(n)}'>{esc(label(n))}</th>" for n in main) + "<th>seconds</th>"
+    head = (
+        "".join(f"<th>{esc(n)}</th>" for n in ["setting", "result", "series check"])
+        + "".join(f"<th title='{esc(n)}'>{esc(label(n))}</th>" for n in main)
+        + "<th>seconds</th>"
+    )
     body = []
     for r in rows:
         ok = "<td class=ok>PASS</td>" if r["passed"] else "<td class=bad>FAIL</td>"

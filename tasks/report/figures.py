@@ -30,10 +30,9 @@ def readable(value: Any, digits: int = 4) -> str:
     rounded = float(f"{x:.{digits}g}")
     size = abs(rounded)
     if size < 1e-4:  # 3.75 × 10^-5, never a row of zeros to count
-        mantissa, exponent = f"{rounded:.{digits - 1}e}".split("e")
-        return f"{_trim(mantissa)} × 10^{int(exponent)}"
-    exponent = math.floor(math.log10(size))
-    decimals = max(digits - 1 - exponent, 0)
+        mantissa, power = f"{rounded:.{digits - 1}e}".split("e")
+        return f"{_trim(mantissa)} × 10^{int(power)}"
+    decimals = max(digits - 1 - math.floor(math.log10(size)), 0)
     return _trim(f"{rounded:,.{decimals}f}")
 
 
@@ -391,7 +390,10 @@ _PRIVACY_NAMES: list[tuple[str, str]] = [
     (r"mutual cover \(Corollary 3.2\)", "mutual cover"),
     (r"random output tables are distributions", "the perturbation is a probability distribution"),
     (r"identity disclosure \(P_match=(.+)\)", "expected share re-identified (match probability {1})"),
-    (r"attribute disclosure \(P_match=(.+)\)", "expected share whose sensitive value is learned (match probability {1})"),
+    (
+        r"attribute disclosure \(P_match=(.+)\)",
+        "expected share whose sensitive value is learned (match probability {1})",
+    ),
     (r"series-composition-l", "l over the whole series"),
     (r"series-composition-k", "k over the whole series"),
     (r"serial-global", "serial guarantee over the series"),

@@ -138,7 +138,7 @@ def risk_rows(risk: dict[str, Any], note: str | None = None) -> list[tuple[str, 
     says why (`note`: its QIs are published unchanged or perturbed), else "not computed"."""
     missing = "does not apply (see below)" if note else "not computed"
     rows = []
-    for name, label in RISK_LABELS.items():
+    for name, what in RISK_LABELS.items():
         before, after = risk.get(f"input-{name}"), risk.get(name)
         if before is None and after is None:
             continue
@@ -147,7 +147,7 @@ def risk_rows(risk: dict[str, Any], note: str | None = None) -> list[tuple[str, 
                 name,
                 "n/a" if before is None else fmt(before, 4),
                 missing if after is None else fmt(after, 4),
-                label,
+                what,
             )
         )
     return rows
@@ -428,8 +428,10 @@ def _plots(
             "#4472c4",
             log=log,
         )
-        bins = "bins that widen as sizes grow, heights on a log scale so that single large groups show" if log else (
-            "one bar per size"
+        bins = (
+            "bins that widen as sizes grow, heights on a log scale so that single large groups show"
+            if log
+            else ("one bar per size")
         )
         out.append(
             plot_figure(
@@ -495,12 +497,12 @@ def _worst_html(r: PrivacyResult) -> str:
     """A figure's worst case as a small table of its cells."""
     esc = html.escape
     rows = ""
-    for label, text in worst_cells(r.worst, r.model):
+    for field, text in worst_cells(r.worst, r.model):
         if isinstance(text, str):
-            rows += f"<tr><th>{esc(label)}</th><td>{esc(text)}</td></tr>"
+            rows += f"<tr><th>{esc(field)}</th><td>{esc(text)}</td></tr>"
         else:
             inner = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in text)
-            rows += f"<tr><th>{esc(label)}</th><td><table class=cells>{inner}</table></td></tr>"
+            rows += f"<tr><th>{esc(field)}</th><td><table class=cells>{inner}</table></td></tr>"
     return f"<table class=worst>{rows}</table>" if rows else ""
 
 
@@ -575,7 +577,9 @@ def _risk_html(meta: dict[str, Any], utility: dict[str, Any]) -> str:
         "<h2>Re-identification risk (before: the input's QIs as they are; after: the published table)</h2>"
         "<table><tr><th>figure</th><th>input</th><th>release</th><th>what it measures</th></tr>"
         + "".join(
-            f"<tr><td title='{esc(name)}'>{esc(label(name))}</td>" + "".join(f"<td>{esc(c)}</td>" for c in rest) + "</tr>"
+            f"<tr><td title='{esc(name)}'>{esc(label(name))}</td>"
+            + "".join(f"<td>{esc(c)}</td>" for c in rest)
+            + "</tr>"
             for name, *rest in risk
         )
         + "</table>"

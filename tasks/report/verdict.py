@@ -190,7 +190,9 @@ def _guard_words(privacy: list[PrivacyResult], sensitive: str) -> str:
     """Which model guards the sensitive column, or that none does."""
     guards = _guards(privacy)
     if guards:
-        listed = names([f"{label(r.model)} ({fmt(r.threshold)})" if r.threshold is not None else label(r.model) for r in guards])
+        listed = names(
+            [f"{label(r.model)} ({fmt(r.threshold)})" if r.threshold is not None else label(r.model) for r in guards]
+        )
         return f"What can be learned of {sensitive} is bounded by {listed}."
     why = (
         " (k-anonymity hides which row is a person's, not what the rows of their group hold)"
