@@ -289,7 +289,8 @@ def _served_report(meta) -> str | None:
 
 def _artifacts(meta, privacy, utility, served: str | None = None) -> None:
     """The run's artifacts: "release-summary" (markdown; with a link to the report when the
-    service serves it), "release-report" (a link: the served report, else the file) and
+    service serves it), "release-report" (a link: the served report, else the file, under the verdict: release id,
+    a one-line summary, pass / fail per check) and
     "release-figures" (a table)."""
     try:
         summary = report_mod.markdown_summary(meta, privacy, utility)
@@ -303,7 +304,7 @@ def _artifacts(meta, privacy, utility, served: str | None = None) -> None:
                 link=served or Path(meta["report"]).as_uri(),
                 link_text=f"report of {meta['release_id']}",
                 key="release-report",
-                description=str(Path(meta["report"]).parent),
+                description=report_mod.artifact_verdict(meta, privacy, utility),
             )
         rows = [
             {

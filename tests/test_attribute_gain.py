@@ -498,7 +498,7 @@ def test_a_rare_value_in_one_group_is_named_in_red_and_refused_by_max_gain(tmp_p
     assert "No privacy model of this release bounds what can be learned of result" in words
     assert "Every privacy check passed" not in words and "Not every check passed" in words
     alarm = re.search(r"</section>\s*<p class='warn alarm'>Warning: ([^<]+)</p>", page)
-    assert alarm and WORST_WORDS in html.unescape(alarm.group(1)) and "attribute-gain-max 19, above 1" in alarm.group(1)
+    assert alarm and WORST_WORDS in html.unescape(alarm.group(1)) and "relative gain 19, above 1" in alarm.group(1)
     assert ".alarm{color:#b00" in page  # red
     # the risk section lists the values, the largest gain first, and the worst group's cells
     assert re.search(r"<td>positive</td><td>3%</td><td>60%</td><td>19</td>", page)

@@ -100,6 +100,9 @@ def test_the_report_opens_from_the_runs_artifacts_in_the_ui(browser_page, reques
     page.screenshot(path=str(ARTIFACTS / "flow-run-artifacts.png"), full_page=True)
     page.get_by_text("release-report").first.click()  # the artifact's page shows its link
     link = page.get_by_role("link", name=f"report of {release_id}").first
+    # issue 42: the verdict above the link (page.artifact_verdict), not only a link and a path
+    page.get_by_text("every privacy check passed").first.wait_for()
+    assert page.get_by_text(f"Release {release_id}").first.is_visible()
     href = link.get_attribute("href")
     assert href == f"{service.record['reports_url']}/reports/{release_id}"
     page.goto(href)

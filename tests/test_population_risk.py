@@ -304,7 +304,11 @@ def test_a_publish_stores_verifies_and_reports_the_population_figures(census_dir
     assert any(line.startswith("PASS population-uniques") and "at publish" in line for line in lines)
     report = (census_dir / "releases" / release_id / "report.html").read_text()
     assert "journalist-risk-max" in report and "marketer-risk" in report
-    assert "input: Zayatz (1991) model, sampling fraction 0.01; release: Zayatz (1991) model" in report
+    assert (
+        "for the input, the first model, the table holding 0.01 of the population; for the release, the first model"
+        in report
+    )
+    assert "(Zayatz, 1991)" in report
 
 
 SEX_RACE_WORKCLASS = [{"name": q, "kind": "categorical"} for q in ("sex", "race", "workclass")]
@@ -330,7 +334,7 @@ def test_a_publish_at_a_sample_fraction_of_exactly_0_1_takes_pitmans_model(tmp_p
     assert figures["input-sample-fraction"] == 0.1
     assert figures["input-population-uniques-pitman"] == pytest.approx(pitman_share(sizes, counts, 6000), rel=1e-12)
     assert "input-population-uniques-zayatz" not in figures
-    assert "input: Pitman (Hoshino 2001) model, sampling fraction 0.1;" in release.report.read_text()
+    assert "for the input, the second model, the table holding 0.1 of the population;" in release.report.read_text()
     assert population_uniques(sizes, counts, 5999)[1] == "zayatz"
 
 
@@ -365,8 +369,12 @@ def test_the_report_names_the_model_of_each_figure():
         "sample-fraction": 0.0098,
     }
     assert population_note(risk) == (
-        "population uniqueness (Dankar et al.'s rule): input: Pitman (Hoshino 2001) model, sampling fraction 0.01; "
-        "release: Zayatz (1991) model, sampling fraction 0.0098"
+        "How many people are unique in the whole population is estimated from how many classes of each size the "
+        "table has, by a statistical model: for the input, the second model, the table holding 0.01 of the population; "
+        "for the release, the first model, the table holding 0.0098 of the population. The first model takes the "
+        "population's classes to be sized as the table's (Zayatz, 1991); the second fits how class sizes spread over "
+        "the population (Pitman's model, as Hoshino, 2001, applies it). A small share of the population is best "
+        "served by the second model, a larger one by the first: the choice Dankar and others recommend (2012)"
     )
     meta = {"release_id": "r", "series": "s", "sequence": 1, "technique": "t", "seed": 1, "rows_in": 9, "risk": risk}
     lines = summary_lines(meta, [], {})
@@ -380,4 +388,4 @@ def test_without_a_population_the_figures_are_not_computed_and_the_report_says_w
     risk = _stored(census_dir, release_id)
     assert not {k for k in risk if "journalist" in k or "marketer" in k or "population" in k}
     report = (census_dir / "releases" / release_id / "report.html").read_text()
-    assert "population-uniques: not computed ([risk] population or sample_fraction" in report
+    assert "estimated share unique in the population: not computed ([risk] population or sample_fraction" in report

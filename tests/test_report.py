@@ -28,10 +28,10 @@ PRIVACY = [SimpleNamespace(model="k-anonymity", value=10, threshold=10, passed=T
 
 
 def test_small_figures_keep_their_significant_digits():
-    assert fmt(3.75e-05) == "3.75e-05"
-    assert fmt(np.float64(3.75e-05)) == "3.75e-05"
+    assert fmt(3.75e-05) == "3.75 × 10^-5"
+    assert fmt(np.float64(3.75e-05)) == "3.75 × 10^-5"
     assert fmt(0.043040028) == "0.04304"
-    assert fmt(344320.23) == "3.443e+05"
+    assert fmt(344320.23) == "344,300"
     assert fmt(12) == "12" and fmt(0.1234, 3) == "0.123"
     lines = summary_lines(
         META,
@@ -39,10 +39,10 @@ def test_small_figures_keep_their_significant_digits():
         {"uncertainty_penalty_normalized": 3.75e-05, "query_error_1pct": 0.000412, "query_error_10pct": 0.25},
     )
     text = "\n".join(lines)
-    assert "uncertainty penalty (per tuple per QI): 3.75e-05" in text
+    assert "uncertainty penalty (per tuple per QI): 3.75 × 10^-5" in text
     assert "0.0000" not in text
     assert "1%: 0.000412" in text and "10%: 0.25" in text
-    assert "3.75e-05" in markdown_summary(META, PRIVACY, {"uncertainty_penalty_normalized": 3.75e-05})
+    assert "3.75 × 10^-5" in markdown_summary(META, PRIVACY, {"uncertainty_penalty_normalized": 3.75e-05})
 
 
 def test_html_report_draws_both_plots_as_inline_svg(tmp_path):
@@ -259,7 +259,7 @@ def test_an_unguarded_attribute_disclosure_is_named_in_red_and_no_check_passes_b
     assert "No privacy model of this release bounds what can be learned of result" in words
     assert "Every privacy check passed" not in words
     assert "Not every check passed: 1 of 1 privacy checks passed, but none of them guards result" in words
-    assert alarm and "attribute-gain-max 19.67, above 1" in alarm and "no privacy model of this release guards" in alarm
+    assert alarm and "relative gain 19.67, above 1" in alarm and "no privacy model of this release guards" in alarm
     md = markdown_summary(_attribute_meta(19.67, 0.59), PRIVACY, {})
     assert "\n> **Warning:** attribute disclosure: in the worst group, 62% have result = positive" in md
     assert "Every privacy check passed" not in md

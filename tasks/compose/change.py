@@ -176,7 +176,7 @@ def _change(
                 f"series change refused: {model} would be {result.value}, required {threshold}: "
                 f"{len(below)} {result.who} of series '{series}' fall below it when its releases are combined "
                 f"under the spec's [series] settings; they are in releases {named}; nothing was changed; "
-                + remedies.CHANGE_REMEDIES
+                + remedies.change_remedies(model)
             )
             Store.log_in(con, actor, "series-change", series, "refused", None, {**detail, "message": message})
             raise PrivacyRefused(message)

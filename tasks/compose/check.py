@@ -375,7 +375,7 @@ class SeriesCheck:
                 )
             except Exception:  # the refusal stands without the list
                 releases = []
-        return remedies.breach_note(releases, below, self.threshold, self.below_newcomers)
+        return remedies.breach_note(releases, below, self.threshold, self.below_newcomers, self.model)
 
     def tolerated(self, result: PrivacyResult) -> bool:
         """A failed composition figure under composition = "warn": published and recorded."""

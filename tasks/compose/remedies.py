@@ -28,6 +28,31 @@ CHANGE_REMEDIES = (
     "transient list, or start a new series name (it hides the earlier releases from the check, not "
     "from the adversary)"
 )
+# the series check by k (a technique without l, no [series] l): the transient list and l do not
+# enter it; the groups returning people get, and the series' name, do
+PUBLISH_REMEDIES_K = (
+    "what the steward can do: [series] keep_groups = true (returning people keep their groups, so the "
+    "releases combined leave each of them as many records as one release gives), or a new series name "
+    "(it hides the earlier releases from the check, not from the adversary); the check holds the "
+    "technique's k over the series, and the transient list and [series] l do not enter it"
+)
+CHANGE_REMEDIES_K = (
+    "what the steward can do: keep the series' settings, or start a new series name (it hides the earlier "
+    "releases from the check, not from the adversary); the series check by k depends on the groups, not on "
+    "the transient list"
+)
+
+
+def publish_remedies(model: str) -> str:
+    """The remedies of a publish refused by `model` (series-composition-l or -k)."""
+    return PUBLISH_REMEDIES_K if model.endswith("-k") else PUBLISH_REMEDIES
+
+
+def change_remedies(model: str) -> str:
+    """The remedies of a series change refused by `model`."""
+    return CHANGE_REMEDIES_K if model.endswith("-k") else CHANGE_REMEDIES
+
+
 VALUE_CHANGES = (
     "a value that changes must be named in [series] transient: add it to the spec's list and run "
     f"{CHANGE}, which rebuilds the series' summaries under the new list and re-checks the series"
@@ -61,11 +86,17 @@ def name_releases(releases: list[tuple[int, str, int]]) -> str:
     return named + (f" and {rest} more releases" if rest > 0 else "")
 
 
-def breach_note(releases: list[tuple[int, str, int]], below: int, threshold: int, newcomers: int) -> str:
+def breach_note(
+    releases: list[tuple[int, str, int]],
+    below: int,
+    threshold: int,
+    newcomers: int,
+    model: str = "series-composition-l",
+) -> str:
     """The publish refusal's second half: where the breach comes from, then the remedies."""
     parts = []
     if releases:
         parts.append(f"the {below} people below {threshold} were also in earlier releases {name_releases(releases)}")
     if newcomers:
         parts.append(f"{newcomers} of them are new in this release (this release alone narrows them)")
-    return "; ".join([*parts, PUBLISH_REMEDIES])
+    return "; ".join([*parts, publish_remedies(model)])

@@ -17,16 +17,44 @@ LONG_LIST = 12  # a list of more values is shown as "N values: the first few, ..
 SHOWN = 6  # values shown of a long list
 
 
+def readable(value: Any, digits: int = 4) -> str:
+    """A number as a person reads it: at most `digits` significant digits, thousands separated,
+    no e-notation and no trailing zeros (19394.2 -> "19,390", 3.96624 -> "3.966", 0.000412 ->
+    "0.000412"); below 0.0001 "3.75 × 10^-5". Integers too: a figure of 123,456 rows reads
+    123,500 (the exact value stays in the state's figures and the JSON)."""
+    x = float(value)
+    if not math.isfinite(x):
+        return str(value)
+    if x == 0:
+        return "0"
+    rounded = float(f"{x:.{digits}g}")
+    size = abs(rounded)
+    if size < 1e-4:  # 3.75 × 10^-5, never a row of zeros to count
+        mantissa, power = f"{rounded:.{digits - 1}e}".split("e")
+        return f"{_trim(mantissa)} × 10^{int(power)}"
+    decimals = max(digits - 1 - math.floor(math.log10(size)), 0)
+    return _trim(f"{rounded:,.{decimals}f}")
+
+
+def _trim(text: str) -> str:
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def fmt(value: Any, digits: int = 4) -> str:
-    """A figure with `digits` significant digits (3.75e-05, not 0.0000); integers as they are;
-    nothing (not "nan" / "None") for a missing figure."""
+    """A figure with at most `digits` significant digits (`readable`); integers as they are (a
+    count, a seed, a published code); nothing (not "nan" / "None") for a missing figure."""
     if value is None or (isinstance(value, (float, np.floating)) and math.isnan(float(value))):
         return ""
     if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
     if isinstance(value, (float, np.floating)):
-        return f"{float(value):.{digits}g}"
+        return readable(value, digits)
     return str(value)
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """ "1 check", "2 checks" (`many`: an irregular plural)."""
+    return f"{count:,} {word if count == 1 else many or word + 's'}"
 
 
 def as_number(value: Any) -> float | None:
@@ -83,7 +111,8 @@ _FIGURES: dict[str, Figure] = {
     "discernibility": Figure(
         "discernibility",
         "rows²",
-        "sum of squared group sizes (Bayardo-Agrawal): each row is charged the size of its group",
+        "each row is charged the size of its group, so large groups cost more (the sum of the squared group "
+        "sizes; the discernibility metric of Bayardo and Agrawal, 2005)",
         LOWER,
     ),
     "suppressed_rows": Figure(
@@ -103,7 +132,8 @@ _FIGURES: dict[str, Figure] = {
     "uncertainty_penalty": Figure(
         "uncertainty penalty (total)",
         "cells × share of domain",
-        "sum over published cells of the cell's width as a share of its column's range (Butterfly Definition 1)",
+        "sum over published cells of the cell's width as a share of its column's range: 0 for an exact value, "
+        "1 for the whole range (as the Butterfly paper defines it)",
         LOWER,
     ),
     "uncertainty_penalty_normalized": Figure(
@@ -129,7 +159,7 @@ _FIGURES: dict[str, Figure] = {
         "information loss (ILoss)",
         "share of the largest distance, 0-1",
         "average distance between a QI value and its perturbed published value, over the column's largest "
-        "distance (MuCo): 0 = unchanged",
+        "distance (as the MuCo paper defines it): 0 = unchanged",
         LOWER,
         WIDTH_BAND,
     ),
@@ -328,6 +358,75 @@ _GUARANTEES: list[tuple[str, str]] = [
     ),
     (r"serial-statistics", "the statistics carried for the series agree with its history"),
 ]
+
+
+# --- figure names as a person reads them -------------------------------------------------------
+
+# risk figures (tasks/risk): a short label; the report's risk table says what each measures
+RISK_NAMES = {
+    "prosecutor-risk-max": "highest re-identification risk",
+    "prosecutor-risk-avg": "average re-identification risk",
+    "records-at-risk": "share of records at risk",
+    "sample-uniques": "share of records unique in the table",
+    "attribute-risk-max": "highest chance of guessing a sensitive value",
+    "attribute-gain-max": "largest relative gain of a sensitive value",
+    "attribute-difference-max": "largest rise of a sensitive value's share",
+    "journalist-risk-max": "highest re-identification risk against the population",
+    "marketer-risk": "expected share re-identified by linking every record",
+    "population-uniques": "estimated share unique in the population",
+    "sample-fraction": "share of the population in the table",
+}
+# population-uniques-<model>: the model that estimated it (tasks/population_models.py)
+POPULATION_MODELS = {"zayatz": "first model", "pitman": "second model"}
+# privacy checks: a model's own established name stays (k-anonymity, t-closeness: the privacy
+# table explains each in a sentence); a name made up for a check reads as plain words
+_PRIVACY_NAMES: list[tuple[str, str]] = [
+    (r"k-anonymity|k-anonymity QID\d+|k'-anonymity union QID|l-diversity|l-diversity \(distinct\)", "{0}"),
+    (r"t-closeness|beta-likeness|attribute disclosure|people per group|alpha-presence|beta-association", "{0}"),
+    (r"delta-probability", "{0}"),
+    (r"entropy-l-diversity", "entropy l-diversity"),
+    (r"recursive-cl-diversity", "recursive (c,l)-diversity"),
+    (r"QIT and ST agree on group sizes", "the two tables agree on group sizes"),
+    (r"mutual cover \(Corollary 3.2\)", "mutual cover"),
+    (r"random output tables are distributions", "the perturbation is a probability distribution"),
+    (r"identity disclosure \(P_match=(.+)\)", "expected share re-identified (match probability {1})"),
+    (
+        r"attribute disclosure \(P_match=(.+)\)",
+        "expected share whose sensitive value is learned (match probability {1})",
+    ),
+    (r"series-composition-l", "l over the whole series"),
+    (r"series-composition-k", "k over the whole series"),
+    (r"serial-global", "serial guarantee over the series"),
+    (r"serial-localized", "serial guarantee in this release"),
+    (r"serial-virtual-members", "virtual members backed by absent people"),
+    (r"serial-statistics", "series statistics consistent"),
+]
+
+
+def known_label(name: str) -> str | None:
+    """The label of any figure a release stores (privacy, utility or risk), None when no mapping
+    knows it (tests/test_browser_readable.py: every figure of every technique has one)."""
+    if name.startswith("input-"):
+        inner = known_label(name.removeprefix("input-"))
+        return f"{inner} (input)" if inner else None
+    if name in RISK_NAMES:
+        return RISK_NAMES[name]
+    model = name.removeprefix("population-uniques-")
+    if model != name and model in POPULATION_MODELS:
+        return f"{RISK_NAMES['population-uniques']} ({POPULATION_MODELS[model]})"
+    for pattern, text in _PRIVACY_NAMES:
+        m = re.fullmatch(pattern, name)
+        if m:
+            return text.format(m.group(0), *m.groups())
+    if name in _FIGURES or re.fullmatch(r"query_error_\d+pct", name) or name.startswith("penalty_"):
+        return figure_words(name).label
+    return None
+
+
+def label(name: str) -> str:
+    """What the report and explore's page call a figure (never its stored name with _ or its
+    made-up hyphenated name); an unknown figure's name with its underscores as spaces."""
+    return known_label(name) or name.replace("_", " ")
 
 
 # rows_per_person = "many": k counts people (the k-anonymity result's worst case says "measures": "people")

@@ -8,6 +8,7 @@ markdown summary with the same words for Prefect.
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,18 +24,21 @@ from privpub.tasks.report.figures import (
     fmt,
     guarantee,
     input_rows,
+    label,
     merged_cells,
+    plural,
     poor_figures,
+    readable,
     value_list,
     verdict,
     worst_cells,
     worst_rows,
 )
-from privpub.tasks.report.plots import bar_chart, before_after_chart, integer_bins, plot_figure
+from privpub.tasks.report.plots import bar_chart, before_after_chart, group_size_bins, plot_figure
 from privpub.tasks.report.series import series_rows, series_words, trend_plots
 from privpub.tasks.report.verdict import alarm_text, attribute_alarm, percent, verdict_paragraph
 
-__all__ = ["fmt", "markdown_summary", "summary_lines", "write_html_report"]
+__all__ = ["artifact_verdict", "fmt", "label", "markdown_summary", "readable", "summary_lines", "write_html_report"]
 
 
 def _pct(key: str) -> int:
@@ -46,15 +50,18 @@ def _query_errors(utility: dict[str, Any]) -> dict[str, float]:
 
 
 RISK_LABELS = {
-    "prosecutor-risk-max": "highest prosecutor risk (1 / smallest class)",
-    "prosecutor-risk-avg": "mean prosecutor risk over records",
-    "records-at-risk": "share of records above the risk threshold",
+    "prosecutor-risk-max": "highest chance of picking out a person's record, 1 / the smallest class (the "
+    "'prosecutor' risk: the adversary knows the person is in the table)",
+    "prosecutor-risk-avg": "the same chance averaged over the records",
+    "records-at-risk": "share of records whose chance is above the risk threshold",
     "sample-uniques": "share of records unique on their QIs",
     "attribute-risk-max": "highest share of one sensitive value in a class",
     "attribute-gain-max": "largest gain of a sensitive value's share in a group over its share of all, (p_g - p) / p",
     "attribute-difference-max": "largest rise of a sensitive value's share in a group over its share of all, p_g - p",
-    "journalist-risk-max": "highest journalist risk (expected 1 / size of the class in the population)",
-    "marketer-risk": "expected share of records a marketer links to the right person",
+    "journalist-risk-max": "highest chance of picking out a person when the adversary does not know whether they "
+    "are in the table: 1 / the class's expected size in the population (the 'journalist' risk)",
+    "marketer-risk": "expected share of records an adversary linking every record at once gets right (the "
+    "'marketer' risk)",
     "population-uniques": "estimated share of the population unique on its QIs",
 }
 
@@ -91,25 +98,38 @@ def attribute_table(meta: dict[str, Any]) -> tuple[list[str], list[list[str]], s
 
 # the population-uniqueness models (tasks/population_models.py, which this module does not
 # import: it loads scipy) by the names their figures carry, `population-uniques-<model>`
-MODEL_NAMES = {"zayatz": "Zayatz (1991)", "pitman": "Pitman (Hoshino 2001)"}
+MODEL_NAMES = {"zayatz": "the first model", "pitman": "the second model"}
+MODEL_WORDS = {
+    "zayatz": "the first model takes the population's classes to be sized as the table's (Zayatz, 1991)",
+    "pitman": "the second fits how class sizes spread over the population (Pitman's model, as Hoshino, 2001, applies it)",
+}
 
 
 def population_note(risk: dict[str, Any]) -> str:
-    """Which population-uniqueness model gave the figures and at which sampling fraction, or that
-    the population figures need a population ("" without any risk figure)."""
+    """Which population-uniqueness model gave the figures and at which sampling fraction, each
+    model in a sentence, or that the population figures need a population ("" without any risk
+    figure)."""
     if not risk:
         return ""
-    parts = []
+    parts, used = [], []
     for prefix, what in (("input-", "input"), ("", "release")):
-        models = [MODEL_NAMES[m] for m in MODEL_NAMES if f"{prefix}population-uniques-{m}" in risk]
+        models = [m for m in MODEL_NAMES if f"{prefix}population-uniques-{m}" in risk]
         if models:
-            parts.append(f"{what}: {models[0]} model, sampling fraction {fmt(risk[f'{prefix}sample-fraction'], 4)}")
+            share = fmt(risk[f"{prefix}sample-fraction"], 4)
+            parts.append(f"for the {what}, {MODEL_NAMES[models[0]]}, the table holding {share} of the population")
+            used += [m for m in models[:1] if m not in used]
     if not parts:
         return (
-            "journalist-risk-max, marketer-risk, population-uniques: not computed "
+            f"{label('journalist-risk-max')}, {label('marketer-risk')} and {label('population-uniques')}: not computed "
             "([risk] population or sample_fraction gives the population they need)"
         )
-    return "population uniqueness (Dankar et al.'s rule): " + "; ".join(parts)
+    words = "; ".join(MODEL_WORDS[m] for m in MODEL_NAMES if m in used)
+    return (
+        "How many people are unique in the whole population is estimated from how many classes of each size the "
+        f"table has, by a statistical model: {'; '.join(parts)}. {words[0].upper()}{words[1:]}. A small share of the "
+        "population is best served by the second model, a larger one by the first: the choice Dankar and others "
+        "recommend (2012)"
+    )
 
 
 def risk_rows(risk: dict[str, Any], note: str | None = None) -> list[tuple[str, str, str, str]]:
@@ -118,7 +138,7 @@ def risk_rows(risk: dict[str, Any], note: str | None = None) -> list[tuple[str, 
     says why (`note`: its QIs are published unchanged or perturbed), else "not computed"."""
     missing = "does not apply (see below)" if note else "not computed"
     rows = []
-    for name, label in RISK_LABELS.items():
+    for name, what in RISK_LABELS.items():
         before, after = risk.get(f"input-{name}"), risk.get(name)
         if before is None and after is None:
             continue
@@ -127,7 +147,7 @@ def risk_rows(risk: dict[str, Any], note: str | None = None) -> list[tuple[str, 
                 name,
                 "n/a" if before is None else fmt(before, 4),
                 missing if after is None else fmt(after, 4),
-                label,
+                what,
             )
         )
     return rows
@@ -237,12 +257,13 @@ def summary_lines(meta: dict[str, Any], privacy: list[PrivacyResult], utility: d
     ]
     if {"groups", "avg_group_size", "max_group_size"} <= set(utility):
         lines.append(
-            f"groups: {utility['groups']} (avg size {utility['avg_group_size']:.2f}, max {utility['max_group_size']})"
+            f"groups: {fmt(utility['groups'])} (avg size {readable(utility['avg_group_size'])}, "
+            f"max {fmt(utility['max_group_size'])})"
         )
     for r in privacy:
         need = f" (required {r.threshold})" if r.threshold is not None else ""
         unit = " people" if r.model == "k-anonymity" and meta.get("people_in") else ""  # rows_per_person = "many"
-        lines.append(f"{r.model}: {r.value}{unit}{need} {'PASS' if r.passed else 'FAIL'}")
+        lines.append(f"{r.model}: {fmt(r.value)}{unit}{need} {'PASS' if r.passed else 'FAIL'}")
     errs = [
         f"{k.removeprefix('query_error_').replace('pct', '%')}: {fmt(v, 3)}"
         for k, v in sorted(_query_errors(utility).items(), key=lambda kv: _pct(kv[0]))
@@ -266,6 +287,29 @@ def summary_lines(meta: dict[str, Any], privacy: list[PrivacyResult], utility: d
         if denominator:
             lines.append(denominator)
     return lines
+
+
+def artifact_verdict(meta: dict[str, Any], privacy: list[PrivacyResult], utility: dict[str, Any]) -> str:
+    """The verdict above the report's link in the Prefect UI (markdown): the release id, one line
+    on what was published and whether every check passed, pass / fail per check."""
+    failed = [r for r in privacy if not r.passed]
+    rows_in = meta.get("rows_in")
+    published = int(rows_in) - int(utility.get("suppressed_rows") or 0) if isinstance(rows_in, int) else None
+    what = f"{plural(published, 'row')} published" if published is not None else "published"
+    verdict = (
+        f"every privacy check passed ({plural(len(privacy), 'check')})"
+        if not failed
+        else f"{len(failed)} of {plural(len(privacy), 'privacy check')} failed"
+    )
+    checks = "\n".join(
+        f"| {_md(label(r.model))} | {_md(fmt(r.value))} | {_md(fmt(r.threshold))} | {'pass' if r.passed else 'FAIL'} |"
+        for r in privacy
+    )
+    return (
+        f"**Release {meta['release_id']}** (series {meta['series']}, #{meta['sequence']}, {meta['technique']}): "
+        f"{what}; {verdict}.\n\n| check | reached | required | result |\n|---|---|---|---|\n{checks}\n\n"
+        f"Folder: `{Path(meta['report']).parent if meta.get('report') else ''}`"
+    )
 
 
 _PROVENANCE = (
@@ -314,7 +358,10 @@ def utility_table(utility: dict[str, Any], meta: dict[str, Any]) -> list[tuple[s
     out = []
     for name, value in utility.items():
         w = figure_words(name)
-        shown = fmt(value) if isinstance(value, (int, float, np.number)) or value is None else str(value)
+        number = isinstance(value, (int, float, np.number)) and not isinstance(value, (bool, np.bool_))
+        number = number and math.isfinite(float(value))  # NaN: an empty cell (fmt)
+        plain = value is None or isinstance(value, (bool, float, np.number))
+        shown = readable(value) if number else fmt(value) if plain else str(value)
         out.append((w.label, name, shown, w.unit, verdict(name, value, read, published), w.what, w.better))
     return out
 
@@ -371,16 +418,26 @@ def _plots(
     the series' figures over its releases."""
     out = []
     if sizes is not None and len(sizes):
-        edges, counts, labels = integer_bins(np.asarray(sizes))
-        width = int(edges[1] - edges[0])
+        edges, counts, labels, log = group_size_bins(np.asarray(sizes))
         svg = bar_chart(
-            "Group sizes", labels, counts.astype(float).tolist(), "QI-group size (rows)", "groups", "#4472c4"
+            "Group sizes",
+            labels,
+            counts.astype(float).tolist(),
+            "QI-group size (rows)" + (", bins widening along a log scale" if log else ""),
+            "groups (log scale)" if log else "groups",
+            "#4472c4",
+            log=log,
+        )
+        bins = (
+            "bins that widen as sizes grow, heights on a log scale so that single large groups show"
+            if log
+            else ("one bar per size")
         )
         out.append(
             plot_figure(
                 svg,
-                f"How many QI-groups have each size ({'one bar per size' if width == 1 else f'bars of {width} sizes'}"
-                f"; {len(sizes):,} groups): the smallest bar on the left is the group easiest to single out.",
+                f"How many QI-groups have each size ({bins}; {plural(len(sizes), 'group')}): the bar furthest left "
+                "holds the groups easiest to single out, the right end the largest groups.",
             )
         )
     errs = dict(sorted(_query_errors(utility).items(), key=lambda kv: _pct(kv[0])))
@@ -410,7 +467,7 @@ def _plots(
     if pairs:
         svg = before_after_chart(
             "Re-identification risk: input → release",
-            [n for n, _, _ in pairs],
+            [label(n) for n, _, _ in pairs],
             [float(b or 0.0) for _, b, _ in pairs],
             [float(a or 0.0) for _, _, a in pairs],
         )
@@ -440,29 +497,37 @@ def _worst_html(r: PrivacyResult) -> str:
     """A figure's worst case as a small table of its cells."""
     esc = html.escape
     rows = ""
-    for label, text in worst_cells(r.worst, r.model):
+    for field, text in worst_cells(r.worst, r.model):
         if isinstance(text, str):
-            rows += f"<tr><th>{esc(label)}</th><td>{esc(text)}</td></tr>"
+            rows += f"<tr><th>{esc(field)}</th><td>{esc(text)}</td></tr>"
         else:
             inner = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in text)
-            rows += f"<tr><th>{esc(label)}</th><td><table class=cells>{inner}</table></td></tr>"
+            rows += f"<tr><th>{esc(field)}</th><td><table class=cells>{inner}</table></td></tr>"
     return f"<table class=worst>{rows}</table>" if rows else ""
 
 
 def _privacy_rows(privacy: list[PrivacyResult]) -> str:
     esc = html.escape
     return "".join(
-        f"<tr><td>{esc(r.model)}</td><td>{esc(fmt(r.value))}</td><td>{esc(fmt(r.threshold))}</td>"
+        f"<tr><td title='{esc(r.model)}'>{esc(label(r.model))}</td><td{_exact(r.value)}>{esc(fmt(r.value))}</td>"
+        f"<td>{esc(fmt(r.threshold))}</td>"
         f"<td class={'ok' if r.passed else 'bad'}>{'&#10004; pass' if r.passed else '&#10008; FAIL'}</td>"
         f"<td class=guarantee>{esc(guarantee(r.model, r.threshold, r.worst))}</td><td>{_worst_html(r)}</td></tr>"
         for r in privacy
     )
 
 
+def _exact(value: Any) -> str:
+    """The exact figure as the cell's tooltip, where the text shows it rounded."""
+    exact = isinstance(value, (float, np.floating)) and math.isfinite(value)
+    return f' title="{html.escape(str(value))}"' if exact else ""
+
+
 def _utility_rows(utility: dict[str, Any], meta: dict[str, Any]) -> str:
     esc = html.escape
     return "".join(
-        f"<tr><td>{esc(label)} <code class=id>{esc(name)}</code></td><td>{esc(value)}</td><td>{esc(unit)}</td>"
+        f"<tr><td title='{esc(name)}'>{esc(label)}</td><td{_exact(utility.get(name))}>{esc(value)}</td>"
+        f"<td>{esc(unit)}</td>"
         f"<td class=verdict-{esc(verdict_.split(' ')[0] or 'none')}>{esc(verdict_)}</td><td>{esc(what)}</td>"
         f"<td>{esc(better)}</td></tr>"
         for label, name, value, unit, verdict_, what, better in utility_table(utility, meta)
@@ -477,7 +542,8 @@ def _warnings_html(meta: dict[str, Any], privacy: list[PrivacyResult], utility: 
     # a failed figure in a published release: one the spec chose to tolerate ([series] composition = "warn")
     warnings += "".join(
         (
-            f"<p class=warn>Warning: {esc(r.model)} reached {esc(fmt(r.value))}, required {esc(fmt(r.threshold))}: "
+            f"<p class=warn>Warning: {esc(label(r.model))} reached {esc(fmt(r.value))}, required "
+            f"{esc(fmt(r.threshold))}: "
             f"{esc(fmt(r.worst.get('below', '')))} people fall below it when every release of the series is "
             'combined; published because the spec says composition = "warn"</p>'
         )
@@ -510,7 +576,12 @@ def _risk_html(meta: dict[str, Any], utility: dict[str, Any]) -> str:
     return (
         "<h2>Re-identification risk (before: the input's QIs as they are; after: the published table)</h2>"
         "<table><tr><th>figure</th><th>input</th><th>release</th><th>what it measures</th></tr>"
-        + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in risk)
+        + "".join(
+            f"<tr><td title='{esc(name)}'>{esc(label(name))}</td>"
+            + "".join(f"<td>{esc(c)}</td>" for c in rest)
+            + "</tr>"
+            for name, *rest in risk
+        )
         + "</table>"
         + (f"<p class=note><b>What {esc(meta['technique'])} reduces:</b> {esc(note)}</p>" if note else "")
         + f"<p>{esc(population_note(meta.get('risk') or {}))}</p>"

@@ -42,6 +42,26 @@ def integer_bins(sizes: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndar
     return edges, counts, labels
 
 
+LOG_STEPS = (1, 1.5, 2, 3, 5, 7)  # the edges of group-size bins on a log axis, per power of 10
+
+
+def group_size_bins(sizes: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str], bool]:
+    """Bins for the group-size histogram: one per size when there are few (integer_bins), else on
+    a log axis (edges 10, 15, 20, 30, 50, 70, 100, ...) so that the many small groups and the few
+    large ones of the tail each get bars; the last element says which."""
+    values = np.asarray(sizes, dtype=np.int64)
+    if not len(values) or int(values.max()) - int(values.min()) + 1 <= MAX_UNIT_BINS:
+        return (*integer_bins(values), False)
+    lo, hi = int(values.min()), int(values.max())
+    steps = sorted({int(round(s * 10**p)) for p in range(len(str(hi)) + 1) for s in LOG_STEPS})
+    edges = np.array([lo, *(e for e in steps if lo < e <= hi), hi + 1], dtype=np.int64)
+    counts = np.histogram(values, bins=edges)[0] if len(edges) > 2 else np.array([len(values)])
+    # np.histogram closes the last bin; every edge is an integer and the last is hi + 1, so each
+    # bin is [edge_i, edge_i+1) of whole sizes
+    labels = [str(a) if b - a == 1 else f"{a}–{b - 1}" for a, b in zip(edges[:-1].tolist(), edges[1:].tolist())]
+    return edges, counts, labels, True
+
+
 def tick_step(labels: Sequence[str], space: float) -> int:
     """Show every n-th tick label so that labels `space` pixels apart never overlap."""
     widest = max((len(s) for s in labels), default=1) * CHAR_PX + 8
@@ -71,15 +91,19 @@ def _axes(left: int, top_label: str) -> list[str]:
     ]
 
 
-def bar_chart(title: str, labels: list[str], values: list[float], xlabel: str, ylabel: str, color: str) -> str:
-    """One bar per value, each with a tooltip (label: value)."""
+def bar_chart(
+    title: str, labels: list[str], values: list[float], xlabel: str, ylabel: str, color: str, log: bool = False
+) -> str:
+    """One bar per value, each with a tooltip (label: value); `log`: heights on a log scale of
+    1 + value, so that a bar of 1 stays visible beside one of thousands."""
     width, height = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
     top = max(max(values, default=0.0), 0.0) or 1.0
+    scale = (lambda v: math.log1p(max(v, 0.0)) / math.log1p(top)) if log else (lambda v: max(v, 0.0) / top)
     step = width / max(len(values), 1)
     every = tick_step(labels, step)
     parts = _svg_head(title, xlabel, ylabel)
     for i, (label, value) in enumerate(zip(labels, values)):
-        h = height * max(value, 0.0) / top
+        h = height * scale(value)
         x = _LEFT + i * step
         parts.append(
             f'<rect x="{x + 0.5:.1f}" y="{_TOP + height - h:.1f}" width="{max(step - 1, 1):.1f}" '
@@ -131,7 +155,7 @@ def trend_chart(
 def before_after_chart(title: str, names: list[str], before: list[float], after: list[float]) -> str:
     """Paired horizontal bars on a 0-1 axis, one pair per figure: the input's (grey) above the
     release's (blue)."""
-    left = min(int(max((len(n) for n in names), default=8) * CHAR_PX) + 12, 190)
+    left = min(int(max((len(n) for n in names), default=8) * CHAR_PX) + 12, 220)
     width, height = _W - left - _RIGHT, _H - _TOP - _BOTTOM
     row = height / max(len(names), 1)
     bar = max(min(row / 2 - 2, 14), 2)

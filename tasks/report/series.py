@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from privpub.tasks.core.types import PrivacyResult
-from privpub.tasks.report.figures import as_number, figure_words, fmt
+from privpub.tasks.report.figures import as_number, figure_words, fmt, label, plural
 from privpub.tasks.report.plots import plot_figure, trend_chart
 
 # the utility figures the report follows over a series (beside every privacy figure)
@@ -46,9 +46,8 @@ def series_rows(meta: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 
 def _series_label(name: str) -> str:
-    """A utility figure by its words; a privacy figure by its model's name, as in the privacy table."""
-    words = figure_words(name)
-    return words.label if words.unit else name
+    """A figure by its label, as in the privacy and utility tables."""
+    return label(name)
 
 
 def series_words(meta: dict[str, Any], privacy: list[PrivacyResult]) -> str:
@@ -66,7 +65,8 @@ def series_words(meta: dict[str, Any], privacy: list[PrivacyResult]) -> str:
     if composed is not None:
         w = composed.worst
         out.append(
-            f"The series check ({composed.model}) combined {len(listed) or w.get('releases', '')} releases"
+            f"The series check ({label(composed.model)}) combined "
+            + plural(int(len(listed) or w.get("releases") or 0), "release")
             + (f": {', '.join(listed)}" if listed else "")
             + ". It plays an adversary who holds every release of the series and combines what each says about "
             f"a person. Returning people are those of this release who were also in an earlier release "
@@ -76,7 +76,7 @@ def series_words(meta: dict[str, Any], privacy: list[PrivacyResult]) -> str:
         )
     elif serial is not None:
         out.append(
-            "The serial guarantee (serial-global) covers every release of the series"
+            f"The serial guarantee ({label('serial-global')}) covers every release of the series"
             + (f": {', '.join(listed)}" if listed else "")
             + "; its figure is the highest probability of linking a person to a sensitive value across them."
         )
@@ -111,7 +111,7 @@ def trend_plots(meta: dict[str, Any], privacy: list[PrivacyResult]) -> list[str]
                 continue
             words = figure_words(name) if name not in thresholds else None
             svg = trend_chart(
-                f"{words.label if words else name} over the series",
+                f"{label(name)} over the series",
                 [s for s, _ in points],
                 [v for _, v in points],
                 (words.unit if words and words.unit else "value") if words else "figure (as in the privacy table)",
@@ -120,7 +120,7 @@ def trend_plots(meta: dict[str, Any], privacy: list[PrivacyResult]) -> list[str]
             out.append(
                 plot_figure(
                     svg,
-                    f"{name} in each release of the series (x: the release's number"
+                    f"{label(name)} in each release of the series (x: the release's number"
                     + ("; dashed: the required value" if thresholds.get(name) is not None else "")
                     + ").",
                 )

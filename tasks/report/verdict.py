@@ -13,7 +13,7 @@ from typing import Any
 
 from privpub.schemas.spec import FRAME_INPUT
 from privpub.tasks.core.types import PrivacyResult
-from privpub.tasks.report.figures import as_number, fmt, input_rows
+from privpub.tasks.report.figures import as_number, fmt, input_rows, label, plural
 
 # the report's meta keys this module reads besides the release's own (flows/pipeline.py, flows/reverify.py)
 SPEC_KEYS = ("quasi_identifiers", "sensitive", "input_name", "risk_limits")
@@ -134,7 +134,7 @@ def _risk_words(meta: dict[str, Any], sensitive: str) -> str:
         shown += (" and " if shown else "") + (
             f"{fmt(after)} as published" if after is not None else "not computed for the release (see the risk note)"
         )
-        out.append(f"{what} ({name}) is {shown}")
+        out.append(f"{what} is {shown}")
     return ("Risk figures: " + "; ".join(out) + ".") if out else ""
 
 
@@ -190,7 +190,9 @@ def _guard_words(privacy: list[PrivacyResult], sensitive: str) -> str:
     """Which model guards the sensitive column, or that none does."""
     guards = _guards(privacy)
     if guards:
-        listed = names([f"{r.model} ({fmt(r.threshold)})" if r.threshold is not None else r.model for r in guards])
+        listed = names(
+            [f"{label(r.model)} ({fmt(r.threshold)})" if r.threshold is not None else label(r.model) for r in guards]
+        )
         return f"What can be learned of {sensitive} is bounded by {listed}."
     why = (
         " (k-anonymity hides which row is a person's, not what the rows of their group hold)"
@@ -213,11 +215,16 @@ def attribute_words(meta: dict[str, Any], sensitive: str) -> str:
         f"Attribute disclosure, beyond what everyone knows of {sensitive}: in the worst group, "
         f"{percent(worst['group_share'])} have {sensitive} = {fmt(worst['value'])}, against "
         f"{percent(worst['share'])} of all {unit} ({worst['holding']:,} of the group's {worst['group_size']:,} {unit}; "
-        f"attribute-gain-max {fmt(risk.get('attribute-gain-max', worst['gain']))}, "
-        f"attribute-difference-max {fmt(risk.get('attribute-difference-max', worst['difference']))}"
-        + (f"; in the input, attribute-gain-max {fmt(before)}" if before is not None else "")
+        f"{_GAIN} {fmt(risk.get('attribute-gain-max', worst['gain']))}, "
+        f"{_RISE} {fmt(risk.get('attribute-difference-max', worst['difference']))}"
+        + (f"; in the input, {_GAIN} {fmt(before)}" if before is not None else "")
         + ")."
     )
+
+
+# the two attribute figures in words: (p_g - p) / p and p_g - p of the worst value
+_GAIN = "relative gain"
+_RISE = "rise in share"
 
 
 def alarm_text(meta: dict[str, Any], privacy: list[PrivacyResult]) -> str:
@@ -233,7 +240,7 @@ def alarm_text(meta: dict[str, Any], privacy: list[PrivacyResult]) -> str:
     return (
         f"attribute disclosure: in the worst group, {percent(worst['group_share'])} have {sensitive} = "
         f"{fmt(worst['value'])}, against {percent(worst['share'])} of all {_unit(meta)} "
-        f"(attribute-gain-max {fmt(risk['attribute-gain-max'])}, above {fmt(gain_limit)}; attribute-difference-max "
+        f"({_GAIN} {fmt(risk['attribute-gain-max'])}, above {fmt(gain_limit)}; {_RISE} "
         f"{fmt(risk['attribute-difference-max'])}, above {fmt(difference_limit)})"
         + ("" if guarded else f"; no privacy model of this release guards {sensitive}")
     )
@@ -247,12 +254,12 @@ def _checks_words(privacy: list[PrivacyResult], unguarded_alarm: bool = False, s
         passed = f"{len(privacy) - len(failed)} of {len(privacy)} privacy checks passed"
         return (
             f"Not every check passed: {passed}, but none of them guards {sensitive} against the attribute "
-            "disclosure above" + (f" ({names(failed)} failed)" if failed else "") + "."
+            "disclosure above" + (f" ({names([label(m) for m in failed])} failed)" if failed else "") + "."
         )
     if not failed:
-        return f"Every privacy check passed ({len(privacy)} checks)."
+        return f"Every privacy check passed ({plural(len(privacy), 'check')})."
     return (
-        f"Not every check passed: {len(failed)} of {len(privacy)} failed ({names(failed)}); "
+        f"Not every check passed: {len(failed)} of {len(privacy)} failed ({names([label(m) for m in failed])}); "
         "the warnings below say why the release was published anyway."
     )
 
