@@ -268,7 +268,7 @@ def write_explore_page(path: Path, series: str, seed: int, rows: list[dict[str, 
 </head><body>
 <h1>Explore: series {esc(series)}</h1>
 <p>A dry run: nothing was published. Every setting was computed from the same input with seed {seed};
-<code>privpub publish --seed {seed}</code> with a setting publishes the release whose figures are shown.
+<code>privpub publish SPEC --set NAME=VALUE --seed {seed}</code> (the setting's values) publishes the release whose figures are shown.
 A filled point passes every check; a hollow red one would be refused.</p>
 {f'<div class="plots">{plots}</div>' if plots else ""}
 <h2>Settings</h2>
