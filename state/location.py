@@ -9,6 +9,6 @@ from pathlib import Path
 DEFAULT_STATE = "privpub.duckdb"
 
 
-def state_file(state: str | os.PathLike | None = None) -> Path:
+def state_file(state: str | os.PathLike[str] | None = None) -> Path:
     """The state file: `state`, else $PRIVPUB_STATE, else ./privpub.duckdb (as the CLI's --state)."""
     return Path(state or os.environ.get("PRIVPUB_STATE", DEFAULT_STATE))

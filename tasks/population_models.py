@@ -17,7 +17,7 @@ records or classes one by one.
 from __future__ import annotations
 
 import warnings
-from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +25,7 @@ import numpy as np
 PITMAN_UP_TO = 0.1
 
 
-def _special() -> ModuleType:
+def _special() -> Any:  # scipy has no types (pyproject.toml)
     """scipy.special, imported with the first population figure: a release without [risk]
     population never loads scipy (half a second of a publish's start-up; flows/lazy.py)."""
     import scipy.special
@@ -33,7 +33,7 @@ def _special() -> ModuleType:
     return scipy.special
 
 
-def _optimize() -> ModuleType:
+def _optimize() -> Any:
     """scipy.optimize, imported with the first fit of Pitman's model (as _special)."""
     import scipy.optimize
 
