@@ -1,6 +1,7 @@
-"""The CLI's commands that read the state only: `history`, `snapshot`, `trail` (and the state
-file every state command reads). Light: no Prefect, no technique, no report, no pydantic unless
---spec names the state (the spec's model is loaded then), no pandas for `history` (tests/test_cli.py)."""
+"""The CLI's commands that read the state only: `history`, `snapshot`, `trail`, `verify --history`
+(and the state file every state command reads). Light: no Prefect, no technique, no report, no
+pydantic unless --spec names the state (the spec's model is loaded then), no pandas for `history`
+and `verify --history` (tests/test_cli_imports.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from privpub.flows.attempts import current_actor
+from privpub.flows.history_check import verify_history
 from privpub.flows.lazy import load_lazily
 from privpub.flows.records import history, snapshot, state_file
 from privpub.schemas.errors import CliError
@@ -78,6 +81,18 @@ def cmd_history(args: argparse.Namespace) -> int:
     with_cols = frame.assign(created_at=frame.created_at.astype(str).str.slice(0, 19))
     print(with_cols.to_string(index=False))
     return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """`verify --history` alone reads the state and the release folders only: it runs here, with
+    no technique or pandas loaded; a release's re-verification (RELEASE_ID) loads its technique
+    (flows/cli_release.py, which prints the same history lines after the release's)."""
+    if args.release_id or not args.history:
+        return int(load_lazily("privpub.flows.cli_release:cmd_verify")(args))
+    ok, lines = verify_history(state_path(args), actor=current_actor(args.actor or "cli"))
+    for line in lines:
+        print(line)
+    return 0 if ok else 1
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ import duckdb
 import pytest
 from helpers import child_pythonpath
 
+from privpub.flows.api import verify
 from privpub.flows.cli_state import text_table
 from privpub.state.store import Store
 
@@ -70,9 +72,10 @@ def demo_state(tmp_path_factory) -> tuple[Path, set[str]]:
 
 
 def test_the_probe_sees_an_import(tmp_path):
-    """The probe would see a heavy package if a light command loaded one: `verify` loads pandas."""
+    """The probe would see a heavy package if a light command loaded one: a release's `verify`
+    loads pandas (its technique's verifier reads the published tables)."""
     state = tmp_path / "none.duckdb"
-    _, loaded = _probe(tmp_path, "verify", "--history", "--state", str(state))
+    _, loaded = _probe(tmp_path, "verify", "census-0001-000000", "--state", str(state))
     assert "pandas" in loaded and "duckdb" in loaded
 
 
@@ -117,6 +120,25 @@ def test_verify_loads_no_prefect_or_scipy(tmp_path, demo_state, history):
     res, loaded = _probe(tmp_path, "verify", *(["--history"] if history else [release]), "--state", str(state))
     assert res.returncode == 0, res.stdout + res.stderr
     assert loaded & NEVER == set(), loaded
+
+
+def test_verify_history_alone_loads_no_technique_pandera_or_pydantic(tmp_path, demo_state):
+    """`verify --history` checks chains and manifests: no technique, pandera, pydantic; its lines
+    are those of `privpub.verify(history=True)`, which also re-reads every file the manifests list."""
+    state, _ = demo_state
+    res, loaded = _probe(tmp_path, "verify", "--history", "--state", str(state))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert loaded & (NEVER | {"pandera", "pydantic"}) == set(), loaded
+    lines = res.stdout.splitlines()
+    assert lines[0] == f"history of {state}" and lines[1].startswith("PASS history: chains intact"), lines
+    expected = verify(None, state, actor="cli", history=True).attrs["lines"]
+    assert lines == _one_audit_row_less(expected)
+
+
+def _one_audit_row_less(lines: list[str]) -> list[str]:
+    """The API's lines as the CLI's run, one audit row earlier, saw them: the CLI's own row is the
+    one more the API's run counts."""
+    return [re.sub(r"(\d+) audit rows", lambda m: f"{int(m[1]) - 1} audit rows", l) for l in lines]
 
 
 def test_a_publish_without_population_loads_no_scipy_and_no_prefect(demo_state):
