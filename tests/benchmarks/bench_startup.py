@@ -2,8 +2,8 @@
 
     flock /tmp/privpub-bench.lock .venv/bin/python -m tests.benchmarks.bench_startup [--base COMMIT] [--runs 5]
 
-Times `privpub --help`, `privpub history --state S` (a state holding one demo release) and
-`privpub demo` (a new folder each run: the sample written, then published) in fresh
+Times `privpub --help`, `privpub history --state S` (a state holding one demo release),
+`privpub verify --history --state S` and `privpub demo` (a new folder each run: the sample written, then published) in fresh
 interpreters, each run's wall time and CPU time (user + system of the child); prints the median
 and the range of `--runs` runs, with the load average before each command's runs. With
 `--base`, the same commands run on that commit's code too (`git archive` into a temporary
@@ -88,6 +88,7 @@ def main() -> None:
         commands = {
             "--help": lambda run: ["--help"],
             "history": lambda run: ["history", "--state", state],
+            "verify-h": lambda run: ["verify", "--history", "--state", state],
             "demo": lambda run: ["demo", "--dir", str(tmp / f"demo-{run}"), "--quiet"],
         }
         print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
