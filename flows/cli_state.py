@@ -1,7 +1,8 @@
 """The CLI's commands that read the state only: `history`, `snapshot`, `trail`, `verify --history`
 (and the state file every state command reads). Light: no Prefect, no technique, no report, no
 pydantic unless --spec names the state (the spec's model is loaded then), no pandas for `history`
-and `verify --history` (tests/test_cli_imports.py)."""
+(DuckDB loads it to bind a query's parameter: `history --series`, the chain checks of
+`verify --history`; docs/benchmarks.md). tests/test_cli_imports.py lists what each must not load."""
 
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """`verify --history` alone reads the state and the release folders only: it runs here, with
-    no technique or pandas loaded; a release's re-verification (RELEASE_ID) loads its technique
+    no technique, pandera or pydantic loaded; a release's re-verification (RELEASE_ID) loads its technique
     (flows/cli_release.py, which prints the same history lines after the release's)."""
     if args.release_id or not args.history:
         return int(load_lazily("privpub.flows.cli_release:cmd_verify")(args))
