@@ -25,11 +25,12 @@ import pandas as pd
 
 from privpub.flows import run
 from privpub.flows.attempts import current_actor, record_failure
+from privpub.flows.history_check import Check, check_line, verify_history
 from privpub.flows.lazy import load_lazily
 from privpub.flows.pipeline import Driver, RunPlan, attempt, plan_from_spec, plan_run
 from privpub.flows.published_release import PublishedRelease
 from privpub.flows.records import DEFAULT_STATE, snapshot, state_file  # noqa: F401  (the API's names; history: privpub.history)
-from privpub.flows.reverify import Check, check_line, reverify_checks, verify_history
+from privpub.flows.reverify import reverify_checks
 from privpub.flows.settings import as_overrides, checked_set, set_refusal
 from privpub.schemas.errors import SpecError, StateError, public_message
 from privpub.schemas.input import frame_input

@@ -43,8 +43,8 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("PREFECT_RESULTS_PERSIST_BY_DEFAULT", "false")
 
 from privpub.flows.lazy import load_lazily  # noqa: E402  (light: importlib only)
-from privpub.flows.records import DEFAULT_STATE  # noqa: E402  (light: the store, no Prefect, no pandas)
 from privpub.schemas.errors import public_message  # noqa: E402  (light: no Prefect, no pandas)
+from privpub.state.location import DEFAULT_STATE  # noqa: E402  (light: no DuckDB, no Arrow)
 from privpub.state.permissions import private_umask  # noqa: E402  (light)
 
 STATE_HELP = f"the state file (default ${{PRIVPUB_STATE}} or ./{DEFAULT_STATE})"
@@ -300,7 +300,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "history": Command(f"{STATE_COMMANDS}:cmd_history", "list committed releases", history_args),
     "verify": Command(
-        f"{RELEASE_COMMANDS}:cmd_verify",
+        f"{STATE_COMMANDS}:cmd_verify",  # --history alone is light; a RELEASE_ID goes on to cli_release
         "re-verify a committed release from its published files (--history: the whole state's history)",
         verify_args,
     ),

@@ -1,5 +1,8 @@
-"""The CLI's commands that read the state only: `history`, `snapshot`, `trail` (and the state
-file every state command reads). Light: no Prefect, no technique, no report (tests/test_cli.py)."""
+"""The CLI's commands that read the state only: `history`, `snapshot`, `trail`, `verify --history`
+(and the state file every state command reads). Light: no Prefect, no technique, no report, no
+pydantic unless --spec names the state (the spec's model is loaded then), no pandas for `history`
+(DuckDB loads it to bind a query's parameter: `history --series`, the chain checks of
+`verify --history`; docs/benchmarks.md). tests/test_cli_imports.py lists what each must not load."""
 
 from __future__ import annotations
 
@@ -7,28 +10,90 @@ import argparse
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
+from privpub.flows.attempts import current_actor
+from privpub.flows.history_check import verify_history
+from privpub.flows.lazy import load_lazily
 from privpub.flows.records import history, snapshot, state_file
 from privpub.schemas.errors import CliError
-from privpub.schemas.spec import load_spec
 from privpub.state.store import Store
 
 
 def state_path(args: argparse.Namespace) -> Path:
     """The state file of a command: the --spec's, else --state (else $PRIVPUB_STATE, ./privpub.duckdb)."""
     if getattr(args, "spec", None):
-        return load_spec(args.spec).state_path
+        return load_lazily("privpub.schemas.spec:load_spec")(args.spec).state_path  # pydantic: only with --spec
     return state_file(args.state)
 
 
+ESCAPES = str.maketrans({"\t": "\\t", "\r": "\\r", "\n": "\\n"})  # as pandas writes them
+
+
+def _cells(values: list[Any]) -> tuple[list[str], bool] | None:
+    """One column's cells as pandas' `to_string` writes them (the column is numeric?), or None
+    for values it may write otherwise (a NULL number, a float, a date): the caller then asks pandas."""
+    if values and all(type(v) is int for v in values):
+        return [str(v) for v in values], True
+    if not all(v is None or type(v) is str for v in values):
+        return None
+    missing = "None" if all(v is None for v in values) else "NaN"  # an all-NULL column stays object
+    return [missing if v is None else v.translate(ESCAPES) for v in values], False
+
+
+def text_table(columns: list[str], rows: list[tuple[Any, ...]]) -> str | None:
+    """`DataFrame(rows, columns).to_string(index=False)` of the frame DuckDB would have made,
+    without loading pandas (tests/test_cli_imports.py compares the two), or None when a column
+    holds values this does not write as pandas does."""
+    out = []
+    for j, name in enumerate(columns):
+        cells = _cells([r[j] for r in rows])
+        if cells is None:
+            return None
+        texts, numeric = cells
+        head = f" {name}" if numeric else name  # pandas keeps a sign's place in a number's header
+        width = max(len(t) for t in [head, *texts])
+        out.append([t.rjust(width) for t in [head, *texts]])
+    return "\n".join(" ".join(line) for line in zip(*out))
+
+
+def _history_text(columns: list[str], rows: list[tuple[Any, ...]]) -> str | None:
+    """history's table as `cmd_history` prints it (created_at to the second), or None (ask pandas)."""
+    at = columns.index("created_at")
+    if not all(isinstance(r[at], datetime) for r in rows):
+        return None
+    return text_table(columns, [(*r[:at], str(r[at])[:19], *r[at + 1 :]) for r in rows])
+
+
 def cmd_history(args: argparse.Namespace) -> int:
-    frame = history(state_path(args), args.series)
+    path = state_path(args)
+    columns, rows = Store(path).history_rows(args.series)
+    if not rows:
+        print("no releases yet")
+        return 0
+    text = _history_text(columns, rows)
+    if text is not None:
+        print(text)
+        return 0
+    frame = history(path, args.series)  # a value only pandas knows how to write: pandas writes it
     if frame.empty:
         print("no releases yet")
         return 0
     with_cols = frame.assign(created_at=frame.created_at.astype(str).str.slice(0, 19))
     print(with_cols.to_string(index=False))
     return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """`verify --history` alone reads the state and the release folders only: it runs here, with
+    no technique, pandera or pydantic loaded; a release's re-verification (RELEASE_ID) loads its technique
+    (flows/cli_release.py, which prints the same history lines after the release's)."""
+    if args.release_id or not args.history:
+        return int(load_lazily("privpub.flows.cli_release:cmd_verify")(args))
+    ok, lines = verify_history(state_path(args), actor=current_actor(args.actor or "cli"))
+    for line in lines:
+        print(line)
+    return 0 if ok else 1
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:

@@ -9,7 +9,9 @@ configured; every other import is at the top of its module (tests/test_code_shap
 The other imports inside functions are of optional dependencies, listed here, each at a point
 that runs only when the feature is used: Prefect (a server's flow runs, the run's logger and
 attribution once a flow loaded it), Dask's `distributed` (`[run] task_runner = "dask"`) and
-httpx (Prefect's HTTP client, to wait for a server starting).
+httpx (Prefect's HTTP client, to wait for a server starting); and of scipy where only an optional
+feature needs it: the population models ([risk] population, tasks/population_models.py), which
+would otherwise add half a second to every release's start-up (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import importlib
 from typing import Any
 
 # top-level packages a function may import when it runs (tests/test_code_shape.py)
-OPTIONAL_DEPENDENCIES: frozenset[str] = frozenset({"prefect", "distributed", "httpx"})
+OPTIONAL_DEPENDENCIES: frozenset[str] = frozenset({"prefect", "distributed", "httpx", "scipy"})
 
 
 def load_lazily(target: str) -> Any:

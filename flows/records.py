@@ -10,17 +10,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from privpub.state.location import DEFAULT_STATE, state_file
 from privpub.state.store import Store
 
 if TYPE_CHECKING:
     import pandas as pd
 
-DEFAULT_STATE = "privpub.duckdb"
-
-
-def state_file(state: str | os.PathLike | None = None) -> Path:
-    """The state file: `state`, else $PRIVPUB_STATE, else ./privpub.duckdb (as the CLI's --state)."""
-    return Path(state or os.environ.get("PRIVPUB_STATE", DEFAULT_STATE))
+__all__ = ["DEFAULT_STATE", "history", "snapshot", "state_file"]
 
 
 def history(state: str | os.PathLike | None = None, series: str | None = None) -> pd.DataFrame:

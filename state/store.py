@@ -1020,20 +1020,32 @@ class Store:
 
     def history(self, series: str | None = None) -> pd.DataFrame:
         with self.read() as con:
-            cols = {
-                r[0]
-                for r in con.execute(
-                    "SELECT column_name FROM information_schema.columns WHERE table_name = 'releases'"
-                ).fetchall()
-            }
-            extra = ", trigger, actor, flow_run_id" if "trigger" in cols else ", actor, flow_run_id"
-            sql = (
-                f"SELECT release_id, series, sequence, technique, {ACCEPTED_BREACH_STATUS} AS status, seed, "
-                f"created_at{extra} FROM releases LEFT JOIN ({ACCEPTED_BREACHES}) USING (release_id)"
-            )
-            if series:
-                return con.execute(sql + " WHERE series = ? ORDER BY sequence", [series]).df()
-            return con.execute(sql + " ORDER BY series, sequence").df()
+            return con.execute(*self._history_query(con, series)).df()
+
+    def history_rows(self, series: str | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """history's columns and rows as Python values: `privpub history` prints them without
+        loading pandas (half a second of its start-up)."""
+        with self.read() as con:
+            cur = con.execute(*self._history_query(con, series))
+            rows = cur.fetchall()
+            return [d[0] for d in cur.description], rows
+
+    @staticmethod
+    def _history_query(con: duckdb.DuckDBPyConnection, series: str | None) -> tuple[str, list[str]]:
+        cols = {
+            r[0]
+            for r in con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'releases'"
+            ).fetchall()
+        }
+        extra = ", trigger, actor, flow_run_id" if "trigger" in cols else ", actor, flow_run_id"
+        sql = (
+            f"SELECT release_id, series, sequence, technique, {ACCEPTED_BREACH_STATUS} AS status, seed, "
+            f"created_at{extra} FROM releases LEFT JOIN ({ACCEPTED_BREACHES}) USING (release_id)"
+        )
+        if series:
+            return sql + " WHERE series = ? ORDER BY sequence", [series]
+        return sql + " ORDER BY series, sequence", []
 
     def release(self, release_id: str) -> dict[str, Any]:
         with self.read() as con:

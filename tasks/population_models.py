@@ -17,13 +17,35 @@ records or classes one by one.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize, root
-from scipy.special import digamma, gammaln
 
 # Dankar et al.'s rule: Pitman's model for sampling fractions up to this, Zayatz's above it
 PITMAN_UP_TO = 0.1
+
+
+def _special() -> Any:  # scipy has no types (pyproject.toml)
+    """scipy.special, imported with the first population figure: a release without [risk]
+    population never loads scipy (half a second of a publish's start-up; flows/lazy.py)."""
+    import scipy.special
+
+    return scipy.special
+
+
+def _optimize() -> Any:
+    """scipy.optimize, imported with the first fit of Pitman's model (as _special)."""
+    import scipy.optimize
+
+    return scipy.optimize
+
+
+def gammaln(x: np.ndarray | float) -> np.ndarray:
+    return _special().gammaln(x)  # type: ignore[no-any-return]
+
+
+def digamma(x: np.ndarray | float) -> np.ndarray:
+    return _special().digamma(x)  # type: ignore[no-any-return]
 
 
 def zayatz_share(sizes: np.ndarray, counts: np.ndarray, population: int) -> float:
@@ -96,14 +118,15 @@ def pitman_share(sizes: np.ndarray, counts: np.ndarray, population: int) -> floa
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a search that goes nowhere is judged below, not logged
         # climb the likelihood within the parameters' domain, then solve its score for zero
-        climb = minimize(
+        optimize = _optimize()
+        climb = optimize.minimize(
             lambda x: -_pitman_loglik(x, *args),
             [theta0, alpha0],
             jac=lambda x: -_pitman_score(x, *args),
             method="L-BFGS-B",
             bounds=[(0.0, 1e12), (1e-9, 1 - 1e-9)],
         )
-        fit = root(_pitman_score, climb.x, args=args, method="hybr", options={"xtol": 1e-13})
+        fit = optimize.root(_pitman_score, climb.x, args=args, method="hybr", options={"xtol": 1e-13})
         theta, alpha = fit.x
         if not (fit.success and np.all(np.isfinite(fit.x)) and theta >= 0 and 1e-6 < alpha < 1 - 1e-6):
             return None

@@ -32,6 +32,8 @@ OPTIONAL_IMPORT_POINTS: dict[tuple[str, str], str] = {
     ("flows/cluster.py", "dask_client"): 'distributed: [run] task_runner = "dask"',
     ("tasks/core/executor.py", "as_completed"): 'distributed: [run] task_runner = "dask"',
     ("state/store.py", "notice"): "prefect: the run's logger, once a flow loaded Prefect",
+    ("tasks/population_models.py", "_special"): "scipy: the population models, with [risk] population only",
+    ("tasks/population_models.py", "_optimize"): "scipy: Pitman's model, with [risk] population only",
 }
 
 # the only callers of importlib.import_module: the command table's loader and the public
