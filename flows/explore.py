@@ -446,16 +446,7 @@ def explore(
     >>> rows = privpub.explore(frame, spec, {"k": [5, 10, 20]})
     >>> rows[["k", "passed", "k-anonymity", "query_error_1pct"]]
     """
-    if grid is None and spec is not None and data is not None and not isinstance(data, pd.DataFrame):
-        # explore(spec, grid): the form before `data`
-        data, spec, grid = None, data, spec
-    if spec is None and data is not None and not isinstance(data, pd.DataFrame):  # explore(spec, grid=...)
-        data, spec = None, data
-    if grid is None or not isinstance(grid, Mapping):
-        raise SpecError(
-            'privpub.explore needs a grid: a dict of name -> list of values, e.g. {"k": [5, 10]}'
-            + ("" if grid is None else f", not {type(grid).__name__}")
-        )
+    data, spec, grid = _explore_arguments(data, spec, grid)
     spec_path: str | None = None
     sections: dict | None = None
     base_dir: Path | None = None
@@ -468,6 +459,26 @@ def explore(
         done = run_explore(
             spec_path, grid, spec=sections, seed=seed, actor=actor, html=html, echo=progress, base_dir=base_dir
         )
+    return _settings_frame(done)
+
+
+def _explore_arguments(data: Any, spec: Any, grid: Any) -> tuple[Any, Any, Mapping[str, Sequence[Any]]]:
+    """(data, spec, grid) of any of explore's call forms; a missing or non-dict grid refused."""
+    if grid is None and spec is not None and data is not None and not isinstance(data, pd.DataFrame):
+        # explore(spec, grid): the form before `data`
+        data, spec, grid = None, data, spec
+    if spec is None and data is not None and not isinstance(data, pd.DataFrame):  # explore(spec, grid=...)
+        data, spec = None, data
+    if grid is None or not isinstance(grid, Mapping):
+        raise SpecError(
+            'privpub.explore needs a grid: a dict of name -> list of values, e.g. {"k": [5, 10]}'
+            + ("" if grid is None else f", not {type(grid).__name__}")
+        )
+    return data, spec, grid
+
+
+def _settings_frame(done: Any) -> pd.DataFrame:
+    """One row per setting: its names, the verdict, every figure and the seconds it took."""
     records = [
         {
             **r.setting,
