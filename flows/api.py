@@ -183,17 +183,22 @@ def publish_release(
 ) -> str:
     """Publish the plan's release; returns its id.
 
-    With a Prefect server configured or running, as a flow run of it (flows/publish.py);
-    otherwise in this process with no server. The release is the same either way. `progress`
+    With `[run] server = true`, as a flow run of the configured or running Prefect server
+    (flows/publish.py); otherwise in this process, server or not (issue 42). The release is the
+    same either way. `progress`
     receives one line per step (e.g. `print`; None: silent). `frame`: the input rows, for a spec
     whose [dataset] input is "<DataFrame>"; such a release always runs in this process (a flow
     run's parameters and task inputs are the server's to keep, and rows must never get there).
     Raises SpecError, InputError, PrivacyRefused, ... with a one-line message; every attempt
     leaves its row in the audit log."""
     path = plan.spec_path or ""
-    if frame is None and run.prefect_configured():
-        publish = load_lazily("privpub.flows.publish:publish")  # Prefect only when a server is configured
-        release_id: str = publish(path, plan.overrides, actor, allow_repeat=allow_repeat, plan=plan)
+    if frame is not None and plan.spec.run.server:
+        raise SpecError("[run] server = true: a DataFrame's release runs in this process only (its rows never go to a server)")
+    url = run.recording_server(plan.spec.run.server)
+    if url is not None:
+        publish = load_lazily("privpub.flows.publish:publish")  # Prefect only when a server records the run
+        with load_lazily("privpub.flows.server:reporting_to")(url):
+            release_id: str = publish(path, plan.overrides, actor, allow_repeat=allow_repeat, plan=plan)
         return release_id
     with frame_input(frame) if frame is not None else contextlib.nullcontext():
         return attempt(path, plan.overrides, actor, driver=Driver(progress), allow_repeat=allow_repeat, plan=plan)

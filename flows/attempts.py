@@ -22,8 +22,10 @@ from privpub.state.store import Store, attempt_running, lock_wait_seconds, notic
 
 
 def current_actor(actor: str | None) -> str:
-    """The `actor` given (the CLI's --as, a deployment's parameter), else the deployment, else
-    the OS user."""
+    """Every audit row's actor, one convention (docs/ARCHITECTURE.md, "The trail"): the `actor`
+    given (the CLI's --as, a Python call's actor=, a deployment run's parameter), else
+    `deployment:<name>` in a run of a served deployment (UI, schedule), else the OS user (every
+    CLI command and Python call: publish, verify, explore, audit alike)."""
     if actor:
         return actor
     try:

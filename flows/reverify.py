@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import NamedTuple
 
+from privpub.flows.attempts import current_actor
 from privpub.flows.cluster import dask_task_runner
 from privpub.schemas.errors import StateError
 from privpub.schemas.names import inside
@@ -109,7 +110,7 @@ def _reverify(store, release_id, actor, rel, spec, release, problems):
             ok &= r.passed
         ok &= _composition(store, rel, lines, len(technique.composition_views()))
         ok &= _risk(technique, release, spec, rel, lines)
-    store.log(actor or "cli", "verify", release_id, "pass" if ok else "fail", None, {"lines": lines})
+    store.log(current_actor(actor), "verify", release_id, "pass" if ok else "fail", None, {"lines": lines})
     return ok, lines
 
 
@@ -172,7 +173,7 @@ def verify_history(state: Path, actor: str | None = None) -> tuple[bool, list[st
     store.upgrade()
     ok, lines = history_lines(store, None)
     lines = [f"history of {store.path}", *lines]
-    store.log(actor or "cli", "verify-history", None, "pass" if ok else "fail", None, {"lines": lines})
+    store.log(current_actor(actor), "verify-history", None, "pass" if ok else "fail", None, {"lines": lines})
     return ok, lines
 
 

@@ -110,8 +110,8 @@ def test_run_waits_for_a_read_only_session_then_commits(privpub_service):
 
 
 def test_cli_uses_the_running_service(privpub_service):
-    """No PREFECT_API_URL: the CLI finds the service through its home folder's server.json, so
-    its run is recorded by the service's server (and shows in its UI)."""
+    """No PREFECT_API_URL: asked with --server, the CLI finds the service through its home
+    folder's server.json, so its run is recorded by the service's server (and shows in its UI)."""
     import os
     import subprocess
     import sys
@@ -129,6 +129,7 @@ def test_cli_uses_the_running_service(privpub_service):
             "--quiet",
             "--as",
             "analyst",
+            "--server",  # a CLI publish reports to the service only when asked (issue 42)
         ],
         env=env,
         capture_output=True,
