@@ -193,7 +193,9 @@ def publish_release(
     leaves its row in the audit log."""
     path = plan.spec_path or ""
     if frame is not None and plan.spec.run.server:
-        raise SpecError("[run] server = true: a DataFrame's release runs in this process only (its rows never go to a server)")
+        raise SpecError(
+            "[run] server = true: a DataFrame's release runs in this process only (its rows never go to a server)"
+        )
     url = run.recording_server(plan.spec.run.server)
     if url is not None:
         publish = load_lazily("privpub.flows.publish:publish")  # Prefect only when a server records the run

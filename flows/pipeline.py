@@ -388,7 +388,14 @@ def refuse_repeat(store: Store, spec: ReleaseSpec, technique, fp: str, who, run_
         f"'{spec.dataset.name}', with the same technique and parameters: not published again{why} "
         "(--allow-repeat publishes it anyway; the same seed returns that release)"
     )
-    store.log(who, "publish", spec.dataset.name, "refused", run_id, refusal_detail(message, {"repeat_of": last["release_id"], **origin}))
+    store.log(
+        who,
+        "publish",
+        spec.dataset.name,
+        "refused",
+        run_id,
+        refusal_detail(message, {"repeat_of": last["release_id"], **origin}),
+    )
     raise PrivacyRefused(message)
 
 
@@ -515,7 +522,14 @@ def refuse_row_ids_in_a_series(store: Store, spec: ReleaseSpec, who, run_id, ori
     message = row_ids_refusal(store, spec)
     if message is None:
         return
-    store.log(who, "publish", spec.dataset.name, "refused", run_id, refusal_detail(message, {"reason": "@row in a series", **origin}))
+    store.log(
+        who,
+        "publish",
+        spec.dataset.name,
+        "refused",
+        run_id,
+        refusal_detail(message, {"reason": "@row in a series", **origin}),
+    )
     raise PrivacyRefused(message)
 
 

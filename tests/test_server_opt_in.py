@@ -64,7 +64,9 @@ def test_a_configured_api_without_server_asked_is_not_used(census_dir, tmp_path)
     release_id = done.stdout.strip()
     assert Store(census_dir / "privpub.duckdb").release(release_id)["flow_run_id"] is None
     spec.write_text(spec.read_text().replace("seed = 3", "seed = 4"))
-    asked = _cli(census_dir, tmp_path, "publish", str(spec), "--quiet", "--allow-repeat", "--server", PREFECT_API_URL=nobody)
+    asked = _cli(
+        census_dir, tmp_path, "publish", str(spec), "--quiet", "--allow-repeat", "--server", PREFECT_API_URL=nobody
+    )
     assert asked.returncode == 1 and "privpub: error:" in asked.stderr
     assert Store(census_dir / "privpub.duckdb").history().release_id.tolist() == [release_id]
 
@@ -137,3 +139,29 @@ def test_verify_and_publish_rows_share_the_actor_convention(census_dir, capsys):
     rows = Store(state).trail()
     assert rows.action.tolist() == ["publish", "verify", "verify-history", "verify"]
     assert rows.actor.tolist() == [getpass.getuser()] * 3 + ["auditor"]
+
+
+NOTICE_IN_A_FLOW = """
+from prefect import flow
+from privpub.flows.cli import quiet_prefect_console
+from privpub.state.store import notice
+
+@flow
+def waits():
+    notice("the state file x is busy (held open by a reader); waiting up to 1 s")
+
+quiet_prefect_console()  # what the CLI does before a --server run without --verbose
+waits()
+"""
+
+
+def test_privpub_lines_in_a_flow_run_look_as_in_process(prefect_server, tmp_path):
+    """The busy-wait line of a run through a server reaches the terminal as `[privpub] ...`, the
+    in-process format, not in Prefect's log format (issue 42)."""
+    env = {**os.environ, "PREFECT_API_URL": prefect_server, "PYTHONPATH": child_pythonpath(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", NOTICE_IN_A_FLOW], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=180
+    )
+    assert done.returncode == 0, done.stderr
+    busy = [line for line in done.stderr.splitlines() if "busy" in line]
+    assert busy == ["[privpub] the state file x is busy (held open by a reader); waiting up to 1 s"], done.stderr
