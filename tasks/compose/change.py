@@ -178,8 +178,8 @@ def _change(
                 f"under the spec's [series] settings; they are in releases {named}; nothing was changed; "
                 + remedies.CHANGE_REMEDIES
             )
-            refused = {**detail, "error": "PrivacyRefused", "message": message}
-            Store.log_in(con, actor, "series-change", series, "refused", None, refused)
+            refusal = {**detail, "error": "PrivacyRefused", "message": message}
+            Store.log_in(con, actor, "series-change", series, "refused", None, refusal)
             raise PrivacyRefused(message)
     return result
 
