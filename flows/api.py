@@ -25,9 +25,9 @@ import pandas as pd
 
 from privpub.flows import run
 from privpub.flows.attempts import current_actor, record_failure
-from privpub.flows.lazy import load_lazily
 from privpub.flows.pipeline import Driver, RunPlan, attempt, plan_from_spec, plan_run
 from privpub.flows.published_release import PublishedRelease
+from privpub.flows.recorded import recorded_release
 from privpub.flows.records import DEFAULT_STATE, snapshot, state_file  # noqa: F401  (the API's names; history: privpub.history)
 from privpub.flows.reverify import Check, check_line, reverify_checks, verify_history
 from privpub.schemas.errors import SpecError, StateError, public_message
@@ -197,13 +197,15 @@ def publish_release(
             "[run] server = true: a DataFrame's release runs in this process only (its rows never go to a server)"
         )
     url = run.recording_server(plan.spec.run.server)
-    if url is not None:
-        publish = load_lazily("privpub.flows.publish:publish")  # Prefect only when a server records the run
-        with load_lazily("privpub.flows.server:reporting_to")(url):
-            release_id: str = publish(path, plan.overrides, actor, allow_repeat=allow_repeat, plan=plan)
-        return release_id
+
+    def in_process(driver: Driver) -> str:
+        return attempt(path, plan.overrides, actor, driver=driver, allow_repeat=allow_repeat, plan=plan)
+
+    if url is not None:  # in this process, recorded as a flow run of the server (no Prefect import)
+        parameters = {"spec_path": path, "overrides": plan.overrides, "actor": actor}
+        return recorded_release(url, "publish", plan.series, parameters, progress, in_process)
     with frame_input(frame) if frame is not None else contextlib.nullcontext():
-        return attempt(path, plan.overrides, actor, driver=Driver(progress), allow_repeat=allow_repeat, plan=plan)
+        return in_process(Driver(progress))
 
 
 def publish_data(

@@ -25,6 +25,7 @@ from privpub.flows.explore import json_lines, parse_sets, run_explore, table_lin
 from privpub.flows.init import MAX_QI, init
 from privpub.flows.lazy import load_lazily
 from privpub.flows.pipeline import Driver, RunPlan, attempt, check_places, echo_to_stderr, on_commit, plan_run
+from privpub.flows.recorded import recorded_release
 from privpub.flows.reverify import rewrite_report
 from privpub.flows.server import prefect_api
 from privpub.schemas.command import advice
@@ -79,7 +80,7 @@ def _run_flow(args: argparse.Namespace, spec_path: str, overrides: dict | None, 
             if serial and not plan.technique.capabilities.uses_history:
                 raise CliError(SERIAL_ONLY.format(publish=advice("publish", spec_path)))
             # a server records the run only when asked (issue 42): else in this process, server or not
-            server = run.recording_server(getattr(args, "server", False) or plan.spec.run.server) is not None
+            server = run.recording_server(getattr(args, "server", False) or plan.spec.run.server)
         except Exception as exc:
             _record_refusal(args, spec_path, overrides, exc)
             raise
@@ -88,23 +89,26 @@ def _run_flow(args: argparse.Namespace, spec_path: str, overrides: dict | None, 
             return _checked_run(args, replace(plan, spec_path=str(Path(spec_path).resolve())), serial, server)
 
 
-def _checked_run(args: argparse.Namespace, plan: RunPlan, serial: bool, server: bool) -> int:
+def _checked_run(args: argparse.Namespace, plan: RunPlan, serial: bool, server: str | None) -> int:
     echo = None if args.quiet else echo_to_stderr
     try:
         check_input(plan, echo)
     except Exception as exc:
         _record_refusal(args, args.spec, plan.overrides, exc)
         raise
-    if server:
+    path = plan.spec_path or ""
+
+    def in_process(driver: Driver) -> str:
+        return attempt(path, plan.overrides, args.actor, driver=driver, allow_repeat=args.allow_repeat, plan=plan)
+
+    if server and getattr(args, "verbose", False):  # Prefect's own lines: a flow run in this process
         with _prefect_run(args):
             return _release(args, plan, _as_flow_run(args, plan, serial))
-    driver = Driver(echo)
-    path = plan.spec_path or ""
-    return _release(
-        args,
-        plan,
-        lambda: attempt(path, plan.overrides, args.actor, driver=driver, allow_repeat=args.allow_repeat, plan=plan),
-    )
+    if server:  # in this process, recorded on the server (flows/recorded.py: no Prefect import)
+        parameters = {"spec_path": path, "overrides": plan.overrides, "actor": args.actor}
+        flow = "serial" if serial else "publish"
+        return _release(args, plan, lambda: recorded_release(server, flow, plan.series, parameters, echo, in_process))
+    return _release(args, plan, lambda: in_process(Driver(echo)))
 
 
 @contextlib.contextmanager

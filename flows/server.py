@@ -170,17 +170,6 @@ def _api_settings(url: str) -> Iterator[None]:
         yield
 
 
-@contextlib.contextmanager
-def reporting_to(url: str) -> Iterator[None]:
-    """Prefect's settings name `url` inside the block (the running service's is in none of them),
-    and its buffered run logs reach the server before the block ends."""
-    with _api_settings(url):
-        try:
-            yield
-        finally:
-            _drain_prefect_logs()
-
-
 def _drain_prefect_logs() -> None:
     """Send buffered run logs and events to the server before it stops (else they are lost and
     Prefect's exit handlers wait on a server that is gone)."""
