@@ -165,3 +165,46 @@ def test_privpub_lines_in_a_flow_run_look_as_in_process(prefect_server, tmp_path
     assert done.returncode == 0, done.stderr
     busy = [line for line in done.stderr.splitlines() if "busy" in line]
     assert busy == ["[privpub] the state file x is busy (held open by a reader); waiting up to 1 s"], done.stderr
+
+
+def test_a_recorded_run_is_on_the_server_without_prefect_in_the_cli(prefect_server, census_dir, tmp_path):
+    """--server: the release runs in the CLI's process (Prefect not imported) and is recorded as a
+    flow run of the server, named after its release, with the Prefect driver's artifacts and the
+    progress lines in its log; a refusal ends Failed, named after its reason (flows/recorded.py)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        ArtifactFilterFlowRunId,
+        FlowRunFilter,
+        FlowRunFilterId,
+        LogFilter,
+        LogFilterFlowRunId,
+    )
+
+    spec = write_spec(census_dir, seed=None)
+    done = _cli(census_dir, tmp_path, "publish", str(spec), "--server", PREFECT_API_URL=prefect_server)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "False"  # Prefect not imported
+    release_id = done.stdout.split()[0]
+    refused = _cli(census_dir, tmp_path, "publish", str(spec), "--server", PREFECT_API_URL=prefect_server)
+    assert refused.returncode == 1 and "the input is unchanged" in refused.stderr
+    ids = [r.flow_run_id for r in Store(census_dir / "privpub.duckdb").audit_log().itertuples()]
+    assert len(ids) == 2 and None not in ids
+    with get_client(sync_client=True) as client:
+        runs = {
+            str(r.id): r for r in client.read_flow_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=ids)))
+        }
+        committed, failed = runs[ids[0]], runs[ids[1]]
+        assert committed.name == release_id and committed.state_type.value == "COMPLETED"
+        assert f"release:{release_id}" in committed.tags
+        assert client.read_flow(committed.flow_id).name == "publish"
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[committed.id]))
+        )
+        assert {a.key for a in found} == {"release-summary", "release-report", "release-figures"}
+        logs = [x.message for x in client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[committed.id])))]
+        assert any(m.startswith("partition done in") for m in logs)
+        assert failed.state_type.value == "FAILED" and "refused" in failed.tags
+        assert failed.name.startswith("refused: the input is unchanged since release #1")
+        assert failed.state.message in refused.stderr
+    assert Store(census_dir / "privpub.duckdb").release(release_id)["flow_run_id"] == ids[0]
