@@ -183,9 +183,9 @@ def publish_release(
 ) -> str:
     """Publish the plan's release; returns its id.
 
-    With `[run] server = true`, as a flow run of the configured or running Prefect server
-    (flows/publish.py); otherwise in this process, server or not (issue 42). The release is the
-    same either way. `progress`
+    In this process, server or not (issue 42); with `[run] server = true` recorded as a flow run
+    of the configured or running Prefect server (flows/recorded.py). The release is the same
+    either way. `progress`
     receives one line per step (e.g. `print`; None: silent). `frame`: the input rows, for a spec
     whose [dataset] input is "<DataFrame>"; such a release always runs in this process (a flow
     run's parameters and task inputs are the server's to keep, and rows must never get there).

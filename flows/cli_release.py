@@ -3,8 +3,10 @@
 
 A publish resolves and checks its spec once (`check_spec`: a RunPlan, flows/pipeline.py), reads
 and validates the input before anything starts (`check_input`), then runs the release with that
-plan: in this process with no server, or as a flow run of the configured Prefect server
-(flows/run.py), which takes the same plan. Prefect is imported only on that path.
+plan: in this process, server or not; asked (`--server`, `[run] server = true`) recorded as a
+flow run of the configured or running server through its REST API (flows/recorded.py); with
+`--verbose` too, a Prefect flow run in this process that takes the same plan. Prefect is
+imported only on that last path.
 """
 
 from __future__ import annotations
@@ -69,9 +71,10 @@ SERIAL_ONLY = (
 
 
 def _run_flow(args: argparse.Namespace, spec_path: str, overrides: dict | None, serial: bool = False) -> int:
-    """Check the spec and the input, run the release, print the id and the summary. Asked to
-    (`--server`, `[run] server = true`) the release is a flow run of the configured or running
-    Prefect server; otherwise it runs in this process, server or not (flows/run.py). Once a release is committed the command
+    """Check the spec and the input, run the release, print the id and the summary. The release
+    runs in this process, server or not; asked to (`--server`, `[run] server = true`) it is
+    recorded as a flow run of the configured or running Prefect server (flows/run.py,
+    flows/recorded.py; with --verbose a Prefect flow run in this process). Once a release is committed the command
     succeeds: whatever fails afterwards is a warning. Every attempt leaves its audit row, and
     each names the CLI as what started it."""
     with started_from("cli"):
