@@ -29,6 +29,7 @@ from privpub.flows.history_check import Check, check_line, verify_history
 from privpub.flows.lazy import load_lazily
 from privpub.flows.pipeline import Driver, RunPlan, attempt, plan_from_spec, plan_run
 from privpub.flows.published_release import PublishedRelease
+from privpub.flows.recorded import recorded_release
 from privpub.flows.records import DEFAULT_STATE, snapshot, state_file  # noqa: F401  (the API's names; history: privpub.history)
 from privpub.flows.reverify import reverify_checks
 from privpub.flows.settings import as_overrides, checked_set, set_refusal
@@ -195,20 +196,29 @@ def publish_release(
 ) -> str:
     """Publish the plan's release; returns its id.
 
-    With a Prefect server configured or running, as a flow run of it (flows/publish.py);
-    otherwise in this process with no server. The release is the same either way. `progress`
+    In this process, server or not (issue 42); with `[run] server = true` recorded as a flow run
+    of the configured or running Prefect server (flows/recorded.py). The release is the same
+    either way. `progress`
     receives one line per step (e.g. `print`; None: silent). `frame`: the input rows, for a spec
     whose [dataset] input is "<DataFrame>"; such a release always runs in this process (a flow
     run's parameters and task inputs are the server's to keep, and rows must never get there).
     Raises SpecError, InputError, PrivacyRefused, ... with a one-line message; every attempt
     leaves its row in the audit log."""
     path = plan.spec_path or ""
-    if frame is None and run.prefect_configured():
-        publish = load_lazily("privpub.flows.publish:publish")  # Prefect only when a server is configured
-        release_id: str = publish(path, plan.overrides, actor, allow_repeat=allow_repeat, plan=plan)
-        return release_id
+    if frame is not None and plan.spec.run.server:
+        raise SpecError(
+            "[run] server = true: a DataFrame's release runs in this process only (its rows never go to a server)"
+        )
+    url = run.recording_server(plan.spec.run.server)
+
+    def in_process(driver: Driver) -> str:
+        return attempt(path, plan.overrides, actor, driver=driver, allow_repeat=allow_repeat, plan=plan)
+
+    if url is not None:  # in this process, recorded as a flow run of the server (no Prefect import)
+        parameters = {"spec_path": path, "overrides": plan.overrides, "actor": actor}
+        return recorded_release(url, "publish", plan.series, parameters, progress, in_process)
     with frame_input(frame) if frame is not None else contextlib.nullcontext():
-        return attempt(path, plan.overrides, actor, driver=Driver(progress), allow_repeat=allow_repeat, plan=plan)
+        return in_process(Driver(progress))
 
 
 def with_set(overrides: dict | None, values: dict[str, Any]) -> dict | None:

@@ -22,8 +22,10 @@ from privpub.state.store import Store, attempt_running, lock_wait_seconds, notic
 
 
 def current_actor(actor: str | None) -> str:
-    """The `actor` given (the CLI's --as, a deployment's parameter), else the deployment, else
-    the OS user."""
+    """Every audit row's actor, one convention (docs/ARCHITECTURE.md, "The trail"): the `actor`
+    given (the CLI's --as, a Python call's actor=, a deployment run's parameter), else
+    `deployment:<name>` in a run of a served deployment (UI, schedule), else the OS user (every
+    CLI command and Python call: publish, verify, explore, audit alike)."""
     if actor:
         return actor
     try:
@@ -63,12 +65,26 @@ def for_caller(cli: str, python: str) -> str:
     return cli if _TRIGGER.get() == "cli" else python
 
 
+# the flow run a CLI release is recorded as without running in Prefect (flows/recorded.py)
+_RECORDED: contextvars.ContextVar[str | None] = contextvars.ContextVar("privpub_recorded_run", default=None)
+
+
+@contextlib.contextmanager
+def recorded_as(run_id: str) -> Iterator[None]:
+    """Rows written inside the block name the flow run `run_id` (a CLI run, no deployment)."""
+    token = _RECORDED.set(run_id)
+    try:
+        yield
+    finally:
+        _RECORDED.reset(token)
+
+
 def attribution() -> dict:
     """What started this run: trigger (cli, schedule, manual for a UI/API run of a deployment,
     retry, direct for a Python call), the deployment and, for a scheduled run, its slot."""
     out: dict = {"trigger": _TRIGGER.get(), "deployment": None, "scheduled_for": None}
     run_id = flow_run_id()
-    if run_id is None:
+    if run_id is None or run_id == _RECORDED.get():  # a recorded CLI run has no deployment
         return out
     try:
         from prefect.client.orchestration import get_client  # lazy: see the module docstring
@@ -94,6 +110,8 @@ def attribution() -> dict:
 
 
 def flow_run_id() -> str | None:
+    if _RECORDED.get() is not None:
+        return _RECORDED.get()
     if "prefect" not in sys.modules:
         return None
     try:

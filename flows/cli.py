@@ -1,6 +1,7 @@
 """The `privpub` command line: a table of commands over privpub's Python API.
 
-    privpub publish SPEC.toml          publish the next release of the spec's series
+    privpub publish SPEC.toml [--server]  publish the next release of the spec's series (--server:
+                                       recorded as a flow run of the running server)
     privpub serial SPEC.toml           the next release of a serial series (global guarantee)
     privpub explore SPEC.toml --set k=5,10,20 [--set l=2,3] [--json]
                                        a dry run over a grid of settings: figures, nothing published
@@ -49,6 +50,10 @@ from privpub.state.permissions import private_umask  # noqa: E402  (light)
 
 STATE_HELP = f"the state file (default ${{PRIVPUB_STATE}} or ./{DEFAULT_STATE})"
 ACTOR_HELP = "who runs this (audit log); default: the OS user"
+SERVER_HELP = (
+    "record the run on a Prefect server (PREFECT_API_URL, else the running `privpub server`), as "
+    "[run] server = true does; without it the release runs in this process, server or not"
+)
 REPEAT_HELP = "publish although the input and parameters equal the series' last release's (refused by default)"
 
 
@@ -72,12 +77,24 @@ def quiet_tracebacks() -> None:
                 handler.addFilter(strip)
 
 
+def _as_privpub_line(record: logging.LogRecord) -> bool:
+    """privpub's own warnings in a flow run (state/store.py `notice`, flagged `privpub_line`)
+    reach the terminal as without a server, "[privpub] ...", not in Prefect's log format."""
+    if getattr(record, "privpub_line", False):
+        print(f"[privpub] {record.getMessage()}", file=sys.stderr, flush=True)
+        return False
+    return True
+
+
 def quiet_prefect_console() -> None:
-    """Prefect's INFO lines (task states, "View at" links) stay in the run's log, off the terminal."""
+    """Prefect's INFO lines (task states, "View at" links) stay in the run's log, off the terminal;
+    privpub's own lines look the same whichever path ran."""
     for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
         for handler in getattr(logger, "handlers", []):
             if type(handler).__name__ == "PrefectConsoleHandler":
                 handler.setLevel(logging.WARNING)
+                if _as_privpub_line not in handler.filters:
+                    handler.addFilter(_as_privpub_line)
 
 
 # --- each command's arguments ---------------------------------------------------------------
@@ -90,6 +107,7 @@ def _run_args(sp: argparse.ArgumentParser, spec_help: str) -> None:
     sp.add_argument("--quiet", action="store_true", help="print only the release id")
     sp.add_argument("--verbose", action="store_true", help="also print Prefect's log lines (a server's runs)")
     sp.add_argument("--allow-repeat", action="store_true", help=REPEAT_HELP)
+    sp.add_argument("--server", action="store_true", help=SERVER_HELP)
 
 
 def publish_args(sp: argparse.ArgumentParser) -> None:

@@ -3,8 +3,10 @@
 
 A publish resolves and checks its spec once (`check_spec`: a RunPlan, flows/pipeline.py), reads
 and validates the input before anything starts (`check_input`), then runs the release with that
-plan: in this process with no server, or as a flow run of the configured Prefect server
-(flows/run.py), which takes the same plan. Prefect is imported only on that path.
+plan: in this process, server or not; asked (`--server`, `[run] server = true`) recorded as a
+flow run of the configured or running server through its REST API (flows/recorded.py); with
+`--verbose` too, a Prefect flow run in this process that takes the same plan. Prefect is
+imported only on that last path.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from privpub.flows.explore import json_lines, parse_sets, run_explore, table_lin
 from privpub.flows.init import MAX_QI, init
 from privpub.flows.lazy import load_lazily
 from privpub.flows.pipeline import Driver, RunPlan, attempt, check_places, echo_to_stderr, on_commit, plan_run
+from privpub.flows.recorded import recorded_release
 from privpub.flows.reverify import rewrite_report
 from privpub.flows.server import prefect_api
 from privpub.flows.settings import parse_publish_sets, set_refusal
+from privpub.schemas.command import advice
 from privpub.schemas.errors import CliError, public_message
 from privpub.schemas.input import input_files
 from privpub.state.store import Store
@@ -64,23 +68,26 @@ def _record_refusal(args: argparse.Namespace, spec_path: str, overrides: dict | 
 
 SERIAL_ONLY = (
     'privpub serial needs a technique that publishes series ([technique] name = "serial"); '
-    "use privpub publish for one-off releases"
+    "for a one-off release: {publish}"
 )
 
 
 def _run_flow(
     args: argparse.Namespace, spec_path: str, overrides: dict | None, serial: bool = False, sets: dict | None = None
 ) -> int:
-    """Check the spec and the input, run the release, print the id and the summary. With a
-    Prefect server configured or running the release is a flow run of it; otherwise it runs in
-    this process, with no server (flows/run.py). Once a release is committed the command
+    """Check the spec and the input, run the release, print the id and the summary. The release
+    runs in this process, server or not; asked to (`--server`, `[run] server = true`) it is
+    recorded as a flow run of the configured or running Prefect server (flows/run.py,
+    flows/recorded.py; with --verbose a Prefect flow run in this process). Once a release is committed the command
     succeeds: whatever fails afterwards is a warning. Every attempt leaves its audit row, and
     each names the CLI as what started it."""
     with started_from("cli"):
         try:
             plan = check_spec(spec_path, overrides)
             if serial and not plan.technique.capabilities.uses_history:
-                raise CliError(SERIAL_ONLY)
+                raise CliError(SERIAL_ONLY.format(publish=advice("publish", spec_path)))
+            # a server records the run only when asked (issue 42): else in this process, server or not
+            server = run.recording_server(getattr(args, "server", False) or plan.spec.run.server)
         except Exception as exc:
             named = set_refusal(exc, sets or {})  # a --set value's refusal names the --set
             _record_refusal(args, spec_path, overrides, named)
@@ -89,26 +96,29 @@ def _run_flow(
             raise named from None
         # from here a kill leaves an "interrupted" row (the run's own attempt shares this marker)
         with attempt_marker(plan.state_path, args.actor, plan.series, {"spec": spec_path}):
-            return _checked_run(args, replace(plan, spec_path=str(Path(spec_path).resolve())), serial)
+            return _checked_run(args, replace(plan, spec_path=str(Path(spec_path).resolve())), serial, server)
 
 
-def _checked_run(args: argparse.Namespace, plan: RunPlan, serial: bool) -> int:
+def _checked_run(args: argparse.Namespace, plan: RunPlan, serial: bool, server: str | None) -> int:
     echo = None if args.quiet else echo_to_stderr
     try:
         check_input(plan, echo)
     except Exception as exc:
         _record_refusal(args, args.spec, plan.overrides, exc)
         raise
-    if run.prefect_configured():
+    path = plan.spec_path or ""
+
+    def in_process(driver: Driver) -> str:
+        return attempt(path, plan.overrides, args.actor, driver=driver, allow_repeat=args.allow_repeat, plan=plan)
+
+    if server and getattr(args, "verbose", False):  # Prefect's own lines: a flow run in this process
         with _prefect_run(args):
             return _release(args, plan, _as_flow_run(args, plan, serial))
-    driver = Driver(echo)
-    path = plan.spec_path or ""
-    return _release(
-        args,
-        plan,
-        lambda: attempt(path, plan.overrides, args.actor, driver=driver, allow_repeat=args.allow_repeat, plan=plan),
-    )
+    if server:  # in this process, recorded on the server (flows/recorded.py: no Prefect import)
+        parameters = {"spec_path": path, "overrides": plan.overrides, "actor": args.actor}
+        flow = "serial" if serial else "publish"
+        return _release(args, plan, lambda: recorded_release(server, flow, plan.series, parameters, echo, in_process))
+    return _release(args, plan, lambda: in_process(Driver(echo)))
 
 
 @contextlib.contextmanager
@@ -157,7 +167,7 @@ def _release(args: argparse.Namespace, plan: RunPlan, start: Callable[[], str]) 
             raise
         warn(
             f"release {printed[-1]} is committed, but the run failed after the commit "
-            f"({type(exc).__name__}); `privpub report {printed[-1]}` rewrites its report"
+            f"({type(exc).__name__}); `{advice('report', printed[-1], '--state', plan.state_path)}` rewrites its report"
         )
         return 0
     if release_id not in printed:  # a recognised re-run: nothing was committed
@@ -197,9 +207,10 @@ def print_summary(state: Path, release_id: str) -> None:
     )
     if manifest is not None:  # the history's anchor: worth a copy where the state's writers cannot reach
         print(
-            f"  manifest: {out / 'manifest.json'} (sha256 {manifest[0]}; keep a copy outside: privpub verify --history)"
+            f"  manifest: {out / 'manifest.json'} (sha256 {manifest[0]}; keep a copy outside: "
+            f"{advice('verify', '--history', '--state', store.path)})"
         )
-    print(f"  history: {store.path}  (privpub history --state {store.path})")
+    print(f"  history: {store.path}  ({advice('history', '--state', store.path)})")
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
@@ -243,7 +254,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     )
     for line in report:
         print(line)
-    print(f"wrote {path}; review it, then: privpub publish {path}")
+    print(f"wrote {path}; review it, then: {advice('publish', path)}")
     return 0
 
 
@@ -268,7 +279,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     """`verify RELEASE_ID` (its history included), `verify --history` (the whole state's), or both."""
     if not args.release_id and not args.history:
         raise CliError("verify needs a RELEASE_ID, or --history for the whole state's history")
-    checks = api.verify(args.release_id, state_path(args), actor=args.actor or "cli", history=args.history)
+    checks = api.verify(args.release_id, state_path(args), actor=args.actor, history=args.history)
     for line in checks.attrs["lines"]:
         print(line)
     return 0 if checks.attrs["ok"] else 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
+from privpub.flows.attempts import current_actor
 from privpub.schemas.errors import StateError
 from privpub.state import chain
 from privpub.state.store import Store, published_sha256
@@ -89,5 +90,5 @@ def verify_history(state: Path, actor: str | None = None) -> tuple[bool, list[st
     store.upgrade()
     ok, lines = history_lines(store, None)
     lines = [f"history of {store.path}", *lines]
-    store.log(actor or "cli", "verify-history", None, "pass" if ok else "fail", None, {"lines": lines})
+    store.log(current_actor(actor), "verify-history", None, "pass" if ok else "fail", None, {"lines": lines})
     return ok, lines

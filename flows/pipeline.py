@@ -390,12 +390,26 @@ def refuse_repeat(store: Store, spec: ReleaseSpec, technique, fp: str, who, run_
         if technique.capabilities.randomized
         else ""
     )
-    store.log(who, "publish", spec.dataset.name, "refused", run_id, {"repeat_of": last["release_id"], **origin})
-    raise PrivacyRefused(
+    message = (
         f"the input is unchanged since release #{last['sequence']} ({last['release_id']}) of series "
         f"'{spec.dataset.name}', with the same technique and parameters: not published again{why} "
         f"({for_caller('--allow-repeat', 'allow_repeat=True')} publishes it anyway; the same seed returns that release)"
     )
+    store.log(
+        who,
+        "publish",
+        spec.dataset.name,
+        "refused",
+        run_id,
+        refusal_detail(message, {"repeat_of": last["release_id"], **origin}),
+    )
+    raise PrivacyRefused(message)
+
+
+def refusal_detail(message: str, detail: dict[str, Any]) -> dict[str, Any]:
+    """A refusal's audit-row detail: like a failure's, its error and its one-line reason (the
+    trail's `error` and `message` columns), with what else it names."""
+    return {**detail, "error": PrivacyRefused.__name__, "message": message}
 
 
 @dataclass
@@ -515,7 +529,14 @@ def refuse_row_ids_in_a_series(store: Store, spec: ReleaseSpec, who, run_id, ori
     message = row_ids_refusal(store, spec)
     if message is None:
         return
-    store.log(who, "publish", spec.dataset.name, "refused", run_id, {"reason": "@row in a series", **origin})
+    store.log(
+        who,
+        "publish",
+        spec.dataset.name,
+        "refused",
+        run_id,
+        refusal_detail(message, {"reason": "@row in a series", **origin}),
+    )
     raise PrivacyRefused(message)
 
 
@@ -771,7 +792,7 @@ def compute(run: ReleaseRun, rows: RowsRead) -> Computed:
 
 def refuse(run: ReleaseRun, refusal: Refusal) -> None:
     """A refused release: its audit row with the figures that refused it, nothing written."""
-    run.log(run.plan.series, "refused", {**refusal.detail, "message": refusal.message})
+    run.log(run.plan.series, "refused", refusal_detail(refusal.message, refusal.detail))
     run.series_check.discard()
     raise PrivacyRefused(refusal.message)
 

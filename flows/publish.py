@@ -47,6 +47,7 @@ from privpub.flows.pipeline import (  # noqa: F401  (the names callers of this m
     run_release,
     transient_error,
 )
+from privpub.flows.recorded import NAME_LIMIT, REFUSED, refused_name  # noqa: F401  (one naming rule: a recorded run's too)
 from privpub.flows.report_server import register_report
 from privpub.flows.service import service_home, service_reports_url
 from privpub.schemas.errors import EXPECTED_ERRORS, public_message
@@ -230,28 +231,12 @@ def make_task_runner(run: RunSpec) -> Executor:
 # name ("alpha-aquarii", "gamma12-ceti-nebula": a Greek letter, maybe digits, two to four words)
 GREEK = "alpha|beta|gamma|delta|epsilon|zeta|eta|theta|iota|kappa|lambda|mu|nu|xi|omicron|pi|rho|sigma|tau|upsilon|phi|chi|psi|omega"
 GENERATED_NAME = re.compile(rf"[a-z]+-[a-z]+|(?:{GREEK})[0-9]*(?:-[a-z]+){{1,3}}")
-NAME_LIMIT = 100  # "refused: " and the reason, shortened at a word boundary
-
-
-REFUSED = "refused"
 
 
 def generated_name(name: str) -> bool:
     """A run name Prefect or its UI made up, or an earlier attempt's "refused: ..." (replaced by
     what this attempt produced), not one the user typed (kept)."""
     return GENERATED_NAME.fullmatch(name) is not None or name.startswith(f"{REFUSED}: ")
-
-
-def refused_name(message: str, limit: int = NAME_LIMIT) -> str:
-    """ "refused: <the one-line message>", cut at a word boundary to `limit` characters with "..."."""
-    prefix = f"{REFUSED}: "
-    name = prefix + " ".join(message.split())
-    if len(name) <= limit:
-        return name
-    cut = name[: limit - 3]
-    if " " in cut[len(prefix) :]:
-        cut = cut[: cut.rindex(" ")]
-    return cut.rstrip(" ,;:") + "..."
 
 
 def label_flow_run(run_id: str | None, name: str, tag: str) -> None:

@@ -8,6 +8,7 @@ import math
 from dataclasses import asdict
 from pathlib import Path
 
+from privpub.flows.attempts import current_actor
 from privpub.flows.cluster import dask_task_runner
 from privpub.flows.history_check import Check, check_line, history_lines
 from privpub.schemas.names import inside
@@ -90,7 +91,7 @@ def _reverify(store, release_id, actor, rel, spec, release, problems):
             ok &= r.passed
         ok &= _composition(store, rel, lines, len(technique.composition_views()))
         ok &= _risk(technique, release, spec, rel, lines)
-    store.log(actor or "cli", "verify", release_id, "pass" if ok else "fail", None, {"lines": lines})
+    store.log(current_actor(actor), "verify", release_id, "pass" if ok else "fail", None, {"lines": lines})
     return ok, lines
 
 

@@ -1,10 +1,13 @@
 """Which driver runs a release, chosen once per command (flows/pipeline.py has the pipeline;
 flows/api.py `publish_release` asks here).
 
-A Prefect server configured (PREFECT_API_URL in the environment, in the active Prefect profile,
-or in the settings of a Prefect already loaded in this process) or this home's `privpub server`
-running: the release is a flow run of it (flows/publish.py), visible in its UI. Otherwise the
-steps run as plain calls in this process: no server is started, Prefect is not even imported.
+A release runs in this process, as plain calls (no server started, Prefect not even imported),
+whether or not a server runs, unless the run asks to be recorded on one (issue 42): `--server`
+(publish, serial) or `[run] server = true`. Then it is a flow run (flows/publish.py), visible in
+the UI, of the Prefect server configured (PREFECT_API_URL in the environment, in the active
+Prefect profile, or in the settings of a Prefect already loaded in this process), else of this
+home's `privpub server`; with neither the run is refused before any work. Runs the service's
+deployments start (UI, schedule) are flow runs of it whatever their spec says.
 """
 
 from __future__ import annotations
@@ -15,6 +18,13 @@ import tomllib
 from pathlib import Path
 
 from privpub.flows.service import running_service
+from privpub.schemas.command import command_name
+from privpub.schemas.errors import CliError
+
+NO_SERVER = (
+    "--server / [run] server = true: no Prefect server to record the run on "
+    "(start one with `{command} server start`, or set PREFECT_API_URL)"
+)
 
 
 def profile_api_url() -> str | None:
@@ -43,3 +53,14 @@ def prefect_configured() -> str | None:
     if url:
         return url
     return running_service()
+
+
+def recording_server(asked: bool) -> str | None:
+    """The Prefect API a release reports to: None (in this process) unless `asked` (`--server`,
+    `[run] server = true`); asked, the configured API or the running service, else refused."""
+    if not asked:
+        return None
+    url = prefect_configured()
+    if url is None:
+        raise CliError(NO_SERVER.format(command=command_name()))
+    return url

@@ -2,7 +2,8 @@
 
 1. PREFECT_API_URL is set: that server (e.g. `prefect server start`, or the service's).
 2. Otherwise the privpub service (`privpub server start`) when its home folder's server.json
-   names a server that answers its health check: every CLI run then shows in its UI.
+   names a server that answers its health check. A release asks for a server only with
+   `--server` / `[run] server = true` (flows/run.py `recording_server`): else it runs in process.
 3. Otherwise a temporary server of the command's own: uvicorn serving Prefect's API on a free
    loopback port, started as early as possible (its start-up overlaps reading and validating
    the input) and bound to the command's life by the kernel: the child asks for SIGKILL when its

@@ -34,10 +34,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from privpub.schemas.command import advice
 from privpub.schemas.errors import CliError, SpecError
 from privpub.schemas.spec import check_known_keys
 
 DEFAULT_PORT = 4200
+# which runs the service records (issue 42): a CLI publish runs in its own process unless asked
+REPORTS_HERE = (
+    "runs recorded here: the deployments' (UI, schedule) always; a CLI publish or serial only "
+    "with --server or [run] server = true (else it runs in its own process)"
+)
 DEPLOYMENTS = ("publish/monthly-census", "serial/monthly-serial")
 SERVICE_TOML = """# privpub service settings (read by deployments/serve.py when `privpub server start` runs).
 # Relative paths are taken from this folder. Each key can be overridden by an environment
@@ -278,6 +284,7 @@ def start(home: Path, port: int, timeout: float = 180.0) -> int:
         print(f"privpub service already running: UI {record['url']} (home {home})")
         if record.get("reports_url"):
             print(f"  reports: {record['reports_url']}/reports/<release id>")
+        print(f"  {REPORTS_HERE}")
         return 0
     if record:  # a stale record: whatever is left of it goes first
         stop(home, quiet=True)
@@ -324,7 +331,8 @@ def start(home: Path, port: int, timeout: float = 180.0) -> int:
     print(f"privpub service running: UI {url}")
     print(f"  reports: {reports_url}/reports/<release id>")
     print(f"  deployments: {', '.join(DEPLOYMENTS)}; settings {home / 'service.toml'}")
-    print(f"  home {home}; logs {home / 'logs'}; stop with `privpub server stop --home {home}`")
+    print(f"  {REPORTS_HERE}")
+    print(f"  home {home}; logs {home / 'logs'}; stop with `{advice('server', 'stop', '--home', home)}`")
     return 0
 
 
@@ -370,7 +378,7 @@ def status(home: Path) -> int:
     if not healthy(record["api_url"]):
         print(
             f"privpub service not answering at {record['url']} (home {home}); "
-            f"`privpub server stop --home {home}` clears what is left"
+            f"`{advice('server', 'stop', '--home', home)}` clears what is left"
         )
         return 1
     serving = "deployments served" if _deployments_ready(record["api_url"]) else "deployments NOT served"

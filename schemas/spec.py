@@ -308,7 +308,10 @@ class RunSpec(BaseModel):
     union-qid, anatomy, serial, ambiguity, priview; a release of at most chunk_rows published
     rows is verified in one step).
     allow_spill: let Dask workers spill chunks (secret rows) to their scratch disk under memory
-    pressure; off by default, so secret rows stay in memory."""
+    pressure; off by default, so secret rows stay in memory.
+    server: record the run on a Prefect server (the configured PREFECT_API_URL, else the running
+    `privpub server`), as `--server` does; off by default: the CLI and `privpub.publish` run in
+    their own process whether or not a server runs (flows/run.py)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -317,6 +320,7 @@ class RunSpec(BaseModel):
     address: str | None = Field(default=None, pattern=r"^(tcp|tls)://[^\s/:]+:[0-9]{1,5}$")
     chunk_rows: int = Field(default=2_000_000, ge=1)
     allow_spill: bool = False
+    server: bool = False
 
     @model_validator(mode="after")
     def _address_needs_dask(self) -> RunSpec:

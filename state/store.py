@@ -105,7 +105,9 @@ def notice(message: str) -> None:
             raise LookupError
         from prefect.logging import get_run_logger  # lazy: the state layer never loads Prefect itself
 
-        get_run_logger().warning(message)
+        # flagged: the CLI's terminal shows it as its own "[privpub] ..." line, as without a
+        # server (flows/cli.py quiet_prefect_console); the run's log keeps it for the UI
+        get_run_logger().warning(message, extra={"privpub_line": True})
     except Exception:
         print(f"[privpub] {message}", file=sys.stderr, flush=True)
 

@@ -232,7 +232,12 @@ def test_with_a_server_the_terminal_shows_privpub_lines_and_verbose_adds_prefect
         spec = write_spec(census_dir, seed=seed)
         # three releases of the same input (issue 29: --allow-repeat)
         res = subprocess.run(
-            [*cli, str(spec), "--allow-repeat", *flags], capture_output=True, text=True, env=env, timeout=240
+            # --server: a server records the run only when asked (issue 42)
+            [*cli, str(spec), "--allow-repeat", "--server", *flags],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=240,
         )
         assert res.returncode == 0, res.stderr
         outputs[tuple(flags)] = res

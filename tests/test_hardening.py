@@ -36,6 +36,8 @@ def good_frame(rows: int = 400) -> pd.DataFrame:
 
 def run(args, env_extra=None, timeout=240, cwd=ROOT):
     env = {**os.environ, "PYTHONPATH": child_pythonpath(ROOT), **(env_extra or {})}
+    if (env_extra or {}).get("PREFECT_API_URL") and args[0] in ("publish", "serial"):
+        args = [*args, "--server"]  # a server records a publish only when asked (issue 42)
     return subprocess.run(PRIVPUB + args, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
 
 
@@ -275,7 +277,8 @@ def test_permissions_follow_secrecy_not_umask(prefect_server, tmp_path):
     for umask, published_file, published_dir in ((0o022, 0o644, 0o755), (0o000, 0o666, 0o777)):
         env = {**os.environ, "PYTHONPATH": child_pythonpath(ROOT), "PREFECT_API_URL": prefect_server}
         res = subprocess.run(
-            PRIVPUB + ["publish", str(spec), "--quiet", "--allow-repeat"],  # twice, the same input
+            # twice, the same input; --server: recorded on the test's server, asked (issue 42)
+            PRIVPUB + ["publish", str(spec), "--quiet", "--allow-repeat", "--server"],
             capture_output=True,
             text=True,
             env=env,
@@ -541,7 +544,7 @@ def test_random_corruptions_are_refused_with_row_and_column(tmp_path_factory, co
     os.environ["PREFECT_API_URL"] = "http://127.0.0.1:9/api"  # refused before Prefect is needed
     try:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            code = main(["publish", str(spec)])
+            code = main(["publish", str(spec), "--server"])  # the server path, asked (issue 42)
     finally:
         os.environ.pop("PREFECT_API_URL") if old is None else os.environ.update(PREFECT_API_URL=old)
     text = err.getvalue()

@@ -36,7 +36,8 @@ def _publish_twice(folder: Path, name: str, api_url: str) -> tuple[list[str], st
     ids, output = [], ""
     for _ in range(2):
         done = subprocess.run(
-            [sys.executable, "-m", "privpub.flows.cli", "publish", "spec.toml", "--allow-repeat"],
+            # --server: recorded on the server whose texts are searched, asked (issue 42)
+            [sys.executable, "-m", "privpub.flows.cli", "publish", "spec.toml", "--allow-repeat", "--server"],
             cwd=folder,
             env=env,
             capture_output=True,

@@ -122,7 +122,7 @@ def test_a_cli_publish_through_a_prefect_server_resolves_once(prefect_server, ce
     """With a server the release is a flow run in this process: the flow takes the CLI's plan."""
     spec = write_spec(census_dir, k=5, l=None, seed=5)
     resolutions.clear()
-    assert main(["publish", str(spec), "--quiet"]) == 0
+    assert main(["publish", str(spec), "--quiet", "--server"]) == 0  # asked for (issue 42)
     release_id = capsys.readouterr().out.strip()
     assert len(resolutions) == 1, resolutions
     rel = Store(census_dir / "privpub.duckdb").release(release_id)

@@ -262,7 +262,8 @@ def test_with_a_server_a_dict_spec_is_a_flow_run_and_a_dataframe_is_not(prefect_
     Promise: dataframe-stays-in-process."""
     monkeypatch.chdir(census_dir)
     warn = {"series": {"composition": "warn"}}  # two releases of other seeds: not what this is about
-    via_flow = privpub.publish(spec={**census_spec("census.csv", k=5, l=None, seed=3), **warn})
+    asked = {"run": {"server": True}}  # a server records the run only when asked (issue 42)
+    via_flow = privpub.publish(spec={**census_spec("census.csv", k=5, l=None, seed=3), **warn, **asked})
     rel = Store(via_flow.state).release(via_flow)
     assert rel["flow_run_id"] is not None and rel["spec"]["dataset"]["input"] == str(census_dir / "census.csv")
     in_process = privpub.publish(pd.read_csv("census.csv"), {**frame_spec(seed=4), **warn})

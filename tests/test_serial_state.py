@@ -194,7 +194,7 @@ def test_sigkill_inside_the_serial_commit_leaves_the_statistics_unchanged(prefec
     snapshot(tmp_path, evolve(frame, 3))
     flag = tmp_path / "paused"
     proc = subprocess.Popen(
-        PRIVPUB + ["serial", str(spec)],
+        PRIVPUB + ["serial", str(spec), "--server"],  # on the server, asked (issue 42)
         cwd=ROOT,
         start_new_session=True,
         env=_env(prefect_server, PRIVPUB_PAUSE_AT="commit", PRIVPUB_PAUSE_FLAG=str(flag)),

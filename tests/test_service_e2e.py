@@ -117,8 +117,8 @@ def test_run_waits_for_a_read_only_session_then_commits(privpub_service):
 
 
 def test_cli_uses_the_running_service(privpub_service):
-    """No PREFECT_API_URL: the CLI finds the service through its home folder's server.json, so
-    its run is recorded by the service's server (and shows in its UI)."""
+    """No PREFECT_API_URL: asked with --server, the CLI finds the service through its home
+    folder's server.json, so its run is recorded by the service's server (and shows in its UI)."""
     import os
     import subprocess
     import sys
@@ -136,6 +136,7 @@ def test_cli_uses_the_running_service(privpub_service):
             "--quiet",
             "--as",
             "analyst",
+            "--server",  # a CLI publish reports to the service only when asked (issue 42)
         ],
         env=env,
         capture_output=True,
@@ -148,6 +149,42 @@ def test_cli_uses_the_running_service(privpub_service):
     assert trigger == "cli"
     with s.client() as client:
         assert client.read_flow_run(run_id).name == release_id
+
+
+def test_a_plain_cli_publish_stays_off_the_running_service(privpub_service):
+    """Issue 42: with the service running, a CLI publish without --server runs in its own process
+    (no flow run on the service, Prefect not imported); `server start` said which runs report there."""
+    import os
+    import subprocess
+    import sys
+
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterState, FlowRunFilterStateType
+    from prefect.client.schemas.objects import StateType
+
+    s = privpub_service
+    assert "a CLI publish or serial only with --server or [run] server = true" in s.notes["start_output"]
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PRIVPUB_HOME"] = str(s.home)
+    # the runs that ran (the scheduler adds future Scheduled runs of the cron at any time)
+    ran = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(not_any_=[StateType.SCHEDULED])))
+    with s.client() as client:
+        before = client.count_flow_runs(flow_run_filter=ran)
+    code = "import sys\nfrom privpub.flows.cli import main\nc = main(sys.argv[1:])\nprint('prefect' in sys.modules)\nsys.exit(c)"
+    spec = str(s.home / "data" / "census.toml")
+    done = subprocess.run(
+        [sys.executable, "-c", code, "publish", spec, "--quiet", "--allow-repeat", "--as", "analyst"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    release_id, prefect_loaded = done.stdout.split()
+    assert prefect_loaded == "False"
+    [(run_id, trigger)] = s.query("SELECT flow_run_id, trigger FROM release_rows WHERE release_id = ?", [release_id])
+    assert run_id is None and trigger == "cli"
+    with s.client() as client:
+        assert client.count_flow_runs(flow_run_filter=ran) == before
 
 
 def test_the_run_links_its_report_over_http(privpub_service):

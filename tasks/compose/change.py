@@ -178,7 +178,8 @@ def _change(
                 f"under the spec's [series] settings; they are in releases {named}; nothing was changed; "
                 + remedies.change_remedies(model)
             )
-            Store.log_in(con, actor, "series-change", series, "refused", None, {**detail, "message": message})
+            refusal = {**detail, "error": "PrivacyRefused", "message": message}
+            Store.log_in(con, actor, "series-change", series, "refused", None, refusal)
             raise PrivacyRefused(message)
     return result
 
@@ -197,7 +198,7 @@ def _stored_head(con: duckdb.DuckDBPyConnection, series: str, actor: str) -> tup
             'published before privpub kept them or with person_id = "@row"): nothing to change; its next '
             "release starts them under the spec's [series] settings"
         )
-        Store.log_in(con, actor, "series-change", series, "refused", None, {"message": message})
+        Store.log_in(con, actor, "series-change", series, "refused", None, {"error": "StateError", "message": message})
         raise StateError(message)
     return int(head[0]), json.loads(head[1]), int(head[2])
 
@@ -220,7 +221,8 @@ def _refuse_broken(
             f"releases {', '.join(f'#{r}' for r, _ in broken[: remedies.LISTED])}); name every value "
             "that changes in [series] transient; nothing was changed"
         )
-        Store.log_in(con, actor, "series-change", series, "refused", None, {**detail, "message": message})
+        refused = {**detail, "error": "SpecError", "message": message}
+        Store.log_in(con, actor, "series-change", series, "refused", None, refused)
         raise SpecError(message)
 
 
