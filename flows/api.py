@@ -26,7 +26,6 @@ import pandas as pd
 from privpub.flows import run
 from privpub.flows.attempts import current_actor, record_failure
 from privpub.flows.history_check import Check, check_line, verify_history
-from privpub.flows.lazy import load_lazily
 from privpub.flows.pipeline import Driver, RunPlan, attempt, plan_from_spec, plan_run
 from privpub.flows.published_release import PublishedRelease
 from privpub.flows.recorded import recorded_release
