@@ -90,7 +90,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     (flows/cli_release.py, which prints the same history lines after the release's)."""
     if args.release_id or not args.history:
         return int(load_lazily("privpub.flows.cli_release:cmd_verify")(args))
-    ok, lines = verify_history(state_path(args), actor=current_actor(args.actor or "cli"))
+    ok, lines = verify_history(state_path(args), actor=current_actor(args.actor))
     for line in lines:
         print(line)
     return 0 if ok else 1
