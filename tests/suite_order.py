@@ -20,21 +20,56 @@ from collections import Counter, defaultdict
 
 import pytest
 
-# Seconds per file (setup, call and teardown of its tests, `--durations=0`), measured on the
-# 2-core machine under load (docs/testing.md "Suite speed"): only the order matters.
+# Seconds per file (setup, call and teardown of its tests) under `make test`, estimated from CI's
+# 30-40 slowest tests (2026-11-28 runs, loaded: lower bounds) and the files measured in
+# docs/testing.md "Suite speed"; only the order matters. A browser or service_e2e file includes the
+# session scenario (tests/service_scenario.py, about a minute) in the worker that starts it first.
 SECONDS = {
-    "tests/test_service_e2e.py": 300,
+    "tests/test_hardening.py": 180,
+    "tests/test_audit_cli.py": 130,
+    "tests/test_browser.py": 120,
+    "tests/test_service_e2e.py": 110,
+    "tests/test_chunked_verify.py": 100,
+    "tests/test_composition_oracle.py": 90,
+    "tests/test_series_composition.py": 85,
+    "tests/test_series_remedies.py": 80,
+    "tests/test_cluster_release.py": 60,
+    "tests/test_thresholds.py": 60,
+    "tests/test_commit_recovery.py": 50,
+    "tests/test_composition_people.py": 45,
+    "tests/test_serial_incremental.py": 35,
+    "tests/audit/test_after_denial.py": 32,
+    "tests/test_pseudonyms.py": 30,
 }
 
 
+# Each worker that uses tests/service_scenario.py's session service runs the scenario once. The
+# browser's file goes first and service_e2e's third: xdist sends a worker its next file when it has
+# 2 tests left, so the worker on the browser's 3 tests takes service_e2e while the other is still
+# on the second (a long file of many tests): one worker runs both files and the scenario once, the
+# browser's tests before service_e2e's stop tests. Another xdist may split them: both still pass
+# (restart_if_stopped), the scenario then runs twice.
+SCENARIO_FILES = ("tests/test_browser.py", "tests/test_service_e2e.py")
+
+
+def file_order(tests: Counter) -> list[str]:
+    """The files longest first (SECONDS, then the most tests), the scenario's files first and third."""
+    files = sorted(tests, key=lambda f: (-SECONDS.get(f, 0), -tests[f], f))
+    browser, service = SCENARIO_FILES
+    if browser in files and service in files and len(files) >= 3:
+        files.remove(browser)
+        files.remove(service)
+        files[:1] = [browser, files[0], service]
+    return files
+
+
 def order(items: list[pytest.Item]) -> None:
-    """Sort the tests by their file's seconds, then by its number of tests, longest first (a
-    stable sort: a file's tests keep their order)."""
+    """Sort the tests by file_order (a stable sort: a file's tests keep their order)."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     path = {id(item): item.nodeid.split("::")[0] for item in items}
-    tests = Counter(path.values())
-    items.sort(key=lambda item: (-SECONDS.get(path[id(item)], 0), -tests[path[id(item)]], path[id(item)]))
+    rank = {f: i for i, f in enumerate(file_order(Counter(path.values())))}
+    items.sort(key=lambda item: rank[path[id(item)]])
 
 
 def seconds_per_file(durations: str) -> dict[str, float]:
