@@ -7,7 +7,7 @@ export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PY_KEY_VALUE_DISABLE_BEARTYPE := true
 
-.PHONY: setup run lint test chromium e2e-browser mutants bench bench-e2e bench-evaluate bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-compose bench-scale bench-suppress bench-explore clean
+.PHONY: setup run lint test test-slow chromium e2e-browser mutants bench bench-e2e bench-evaluate bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-compose bench-scale bench-suppress bench-explore clean
 
 setup: $(STAMP)
 
@@ -31,12 +31,17 @@ lint: $(STAMP)
 	$(BIN)/python tests/typecheck.py
 
 # Each test file runs whole in one of PYTEST_WORKERS processes (pytest-xdist, --dist loadfile: a
-# file's tests keep their order and share their module fixtures); the 30 slowest tests are listed
-# at the end (docs/testing.md).
+# file's tests keep their order and share their module fixtures), the longest files first
+# (tests/suite_order.py; --no-loadscope-reorder keeps that order). The full-size sweeps (marker
+# `slow`) run in `make test-slow`. The 30 slowest tests are listed at the end (docs/testing.md).
 PYTEST_WORKERS ?= auto
+PYTEST_XDIST := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30
 test: $(STAMP) chromium
 	$(MAKE) lint
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=30
+	$(BIN)/python -m pytest $(PYTEST_XDIST) -m "not slow"
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_XDIST) -m slow
 
 # The browser tests (tests/test_browser.py) drive Debian's Chromium through playwright (no browser
 # download). `make test` installs it when missing, so the browser tests run in every CI run; they

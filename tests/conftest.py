@@ -20,10 +20,23 @@ os.environ["PREFECT_LOCAL_STORAGE_PATH"] = str(_RESULTS)
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
+from tests import suite_order  # noqa: E402
 from tests.service_scenario import privpub_service  # noqa: E402,F401  (e2e and browser tests)
 
 settings.register_profile("privpub", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("privpub")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "slow: a full-size sweep; `make test` runs a smaller variant, `make test-slow` this (docs/testing.md)",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    """`make test` (pytest-xdist): the longest test files first (tests/suite_order.py)."""
+    suite_order.order(items)
 
 
 @pytest.fixture(scope="session")

@@ -194,17 +194,41 @@ def assert_l_figures_equal(results: list, threshold: int) -> None:
         assert passed == (worst["below"] == 0)
 
 
-@pytest.mark.parametrize("name", ["anatomy", "ambiguity", "priview", "muco"])
+# Each example publishes a series (2-4 s): `make test` draws EXAMPLES per case, `make test-slow`
+# (marker `slow`) FULL_SWEEP. What else checks the composition check in `make test`: the same
+# figures against tests/series_linker.py on 25 small generalization series per model
+# (tests/test_series_composition.py, the algebra every technique's groups go through), the
+# composed people count (tests/test_composition_people.py), the worked PriView and Butterfly
+# cases below, and every technique composed over a series through the flow
+# (test_series_composition.py::test_every_technique_is_composed_over_its_series).
+EXAMPLES, FULL_SWEEP = 5, 15
+TECHNIQUES = ["anatomy", "ambiguity", "priview", "muco"]
+L_CASES = {
+    "seed": st.integers(0, 2**32 - 1),
+    "n_releases": st.integers(2, 3),
+    "size": st.integers(2, 3),
+    "l": st.sampled_from([None, 2, 3]),
+}
+
+
+@pytest.mark.parametrize("name", TECHNIQUES)
 @example(seed=2437, n_releases=2, size=3, l=3)  # Anatomy: a transient value on 5 of 13 rows, not 3-eligible
-@settings(max_examples=15, phases=NO_SHRINK)
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    n_releases=st.integers(2, 3),
-    size=st.integers(2, 3),
-    l=st.sampled_from([None, 2, 3]),
-)
+@settings(max_examples=EXAMPLES, phases=NO_SHRINK)
+@given(**L_CASES)
 def test_composed_l_figures_equal_the_brute_force_linker(tmp_path_factory, name, seed, n_releases, size, l):
     """l: [series] l, else the technique's own (Ambiguity and PriView have none: 2)."""
+    check_l_figures(tmp_path_factory, name, seed, n_releases, size, l)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TECHNIQUES)
+@settings(max_examples=FULL_SWEEP, phases=NO_SHRINK)
+@given(**L_CASES)
+def test_composed_l_figures_equal_the_brute_force_linker_full_sweep(tmp_path_factory, name, seed, n_releases, size, l):
+    check_l_figures(tmp_path_factory, name, seed, n_releases, size, l)
+
+
+def check_l_figures(tmp_path_factory, name: str, seed: int, n_releases: int, size: int, l: int | None) -> None:
     threshold = l or (size if name in ("anatomy", "muco") else 2)
     releases = draw_series(seed, n_releases)
     if name == "anatomy":  # Anatomy refuses an input that is not l-eligible before any work: draw another
@@ -213,11 +237,25 @@ def test_composed_l_figures_equal_the_brute_force_linker(tmp_path_factory, name,
     assert_l_figures_equal(results, threshold)
 
 
-@settings(max_examples=15, phases=NO_SHRINK)
-@given(seed=st.integers(0, 2**32 - 1), n_releases=st.integers(2, 3), size=st.integers(2, 3))
+REPEATED_QI_CASES = {"seed": st.integers(0, 2**32 - 1), "n_releases": st.integers(2, 3), "size": st.integers(2, 3)}
+
+
+@settings(max_examples=EXAMPLES, phases=NO_SHRINK)
+@given(**REPEATED_QI_CASES)
 def test_anatomy_with_repeated_qis_is_counted_on_the_safe_side(tmp_path_factory, seed, n_releases, size):
     """People sharing QIs: the adversary cannot tell their QIT rows apart, so it has at least the
     candidates of the target's own group; the check counts those (never more than the linker)."""
+    check_repeated_qis(tmp_path_factory, seed, n_releases, size)
+
+
+@pytest.mark.slow
+@settings(max_examples=FULL_SWEEP, phases=NO_SHRINK)
+@given(**REPEATED_QI_CASES)
+def test_anatomy_with_repeated_qis_is_counted_on_the_safe_side_full_sweep(tmp_path_factory, seed, n_releases, size):
+    check_repeated_qis(tmp_path_factory, seed, n_releases, size)
+
+
+def check_repeated_qis(tmp_path_factory, seed: int, n_releases: int, size: int) -> None:
     releases = draw_series(seed, n_releases, unique_ages=False)
     # Anatomy refuses an input that is not l-eligible before any work (CI found seed 6124): draw another
     assume(all(f.v.value_counts().max() * size <= len(f) for f in releases))
@@ -300,12 +338,26 @@ def test_butterfly_is_composed_per_qid(tmp_path, l):
     assert f"over 8 (person, QID) pairs of the series, {pairs} below" in change.lines()[1]
 
 
-@settings(max_examples=15, phases=NO_SHRINK)
-@given(seed=st.integers(0, 2**32 - 1), n_releases=st.integers(2, 3), l=st.sampled_from([None, 2]))
+BUTTERFLY_CASES = {"seed": st.integers(0, 2**32 - 1), "n_releases": st.integers(2, 3), "l": st.sampled_from([None, 2])}
+
+
+@settings(max_examples=EXAMPLES, phases=NO_SHRINK)
+@given(**BUTTERFLY_CASES)
 def test_butterfly_composition_is_never_above_the_per_qid_linker(tmp_path_factory, seed, n_releases, l):
     """The check composes each QID's own classes; another class's box that also covers the target
     on that QID only adds candidates, so the check never says more than the per-QID linker (and
     is exact where no box overlaps the target's, as in the case above)."""
+    check_butterfly_below_linker(tmp_path_factory, seed, n_releases, l)
+
+
+@pytest.mark.slow
+@settings(max_examples=FULL_SWEEP, phases=NO_SHRINK)
+@given(**BUTTERFLY_CASES)
+def test_butterfly_composition_is_never_above_the_per_qid_linker_full_sweep(tmp_path_factory, seed, n_releases, l):
+    check_butterfly_below_linker(tmp_path_factory, seed, n_releases, l)
+
+
+def check_butterfly_below_linker(tmp_path_factory, seed: int, n_releases: int, l: int | None) -> None:
     results = compare_series(
         tmp_path_factory.mktemp("b"), "butterfly", draw_series(seed, n_releases), l, 2, views=BUTTERFLY_QIDS
     )

@@ -86,9 +86,30 @@ def frame_and_groups(present, ages, values, cuts):
     return frame, group
 
 
+# `make test` draws fewer series than the full sweeps (marker `slow`, `make test-slow`): each
+# example stores 2-4 releases in a fresh state file. Beside the smaller sweeps, the worked series
+# below and tests/test_composition_oracle.py (every technique's published tables against a linker)
+# check the same figures; the mutation runner's SERIES mutants are killed without the full sweeps.
+LINKER_EXAMPLES, LINKER_FULL_SWEEP = 25, 60
+REPLAY_EXAMPLES, REPLAY_FULL_SWEEP = 10, 25
+
+
 @pytest.mark.parametrize("model", ["l", "k"])
+@settings(max_examples=LINKER_EXAMPLES)
 @given(case=series_cases(), threshold=st.integers(1, 3))
 def test_composed_figures_equal_the_brute_force_linker(tmp_path_factory, model, case, threshold):
+    check_against_the_linker(tmp_path_factory, model, case, threshold)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["l", "k"])
+@settings(max_examples=LINKER_FULL_SWEEP)
+@given(case=series_cases(), threshold=st.integers(1, 3))
+def test_composed_figures_equal_the_brute_force_linker_full_sweep(tmp_path_factory, model, case, threshold):
+    check_against_the_linker(tmp_path_factory, model, case, threshold)
+
+
+def check_against_the_linker(tmp_path_factory, model: str, case: list, threshold: int) -> None:
     store = Store(tmp_path_factory.mktemp("series") / "state.duckdb")
     series = {"transient": TRANSIENT, **({"l": threshold} if model == "l" else {})}
     technique = {"name": "generalization", "k": threshold}
@@ -143,11 +164,27 @@ BATCHES = (1, 2, 3, 10**6)  # people replayed at once by `privpub verify`: one, 
 
 
 @pytest.mark.parametrize("model", ["l", "k"])
-@settings(max_examples=25)
+@settings(max_examples=REPLAY_EXAMPLES)
 @given(case=series_cases(), threshold=st.integers(1, 3))
 def test_the_replay_in_batches_of_people_equals_the_publish_figures(tmp_path_factory, model, case, threshold):
     """`privpub verify` rebuilds each release's figure from the stored groups, a few people at a
-    time; whatever the batch, it is the figure the publish computed from its summaries."""
+    time; whatever the batch, it is the figure the publish computed from its summaries. Also in
+    make test: the worked replay below, verify's replay in test_composition_oracle.py's Butterfly
+    case and test_verify_replays_the_composition_from_the_stored_groups."""
+    check_the_replay(tmp_path_factory, model, case, threshold)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["l", "k"])
+@settings(max_examples=REPLAY_FULL_SWEEP)
+@given(case=series_cases(), threshold=st.integers(1, 3))
+def test_the_replay_in_batches_of_people_equals_the_publish_figures_full_sweep(
+    tmp_path_factory, model, case, threshold
+):
+    check_the_replay(tmp_path_factory, model, case, threshold)
+
+
+def check_the_replay(tmp_path_factory, model: str, case: list, threshold: int) -> None:
     store = Store(tmp_path_factory.mktemp("series") / "state.duckdb")
     series = {"transient": TRANSIENT, **({"l": threshold} if model == "l" else {})}
     spec = spec_of(series, {"name": "generalization", "k": threshold})

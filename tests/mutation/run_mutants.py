@@ -8,11 +8,13 @@ test failed) or survived (every test passed); each guarding test file runs alone
 report names every file that notices. The unmutated copy is run first: its tests must
 pass, or no verdict would mean anything. Exit status 1 when a mutant survives.
 
-    python tests/mutation/run_mutants.py [--only NAME_PART ...] [--from NAME_PART] [--every] [--markdown FILE]
+    python tests/mutation/run_mutants.py [--only NAME_PART ...] [--from NAME_PART] [--every] [--slow] [--markdown FILE]
 
 --every runs each guarding file to its end (no -x) and names every test function that kills the
 mutant (parametrized cases of one function count once), and counts the mutants that fewer than two
-test functions kill (slower). --only may be given several times.
+test functions kill (slower). --only may be given several times. The tests run as `make test`
+runs them, without the full-size sweeps (marker `slow`): a mutant must be killed by what CI runs;
+--slow runs those too.
 """
 
 from __future__ import annotations
@@ -850,12 +852,23 @@ def python_path(tree: Path) -> str:
     return f"{link_tree(tree, tree / '.import-root')}{os.pathsep}{tree}"
 
 
-def run_tests(tree: Path, tests: list[str], every: bool = False) -> tuple[bool, list[str], float]:
+def run_tests(tree: Path, tests: list[str], every: bool = False, slow: bool = False) -> tuple[bool, list[str], float]:
     """(all passed, the failing tests: the first only unless `every`, seconds)."""
     env = {**os.environ, "PYTHONPATH": python_path(tree)}
+    marks = [] if slow else ["-m", "not slow"]
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", *([] if every else ["-x"]), "-q", "-rfE", "--hypothesis-seed=0", *tests],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            *([] if every else ["-x"]),
+            *marks,
+            "-q",
+            "-rfE",
+            "--hypothesis-seed=0",
+            *tests,
+        ],
         cwd=tree,
         env=env,
         capture_output=True,
@@ -890,6 +903,7 @@ def main() -> int:
     ap.add_argument(
         "--only", action="append", help="run the mutants whose name contains this text (repeatable: any of them)"
     )
+    ap.add_argument("--slow", action="store_true", help="also run the full-size sweeps (marker slow, make test-slow)")
     ap.add_argument("--markdown", type=Path, help="also write the result table to this file")
     ap.add_argument("--from", dest="start", help="start at the first mutant whose name contains this text")
     ap.add_argument(
@@ -915,7 +929,7 @@ def main() -> int:
         if not where.stdout.startswith(str(tree)):
             raise SystemExit(f"the copy is not what gets imported: {where.stdout or where.stderr}")
         baseline = sorted({t for m in mutants for t in m.tests})
-        ok, failed, secs = run_tests(tree, baseline)
+        ok, failed, secs = run_tests(tree, baseline, slow=args.slow)
         if not ok:
             raise SystemExit(f"the unmutated tests fail ({failed[0]}); fix that first")
         print(f"baseline: {len(baseline)} test files pass ({secs:.0f} s)", flush=True)
@@ -925,7 +939,7 @@ def main() -> int:
             original = target.read_text()
             target.write_text(replace(original, m.old, m.new, m.occurrence))
             try:  # each guarding file alone, to show which of them notice
-                kills = {t: run_tests(tree, [t], args.every) for t in m.tests}
+                kills = {t: run_tests(tree, [t], args.every, args.slow) for t in m.tests}
             finally:
                 target.write_text(original)
             killers = [killed_by(t, failed, args.every) for t, (ok, failed, _) in kills.items() if not ok]
