@@ -1,0 +1,307 @@
+"""The standard quality models of a release (issue 44, docs/utility.md): gen-iloss,
+non-uniform-entropy, aecs, precision and kl-divergence, computed from the published tables
+against the input.
+
+A technique says how its tables read as one row per record with a cell per QI (Technique.
+quality_view -> QualityView), or why they do not (a reason: the figures then read
+"does not apply: <reason>", stored with a NULL value and the note as text). Every cell is put in
+the QI's domain codes (the input's distinct values, or the hierarchy's leaves): a range [lo, hi]
+as a code interval, a set as its codes, a plain value as a one-code interval. Nothing links a
+published row to an input row: the non-uniform entropy's sum splits into an input-only and a
+published-only part (each input row is published once or suppressed), and the KL divergence
+compares the two distributions tuple by tuple.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from privpub.schemas.dates import as_day_numbers
+from privpub.tasks.core.microdata import QIDomain
+from privpub.tasks.evaluate.counting import DistinctLists
+
+QUALITY_FIGURES = ("gen-iloss", "non-uniform-entropy", "aecs", "precision", "kl-divergence")
+NOT_APPLICABLE = "does not apply: "
+PAIRS_PER_BLOCK = 1 << 20  # input tuples x published boxes tested at once by the KL divergence
+
+
+def not_applicable(reason: str) -> str:
+    """The value a figure that does not apply to a release records (release_metrics: value NULL,
+    text_value this note)."""
+    return NOT_APPLICABLE + reason
+
+
+@dataclass(frozen=True)
+class QualityView:
+    """The release as the quality models read it. `table`: one row per published record, each
+    QI as `<qi>_lo`/`<qi>_hi`, a list, or a plain value. `joint`: the rows read for the KL
+    divergence with the sensitive column (a null cell: any value), `weights` the records each
+    stands for (None: one each; Anatomy: a QIT row times its group's ST shares). `classes`: the
+    published equivalence-class sizes and `k` the size each is bound to hold (None: aecs does not
+    apply, `aecs_reason` says why). `suppressed`: input rows left out."""
+
+    table: pa.Table
+    sensitive: str
+    joint: pa.Table | None = None
+    weights: np.ndarray | None = None
+    classes: np.ndarray | None = None
+    k: int | None = None
+    aecs_reason: str = "the technique guarantees no class size k"
+    suppressed: int = 0
+
+
+@dataclass(frozen=True)
+class Cells:
+    """A QI's published cells in domain codes: per row a code interval [lo, hi], `size` domain
+    values in the cell, and for set cells the (row, code) members as sorted keys row * n + code."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    size: np.ndarray
+    members: np.ndarray | None = None  # None: every cell is its whole interval
+    key: np.ndarray | None = None  # per row: which distinct set (set cells only)
+
+    def contains(self, rows: np.ndarray, codes: np.ndarray, n_codes: int) -> np.ndarray:
+        inside = (self.lo[rows] <= codes) & (codes <= self.hi[rows])
+        if self.members is None:
+            return inside
+        keys = rows.astype(np.int64) * n_codes + codes
+        at = np.minimum(np.searchsorted(self.members, keys), len(self.members) - 1)
+        result: np.ndarray = inside & (self.members[at] == keys)
+        return result
+
+
+def _domain_index(dom: QIDomain) -> pd.Index:
+    return pd.Index(np.asarray(dom.values, dtype=object).astype(str))
+
+
+def _codes_of(values: np.ndarray, dom: QIDomain, name: str) -> np.ndarray:
+    codes = _domain_index(dom).get_indexer(np.asarray(values, dtype=object).astype(str))
+    if (codes < 0).any():
+        raise KeyError(f"published '{name}' holds values outside its domain")
+    result: np.ndarray = codes.astype(np.int64)
+    return result
+
+
+def cells(table: pa.Table, dom: QIDomain) -> Cells:
+    """The QI's cells of every row of `table` in domain codes."""
+    name = dom.name
+    if f"{name}_lo" in table.column_names:  # a range: the domain's values inside it
+        values = dom.values.astype(float)
+        lo = np.searchsorted(values, as_day_numbers(table.column(f"{name}_lo")).astype(float), "left")
+        hi = np.searchsorted(values, as_day_numbers(table.column(f"{name}_hi")).astype(float), "right") - 1
+        return Cells(lo, hi, np.maximum(hi - lo + 1, 1))
+    column = table.column(name)
+    if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+        lists = DistinctLists.of(table, name)
+        item = _codes_of(lists.item_values, dom, name)[lists.item_codes]  # per item: its domain code
+        n_lists = len(lists.lengths)
+        lo_l = np.full(n_lists, np.iinfo(np.int64).max, dtype=np.int64)
+        hi_l = np.full(n_lists, -1, dtype=np.int64)
+        np.minimum.at(lo_l, lists.parent, item)
+        np.maximum.at(hi_l, lists.parent, item)
+        row_of_list = lists.codes.astype(np.int64)
+        # members per row: each row's list items (rows sharing a list share its items)
+        order = np.argsort(lists.parent, kind="stable")
+        starts = np.concatenate(([0], np.cumsum(lists.lengths)))
+        counts = lists.lengths[row_of_list]
+        rows = np.repeat(np.arange(len(row_of_list)), counts)
+        offsets = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
+        member_codes = item[order][starts[row_of_list].repeat(counts) + offsets]
+        members = np.sort(rows * max(dom.size, 1) + member_codes)
+        return Cells(lo_l[row_of_list], hi_l[row_of_list], counts, members, row_of_list)
+    if dom.kind == "numeric":
+        plain = np.searchsorted(dom.values.astype(float), as_day_numbers(column).astype(float))
+    else:
+        plain = _codes_of(column.to_numpy(zero_copy_only=False), dom, name)
+    return Cells(plain, plain, np.ones(len(plain), dtype=np.int64))
+
+
+def cell_loss(c: Cells, dom: QIDomain) -> np.ndarray:
+    """gen-iloss of each cell: (hi - lo) / (max - min) of the input for a numeric or date QI,
+    order positions for an ordinal one, (values - 1) / (domain - 1) for a categorical one."""
+    if dom.kind == "numeric":
+        span = dom.span
+        width = dom.width(c.lo, c.hi) if len(c.lo) else np.zeros(0)
+        return np.asarray(width / span if span > 0 else np.zeros(len(c.lo)), dtype=float)
+    if dom.size <= 1:
+        return np.zeros(len(c.lo))
+    if dom.kind == "ordinal":
+        return np.asarray((c.hi - c.lo) / (dom.size - 1), dtype=float)
+    return np.asarray((c.size - 1) / (dom.size - 1), dtype=float)
+
+
+def node_heights(dom: QIDomain) -> tuple[dict[tuple[int, int], int], int]:
+    """Each hierarchy node's leaf-code range (leaves in depth-first order, the domain's order)
+    with its height (edges down to its deepest leaf; the lowest node of a range), and the
+    hierarchy's height."""
+    hierarchy = dom.hierarchy or {}
+    leaf_code = {str(v): i for i, v in enumerate(dom.values)}
+    memo: dict[str, tuple[int, int, int]] = {}
+
+    def visit(node: str) -> tuple[int, int, int]:
+        if node in leaf_code:
+            return leaf_code[node], leaf_code[node], 0
+        if node not in memo:
+            spans = [visit(c) for c in hierarchy[node]]
+            memo[node] = (min(s[0] for s in spans), max(s[1] for s in spans), 1 + max(s[2] for s in spans))
+        return memo[node]
+
+    heights: dict[tuple[int, int], int] = {(i, i): 0 for i in range(dom.size)}
+    for node in hierarchy:
+        a, b, h = visit(node)
+        heights[(a, b)] = min(h, heights.get((a, b), h))
+    return heights, max((h for h in heights.values()), default=0)
+
+
+def precision_loss(c: Cells, dom: QIDomain) -> np.ndarray:
+    """1 - precision of each cell: with a hierarchy, the height of the smallest node covering the
+    cell over the hierarchy's height (Sweeney); without one, the cell's gen-iloss width."""
+    if not dom.hierarchy:
+        return cell_loss(c, dom)
+    heights, top = node_heights(dom)
+    if top == 0:
+        return np.zeros(len(c.lo))
+    ranges = np.array(sorted(heights), dtype=np.int64).reshape(-1, 2)
+    h = np.array([heights[(int(a), int(b))] for a, b in ranges], dtype=float)
+    # the smallest node whose leaf range holds [lo, hi]: the covering range of fewest leaves
+    covers = (ranges[None, :, 0] <= c.lo[:, None]) & (c.hi[:, None] <= ranges[None, :, 1])
+    widths = np.where(covers, ranges[:, 1] - ranges[:, 0], np.iinfo(np.int64).max)
+    return np.asarray(h[widths.argmin(axis=1)] / top, dtype=float)
+
+
+def _input_counts(codes: np.ndarray, size: int) -> np.ndarray:
+    return np.bincount(codes, minlength=size).astype(float)
+
+
+def gen_iloss(view: QualityView, data: Any) -> float:
+    """Mean over published QI cells (a suppressed row's cells count 1) of the normalized width."""
+    total = view.suppressed * len(data.domains)
+    for dom in data.domains:
+        total += float(cell_loss(cells(view.table, dom), dom).sum())
+    n_cells = (view.table.num_rows + view.suppressed) * len(data.domains)
+    return total / n_cells if n_cells else 0.0
+
+
+def precision(view: QualityView, data: Any) -> float:
+    """Sweeney's Prec: 1 - mean over QI cells (a suppressed one: 1) of height / hierarchy height."""
+    total = view.suppressed * len(data.domains)
+    for dom in data.domains:
+        total += float(precision_loss(cells(view.table, dom), dom).sum())
+    n_cells = (view.table.num_rows + view.suppressed) * len(data.domains)
+    return 1.0 - total / n_cells if n_cells else 1.0
+
+
+def non_uniform_entropy(view: QualityView, data: Any) -> float:
+    """Sum over QI cells of -log2 P(original | published), P = f(original) / F(cell): f the
+    input's frequency of the value, F the input rows whose value lies in the cell (a suppressed
+    cell: all N). Each input row is published once or suppressed, so the sum is
+    sum_cells log2 F(cell) + suppressed log2 N - sum_input_rows log2 f(value)."""
+    n = data.n
+    total = 0.0
+    for j, dom in enumerate(data.domains):
+        freq = _input_counts(data.codes[:, j].astype(np.int64), dom.size)
+        c = cells(view.table, dom)
+        cum = np.concatenate(([0.0], np.cumsum(freq)))
+        in_cell = cum[c.hi + 1] - cum[c.lo]
+        if c.members is not None:  # a set: only its members' rows
+            member_rows = c.members // max(dom.size, 1)
+            in_cell = np.bincount(member_rows, weights=freq[c.members % max(dom.size, 1)], minlength=len(c.lo))
+        total += float(np.log2(in_cell).sum()) + view.suppressed * float(np.log2(n))
+        total -= float((freq[freq > 0] * np.log2(freq[freq > 0])).sum())
+    return total
+
+
+def aecs(view: QualityView) -> float | str:
+    """published rows / (classes x k) (LeFevre et al.'s normalized average class size)."""
+    if view.classes is None or view.k is None:
+        return not_applicable(view.aecs_reason)
+    classes = len(view.classes)
+    return view.table.num_rows / (classes * view.k) if classes else 0.0
+
+
+def _tuples(code_columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of the code columns (first index of each) and their counts."""
+    keys = pd.MultiIndex.from_arrays(code_columns) if len(code_columns) > 1 else pd.Index(code_columns[0])
+    codes, uniques = pd.factorize(keys)
+    first = np.full(len(uniques), -1, dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
+    return first, np.bincount(codes, minlength=len(uniques))
+
+
+def _sensitive_codes(table: pa.Table, sensitive: str, values: pd.Index) -> np.ndarray:
+    """Each row's sensitive code among the input's values; -1 for a null (withheld) cell."""
+    column = table.column(sensitive)
+    text = pc.cast(column, pa.string()).to_numpy(zero_copy_only=False)
+    codes = values.get_indexer(np.asarray(text, dtype=object).astype(str))
+    return np.where(pc.is_null(column).to_numpy(zero_copy_only=False), -1, codes).astype(np.int64)
+
+
+def kl_divergence(view: QualityView, data: Any) -> float:
+    """KL(input || release) in bits over the joint of QIs and the sensitive column, the support
+    being the product of the input's distinct values of each (a range covers the distinct values
+    inside it). The release reads as each published row's weight spread uniformly over its box
+    (the product of its cells, a null sensitive cell over every value), a suppressed row over the
+    whole support: every input tuple then has a positive release probability."""
+    joint = view.table if view.joint is None else view.joint
+    weights = np.ones(joint.num_rows) if view.weights is None else np.asarray(view.weights, dtype=float)
+    s_values = pd.Index(np.asarray(data.sensitive_values, dtype=object).astype(str))
+    s_codes = _sensitive_codes(joint, view.sensitive, s_values)
+    # one row per distinct box (cells and sensitive value), its weight the rows it stands for
+    keys = [s_codes]
+    for dom in data.domains:
+        c = cells(joint, dom)
+        keys += [c.lo, c.hi] + ([] if c.key is None else [c.key])
+    first, _ = _tuples(keys)
+    box = pd.factorize(pd.MultiIndex.from_arrays(keys))[0]
+    weights = np.bincount(box, weights=weights, minlength=len(first))
+    joint, s_codes = joint.take(pa.array(first)), s_codes[first]
+    qi_cells = [cells(joint, dom) for dom in data.domains]
+    area = np.prod([c.size.astype(float) for c in qi_cells], axis=0) * np.where(s_codes < 0, len(s_values), 1)
+    mass = weights / area  # per published row: its weight per support point of its box
+    # the input's distinct tuples and their shares
+    in_cols = [data.codes[:, j].astype(np.int64) for j in range(len(data.domains))]
+    in_cols.append(data.sensitive_codes.astype(np.int64))
+    first, counts = _tuples(in_cols)
+    tuples = np.stack([col[first] for col in in_cols], axis=1)
+    total = float(weights.sum()) + view.suppressed
+    whole = float(np.prod([float(dom.size) for dom in data.domains])) * len(s_values)
+    p_rel = np.full(len(tuples), view.suppressed / whole)
+    block = max(1, PAIRS_PER_BLOCK // max(joint.num_rows, 1))
+    rows = np.arange(joint.num_rows)
+    for start in range(0, len(tuples), block):  # blocks of tuples x every published row
+        t = tuples[start : start + block]
+        r = np.broadcast_to(rows, (len(t), len(rows))).ravel()
+        hit = np.ones(len(r), dtype=bool)
+        for j, (c, dom) in enumerate(zip(qi_cells, data.domains)):
+            hit &= c.contains(r, np.repeat(t[:, j], len(rows)), max(dom.size, 1))
+        s_r = s_codes[r]
+        hit &= (s_r < 0) | (s_r == np.repeat(t[:, -1], len(rows)))
+        p_rel[start : start + block] += (hit * mass[r]).reshape(len(t), len(rows)).sum(axis=1)
+    p_in = counts / counts.sum()
+    return float((p_in * np.log2(p_in / (p_rel / total))).sum())
+
+
+def quality_figures(view: QualityView | str, data: Any) -> dict[str, Any]:
+    """The five models' figures (discernibility is evaluate's), or the reason for each."""
+    if isinstance(view, str):
+        return {name: not_applicable(view) for name in QUALITY_FIGURES}
+    published_once = view.table.num_rows + view.suppressed == data.n
+    return {
+        "gen-iloss": gen_iloss(view, data),
+        "non-uniform-entropy": non_uniform_entropy(view, data)
+        if published_once
+        else not_applicable("the published rows are not one per input row"),
+        "aecs": aecs(view),
+        "precision": precision(view, data),
+        "kl-divergence": kl_divergence(view, data),
+    }
+
+
+__all__ = ["QUALITY_FIGURES", "QualityView", "not_applicable", "quality_figures"]
