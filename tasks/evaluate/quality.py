@@ -70,7 +70,7 @@ class Cells:
     def contains(self, rows: np.ndarray, codes: np.ndarray, n_codes: int) -> np.ndarray:
         inside = (self.lo[rows] <= codes) & (codes <= self.hi[rows])
         if self.members is None:
-            return inside
+            return np.asarray(inside)
         keys = rows.astype(np.int64) * n_codes + codes
         at = np.minimum(np.searchsorted(self.members, keys), len(self.members) - 1)
         result: np.ndarray = inside & (self.members[at] == keys)
@@ -78,11 +78,12 @@ class Cells:
 
 
 def _domain_index(dom: QIDomain) -> pd.Index:
-    return pd.Index(np.asarray(dom.values, dtype=object).astype(str))
+    index: pd.Index = pd.Index(np.asarray(dom.values, dtype=object).astype(str))
+    return index
 
 
 def _codes_of(values: np.ndarray, dom: QIDomain, name: str) -> np.ndarray:
-    codes = _domain_index(dom).get_indexer(np.asarray(values, dtype=object).astype(str))
+    codes = _domain_index(dom).get_indexer(pd.Index(np.asarray(values, dtype=object).astype(str)))
     if (codes < 0).any():
         raise KeyError(f"published '{name}' holds values outside its domain")
     result: np.ndarray = codes.astype(np.int64)
@@ -182,7 +183,7 @@ def _input_counts(codes: np.ndarray, size: int) -> np.ndarray:
 
 def gen_iloss(view: QualityView, data: Any) -> float:
     """Mean over published QI cells (a suppressed row's cells count 1) of the normalized width."""
-    total = view.suppressed * len(data.domains)
+    total = float(view.suppressed * len(data.domains))
     for dom in data.domains:
         total += float(cell_loss(cells(view.table, dom), dom).sum())
     n_cells = (view.table.num_rows + view.suppressed) * len(data.domains)
@@ -191,7 +192,7 @@ def gen_iloss(view: QualityView, data: Any) -> float:
 
 def precision(view: QualityView, data: Any) -> float:
     """Sweeney's Prec: 1 - mean over QI cells (a suppressed one: 1) of height / hierarchy height."""
-    total = view.suppressed * len(data.domains)
+    total = float(view.suppressed * len(data.domains))
     for dom in data.domains:
         total += float(precision_loss(cells(view.table, dom), dom).sum())
     n_cells = (view.table.num_rows + view.suppressed) * len(data.domains)
@@ -239,7 +240,7 @@ def _sensitive_codes(table: pa.Table, sensitive: str, values: pd.Index) -> np.nd
     """Each row's sensitive code among the input's values; -1 for a null (withheld) cell."""
     column = table.column(sensitive)
     text = pc.cast(column, pa.string()).to_numpy(zero_copy_only=False)
-    codes = values.get_indexer(np.asarray(text, dtype=object).astype(str))
+    codes = values.get_indexer(pd.Index(np.asarray(text, dtype=object).astype(str)))
     return np.where(pc.is_null(column).to_numpy(zero_copy_only=False), -1, codes).astype(np.int64)
 
 

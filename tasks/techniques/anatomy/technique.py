@@ -33,9 +33,9 @@ from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.compact_table import CompactTable
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import Capabilities, Description, Technique, find_result
-from privpub.tasks.evaluate.quality import QualityView
 from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release, VerifyContext
 from privpub.tasks.evaluate.counting import QueryAnswers, arrow_codes, arrow_plain_column
+from privpub.tasks.evaluate.quality import QualityView
 from privpub.tasks.evaluate.workload import ColumnIndex, RangeCond, SetCond
 from privpub.tasks.report.figures import fmt
 from privpub.tasks.risk import st_attribute_risk
