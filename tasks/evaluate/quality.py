@@ -28,7 +28,8 @@ from privpub.tasks.evaluate.counting import DistinctLists
 
 QUALITY_FIGURES = ("gen-iloss", "non-uniform-entropy", "aecs", "precision", "kl-divergence")
 NOT_APPLICABLE = "does not apply: "
-PAIRS_PER_BLOCK = 1 << 20  # input tuples x published boxes tested at once by the KL divergence
+DENSE_SETS = 1 << 24  # (distinct set, code) membership bits kept as a table; more: searched
+PAIRS_PER_BLOCK = 1 << 20  # candidate (box, input tuple) pairs the KL divergence tests at once
 
 
 def not_applicable(reason: str) -> str:
@@ -59,22 +60,38 @@ class QualityView:
 @dataclass(frozen=True)
 class Cells:
     """A QI's published cells in domain codes: per row a code interval [lo, hi], `size` domain
-    values in the cell, and for set cells the (row, code) members as sorted keys row * n + code."""
+    values in the cell, and for set cells the (row, code) members as keys row * n + code (sorted
+    when searched: without the table of members per distinct set)."""
 
     lo: np.ndarray
     hi: np.ndarray
     size: np.ndarray
     members: np.ndarray | None = None  # None: every cell is its whole interval
     key: np.ndarray | None = None  # per row: which distinct set (set cells only)
+    dense: np.ndarray | None = None  # per distinct set and code: a member (when small enough)
 
     def contains(self, rows: np.ndarray, codes: np.ndarray, n_codes: int) -> np.ndarray:
         inside = (self.lo[rows] <= codes) & (codes <= self.hi[rows])
         if self.members is None:
             return np.asarray(inside)
+        if self.key is not None and self.dense is not None:  # one bit per (distinct set, code)
+            dense: np.ndarray = inside & self.dense[self.key[rows], np.where(inside, codes, 0)]
+            return dense
         keys = rows.astype(np.int64) * n_codes + codes
         at = np.minimum(np.searchsorted(self.members, keys), len(self.members) - 1)
         result: np.ndarray = inside & (self.members[at] == keys)
         return result
+
+
+@dataclass(frozen=True)
+class _RowsOf:
+    """Set cells read through a row map (distinct box -> a published row holding it)."""
+
+    cells: Cells
+    rows: np.ndarray
+
+    def contains(self, rows: np.ndarray, codes: np.ndarray, n_codes: int) -> np.ndarray:
+        return self.cells.contains(self.rows[rows], codes, n_codes)
 
 
 def _domain_index(dom: QIDomain) -> pd.Index:
@@ -115,8 +132,14 @@ def cells(table: pa.Table, dom: QIDomain) -> Cells:
         rows = np.repeat(np.arange(len(row_of_list)), counts)
         offsets = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
         member_codes = item[order][starts[row_of_list].repeat(counts) + offsets]
-        members = np.sort(rows * max(dom.size, 1) + member_codes)
-        return Cells(lo_l[row_of_list], hi_l[row_of_list], counts, members, row_of_list)
+        members = rows * max(dom.size, 1) + member_codes
+        dense = None
+        if n_lists * max(dom.size, 1) <= DENSE_SETS:
+            dense = np.zeros((n_lists, max(dom.size, 1)), dtype=bool)
+            dense[np.repeat(np.arange(n_lists), lists.lengths), item[order]] = True
+        else:  # searched instead
+            members = np.sort(members)
+        return Cells(lo_l[row_of_list], hi_l[row_of_list], counts, members, row_of_list, dense)
     if dom.kind == "numeric":
         plain = np.searchsorted(dom.values.astype(float), as_day_numbers(column).astype(float))
     else:
@@ -172,43 +195,49 @@ def precision_loss(c: Cells, dom: QIDomain) -> np.ndarray:
     ranges = np.array(sorted(heights), dtype=np.int64).reshape(-1, 2)
     h = np.array([heights[(int(a), int(b))] for a, b in ranges], dtype=float)
     # the smallest node whose leaf range holds [lo, hi]: the covering range of fewest leaves
-    covers = (ranges[None, :, 0] <= c.lo[:, None]) & (c.hi[:, None] <= ranges[None, :, 1])
+    # on the distinct cells only (a cells x nodes table per row would grow with the rows)
+    pairs, inverse = np.unique(c.lo * max(dom.size, 1) + c.hi, return_inverse=True)
+    lo, hi = pairs // max(dom.size, 1), pairs % max(dom.size, 1)
+    covers = (ranges[None, :, 0] <= lo[:, None]) & (hi[:, None] <= ranges[None, :, 1])
     widths = np.where(covers, ranges[:, 1] - ranges[:, 0], np.iinfo(np.int64).max)
-    return np.asarray(h[widths.argmin(axis=1)] / top, dtype=float)
+    return np.asarray(h[widths.argmin(axis=1)][inverse.ravel()] / top, dtype=float)
 
 
 def _input_counts(codes: np.ndarray, size: int) -> np.ndarray:
     return np.bincount(codes, minlength=size).astype(float)
 
 
-def gen_iloss(view: QualityView, data: Any) -> float:
+def _table_cells(view: QualityView, data: Any, table_cells: list[Cells] | None) -> list[Cells]:
+    return table_cells if table_cells is not None else [cells(view.table, dom) for dom in data.domains]
+
+
+def gen_iloss(view: QualityView, data: Any, table_cells: list[Cells] | None = None) -> float:
     """Mean over published QI cells (a suppressed row's cells count 1) of the normalized width."""
     total = float(view.suppressed * len(data.domains))
-    for dom in data.domains:
-        total += float(cell_loss(cells(view.table, dom), dom).sum())
+    for c, dom in zip(_table_cells(view, data, table_cells), data.domains):
+        total += float(cell_loss(c, dom).sum())
     n_cells = (view.table.num_rows + view.suppressed) * len(data.domains)
     return total / n_cells if n_cells else 0.0
 
 
-def precision(view: QualityView, data: Any) -> float:
+def precision(view: QualityView, data: Any, table_cells: list[Cells] | None = None) -> float:
     """Sweeney's Prec: 1 - mean over QI cells (a suppressed one: 1) of height / hierarchy height."""
     total = float(view.suppressed * len(data.domains))
-    for dom in data.domains:
-        total += float(precision_loss(cells(view.table, dom), dom).sum())
+    for c, dom in zip(_table_cells(view, data, table_cells), data.domains):
+        total += float(precision_loss(c, dom).sum())
     n_cells = (view.table.num_rows + view.suppressed) * len(data.domains)
     return 1.0 - total / n_cells if n_cells else 1.0
 
 
-def non_uniform_entropy(view: QualityView, data: Any) -> float:
+def non_uniform_entropy(view: QualityView, data: Any, table_cells: list[Cells] | None = None) -> float:
     """Sum over QI cells of -log2 P(original | published), P = f(original) / F(cell): f the
     input's frequency of the value, F the input rows whose value lies in the cell (a suppressed
     cell: all N). Each input row is published once or suppressed, so the sum is
     sum_cells log2 F(cell) + suppressed log2 N - sum_input_rows log2 f(value)."""
     n = data.n
     total = 0.0
-    for j, dom in enumerate(data.domains):
+    for j, (c, dom) in enumerate(zip(_table_cells(view, data, table_cells), data.domains)):
         freq = _input_counts(data.codes[:, j].astype(np.int64), dom.size)
-        c = cells(view.table, dom)
         cum = np.concatenate(([0.0], np.cumsum(freq)))
         in_cell = cum[c.hi + 1] - cum[c.lo]
         if c.members is not None:  # a set: only its members' rows
@@ -227,13 +256,17 @@ def aecs(view: QualityView) -> float | str:
     return view.table.num_rows / (classes * view.k) if classes else 0.0
 
 
-def _tuples(code_columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of the code columns (first index of each) and their counts."""
-    keys = pd.MultiIndex.from_arrays(code_columns) if len(code_columns) > 1 else pd.Index(code_columns[0])
-    codes, uniques = pd.factorize(keys)
-    first = np.full(len(uniques), -1, dtype=np.int64)
-    first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
-    return first, np.bincount(codes, minlength=len(uniques))
+def _tuples(code_columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct rows of the non-negative integer code columns: the first index of each, their
+    counts and each row's distinct row (mixed-radix keys, re-ranked before they could overflow)."""
+    key = np.zeros(len(code_columns[0]), dtype=np.int64)
+    for col in code_columns:
+        radix = int(col.max()) + 1 if len(col) else 1
+        if int(key.max(initial=0)) >= (1 << 62) // max(radix, 1):
+            key = np.unique(key, return_inverse=True)[1].astype(np.int64)
+        key = key * radix + col
+    _, first, inverse, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
+    return first.astype(np.int64), counts, inverse.astype(np.int64).ravel()
 
 
 def _sensitive_codes(table: pa.Table, sensitive: str, values: pd.Index) -> np.ndarray:
@@ -244,7 +277,78 @@ def _sensitive_codes(table: pa.Table, sensitive: str, values: pd.Index) -> np.nd
     return np.where(pc.is_null(column).to_numpy(zero_copy_only=False), -1, codes).astype(np.int64)
 
 
-def kl_divergence(view: QualityView, data: Any) -> float:
+STOP_AT = 4  # a prefix's run of at most this many input tuples is tested whole
+PREFIXES_PER_BOX = 256  # a box's prefixes are not split further past this many
+
+
+def _candidate_pairs(tuples: np.ndarray, dims: list[tuple[np.ndarray, np.ndarray, Any, int]]) -> Any:
+    """(box, input tuple) index pairs holding every pair where the tuple lies in the box, in blocks
+    of about PAIRS_PER_BLOCK, few more than those (output-sensitive). `dims`: per column of
+    `tuples`, the boxes' code intervals [lo, hi], their set cells (None: intervals) and the
+    column's number of codes.
+
+    The tuples are sorted by all columns in turn (narrowest cells first); a box's tuples with given codes on the first i
+    columns (a prefix) form a run, and those with a code in [lo, hi] on column i a contiguous part
+    of it. Each box starts with the empty prefix and extends it one column at a time by each
+    value of its cell there (dropping prefixes no tuple has), until a prefix's run on the next
+    column is short, the box would hold too many prefixes, or the columns run out; that run's
+    tuples are its candidates."""
+    n_boxes, n_cols = len(dims[0][0]), tuples.shape[1]
+    # narrow columns first: a prefix grows by a factor of the cell's width, and the widest column
+    # comes last, searched as a range rather than split
+    spread = [float(np.log(hi - lo + 1).mean()) if n_boxes else 0.0 for lo, hi, _, _ in dims]
+    columns = sorted(range(n_cols), key=lambda i: spread[i])
+    tuples, dims = tuples[:, columns], [dims[i] for i in columns]
+    order = np.lexsort(tuples.T[::-1])
+    ordered = tuples[order]
+    rank = np.zeros(len(tuples), dtype=np.int64)  # each sorted tuple's prefix among the distinct ones
+    levels = []
+    for i in range(n_cols):
+        size = dims[i][3]
+        key = rank * size + ordered[:, i]  # non-decreasing: sorted by prefix, then column i
+        distinct = np.unique(key)
+        levels.append((size, key, distinct))
+        rank = np.searchsorted(distinct, key)
+    box = np.arange(n_boxes)
+    prefix = np.zeros(n_boxes, dtype=np.int64)
+    found_box: list[np.ndarray] = []
+    found_start: list[np.ndarray] = []
+    found_count: list[np.ndarray] = []
+    for i, (size, key, distinct) in enumerate(levels):
+        lo, hi, c, _ = dims[i]
+        start = np.searchsorted(key, prefix * size + lo[box], "left")
+        count = np.searchsorted(key, prefix * size + hi[box], "right") - start
+        width = hi[box] - lo[box] + 1
+        prefixes = np.bincount(box, minlength=n_boxes)[box]
+        stop = (count <= STOP_AT) | (width * prefixes > PREFIXES_PER_BOX) | (i == n_cols - 1)
+        keep = stop & (count > 0)
+        found_box.append(box[keep])
+        found_start.append(start[keep])
+        found_count.append(count[keep])
+        go = ~stop & (count > 0)
+        box, prefix, width = box[go], prefix[go], width[go]
+        # each value of the cell on column i: the prefixes some tuple extends
+        box = np.repeat(box, width)
+        offsets = np.arange(len(box)) - np.repeat(np.cumsum(width) - width, width)
+        value = lo[box] + offsets
+        wanted = prefix.repeat(width) * size + value
+        at = np.minimum(np.searchsorted(distinct, wanted), max(len(distinct) - 1, 0))
+        present = (distinct[at] == wanted) if len(distinct) else np.zeros(len(wanted), dtype=bool)
+        if c is not None:
+            present &= c.contains(box, value, size)
+        box, prefix = box[present], at[present]
+        if not len(box):
+            break
+    boxes, starts, counts = (np.concatenate(x) for x in (found_box, found_start, found_count))
+    block = np.cumsum(counts) // PAIRS_PER_BLOCK
+    for part in np.split(np.arange(len(boxes)), np.flatnonzero(np.diff(block)) + 1):
+        n = counts[part]
+        r = np.repeat(boxes[part], n)
+        offsets = np.arange(len(r)) - np.repeat(np.cumsum(n) - n, n)
+        yield r, order[np.repeat(starts[part], n) + offsets]
+
+
+def kl_divergence(view: QualityView, data: Any, table_cells: list[Cells] | None = None) -> float:
     """KL(input || release) in bits over the joint of QIs and the sensitive column, the support
     being the product of the input's distinct values of each (a range covers the distinct values
     inside it). The release reads as each published row's weight spread uniformly over its box
@@ -255,36 +359,38 @@ def kl_divergence(view: QualityView, data: Any) -> float:
     s_values = pd.Index(np.asarray(data.sensitive_values, dtype=object).astype(str))
     s_codes = _sensitive_codes(joint, view.sensitive, s_values)
     # one row per distinct box (cells and sensitive value), its weight the rows it stands for
-    keys = [s_codes]
-    for dom in data.domains:
-        c = cells(joint, dom)
+    all_cells = (
+        _table_cells(view, data, table_cells) if view.joint is None else [cells(joint, dom) for dom in data.domains]
+    )
+    keys = [s_codes + 1]
+    for c in all_cells:
         keys += [c.lo, c.hi] + ([] if c.key is None else [c.key])
-    first, _ = _tuples(keys)
-    box = pd.factorize(pd.MultiIndex.from_arrays(keys))[0]
+    first, _, box = _tuples(keys)
     weights = np.bincount(box, weights=weights, minlength=len(first))
-    joint, s_codes = joint.take(pa.array(first)), s_codes[first]
-    qi_cells = [cells(joint, dom) for dom in data.domains]
-    area = np.prod([c.size.astype(float) for c in qi_cells], axis=0) * np.where(s_codes < 0, len(s_values), 1)
-    mass = weights / area  # per published row: its weight per support point of its box
-    # the input's distinct tuples and their shares
-    in_cols = [data.codes[:, j].astype(np.int64) for j in range(len(data.domains))]
-    in_cols.append(data.sensitive_codes.astype(np.int64))
-    first, counts = _tuples(in_cols)
-    tuples = np.stack([col[first] for col in in_cols], axis=1)
+    s_codes = s_codes[first]
+    sizes = [c.size[first].astype(float) for c in all_cells]
+    area = np.prod(sizes, axis=0) * np.where(s_codes < 0, len(s_values), 1)
+    mass = weights / area  # per distinct box: its weight per support point of its box
+    # the input's distinct tuples (sensitive code first) and their shares
+    in_cols = [data.sensitive_codes.astype(np.int64)]
+    in_cols += [data.codes[:, j].astype(np.int64) for j in range(len(data.domains))]
+    in_first, counts, _ = _tuples(in_cols)
+    tuples = np.stack([col[in_first] for col in in_cols], axis=1)
     total = float(weights.sum()) + view.suppressed
     whole = float(np.prod([float(dom.size) for dom in data.domains])) * len(s_values)
     p_rel = np.full(len(tuples), view.suppressed / whole)
-    block = max(1, PAIRS_PER_BLOCK // max(joint.num_rows, 1))
-    rows = np.arange(joint.num_rows)
-    for start in range(0, len(tuples), block):  # blocks of tuples x every published row
-        t = tuples[start : start + block]
-        r = np.broadcast_to(rows, (len(t), len(rows))).ravel()
-        hit = np.ones(len(r), dtype=bool)
-        for j, (c, dom) in enumerate(zip(qi_cells, data.domains)):
-            hit &= c.contains(r, np.repeat(t[:, j], len(rows)), max(dom.size, 1))
-        s_r = s_codes[r]
-        hit &= (s_r < 0) | (s_r == np.repeat(t[:, -1], len(rows)))
-        p_rel[start : start + block] += (hit * mass[r]).reshape(len(t), len(rows)).sum(axis=1)
+    null = s_codes < 0
+    dims: list[tuple[np.ndarray, np.ndarray, Any, int]] = [
+        (np.where(null, 0, s_codes), np.where(null, len(s_values) - 1, s_codes), None, max(len(s_values), 1))
+    ]
+    for c, dom in zip(all_cells, data.domains):
+        set_cells = None if c.members is None else _RowsOf(c, first)
+        dims.append((c.lo[first], c.hi[first], set_cells, max(dom.size, 1)))
+    for r, t in _candidate_pairs(tuples, dims):
+        hit = null[r] | (s_codes[r] == tuples[t, 0])
+        for j, (c, dom) in enumerate(zip(all_cells, data.domains)):
+            hit &= c.contains(first[r], tuples[t, j + 1], max(dom.size, 1))
+        p_rel += np.bincount(t[hit], weights=mass[r[hit]], minlength=len(tuples))
     p_in = counts / counts.sum()
     return float((p_in * np.log2(p_in / (p_rel / total))).sum())
 
@@ -294,14 +400,15 @@ def quality_figures(view: QualityView | str, data: Any) -> dict[str, Any]:
     if isinstance(view, str):
         return {name: not_applicable(view) for name in QUALITY_FIGURES}
     published_once = view.table.num_rows + view.suppressed == data.n
+    table_cells = [cells(view.table, dom) for dom in data.domains]  # read once for every model
     return {
-        "gen-iloss": gen_iloss(view, data),
-        "non-uniform-entropy": non_uniform_entropy(view, data)
+        "gen-iloss": gen_iloss(view, data, table_cells),
+        "non-uniform-entropy": non_uniform_entropy(view, data, table_cells)
         if published_once
         else not_applicable("the published rows are not one per input row"),
         "aecs": aecs(view),
-        "precision": precision(view, data),
-        "kl-divergence": kl_divergence(view, data),
+        "precision": precision(view, data, table_cells),
+        "kl-divergence": kl_divergence(view, data, table_cells),
     }
 
 
