@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.demo_data import CENSUS_QI, census
 from privpub.tasks.evaluate.quality import NOT_APPLICABLE, QUALITY_FIGURES, quality_figures
 from tests.helpers import release_of, technique_and_data
@@ -135,7 +136,7 @@ def test_every_technique_gets_each_figure_or_a_reason():
         else:
             qi, sensitive = CENSUS_QI, "occupation"
         if name == "serial":
-            continue  # needs its series context; its view is the generalized table (checked below)
+            continue  # needs its series context: test_serial_releases_get_each_figure_and_a_withheld_value_reads_as_any
         tech, data = technique_and_data(census(200, seed=1), qi, sensitive, name, **params)
         _, release = release_of(tech, data, 0)
         figures = quality_figures(tech.quality_view(release), data)
@@ -144,3 +145,120 @@ def test_every_technique_gets_each_figure_or_a_reason():
             assert (isinstance(value, str) and value.startswith(NOT_APPLICABLE) and len(value) > 30) or (
                 isinstance(value, float) and math.isfinite(value)
             ), (name, figure, value)
+
+
+def kl_from_published(table: pd.DataFrame, data, sensitive: str) -> float:
+    """KL(input || release) from the published table alone, row by row: each row spread over its
+    box (a range: the input's distinct values inside it; a list: its values; a null sensitive
+    cell: every sensitive value)."""
+    doms = data.domains
+    p_in: dict[tuple, float] = {}
+    for i in range(data.n):
+        key = (
+            *(str(d.values[data.codes[i, j]]) for j, d in enumerate(doms)),
+            str(data.sensitive_values[data.sensitive_codes[i]]),
+        )
+        p_in[key] = p_in.get(key, 0) + 1 / data.n
+    boxes = []
+    for _, row in table.iterrows():
+        box = []
+        for d in doms:
+            if f"{d.name}_lo" in table.columns:
+                box.append({str(v) for v in d.values if row[f"{d.name}_lo"] <= float(v) <= row[f"{d.name}_hi"]})
+            elif isinstance(row[d.name], (list, np.ndarray)):
+                box.append({str(v) for v in row[d.name]})
+            else:
+                box.append({str(row[d.name])})
+        value = row[sensitive]
+        box.append({str(v) for v in data.sensitive_values} if value is None or value != value else {str(value)})
+        boxes.append(box)
+    kl = 0.0
+    for key, p in p_in.items():
+        q = sum(1 / math.prod(len(c) for c in box) for box in boxes if all(v in c for v, c in zip(key, box)))
+        kl += p * math.log2(p / (q / len(boxes)))
+    return kl
+
+
+def serial_releases():
+    """A two-release serial series (tests/test_serial_technique.py's flow) and a release that
+    withholds a sensitive value (published null)."""
+    from privpub.tasks.techniques.serial.technique import SerialTechnique
+    from tests.test_serial_technique import make_spec, publish_series, sticky_series
+
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame(
+        {
+            "pid": np.arange(40),
+            "age": rng.integers(20, 60, 40),
+            "sex": rng.choice(["M", "F"], 40),
+            "dis": rng.choice(list("abcdef"), 40),
+        }
+    )
+    spec = make_spec(strategy="geometric", transient=["e", "f"])
+    snapshots = [frame, frame.sample(frac=0.8, random_state=1).reset_index(drop=True)]
+    releases, _ = publish_series(spec, snapshots)
+    out = [(SerialTechnique(spec), Microdata.from_frame(spec, f), r) for (r, _), f in zip(releases, snapshots)]
+    spec = make_spec(strategy="geometric", transient=["a"])
+    sticky = sticky_series(1)[0]
+    data = Microdata.from_frame(spec, sticky)
+    history = pd.DataFrame({"person": [0], "value": ["a"], "release": [1], "size": [2], "count": [1]})
+    data.extra = {"serial_stats": history}
+    tech = SerialTechnique(spec)
+    generator = np.random.default_rng(0)
+    release = tech.anonymize(data, tech.partition(data, generator), generator)
+    assert release.tables["table"].column("dis").null_count == 1
+    return [*out, (tech, data, release)]
+
+
+def test_serial_releases_get_each_figure_and_a_withheld_value_reads_as_any():
+    for tech, data, release in serial_releases():
+        figures = quality_figures(tech.quality_view(release), data)
+        for figure in QUALITY_FIGURES:
+            assert isinstance(figures[figure], float) and math.isfinite(figures[figure]), figure
+        want = kl_from_published(release.tables["table"].to_pandas(), data, "dis")
+        assert figures["kl-divergence"] == pytest.approx(want, rel=1e-9, abs=1e-12)
+        assert 0 < figures["gen-iloss"] <= 1
+
+
+def test_anatomy_publishes_exact_qis_so_its_exact_figures_are_exactly_zero():
+    tech, data = technique_and_data(census(300, seed=2), CENSUS_QI[:4], "occupation", "anatomy", l=3)
+    _, release = release_of(tech, data, 0)
+    figures = quality_figures(tech.quality_view(release), data)
+    assert figures["gen-iloss"] == 0 and figures["precision"] == 1
+    assert figures["non-uniform-entropy"] == 0  # exactly: no float noise from netting the sums
+    assert figures["kl-divergence"] > 0  # the sensitive value spread over the group's
+
+
+def test_the_kl_divergence_equals_a_count_from_the_published_table():
+    tech, data = technique_and_data(census(150, seed=5), CENSUS_QI[:5], "occupation", "generalization", k=3)
+    _, release = release_of(tech, data, 1)
+    got = quality_figures(tech.quality_view(release), data)["kl-divergence"]
+    assert got == pytest.approx(kl_from_published(release.tables["table"].to_pandas(), data, "occupation"), rel=1e-9)
+
+
+def test_a_figure_that_does_not_apply_reads_as_its_note_in_the_report_and_explore(tmp_path):
+    """MuCo's quality figures do not apply: report.html shows the note (no verdict, no "nan"),
+    explore's DataFrame and table hold the note text, not a NaN."""
+    import html
+    import re
+
+    import privpub
+    from tests.test_contract import spec_dict
+
+    frame = census(160, seed=1)
+    spec = spec_dict("muco")
+    del spec["dataset"]["input"]
+    spec["output"] = {"dir": str(tmp_path / "releases"), "state": str(tmp_path / "s.duckdb"), "seed": 3}
+    page = privpub.publish(frame, spec).report.read_text()
+    row = re.search(r"<tr><td>[^<]*<code class=id>kl-divergence</code>.*?</tr>", page, re.S)
+    assert row and "<td class=verdict-none></td>" in row.group(0), "the kl-divergence row, no verdict"
+    text = html.unescape(re.sub(r"<[^>]+>", " ", row.group(0)))
+    assert "does not apply: MuCo publishes perturbed points" in text
+    assert not re.search(r"\bnan\b|\bNaN\b|\bNone\b|good|fair|poor", text)
+    frame.to_csv(tmp_path / "census.csv", index=False)
+    explored = privpub.explore(
+        {**spec, "dataset": {**spec["dataset"], "input": str(tmp_path / "census.csv")}}, {"l": [3]}
+    )
+    for figure in QUALITY_FIGURES:
+        note = explored[figure].iloc[0]
+        assert isinstance(note, str) and note.startswith(NOT_APPLICABLE), (figure, note)

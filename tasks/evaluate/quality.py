@@ -243,8 +243,13 @@ def non_uniform_entropy(view: QualityView, data: Any, table_cells: list[Cells] |
         if c.members is not None:  # a set: only its members' rows
             member_rows = c.members // max(dom.size, 1)
             in_cell = np.bincount(member_rows, weights=freq[c.members % max(dom.size, 1)], minlength=len(c.lo))
-        total += float(np.log2(in_cell).sum()) + view.suppressed * float(np.log2(n))
-        total -= float((freq[freq > 0] * np.log2(freq[freq > 0])).sum())
+        # a one-value cell's term log2 f(value) is netted against the input's term for that value
+        # per value (published one-value cells - f) log2 f: exact cells give exactly 0, no float noise
+        point = c.lo == c.hi
+        log_f = np.log2(np.where(freq > 0, freq, 1.0))
+        points = np.bincount(c.lo[point], minlength=len(freq)).astype(float)
+        total += float(((points - freq) * log_f).sum()) + float(np.log2(in_cell[~point]).sum())
+        total += view.suppressed * float(np.log2(n))
     return total
 
 
@@ -271,10 +276,14 @@ def _tuples(code_columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.
 
 def _sensitive_codes(table: pa.Table, sensitive: str, values: pd.Index) -> np.ndarray:
     """Each row's sensitive code among the input's values; -1 for a null (withheld) cell."""
-    column = table.column(sensitive)
-    text = pc.cast(column, pa.string()).to_numpy(zero_copy_only=False)
-    codes = values.get_indexer(pd.Index(np.asarray(text, dtype=object).astype(str)))
-    return np.where(pc.is_null(column).to_numpy(zero_copy_only=False), -1, codes).astype(np.int64)
+    column = pc.cast(table.column(sensitive), pa.string())
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    encoded = pc.dictionary_encode(column)  # the distinct texts looked up once each
+    words = encoded.dictionary.to_numpy(zero_copy_only=False)
+    of_word = values.get_indexer(pd.Index(np.asarray(words, dtype=object).astype(str)))
+    index = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return np.where(index < 0, -1, of_word[np.maximum(index, 0)] if len(of_word) else -1).astype(np.int64)
 
 
 STOP_AT = 4  # a prefix's run of at most this many input tuples is tested whole
@@ -299,16 +308,22 @@ def _candidate_pairs(tuples: np.ndarray, dims: list[tuple[np.ndarray, np.ndarray
     spread = [float(np.log(hi - lo + 1).mean()) if n_boxes else 0.0 for lo, hi, _, _ in dims]
     columns = sorted(range(n_cols), key=lambda i: spread[i])
     tuples, dims = tuples[:, columns], [dims[i] for i in columns]
-    order = np.lexsort(tuples.T[::-1])
+    sizes = [d[3] for d in dims]
+    if float(np.prod([float(x) for x in sizes])) < 2.0**62:  # one mixed-radix key: one sort
+        whole = np.zeros(len(tuples), dtype=np.int64)
+        for i, size in enumerate(sizes):
+            whole = whole * size + tuples[:, i]
+        order = np.argsort(whole, kind="stable")
+    else:
+        order = np.lexsort(tuples.T[::-1])
     ordered = tuples[order]
     rank = np.zeros(len(tuples), dtype=np.int64)  # each sorted tuple's prefix among the distinct ones
     levels = []
-    for i in range(n_cols):
-        size = dims[i][3]
+    for i, size in enumerate(sizes):
         key = rank * size + ordered[:, i]  # non-decreasing: sorted by prefix, then column i
-        distinct = np.unique(key)
-        levels.append((size, key, distinct))
-        rank = np.searchsorted(distinct, key)
+        new = np.concatenate(([True], key[1:] != key[:-1])) if len(key) else np.zeros(0, dtype=bool)
+        levels.append((size, key, key[new]))
+        rank = np.cumsum(new) - 1  # the prefix's index among the distinct ones (sorted)
     box = np.arange(n_boxes)
     prefix = np.zeros(n_boxes, dtype=np.int64)
     found_box: list[np.ndarray] = []
@@ -358,19 +373,20 @@ def kl_divergence(view: QualityView, data: Any, table_cells: list[Cells] | None 
     weights = np.ones(joint.num_rows) if view.weights is None else np.asarray(view.weights, dtype=float)
     s_values = pd.Index(np.asarray(data.sensitive_values, dtype=object).astype(str))
     s_codes = _sensitive_codes(joint, view.sensitive, s_values)
-    # one row per distinct box (cells and sensitive value), its weight the rows it stands for
+    # the distinct QI boxes (the classes, for most techniques); per box, the weight per support
+    # point of each published sensitive value, and of the rows with a null one (spread over all)
     all_cells = (
         _table_cells(view, data, table_cells) if view.joint is None else [cells(joint, dom) for dom in data.domains]
     )
-    keys = [s_codes + 1]
+    keys = []
     for c in all_cells:
         keys += [c.lo, c.hi] + ([] if c.key is None else [c.key])
     first, _, box = _tuples(keys)
-    weights = np.bincount(box, weights=weights, minlength=len(first))
-    s_codes = s_codes[first]
-    sizes = [c.size[first].astype(float) for c in all_cells]
-    area = np.prod(sizes, axis=0) * np.where(s_codes < 0, len(s_values), 1)
-    mass = weights / area  # per distinct box: its weight per support point of its box
+    area = np.prod([c.size[first].astype(float) for c in all_cells], axis=0)
+    n_s, null = max(len(s_values), 1), s_codes < 0
+    null_mass = np.bincount(box[null], weights=weights[null], minlength=len(first)) / (area * n_s)
+    box_value, at = np.unique(box[~null] * n_s + s_codes[~null], return_inverse=True)
+    value_mass = np.bincount(at.ravel(), weights=weights[~null], minlength=len(box_value)) / area[box_value // n_s]
     # the input's distinct tuples (sensitive code first) and their shares
     in_cols = [data.sensitive_codes.astype(np.int64)]
     in_cols += [data.codes[:, j].astype(np.int64) for j in range(len(data.domains))]
@@ -379,18 +395,21 @@ def kl_divergence(view: QualityView, data: Any, table_cells: list[Cells] | None 
     total = float(weights.sum()) + view.suppressed
     whole = float(np.prod([float(dom.size) for dom in data.domains])) * len(s_values)
     p_rel = np.full(len(tuples), view.suppressed / whole)
-    null = s_codes < 0
-    dims: list[tuple[np.ndarray, np.ndarray, Any, int]] = [
-        (np.where(null, 0, s_codes), np.where(null, len(s_values) - 1, s_codes), None, max(len(s_values), 1))
-    ]
+    dims: list[tuple[np.ndarray, np.ndarray, Any, int]] = []
     for c, dom in zip(all_cells, data.domains):
         set_cells = None if c.members is None else _RowsOf(c, first)
         dims.append((c.lo[first], c.hi[first], set_cells, max(dom.size, 1)))
-    for r, t in _candidate_pairs(tuples, dims):
-        hit = null[r] | (s_codes[r] == tuples[t, 0])
+    for r, t in _candidate_pairs(tuples[:, 1:], dims):
+        hit = np.ones(len(r), dtype=bool)
         for j, (c, dom) in enumerate(zip(all_cells, data.domains)):
             hit &= c.contains(first[r], tuples[t, j + 1], max(dom.size, 1))
-        p_rel += np.bincount(t[hit], weights=mass[r[hit]], minlength=len(tuples))
+        r, t = r[hit], t[hit]
+        mass = null_mass[r]
+        if len(box_value):  # the box's weight on the tuple's own sensitive value
+            want = r * n_s + tuples[t, 0]
+            at = np.minimum(np.searchsorted(box_value, want), len(box_value) - 1)
+            mass = mass + np.where(box_value[at] == want, value_mass[at], 0.0)
+        p_rel += np.bincount(t, weights=mass, minlength=len(tuples))
     p_in = counts / counts.sum()
     return float((p_in * np.log2(p_in / (p_rel / total))).sum())
 
