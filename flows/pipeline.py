@@ -214,7 +214,11 @@ def evaluate_step(technique, release, data, workload_seed: int, shared: SharedWo
         figures = _timed("evaluate", evaluate_on_cluster, technique, release, data, workload_seed)
         return {**figures, **quality_figures(ROWS_IN_PARTS, data)}
     figures = _timed("evaluate", partial(evaluate, shared=shared), technique, release, data, workload_seed)
-    return {**figures, **quality_figures(technique.quality_view(release), data)}
+    return {**figures, **_timed("quality models", _quality, technique, release, data)}
+
+
+def _quality(technique, release, data) -> dict[str, Any]:
+    return quality_figures(technique.quality_view(release), data)
 
 
 def risk_step(
@@ -312,7 +316,7 @@ def verify_and_evaluate(
 def _utility_summary(technique, release, data, workload, actual, estimate_and_figures):
     estimate, figures = estimate_and_figures
     summary = utility_summary(technique, release, data, workload, estimate, figures, actual)
-    return {**summary, **quality_figures(technique.quality_view(release), data)}
+    return {**summary, **_timed("quality models", _quality, technique, release, data)}
 
 
 # --- the release ----------------------------------------------------------------------------

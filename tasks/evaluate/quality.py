@@ -53,6 +53,7 @@ class QualityView:
     weights: np.ndarray | None = None
     classes: np.ndarray | None = None
     k: int | None = None
+    classes_are_boxes: bool = False  # a class is a distinct published QI box (counted here, not passed)
     aecs_reason: str = "the technique guarantees no class size k"
     suppressed: int = 0
 
@@ -253,11 +254,23 @@ def non_uniform_entropy(view: QualityView, data: Any, table_cells: list[Cells] |
     return total
 
 
-def aecs(view: QualityView) -> float | str:
+def _box_keys(table_cells: list[Cells]) -> list[np.ndarray]:
+    keys = []
+    for c in table_cells:
+        keys += [c.lo, c.hi] + ([] if c.key is None else [c.key])
+    return keys
+
+
+def aecs(view: QualityView, data: Any, table_cells: list[Cells] | None = None) -> float | str:
     """published rows / (classes x k) (LeFevre et al.'s normalized average class size)."""
-    if view.classes is None or view.k is None:
+    if (view.classes is None and not view.classes_are_boxes) or view.k is None:
         return not_applicable(view.aecs_reason)
-    classes = len(view.classes)
+    if view.classes is not None:
+        classes = len(view.classes)
+    elif not view.table.num_rows:
+        classes = 0
+    else:  # the distinct published QI boxes
+        classes = len(_tuples(_box_keys(_table_cells(view, data, table_cells)))[0])
     return view.table.num_rows / (classes * view.k) if classes else 0.0
 
 
@@ -268,10 +281,12 @@ def _tuples(code_columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.
     for col in code_columns:
         radix = int(col.max()) + 1 if len(col) else 1
         if int(key.max(initial=0)) >= (1 << 62) // max(radix, 1):
-            key = np.unique(key, return_inverse=True)[1].astype(np.int64)
+            key = pd.factorize(key)[0].astype(np.int64)
         key = key * radix + col
-    _, first, inverse, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
-    return first.astype(np.int64), counts, inverse.astype(np.int64).ravel()
+    inverse, uniques = pd.factorize(key)  # hashed, in order of first appearance
+    first = np.full(len(uniques), -1, dtype=np.int64)
+    first[inverse[::-1]] = np.arange(len(key) - 1, -1, -1)
+    return first, np.bincount(inverse, minlength=len(uniques)), inverse.astype(np.int64)
 
 
 def _sensitive_codes(table: pa.Table, sensitive: str, values: pd.Index) -> np.ndarray:
@@ -378,10 +393,7 @@ def kl_divergence(view: QualityView, data: Any, table_cells: list[Cells] | None 
     all_cells = (
         _table_cells(view, data, table_cells) if view.joint is None else [cells(joint, dom) for dom in data.domains]
     )
-    keys = []
-    for c in all_cells:
-        keys += [c.lo, c.hi] + ([] if c.key is None else [c.key])
-    first, _, box = _tuples(keys)
+    first, _, box = _tuples(_box_keys(all_cells))
     area = np.prod([c.size[first].astype(float) for c in all_cells], axis=0)
     n_s, null = max(len(s_values), 1), s_codes < 0
     null_mass = np.bincount(box[null], weights=weights[null], minlength=len(first)) / (area * n_s)
@@ -425,7 +437,7 @@ def quality_figures(view: QualityView | str, data: Any) -> dict[str, Any]:
         "non-uniform-entropy": non_uniform_entropy(view, data, table_cells)
         if published_once
         else not_applicable("the published rows are not one per input row"),
-        "aecs": aecs(view),
+        "aecs": aecs(view, data, table_cells),
         "precision": precision(view, data, table_cells),
         "kl-divergence": kl_divergence(view, data, table_cells),
     }

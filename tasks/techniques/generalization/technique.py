@@ -170,7 +170,7 @@ class Generalization(Technique):
         return QualityView(
             table,
             self.spec.dataset.sensitive,
-            classes=self.group_sizes(release),
+            classes_are_boxes=True,  # its classes as the table shows them (group_sizes), counted once there
             k=self.params.k,
             suppressed=suppressed,
         )
