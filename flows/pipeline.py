@@ -53,6 +53,7 @@ from privpub.tasks.core.technique import ANONYMIZE, UTILITY, VERIFY, ChunkedStep
 from privpub.tasks.core.types import Partition, PrivacyResult, Release, VerifyContext
 from privpub.tasks.evaluate import SharedWorkload, evaluate, evaluation_workload, utility_summary
 from privpub.tasks.evaluate.parted import evaluate_on_cluster
+from privpub.tasks.evaluate.quality import quality_figures
 from privpub.tasks.report import page as report_mod
 from privpub.tasks.report import verdict as report_verdict
 from privpub.tasks.report.series import SERIES_FIGURES
@@ -210,11 +211,21 @@ def composition_step(check: SeriesCheck, data, part) -> list[PrivacyResult]:
     return _timed("series composition", check.check_release, data, part)
 
 
+# the quality models read the input's codes in this process (tasks/evaluate/quality.py)
+ROWS_IN_PARTS = "the rows are kept in parts on a cluster: the quality models are computed in memory only"
+
+
 def evaluate_step(technique, release, data, workload_seed: int, shared: SharedWorkload | None = None):
     """shared: the workload drawn and answered already (rows in this process only)."""
     if data.in_parts:  # the workload drawn where the rows are
-        return _timed("evaluate", evaluate_on_cluster, technique, release, data, workload_seed)
-    return _timed("evaluate", partial(evaluate, shared=shared), technique, release, data, workload_seed)
+        figures = _timed("evaluate", evaluate_on_cluster, technique, release, data, workload_seed)
+        return {**figures, **quality_figures(ROWS_IN_PARTS, data)}
+    figures = _timed("evaluate", partial(evaluate, shared=shared), technique, release, data, workload_seed)
+    return {**figures, **_timed("quality models", _quality, technique, release, data)}
+
+
+def _quality(technique, release, data) -> dict[str, Any]:
+    return quality_figures(technique.quality_view(release), data)
 
 
 def risk_step(
@@ -311,7 +322,8 @@ def verify_and_evaluate(
 
 def _utility_summary(technique, release, data, workload, actual, estimate_and_figures):
     estimate, figures = estimate_and_figures
-    return utility_summary(technique, release, data, workload, estimate, figures, actual)
+    summary = utility_summary(technique, release, data, workload, estimate, figures, actual)
+    return {**summary, **_timed("quality models", _quality, technique, release, data)}
 
 
 # --- the release ----------------------------------------------------------------------------

@@ -219,6 +219,11 @@ class Technique:
         """Technique-specific utility figures (penalties, ILoss), beside the shared workload."""
         return {}
 
+    def quality_view(self, release: Release) -> Any:
+        """How the quality models (tasks/evaluate/quality.py, docs/utility.md) read the release: a
+        QualityView, or the reason they do not apply (a str), recorded beside each figure."""
+        return "the technique does not say how its published tables read as one row per record"
+
     def group_sizes(self, release: Release) -> np.ndarray | None:
         """QI-group sizes as the published tables show them (None when not meaningful)."""
         return None

@@ -115,6 +115,42 @@ _FIGURES: dict[str, Figure] = {
         "sizes; the discernibility metric of Bayardo and Agrawal, 2005)",
         LOWER,
     ),
+    "gen-iloss": Figure(
+        "generalization loss (GenILoss)",
+        "share of domain, 0-1",
+        "average width of a published QI cell as a share of its column's domain (a suppressed cell counts 1): "
+        "0 = exact values, 1 = every cell the whole domain (docs/utility.md)",
+        LOWER,
+        WIDTH_BAND,
+    ),
+    "non-uniform-entropy": Figure(
+        "non-uniform entropy",
+        "bits",
+        "bits an analyst lacks to recover each original QI value from its published cell, summed over cells "
+        "(0 = exact values; docs/utility.md)",
+        LOWER,
+    ),
+    "aecs": Figure(
+        "average class size / k (AECS)",
+        "ratio, 1 = ideal",
+        "published rows over classes times k: 1 when every class holds exactly k rows, larger when classes are "
+        "larger than privacy needs (docs/utility.md)",
+        LOWER,
+    ),
+    "precision": Figure(
+        "precision (Sweeney)",
+        "0-1",
+        "1 minus the average generalization height of a QI cell over its hierarchy's height (the cell's width "
+        "without a hierarchy): 1 = exact values (docs/utility.md)",
+        HIGHER,
+    ),
+    "kl-divergence": Figure(
+        "KL divergence",
+        "bits",
+        "how far the release, read as uniform within each published box, is from the input's joint distribution "
+        "of the QIs and the sensitive column (0 = the same; docs/utility.md)",
+        LOWER,
+    ),
     "suppressed_rows": Figure(
         "suppressed rows",
         "rows",

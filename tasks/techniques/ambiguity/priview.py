@@ -420,6 +420,9 @@ class PriView(GroupChunkedVerify, Technique):
     def estimate_counts(self, release: Release, workload: list[CountQuery]) -> np.ndarray:
         return priview_estimates(release.tables, self.spec.dataset.sensitive, workload)
 
+    def quality_view(self, release: Release) -> str:
+        return "PriView publishes marginal views (AT and ST joined by group), not a row per record with all its QIs (not yet read as boxes)"
+
     def group_sizes(self, release: Release) -> np.ndarray:
         at = release.tables["AT"]
         _, counts = np.unique(column_np(at, "gid"), return_counts=True)

@@ -404,6 +404,9 @@ class Ambiguity(GroupChunkedVerify, Technique):
     def estimate_counts(self, release: Release, workload: list[CountQuery]) -> np.ndarray:
         return ambiguity_estimates(release.tables, self.spec.dataset.sensitive, workload)
 
+    def quality_view(self, release: Release) -> str:
+        return "Ambiguity publishes each QI in a table of its own per group (AT_<column>), not a row per record: its classes and cells are not one per record (not yet read as boxes)"
+
     def group_sizes(self, release: Release) -> np.ndarray:
         st = release.tables["ST"]
         _, inv = np.unique(column_np(st, "gid"), return_inverse=True)

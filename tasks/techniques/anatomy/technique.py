@@ -35,6 +35,7 @@ from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import Capabilities, Description, Technique, find_result
 from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release, VerifyContext
 from privpub.tasks.evaluate.counting import QueryAnswers, arrow_codes, arrow_plain_column
+from privpub.tasks.evaluate.quality import QualityView
 from privpub.tasks.evaluate.workload import ColumnIndex, RangeCond, SetCond
 from privpub.tasks.report.figures import fmt
 from privpub.tasks.risk import st_attribute_risk
@@ -399,6 +400,23 @@ class Anatomy(Technique):
                 + (f", guessed right with probability at most {fmt(ad.value)}" if ad else ""),
             )
         )
+
+    def quality_view(self, release: Release) -> QualityView:
+        """QIT's rows are the records (exact QIs: no generalization loss); for the joint with the
+        sensitive column each QIT row stands for its group's ST values in their shares (the
+        analyst's reading: the value is one of the group's). A class is a QI-group, bound to hold
+        l rows (l distinct values)."""
+        qit, st = release.tables["QIT"], release.tables["ST"]
+        sensitive = self.spec.dataset.sensitive
+        st_frame = st.select(["gid", sensitive, "count"]).to_pandas()
+        sizes = st_frame.groupby("gid")["count"].transform("sum")
+        st_frame = st_frame.assign(share=st_frame["count"] / sizes)
+        qit_frame = qit.to_pandas().assign(_row=np.arange(qit.num_rows))
+        joint = qit_frame.merge(st_frame[["gid", sensitive, "share"]], on="gid").sort_values(["_row", sensitive])
+        weights = joint.pop("share").to_numpy(dtype=float)
+        _, classes = np.unique(np.asarray(qit.column("gid")), return_counts=True)
+        joint_table = pa.Table.from_pandas(joint.drop(columns="_row"), preserve_index=False)
+        return QualityView(qit, sensitive, joint_table, weights, classes=classes, k=self.params.l)
 
     def risk_table(self, release: Release) -> tuple[Any, list[str]] | None:
         """QIT publishes the QI values as they are: its identity risk is the input's."""

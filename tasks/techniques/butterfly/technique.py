@@ -27,6 +27,7 @@ from privpub.tasks.core.technique import RANGES, Capabilities, Description, Tech
 from privpub.tasks.core.types import ChunkPlan, Partition, PrivacyResult, Release, VerifyContext
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
 from privpub.tasks.evaluate.metrics import uncertainty_penalty
+from privpub.tasks.evaluate.quality import QualityView
 from privpub.tasks.evaluate.workload import CountQuery
 from privpub.tasks.partition.generalized_table import GroupIndex, generalized_columns, generalized_table
 from privpub.tasks.partition.mondrian import mondrian_partition
@@ -103,6 +104,13 @@ class _MultiQID(Technique):
 
     def describe(self, privacy: Sequence[PrivacyResult], sensitive: str) -> Description:
         return Description(published_as=RANGES)
+
+    def quality_view(self, release: Release) -> QualityView:
+        """Every QI of the one published table (the union of the QIDs); a class is an equivalence
+        class over the union QID and k the spec's k (Butterfly binds each QID to k, not the union:
+        its union classes may be smaller, so its aecs may be below 1)."""
+        table = release.tables["table"]
+        return QualityView(table, self.spec.dataset.sensitive, classes=self.group_sizes(release), k=self.params.k)
 
     def risk_table(self, release: Release) -> tuple[Any, list[str]] | None:
         """Every published QI column: the risk figures assume an adversary who knows all the

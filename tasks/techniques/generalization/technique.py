@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from privpub.schemas.errors import SpecError
 from privpub.schemas.published import generalized_table_schema
@@ -19,6 +20,7 @@ from privpub.tasks.core.technique import RANGES, Capabilities, Description, Tech
 from privpub.tasks.core.types import Partition, PrivacyResult, Release, VerifyContext
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
 from privpub.tasks.evaluate.parted import table_estimates, table_penalty
+from privpub.tasks.evaluate.quality import QualityView
 from privpub.tasks.evaluate.workload import CountQuery
 from privpub.tasks.partition.generalized_table import generalized_table
 from privpub.tasks.partition.mondrian import CodedRows, mondrian_partition
@@ -158,6 +160,20 @@ class Generalization(Technique):
 
     def utility(self, release: Release, data: Microdata) -> dict[str, float]:
         return table_penalty(release.tables["table"], data)
+
+    def quality_view(self, release: Release) -> QualityView | str:
+        """One row per published record; a class is an equivalence class, bound to hold k rows."""
+        table = release.tables["table"]
+        if not isinstance(table, pa.Table):
+            return "the release is a folder of parts (rows kept on a cluster): not computed on that path"
+        suppressed = int(release.info.get("suppressed", 0))
+        return QualityView(
+            table,
+            self.spec.dataset.sensitive,
+            classes_are_boxes=True,  # its classes as the table shows them (group_sizes), counted once there
+            k=self.params.k,
+            suppressed=suppressed,
+        )
 
     def table_schemas(self, spec: ReleaseSpec) -> dict[str, Any]:
         return {"table": generalized_table_schema(spec.dataset)}

@@ -438,6 +438,12 @@ class MuCo(Technique):
         """Classes of rows with equal published QIs, as attribute_risk reads them."""
         return release.tables["table"], self.spec.dataset.qi_names, None
 
+    def quality_view(self, release: Release) -> str:
+        return (
+            "MuCo publishes perturbed points, not generalized cells: a published value need not be the "
+            "original, so widths, P(original | published) and a box read are undefined (its loss is iloss)"
+        )
+
     def table_schemas(self, data_spec: ReleaseSpec) -> dict[str, Any]:
         ds = data_spec.dataset
         cols = {name: pdr.Column(nullable=False) for name in [*ds.qi_names, ds.sensitive]}

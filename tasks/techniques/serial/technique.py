@@ -48,6 +48,7 @@ from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import RANGES, Capabilities, Description, Technique, find_result
 from privpub.tasks.core.types import ChunkPlan, Partition, PriorContext, PrivacyResult, Release, VerifyContext
 from privpub.tasks.evaluate.estimate_generalized import estimate_from_generalized
+from privpub.tasks.evaluate.quality import QualityView
 from privpub.tasks.report.figures import fmt
 from privpub.tasks.techniques.registry import register
 from privpub.tasks.techniques.serial import groups as serial_groups
@@ -624,6 +625,14 @@ class SerialTechnique(Technique):
                 + (f"; within this release no value holds more than {fmt(lo.threshold)} of a group" if lo else ""),
             ),
         )
+
+    def quality_view(self, release: Release) -> QualityView:
+        """One row per real tuple (a withheld sensitive value: null, read as any value); a class
+        is a published group, bound to hold min_group_size (default l) members, virtual ones
+        included in its size."""
+        sizes = self.group_sizes(release)
+        k = self.params.min_group_size if self.params.min_group_size is not None else self.params.l
+        return QualityView(release.tables["table"], self.spec.dataset.sensitive, classes=sizes, k=k)
 
     def risk_table(self, release: Release) -> tuple[Any, list[str]] | None:
         table = release.tables["table"]
