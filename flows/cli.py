@@ -233,6 +233,7 @@ def _audit_query_args(a: argparse.ArgumentParser, name: str) -> None:
         a.add_argument("--ids", action="store_true", help="list an answer's person ids (default: counts only)")
     if name == "batch":
         a.add_argument("file", help='one predicate (or JSON object with "where") per line')
+        a.add_argument("--server", action="store_true", help="decide it as a flow run of the running Prefect server")
     if name == "log":
         a.add_argument(
             "--summary",
@@ -254,7 +255,7 @@ def audit_args(sp: argparse.ArgumentParser) -> None:
     a.add_argument("--as", dest="actor")
     for name, hlp in (
         ("ask", "decide one query"),
-        ("batch", "decide a file of concurrent queries (Prefect flow)"),
+        ("batch", "decide a file of concurrent queries (a Prefect flow run with --server)"),
         ("log", "the decisions, as JSON lines"),
     ):
         _audit_query_args(audit_sub.add_parser(name, help=hlp), name)

@@ -49,11 +49,12 @@ def spec_table(args: argparse.Namespace) -> str | None:
 
 
 def decide_batch_here(args: argparse.Namespace, state: Path, actor: str) -> list[dict]:
-    """A batch file's decisions: a flow run of the configured server, as `publish` would; with no
-    server, decided in this process with no Prefect."""
+    """A batch file's decisions, in this process with no Prefect, server or not; asked to
+    (`--server`), a flow run of the configured or running server, as `publish --server` is
+    (refused in one line when none answers)."""
     queries = read_batch(Path(args.file))
     table = audit.pick_table(Store(state), args.table, spec_table(args))
-    if not run.prefect_configured():
+    if run.recording_server(getattr(args, "server", False)) is None:
         return audit.decide_batch(str(Path(state).resolve()), queries, actor, table, None, args.ids)
     call_flow = load_lazily("privpub.flows.publish:call_flow")  # Prefect only when a server is configured
     audit_flow = load_lazily("privpub.flows.audit_batch:audit_flow")

@@ -97,7 +97,7 @@ def test_batch_runs_as_a_flow(prefect_server, clinic):
     batch.write_text(
         '# two concurrent queries\nage BETWEEN 20 AND 40\n{"where": "age BETWEEN 30 AND 50", "as": "bob"}\n'
     )
-    res = run(["audit", "batch", str(batch), "--state", str(clinic / "privpub.duckdb")], prefect_server)
+    res = run(["audit", "batch", str(batch), "--state", str(clinic / "privpub.duckdb"), "--server"], prefect_server)
     assert res.returncode == 0, res.stderr
     out = [json.loads(l) for l in res.stdout.splitlines()]
     assert len(out) == 2 and out[0]["response"] in ("answer", "negative-denial", "positive-denial", "delayed")
@@ -671,3 +671,28 @@ def test_an_answer_gives_counts_and_lists_ids_only_when_asked(clinic, capsys):
     assert answered and all(len(r["ids"]) == r["selected"] for r in answered)
     assert main(["audit", "log", "--state", state]) == 0
     assert not re.search(PERSON, capsys.readouterr().out)  # the log keeps counts, never ids
+
+
+def test_batch_runs_here_unless_asked_for_the_server(prefect_server, clinic):
+    """Issue 42: with a Prefect server configured (PREFECT_API_URL), `audit batch` without
+    `--server` decides in its own process: no Prefect import, no flow run on the server."""
+    init_audit(load_spec(clinic / "clinic.toml"), "steward")
+    batch = clinic / "batch.txt"
+    batch.write_text("age BETWEEN 20 AND 40\n")
+    code = (
+        "import sys\n"
+        "from flows.cli import main\n"
+        "status = main(sys.argv[1:])\n"
+        "print(status, sorted({m.split('.')[0] for m in sys.modules} & {'prefect', 'dask', 'distributed'}))"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code, "audit", "batch", str(batch), "--state", str(clinic / "privpub.duckdb")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": child_pythonpath(ROOT), "PREFECT_API_URL": prefect_server},
+        timeout=120,
+    )
+    response, modules = res.stdout.strip().splitlines()
+    assert json.loads(response)["response"] == "answer", res.stderr
+    assert modules == "0 []", res.stderr
