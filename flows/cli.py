@@ -319,7 +319,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "history": Command(f"{STATE_COMMANDS}:cmd_history", "list committed releases", history_args),
     "verify": Command(
-        f"{STATE_COMMANDS}:cmd_verify",  # --history alone is light; a RELEASE_ID goes on to cli_release
+        f"{STATE_COMMANDS}:cmd_verify_or_history",  # --history alone is light; a RELEASE_ID goes on to cli_release
         "re-verify a committed release from its published files (--history: the whole state's history)",
         verify_args,
     ),

@@ -30,7 +30,7 @@ def state_path(args: argparse.Namespace) -> Path:
 ESCAPES = str.maketrans({"\t": "\\t", "\r": "\\r", "\n": "\\n"})  # as pandas writes them
 
 
-def _cells(values: list[Any]) -> tuple[list[str], bool] | None:
+def _text_cells(values: list[Any]) -> tuple[list[str], bool] | None:
     """One column's cells as pandas' `to_string` writes them (the column is numeric?), or None
     for values it may write otherwise (a NULL number, a float, a date): the caller then asks pandas."""
     if values and all(type(v) is int for v in values):
@@ -47,7 +47,7 @@ def text_table(columns: list[str], rows: list[tuple[Any, ...]]) -> str | None:
     holds values this does not write as pandas does."""
     out = []
     for j, name in enumerate(columns):
-        cells = _cells([r[j] for r in rows])
+        cells = _text_cells([r[j] for r in rows])
         if cells is None:
             return None
         texts, numeric = cells
@@ -84,7 +84,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_verify(args: argparse.Namespace) -> int:
+def cmd_verify_or_history(args: argparse.Namespace) -> int:
     """`verify --history` alone reads the state and the release folders only: it runs here, with
     no technique, pandera or pydantic loaded; a release's re-verification (RELEASE_ID) loads its technique
     (flows/cli_release.py, which prints the same history lines after the release's)."""

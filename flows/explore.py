@@ -114,7 +114,7 @@ def overrides_of(setting: Mapping[str, Any], seed: int) -> dict[str, dict[str, A
     return out
 
 
-def label(setting: Mapping[str, Any]) -> str:
+def setting_words(setting: Mapping[str, Any]) -> str:
     return " ".join(f"{name}={value}" for name, value in setting.items())
 
 
@@ -143,7 +143,7 @@ def checked_settings(
             series_settings(resolved, technique)
             out.append(Setting(values, resolved, technique, risk_settings(resolved)))
         except SpecError as exc:
-            raise SpecError(f"setting {label(values)}: {public_message(exc)}") from None
+            raise SpecError(f"setting {setting_words(values)}: {public_message(exc)}") from None
     return out
 
 
@@ -319,7 +319,7 @@ def explore_settings(
 
     def done(i: int, row: Row) -> None:
         verdict = "passes" if row.passed else f"fails: {row.reason}"
-        say(f"setting {i}/{len(settings)} {label(row.setting)}: {verdict} ({row.seconds:.2f} s)")
+        say(f"setting {i}/{len(settings)} {setting_words(row.setting)}: {verdict} ({row.seconds:.2f} s)")
         rows.append(row)
         if on_row is not None:
             on_row(row)
@@ -512,7 +512,7 @@ def table_lines(done: Explored) -> list[str]:
     cells = [head]
     for r in done.rows:
         figs = [fmt(r.figures[n]) if n in r.figures else "-" for n in (*privacy, *shown)]
-        cells.append([label(r.setting), "PASS" if r.passed else "FAIL", *figs, f"{r.seconds:.2f}"])
+        cells.append([setting_words(r.setting), "PASS" if r.passed else "FAIL", *figs, f"{r.seconds:.2f}"])
     widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
     lines = [
         "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells

@@ -60,7 +60,7 @@ class ServerApi:
         return json.loads(text) if text else None
 
 
-def _now() -> str:
+def _utc_now() -> str:
     return datetime.now(UTC).isoformat()
 
 
@@ -73,20 +73,20 @@ class RecordingDriver(Driver):
         self.api, self.run_id, self.lines = api, run_id, []  # type: ignore[var-annotated]
 
     def progress(self, message: str) -> None:
-        self.lines.append({"name": "privpub", "level": 20, "message": message, "timestamp": _now()})
+        self.lines.append({"name": "privpub", "level": 20, "message": message, "timestamp": _utc_now()})
         super().progress(message)
 
     def after_commit(self, run_id: str | None, meta: dict, privacy: list, utility: dict) -> None:
         release_id = meta["release_id"]
         try:
             self.api.call("PATCH", f"/flow_runs/{self.run_id}", {"name": release_id, "tags": [f"release:{release_id}"]})
-            for artifact in _artifacts(self.api.url, meta, privacy, utility):
+            for artifact in _recorded_artifacts(self.api.url, meta, privacy, utility):
                 self.api.call("POST", "/artifacts/", {**artifact, "flow_run_id": self.run_id})
         except (OSError, ValueError) as exc:  # the release is committed: the record is a convenience
             self.progress(f"warning: could not name the flow run or add its artifacts ({type(exc).__name__})")
 
 
-def _artifacts(api_url: str, meta: dict, privacy: list, utility: dict) -> list[dict]:
+def _recorded_artifacts(api_url: str, meta: dict, privacy: list, utility: dict) -> list[dict]:
     """The Prefect driver's artifacts, as the REST API stores them (a link is markdown)."""
     served = None
     if meta.get("report"):

@@ -188,7 +188,13 @@ def test_publish_on_a_cluster_equals_in_memory_and_verifies_from_the_folder(
         for r in Store(folder / "memory" / "privpub.duckdb").release(memory_id)["metrics"].itertuples()
     }
     assert figures.keys() == memory_figures.keys()
+    from privpub.tasks.evaluate.quality import QUALITY_FIGURES
+
+    notes = {r.name: r.text_value for r in rel["metrics"].itertuples() if r.name in QUALITY_FIGURES}
     for key, value in memory_figures.items():
+        if key[1] in QUALITY_FIGURES:  # issue 44's models are computed in memory only (docs/utility.md)
+            assert pd.isna(figures[key]) and notes[key[1]].startswith("does not apply: "), key
+            continue
         assert figures[key] == pytest.approx(value, rel=1e-9, nan_ok=True), key
 
     # secret rows: not in Prefect's storage, the releases, or the workers' scratch folders
