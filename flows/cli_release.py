@@ -243,15 +243,16 @@ def cmd_serial(args: argparse.Namespace) -> int:
 def cmd_init(args: argparse.Namespace) -> int:
     """Write the proposed spec; print what was proposed and why (counts, never values)."""
     report: list[str] = []
-    path = init(
-        args.data,
-        sensitive=args.sensitive,
-        person_id=args.person_id,
-        output=args.output,
-        force=args.force,
-        report=report,
-        max_qi=MAX_QI if args.max_qi is None else args.max_qi,
-    )
+    with started_from("cli"):  # refusals name the command's options (--sensitive), not Python's
+        path = init(
+            args.data,
+            sensitive=args.sensitive,
+            person_id=args.person_id,
+            output=args.output,
+            force=args.force,
+            report=report,
+            max_qi=MAX_QI if args.max_qi is None else args.max_qi,
+        )
     for line in report:
         print(line)
     print(f"wrote {path}; review it, then: {advice('publish', path)}")

@@ -39,6 +39,7 @@ import pandas as pd
 import pyarrow as arrow
 import pyarrow.csv as pcsv
 
+from privpub.flows.attempts import for_caller
 from privpub.schemas.dates import parse_dates, to_days
 from privpub.schemas.errors import InputError, SpecError
 from privpub.schemas.input import (
@@ -656,19 +657,23 @@ def _check_arguments(
     """The options refused before anything is proposed (one line each)."""
     for role, given in (("sensitive", sensitive), ("person id", person_id)):
         if given is not None and given not in columns:
-            raise InputError(
-                f"--{role.replace(' ', '-')} {given!r}: no such column; the table has {', '.join(columns)}"
-            )
+            option = for_caller(f"--{role.replace(' ', '-')} {given!r}", f"{role.replace(' ', '_')}={given!r}")
+            raise InputError(f"{option}: no such column; the table has {', '.join(columns)}")
     if person_id == sensitive:
-        raise InputError("--person-id and --sensitive must be different columns")
+        raise InputError(
+            for_caller("--person-id and --sensitive", "person_id and sensitive") + " must be different columns"
+        )
     if isinstance(max_qi, bool) or not isinstance(max_qi, int) or max_qi < 1:
-        raise SpecError(f"--max-qi {max_qi!r}: must be a whole number of at least 1")
+        raise SpecError(
+            for_caller(f"--max-qi {max_qi!r}", f"max_qi={max_qi!r}") + ": must be a whole number of at least 1"
+        )
     if frame.empty:
         raise InputError("input has no rows")
     why = looks_identifying(sensitive, frame[sensitive])
     if why:  # the sensitive column is published as it is
         raise InputError(
-            f"--sensitive '{sensitive}' looks like a direct identifier ({why}): it would be published as it is; "
+            f"{for_caller('--sensitive ', 'sensitive=')}'{sensitive}' looks like a direct identifier ({why}): "
+            "it would be published as it is; "
             "choose the attribute the release is about"
         )
 
@@ -789,7 +794,7 @@ def _report_lines(chosen: Chosen) -> list[str]:
     """What `privpub init` prints: what was proposed and why (counts, never values)."""
     n = chosen.n
     if chosen.person_id is None:
-        who = f"row number ({ROW_ID}): no --person-id given"
+        who = f"row number ({ROW_ID}): no {for_caller('--person-id', 'person_id')} given"
     else:
         who = f"'{chosen.person_id}'" + (" (found: an id that repeats)" if chosen.detected else "")
     report = [
@@ -833,9 +838,13 @@ def init(
     out = Path(output)
     source_file = Path(str(data).rpartition(":")[0] if _names_duckdb_table(str(data)) else str(data))
     if out.exists() and source_file.exists() and out.resolve() == source_file.resolve():
-        raise SpecError(f"-o {out} is the input itself; name another file for the spec")
+        raise SpecError(f"{for_caller('-o ', 'output=')}{out} is the input itself; name another file for the spec")
     if out.exists() and not force:
-        raise SpecError(f"{out} exists; choose another -o or pass --force to overwrite it")
+        raise SpecError(
+            f"{out} exists; "
+            + for_caller("choose another -o or pass --force", "choose another output= or pass force=True")
+            + " to overwrite it"
+        )
     if out.is_dir():
         raise SpecError(f"{out} is a directory, not a spec file")
     frame, source = read_source(data)

@@ -167,17 +167,17 @@ def test_the_cli_writes_the_spec_publish_accepts_and_prints_counts_never_values(
 def test_init_refuses_what_cannot_become_a_spec_with_one_line(tmp_path):
     frame = census(200, seed=1)
     frame.to_csv(tmp_path / "c.csv", index=False)
-    with pytest.raises(InputError, match=r"^--sensitive 'occupaton': no such column; the table has pid, age"):
+    with pytest.raises(InputError, match=r"^sensitive='occupaton': no such column; the table has pid, age"):
         privpub.init(tmp_path / "c.csv", sensitive="occupaton", output=tmp_path / "s.toml")
     # issue 39: a --person-id that repeats is never refused (nor "@row" advised): several rows per person
     many = privpub.init(tmp_path / "c.csv", person_id="sex", sensitive="occupation", output=tmp_path / "m.toml")
     assert tomllib.loads(many.read_text())["dataset"]["rows_per_person"] == "many" and "@row" not in many.read_text()
-    with pytest.raises(InputError, match=r"^--person-id and --sensitive must be different columns$"):
+    with pytest.raises(InputError, match=r"^person_id and sensitive must be different columns$"):
         privpub.init(tmp_path / "c.csv", person_id="pid", sensitive="pid", output=tmp_path / "s.toml")
     with pytest.raises(InputError, match=r"^input file not found"):
         privpub.init(tmp_path / "none.csv", sensitive="occupation", output=tmp_path / "s.toml")
     (tmp_path / "s.toml").write_text("keep me")
-    with pytest.raises(SpecError, match=r"s.toml exists; choose another -o or pass --force"):
+    with pytest.raises(SpecError, match=r"s.toml exists; choose another output= or pass force=True"):
         privpub.init(tmp_path / "c.csv", sensitive="occupation", output=tmp_path / "s.toml")
     assert (tmp_path / "s.toml").read_text() == "keep me"
     assert not list(tmp_path.glob(".*.tmp"))
@@ -339,7 +339,7 @@ def test_at_most_six_qis_are_proposed_known_kinds_first_and_max_qi_changes_it(tm
         tmp_path / "t.csv", sensitive="diagnosis", person_id="pid", output=tmp_path / "3.toml", max_qi=3
     )
     assert list(qi_by_name(three)) == ["age", "sex", "region"]
-    with pytest.raises(SpecError, match=r"^--max-qi 0: must be a whole number of at least 1$"):
+    with pytest.raises(SpecError, match=r"^max_qi=0: must be a whole number of at least 1$"):
         privpub.init(tmp_path / "t.csv", sensitive="diagnosis", output=tmp_path / "0.toml", max_qi=0)
 
 
@@ -415,10 +415,10 @@ def test_a_sensitive_column_that_looks_like_a_direct_identifier_is_refused(tmp_p
     frame = hospital(people=200, seed=4).rename(columns={"email": "contact"})
     frame.to_csv(tmp_path / "covid.csv", index=False)
     for given, why in [("contact", r"the values look like an email address"), ("first_name", r"its name says")]:
-        with pytest.raises(InputError, match=rf"^--sensitive '{given}' looks like a direct identifier \({why}"):
+        with pytest.raises(InputError, match=rf"^sensitive='{given}' looks like a direct identifier \({why}"):
             privpub.init(tmp_path / "covid.csv", sensitive=given, output=tmp_path / "s.toml")
     frame.rename(columns={"first_name": "who"}).to_csv(tmp_path / "covid.csv", index=False)
-    with pytest.raises(InputError, match=r"^--sensitive 'who' looks like a direct identifier \(\d+ values that look"):
+    with pytest.raises(InputError, match=r"^sensitive='who' looks like a direct identifier \(\d+ values that look"):
         privpub.init(tmp_path / "covid.csv", sensitive="who", output=tmp_path / "s.toml")
     assert not (tmp_path / "s.toml").exists()
 
