@@ -291,21 +291,9 @@ def _artifacts(meta, privacy, utility, served: str | None = None) -> None:
                 key="release-report",
                 description=report_mod.artifact_verdict(meta, privacy, utility),
             )
-        rows = [
-            {
-                "kind": "privacy",
-                "figure": r.model,
-                "value": str(r.value),
-                "required": str(r.threshold),
-                "result": "pass" if r.passed else "FAIL",
-            }
-            for r in privacy
-        ]
-        rows += [
-            {"kind": "utility", "figure": k, "value": report_mod.fmt(v), "required": "", "result": ""}
-            for k, v in utility.items()
-        ]
-        create_table_artifact(table=rows, key="release-figures", description="privacy and utility")
+        create_table_artifact(
+            table=report_mod.figure_rows(privacy, utility), key="release-figures", description="privacy and utility"
+        )
     except Exception as exc:  # artifacts are a convenience; the release is already committed
         PREFECT.progress(f"warning: could not create Prefect artifacts: {type(exc).__name__}: {exc}")
 

@@ -109,23 +109,10 @@ def _recorded_artifacts(api_url: str, meta: dict, privacy: list, utility: dict) 
                 "key": "release-report",
                 "type": "markdown",
                 "data": f"[report of {meta['release_id']}]({link})",
-                "description": str(Path(meta["report"]).parent),
+                "description": report_mod.artifact_verdict(meta, privacy, utility),
             }
         )
-    rows = [
-        {
-            "kind": "privacy",
-            "figure": r.model,
-            "value": str(r.value),
-            "required": str(r.threshold),
-            "result": "pass" if r.passed else "FAIL",
-        }
-        for r in privacy
-    ]
-    rows += [
-        {"kind": "utility", "figure": k, "value": report_mod.fmt(v), "required": "", "result": ""}
-        for k, v in utility.items()
-    ]
+    rows = report_mod.figure_rows(privacy, utility)
     out.append(
         {"key": "release-figures", "type": "table", "data": json.dumps(rows), "description": "privacy and utility"}
     )

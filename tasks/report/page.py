@@ -38,7 +38,16 @@ from privpub.tasks.report.plots import bar_chart, before_after_chart, group_size
 from privpub.tasks.report.series import series_rows, series_words, trend_plots
 from privpub.tasks.report.verdict import alarm_text, attribute_alarm, percent, verdict_paragraph
 
-__all__ = ["artifact_verdict", "fmt", "label", "markdown_summary", "readable", "summary_lines", "write_html_report"]
+__all__ = [
+    "artifact_verdict",
+    "figure_rows",
+    "fmt",
+    "label",
+    "markdown_summary",
+    "readable",
+    "summary_lines",
+    "write_html_report",
+]
 
 
 def _pct(key: str) -> int:
@@ -287,6 +296,23 @@ def summary_lines(meta: dict[str, Any], privacy: list[PrivacyResult], utility: d
         if denominator:
             lines.append(denominator)
     return lines
+
+
+def figure_rows(privacy: list[PrivacyResult], utility: dict[str, Any]) -> list[dict[str, str]]:
+    """The `release-figures` artifact's table (a run in process or recorded over HTTP alike)."""
+    rows = [
+        {
+            "kind": "privacy",
+            "figure": r.model,
+            "value": str(r.value),
+            "required": str(r.threshold),
+            "result": "pass" if r.passed else "FAIL",
+        }
+        for r in privacy
+    ]
+    return rows + [
+        {"kind": "utility", "figure": k, "value": fmt(v), "required": "", "result": ""} for k, v in utility.items()
+    ]
 
 
 def artifact_verdict(meta: dict[str, Any], privacy: list[PrivacyResult], utility: dict[str, Any]) -> str:
