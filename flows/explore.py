@@ -250,9 +250,9 @@ def run_explore(
         detail["optimize"] = optimize
     base = None
     try:
+        base = resolve_spec(spec_path, spec, None, base_dir=base_dir)
         if optimize is not None:
             direction(optimize)  # an unknown figure, or one with no better direction: before any work
-        base = resolve_spec(spec_path, spec, None, base_dir=base_dir)
         drawn = seed is None and base.output.seed is None
         seed = seed if seed is not None else base.output.seed if base.output.seed is not None else draw_seed()
         settings = checked_settings(spec_path, spec, grid, seed, base_dir)
