@@ -35,6 +35,7 @@ STRATEGY = "exhaustive"
 RISK_FIGURES = ("prosecutor-risk-max", "attribute-risk-max")
 # figures a release may carry that tasks/report/figures.py does not describe (yet)
 _ALSO_KNOWN = {"classification-accuracy": HIGHER}
+FRONT_SHOWN = 12  # front points the command's text names (--json and the page hold them all)
 _EXAMPLES = (*QUALITY_FIGURES, "discernibility", "query_error_1pct", "uncertainty_penalty_normalized")
 
 
@@ -154,8 +155,10 @@ def choose(rows: Sequence[Any], figure: str) -> Choice:
             scored.append((sign * u, math.inf if rv is None else rv, i))
     best = min(scored)[2] if scored else None  # (loss, risk, grid position): the ties rule
     points = [(u, rv, i) for u, rv, i in scored if math.isfinite(rv)]
-    front = [i for u, rv, i in points if not any(u2 <= u and r2 <= rv and (u2 < u or r2 < rv) for u2, r2, _ in points)]
-    front.sort(key=lambda i: (as_float(rows[i].figures.get(risk)), sign * as_float(rows[i].figures[figure]), i))  # type: ignore[operator]
+    kept = [
+        (rv, u, i) for u, rv, i in points if not any(a <= u and b <= rv and (a < u or b < rv) for a, b, _ in points)
+    ]
+    front = [i for _, _, i in sorted(kept)]  # by risk, then the figure, then grid order
     return Choice(figure, better, best, risk, front, sum(bool(r.passed) for r in rows))
 
 
@@ -199,9 +202,11 @@ def choice_lines(rows: Sequence[Any], choice: Choice, publish_command: str | Non
         pts = "; ".join(
             f"{_words(rows[i].setting)} ({_num(rows[i].figures[choice.figure])}, "
             f"{_num(rows[i].figures[choice.risk_figure])})"
-            for i in choice.front
+            for i in choice.front[:FRONT_SHOWN]
         )
-        lines.append(f"Pareto front ({choice.figure}, {choice.risk_figure}): {pts}")
+        more = len(choice.front) - FRONT_SHOWN
+        pts += f"; and {more} more (--json, the page)" if more > 0 else ""
+        lines.append(f"Pareto front ({choice.figure}, {choice.risk_figure}), lowest risk first: {pts}")
     if publish_command:
         lines.append(f"publish it: {publish_command}")
     return lines

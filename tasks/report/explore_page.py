@@ -217,7 +217,9 @@ def optimum_plot(rows: list[dict[str, Any]], marks: dict[str, Any]) -> list[tupl
     figure, risk = marks["figure"], marks["risk"]
     if risk is None:
         return []
-    points, on_front, chosen = [], [], None
+    points: list[tuple[float, float, str, bool]] = []
+    on_front: list[bool] = []
+    chosen: int | None = None
     for r in rows:
         x, y = _finite_or_none(r["figures"].get(figure)), _finite_or_none(r["figures"].get(risk))
         if x is None or y is None:
