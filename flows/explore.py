@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import pandas as pd
@@ -245,7 +245,7 @@ def run_explore(
     setting (audit row `refused`) and what reading the input raises (`failed`). A spec dict's
     relative paths start from `base_dir` (default: the current folder). `optimize`: a utility
     figure; the best passing setting by it and the Pareto front are chosen (flows/optimize.py)."""
-    detail: dict[str, Any] = {"grid": {name: list(values) for name, values in grid.items()}}
+    detail: dict[str, Any] = {"grid": {name: _logged(values) for name, values in grid.items()}}
     if optimize is not None:
         detail["optimize"] = optimize
     base = None
@@ -315,6 +315,14 @@ def _checking(
             on_row(row)
 
     return check
+
+
+def _logged(values: Any) -> Any:
+    """A grid's values as the audit row holds them: the list, or how many when above the bound
+    (a Python range of a billion values is refused by settings_of, never listed)."""
+    if isinstance(values, Sequence) and not isinstance(values, (str, bytes)) and len(values) > MAX_SETTINGS:
+        return f"{len(values):,} values"
+    return list(values) if isinstance(values, Sequence) and not isinstance(values, (str, bytes)) else values
 
 
 def _check_page(page: Path) -> None:
@@ -443,6 +451,36 @@ def explore_one(
 # --- the Python API ------------------------------------------------------------------------------
 
 
+@overload
+def explore(
+    data: pd.DataFrame | str | Path | dict | None = None,
+    spec: dict | str | Path | ReleaseSpec | Mapping[str, Sequence[Any]] | None = None,
+    grid: Mapping[str, Sequence[Any]] | None = None,
+    *,
+    state: str | Path | None = None,
+    seed: int | None = None,
+    actor: str | None = None,
+    html: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+    optimize: None = None,
+) -> pd.DataFrame: ...
+
+
+@overload
+def explore(
+    data: pd.DataFrame | str | Path | dict | None = None,
+    spec: dict | str | Path | ReleaseSpec | Mapping[str, Sequence[Any]] | None = None,
+    grid: Mapping[str, Sequence[Any]] | None = None,
+    *,
+    state: str | Path | None = None,
+    seed: int | None = None,
+    actor: str | None = None,
+    html: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+    optimize: str,
+) -> Optimum: ...
+
+
 def explore(
     data: pd.DataFrame | str | Path | dict | None = None,
     spec: dict | str | Path | ReleaseSpec | Mapping[str, Sequence[Any]] | None = None,
@@ -507,28 +545,20 @@ def explore(
     >>> privpub.publish(frame, spec, set=best.setting, overrides={"output": {"seed": best.seed}})
     """
     data, spec, grid = _explore_arguments(data, spec, grid)
-    spec_path: str | None = None
-    sections: dict | None = None
-    base_dir: Path | None = None
-    frame = None
-    if data is None and state is None and isinstance(spec, (str, os.PathLike)):
-        spec_path = str(spec)  # the file itself: refusals are recorded as the CLI's are
-    else:
-        sections, base_dir, frame = given_sections(data, spec, state, caller="privpub.explore")
-    with frame_input(frame) if frame is not None else contextlib.nullcontext():
-        done = run_explore(
-            spec_path,
-            grid,
-            spec=sections,
-            seed=seed,
-            actor=actor,
-            html=html,
-            echo=progress,
-            base_dir=base_dir,
-            optimize=optimize,
-        )
+    options = {"seed": seed, "actor": actor, "html": html, "echo": progress, "optimize": optimize}
+    done = _explore_given(data, spec, grid, state, options)
     frame_out = _settings_frame(done)
     return frame_out if done.choice is None else _optimum(done, done.choice, frame_out)
+
+
+def _explore_given(data: Any, spec: Any, grid: Mapping[str, Sequence[Any]], state: Any, options: dict) -> Explored:
+    """run_explore on Python's arguments: a spec file alone by its path (refusals recorded as the
+    CLI's are), else the sections with the data as the input."""
+    if data is None and state is None and isinstance(spec, (str, os.PathLike)):
+        return run_explore(str(spec), grid, **options)
+    sections, base_dir, frame = given_sections(data, spec, state, caller="privpub.explore")
+    with frame_input(frame) if frame is not None else contextlib.nullcontext():
+        return run_explore(None, grid, spec=sections, base_dir=base_dir, **options)
 
 
 def _optimum(done: Explored, choice: Choice, rows: pd.DataFrame) -> Optimum:

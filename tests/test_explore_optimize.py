@@ -21,6 +21,7 @@ from privpub.flows.settings import MAX_SETTINGS
 from privpub.schemas.errors import SpecError
 from privpub.state.store import Store
 from privpub.tasks.demo_data import census, census_spec
+from tests.test_explore import same_figure
 from tests.test_python_explore_set import cli
 
 CODES = ["10115", "10117", "10119", "10245", "10247", "20095", "20097", "20099", "30159", "30161"]
@@ -126,6 +127,19 @@ def assert_non_dominated(found: Optimum) -> None:
         if p[2] not in on_front:
             assert any(beats(q, p) for q in front), p
     assert [p[1] for p in front] == sorted(p[1] for p in front)  # by risk
+
+
+def test_publishing_the_optimum_from_python_records_every_figure_it_showed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    frame, spec = census_frame_spec()
+    best = privpub.explore(frame, spec, {"k": [4, 8], "suppress": [0, 0.05]}, optimize="kl-divergence")
+    assert best.setting is not None and best.better == "lower"
+    released = privpub.publish(frame, spec, set=best.setting, overrides={"output": {"seed": best.seed}})
+    stored = Store(tmp_path / "privpub.duckdb").release(released.id)["metrics"]
+    assert set(stored.name) == set(best.figures)
+    for r in stored.itertuples():
+        assert same_figure(best.figures[r.name], r.value, r.text_value), (r.name, best.figures[r.name])
+    assert stored.set_index("name").loc["kl-divergence", "value"] == min(best.rows[best.rows.passed]["kl-divergence"])
 
 
 # --- ties --------------------------------------------------------------------------------------
