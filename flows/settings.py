@@ -93,8 +93,10 @@ def parse_publish_sets(items: Sequence[str]) -> dict[str, Any]:
         name, text = name.strip(), text.strip()
         if not sep or not name or not text:
             raise SpecError(f"--set {item}: expected NAME=VALUE, e.g. --set k=20")
-        if "," in text:
-            raise SpecError(f"--set {item}: publish takes one value per name (a list of values is explore's grid)")
+        if "," in text or ".." in text:
+            raise SpecError(
+                f"--set {item}: publish takes one value per name (a list or range of values is explore's grid)"
+            )
         if name in values:
             raise SpecError(f"--set {name}: given twice")
         where(name)

@@ -17,7 +17,7 @@ import pytest
 import privpub
 from privpub.flows.explore import parse_sets, settings_of
 from privpub.flows.optimize import Optimum, choose
-from privpub.flows.settings import MAX_SETTINGS
+from privpub.flows.settings import MAX_SETTINGS, parse_publish_sets
 from privpub.schemas.errors import SpecError
 from privpub.state.store import Store
 from privpub.tasks.demo_data import census, census_spec
@@ -201,6 +201,8 @@ def test_ranges_are_read_strictly():
             parse_sets([text])
         assert str(err.value).startswith(message) and "\n" not in str(err.value)
     assert len(parse_sets([f"k=1..{MAX_SETTINGS}"])["k"]) == MAX_SETTINGS  # just inside the bound
+    with pytest.raises(SpecError, match=r"--set k=5..9: publish takes one value per name \(a list or range"):
+        parse_publish_sets(["k=5..9"])
     with pytest.raises(SpecError, match=f"the grid has 1,000 settings, more than the {MAX_SETTINGS}"):
         settings_of({"k": range(1, 101), "l": range(1, 11)})
 
