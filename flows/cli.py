@@ -3,7 +3,7 @@
     privpub publish SPEC.toml [--server]  publish the next release of the spec's series (--server:
                                        recorded as a flow run of the running server)
     privpub serial SPEC.toml           the next release of a serial series (global guarantee)
-    privpub explore SPEC.toml --set k=5,10,20 [--set l=2,3] [--json]
+    privpub explore SPEC.toml --set k=5,10,20 [--set l=2,3] [--json] [--optimize FIGURE]
                                        a dry run over a grid of settings: figures, nothing published
     privpub history [--state FILE]     list committed releases
     privpub snapshot OUT [--state FILE]  a copy of the state to read with duckdb, blocking nobody
@@ -158,8 +158,14 @@ def explore_args(sp: argparse.ArgumentParser) -> None:
         action="append",
         required=True,
         metavar="NAME=V1,V2,...",
-        help="values of a [technique] key (series.KEY, risk.KEY for those sections); repeat it: "
-        "the grid is every combination, in the order given",
+        help="values of a [technique] key (series.KEY, risk.KEY for those sections), or an integer range "
+        "START..END[..STEP]; repeat it: the grid is every combination, in the order given",
+    )
+    sp.add_argument(
+        "--optimize",
+        metavar="FIGURE",
+        help="choose the best setting passing every check and [risk] limit by this utility figure (e.g. "
+        "gen-iloss), with the Pareto front against risk; prints the publish command (docs/utility.md)",
     )
     sp.add_argument("--seed", type=int, help="every setting's seed (default: the spec's, else one drawn and printed)")
     sp.add_argument("--json", action="store_true", help="one JSON object per setting and line")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -27,6 +28,7 @@ from privpub.flows.demo import prepare_demo
 from privpub.flows.explore import json_lines, parse_sets, run_explore, table_lines
 from privpub.flows.init import MAX_QI, init
 from privpub.flows.lazy import load_lazily
+from privpub.flows.optimize import choice_json, choice_lines, set_words
 from privpub.flows.pipeline import Driver, RunPlan, attempt, check_places, echo_to_stderr, on_commit, plan_run
 from privpub.flows.recorded import recorded_release
 from privpub.flows.reverify import rewrite_report
@@ -268,12 +270,23 @@ def cmd_explore(args: argparse.Namespace) -> int:
             record_failure(args.spec, None, args.actor, exc, public_message(exc), "explore", "refused")
             raise
         echo = None if args.quiet or args.json else echo_to_stderr
-        done = run_explore(args.spec, grid, seed=args.seed, actor=args.actor, html=args.html, echo=echo)
+        done = run_explore(
+            args.spec, grid, seed=args.seed, actor=args.actor, html=args.html, echo=echo, optimize=args.optimize
+        )
     if done.seed_drawn and args.json and not args.quiet:
         echo_to_stderr(f"seed {done.seed} drawn (publish with --seed {done.seed} to reproduce a setting's release)")
     for line in json_lines(done) if args.json else table_lines(done):
         print(line)
-    return 0
+    if done.choice is None:
+        return 0
+    best = None if done.choice.best is None else done.rows[done.choice.best]
+    command = None if best is None else advice("publish", args.spec, *set_words(best.setting), "--seed", done.seed)
+    if args.json:
+        print(json.dumps(choice_json(done.rows, done.choice, command), allow_nan=False))
+    else:
+        for line in choice_lines(done.rows, done.choice, command):
+            print(line)
+    return 0 if best is not None else 1  # nothing passes: nothing to publish
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import pandas as pd
@@ -43,6 +43,16 @@ import pandas as pd
 from privpub.flows import attempts
 from privpub.flows.api import given_sections
 from privpub.flows.attempts import current_actor, for_caller, record_failure
+from privpub.flows.optimize import (
+    STRATEGY,
+    Choice,
+    Optimum,
+    check_applies,
+    choose,
+    direction,
+    front_points,
+    page_marks,
+)
 from privpub.flows.pipeline import (
     Driver,
     compute_release,
@@ -52,7 +62,7 @@ from privpub.flows.pipeline import (
     using_driver,
     validate_step,
 )
-from privpub.flows.settings import parse_value, where
+from privpub.flows.settings import MAX_SETTINGS, parse_value, parse_values, where  # noqa: F401  (parse_value: the tests')
 from privpub.schemas.errors import InputError, PrivacyRefused, SpecError, public_message
 from privpub.schemas.input import frame_input
 from privpub.schemas.names import inside
@@ -81,7 +91,7 @@ def parse_sets(items: Sequence[str]) -> dict[str, list[Any]]:
             raise SpecError(f"--set {item!r}: expected NAME=VALUE[,VALUE...], e.g. --set k=5,10,20")
         if name in grid:
             raise SpecError(f"--set {name}: given twice; list all its values in one --set")
-        grid[name] = [parse_value(v.strip()) for v in values.split(",")]
+        grid[name] = parse_values(name, values.strip())
     return grid
 
 
@@ -102,6 +112,12 @@ def settings_of(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
         if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not len(values):
             raise SpecError(f"{name}: the grid needs a list of values, e.g. {{{name!r}: [5, 10]}}")
     names = list(grid)
+    size = math.prod(len(grid[n]) for n in names)
+    if size > MAX_SETTINGS:  # counted before any setting is made or checked
+        raise SpecError(
+            f"the grid has {size:,} settings, more than the {MAX_SETTINGS} one explore computes; "
+            + for_caller("give fewer values or a larger range step", "give fewer values")
+        )
     return [dict(zip(names, combo)) for combo in itertools.product(*(grid[n] for n in names))]
 
 
@@ -208,6 +224,7 @@ class Explored:
     seed_drawn: bool
     page: Path | None
     series: str
+    choice: Choice | None = None  # with --optimize: the best passing setting and the front
 
 
 def run_explore(
@@ -221,15 +238,21 @@ def run_explore(
     echo: Callable[[str], None] | None = None,
     on_row: Callable[[Row], None] | None = None,
     base_dir: str | Path | None = None,
+    optimize: str | None = None,
 ) -> Explored:
     """The dry run: every setting checked, the input read once, one row per setting (on_row
     called as each is done), the page written, one audit row. Raises SpecError for a bad
     setting (audit row `refused`) and what reading the input raises (`failed`). A spec dict's
-    relative paths start from `base_dir` (default: the current folder)."""
-    detail = {"grid": {name: list(values) for name, values in grid.items()}}
+    relative paths start from `base_dir` (default: the current folder). `optimize`: a utility
+    figure; the best passing setting by it and the Pareto front are chosen (flows/optimize.py)."""
+    detail: dict[str, Any] = {"grid": {name: _logged(values) for name, values in grid.items()}}
+    if optimize is not None:
+        detail["optimize"] = optimize
     base = None
     try:
         base = resolve_spec(spec_path, spec, None, base_dir=base_dir)
+        if optimize is not None:
+            direction(optimize)  # an unknown figure, or one with no better direction: before any work
         drawn = seed is None and base.output.seed is None
         seed = seed if seed is not None else base.output.seed if base.output.seed is not None else draw_seed()
         settings = checked_settings(spec_path, spec, grid, seed, base_dir)
@@ -255,12 +278,17 @@ def run_explore(
     driver = Driver(None)  # the steps' own lines stay quiet: one line per setting instead
     try:
         with using_driver(driver), driver.make_executor(first.run) as executor:
-            rows = explore_settings(driver, settings, store, seed, executor, say, on_row)
+            rows = explore_settings(driver, settings, store, seed, executor, say, _checking(optimize, first, on_row))
+        choice = choose(rows, optimize) if optimize is not None else None
         page = Path(html) if html else inside(first.state_path.parent, f"explore-{first.dataset.name}.html")
-        write_explore_page(page, first.dataset.name, seed, [r.as_json() for r in rows])
+        marks = page_marks(rows, choice) if choice is not None else None
+        write_explore_page(page, first.dataset.name, seed, [r.as_json() for r in rows], marks)
     except Exception as exc:
-        _record(spec_path, base, actor, exc, "failed", {**detail, "seed": seed})
+        outcome = "refused" if isinstance(exc, SpecError) else "failed"  # --optimize of a figure that does not apply
+        _record(spec_path, base, actor, exc, outcome, {**detail, "seed": seed})
         raise
+    if choice is not None:
+        detail["chosen"] = None if choice.best is None else rows[choice.best].setting
     passed = sum(r.passed for r in rows)
     store.log(
         who,
@@ -270,7 +298,31 @@ def run_explore(
         None,
         {**detail, "seed": seed, "settings": len(rows), "passed": passed, "page": str(page), **attempts.attribution()},
     )
-    return Explored(rows, seed, drawn, page, first.dataset.name)
+    return Explored(rows, seed, drawn, page, first.dataset.name, choice)
+
+
+def _checking(
+    optimize: str | None, first: ReleaseSpec, on_row: Callable[[Row], None] | None
+) -> Callable[[Row], None] | None:
+    """on_row, after refusing the grid at the first computed setting whose figures lack the
+    figure optimized (it does not apply to the technique: one line, the rest not computed)."""
+    if optimize is None:
+        return on_row
+
+    def check(row: Row) -> None:
+        check_applies(optimize, row.figures, first.technique.name)
+        if on_row is not None:
+            on_row(row)
+
+    return check
+
+
+def _logged(values: Any) -> Any:
+    """A grid's values as the audit row holds them: the list, or how many when above the bound
+    (a Python range of a billion values is refused by settings_of, never listed)."""
+    if isinstance(values, Sequence) and not isinstance(values, (str, bytes)) and len(values) > MAX_SETTINGS:
+        return f"{len(values):,} values"
+    return list(values) if isinstance(values, Sequence) and not isinstance(values, (str, bytes)) else values
 
 
 def _check_page(page: Path) -> None:
@@ -330,8 +382,12 @@ def explore_settings(
     done(1, one(settings[0]))
     with ThreadPoolExecutor(max_workers=PARALLEL_SETTINGS) as pool:
         futures = [pool.submit(contextvars.copy_context().run, one, s) for s in settings[1:]]
-        for i, future in enumerate(futures, start=2):
-            done(i, future.result())
+        try:
+            for i, future in enumerate(futures, start=2):
+                done(i, future.result())
+        except BaseException:  # a refusal (--optimize of a figure a row lacks): the rest not computed
+            pool.shutdown(cancel_futures=True)
+            raise
     return rows
 
 
@@ -395,6 +451,7 @@ def explore_one(
 # --- the Python API ------------------------------------------------------------------------------
 
 
+@overload
 def explore(
     data: pd.DataFrame | str | Path | dict | None = None,
     spec: dict | str | Path | ReleaseSpec | Mapping[str, Sequence[Any]] | None = None,
@@ -405,7 +462,37 @@ def explore(
     actor: str | None = None,
     html: str | Path | None = None,
     progress: Callable[[str], None] | None = None,
-) -> pd.DataFrame:
+    optimize: None = None,
+) -> pd.DataFrame: ...
+
+
+@overload
+def explore(
+    data: pd.DataFrame | str | Path | dict | None = None,
+    spec: dict | str | Path | ReleaseSpec | Mapping[str, Sequence[Any]] | None = None,
+    grid: Mapping[str, Sequence[Any]] | None = None,
+    *,
+    state: str | Path | None = None,
+    seed: int | None = None,
+    actor: str | None = None,
+    html: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+    optimize: str,
+) -> Optimum: ...
+
+
+def explore(
+    data: pd.DataFrame | str | Path | dict | None = None,
+    spec: dict | str | Path | ReleaseSpec | Mapping[str, Sequence[Any]] | None = None,
+    grid: Mapping[str, Sequence[Any]] | None = None,
+    *,
+    state: str | Path | None = None,
+    seed: int | None = None,
+    actor: str | None = None,
+    html: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+    optimize: str | None = None,
+) -> pd.DataFrame | Optimum:
     """Try several parameter settings on the data without publishing anything: for each setting,
     the figures a release with it would have (privacy checks, utility, risk) and whether it
     would be published.
@@ -423,6 +510,11 @@ def explore(
     actor : who explores, for the audit log. html : where the trade-off page goes (default
         ``explore-<series>.html`` beside the state file). progress : called with one line per
         setting (e.g. ``print``).
+    optimize : a utility figure (``"gen-iloss"``, ``"precision"``, ...): choose the best setting
+        that passes every check and ``[risk]`` limit by it (lower or higher is better, as the
+        figure says; ties: the lower risk, then the first in the grid), by exhaustive search of
+        the grid (a range: ``{"k": range(5, 51)}``), with the Pareto front of the figure
+        against the worst re-identification risk (docs/utility.md).
 
     Returns
     -------
@@ -431,10 +523,14 @@ def explore(
     figure (named as ``release.figures`` names them) and ``seconds``. ``.attrs["seed"]`` is the
     seed; publishing a row's setting with that seed (``privpub.publish(..., set={"k": 20},
     overrides={"output": {"seed": seed}})``) gives exactly the figures shown.
+    With ``optimize``: an ``Optimum`` (``.setting``, ``.figures``, ``.front``, ``.rows`` the
+    DataFrame above, ``.seed``; ``.setting`` is None when no setting passes).
 
     Raises
     ------
-    SpecError : the spec or a setting is refused (before any work; the message names it).
+    SpecError : the spec or a setting is refused (before any work; the message names it); an
+        ``optimize`` figure unknown, with no better direction, or that does not apply to the
+        technique (refused at the first setting computed).
     InputError : the data is refused. A setting that fails a check is a row, not an error.
 
     Nothing is published or stored but one audit row and the page.
@@ -445,21 +541,41 @@ def explore(
     -------
     >>> rows = privpub.explore(frame, spec, {"k": [5, 10, 20]})
     >>> rows[["k", "passed", "k-anonymity", "query_error_1pct"]]
+    >>> best = privpub.explore(frame, spec, {"k": range(5, 21)}, optimize="gen-iloss")
+    >>> privpub.publish(frame, spec, set=best.setting, overrides={"output": {"seed": best.seed}})
     """
     data, spec, grid = _explore_arguments(data, spec, grid)
-    spec_path: str | None = None
-    sections: dict | None = None
-    base_dir: Path | None = None
-    frame = None
+    options = {"seed": seed, "actor": actor, "html": html, "echo": progress, "optimize": optimize}
+    done = _explore_given(data, spec, grid, state, options)
+    frame_out = _settings_frame(done)
+    return frame_out if done.choice is None else _optimum(done, done.choice, frame_out)
+
+
+def _explore_given(data: Any, spec: Any, grid: Mapping[str, Sequence[Any]], state: Any, options: dict) -> Explored:
+    """run_explore on Python's arguments: a spec file alone by its path (refusals recorded as the
+    CLI's are), else the sections with the data as the input."""
     if data is None and state is None and isinstance(spec, (str, os.PathLike)):
-        spec_path = str(spec)  # the file itself: refusals are recorded as the CLI's are
-    else:
-        sections, base_dir, frame = given_sections(data, spec, state, caller="privpub.explore")
+        return run_explore(str(spec), grid, **options)
+    sections, base_dir, frame = given_sections(data, spec, state, caller="privpub.explore")
     with frame_input(frame) if frame is not None else contextlib.nullcontext():
-        done = run_explore(
-            spec_path, grid, spec=sections, seed=seed, actor=actor, html=html, echo=progress, base_dir=base_dir
-        )
-    return _settings_frame(done)
+        return run_explore(None, grid, spec=sections, base_dir=base_dir, **options)
+
+
+def _optimum(done: Explored, choice: Choice, rows: pd.DataFrame) -> Optimum:
+    best = None if choice.best is None else done.rows[choice.best]
+    return Optimum(
+        figure=choice.figure,
+        better=choice.better,
+        setting=None if best is None else dict(best.setting),
+        figures={} if best is None else dict(best.figures),
+        risk_figure=choice.risk_figure,
+        front=front_points(done.rows, choice),
+        rows=rows,
+        seed=done.seed,
+        strategy=STRATEGY,
+        settings=len(done.rows),
+        passed=choice.passed,
+    )
 
 
 def _explore_arguments(data: Any, spec: Any, grid: Any) -> tuple[Any, Any, Mapping[str, Sequence[Any]]]:
@@ -507,7 +623,8 @@ def table_lines(done: Explored) -> list[str]:
     """One line per setting: the setting, PASS / FAIL, the privacy figures, the key utility and
     risk figures, the seconds; then why each failing setting would be refused."""
     privacy = list(dict.fromkeys(n for r in done.rows for n in r.privacy))
-    shown = [n for n in KEY_FIGURES if any(n in r.figures for r in done.rows)]
+    optimized = [done.choice.figure] if done.choice is not None and done.choice.figure not in KEY_FIGURES else []
+    shown = [n for n in (*optimized, *KEY_FIGURES) if any(n in r.figures for r in done.rows)]
     head = ["setting", "result", *privacy, *shown, "seconds"]
     cells = [head]
     for r in done.rows:

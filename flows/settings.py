@@ -19,6 +19,9 @@ from privpub.schemas.errors import SpecError, public_message
 # the sections a setting may vary: the input, the output, the seed and the run are the spec's
 SECTIONS = ("technique", "series", "risk")
 _INT = re.compile(r"[+-]?\d+")
+_RANGE = re.compile(r"\s*([+-]?\d+)\s*\.\.\s*([+-]?\d+)\s*(?:\.\.\s*([+-]?\d+)\s*)?")
+# the most settings one explore computes (a grid or a range above it is refused before any work)
+MAX_SETTINGS = 500
 _FLOAT = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
 
 
@@ -32,6 +35,29 @@ def parse_value(text: str) -> Any:
     if text in ("true", "false"):
         return text == "true"
     return text
+
+
+def parse_values(name: str, text: str) -> list[Any]:
+    """A `--set` option's values: a list `0,0.01,0.05` (each read by `parse_value`) or an integer
+    range `5..50` / `5..50..5` (both ends included; step 1 by default). An empty range, a step
+    below 1 or a range of more than MAX_SETTINGS values is refused in one line naming it."""
+    if ".." not in text:
+        return [parse_value(v.strip()) for v in text.split(",")]
+    m = _RANGE.fullmatch(text)
+    if m is None:
+        raise SpecError(f"--set {name}={text}: a range is two integers START..END, optionally ..STEP, e.g. 5..50..5")
+    start, end, step = int(m[1]), int(m[2]), int(m[3]) if m[3] is not None else 1
+    if step < 1:
+        raise SpecError(f"--set {name}={text}: a range's step must be an integer >= 1, got {step}")
+    if end < start:
+        raise SpecError(f"--set {name}={text}: empty range ({end} < {start}); write START..END with START <= END")
+    count = (end - start) // step + 1
+    if count > MAX_SETTINGS:
+        raise SpecError(
+            f"--set {name}={text}: {count:,} values, more than the {MAX_SETTINGS} settings one explore computes; "
+            "take a larger step"
+        )
+    return list(range(start, end + 1, step))
 
 
 def where(name: str, python: str = "grid") -> tuple[str, str]:
@@ -67,8 +93,10 @@ def parse_publish_sets(items: Sequence[str]) -> dict[str, Any]:
         name, text = name.strip(), text.strip()
         if not sep or not name or not text:
             raise SpecError(f"--set {item}: expected NAME=VALUE, e.g. --set k=20")
-        if "," in text:
-            raise SpecError(f"--set {item}: publish takes one value per name (a list of values is explore's grid)")
+        if "," in text or ".." in text:
+            raise SpecError(
+                f"--set {item}: publish takes one value per name (a list or range of values is explore's grid)"
+            )
         if name in values:
             raise SpecError(f"--set {name}: given twice")
         where(name)

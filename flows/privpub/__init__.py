@@ -21,7 +21,8 @@ The functions below are what the ``privpub`` command does, from Python (no serve
     privpub.history(); privpub.verify(release.id)
 
 publish     publish the next release of a series (returns a PublishedRelease)
-explore     the figures of several parameter settings, nothing published (a DataFrame)
+explore     the figures of several parameter settings, nothing published (a DataFrame);
+            with optimize="gen-iloss": the best passing setting and the Pareto front (an Optimum)
 history     the committed releases (a DataFrame); verify: re-check a release (a DataFrame)
 init        propose a spec file from a table; change_series: change a series' [series] settings
 snapshot    a consistent copy of the state file
@@ -53,6 +54,7 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "SeriesChange": ("privpub.tasks.compose.change", "SeriesChange"),
     "PublishedRelease": ("privpub.flows.published_release", "PublishedRelease"),
     "explore": ("privpub.flows.explore", "explore"),
+    "Optimum": ("privpub.flows.optimize", "Optimum"),
     "init": ("privpub.flows.init", "init"),
     "Store": ("privpub.state.store", "Store"),
     "ReleaseSpec": ("privpub.schemas.spec", "ReleaseSpec"),
@@ -66,6 +68,7 @@ _PUBLIC: dict[str, tuple[str, str]] = {
 
 __all__ = [
     "InputError",
+    "Optimum",
     "PrivacyRefused",
     "PublishedRelease",
     "ReleaseSpec",
@@ -91,6 +94,7 @@ if TYPE_CHECKING:
     from privpub.flows.api import verify as verify
     from privpub.flows.explore import explore as explore
     from privpub.flows.init import init as init
+    from privpub.flows.optimize import Optimum as Optimum
     from privpub.flows.published_release import PublishedRelease as PublishedRelease
     from privpub.flows.records import history as history
     from privpub.flows.records import snapshot as snapshot

@@ -118,10 +118,18 @@ def _title(title: str) -> str:
     )
 
 
-def svg_scatter(title: str, points: list[tuple[float, float, str, bool]], xlabel: str, ylabel: str) -> str:
+def svg_scatter(
+    title: str,
+    points: list[tuple[float, float, str, bool]],
+    xlabel: str,
+    ylabel: str,
+    marked: tuple[list[bool], int | None] | None = None,
+) -> str:
     """A scatter plot as an SVG element: (x, y, label, passed) per point, each with a tooltip; a
     setting that would be refused is a hollow red circle. Only the settings on the front (none
-    better on both figures) are labelled, and only where the label does not touch another."""
+    better on both figures) are labelled, and only where the label does not touch another.
+    `marked`: the front given (--optimize: over the passing settings, its own direction), joined
+    by a line, and the chosen point's index, ringed and labelled "chosen"."""
     esc = html.escape
     width, height = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
     x0, x1 = axis_range(min(p[0] for p in points), max(p[0] for p in points))
@@ -149,11 +157,26 @@ def svg_scatter(title: str, points: list[tuple[float, float, str, bool]], xlabel
             f'<line x1="{_LEFT - 4}" y1="{cy:.1f}" x2="{_LEFT}" y2="{cy:.1f}" stroke="#444"/>'
             f'<text class="tick" x="{_LEFT - 6}" y="{cy + 4:.1f}" text-anchor="end">{esc(readable(t, 3))}</text>'
         )
-    on_front = front([(x, y) for x, y, _, _ in points])
+    on_front, chosen = marked if marked is not None else (front([(x, y) for x, y, _, _ in points]), None)
     spots = []
-    for (x, y, name, passed), labelled in zip(points, on_front):
-        cx = _LEFT + width * (x - x0) / (x1 - x0)
-        cy = _TOP + height - height * (y - y0) / (y1 - y0)
+
+    def at(x: float, y: float) -> tuple[float, float]:
+        return _LEFT + width * (x - x0) / (x1 - x0), _TOP + height - height * (y - y0) / (y1 - y0)
+
+    if marked is not None:  # the front as a line, by risk
+        line = sorted(at(x, y) for (x, y, _, _), on in zip(points, on_front) if on)
+        if len(line) > 1:
+            coords = " ".join(f"{cx:.1f},{cy:.1f}" for cx, cy in line)
+            parts.append(
+                f'<polyline class="front" points="{coords}" fill="none" stroke="#4472c4" stroke-dasharray="4 3"/>'
+            )
+    for i, ((x, y, name, passed), labelled) in enumerate(zip(points, on_front)):
+        cx, cy = at(x, y)
+        if i == chosen:
+            parts.append(
+                f'<circle class="chosen" cx="{cx:.1f}" cy="{cy:.1f}" r="10" fill="none" stroke="#e07b00" stroke-width="3"/>'
+            )
+            name = f"chosen: {name}"
         style = 'fill="#4472c4"' if passed else 'fill="none" stroke="#c00000" stroke-width="2"'
         verdict = "passes" if passed else "refused"
         parts.append(
@@ -186,6 +209,34 @@ def trade_off_plots(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
                 (caption, svg_scatter(f"{label(risk)} against {label(utility)}", points, label(utility), label(risk)))
             )
     return out
+
+
+def optimum_plot(rows: list[dict[str, Any]], marks: dict[str, Any]) -> list[tuple[str, str]]:
+    """(caption, SVG) of --optimize: the figure against the risk, the Pareto front over the
+    passing settings joined, the chosen setting ringed; none when no setting has both figures."""
+    figure, risk = marks["figure"], marks["risk"]
+    if risk is None:
+        return []
+    points: list[tuple[float, float, str, bool]] = []
+    on_front: list[bool] = []
+    chosen: int | None = None
+    for r in rows:
+        x, y = _finite_or_none(r["figures"].get(figure)), _finite_or_none(r["figures"].get(risk))
+        if x is None or y is None:
+            continue
+        if r["setting"] == marks["chosen"]:
+            chosen = len(points)
+        on_front.append(bool(r["passed"]) and r["setting"] in marks["front"])
+        points.append((x, y, setting_label(r["setting"]), bool(r["passed"])))
+    if not points:
+        return []
+    caption = (
+        f"The setting chosen by {label(figure)} ({marks['better']} is better), ringed, among the settings that pass "
+        f"every check and limit; the dashed line joins the Pareto front (no passing setting is better on both "
+        f"{label(figure)} and {label(risk)}, lower risk being better)."
+    )
+    title = f"{label(risk)} against {label(figure)} (optimized)"
+    return [(caption, svg_scatter(title, points, label(figure), label(risk), (on_front, chosen)))]
 
 
 def figure_names(rows: list[dict[str, Any]]) -> list[str]:
@@ -228,10 +279,13 @@ vertical-align:top;overflow-wrap:break-word}th{font-weight:600;font-size:92%}td.
 .wide{overflow-x:auto;max-width:100%}"""
 
 
-def write_explore_page(path: Path, series: str, seed: int, rows: list[dict[str, Any]]) -> Path:
+def write_explore_page(
+    path: Path, series: str, seed: int, rows: list[dict[str, Any]], marks: dict[str, Any] | None = None
+) -> Path:
     """rows: the JSON rows of `privpub explore` (setting, passed, figures, series_composition,
     series_composition_note, reason, seconds). The page fits a 1,300 px window: the plots wrap,
-    the settings table holds the key figures, every other figure is a row of a second table."""
+    the settings table holds the key figures, every other figure is a row of a second table.
+    marks: --optimize's choice (figure, better, risk, chosen setting, front settings), plotted first."""
     esc = html.escape
     names = figure_names(rows)
     main = [n for n in names if n in MAIN]
@@ -260,7 +314,9 @@ def write_explore_page(path: Path, series: str, seed: int, rows: list[dict[str, 
     settings_head = "".join(f"<th>{esc(setting_label(r['setting']))}</th>" for r in rows)
     reasons = "".join(f"<li>{esc(plain_names(line, names))}</li>" for line in once(rows, "reason"))
     notes = "".join(f"<li>{esc(plain_names(line, names))}</li>" for line in once(rows, "series_composition_note"))
-    plots = "".join(f"<figure>{svg}<figcaption>{esc(t)}</figcaption></figure>" for t, svg in trade_off_plots(rows))
+    shown = (optimum_plot(rows, marks) if marks else []) + trade_off_plots(rows)
+    plots = "".join(f"<figure>{svg}<figcaption>{esc(t)}</figcaption></figure>" for t, svg in shown)
+    chosen = _chosen_words(marks, seed) if marks else ""
     page = f"""<!doctype html><html><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>privpub explore: {esc(series)}</title>
@@ -270,6 +326,7 @@ def write_explore_page(path: Path, series: str, seed: int, rows: list[dict[str, 
 <p>A dry run: nothing was published. Every setting was computed from the same input with seed {seed};
 <code>privpub publish SPEC --set NAME=VALUE --seed {seed}</code> (the setting's values) publishes the release whose figures are shown.
 A filled point passes every check; a hollow red one would be refused.</p>
+{chosen}
 {f'<div class="plots">{plots}</div>' if plots else ""}
 <h2>Settings</h2>
 <div class="wide"><table class="settings"><tr>{head}</tr>{"".join(body)}</table></div>
@@ -280,3 +337,15 @@ A filled point passes every check; a hollow red one would be refused.</p>
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page)
     return path
+
+
+def _chosen_words(marks: dict[str, Any], seed: int) -> str:
+    """The paragraph naming --optimize's choice."""
+    if marks["chosen"] is None:
+        return f"<p class=optimum>Optimized by {html.escape(label(marks['figure']))}: no setting passes every check and limit.</p>"
+    sets = " ".join(f"--set {k}={v}" for k, v in marks["chosen"].items())
+    return (
+        f"<p class=optimum>Optimized by {html.escape(label(marks['figure']))} ({marks['better']} is better, "
+        f"every setting computed): <b>{html.escape(setting_label(marks['chosen']))}</b>; "
+        f"<code>privpub publish SPEC {html.escape(sets)} --seed {seed}</code> publishes it.</p>"
+    )

@@ -793,6 +793,13 @@ MUTANTS = [
         ["tests/test_promise_repeat.py"],
     ),
     Mutant(
+        "explore --optimize chooses a setting a privacy check or [risk] limit refuses",
+        "flows/optimize.py",
+        "if r.passed and u is not None:",
+        "if u is not None:",
+        ["tests/test_explore_optimize.py"],
+    ),
+    Mutant(
         "explore writes the pseudonym key on a fresh state",
         "flows/explore.py",
         "Store(first.state_path, makes_key=False)",
