@@ -45,7 +45,7 @@ from privpub.schemas.names import inside
 from privpub.schemas.spec import ROW_ID, ReleaseSpec, RunSpec, resolve_spec
 from privpub.state.failpoints import failpoint
 from privpub.state.store import StagedFiles, Store, check_output_dir, stage_tables
-from privpub.tasks.compose.budget import budget_settings, ledger_check
+from privpub.tasks.compose.budget import budget_settings, ledger_check, ledger_with
 from privpub.tasks.compose.check import SeriesCheck, series_settings
 from privpub.tasks.compose.parted import PartedSeriesCheck
 from privpub.tasks.core.executor import Executor, ThreadExecutor
@@ -866,6 +866,7 @@ def report_writer(
     privacy, utility = computed.privacy, computed.utility or {}
     sizes = run.technique.group_sizes(computed.release)
     earlier = run.store.series_figures(run.plan.series, [r.model for r in privacy] + SERIES_FIGURES)
+    spends = run.store.ledger(run.plan.series).get(run.plan.series, [])  # the report's budget ledger
     output_dir = run.spec.output_dir
 
     def write_report(release_id: str, sequence: int, folder: Path) -> None:
@@ -885,6 +886,7 @@ def report_writer(
             for n in SERIES_FIGURES
             if n in utility
         ]
+        meta["ledger"] = ledger_with(run.plan.series, spends, release_id, sequence, privacy)
         meta["series_figures"] = (
             pd.concat([earlier, pd.DataFrame(this)], ignore_index=True)
             if earlier is not None and len(earlier)

@@ -16,7 +16,7 @@ from decimal import Decimal, InvalidOperation
 import duckdb
 
 ACCOUNTING = "basic sequential composition: the epsilons of the series' releases add up, and so do the deltas"
-LEDGER_FIGURES = ("epsilon", "delta", "series-epsilon", "series-delta")
+LEDGER_FIGURES = ("epsilon", "delta", "series-epsilon", "series-delta")  # as SPENDS_SQL names them
 
 
 def exact(value: object) -> Decimal:
@@ -65,8 +65,9 @@ SELECT r.release_id, r.sequence,
        r.series
 FROM release_rows r
 LEFT JOIN release_metrics m
-       ON m.release_id = r.release_id AND m.kind = 'privacy' AND list_contains(?, m.name)
-WHERE ? IS NULL OR r.series = ?
+       ON m.release_id = r.release_id AND m.kind = 'privacy'
+       AND m.name IN ('epsilon', 'delta', 'series-epsilon', 'series-delta')
+{where}
 GROUP BY r.release_id, r.sequence, r.series
 ORDER BY r.series, r.sequence
 """
@@ -75,9 +76,18 @@ ORDER BY r.series, r.sequence
 def spends(con: duckdb.DuckDBPyConnection, series: str | None = None) -> dict[str, list[Spend]]:
     """Every release of `series` (None: of every series), DP or not, in sequence order, by series."""
     out: dict[str, list[Spend]] = {}
-    for row in con.execute(SPENDS_SQL, [list(LEDGER_FIGURES), series, series]).fetchall():
+    # no bound parameter without a series: binding one loads pandas (`privpub history` stays light)
+    sql = SPENDS_SQL.format(where="" if series is None else "WHERE r.series = ?")
+    for row in con.execute(sql, [] if series is None else [series]).fetchall():
         out.setdefault(row[-1], []).append(Spend(*row[:-1]))
     return out
+
+
+# the ledger's columns (ledger_rows' keys), as history and privpub.ledger show them
+LEDGER_COLUMNS = (
+    "series", "sequence", "release_id", "epsilon", "delta", "series_epsilon", "series_delta",
+    "budget_epsilon", "budget_delta", "remaining_epsilon",
+)  # fmt: skip
 
 
 def ledger_rows(by_series: dict[str, list[Spend]]) -> list[dict[str, object]]:

@@ -23,6 +23,7 @@ The functions below are what the ``privpub`` command does, from Python (no serve
 publish     publish the next release of a series (returns a PublishedRelease)
 explore     the figures of several parameter settings, nothing published (a DataFrame)
 history     the committed releases (a DataFrame); verify: re-check a release (a DataFrame)
+ledger      the privacy-budget ledger of the differentially private series (a DataFrame)
 init        propose a spec file from a table; change_series: change a series' [series] settings
 snapshot    a consistent copy of the state file
 load_spec, spec_from_dict, ReleaseSpec   read and check a spec; technique_names: the techniques
@@ -47,6 +48,7 @@ __version__ = "0.1.0"
 _PUBLIC: dict[str, tuple[str, str]] = {
     "publish": ("privpub.flows.api", "publish_data"),
     "history": ("privpub.flows.records", "history"),
+    "ledger": ("privpub.flows.records", "ledger"),
     "snapshot": ("privpub.flows.records", "snapshot"),
     "verify": ("privpub.flows.api", "verify"),
     "change_series": ("privpub.flows.api", "change_series"),
@@ -77,6 +79,7 @@ __all__ = [
     "explore",
     "history",
     "init",
+    "ledger",
     "load_spec",
     "publish",
     "snapshot",

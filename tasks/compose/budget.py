@@ -15,7 +15,7 @@ from decimal import Decimal
 
 from privpub.schemas.errors import SpecError
 from privpub.schemas.spec import PrivacyBudget, ReleaseSpec
-from privpub.state.ledger import ACCOUNTING, Spend, amount, exact
+from privpub.state.ledger import ACCOUNTING, LEDGER_FIGURES, Spend, amount, exact, ledger_rows
 from privpub.tasks.core.technique import Technique
 from privpub.tasks.core.types import PrivacyResult
 
@@ -155,3 +155,29 @@ def ledger_check(
     if refusal is not None or spend is None:
         return refusal, []
     return over_budget(series, spend, budget_settings(spec, technique), [s for s in releases if s.dp])
+
+
+def ledger_with(
+    series: str, earlier: list[Spend], release_id: str, sequence: int, privacy: list[PrivacyResult]
+) -> list[dict[str, object]]:
+    """The series' ledger rows up to this release (the report's, written before the commit makes
+    it readable from the state): the earlier releases' and this one's, if it is DP."""
+    figures = {r.model: r for r in privacy if r.model in LEDGER_FIGURES}
+    if "series-epsilon" not in figures:
+        return []
+
+    def text(name: str, threshold: bool = False) -> str | None:
+        r = figures.get(name)
+        return None if r is None else str(r.threshold if threshold else r.value)
+
+    this = Spend(
+        release_id,
+        sequence,
+        text("epsilon"),
+        text("delta"),
+        text("series-epsilon"),
+        text("series-delta"),
+        text("series-epsilon", True),
+        text("series-delta", True),
+    )
+    return ledger_rows({series: [*earlier, this]})
