@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from privpub.flows.lazy import load_lazily
-from privpub.state.location import DEFAULT_STATE, state_file
 from privpub.state.ledger import LEDGER_COLUMNS, ledger_rows
+from privpub.state.location import DEFAULT_STATE, state_file
 from privpub.state.store import Store
 
 if TYPE_CHECKING:
