@@ -966,7 +966,8 @@ class Store:
         if not self.path.exists():
             return {}
         with self.read() as con:
-            if not has_table(con, "release_rows"):
+            # no bound parameter (it would load pandas into `privpub history`)
+            if not _one_value(con, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'release_rows'"):
                 return {}
             return ledger.spends(con, series)
 

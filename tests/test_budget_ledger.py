@@ -289,3 +289,24 @@ def test_a_budget_for_a_technique_that_spends_none_is_refused(tmp_path):
     # the TOML form, an inline table, reads into the same model
     parsed = read_section("series", SeriesSpec, tomllib.loads("budget = { epsilon = 2.5, delta = 1e-6 }\n"))
     assert parsed.budget is not None and (parsed.budget.epsilon, parsed.budget.delta) == (2.5, 1e-6)
+
+
+def test_verify_of_a_release_recomputes_its_spend_from_its_parameters(monthly, tmp_path):
+    folder, ids, _ = monthly
+    lines = privpub.verify(ids[0], folder / "state.duckdb").attrs["lines"]
+    assert "PASS privacy spend: the parameters give epsilon = 0.1, delta = 0" in lines
+    state = tmp_path / "state.duckdb"
+    shutil.copy(folder / "state.duckdb", state)
+    shutil.copy(folder / "state.duckdb.key", tmp_path / "state.duckdb.key")
+    with duckdb.connect(str(state)) as con:  # the spend and the totals lowered together, re-chained
+        for name, text in (("epsilon", "0.05"), ("series-epsilon", "0.05")):
+            con.execute(
+                "UPDATE release_metrics SET text_value = ? WHERE release_id = ? AND name = ?", [text, ids[0], name]
+            )
+        chain.chain_existing(con)
+    frame = privpub.verify(ids[0], state)
+    assert not frame.attrs["ok"]
+    assert (
+        "FAIL privacy spend: the parameters give epsilon = 0.1, delta = 0; the release recorded epsilon = 0.05, "
+        "delta = 0.0"
+    ) in frame.attrs["lines"]
