@@ -17,6 +17,7 @@ from privpub.flows.history_check import verify_history
 from privpub.flows.lazy import load_lazily
 from privpub.flows.records import history, snapshot, state_file
 from privpub.schemas.errors import CliError
+from privpub.state.ledger import ACCOUNTING, amount, ledger_rows
 from privpub.state.store import Store
 
 
@@ -65,15 +66,48 @@ def _history_text(columns: list[str], rows: list[tuple[Any, ...]]) -> str | None
     return text_table(columns, [(*r[:at], str(r[at])[:19], *r[at + 1 :]) for r in rows])
 
 
+LEDGER_COLUMNS = (
+    "series",
+    "sequence",
+    "release_id",
+    "epsilon",
+    "delta",
+    "series_epsilon",
+    "budget_epsilon",
+    "remaining_epsilon",
+)
+
+
+def ledger_text(store: Store, series: str | None) -> str | None:
+    """The privacy-budget ledger under history's table (None: no series is differentially private):
+    what each DP release spent, the series' total after it, the budget and what remained."""
+    rows = ledger_rows(store.ledger(series))
+    if not rows:
+        return None
+    cells = [
+        tuple(str(r[c]) if c in ("series", "sequence", "release_id") else _amount(r[c]) for c in LEDGER_COLUMNS)
+        for r in rows
+    ]
+    table = text_table(list(LEDGER_COLUMNS), cells)
+    return f"\nprivacy budget ledger ({ACCOUNTING}):\n{table}"
+
+
+def _amount(value: Any) -> str:
+    return "-" if value is None else amount(value)
+
+
 def cmd_history(args: argparse.Namespace) -> int:
     path = state_path(args)
     columns, rows = Store(path).history_rows(args.series)
     if not rows:
         print("no releases yet")
         return 0
+    ledger = ledger_text(Store(path), args.series)
     text = _history_text(columns, rows)
     if text is not None:
         print(text)
+        if ledger:
+            print(ledger)
         return 0
     frame = history(path, args.series)  # a value only pandas knows how to write: pandas writes it
     if frame.empty:
@@ -81,6 +115,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         return 0
     with_cols = frame.assign(created_at=frame.created_at.astype(str).str.slice(0, 19))
     print(with_cols.to_string(index=False))
+    if ledger:
+        print(ledger)
     return 0
 
 

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from privpub.flows.attempts import current_actor
 from privpub.schemas.errors import StateError
-from privpub.state import chain
+from privpub.state import chain, ledger
 from privpub.state.store import Store, published_sha256
 
 
@@ -43,6 +43,9 @@ def history_lines(store: Store, release_ids: list[str] | None = None) -> tuple[b
     def check(con) -> tuple[list[str], list[str]]:
         problems, summary = chain.check_chains(con)
         fails = [p.line() for p in problems]
+        # the budget ledger against its releases: a row edited and re-chained still fails here
+        by_series = ledger.spends(con)
+        fails += [f"FAIL ledger: {p}" for p in ledger.ledger_problems(by_series)]
         infos: list[str] = []
         if release_ids is None:
             fails += [p.line() for p in chain.check_manifest_chain(con)] if summary else []
@@ -61,7 +64,8 @@ def history_lines(store: Store, release_ids: list[str] | None = None) -> tuple[b
             )
             fails += [p.line() for p in found]
             infos += [f"INFO history: {note}" for note in notes]
-        return fails, [*infos, *_chain_summary(summary, ids, release_ids is None)] if not fails else infos
+        passed = [*_chain_summary(summary, ids, release_ids is None), *_ledger_summary(by_series)]
+        return fails, [*infos, *passed] if not fails else infos
 
     fails, rest = store.query(check)
     if len(fails) > MAX_HISTORY_LINES:
@@ -79,6 +83,19 @@ def _chain_summary(summary: dict, ids: list[str], every: bool) -> list[str]:
         start = f"; the rows found at the migration of {since[0]:%Y-%m-%d %H:%M} were chained as they were (edits before it are not detected)"
     what = f"every manifest ({len(ids)} releases) and its files" if every else "its manifest.json"
     return [f"PASS history: chains intact ({counts}) and {what} match{start}"]
+
+
+def _ledger_summary(by_series: dict[str, list[ledger.Spend]]) -> list[str]:
+    """The PASS line of a ledger that agrees with its releases (none when no series is DP)."""
+    dp = {series: [s for s in rel if s.dp] for series, rel in by_series.items()}
+    dp = {series: rel for series, rel in dp.items() if rel}
+    if not dp:
+        return []
+    releases = sum(len(rel) for rel in dp.values())
+    return [
+        f"PASS ledger: {releases} differentially private release(s) in {len(dp)} series; each series' total "
+        "equals the sum of its releases' spends and is within its budget"
+    ]
 
 
 def verify_history(state: Path, actor: str | None = None) -> tuple[bool, list[str]]:

@@ -45,6 +45,7 @@ from privpub.schemas.names import inside
 from privpub.schemas.spec import ROW_ID, ReleaseSpec, RunSpec, resolve_spec
 from privpub.state.failpoints import failpoint
 from privpub.state.store import StagedFiles, Store, check_output_dir, stage_tables
+from privpub.tasks.compose.budget import budget_settings, ledger_check, ledger_with
 from privpub.tasks.compose.check import SeriesCheck, series_settings
 from privpub.tasks.compose.parted import PartedSeriesCheck
 from privpub.tasks.core.executor import Executor, ThreadExecutor
@@ -587,6 +588,7 @@ def plan_from_spec(spec: ReleaseSpec, spec_path: str | None = None, overrides: d
     before any work, one line)."""
     technique = get_technique(spec)
     series_settings(spec, technique)
+    budget_settings(spec, technique)
     return RunPlan(spec, technique, risk_settings(spec), uses_cluster(spec, technique), spec_path, overrides)
 
 
@@ -673,6 +675,7 @@ class RowsRead:
     data: Microdata | PartedData
     key: str
     based_on: int
+    ledger: tuple[PrivacyResult, ...] = ()  # the budget ledger's figures of this release (tasks/compose/budget.py)
 
 
 def run_release(
@@ -778,9 +781,24 @@ def read_and_check(run: ReleaseRun) -> RowsRead | str:
     if not run.options.allow_repeat:
         refuse_repeat(run.store, spec, run.technique, fp, run.who, run.run_id, run.origin)
     refuse_row_ids_in_a_series(run.store, spec, run.who, run.run_id, run.origin)
+    figures = refuse_over_budget(run)
     # the composition check reads the summaries it combines: another release of the series
     # committed meanwhile would make them stale, so the commit checks the sequence
-    return RowsRead(fp, data, key, run.store.last_sequence(spec.dataset.name))
+    return RowsRead(fp, data, key, run.store.last_sequence(spec.dataset.name), tuple(figures))
+
+
+def refuse_over_budget(run: ReleaseRun) -> list[PrivacyResult]:
+    """The series' privacy-budget ledger (docs/dp.md): a DP release that would take the series
+    above its budget, or a release mixing DP and syntactic releases in one series, refused with
+    its audit row before any work; else the ledger figures this release records. The series lock
+    is held until the commit, so the ledger read here is still the series' then."""
+    series = run.plan.series
+    releases = run.store.ledger(series).get(series, [])
+    message, figures = ledger_check(run.spec, run.technique, releases)
+    if message is not None:
+        run.log(series, "refused", refusal_detail(message, {"reason": "privacy budget"}))
+        raise PrivacyRefused(message)
+    return figures
 
 
 def compute(run: ReleaseRun, rows: RowsRead) -> Computed:
@@ -788,7 +806,7 @@ def compute(run: ReleaseRun, rows: RowsRead) -> Computed:
     run.series_check.prepare(run.store, rows.data)
     if run.series_check.history_missing(rows.based_on):
         progress(f"series composition: {run.series_check.not_applied(rows.based_on)}")
-    return compute_release(
+    computed = compute_release(
         run.driver,
         run.spec,
         run.technique,
@@ -800,6 +818,10 @@ def compute(run: ReleaseRun, rows: RowsRead) -> Computed:
         run.options.context,
         run.executor,
     )
+    # the ledger's figures beside the technique's own (a DP technique may record its epsilon itself)
+    own = {r.model for r in computed.privacy}
+    computed.privacy = computed.privacy + [r for r in rows.ledger if r.model not in own]
+    return computed
 
 
 def refuse(run: ReleaseRun, refusal: Refusal) -> None:
@@ -844,6 +866,7 @@ def report_writer(
     privacy, utility = computed.privacy, computed.utility or {}
     sizes = run.technique.group_sizes(computed.release)
     earlier = run.store.series_figures(run.plan.series, [r.model for r in privacy] + SERIES_FIGURES)
+    spends = run.store.ledger(run.plan.series).get(run.plan.series, [])  # the report's budget ledger
     output_dir = run.spec.output_dir
 
     def write_report(release_id: str, sequence: int, folder: Path) -> None:
@@ -863,6 +886,7 @@ def report_writer(
             for n in SERIES_FIGURES
             if n in utility
         ]
+        meta["ledger"] = ledger_with(run.plan.series, spends, release_id, sequence, privacy)
         meta["series_figures"] = (
             pd.concat([earlier, pd.DataFrame(this)], ignore_index=True)
             if earlier is not None and len(earlier)

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 import pyarrow.compute as pc
 
+from privpub.state.ledger import LEDGER_COLUMNS, ledger_rows
 from privpub.state.store import Store
 from privpub.tasks.core.parted_table import PartedTable, read_published
 
@@ -150,6 +151,18 @@ class PublishedRelease(str):
         values = [figure_value(v, t) for v, t in zip(m["value"].tolist(), m["text_value"].tolist())]
         out = m[["kind", "name"]].assign(value=pd.Series(values, index=m.index, dtype=object))
         return out.assign(threshold=m["threshold"], passed=m["passed"]).reset_index(drop=True)
+
+    @property
+    def ledger(self) -> pd.DataFrame:
+        """The privacy-budget ledger of the release's series up to this release (`privpub.ledger`'s
+        rows): empty when the release is not differentially private."""
+        rows = ledger_rows(Store(self.state).ledger(self.series))
+        mine = (
+            [r for r in rows if int(str(r["sequence"])) <= self.sequence]
+            if self.figures.name.eq("series-epsilon").any()
+            else []
+        )
+        return pd.DataFrame(mine, columns=list(LEDGER_COLUMNS))
 
     def __repr__(self) -> str:
         return (

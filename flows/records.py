@@ -10,13 +10,15 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from privpub.flows.lazy import load_lazily
+from privpub.state.ledger import LEDGER_COLUMNS, ledger_rows
 from privpub.state.location import DEFAULT_STATE, state_file
 from privpub.state.store import Store
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DEFAULT_STATE", "history", "snapshot", "state_file"]
+__all__ = ["DEFAULT_STATE", "history", "ledger", "snapshot", "state_file"]
 
 
 def history(state: str | os.PathLike | None = None, series: str | None = None) -> pd.DataFrame:
@@ -30,6 +32,22 @@ def history(state: str | os.PathLike | None = None, series: str | None = None) -
 
     Example: ``privpub.history("privpub.duckdb", series="census")``."""
     return Store(state_file(state)).history(series)
+
+
+def ledger(state: str | os.PathLike | None = None, series: str | None = None) -> pd.DataFrame:
+    """The privacy-budget ledger of a state file's differentially private series, as ``privpub
+    history`` prints it under the releases (docs/dp.md, "The budget ledger").
+
+    Parameters: ``state``, the state file (default as ``history``); ``series``, only this series.
+
+    Returns a DataFrame, one row per DP release in series order: series, sequence, release_id,
+    epsilon and delta (what it spent), series_epsilon and series_delta (the series' total after
+    it, basic sequential composition: the spends add up), budget_epsilon and budget_delta (the
+    ``[series] budget`` it was checked against) and remaining_epsilon. Empty: no DP release.
+
+    Example: ``privpub.ledger("privpub.duckdb", series="census").remaining_epsilon.iloc[-1]``."""
+    frame = load_lazily("pandas:DataFrame")  # pandas only when asked: `privpub history` stays light
+    return frame(ledger_rows(Store(state_file(state)).ledger(series)), columns=list(LEDGER_COLUMNS))
 
 
 def snapshot(out: str | os.PathLike, state: str | os.PathLike | None = None) -> Path:

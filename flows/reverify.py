@@ -6,6 +6,7 @@ import contextlib
 import json
 import math
 from dataclasses import asdict
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from privpub.flows.attempts import current_actor
@@ -13,7 +14,9 @@ from privpub.flows.cluster import dask_task_runner
 from privpub.flows.history_check import Check, check_line, history_lines
 from privpub.schemas.names import inside
 from privpub.schemas.spec import spec_from_dict
+from privpub.state.ledger import amount, exact
 from privpub.state.store import Store, published_sha256
+from privpub.tasks.compose.budget import release_spend
 from privpub.tasks.compose.rebuild import replay
 from privpub.tasks.core.parted_table import PartedTable, read_published
 from privpub.tasks.core.types import PrivacyResult, Release, VerifyContext
@@ -91,6 +94,7 @@ def _reverify(store, release_id, actor, rel, spec, release, problems):
             ok &= r.passed
         ok &= _composition(store, rel, lines, len(technique.composition_views()))
         ok &= _risk(technique, release, spec, rel, lines)
+        ok &= _spend(technique, rel, lines)
     store.log(current_actor(actor), "verify", release_id, "pass" if ok else "fail", None, {"lines": lines})
     return ok, lines
 
@@ -124,6 +128,27 @@ def _risk(technique, release, spec, rel: dict, lines: list[str]) -> bool:
             + ("" if same else f"; the publish stored {at_publish}")
         )
     return ok
+
+
+def _spend(technique, rel: dict, lines: list[str]) -> bool:
+    """A DP release's recorded spend (its `epsilon` and `delta` figures, which the series' ledger
+    sums) against what its stored parameters give (Technique.privacy_spend, docs/dp.md)."""
+    spend = release_spend(technique)
+    if spend is None:
+        return True
+    m = rel["metrics"]
+    stored = {r.name: r.text_value for r in m[(m.kind == "privacy") & m.name.isin(["epsilon", "delta"])].itertuples()}
+    try:
+        recorded: tuple[Decimal, Decimal] | None = (exact(stored["epsilon"]), exact(stored.get("delta") or "0"))
+    except (KeyError, InvalidOperation):  # a figure missing or not a number
+        recorded = None
+    passed = recorded == spend
+    lines.append(
+        f"{'PASS' if passed else 'FAIL'} privacy spend: the parameters give epsilon = {amount(spend[0])}, "
+        f"delta = {amount(spend[1])}"
+        + ("" if passed else f"; the release recorded epsilon = {stored.get('epsilon')}, delta = {stored.get('delta')}")
+    )
+    return passed
 
 
 def _composition(store: Store, rel: dict, lines: list[str], views: int = 1) -> bool:

@@ -391,6 +391,40 @@ def _values(value: object) -> bool:
     return isinstance(value, list) and not any(isinstance(v, (bool, list, dict)) for v in value)
 
 
+class PrivacyBudget(BaseModel):
+    """[series] budget: the differential-privacy loss the whole series may spend, summed over its
+    releases (basic sequential composition, docs/dp.md); delta 0 when not given."""
+
+    model_config = ConfigDict(frozen=True)
+
+    epsilon: float
+    delta: float = 0.0
+
+
+BUDGET_KEYS = ("epsilon", "delta")
+
+
+def _budget(value: object) -> PrivacyBudget | None:
+    """The budget table checked key by key, each problem in the section's own sentence."""
+    if value is None or isinstance(value, PrivacyBudget):
+        return value
+    if not isinstance(value, dict):
+        raise ValueError(f"budget must be a table such as {{ epsilon = 2.5 }}, got {value!r}")
+    for key in value:
+        if key not in BUDGET_KEYS:
+            near = difflib.get_close_matches(str(key), BUDGET_KEYS, n=1, cutoff=0.5)
+            hint = f"did you mean {near[0]}?" if near else f"valid keys: {', '.join(BUDGET_KEYS)}"
+            raise ValueError(f"budget.{key}: unknown key; {hint}")
+    if "epsilon" not in value:
+        raise ValueError("budget: epsilon is required (the series' total), e.g. { epsilon = 2.5 }")
+    epsilon, delta = value["epsilon"], value.get("delta", 0.0)
+    if not (_number(epsilon) and 0 < epsilon < math.inf):
+        raise ValueError(f"budget.epsilon = {epsilon!r}: must be a finite number above 0")
+    if "delta" in value and not (_number(delta) and 0 < delta < 1):
+        raise ValueError(f"budget.delta = {delta!r}: must be a number above 0 and below 1")
+    return PrivacyBudget(epsilon=float(epsilon), delta=float(delta))
+
+
 class SeriesSpec(SectionModel):
     composition: Annotated[
         Literal["refuse", "warn"],
@@ -408,6 +442,8 @@ class SeriesSpec(SectionModel):
     keep_groups: Annotated[
         bool, _rule(lambda v: isinstance(v, bool), "keep_groups must be true or false, got {value!r}")
     ] = False
+    # the series' differential-privacy budget (tasks/compose/budget.py reads it with the technique)
+    budget: Annotated[PrivacyBudget | None, BeforeValidator(_budget)] = None
 
 
 # [audit] (flows/audit.py audit_settings: defaults that depend on the grid, and the grid's bands,

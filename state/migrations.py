@@ -286,4 +286,26 @@ WHERE name = 'serial-global' AND json_exists(detail, '$.person');
         "the tamper-evident history: release rows, figures and audit rows chained by hash, manifests",
         chain_existing,  # every row already there chained as found: it proves nothing about edits before
     ),
+    (
+        11,
+        "the privacy-budget ledger as a view over the DP releases' figures",
+        """
+-- One row per differentially private release (state/ledger.py, docs/dp.md): what it spent and the
+-- series' total after it. A view over release_metrics, which the history chain covers: the ledger
+-- has no rows of its own to edit apart from its releases'.
+CREATE OR REPLACE VIEW privacy_ledger AS
+    SELECT r.series, r.sequence, r.release_id, r.technique, r.created_at,
+           TRY_CAST(max(m.text_value) FILTER (WHERE m.name = 'epsilon') AS DOUBLE) AS epsilon,
+           coalesce(TRY_CAST(max(m.text_value) FILTER (WHERE m.name = 'delta') AS DOUBLE), 0) AS delta,
+           TRY_CAST(max(m.text_value) FILTER (WHERE m.name = 'series-epsilon') AS DOUBLE) AS series_epsilon,
+           TRY_CAST(max(m.text_value) FILTER (WHERE m.name = 'series-delta') AS DOUBLE) AS series_delta,
+           TRY_CAST(max(m.threshold) FILTER (WHERE m.name = 'series-epsilon') AS DOUBLE) AS budget_epsilon,
+           TRY_CAST(max(m.threshold) FILTER (WHERE m.name = 'series-delta') AS DOUBLE) AS budget_delta
+    FROM release_rows r
+    JOIN release_metrics m ON m.release_id = r.release_id AND m.kind = 'privacy'
+         AND m.name IN ('epsilon', 'delta', 'series-epsilon', 'series-delta')
+    GROUP BY r.series, r.sequence, r.release_id, r.technique, r.created_at
+    ORDER BY r.series, r.sequence;
+""",
+    ),
 ]

@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # the tables the read-outs return (DuckDB's .df())
 
 from privpub.schemas.errors import StaleHistory, StateBusy, StateError
 from privpub.schemas.names import inside, name_problem, shown
-from privpub.state import chain
+from privpub.state import chain, ledger
 from privpub.state.failpoints import failpoint
 from privpub.state.migrations import MIGRATIONS
 from privpub.state.permissions import as_published, make_public_dir, owner_only, private_umask
@@ -959,6 +959,17 @@ class Store:
             out = dict(zip([d[0] for d in cur.description], row))
         out["parameters"] = json.loads(out["parameters"])
         return out
+
+    def ledger(self, series: str | None = None) -> dict[str, list[ledger.Spend]]:
+        """Every release of `series` (None: of every series) with its ledger figures, in order, by
+        series (state/ledger.py): the privacy-budget ledger and which releases are DP."""
+        if not self.path.exists():
+            return {}
+        with self.read() as con:
+            # no bound parameter (it would load pandas into `privpub history`)
+            if not _one_value(con, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'release_rows'"):
+                return {}
+            return ledger.spends(con, series)
 
     def last_sequence(self, series: str) -> int:
         if not self.path.exists():

@@ -24,6 +24,7 @@ publish     publish the next release of a series (returns a PublishedRelease)
 explore     the figures of several parameter settings, nothing published (a DataFrame);
             with optimize="gen-iloss": the best passing setting and the Pareto front (an Optimum)
 history     the committed releases (a DataFrame); verify: re-check a release (a DataFrame)
+ledger      the privacy-budget ledger of the differentially private series (a DataFrame)
 init        propose a spec file from a table; change_series: change a series' [series] settings
 snapshot    a consistent copy of the state file
 load_spec, spec_from_dict, ReleaseSpec   read and check a spec; technique_names: the techniques
@@ -48,6 +49,7 @@ __version__ = "0.1.0"
 _PUBLIC: dict[str, tuple[str, str]] = {
     "publish": ("privpub.flows.api", "publish_data"),
     "history": ("privpub.flows.records", "history"),
+    "ledger": ("privpub.flows.records", "ledger"),
     "snapshot": ("privpub.flows.records", "snapshot"),
     "verify": ("privpub.flows.api", "verify"),
     "change_series": ("privpub.flows.api", "change_series"),
@@ -80,6 +82,7 @@ __all__ = [
     "explore",
     "history",
     "init",
+    "ledger",
     "load_spec",
     "publish",
     "snapshot",

@@ -297,6 +297,13 @@ def poor_figures(utility: dict[str, Any], rows_in: int | None = None) -> list[st
 
 _GUARANTEES: list[tuple[str, str]] = [
     (
+        r"series-epsilon",
+        "the releases of the series together spend at most epsilon = {t} (basic sequential composition: "
+        "the releases' epsilons add up): whatever all of them are combined with, one person's presence or "
+        "absence changes the chance of any conclusion by a factor of at most e^{t}",
+    ),
+    (r"series-delta", "the releases' deltas add up to at most {t}, the chance that the epsilon bound fails"),
+    (
         r"k-anonymity",
         "every published combination of quasi-identifier values is shared by at least {t} rows: an adversary "
         "who knows a person's quasi-identifiers finds at least {t} rows that may be theirs",
@@ -420,6 +427,10 @@ _PRIVACY_NAMES: list[tuple[str, str]] = [
     (r"k-anonymity|k-anonymity QID\d+|k'-anonymity union QID|l-diversity|l-diversity \(distinct\)", "{0}"),
     (r"t-closeness|beta-likeness|attribute disclosure|people per group|alpha-presence|beta-association", "{0}"),
     (r"delta-probability", "{0}"),
+    (r"epsilon", "epsilon spent by this release"),
+    (r"delta", "delta spent by this release"),
+    (r"series-epsilon", "epsilon spent by the series (its budget ledger)"),
+    (r"series-delta", "delta spent by the series (its budget ledger)"),
     (r"entropy-l-diversity", "entropy l-diversity"),
     (r"recursive-cl-diversity", "recursive (c,l)-diversity"),
     (r"QIT and ST agree on group sizes", "the two tables agree on group sizes"),

@@ -432,6 +432,7 @@ def markdown_summary(meta: dict[str, Any], privacy: list[PrivacyResult], utility
         + f"|---|---|---|---|---|---|\n{rows}\n"
         + "\n## Utility\n\n| figure | value | unit | verdict | what it measures |\n|---|---|---|---|---|\n"
         + f"{util}\n"
+        + _ledger_md(meta)
         + series_md
         + (f"\n## Provenance\n\n| | |\n|---|---|\n{prov}\n" if prov else "")
     )
@@ -595,6 +596,65 @@ def _series_html(meta: dict[str, Any], privacy: list[PrivacyResult]) -> str:
     )
 
 
+LEDGER_HEAD = ("release", "epsilon spent", "delta spent", "series total epsilon", "budget", "remaining")
+
+
+def ledger_table(meta: dict[str, Any]) -> tuple[str, list[list[str]]]:
+    """The series' privacy-budget ledger up to this release (meta["ledger"]: state/ledger.py
+    ledger_rows): its sentence and one row per DP release; no rows for a syntactic release."""
+    rows = meta.get("ledger") or []
+    if not rows:
+        return "", []
+    last = rows[-1]
+    words = (
+        f"A differentially private series spends a privacy budget: under basic sequential composition the "
+        f"epsilons of its releases add up. With this release series {meta['series']} has spent epsilon = "
+        f"{fmt(last['series_epsilon'])} of its budget {fmt(last['budget_epsilon'])}; "
+        f"{fmt(last['remaining_epsilon'])} remains for later releases."
+    )
+    body = [
+        [
+            f"#{r['sequence']} {r['release_id']}",
+            fmt(r["epsilon"]),
+            fmt(r["delta"]),
+            fmt(r["series_epsilon"]),
+            fmt(r["budget_epsilon"]),
+            fmt(r["remaining_epsilon"]),
+        ]
+        for r in rows
+    ]
+    return words, body
+
+
+def _ledger_html(meta: dict[str, Any]) -> str:
+    esc = html.escape
+    words, rows = ledger_table(meta)
+    if not rows:
+        return ""
+    return (
+        f"<h2>Privacy budget</h2><p>{esc(words)}</p><table class=ledger><tr>"
+        + "".join(f"<th>{esc(h)}</th>" for h in LEDGER_HEAD)
+        + "</tr>"
+        + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
+        + "</table>"
+    )
+
+
+def _ledger_md(meta: dict[str, Any]) -> str:
+    words, rows = ledger_table(meta)
+    if not rows:
+        return ""
+    return (
+        f"\n## Privacy budget\n\n{words}\n\n| "
+        + " | ".join(LEDGER_HEAD)
+        + " |\n|"
+        + "---|" * len(LEDGER_HEAD)
+        + "\n"
+        + "\n".join("| " + " | ".join(_md(c) for c in r) + " |" for r in rows)
+        + "\n"
+    )
+
+
 def _risk_html(meta: dict[str, Any], utility: dict[str, Any]) -> str:
     esc = html.escape
     note = meta.get("risk_note")
@@ -648,6 +708,7 @@ parameters <code>{esc(parameter_text(meta.get("parameters") or {}))}</code>, see
 <h2>Utility</h2><table class=utility><tr><th>figure</th><th>value</th><th>unit</th><th>verdict</th>
 <th>what it measures</th><th>better</th></tr>{_utility_rows(utility, meta)}</table>
 {_risk_html(meta, utility)}
+{_ledger_html(meta)}
 {_series_html(meta, privacy)}
 {"<h2>Plots</h2>" + plots if plots else ""}
 <h2>Published files</h2><ul>{files}</ul>
