@@ -4,8 +4,10 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.optimize import linprog
 
 from privpub.tasks.core.microdata import QIDomain
 from privpub.tasks.techniques.muco.tables import (
@@ -18,7 +20,6 @@ from privpub.tasks.techniques.muco.tables import (
     hierarchy_distances,
     min_group_size,
     output_tables,
-    solve_tuple_lp,
 )
 
 NUMERIC = QIDomain("age", "numeric", np.array([17.0, 18, 20, 23, 27, 32, 38, 45, 53, 62, 72, 83]))
@@ -36,6 +37,38 @@ TREE = QIDomain(
     },
 )
 DOMAINS = [NUMERIC, ORDINAL, FLAT, TREE]
+
+
+# the paper's LP, one group at a time (the reference; the technique solves the class-reduced blocks)
+def solve_tuple_lp(D: np.ndarray, delta: float) -> tuple[np.ndarray, float]:
+    """The LP of Section 4 verbatim: D[i, j] = dis(x_i, v_j) for m tuples x n output values.
+
+    Cap rows are p_ij - delta * sum_k p_kj <= 0 with all m + 1 terms, exactly as written.
+    """
+    m, n = D.shape
+    nv = m * n
+    idx = np.arange(nv).reshape(m, n)
+    A_eq = np.zeros((m, nv))
+    for i in range(m):
+        A_eq[i, idx[i]] = 1
+    A_ub = np.zeros((nv, nv))
+    for i in range(m):
+        for j in range(n):
+            A_ub[idx[i, j], idx[:, j]] -= delta
+            A_ub[idx[i, j], idx[i, j]] += 1
+    res = linprog(
+        D.ravel(),
+        A_ub=A_ub,
+        b_ub=np.zeros(nv),
+        A_eq=A_eq,
+        b_eq=np.ones(m),
+        bounds=(0, None),
+        method="highs",
+        options=LP_OPTIONS,
+    )
+    if res.status != 0:
+        raise MuCoError(f"LP failed: {res.message}")
+    return res.x.reshape(m, n), float(res.fun)
 
 
 def tuple_cost_matrix(dist: Distance, codes: np.ndarray) -> np.ndarray:
@@ -138,9 +171,6 @@ def test_distances_by_kind():
 
 def _linprog_block(rows, cols, cost, weight, delta):
     """The block LP as it was solved before issue 43: scipy's linprog (highs-ds, LP_OPTIONS)."""
-    import scipy.sparse as sp
-    from scipy.optimize import linprog
-
     P, C = len(rows), len(weight)
     pairs = np.arange(P)
     eq_r = np.concatenate([rows, C + cols, C + np.arange(C)])

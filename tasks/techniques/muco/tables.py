@@ -40,7 +40,7 @@ LP_OPTIONS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance
 # What scipy's linprog(method="highs-ds", options=LP_OPTIONS) sets on HiGHS: the blocks are passed
 # to HiGHS directly with these (issue 43: linprog's wrapper cost ~30% of the solve in Python
 # loops and option checks), so the solver sees the same model and returns the same tables
-HIGHS_OPTIONS = {
+HIGHS_OPTIONS: dict[str, bool | int | float | str] = {
     "presolve": "off",
     "solver": "simplex",
     "simplex_strategy": 1,  # dual simplex
@@ -300,39 +300,3 @@ def output_tables(
         q[qptr_group[gs][block] + local] = qs
         cost[gs] = np.bincount(block, weights=qs * d * weight[rows], minlength=len(gs))
     return ClassTables(ptr, code, weight, qptr, q, tuple_class, cost)
-
-
-# --- references: the paper's LP, one group at a time ----------------------------------------
-
-
-def solve_tuple_lp(D: np.ndarray, delta: float) -> tuple[np.ndarray, float]:
-    """The LP of Section 4 verbatim: D[i, j] = dis(x_i, v_j) for m tuples x n output values.
-
-    Cap rows are p_ij - delta * sum_k p_kj <= 0 with all m + 1 terms, exactly as written.
-    """
-    from scipy.optimize import linprog  # a reference for the tests: the technique does not load scipy
-
-    m, n = D.shape
-    nv = m * n
-    idx = np.arange(nv).reshape(m, n)
-    A_eq = np.zeros((m, nv))
-    for i in range(m):
-        A_eq[i, idx[i]] = 1
-    A_ub = np.zeros((nv, nv))
-    for i in range(m):
-        for j in range(n):
-            A_ub[idx[i, j], idx[:, j]] -= delta
-            A_ub[idx[i, j], idx[i, j]] += 1
-    res = linprog(
-        D.ravel(),
-        A_ub=A_ub,
-        b_ub=np.zeros(nv),
-        A_eq=A_eq,
-        b_eq=np.ones(m),
-        bounds=(0, None),
-        method="highs",
-        options=LP_OPTIONS,
-    )
-    if res.status != 0:
-        raise MuCoError(f"LP failed: {res.message}")
-    return res.x.reshape(m, n), float(res.fun)
