@@ -309,7 +309,8 @@ def verify_and_evaluate(
         privacy = driver.run("verify", verify_step, technique, release, spec, context)
     if any(not r.passed for r in privacy):
         return privacy, None
-    if UTILITY.name in technique.capabilities.chunked:
+    # a release evaluated whole (one_piece) draws its workload in evaluate_step: not twice (issue 43)
+    if UTILITY.name in technique.capabilities.chunked and not technique.one_piece(release):
         workload = evaluation_workload(data, workload_seed) if shared is None else shared.queries
         actual = None if shared is None else shared.actual
         finish = partial(_utility_summary, technique, release, data, workload, actual)

@@ -4,17 +4,22 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.optimize import linprog
 
 from privpub.tasks.core.microdata import QIDomain
 from privpub.tasks.techniques.muco.tables import (
+    LP_OPTIONS,
     Distance,
     MuCoError,
+    _block_pairs,
+    _solve_block,
+    block_matrix,
     hierarchy_distances,
     min_group_size,
     output_tables,
-    solve_tuple_lp,
 )
 
 NUMERIC = QIDomain("age", "numeric", np.array([17.0, 18, 20, 23, 27, 32, 38, 45, 53, 62, 72, 83]))
@@ -32,6 +37,38 @@ TREE = QIDomain(
     },
 )
 DOMAINS = [NUMERIC, ORDINAL, FLAT, TREE]
+
+
+# the paper's LP, one group at a time (the reference; the technique solves the class-reduced blocks)
+def solve_tuple_lp(D: np.ndarray, delta: float) -> tuple[np.ndarray, float]:
+    """The LP of Section 4 verbatim: D[i, j] = dis(x_i, v_j) for m tuples x n output values.
+
+    Cap rows are p_ij - delta * sum_k p_kj <= 0 with all m + 1 terms, exactly as written.
+    """
+    m, n = D.shape
+    nv = m * n
+    idx = np.arange(nv).reshape(m, n)
+    A_eq = np.zeros((m, nv))
+    for i in range(m):
+        A_eq[i, idx[i]] = 1
+    A_ub = np.zeros((nv, nv))
+    for i in range(m):
+        for j in range(n):
+            A_ub[idx[i, j], idx[:, j]] -= delta
+            A_ub[idx[i, j], idx[i, j]] += 1
+    res = linprog(
+        D.ravel(),
+        A_ub=A_ub,
+        b_ub=np.zeros(nv),
+        A_eq=A_eq,
+        b_eq=np.ones(m),
+        bounds=(0, None),
+        method="highs",
+        options=LP_OPTIONS,
+    )
+    if res.status != 0:
+        raise MuCoError(f"LP failed: {res.message}")
+    return res.x.reshape(m, n), float(res.fun)
 
 
 def tuple_cost_matrix(dist: Distance, codes: np.ndarray) -> np.ndarray:
@@ -130,3 +167,46 @@ def test_distances_by_kind():
     assert Distance(ORDINAL)(np.array([0]), np.array([3]))[0] == 3.0
     assert Distance(FLAT)(np.array([0, 1]), np.array([3, 1])).tolist() == [1.0, 0.0]
     assert Distance(NUMERIC).max_over(np.array([2, 5, 3])) == 12.0
+
+
+def _linprog_block(rows, cols, cost, weight, delta):
+    """The block LP as it was solved before issue 43: scipy's linprog (highs-ds, LP_OPTIONS)."""
+    P, C = len(rows), len(weight)
+    pairs = np.arange(P)
+    eq_r = np.concatenate([rows, C + cols, C + np.arange(C)])
+    eq_c = np.concatenate([pairs, pairs, P + np.arange(C)])
+    eq_v = np.concatenate([np.ones(P), -weight[rows].astype(float), np.ones(C)])
+    A_eq = sp.csr_matrix((eq_v, (eq_r, eq_c)), shape=(2 * C, P + C))
+    ub_v = np.concatenate([np.ones(P), np.full(P, -delta)])
+    A_ub = sp.csr_matrix((ub_v, (np.concatenate([pairs, pairs]), np.concatenate([pairs, P + cols]))), shape=(P, P + C))
+    res = linprog(
+        np.concatenate([cost, np.zeros(C)]),
+        A_ub=A_ub,
+        b_ub=np.zeros(P),
+        A_eq=A_eq,
+        b_eq=np.concatenate([np.ones(C), np.zeros(C)]),
+        bounds=(0, None),
+        method="highs-ds",
+        options=LP_OPTIONS,
+    )
+    return res.x[:P], sp.csc_array(sp.vstack((A_ub, A_eq)))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_blocks_go_to_highs_as_linprog_sent_them(seed):
+    """The blocks are passed to HiGHS directly (issue 43): the matrix is the one linprog built, and
+    the solution is linprog's, bit for bit, so the published tables do not change."""
+    rng = np.random.default_rng(seed)
+    n_g = rng.integers(2, 9, size=40)
+    ptr = np.concatenate([[0], np.cumsum(n_g)])
+    rows, cols, _, _ = _block_pairs(ptr, np.arange(len(n_g)))
+    weight = rng.integers(1, 5, size=int(ptr[-1]))
+    points = rng.choice(60, size=int(ptr[-1])).astype(float)
+    cost = np.abs(points[rows] - points[cols]) * weight[rows]
+    totals = np.add.reduceat(weight, ptr[:-1])  # Property 1: a group of m tuples needs delta >= 1/m
+    delta = float(Fraction(1, int(min(5, totals.min()))))
+    expected, matrix = _linprog_block(rows, cols, cost, weight, delta)
+    indptr, index, value = block_matrix(rows, cols, weight, delta)
+    assert np.array_equal(indptr, matrix.indptr) and np.array_equal(index, matrix.indices)
+    assert np.array_equal(value, matrix.data)
+    assert np.array_equal(_solve_block(rows, cols, cost, weight, delta), expected)

@@ -44,19 +44,55 @@ def _frame(tables: pa.Table) -> pd.DataFrame:
     return df
 
 
+@dataclass
+class Entries:
+    """The stored tables' columns as numpy arrays, the attribute as a code into `names` (in order of
+    first appearance): grouping on integer keys rather than on a string column (issue 43)."""
+
+    attr: np.ndarray
+    names: list[str]
+    row: np.ndarray
+    gid: np.ndarray
+    code: np.ndarray
+    prob: np.ndarray
+
+    @staticmethod
+    def of(tables: pa.Table) -> Entries:
+        attr = tables.column("attribute").combine_chunks().cast(pa.string()).dictionary_encode()
+        col = {name: tables.column(name).to_numpy() for name in ("row", "gid", "code", "prob")}
+        codes = attr.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        return Entries(codes, [str(v) for v in attr.dictionary.to_pylist()], **col)
+
+    def key(self, *parts: np.ndarray) -> np.ndarray:
+        """One int64 per distinct (attribute, *parts) (a mixed-radix number, digits from `span`)."""
+        out = self.attr.copy()
+        for part in parts:
+            lo, size = span(part)
+            out = out * size + (part.astype(np.int64) - lo)
+        return out
+
+
+def span(values: np.ndarray) -> tuple[int, int]:
+    """(smallest value, number of values from it to the largest) of an int column."""
+    return (int(values.min()), int(values.max()) - int(values.min()) + 1) if len(values) else (0, 1)
+
+
 def check_distributions(tables: pa.Table) -> PrivacyResult:
     """Definition 1: every row of every table sums to 1 (entries are non-negative)."""
-    df = _frame(tables)
-    sums = df.groupby(["attribute", "row"], sort=False)["prob"].sum()
+    e = Entries.of(tables)
+    # pandas' grouped sum (compensated, in row order) on one integer key per (attribute, row)
+    sums = pd.Series(e.prob).groupby(e.key(e.row), sort=False).sum()
+    first = pd.Series(np.arange(len(e.row))).groupby(e.key(e.row), sort=False).first().to_numpy()
     err = float(np.abs(sums.to_numpy() - 1).max()) if len(sums) else 0.0
-    neg = bool((df["prob"] < 0).any())
-    worst = {} if not len(sums) else dict(zip(("attribute", "row"), sums.index[int(np.argmax(np.abs(sums - 1)))]))
+    neg = bool((e.prob < 0).any())
+    at = first[int(np.argmax(np.abs(sums.to_numpy() - 1)))] if len(sums) else None
+    worst = {} if at is None else {"attribute": e.names[e.attr[at]], "row": e.row[at]}
     # a tuple with entries on some QIs and none on another has no distribution there (sum 0)
-    rows = df["row"].unique()
-    for name, per_attr in sums.groupby(level="attribute", sort=False):
-        if len(per_attr) < len(rows):
-            missing = np.setdiff1d(rows, per_attr.index.get_level_values("row"))[0]
-            err, worst = 1.0, {"attribute": name, "row": missing}
+    rows = np.unique(e.row)
+    for a in pd.unique(e.attr[first]):
+        present = np.unique(e.row[first[e.attr[first] == a]])
+        if len(present) < len(rows):
+            err, worst = 1.0, {"attribute": e.names[a], "row": np.setdiff1d(rows, present)[0]}
     return PrivacyResult(
         "random output tables are distributions",
         err,
@@ -66,20 +102,41 @@ def check_distributions(tables: pa.Table) -> PrivacyResult:
     )
 
 
-def column_stats(tables: pa.Table) -> pd.DataFrame:
+@dataclass
+class ColumnStats:
+    """Per (attribute, gid, code) with a positive entry: the largest entry, the column sum and the
+    number of non-zero entries, in order of first appearance; `key` is Entries.key(gid, code)."""
+
+    entries: Entries
+    key: pd.Index
+    first: np.ndarray  # an entry of each column
+    max: np.ndarray
+    sum: np.ndarray
+    count: np.ndarray
+
+
+def column_stats(tables: pa.Table) -> ColumnStats:
     """Per (attribute, gid, code): the largest entry, the column sum, and the non-zero count."""
-    df = _frame(tables)
-    df = df[df["prob"] > 0]
-    return df.groupby(["attribute", "gid", "code"], sort=False)["prob"].agg(["max", "sum", "count"])
+    e = Entries.of(tables)
+    keep = np.flatnonzero(e.prob > 0)
+    key = e.key(e.gid, e.code)[keep]
+    grouped = pd.Series(e.prob[keep]).groupby(key, sort=False)
+    stats = grouped.agg(["max", "sum", "count"])
+    first = keep[pd.Series(np.arange(len(keep))).groupby(key, sort=False).first().to_numpy()]
+    return ColumnStats(
+        e, stats.index, first, stats["max"].to_numpy(), stats["sum"].to_numpy(), stats["count"].to_numpy()
+    )
 
 
 def check_delta_probability(tables: pa.Table, delta: Fraction) -> PrivacyResult:
     """Definition 3 on every column of every stored table: max(p_j) / sum_i p_ij <= delta."""
     stats = column_stats(tables)
-    ratio = (stats["max"] / stats["sum"]).to_numpy()
-    excess = stats["max"].to_numpy() - float(delta) * stats["sum"].to_numpy()
-    i = int(np.argmax(ratio)) if len(ratio) else 0
-    worst = dict(zip(("attribute", "gid", "code"), map(str, stats.index[i]))) if len(ratio) else {}
+    ratio = stats.max / stats.sum
+    excess = stats.max - float(delta) * stats.sum
+    worst = {}
+    if len(ratio):
+        e, at = stats.entries, stats.first[int(np.argmax(ratio))]
+        worst = {"attribute": e.names[e.attr[at]], "gid": str(e.gid[at]), "code": str(e.code[at])}
     return PrivacyResult(
         "delta-probability",
         float(ratio.max()) if len(ratio) else 0.0,
@@ -115,14 +172,25 @@ def check_cover(
 ) -> PrivacyResult:
     """Corollary 3.2: the column of each published cell has >= ceil(1/delta) non-zero entries."""
     need = math.ceil(1 / Fraction(delta))
-    stats = column_stats(tables)["count"]
-    gid_of_row = _frame(tables).groupby("row")["gid"].first()
+    stats = column_stats(tables)
+    e = stats.entries
+    # the group of each published row: that of its first stored entry (-1: a row with none)
+    rows, at = np.unique(e.row, return_index=True)
+    gid = np.full(published.num_rows, -1, dtype=np.int64)
+    inside = rows < published.num_rows
+    gid[rows[inside]] = e.gid[at[inside]]
     codes = published_codes(published, value_codes, attributes)
-    gid = gid_of_row.reindex(np.arange(published.num_rows)).to_numpy()
+    (g_lo, g_n), (c_lo, c_n) = span(e.gid), span(e.code)
     worst_n, worst = None, {}
     for a, name in enumerate(attributes):
-        idx = pd.MultiIndex.from_arrays([np.full(len(gid), name), gid, codes[:, a]])
-        carried = stats.reindex(idx).fillna(0).to_numpy()
+        g, c = gid - g_lo, codes[:, a] - c_lo
+        # a row without entries, or a value the stored tables never list, is carried by no one
+        known = (gid >= 0) & (codes[:, a] >= 0) & (g >= 0) & (g < g_n) & (c >= 0) & (c < c_n)
+        attr = e.names.index(name) if name in e.names else -1
+        key = (attr * g_n + g) * c_n + c
+        hit = stats.key.get_indexer(key) if attr >= 0 else np.full(len(key), -1)
+        hit = np.where(known, hit, -1)
+        carried = np.where(hit >= 0, stats.count[hit], 0)
         i = int(np.argmin(carried))
         if worst_n is None or carried[i] < worst_n:
             worst_n, worst = int(carried[i]), {"attribute": name, "row": i, "gid": int(gid[i])}

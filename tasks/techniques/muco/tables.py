@@ -28,16 +28,27 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
+import highspy
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
-from scipy.optimize import linprog
 
 from privpub.tasks.core.microdata import QIDomain
 
 # HiGHS's default primal feasibility tolerance (1e-7) is looser than the verifier's check;
 # presolve finds nothing to remove in these blocks and costs ~25% of the solve time
 LP_OPTIONS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10, "presolve": False}
+# What scipy's linprog(method="highs-ds", options=LP_OPTIONS) sets on HiGHS: the blocks are passed
+# to HiGHS directly with these (issue 43: linprog's wrapper cost ~30% of the solve in Python
+# loops and option checks), so the solver sees the same model and returns the same tables
+HIGHS_OPTIONS: dict[str, bool | int | float | str] = {
+    "presolve": "off",
+    "solver": "simplex",
+    "simplex_strategy": 1,  # dual simplex
+    "primal_feasibility_tolerance": 1e-10,
+    "dual_feasibility_tolerance": 1e-10,
+    "output_flag": False,
+    "log_to_console": False,
+}
 ZERO = 1e-12  # probabilities below this are solver noise and are set to 0
 CHUNK_VARS = 2000
 
@@ -186,38 +197,57 @@ def _block_pairs(ptr: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.nd
     return start + local // nb, start + local % nb, block, local
 
 
+def block_matrix(
+    rows: np.ndarray, cols: np.ndarray, weight: np.ndarray, delta: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The constraint matrix of `_solve_block` (cap rows, then row sums, then column masses) in
+    compressed columns, as scipy builds it (vstack of the two, to CSC): indices sorted in each
+    column. `rows` is non-decreasing (pairs listed row class by row class)."""
+    P, C = len(rows), len(weight)
+    # pair column p: its cap row p (1), its row-sum row (1), its column-mass row (-w)
+    pair_idx = np.column_stack([np.arange(P), P + rows, P + C + cols]).ravel()
+    pair_val = np.column_stack([np.ones(P), np.ones(P), -weight[rows].astype(float)]).ravel()
+    # mass column k: the cap rows of its pairs (-delta), in row order, then its mass row (1)
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(cols, minlength=C) + 1)])
+    last = ptr[1:] - 1
+    caps = np.ones(P + C, dtype=bool)
+    caps[last] = False
+    mass_idx = np.empty(P + C, dtype=np.int64)
+    mass_val = np.full(P + C, -delta)
+    mass_idx[caps] = np.argsort(cols, kind="stable")
+    mass_idx[last] = P + C + np.arange(C)
+    mass_val[last] = 1.0
+    indptr = np.concatenate([np.arange(0, 3 * P, 3), 3 * P + ptr]).astype(np.int32)
+    return indptr, np.concatenate([pair_idx, mass_idx]).astype(np.int32), np.concatenate([pair_val, mass_val])
+
+
 def _solve_block(rows: np.ndarray, cols: np.ndarray, cost: np.ndarray, weight: np.ndarray, delta: float) -> np.ndarray:
     """One block-diagonal LP over many class-reduced tables; returns q per pair.
 
     Variables: q for every pair, then c (column mass) for every class; rows/cols are class
-    positions 0..C-1 and weight[k] the tuples of class k.
+    positions 0..C-1 and weight[k] the tuples of class k. Constraints: q_jk - delta c_k <= 0
+    (delta-probability), sum_k q_jk = 1, c_k - sum_j w_j q_jk = 0.
     """
     P, C = len(rows), len(weight)
-    pairs = np.arange(P)
-    # equalities: row sums = 1 (rows 0..C-1); c_k - sum_j w_j q_jk = 0 (rows C..2C-1)
-    eq_r = np.concatenate([rows, C + cols, C + np.arange(C)])
-    eq_c = np.concatenate([pairs, pairs, P + np.arange(C)])
-    eq_v = np.concatenate([np.ones(P), -weight[rows].astype(float), np.ones(C)])
-    A_eq = sp.csr_matrix((eq_v, (eq_r, eq_c)), shape=(2 * C, P + C))
-    b_eq = np.concatenate([np.ones(C), np.zeros(C)])
-    # delta-probability: q_jk - delta c_k <= 0
-    ub_r = np.concatenate([pairs, pairs])
-    ub_c = np.concatenate([pairs, P + cols])
-    ub_v = np.concatenate([np.ones(P), np.full(P, -delta)])
-    A_ub = sp.csr_matrix((ub_v, (ub_r, ub_c)), shape=(P, P + C))
-    res = linprog(
-        np.concatenate([cost, np.zeros(C)]),
-        A_ub=A_ub,
-        b_ub=np.zeros(P),
-        A_eq=A_eq,
-        b_eq=b_eq,
-        bounds=(0, None),
-        method="highs-ds",
-        options=LP_OPTIONS,
-    )
-    if res.status != 0:
-        raise MuCoError(f"the output-table LP failed: {res.message}")
-    q: np.ndarray = res.x[:P]  # scipy is untyped
+    indptr, index, value = block_matrix(rows, cols, weight, delta)
+    lp = highspy.HighsLp()
+    lp.num_col_ = lp.a_matrix_.num_col_ = P + C
+    lp.num_row_ = lp.a_matrix_.num_row_ = P + 2 * C
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = indptr, index, value
+    lp.col_cost_ = np.concatenate([cost, np.zeros(C)])
+    lp.col_lower_, lp.col_upper_ = np.zeros(P + C), np.full(P + C, np.inf)
+    lp.row_lower_ = np.concatenate([np.full(P, -np.inf), np.ones(C), np.zeros(C)])
+    lp.row_upper_ = np.concatenate([np.zeros(P), np.ones(C), np.zeros(C)])
+    solver = highspy.Highs()  # type: ignore[no-untyped-call]  # highspy's Highs.__init__ is unannotated
+    for key, val in HIGHS_OPTIONS.items():
+        solver.setOptionValue(key, val)
+    solver.passModel(lp)
+    solver.run()
+    status = solver.getModelStatus()
+    if status != highspy.HighsModelStatus.kOptimal:
+        raise MuCoError(f"the output-table LP failed: {solver.modelStatusToString(status)}")
+    q: np.ndarray = np.asarray(solver.getSolution().col_value)[:P]
     return q
 
 
@@ -270,37 +300,3 @@ def output_tables(
         q[qptr_group[gs][block] + local] = qs
         cost[gs] = np.bincount(block, weights=qs * d * weight[rows], minlength=len(gs))
     return ClassTables(ptr, code, weight, qptr, q, tuple_class, cost)
-
-
-# --- references: the paper's LP, one group at a time ----------------------------------------
-
-
-def solve_tuple_lp(D: np.ndarray, delta: float) -> tuple[np.ndarray, float]:
-    """The LP of Section 4 verbatim: D[i, j] = dis(x_i, v_j) for m tuples x n output values.
-
-    Cap rows are p_ij - delta * sum_k p_kj <= 0 with all m + 1 terms, exactly as written.
-    """
-    m, n = D.shape
-    nv = m * n
-    idx = np.arange(nv).reshape(m, n)
-    A_eq = np.zeros((m, nv))
-    for i in range(m):
-        A_eq[i, idx[i]] = 1
-    A_ub = np.zeros((nv, nv))
-    for i in range(m):
-        for j in range(n):
-            A_ub[idx[i, j], idx[:, j]] -= delta
-            A_ub[idx[i, j], idx[i, j]] += 1
-    res = linprog(
-        D.ravel(),
-        A_ub=A_ub,
-        b_ub=np.zeros(nv),
-        A_eq=A_eq,
-        b_eq=np.ones(m),
-        bounds=(0, None),
-        method="highs",
-        options=LP_OPTIONS,
-    )
-    if res.status != 0:
-        raise MuCoError(f"LP failed: {res.message}")
-    return res.x.reshape(m, n), float(res.fun)

@@ -21,8 +21,11 @@ the same on every runner. Step 5 (the shuffle and the tables) combines them in t
 from __future__ import annotations
 
 import math
+import os
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import partial
@@ -202,14 +205,31 @@ class MuCoChunkResult:
     seconds: dict[str, float]
 
 
+_LP_POOL: list[ThreadPoolExecutor] = []
+_LP_POOL_LOCK = threading.Lock()
+
+
+def lp_pool() -> ThreadPoolExecutor:
+    """One pool per process for the output-table LPs, shared by the chunks (which may themselves
+    run on the executor's threads): at most one LP per core at a time."""
+    with _LP_POOL_LOCK:
+        if not _LP_POOL:
+            _LP_POOL.append(ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="privpub-muco-lp"))
+        return _LP_POOL[0]
+
+
 def run_chunk(chunk: MuCoChunk) -> MuCoChunkResult:
     """Steps 2-4 for one chunk: output tables, draws, Algorithm 2, the stored-table entries."""
     t0 = time.perf_counter()
     rng = np.random.default_rng(chunk.seed)
-    tables = [
-        output_tables(chunk.group, chunk.n_groups, chunk.codes[:, a], dist, chunk.delta)
-        for a, dist in enumerate(chunk.dists)
-    ]
+    # the QIs' LPs are independent and deterministic: solved side by side (HiGHS releases the
+    # GIL), drawn from afterwards in QI order, so the release does not depend on the threads
+    tables = list(
+        lp_pool().map(
+            lambda a: output_tables(chunk.group, chunk.n_groups, chunk.codes[:, a], chunk.dists[a], chunk.delta),
+            range(len(chunk.dists)),
+        )
+    )
     t1 = time.perf_counter()
     out_cls = np.column_stack([draw_outputs(t, rng) for t in tables])
     moved, stuck = randomize_unchanged(chunk.group, tables, chunk.dists, chunk.totals, out_cls, rng)
