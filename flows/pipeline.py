@@ -54,6 +54,7 @@ from privpub.tasks.core.types import Partition, PrivacyResult, Release, VerifyCo
 from privpub.tasks.evaluate import SharedWorkload, evaluate, evaluation_workload, utility_summary
 from privpub.tasks.evaluate.parted import evaluate_on_cluster
 from privpub.tasks.evaluate.quality import quality_figures
+from privpub.tasks.evaluate.classification import classification_figures, hold_out
 from privpub.tasks.report import page as report_mod
 from privpub.tasks.report import verdict as report_verdict
 from privpub.tasks.report.series import SERIES_FIGURES
@@ -179,6 +180,14 @@ def validate_step(frame, spec: ReleaseSpec, technique) -> Microdata:
     return data
 
 
+def hold_out_step(data: Microdata, seed: int) -> Microdata:
+    """[evaluate] target: the held-out people drawn, before anonymizing, from the release's seed."""
+    data = hold_out(data, seed)
+    held = data.held_out
+    progress(f"{held.people} people ({int(held.test.sum())} rows) held out of the release to test classification")
+    return data
+
+
 def partition_step(technique, data, rng) -> Partition:
     failpoint("partition")
     part = _timed("partition", technique.partition, data, rng)
@@ -225,7 +234,8 @@ def evaluate_step(technique, release, data, workload_seed: int, shared: SharedWo
 
 
 def _quality(technique, release, data) -> dict[str, Any]:
-    return quality_figures(technique.quality_view(release), data)
+    view = technique.quality_view(release)
+    return {**quality_figures(view, data), **classification_figures(view, data)}
 
 
 def risk_step(
@@ -767,6 +777,8 @@ def read_and_check(run: ReleaseRun) -> RowsRead | str:
     last release and "@row" in a series (refused, with their audit rows)."""
     spec = run.spec
     fp, data = read_rows(run.driver, spec, run.technique, run.executor, run.plan.in_parts)
+    if spec.evaluate.target is not None:  # the held-out people never enter the release
+        data = hold_out_step(data, run.seed)
     run.plan.risk.check_population(data.people)  # [risk] population below the input's people: refused now
     key = release_key(spec, fp, run.seed)
     existing = run.store.find_by_key(key)
@@ -833,7 +845,16 @@ def release_meta(run: ReleaseRun, rows: RowsRead, computed: Computed, staged: St
         **run.origin,
         "hashes": {meta_["file"]: meta_["sha256"] for meta_ in staged.files.values()},
         "people_in": computed.release.private.get(PEOPLE_IN),  # rows_per_person = "many": the input's people
+        "held_out": held_out_meta(rows.data),
     }
+
+
+def held_out_meta(data: Any) -> dict[str, Any] | None:
+    """[evaluate] target: the people and rows held out of the release (the report says so)."""
+    held = getattr(data, "held_out", None)
+    if held is None:
+        return None
+    return {"target": data.spec.evaluate.target, "people": held.people, "rows": int(held.test.sum())}
 
 
 def report_writer(
