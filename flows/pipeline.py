@@ -52,9 +52,9 @@ from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import ANONYMIZE, UTILITY, VERIFY, ChunkedStep, Technique
 from privpub.tasks.core.types import Partition, PrivacyResult, Release, VerifyContext
 from privpub.tasks.evaluate import SharedWorkload, evaluate, evaluation_workload, utility_summary
+from privpub.tasks.evaluate.classification import classification_figures, hold_out
 from privpub.tasks.evaluate.parted import evaluate_on_cluster
 from privpub.tasks.evaluate.quality import quality_figures
-from privpub.tasks.evaluate.classification import classification_figures, hold_out
 from privpub.tasks.report import page as report_mod
 from privpub.tasks.report import verdict as report_verdict
 from privpub.tasks.report.series import SERIES_FIGURES
@@ -777,8 +777,8 @@ def read_and_check(run: ReleaseRun) -> RowsRead | str:
     last release and "@row" in a series (refused, with their audit rows)."""
     spec = run.spec
     fp, data = read_rows(run.driver, spec, run.technique, run.executor, run.plan.in_parts)
-    if spec.evaluate.target is not None:  # the held-out people never enter the release
-        data = hold_out_step(data, run.seed)
+    if isinstance(data, Microdata) and spec.evaluate.target is not None:  # never enters the release
+        data = hold_out_step(data, run.seed)  # (a target with rows in parts is refused by the spec)
     run.plan.risk.check_population(data.people)  # [risk] population below the input's people: refused now
     key = release_key(spec, fp, run.seed)
     existing = run.store.find_by_key(key)

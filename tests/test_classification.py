@@ -43,7 +43,11 @@ def spec(target: str | None = "grp", k: int = 5, **evaluate) -> dict:
             "name": "people",
             "person_id": "pid",
             "sensitive": "tag",
-            "qi": [{"name": "age", "kind": "numeric"}, {"name": "hours", "kind": "numeric"}, {"name": "grp", "kind": "categorical"}],
+            "qi": [
+                {"name": "age", "kind": "numeric"},
+                {"name": "hours", "kind": "numeric"},
+                {"name": "grp", "kind": "categorical"},
+            ],
         },
         "technique": {"name": "generalization", "k": k},
         "output": {"seed": SEED},

@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import scipy.sparse as sp
 
 from privpub.schemas.dates import as_day_numbers
 from privpub.schemas.errors import InputError
@@ -73,9 +72,12 @@ def _input_labels(data: Microdata, target: str) -> np.ndarray:
     return np.asarray(data.codes[:, j], dtype=np.int64)
 
 
-def _features(table: pa.Table, doms: list[QIDomain]) -> sp.csr_matrix:
+def _features(table: pa.Table, doms: list[QIDomain]) -> Any:
     """One column per numeric QI (a range's midpoint, dates as day numbers) and one per domain
-    value of every other QI (1 for each value the cell holds: a set's members, a range's values)."""
+    value of every other QI (1 for each value the cell holds: a set's members, a range's values),
+    as a sparse matrix (a QI of many values would not fit dense)."""
+    import scipy.sparse as sp  # lazily, as every use of scipy: only with a target
+
     n = table.num_rows
     blocks = []
     for dom in doms:
@@ -117,7 +119,7 @@ def _release_labels(table: pa.Table, target: str, full: Microdata) -> np.ndarray
 
 
 def _accuracy(x: Any, y: np.ndarray, weights: np.ndarray | None, x_test: Any, y_test: np.ndarray, seed: int) -> float:
-    from sklearn.ensemble import RandomForestClassifier  # lazily: the CLI's start-up does not pay for it
+    from sklearn.ensemble import RandomForestClassifier  # lazily: only with a target (start-up does not pay)
 
     model = RandomForestClassifier(n_estimators=TREES, random_state=seed, n_jobs=1)
     model.fit(x, y, sample_weight=weights)
