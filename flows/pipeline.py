@@ -845,16 +845,7 @@ def release_meta(run: ReleaseRun, rows: RowsRead, computed: Computed, staged: St
         **run.origin,
         "hashes": {meta_["file"]: meta_["sha256"] for meta_ in staged.files.values()},
         "people_in": computed.release.private.get(PEOPLE_IN),  # rows_per_person = "many": the input's people
-        "held_out": held_out_meta(rows.data),
     }
-
-
-def held_out_meta(data: Any) -> dict[str, Any] | None:
-    """[evaluate] target: the people and rows held out of the release (the report says so)."""
-    held = getattr(data, "held_out", None)
-    if held is None:
-        return None
-    return {"target": data.spec.evaluate.target, "people": held.people, "rows": int(held.test.sum())}
 
 
 def report_writer(

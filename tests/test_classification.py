@@ -87,6 +87,7 @@ def test_held_out_people_never_enter_the_release_nor_its_private_tables(tmp_path
     assert "Held out: 48 people (48 rows)" in report and "withheld from publication" in report
     acc = figure(release, "classification-accuracy")
     assert 0 <= acc <= 1 and 0 <= figure(release, "input-classification-accuracy") <= 1
+    assert figure(release, "held-out-people") == figure(release, "held-out-rows") == 48
 
 
 def test_all_rows_of_a_held_out_person_are_held_out_together(tmp_path, monkeypatch):
@@ -99,7 +100,8 @@ def test_all_rows_of_a_held_out_person_are_held_out_together(tmp_path, monkeypat
     # people are numbered in order of first appearance: p0000 is 0, ...
     is_held = np.isin(frame.pid.str[1:].astype(int), held)
     assert set(release.tables["table"].tag) == set(frame.tag[~is_held])
-    assert figure(release, "classification-accuracy") == figure(release, "classification-accuracy")
+    assert figure(release, "held-out-people") == 30 and figure(release, "held-out-rows") == 90
+    assert 0 <= figure(release, "classification-accuracy") <= 1
 
 
 def test_accuracies_equal_a_direct_scikit_learn_computation(tmp_path, monkeypatch):

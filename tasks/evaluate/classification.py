@@ -128,12 +128,14 @@ def _accuracy(x: Any, y: np.ndarray, weights: np.ndarray | None, x_test: Any, y_
 
 def classification_figures(view: QualityView | str, data: Microdata) -> dict[str, Any]:
     """The two accuracies on the held-out rows (trained on the release; on the input's training
-    rows), or the reason they do not apply; {} without a target."""
+    rows), or the reason the release's does not apply, and the people and rows held out (the
+    report's note reads them); {} without a target."""
     held: HeldOut | None = data.held_out
     target = data.spec.evaluate.target
     if held is None or target is None:
         return {}
     full = held.full
+    counts = {"held-out-people": held.people, "held-out-rows": int(held.test.sum())}
     doms = [d for d in full.domains if d.name != target]
     test_rows, train_rows = np.flatnonzero(held.test), np.flatnonzero(~held.test)
     labels = _input_labels(full, target)
@@ -143,11 +145,11 @@ def classification_figures(view: QualityView | str, data: Microdata) -> dict[str
         _features(_input_table(full, train_rows), doms), labels[train_rows], None, x_test, y_test, held.model_seed
     )
     if isinstance(view, str):
-        return {"classification-accuracy": not_applicable(view), "input-classification-accuracy": input_acc}
+        return {"classification-accuracy": not_applicable(view), "input-classification-accuracy": input_acc, **counts}
     table = view.table if view.joint is None else view.joint
     if target not in table.column_names and f"{target}_lo" not in table.column_names:
         reason = f"the release publishes no {target} beside the quasi-identifiers in one table"
-        return {"classification-accuracy": not_applicable(reason), "input-classification-accuracy": input_acc}
+        return {"classification-accuracy": not_applicable(reason), "input-classification-accuracy": input_acc, **counts}
     y = _release_labels(table, target, full)
     weights = None if view.joint is None or view.weights is None else np.asarray(view.weights, dtype=float)
     known = y != -1  # a withheld value (serial): no label to learn from
@@ -155,10 +157,11 @@ def classification_figures(view: QualityView | str, data: Microdata) -> dict[str
         return {
             "classification-accuracy": not_applicable(f"the release withholds every {target} value"),
             "input-classification-accuracy": input_acc,
+            **counts,
         }
     x = _features(table, doms)[known]
     acc = _accuracy(x, y[known], None if weights is None else weights[known], x_test, y_test, held.model_seed)
-    return {"classification-accuracy": acc, "input-classification-accuracy": input_acc}
+    return {"classification-accuracy": acc, "input-classification-accuracy": input_acc, **counts}
 
 
 __all__ = ["CLASSIFICATION_FIGURES", "HeldOut", "classification_figures", "hold_out"]

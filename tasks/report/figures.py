@@ -153,6 +153,26 @@ _FIGURES: dict[str, Figure] = {
         "of the QIs and the sensitive column (0 = the same; docs/utility.md)",
         LOWER,
     ),
+    "classification-accuracy": Figure(
+        "classification accuracy (release)",
+        "share of held-out rows, 0-1",
+        "share of the held-out input rows whose [evaluate] target a random forest trained on the release "
+        "predicts exactly (docs/utility.md)",
+        HIGHER,
+    ),
+    "input-classification-accuracy": Figure(
+        "classification accuracy (input)",
+        "share of held-out rows, 0-1",
+        "the same model trained on the input's rows the release was made from, tested on the same held-out rows",
+        HIGHER,
+    ),
+    "held-out-people": Figure(
+        "held-out people",
+        "people",
+        "people drawn from the input before anonymizing to test the classification, never published",
+        NEUTRAL,
+    ),
+    "held-out-rows": Figure("held-out rows", "rows", "the held-out people's input rows", NEUTRAL),
     "suppressed-rows": Figure(
         "suppressed rows",
         "rows",

@@ -249,12 +249,12 @@ def input_notes(meta: dict[str, Any], utility: dict[str, Any]) -> list[str]:
             f"hold {fmt(meta['people_in'])} people; all of a person's rows are in one group, and the privacy and risk "
             "figures count people, not rows"
         )
-    held = meta.get("held_out")
-    if held:  # [evaluate] target (docs/utility.md, "Classification accuracy")
+    if "held-out-people" in utility:  # [evaluate] target (docs/utility.md, "Classification accuracy")
+        people, rows = int(utility["held-out-people"]), int(utility.get("held-out-rows") or 0)
         notes.append(
-            f"held out: {plural(int(held['people']), 'person', 'people')} ({fmt(held['rows'])} rows) drawn from the "
-            f"input before anonymizing were withheld from publication and from every figure but the "
-            f"classification accuracy of {held['target']} ([evaluate] target), which tests on them"
+            f"held out: {plural(people, 'person', 'people')} ({plural(rows, 'row')}) drawn from the input before "
+            "anonymizing were withheld from publication and from every figure but the classification accuracy "
+            "([evaluate] target), which tests on them"
         )
     return notes
 
