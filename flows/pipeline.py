@@ -371,6 +371,8 @@ def release_key(spec: ReleaseSpec, fingerprint: str, seed: int) -> str:
     }
     if spec.section("series"):  # keep_groups changes the release (absent: keys as before)
         body["series_options"] = spec.section("series")
+    if spec.evaluate.target is not None:  # the held-out people change the release (absent: keys as before)
+        body["held_out"] = {"target": spec.evaluate.target, "holdout": spec.evaluate.holdout}
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
 

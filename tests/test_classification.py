@@ -140,6 +140,13 @@ def test_the_same_seed_gives_the_same_figures_and_explore_agrees(tmp_path, monke
     assert [figure(first, n) for n in names] == [figure(again, n) for n in names]
     rows = privpub.explore(frame, spec(), {"k": [5]}, seed=SEED)
     assert [rows[n].iloc[0] for n in names] == [figure(first, n) for n in names]
+    # a target changes the release (its people): its key is not that of the same seed without one
+    plain = privpub.publish(frame, spec(target=None), state="c.duckdb", overrides={"output": {"dir": "c"}})
+    assert (
+        plain.info["release_key"] != first.info["release_key"]
+        and len(plain.tables["table"]) == 240
+        and len(first.tables["table"]) == 192
+    )
 
 
 def test_a_technique_with_no_one_table_reading_says_why(tmp_path, monkeypatch):
