@@ -192,7 +192,7 @@ def print_summary(state: Path, release_id: str) -> None:
     utility = {}
     for r in m[m.kind == "utility"].itertuples():
         utility[r.name] = r.value if r.value is not None and r.value == r.value else r.text_value
-    for key in ("groups", "max_group_size", "suppressed_rows", "dropped_rows", "queries"):
+    for key in ("groups", "max-group-size", "suppressed-rows", "dropped-rows", "queries"):
         if key in utility:
             utility[key] = int(utility[key])
     risk = {r.name: r.value for r in m[m.kind == "risk"].itertuples()}

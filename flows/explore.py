@@ -57,6 +57,7 @@ from privpub.flows.pipeline import (
     Driver,
     compute_release,
     draw_seed,
+    hold_out_step,
     load_input_step,
     row_ids_refusal,
     using_driver,
@@ -351,6 +352,8 @@ def explore_settings(
     frame, _ = driver.run("load-input", load_input_step, first.spec)
     data = driver.run("validate", validate_step, frame, first.spec, None)  # each technique's check below
     del frame
+    if first.spec.evaluate.target is not None:  # held out as publish holds them out (same seed, same people)
+        data = hold_out_step(data, seed)
     shared = shared_workload(data, first.spec.evaluate.workload_seed)
     people = f" of {data.people} people" if data.person is not None else ""  # rows_per_person = "many"
     say(
@@ -540,7 +543,7 @@ def explore(
     Example
     -------
     >>> rows = privpub.explore(frame, spec, {"k": [5, 10, 20]})
-    >>> rows[["k", "passed", "k-anonymity", "query_error_1pct"]]
+    >>> rows[["k", "passed", "k-anonymity", "query-error-1pct"]]
     >>> best = privpub.explore(frame, spec, {"k": range(5, 21)}, optimize="gen-iloss")
     >>> privpub.publish(frame, spec, set=best.setting, overrides={"output": {"seed": best.seed}})
     """

@@ -20,7 +20,7 @@ import importlib
 from typing import Any
 
 # top-level packages a function may import when it runs (tests/test_code_shape.py)
-OPTIONAL_DEPENDENCIES: frozenset[str] = frozenset({"prefect", "distributed", "httpx", "scipy"})
+OPTIONAL_DEPENDENCIES: frozenset[str] = frozenset({"prefect", "distributed", "httpx", "scipy", "sklearn"})
 
 
 def load_lazily(target: str) -> Any:

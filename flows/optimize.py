@@ -33,16 +33,13 @@ STRATEGY = "exhaustive"
 # (the explore page's risk axis), else, for a technique without a table of records (Anatomy),
 # the worst attribute disclosure
 RISK_FIGURES = ("prosecutor-risk-max", "attribute-risk-max")
-# figures a release may carry that tasks/report/figures.py does not describe (yet)
-_ALSO_KNOWN = {"classification-accuracy": HIGHER}
 FRONT_SHOWN = 12  # front points the command's text names (--json and the page hold them all)
-_EXAMPLES = (*QUALITY_FIGURES, "discernibility", "query_error_1pct", "uncertainty_penalty_normalized")
+_EXAMPLES = (*QUALITY_FIGURES, "discernibility", "query-error-1pct", "uncertainty-penalty-normalized")
 
 
 def direction(figure: str) -> Literal["lower", "higher"]:
     """Which way a figure is better, or a one-line refusal for a name with no direction."""
     better = figure_words(figure).better if isinstance(figure, str) else None
-    better = _ALSO_KNOWN.get(figure, better) if better not in (LOWER, HIGHER) else better
     if better == LOWER:
         return "lower"
     if better == HIGHER:

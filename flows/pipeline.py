@@ -53,6 +53,7 @@ from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import ANONYMIZE, UTILITY, VERIFY, ChunkedStep, Technique
 from privpub.tasks.core.types import Partition, PrivacyResult, Release, VerifyContext
 from privpub.tasks.evaluate import SharedWorkload, evaluate, evaluation_workload, utility_summary
+from privpub.tasks.evaluate.classification import classification_figures, hold_out
 from privpub.tasks.evaluate.parted import evaluate_on_cluster
 from privpub.tasks.evaluate.quality import quality_figures
 from privpub.tasks.report import page as report_mod
@@ -180,6 +181,14 @@ def validate_step(frame, spec: ReleaseSpec, technique) -> Microdata:
     return data
 
 
+def hold_out_step(data: Microdata, seed: int) -> Microdata:
+    """[evaluate] target: the held-out people drawn, before anonymizing, from the release's seed."""
+    data = hold_out(data, seed)
+    held = data.held_out
+    progress(f"{held.people} people ({int(held.test.sum())} rows) held out of the release to test classification")
+    return data
+
+
 def partition_step(technique, data, rng) -> Partition:
     failpoint("partition")
     part = _timed("partition", technique.partition, data, rng)
@@ -226,7 +235,8 @@ def evaluate_step(technique, release, data, workload_seed: int, shared: SharedWo
 
 
 def _quality(technique, release, data) -> dict[str, Any]:
-    return quality_figures(technique.quality_view(release), data)
+    view = technique.quality_view(release)
+    return {**quality_figures(view, data), **classification_figures(view, data)}
 
 
 def risk_step(
@@ -363,6 +373,8 @@ def release_key(spec: ReleaseSpec, fingerprint: str, seed: int) -> str:
     }
     if spec.section("series"):  # keep_groups changes the release (absent: keys as before)
         body["series_options"] = spec.section("series")
+    if spec.evaluate.target is not None:  # the held-out people change the release (absent: keys as before)
+        body["held_out"] = {"target": spec.evaluate.target, "holdout": spec.evaluate.holdout}
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -771,6 +783,8 @@ def read_and_check(run: ReleaseRun) -> RowsRead | str:
     last release and "@row" in a series (refused, with their audit rows)."""
     spec = run.spec
     fp, data = read_rows(run.driver, spec, run.technique, run.executor, run.plan.in_parts)
+    if isinstance(data, Microdata) and spec.evaluate.target is not None:  # never enters the release
+        data = hold_out_step(data, run.seed)  # (a target with rows in parts is refused by the spec)
     run.plan.risk.check_population(data.people)  # [risk] population below the input's people: refused now
     key = release_key(spec, fp, run.seed)
     existing = run.store.find_by_key(key)

@@ -25,12 +25,12 @@ from privpub.tasks.core.parted_table import PartedTable, read_published
 # the figures a notebook shows beside the privacy checks (the report has them all)
 KEY_UTILITY = (
     "groups",
-    "avg_group_size",
-    "suppressed_rows",
-    "query_error_1pct",
-    "query_error_5pct",
-    "query_error_10pct",
-    "uncertainty_penalty_normalized",
+    "avg-group-size",
+    "suppressed-rows",
+    "query-error-1pct",
+    "query-error-5pct",
+    "query-error-10pct",
+    "uncertainty-penalty-normalized",
 )
 
 

@@ -381,9 +381,26 @@ Seed64 = Annotated[int, _rule(lambda v: _whole(v) and 0 <= v < 2**64, SEED_WORDS
 
 
 class EvaluateSpec(SectionModel):
-    """[evaluate]: the seed of the shared count-query workload (tasks/evaluate)."""
+    """[evaluate]: the seed of the shared count-query workload (tasks/evaluate); `target`, the
+    column whose classification accuracy is measured on `holdout` of the people, held out of the
+    release (tasks/evaluate/classification.py, docs/utility.md)."""
 
     workload_seed: Seed64 = 0
+    target: Annotated[
+        str | None,
+        _rule(
+            _optional(lambda v: isinstance(v, str) and v != ""),
+            "{key} = {value!r}: must be a column name (the sensitive column or a quasi-identifier)",
+        ),
+    ] = None
+    holdout: Annotated[
+        float,
+        _rule(
+            lambda v: _number(v) and 0 < v <= 0.5,
+            "{key} = {value!r}: must be a number above 0 and at most 0.5 (the share of people held out)",
+            _float,
+        ),
+    ] = 0.2
 
 
 # [series] (tasks/compose/check.py series_settings adds what depends on the technique)
@@ -687,7 +704,25 @@ def spec_from_dict(data: dict[str, Any], base_dir: str | Path = ".", *, stored: 
         problems = "; ".join(f"{_where(tuple(err['loc']))}: {err['msg']}" for err in exc.errors())
         raise SpecError(f"invalid spec: {problems}") from None
     _check_parted(spec)
+    _check_target(spec)
     return spec
+
+
+def _check_target(spec: ReleaseSpec) -> None:
+    """[evaluate] target: the sensitive column or a QI, never the person id (checked here, where
+    [dataset] is known; its classes are counted when the rows are read)."""
+    target, ds = spec.evaluate.target, spec.dataset
+    if target is None:
+        return
+    if target == ds.person_id:
+        raise SpecError(f"[evaluate] target = {target!r}: the person id column is not a target")
+    if target != ds.sensitive and target not in [q.name for q in ds.qi]:
+        raise SpecError(
+            f"[evaluate] target = {target!r}: unknown column; the sensitive column ({ds.sensitive!r}) "
+            "or a quasi-identifier"
+        )
+    if spec.run.task_runner == "dask":
+        raise SpecError('[evaluate] target runs in memory only, not with [run] task_runner = "dask"')
 
 
 def _check_parted(spec: ReleaseSpec) -> None:

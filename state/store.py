@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # the tables the read-outs return (DuckDB's .df())
     import pandas as pd
 
 from privpub.schemas.errors import StaleHistory, StateBusy, StateError
+from privpub.schemas.figure_names import current_name, old_names
 from privpub.schemas.names import inside, name_problem, shown
 from privpub.state import chain, ledger
 from privpub.state.failpoints import failpoint
@@ -1078,6 +1079,7 @@ class Store:
                 "FROM release_metrics WHERE release_id = ? ORDER BY kind, name",
                 [release_id],
             ).df()
+            rel["metrics"] = _current_metric_names(rel["metrics"])
             return rel
 
     def private(self, release_id: str) -> dict[str, Any]:
@@ -1184,12 +1186,14 @@ class Store:
         with self.read() as con:
             if not has_table(con, "release_rows"):
                 return None
-            return con.execute(
+            frame = con.execute(
                 "SELECT r.sequence, r.release_id, r.created_at, m.name, coalesce(m.text_value, "
                 "CAST(m.value AS VARCHAR)) AS value FROM release_rows r JOIN release_metrics m "
                 "USING (release_id) WHERE r.series = ? AND list_contains(?, m.name) ORDER BY r.sequence",
-                [series, names],
+                [series, old_names(names)],
             ).df()
+            frame["name"] = frame["name"].map(current_name)
+            return frame
 
     def trail(self, series: str | None = None, since: datetime | None = None) -> pd.DataFrame:
         """Every attempt with what it touched, for an auditor: the audit log joined with the
@@ -1293,6 +1297,14 @@ def _insert_release_row(
             "INSERT INTO release_tables VALUES (?, ?, ?, ?, ?)",
             [release_id, name, meta["file"], meta["n_rows"], meta["sha256"]],
         )
+
+
+def _current_metric_names(metrics: Any) -> Any:
+    """A release's figures with the utility names of an old state (underscores) read as now
+    (hyphens); the stored rows, which the hash chain covers, are not rewritten."""
+    utility = metrics["kind"] == "utility"
+    metrics.loc[utility, "name"] = metrics.loc[utility, "name"].map(current_name)
+    return metrics.sort_values(["kind", "name"], kind="stable").reset_index(drop=True)
 
 
 def _insert_figures(

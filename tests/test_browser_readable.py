@@ -176,7 +176,7 @@ def test_the_report_fits_and_reads_as_words_and_rounded_figures(browser, publish
     assert "checks)" in text and "(1 checks)" not in text
     # the exact values stay in the state's figures (the rounded text is what the page shows)
     exact = release.figures.set_index("name").value
-    assert exact["uncertainty_penalty_normalized"] != float(readable(exact["uncertainty_penalty_normalized"]))
+    assert exact["uncertainty-penalty-normalized"] != float(readable(exact["uncertainty-penalty-normalized"]))
     for name in ("Bayardo-Agrawal", "Butterfly Definition 1", "Dankar et al.'s rule", "Zayatz (1991)"):
         assert name not in text
 
@@ -186,7 +186,7 @@ def test_the_explore_page_fits_and_reads_as_words_and_rounded_figures(browser, p
     page = Path(explored.attrs["page"])
     text = _read(browser, page, "readable-explore.png")
     names = set(explored.columns)  # one column per figure of any setting, beside the setting's own
-    assert {"query_error_1pct", "prosecutor-risk-max"} <= names
+    assert {"query-error-1pct", "prosecutor-risk-max"} <= names
     assert raw_names(text, names) == []
     assert long_numbers(text) == []
     assert "FAIL" in text and "PASS" in text  # l = 9 is refused: its reason is on the page, in words
@@ -215,7 +215,7 @@ def test_every_figure_of_every_technique_has_a_label(tmp_path):
         for n in release.figures.name:
             assert "_" not in label(n) and not label(n).endswith(("-max", "-avg")), (name, n, label(n))
     assert missing == {}
-    assert {"k-anonymity", "query_error_1pct", "prosecutor-risk-max", "input-prosecutor-risk-max"} <= seen
+    assert {"k-anonymity", "query-error-1pct", "prosecutor-risk-max", "input-prosecutor-risk-max"} <= seen
     assert len(seen) > 40  # every technique's own figures, not one release's
     # the figures of a series' later releases (the battery publishes first releases)
     for name in ("series-composition-k", "series-composition-l", "serial-statistics"):

@@ -61,14 +61,14 @@ def test_butterfly_on_fig2a_publishes_the_2_butterfly_without_loss():
     rows = Counter((tuple(r["A"]), tuple(r["B"]), tuple(r["C"]), r["s"]) for r in table.to_pylist())
     assert rows == Counter(((a,), (b,), (c,), s) for a, b, c, s in FIG2A[["A", "B", "C", "s"]].itertuples(index=False))
     assert all(r.passed and r.value == 2 for r in tech.verify(release, {}))
-    assert tech.utility(release, data)["uncertainty_penalty"] == 0
+    assert tech.utility(release, data)["uncertainty-penalty"] == 0
     assert part.info["butterflies"] >= 1 and part.info["points_in_butterflies"] == 6
 
     union, udata = technique_and_data(
         FIG2A, cat_qi("A", "B", "C"), "s", "union-qid", k=2, qids=[["A", "B"], ["B", "C"]]
     )
     _, urelease = release_of(union, udata)
-    assert union.utility(urelease, udata)["uncertainty_penalty"] > 0
+    assert union.utility(urelease, udata)["uncertainty-penalty"] > 0
 
 
 # --- Theorem 1, Table 4 -----------------------------------------------------------------------

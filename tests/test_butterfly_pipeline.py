@@ -68,8 +68,8 @@ def test_publishes_and_reverifies(prefect_server, census_dir, technique, extra):
     if extra:
         assert privacy.loc["k'-anonymity union QID", "value"] >= 2
     utility = metrics[metrics.kind == "utility"].set_index("name").value
-    assert utility["uncertainty_penalty_common"] + utility["uncertainty_penalty_distinct"] == pytest.approx(
-        utility["uncertainty_penalty"]
+    assert utility["uncertainty-penalty-common"] + utility["uncertainty-penalty-distinct"] == pytest.approx(
+        utility["uncertainty-penalty"]
     )
     ok, lines = reverify(census_dir / "privpub.duckdb", release_id)
     assert ok, lines

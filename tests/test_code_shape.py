@@ -34,6 +34,8 @@ OPTIONAL_IMPORT_POINTS: dict[tuple[str, str], str] = {
     ("state/store.py", "notice"): "prefect: the run's logger, once a flow loaded Prefect",
     ("tasks/population_models.py", "_special"): "scipy: the population models, with [risk] population only",
     ("tasks/population_models.py", "_optimize"): "scipy: Pitman's model, with [risk] population only",
+    ("tasks/evaluate/classification.py", "_features"): "scipy: classification accuracy, with [evaluate] target only",
+    ("tasks/evaluate/classification.py", "_accuracy"): "sklearn: classification accuracy, with [evaluate] target only",
 }
 
 # the only callers of importlib.import_module: the command table's loader and the public

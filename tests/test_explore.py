@@ -130,7 +130,7 @@ def test_explore_writes_nothing_and_its_figures_equal_a_publish(census_dir, tmp_
     stored = stored_figures(state, released)
     explored = rows[1]["figures"]
     assert set(stored.name) == set(explored)  # privacy, utility and risk: the same names
-    assert {"k-anonymity", "query_error_1pct", "prosecutor-risk-max", "series-composition-k"} <= set(explored)
+    assert {"k-anonymity", "query-error-1pct", "prosecutor-risk-max", "series-composition-k"} <= set(explored)
     for r in stored.itertuples():
         assert same_figure(explored[r.name], r.value, r.text_value), (r.name, explored[r.name], r.text_value)
     composed = stored[stored.name.isin(SERIES_NAMES)]

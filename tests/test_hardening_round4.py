@@ -218,7 +218,7 @@ def test_na_like_text_is_a_value_and_only_empty_fields_are_dropped(tmp_path):
     published = {str(v) for cell in table["sex"] for v in np.atleast_1d(cell)}  # a value or a set of values
     assert len(table) == 397 and set(spellings) <= published, published
     with duckdb.connect(str(tmp_path / "privpub.duckdb"), read_only=True) as con:
-        dropped = con.execute("SELECT value FROM release_metrics WHERE name = 'dropped_rows'").fetchall()
+        dropped = con.execute("SELECT value FROM release_metrics WHERE name = 'dropped-rows'").fetchall()
     assert dropped == [(3.0,)]
 
 

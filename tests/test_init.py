@@ -115,7 +115,7 @@ def test_init_proposes_dates_masks_scales_and_drop_for_messy_data_without_a_pers
     dataset = tomllib.loads(text)["dataset"]
     assert dataset["person_id"] == "@row" and dataset["missing"] == "drop"
     release = privpub.publish(spec)
-    assert release.figures.set_index("name").value["dropped_rows"] == 100
+    assert release.figures.set_index("name").value["dropped-rows"] == 100
     assert len(release.tables["table"]) == 1900 and k_reached(release, spec) >= 10
     assert "@row" not in release.tables["table"].columns
     assert "Person id: row number (@row)" in release.report.read_text()
@@ -301,7 +301,7 @@ def test_init_then_publish_with_no_edits_on_a_hospital_table_publishes_no_identi
         assert 'rows_per_person = "many"' in spec.read_text()
     release = privpub.publish(spec)
     published = release.tables["table"]
-    dropped = release.figures.set_index("name").value.get("dropped_rows", 0)
+    dropped = release.figures.set_index("name").value.get("dropped-rows", 0)
     assert dropped <= 0.05 * len(frame) and len(published) == len(frame) - dropped
     assert k_reached(release, spec) >= 10
     values = identifier_values(frame)

@@ -187,8 +187,8 @@ def _utility_verdicts(meta, utility) -> dict[str, str]:
 
 def test_the_dropped_share_is_of_the_rows_read_not_of_the_rows_kept():
     verdicts = _utility_verdicts(GSS, GSS_UTILITY)
-    assert verdicts["dropped_rows"] == "poor (38.8% of the input rows; 5% or more)"  # 23,917 / 61,697, not / 37,780
-    assert verdicts["suppressed_rows"] == "good (0.1% of the input rows; under 1%)"  # 80 / 61,697
+    assert verdicts["dropped-rows"] == "poor (38.8% of the input rows; 5% or more)"  # 23,917 / 61,697, not / 37,780
+    assert verdicts["suppressed-rows"] == "good (0.1% of the input rows; under 1%)"  # 80 / 61,697
     lines = summary_lines(GSS, [], GSS_UTILITY)
     assert "rows in: 61697 (37780 kept, 23917 dropped for an empty cell)" in lines
     (note,) = [line for line in lines if line.startswith("dropped rows: ")]
@@ -196,10 +196,10 @@ def test_the_dropped_share_is_of_the_rows_read_not_of_the_rows_kept():
     # the bands' edges where the two denominators disagree: 10 of 1,005 read is under 1%, 10 of 995 kept is not;
     # 50 of 1,002 read is under 5%, 50 of 952 kept is not
     for kept, dropped, band in ((995, 10, "good"), (995, 11, "fair"), (952, 50, "fair"), (950, 50, "poor")):
-        shown = _utility_verdicts({**META, "rows_in": kept}, {"dropped_rows": dropped})["dropped_rows"]
+        shown = _utility_verdicts({**META, "rows_in": kept}, {"dropped_rows": dropped})["dropped-rows"]
         assert shown.startswith(f"{band} ({dropped / (kept + dropped):.1%} of the input rows"), (kept, dropped, shown)
     # without "drop" nothing changes: the rows in are the rows read
-    assert _utility_verdicts(META, {"suppressed_rows": 10})["suppressed_rows"].startswith("fair (1.0% ")
+    assert _utility_verdicts(META, {"suppressed_rows": 10})["suppressed-rows"].startswith("fair (1.0% ")
     assert "rows in: 1000" in summary_lines(META, [], {"suppressed_rows": 10})
 
 

@@ -282,7 +282,7 @@ def test_drop_leaves_out_the_rows_with_an_empty_cell_and_counts_them(tmp_path, m
     else:
         release = privpub.publish(frame, spec(QI_ALL, missing="drop"))
     figures = release.figures.set_index("name").value
-    assert figures["dropped_rows"] == 50 and len(release.tables["table"]) == 950
+    assert figures["dropped-rows"] == 50 and len(release.tables["table"]) == 950
     assert class_sizes(release.tables["table"], ["born_lo", "born_hi", "zip", "score"]).min() >= 10
     report = release.report.read_text()
     assert "Dropped rows: 50 (an empty cell in the person id, a quasi-identifier or the sensitive column" in report
@@ -313,7 +313,7 @@ def test_shares_of_the_input_count_the_dropped_rows_in_the_report_its_markdown_a
     )
     published = len(release.tables["table"])
     suppressed = read - dropped - published
-    assert suppressed > 0 and release.figures.set_index("name").value["suppressed_rows"] == suppressed
+    assert suppressed > 0 and release.figures.set_index("name").value["suppressed-rows"] == suppressed
     words = (
         f"publishes {published:,} of the {read:,} rows of gss_like.parquet "
         f"({dropped:,} left out for empty cells, {suppressed:,} suppressed)"
@@ -347,7 +347,7 @@ def test_drop_names_a_bad_cell_by_its_row_in_the_input(tmp_path, monkeypatch):
 def test_without_drop_no_dropped_rows_figure_is_published(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     release = privpub.publish(table(300), spec(QI_ALL))
-    assert "dropped_rows" not in set(release.figures.name)
+    assert "dropped-rows" not in set(release.figures.name)
 
 
 def test_category_makes_an_empty_categorical_cell_a_value_and_still_refuses_other_empty_cells(tmp_path, monkeypatch):
@@ -359,7 +359,7 @@ def test_category_makes_an_empty_categorical_cell_a_value_and_still_refuses_othe
     release = privpub.publish(frame, spec(qi, missing="category"))
     published = release.tables["table"]
     assert any("(missing)" in v for v in published.sex) and len(published) == 400
-    assert "dropped_rows" not in set(release.figures.name)
+    assert "dropped-rows" not in set(release.figures.name)
     frame.loc[5, "diagnosis"] = None  # the sensitive column: not a category
     with pytest.raises(InputError, match=r"^input rejected: row 6, column 'diagnosis': is empty \(null\)$"):
         privpub.publish(frame, spec(qi, missing="category"), state="other.duckdb")

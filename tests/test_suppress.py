@@ -222,7 +222,7 @@ def test_a_release_with_suppress_counts_and_states_its_suppressed_rows(tmp_path)
     utility = {r.name: r.value for r in m[m.kind == "utility"].itertuples()}
     risk = {r.name: r.value for r in m[m.kind == "risk"].itertuples()}
     (table_row,) = rel["tables"].itertuples()
-    suppressed = int(utility["suppressed_rows"])
+    suppressed = int(utility["suppressed-rows"])
     assert 0 < suppressed <= 30 and table_row.n_rows == 600 - suppressed
     # the release's figures are over the published records: recomputed from the file
     table = pq.read_table(tmp_path / "releases" / release_id / table_row.file)
@@ -262,7 +262,7 @@ def test_a_series_of_two_releases_with_suppress_is_composed_over_the_published_p
     m = rel["metrics"]
     (comp,) = m[m.name.str.startswith("series-composition")].itertuples()
     worst = json.loads(comp.detail)
-    suppressed = int(m[m.name == "suppressed_rows"].value.iloc[0])
+    suppressed = int(m[m.name == "suppressed-rows"].value.iloc[0])
     (table_row,) = rel["tables"].itertuples()
     assert suppressed > 0 and worst["people"] == table_row.n_rows == 630 - suppressed
     assert worst["returning"] > 0 and comp.passed == (worst["below"] == 0)
@@ -285,7 +285,7 @@ def test_a_share_whose_float_product_falls_below_it_publishes_with_the_budget_as
             "output": {"seed": 1},
         }
         release = privpub.publish(frame, spec, state=state)
-        return release.figures.set_index("name").value["suppressed_rows"], release.tables["table"]
+        return release.figures.set_index("name").value["suppressed-rows"], release.tables["table"]
 
     suppressed, table = published(0.0048, "written.duckdb")
     assert suppressed == 3 and len(table) == 622 and table.age_hi.max() == 39
@@ -305,6 +305,6 @@ def test_suppress_with_a_sensitive_value_model_publishes_a_table_meeting_both(tm
     privacy = m[m.kind == "privacy"]
     name = "t-closeness" if models.startswith("t") else "entropy-l-diversity"
     assert privacy.passed.all() and name in privacy.name.tolist()
-    assert int(m[(m.kind == "utility") & (m.name == "suppressed_rows")].value.iloc[0]) > 0
+    assert int(m[(m.kind == "utility") & (m.name == "suppressed-rows")].value.iloc[0]) > 0
     ok, lines = reverify(tmp_path / "privpub.duckdb", release_id)
     assert ok and any(line.startswith(f"PASS {name}") for line in lines), lines

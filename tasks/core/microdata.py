@@ -159,6 +159,9 @@ class Microdata(HasDomains):
     # `[dataset] rows_per_person = "many"`: each row's person as a number 0..people-1 (the order of
     # first appearance; never the id itself); None: one row per person, a row is a person
     person: np.ndarray | None = None
+    # `[evaluate] target`: the people held out of the release before anonymizing, with the whole
+    # input they were drawn from (tasks/evaluate/classification.py HeldOut); None: no target
+    held_out: Any = None
 
     @classmethod
     def from_frame(cls, spec: ReleaseSpec, frame: pd.DataFrame) -> Microdata:

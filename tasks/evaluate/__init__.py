@@ -70,7 +70,7 @@ def utility_summary(
     if sizes is not None:
         out.update(group_size_stats(sizes))
     out.update(figures)
-    out["suppressed_rows"] = int(release.info.get("suppressed", 0))
+    out["suppressed-rows"] = int(release.info.get("suppressed", 0))
     if data.spec.dataset.missing == "drop":  # rows with an empty cell, left out before any work
-        out["dropped_rows"] = int(getattr(data, "dropped_rows", 0))
+        out["dropped-rows"] = int(getattr(data, "dropped_rows", 0))
     return out

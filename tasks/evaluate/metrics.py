@@ -25,7 +25,7 @@ def error_by_selectivity(workload: list[CountQuery], actual: np.ndarray, estimat
     for s in sorted(set(sel.tolist())):
         m = sel == s
         err = nonzero_relative_errors(actual[m], estimate[m])
-        out[f"query_error_{round(s * 100)}pct"] = float(err.mean()) if len(err) else float("nan")
+        out[f"query-error-{round(s * 100)}pct"] = float(err.mean()) if len(err) else float("nan")
     return out
 
 
@@ -33,9 +33,9 @@ def group_size_stats(sizes: np.ndarray) -> dict[str, float]:
     sizes = np.asarray(sizes, dtype=np.int64)
     return {
         "groups": int(len(sizes)),
-        "avg_group_size": float(sizes.mean()) if len(sizes) else 0.0,
-        "max_group_size": int(sizes.max()) if len(sizes) else 0,
-        "min_group_size": int(sizes.min()) if len(sizes) else 0,
+        "avg-group-size": float(sizes.mean()) if len(sizes) else 0.0,
+        "max-group-size": int(sizes.max()) if len(sizes) else 0,
+        "min-group-size": int(sizes.min()) if len(sizes) else 0,
         "discernibility": int((sizes.astype(np.int64) ** 2).sum()),
     }
 
@@ -86,7 +86,7 @@ def uncertainty_penalty(table: pa.Table, data: Microdata, qi_names: list[str] | 
         total += per_attr[name]
     n = max(table.num_rows, 1)
     return {
-        "uncertainty_penalty": total,
-        "uncertainty_penalty_normalized": total / (n * max(len(names), 1)),
-        **{f"penalty_{k}": v for k, v in per_attr.items()},
+        "uncertainty-penalty": total,
+        "uncertainty-penalty-normalized": total / (n * max(len(names), 1)),
+        **{f"penalty-{k}": v for k, v in per_attr.items()},
     }

@@ -164,12 +164,12 @@ def cluster_workload(data: PartedRows, rng: np.random.Generator, per_band: int) 
 
 def combine_penalties(per_part: list[dict[str, Any]], rows: int, names: list[str]) -> dict[str, float]:
     """uncertainty_penalty of a whole table from its parts' (sums per attribute)."""
-    per_attr = {name: float(sum(p[f"penalty_{name}"] for p in per_part)) for name in names}
+    per_attr = {name: float(sum(p[f"penalty-{name}"] for p in per_part)) for name in names}
     total = float(sum(per_attr.values()))
     return {
-        "uncertainty_penalty": total,
-        "uncertainty_penalty_normalized": total / (max(rows, 1) * max(len(names), 1)),
-        **{f"penalty_{k}": v for k, v in per_attr.items()},
+        "uncertainty-penalty": total,
+        "uncertainty-penalty-normalized": total / (max(rows, 1) * max(len(names), 1)),
+        **{f"penalty-{k}": v for k, v in per_attr.items()},
     }
 
 

@@ -21,16 +21,16 @@ _CHAR_PX = 6.5  # width of one character at font-size 11: a point's label box, t
 
 # (utility figure, risk figure) pairs plotted when the rows have them: lower is better on both
 PAIRS = (
-    ("query_error_1pct", "prosecutor-risk-max"),
-    ("uncertainty_penalty_normalized", "records-at-risk"),
-    ("query_error_1pct", "attribute-risk-max"),
+    ("query-error-1pct", "prosecutor-risk-max"),
+    ("uncertainty-penalty-normalized", "records-at-risk"),
+    ("query-error-1pct", "attribute-risk-max"),
 )
 # the utility and risk figures a reader compares settings by (the command's table shows these)
 KEY_FIGURES = (
     "groups",
-    "query_error_1pct",
-    "uncertainty_penalty_normalized",
-    "suppressed_rows",
+    "query-error-1pct",
+    "uncertainty-penalty-normalized",
+    "suppressed-rows",
     "prosecutor-risk-max",
     "records-at-risk",
     "attribute-risk-max",

@@ -12,6 +12,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from privpub.schemas.figure_names import current_name, current_names
+
 LOWER, HIGHER, NEUTRAL = "lower is better", "higher is better", "context"
 LONG_LIST = 12  # a list of more values is shown as "N values: the first few, ..."
 SHOWN = 6  # values shown of a long list
@@ -85,7 +87,7 @@ class Band(NamedTuple):
 QUERY_BAND = Band(0.05, 0.20)  # mean relative error of count queries
 WIDTH_BAND = Band(0.10, 0.30)  # share of a column's domain a published cell spans
 ROWS_BAND = Band(0.01, 0.05, of_rows=True)  # share of the input rows left out
-PER_ROW_BAND = Band(0.10, 0.30, per_row=True)  # penalty_<column>: its width per published row
+PER_ROW_BAND = Band(0.10, 0.30, per_row=True)  # penalty-<column>: its width per published row
 
 
 class Figure(NamedTuple):
@@ -103,11 +105,11 @@ _FIGURES: dict[str, Figure] = {
     "groups": Figure(
         "QI-groups", "groups", "QI-groups published: people an adversary cannot tell apart share one", NEUTRAL
     ),
-    "avg_group_size": Figure("average group size", "rows", "average rows per QI-group", LOWER),
-    "min_group_size": Figure(
+    "avg-group-size": Figure("average group size", "rows", "average rows per QI-group", LOWER),
+    "min-group-size": Figure(
         "smallest group", "rows", "smallest QI-group (at least k when k-anonymity is asked for)", NEUTRAL
     ),
-    "max_group_size": Figure("largest group", "rows", "largest QI-group: large groups blur the data most", LOWER),
+    "max-group-size": Figure("largest group", "rows", "largest QI-group: large groups blur the data most", LOWER),
     "discernibility": Figure(
         "discernibility",
         "rows²",
@@ -151,41 +153,61 @@ _FIGURES: dict[str, Figure] = {
         "of the QIs and the sensitive column (0 = the same; docs/utility.md)",
         LOWER,
     ),
-    "suppressed_rows": Figure(
+    "classification-accuracy": Figure(
+        "classification accuracy (release)",
+        "share of held-out rows, 0-1",
+        "share of the held-out input rows whose [evaluate] target a random forest trained on the release "
+        "predicts exactly (docs/utility.md)",
+        HIGHER,
+    ),
+    "input-classification-accuracy": Figure(
+        "classification accuracy (input)",
+        "share of held-out rows, 0-1",
+        "the same model trained on the input's rows the release was made from, tested on the same held-out rows",
+        HIGHER,
+    ),
+    "held-out-people": Figure(
+        "held-out people",
+        "people",
+        "people drawn from the input before anonymizing to test the classification, never published",
+        NEUTRAL,
+    ),
+    "held-out-rows": Figure("held-out rows", "rows", "the held-out people's input rows", NEUTRAL),
+    "suppressed-rows": Figure(
         "suppressed rows",
         "rows",
         "input rows left out of the release (judged as a share of the input)",
         LOWER,
         ROWS_BAND,
     ),
-    "dropped_rows": Figure(
+    "dropped-rows": Figure(
         "dropped rows",
         "rows",
         'input rows with an empty cell, left out before any work ([dataset] missing = "drop")',
         LOWER,
         ROWS_BAND,
     ),
-    "uncertainty_penalty": Figure(
+    "uncertainty-penalty": Figure(
         "uncertainty penalty (total)",
         "cells × share of domain",
         "sum over published cells of the cell's width as a share of its column's range: 0 for an exact value, "
         "1 for the whole range (as the Butterfly paper defines it)",
         LOWER,
     ),
-    "uncertainty_penalty_normalized": Figure(
+    "uncertainty-penalty-normalized": Figure(
         "uncertainty penalty per cell",
         "share of domain, 0-1",
         "average width of a published QI cell as a share of its column's range: 0 = exact values, 1 = whole domain",
         LOWER,
         WIDTH_BAND,
     ),
-    "uncertainty_penalty_common": Figure(
+    "uncertainty-penalty-common": Figure(
         "uncertainty penalty, shared columns",
         "cells × share of domain",
         "the uncertainty penalty on columns that belong to several QIDs",
         LOWER,
     ),
-    "uncertainty_penalty_distinct": Figure(
+    "uncertainty-penalty-distinct": Figure(
         "uncertainty penalty, single-QID columns",
         "cells × share of domain",
         "the uncertainty penalty on columns of one QID only",
@@ -205,7 +227,8 @@ _FIGURES: dict[str, Figure] = {
 def figure_words(name: str) -> Figure:
     """Label, unit, meaning, direction and bands of a utility figure (a plain fallback for one
     this module does not know)."""
-    m = re.fullmatch(r"query_error_(\d+)pct", name)
+    name = current_name(name)  # an old state's names read as now
+    m = re.fullmatch(r"query-error-(\d+)pct", name)
     if m:
         return Figure(
             f"count-query error at {m.group(1)}% selectivity",
@@ -214,8 +237,8 @@ def figure_words(name: str) -> Figure:
             LOWER,
             QUERY_BAND,
         )
-    if name.startswith("penalty_"):
-        col = name.removeprefix("penalty_")
+    if name.startswith("penalty-"):
+        col = name.removeprefix("penalty-")
         return Figure(
             f"uncertainty penalty on {col}",
             "rows × share of domain",
@@ -229,6 +252,7 @@ def figure_words(name: str) -> Figure:
 
 def describe(name: str) -> tuple[str, str]:
     """(what the figure measures, which direction is better)."""
+    name = current_name(name)  # an old state's names read as now
     words = figure_words(name)
     return words.what, words.better
 
@@ -240,22 +264,24 @@ def band_text(band: Band, pct: bool) -> tuple[str, str]:
 
 def input_rows(rows_in: Any, utility: dict[str, Any]) -> int | None:
     """The rows of the input as read: a release's `rows_in` counts the rows that entered it, after
-    those `[dataset] missing = "drop"` left out (utility `dropped_rows`), so a share of "the input
+    those `[dataset] missing = "drop"` left out (utility `dropped-rows`), so a share of "the input
     rows" divides by both together. None without `rows_in`."""
+    utility = current_names(utility)  # an old state's names read as now
     if not isinstance(rows_in, (int, np.integer)) or isinstance(rows_in, (bool, np.bool_)):
         return None
-    return int(rows_in) + int(utility.get("dropped_rows") or 0)
+    return int(rows_in) + int(utility.get("dropped-rows") or 0)
 
 
 def verdict(name: str, value: Any, rows_in: int | None = None, published_rows: int | None = None) -> str:
     """ "good", "fair" or "poor" with the band it falls in, or "" where no verdict makes sense
     (a count of groups, a figure without bands, a share without its denominator). `rows_in`: the
     rows read (`input_rows`), the denominator of a share of the input."""
+    name = current_name(name)  # an old state's names read as now
     band = figure_words(name).band
     number = as_number(value)
     if band is None or number is None:
         return ""
-    pct = band.of_rows or name.startswith("query_error_")
+    pct = band.of_rows or name.startswith("query-error-")
     if band.of_rows:
         if not rows_in:
             return ""
@@ -276,18 +302,19 @@ def verdict(name: str, value: Any, rows_in: int | None = None, published_rows: i
 
 def poor_figures(utility: dict[str, Any], rows_in: int | None = None) -> list[str]:
     """Warning lines for figures that make the release of little use (`rows_in`: the rows read)."""
+    utility = current_names(utility)  # an old state's names read as now
     out = []
     for name, value in utility.items():
-        m = re.fullmatch(r"query_error_(\d+)pct", name)
+        m = re.fullmatch(r"query-error-(\d+)pct", name)
         if m and isinstance(value, (int, float)) and value > 1:
             out.append(
                 f"count queries at {m.group(1)}% selectivity are off by {value:.2f} times their "
                 "true answer on average (above 1: analysts will get little from them)"
             )
-    penalty = utility.get("uncertainty_penalty_normalized")
+    penalty = utility.get("uncertainty-penalty-normalized")
     if isinstance(penalty, (int, float)) and penalty > 0.5:
         out.append(f"cells are generalized over {penalty:.0%} of their domain on average")
-    suppressed = utility.get("suppressed_rows")
+    suppressed = utility.get("suppressed-rows")
     if rows_in and isinstance(suppressed, (int, float)) and suppressed > 0.05 * rows_in:
         out.append(f"{int(suppressed):,} of {rows_in:,} input rows ({suppressed / rows_in:.0%}) were left out")
     return out
@@ -453,6 +480,7 @@ _PRIVACY_NAMES: list[tuple[str, str]] = [
 def known_label(name: str) -> str | None:
     """The label of any figure a release stores (privacy, utility or risk), None when no mapping
     knows it (tests/test_browser_readable.py: every figure of every technique has one)."""
+    name = current_name(name)  # an old state's names read as now
     if name.startswith("input-"):
         inner = known_label(name.removeprefix("input-"))
         return f"{inner} (input)" if inner else None
@@ -465,7 +493,7 @@ def known_label(name: str) -> str | None:
         m = re.fullmatch(pattern, name)
         if m:
             return text.format(m.group(0), *m.groups())
-    if name in _FIGURES or re.fullmatch(r"query_error_\d+pct", name) or name.startswith("penalty_"):
+    if name in _FIGURES or re.fullmatch(r"query-error-\d+pct", name) or name.startswith("penalty-"):
         return figure_words(name).label
     return None
 
@@ -473,6 +501,7 @@ def known_label(name: str) -> str | None:
 def label(name: str) -> str:
     """What the report and explore's page call a figure (never its stored name with _ or its
     made-up hyphenated name); an unknown figure's name with its underscores as spaces."""
+    name = current_name(name)  # an old state's names read as now
     return known_label(name) or name.replace("_", " ")
 
 

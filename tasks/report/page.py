@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from privpub.schemas.figure_names import current_names
 from privpub.schemas.spec import ROW_ID
 from privpub.tasks.core.types import PrivacyResult
 from privpub.tasks.report.figures import (
@@ -51,11 +52,11 @@ __all__ = [
 
 
 def _pct(key: str) -> int:
-    return int(key.removeprefix("query_error_").removesuffix("pct"))
+    return int(key.removeprefix("query-error-").removesuffix("pct"))
 
 
 def _query_errors(utility: dict[str, Any]) -> dict[str, float]:
-    return {k: v for k, v in utility.items() if k.startswith("query_error_")}
+    return {k: v for k, v in utility.items() if k.startswith("query-error-")}
 
 
 RISK_LABELS = {
@@ -165,7 +166,8 @@ def risk_rows(risk: dict[str, Any], note: str | None = None) -> list[tuple[str, 
 def risk_denominator(meta: dict[str, Any], utility: dict[str, Any]) -> str | None:
     """When rows were suppressed, whose risk the release figures are: the published records only
     (docs/risk.md). None when every input row is published or no release figure is computed."""
-    suppressed = int(utility.get("suppressed_rows") or 0)
+    utility = current_names(utility)  # an old state's names read as now
+    suppressed = int(utility.get("suppressed-rows") or 0)
     rows_in = meta.get("rows_in")
     computed = any(name in (meta.get("risk") or {}) for name in RISK_LABELS)
     if not suppressed or rows_in is None or not computed:
@@ -228,9 +230,10 @@ def _attribute_html(meta: dict[str, Any], esc: Callable[[str], str]) -> str:
 def input_notes(meta: dict[str, Any], utility: dict[str, Any]) -> list[str]:
     """What the release did to its input before any work: rows dropped for an empty cell
     (`[dataset] missing = "drop"`), the row number taken as the person id (`person_id = "@row"`)."""
+    utility = current_names(utility)  # an old state's names read as now
     notes = []
-    if "dropped_rows" in utility:
-        dropped, read = int(utility["dropped_rows"]), input_rows(meta.get("rows_in"), utility)
+    if "dropped-rows" in utility:
+        dropped, read = int(utility["dropped-rows"]), input_rows(meta.get("rows_in"), utility)
         # the share is of the rows read, the dropped ones included (rows_in counts the kept ones only)
         share = f"{dropped / read:.1%} of the {read:,} input rows; " if read else ""
         notes.append(
@@ -246,6 +249,13 @@ def input_notes(meta: dict[str, Any], utility: dict[str, Any]) -> list[str]:
             f"hold {fmt(meta['people_in'])} people; all of a person's rows are in one group, and the privacy and risk "
             "figures count people, not rows"
         )
+    if "held-out-people" in utility:  # [evaluate] target (docs/utility.md, "Classification accuracy")
+        people, rows = int(utility["held-out-people"]), int(utility.get("held-out-rows") or 0)
+        notes.append(
+            f"held out: {plural(people, 'person', 'people')} ({plural(rows, 'row')}) drawn from the input before "
+            "anonymizing were withheld from publication and from every figure but the classification accuracy "
+            "([evaluate] target), which tests on them"
+        )
     return notes
 
 
@@ -253,36 +263,37 @@ def _rows_in_words(meta: dict[str, Any], utility: dict[str, Any]) -> str:
     """The input's rows as read, and with [dataset] missing = "drop" how many of them the release
     kept (meta rows_in counts the kept rows only)."""
     kept = meta.get("rows_in")
-    if "dropped_rows" not in utility or input_rows(kept, utility) is None:
+    if "dropped-rows" not in utility or input_rows(kept, utility) is None:
         return fmt(kept)
-    return f"{input_rows(kept, utility)} ({kept} kept, {int(utility['dropped_rows'])} dropped for an empty cell)"
+    return f"{input_rows(kept, utility)} ({kept} kept, {int(utility['dropped-rows'])} dropped for an empty cell)"
 
 
 def summary_lines(meta: dict[str, Any], privacy: list[PrivacyResult], utility: dict[str, Any]) -> list[str]:
+    utility = current_names(utility)  # an old state's names read as now
     lines = [
         f"release {meta['release_id']} (series {meta['series']}, #{meta['sequence']}, "
         f"technique {meta['technique']}, seed {meta['seed']})",
         f"rows in: {_rows_in_words(meta, utility)}",
     ]
-    if {"groups", "avg_group_size", "max_group_size"} <= set(utility):
+    if {"groups", "avg-group-size", "max-group-size"} <= set(utility):
         lines.append(
-            f"groups: {fmt(utility['groups'])} (avg size {readable(utility['avg_group_size'])}, "
-            f"max {fmt(utility['max_group_size'])})"
+            f"groups: {fmt(utility['groups'])} (avg size {readable(utility['avg-group-size'])}, "
+            f"max {fmt(utility['max-group-size'])})"
         )
     for r in privacy:
         need = f" (required {r.threshold})" if r.threshold is not None else ""
         unit = " people" if r.model == "k-anonymity" and meta.get("people_in") else ""  # rows_per_person = "many"
         lines.append(f"{r.model}: {fmt(r.value)}{unit}{need} {'PASS' if r.passed else 'FAIL'}")
     errs = [
-        f"{k.removeprefix('query_error_').replace('pct', '%')}: {fmt(v, 3)}"
+        f"{k.removeprefix('query-error-').replace('pct', '%')}: {fmt(v, 3)}"
         for k, v in sorted(_query_errors(utility).items(), key=lambda kv: _pct(kv[0]))
     ]
     if errs:
         lines.append("mean relative query error by selectivity: " + ", ".join(errs))
-    if "uncertainty_penalty_normalized" in utility:
-        lines.append(f"uncertainty penalty (per tuple per QI): {fmt(utility['uncertainty_penalty_normalized'])}")
-    if utility.get("suppressed_rows"):
-        lines.append(f"suppressed rows: {utility['suppressed_rows']}")
+    if "uncertainty-penalty-normalized" in utility:
+        lines.append(f"uncertainty penalty (per tuple per QI): {fmt(utility['uncertainty-penalty-normalized'])}")
+    if utility.get("suppressed-rows"):
+        lines.append(f"suppressed rows: {utility['suppressed-rows']}")
     lines += input_notes(meta, utility)
     alarm = alarm_text(meta, privacy)
     if alarm:
@@ -300,6 +311,7 @@ def summary_lines(meta: dict[str, Any], privacy: list[PrivacyResult], utility: d
 
 def figure_rows(privacy: list[PrivacyResult], utility: dict[str, Any]) -> list[dict[str, str]]:
     """The `release-figures` artifact's table (a run in process or recorded over HTTP alike)."""
+    utility = current_names(utility)  # an old state's names read as now
     rows = [
         {
             "kind": "privacy",
@@ -318,9 +330,10 @@ def figure_rows(privacy: list[PrivacyResult], utility: dict[str, Any]) -> list[d
 def artifact_verdict(meta: dict[str, Any], privacy: list[PrivacyResult], utility: dict[str, Any]) -> str:
     """The verdict above the report's link in the Prefect UI (markdown): the release id, one line
     on what was published and whether every check passed, pass / fail per check."""
+    utility = current_names(utility)  # an old state's names read as now
     failed = [r for r in privacy if not r.passed]
     rows_in = meta.get("rows_in")
-    published = int(rows_in) - int(utility.get("suppressed_rows") or 0) if isinstance(rows_in, int) else None
+    published = int(rows_in) - int(utility.get("suppressed-rows") or 0) if isinstance(rows_in, int) else None
     what = f"{plural(published, 'row')} published" if published is not None else "published"
     verdict = (
         f"every privacy check passed ({plural(len(privacy), 'check')})"
@@ -378,8 +391,9 @@ def _md(text: str) -> str:
 
 def utility_table(utility: dict[str, Any], meta: dict[str, Any]) -> list[tuple[str, str, str, str, str, str, str]]:
     """(label, identifier, value, unit, verdict, what it measures, better) per utility figure."""
+    utility = current_names(utility)  # an old state's names read as now
     kept = meta.get("rows_in") if isinstance(meta.get("rows_in"), int) else None
-    published = kept - int(utility.get("suppressed_rows") or 0) if kept else None
+    published = kept - int(utility.get("suppressed-rows") or 0) if kept else None
     read = input_rows(kept, utility)  # shares of the input: of the rows read, the dropped ones included
     out = []
     for name, value in utility.items():
@@ -393,6 +407,8 @@ def utility_table(utility: dict[str, Any], meta: dict[str, Any]) -> list[tuple[s
 
 
 def markdown_summary(meta: dict[str, Any], privacy: list[PrivacyResult], utility: dict[str, Any]) -> str:
+    utility = current_names(utility)  # an old state's names read as now
+
     def worst_md(r: PrivacyResult) -> str:
         return "; ".join(f"{k}: {v}" for k, v in worst_rows(r.worst, r.model))
 
@@ -469,7 +485,7 @@ def _plots(
         )
     errs = dict(sorted(_query_errors(utility).items(), key=lambda kv: _pct(kv[0])))
     if errs:
-        labels = [k.removeprefix("query_error_").replace("pct", "%") for k in errs]
+        labels = [k.removeprefix("query-error-").replace("pct", "%") for k in errs]
         svg = bar_chart(
             "Count-query error",
             labels,
@@ -682,6 +698,7 @@ def _risk_html(meta: dict[str, Any], utility: dict[str, Any]) -> str:
 def write_html_report(
     path: Path, meta: dict[str, Any], privacy: list[PrivacyResult], utility: dict[str, Any], sizes: np.ndarray | None
 ) -> Path:
+    utility = current_names(utility)  # an old state's names read as now
     esc = html.escape
     prov = "".join(f"<tr><th>{esc(k)}</th><td><code>{esc(v)}</code></td></tr>" for k, v in _provenance(meta))
     alarm = alarm_text(meta, privacy)

@@ -13,7 +13,7 @@ from privpub.tasks.report.figures import as_number, figure_words, fmt, label, pl
 from privpub.tasks.report.plots import plot_figure, trend_chart
 
 # the utility figures the report follows over a series (beside every privacy figure)
-SERIES_FIGURES = ["query_error_1pct", "uncertainty_penalty_normalized", "suppressed_rows"]
+SERIES_FIGURES = ["query-error-1pct", "uncertainty-penalty-normalized", "suppressed-rows"]
 
 
 def series_wide(meta: dict[str, Any]) -> pd.DataFrame | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from privpub.schemas.figure_names import current_names
 from privpub.schemas.spec import FRAME_INPUT
 from privpub.tasks.core.types import PrivacyResult
 from privpub.tasks.report.figures import as_number, fmt, input_rows, label, plural
@@ -266,9 +267,10 @@ def _checks_words(privacy: list[PrivacyResult], unguarded_alarm: bool = False, s
 
 def verdict_paragraph(meta: dict[str, Any], privacy: list[PrivacyResult], utility: dict[str, Any]) -> str:
     """The report's first paragraph (plain text). Keys missing from an older meta: it says less."""
+    utility = current_names(utility)  # an old state's names read as now
     sensitive = names(meta.get("sensitive"))
-    rows_in, suppressed = meta.get("rows_in"), int(utility.get("suppressed_rows") or 0)
-    dropped = int(utility.get("dropped_rows") or 0)  # rows_in counts the rows kept after these
+    rows_in, suppressed = meta.get("rows_in"), int(utility.get("suppressed-rows") or 0)
+    dropped = int(utility.get("dropped-rows") or 0)  # rows_in counts the rows kept after these
     why = [f"{dropped:,} left out for empty cells"] * bool(dropped) + [f"{suppressed:,} suppressed"] * bool(suppressed)
     if isinstance(rows_in, int) and why:
         rows = f"{rows_in - suppressed:,} of the {input_rows(rows_in, utility):,} rows"

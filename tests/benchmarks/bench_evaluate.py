@@ -51,11 +51,11 @@ def main() -> None:
             k: figures[k]
             for k in (
                 "queries",
-                "query_error_1pct",
-                "query_error_5pct",
-                "query_error_10pct",
+                "query-error-1pct",
+                "query-error-5pct",
+                "query-error-10pct",
                 "groups",
-                "uncertainty_penalty",
+                "uncertainty-penalty",
             )
         }
     )

@@ -333,9 +333,9 @@ def score(table: pa.Table, data: Microdata, spec) -> dict:
     if spec.technique.params.get("l"):
         privacy["l-diversity"] = l_diversity(table, cols, SENSITIVE, spec.technique.params["l"]).value
     return {
-        "penalty": up["uncertainty_penalty"],
-        "penalty_normalized": up["uncertainty_penalty_normalized"],
-        "per_attr": {k[len("penalty_") :]: v for k, v in up.items() if k.startswith("penalty_")},
+        "penalty": up["uncertainty-penalty"],
+        "penalty_normalized": up["uncertainty-penalty-normalized"],
+        "per_attr": {k[len("penalty-") :]: v for k, v in up.items() if k.startswith("penalty-")},
         "setsize_penalty": ss["total"],
         "setsize_penalty_normalized": ss["normalized"],
         "setsize_per_attr": ss["per_attr"],

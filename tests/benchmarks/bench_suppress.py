@@ -117,15 +117,15 @@ TABLES = {
 COLUMNS = [
     ("k", None),
     ("suppress", None),
-    ("suppressed rows", "suppressed_rows"),
-    ("NCP published", "uncertainty_penalty_normalized"),
+    ("suppressed rows", "suppressed-rows"),
+    ("NCP published", "uncertainty-penalty-normalized"),
     ("NCP charged", None),
     ("p99 row NCP", None),
     ("max row NCP", None),
     ("discernibility", "discernibility"),
-    ("query err 1%", "query_error_1pct"),
-    ("5%", "query_error_5pct"),
-    ("10%", "query_error_10pct"),
+    ("query err 1%", "query-error-1pct"),
+    ("5%", "query-error-5pct"),
+    ("10%", "query-error-10pct"),
     ("prosecutor max", "prosecutor-risk-max"),
     ("prosecutor avg", "prosecutor-risk-avg"),
     ("records at risk", "records-at-risk"),
@@ -171,7 +171,7 @@ def one_release(work: Path, frame: pd.DataFrame, qi: list[dict], sensitive: str,
     table = pq.read_table(folder / "releases" / release_id / file)
     data = Microdata.from_frame(load_spec(spec_path), frame)
     widths = row_widths(table, data)
-    suppressed = int(figures["suppressed_rows"])
+    suppressed = int(figures["suppressed-rows"])
     charged = (widths.sum() + suppressed) / data.n  # a suppressed row: every cell the whole domain
     return {
         **figures,

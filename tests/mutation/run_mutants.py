@@ -709,7 +709,7 @@ MUTANTS = [
     Mutant(
         "shares of the input divide by the rows kept, not the rows read",
         "tasks/report/figures.py",
-        'return int(rows_in) + int(utility.get("dropped_rows") or 0)',
+        'return int(rows_in) + int(utility.get("dropped-rows") or 0)',
         "return int(rows_in)",
         ["tests/test_report.py"],
     ),

@@ -92,8 +92,8 @@ class _MultiQID(Technique):
         table = release.tables["table"]
         out = uncertainty_penalty(table, data, self.union)
         common = [data.qi_names[j] for j in self.layout.body if data.qi_names[j] in self.union]
-        out["uncertainty_penalty_common"] = sum(out[f"penalty_{c}"] for c in common)
-        out["uncertainty_penalty_distinct"] = out["uncertainty_penalty"] - out["uncertainty_penalty_common"]
+        out["uncertainty-penalty-common"] = sum(out[f"penalty-{c}"] for c in common)
+        out["uncertainty-penalty-distinct"] = out["uncertainty-penalty"] - out["uncertainty-penalty-common"]
         return out
 
     def group_sizes(self, release: Release) -> np.ndarray:
