@@ -389,6 +389,7 @@ def _read_csv_with_arrow(path: Path, spec: ReleaseSpec) -> pd.DataFrame | None:
 # a cell that is a number as written in decimal (or the float's inf / nan spellings, which the
 # schema then names); pandas and Python also read `0x1F`, `1_000` or full-width digits
 _DECIMAL = r"\s*[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|(?i:inf|infinity|nan))\s*"
+_NON_FINITE = r"\s*[+-]?(?i:inf|infinity|nan)\s*"
 NOT_A_NUMBER = "(not a number)"  # stands for a cell of a numeric QI that is not one: the schema names it
 
 
@@ -406,7 +407,10 @@ def _numbers_as_written(frame: pd.DataFrame, text: set[str], spec: ReleaseSpec) 
         if bool(decimal.all()):
             out[name] = pd.to_numeric(column)
         elif name in numeric:
-            out[name] = column.where(decimal, NOT_A_NUMBER)
+            # inf / nan beside text are refused the same way: pandera stops at the first cell it
+            # cannot coerce, so a non-finite cell above it would go unnamed (the first row first)
+            finite = decimal & ~column.str.fullmatch(_NON_FINITE).fillna(False).astype(bool)
+            out[name] = column.where(finite, NOT_A_NUMBER)
     return frame.assign(**out) if out else frame
 
 

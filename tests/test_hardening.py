@@ -510,6 +510,7 @@ def _cell(kind: str, i: int) -> bytes:
     st.lists(st.tuples(st.integers(0, 59), st.sampled_from(COLUMNS), st.sampled_from(KINDS)), min_size=1, max_size=4)
 )
 @example(corruptions=[(0, "pid", "inf"), (1, "pid", "inf")])  # two ids made equal: a repeated person id
+@example(corruptions=[(0, "age", "nan"), (1, "age", "text")])  # nan above text: the first row named
 def test_random_corruptions_are_refused_with_row_and_column(tmp_path_factory, corruptions):
     import contextlib
     import io
