@@ -137,24 +137,34 @@ def sample(
     return out
 
 
+def noise_scales(d: int, rho: float, sensitivity: float) -> tuple[float, float, float]:
+    """MST's split of rho over d attributes: the one-way marginals' sigma, the exponential
+    mechanism's epsilon per choice, the two-way marginals' sigma (a third of rho each; with one
+    attribute, all of it on its one-way marginal)."""
+    if d == 1:
+        return float(sensitivity * np.sqrt(1 / (2.0 * rho))), float("nan"), float("nan")
+    third = rho / 3.0
+    sigma1 = sensitivity * np.sqrt(d / (2.0 * third))
+    epsilon = np.sqrt(8.0 * third / (d - 1))
+    sigma2 = sensitivity * np.sqrt((d - 1) / (2.0 * third))
+    return float(sigma1), float(epsilon), float(sigma2)
+
+
 def synthesize(
     codes: np.ndarray, sizes: Sequence[int], rho: float, sensitivity: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, list[Measurement]]:
     """MST at rho-zCDP for data whose one person changes at most `sensitivity` rows: the synthetic
     codes and the measurements made (their rho add up to rho)."""
     d = len(sizes)
-    third = rho / 3.0
+    sigma1, epsilon, sigma2 = noise_scales(d, rho, sensitivity)
     singles: list[Clique] = [(a,) for a in range(d)]
-    sigma1 = sensitivity * np.sqrt(d / (2.0 * third))
     ones = measure(codes, sizes, singles, sigma1, rng)
-    record = [Measurement("one-way", c, float(sigma1), float("nan"), sensitivity) for c in singles]
+    record = [Measurement("one-way", c, sigma1, float("nan"), sensitivity) for c in singles]
     total = max(float(np.mean([o.sum() for o in ones])), 1.0)
-    if d == 1:  # no pairs to choose or measure: the budget of steps 2 and 3 is not spent
+    if d == 1:  # no pairs to choose or measure
         return rng.choice(sizes[0], size=(round(total), 1), p=_probabilities(ones[0])), record
-    epsilon = float(np.sqrt(8.0 * third / (d - 1)))
     edges = select_tree(codes, sizes, ones, total, epsilon, sensitivity, rng)
     record += [Measurement("select", e, float("nan"), epsilon, sensitivity) for e in edges]
-    sigma2 = sensitivity * np.sqrt((d - 1) / (2.0 * third))
     twos = measure(codes, sizes, edges, sigma2, rng)
-    record += [Measurement("two-way", e, float(sigma2), float("nan"), sensitivity) for e in edges]
+    record += [Measurement("two-way", e, sigma2, float("nan"), sensitivity) for e in edges]
     return sample(round(total), sizes, ones, edges, twos, rng), record

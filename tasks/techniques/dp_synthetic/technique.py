@@ -30,7 +30,7 @@ from privpub.tasks.techniques.dp_synthetic.tables import (
     synthetic_table,
 )
 from privpub.tasks.techniques.registry import register
-from privpub.tasks.verify.published import qi_columns
+from privpub.tasks.verify.published import people_table, qi_columns
 
 SYNTHETIC = (
     "Every row is synthetic: drawn from a model built from noisy counts of the data, so no published row "
@@ -110,7 +110,9 @@ class DPSynthetic(Technique):
         rho = rho_for(self.params.epsilon, self.params.delta)
         synthetic, record = synthesize(codes, [a.size for a in attrs], rho, self.sensitivity, rng)
         tables = {"table": synthetic_table(attrs, synthetic), "mechanism": mechanism_table(attrs, record)}
-        return Release(tables, info={"rows": len(synthetic), "measurements": len(record)})
+        # rows_per_person = "many": no synthetic row is a real person's; each is counted as one person
+        private = {} if data.person is None else {"people": people_table(np.arange(len(synthetic)))}
+        return Release(tables, private, info={"rows": len(synthetic), "measurements": len(record)})
 
     def verify(self, release: Release, context: VerifyContext) -> list[PrivacyResult]:
         """The privacy loss recomputed from the published mechanism table: each row's rho from its
