@@ -268,3 +268,16 @@ def test_the_noise_of_each_cell_has_the_recorded_scale():
         noisy = np.concatenate([measure(codes, [4, 5], [(0, 1)], sigma, rng)[0] for _ in range(1000)])
         truth = np.tile(marginal(codes, [4, 5], (0, 1)), 1000)
         assert np.std(noisy - truth) == pytest.approx(sigma, rel=0.04)
+
+
+# --- explore over an epsilon grid -------------------------------------------------------------
+
+
+def test_explore_over_an_epsilon_grid_shows_the_utility_budget_trade_off(tmp_path):
+    s = spec(tmp_path)
+    del s["dataset"]["input"]
+    rows = privpub.explore(frame(1500), s, {"epsilon": [0.5, 1.0, 4.0]})
+    assert rows.passed.all() and rows.epsilon.tolist() == pytest.approx([0.5, 1.0, 4.0])
+    assert rows.query_error_1pct.iloc[2] < rows.query_error_1pct.iloc[0]  # more budget, less error
+    page = open(rows.attrs["page"]).read()
+    assert "against epsilon (differential privacy)" in page

@@ -24,6 +24,7 @@ PAIRS = (
     ("query_error_1pct", "prosecutor-risk-max"),
     ("uncertainty_penalty_normalized", "records-at-risk"),
     ("query_error_1pct", "attribute-risk-max"),
+    ("query_error_1pct", "epsilon"),  # a differentially private release: utility against the budget it spends
 )
 # the utility and risk figures a reader compares settings by (the command's table shows these)
 KEY_FIGURES = (

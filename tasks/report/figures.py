@@ -297,6 +297,11 @@ def poor_figures(utility: dict[str, Any], rows_in: int | None = None) -> list[st
 
 _GUARANTEES: list[tuple[str, str]] = [
     (
+        r"epsilon",
+        "differential privacy with epsilon {t}: whatever anyone concludes from the published tables, its chance "
+        "changes by at most a factor e^{t} whether or not any one person's rows were in the data (docs/dp.md)",
+    ),
+    (
         r"k-anonymity",
         "every published combination of quasi-identifier values is shared by at least {t} rows: an adversary "
         "who knows a person's quasi-identifiers finds at least {t} rows that may be theirs",
@@ -420,6 +425,7 @@ _PRIVACY_NAMES: list[tuple[str, str]] = [
     (r"k-anonymity|k-anonymity QID\d+|k'-anonymity union QID|l-diversity|l-diversity \(distinct\)", "{0}"),
     (r"t-closeness|beta-likeness|attribute disclosure|people per group|alpha-presence|beta-association", "{0}"),
     (r"delta-probability", "{0}"),
+    (r"epsilon", "epsilon (differential privacy)"),
     (r"entropy-l-diversity", "entropy l-diversity"),
     (r"recursive-cl-diversity", "recursive (c,l)-diversity"),
     (r"QIT and ST agree on group sizes", "the two tables agree on group sizes"),

@@ -168,8 +168,8 @@ class DPSynthetic(Technique):
             f"Differential privacy with epsilon = {epsilon:g} (delta = {self.params.delta:g}): whatever anyone "
             f"concludes from this table, the chance of that conclusion changes by at most a factor of {factor:.3g} "
             "whether or not any one person's rows were in the data (except with probability delta), so the table "
-            "says almost the same about a person who took part as about one who did not.",
-            "Each further release of the same people spends epsilon again: the losses add up across the series.",
+            "says almost the same about a person who took part as about one who did not",
+            "Each further release of the same people spends epsilon again: the losses add up across the series",
         )
         return Description(published_as=SYNTHETIC, sentences=sentences)
 
