@@ -7,18 +7,12 @@ the library's code, not a formula copied here."""
 
 from __future__ import annotations
 
-import functools
-
+import opendp.prelude as dp
 from scipy.optimize import brentq
 
-
-@functools.cache
-def _opendp():  # type: ignore[no-untyped-def]
-    # imported when a DP release is accounted, not when techniques are registered (OpenDP is large)
-    import opendp.prelude as dp
-
-    dp.enable_features("contrib")  # the Gaussian measurement on floats is behind OpenDP's "contrib" flag
-    return dp
+# the Gaussian measurement on floats is behind OpenDP's "contrib" flag (process-wide); it is used
+# here for its privacy map only, never to draw noise (docs/dp.md)
+dp.enable_features("contrib")
 
 
 def approx_epsilon(rho: float, delta: float) -> float:
@@ -26,10 +20,10 @@ def approx_epsilon(rho: float, delta: float) -> float:
     of sensitivity 1 whose scale gives exactly rho, cast to approximate DP."""
     if rho <= 0:
         return 0.0
-    dp = _opendp()
     scale = (1.0 / (2.0 * rho)) ** 0.5
     gaussian = dp.m.make_gaussian(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=scale)
-    return float(dp.c.make_zCDP_to_approxDP(gaussian).map(1.0).epsilon(delta))
+    profile = dp.c.make_zCDP_to_approxDP(gaussian).map(1.0)  # type: ignore[no-untyped-call]
+    return float(profile.epsilon(delta))
 
 
 def rho_for(epsilon: float, delta: float) -> float:

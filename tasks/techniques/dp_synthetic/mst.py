@@ -105,7 +105,8 @@ def _draw(cum: np.ndarray, parent: np.ndarray, rng: np.random.Generator) -> np.n
     k = cum.shape[1]
     flat = (cum + np.arange(cum.shape[0])[:, None]).ravel()
     where = np.searchsorted(flat, parent + rng.random(len(parent)), side="right")
-    return np.minimum(where - parent * k, k - 1)
+    child: np.ndarray = np.minimum(where - parent * k, k - 1)
+    return child
 
 
 def sample(

@@ -138,7 +138,7 @@ class DPSynthetic(Technique):
         total = float(np.nansum(rho))
         epsilon = approx_epsilon(total, p.delta) if np.isfinite(total) else math.inf
         passed = epsilon <= p.epsilon * (1 + 1e-9) and not problems
-        detail = {"rho": total, "delta": p.delta, "measurements": len(m)}
+        detail: dict[str, Any] = {"rho": total, "delta": p.delta, "measurements": len(m)}
         if problems:
             detail["reason"] = "; ".join(problems)
         return [PrivacyResult("epsilon", epsilon, p.epsilon, passed, detail)]
