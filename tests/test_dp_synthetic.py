@@ -106,6 +106,11 @@ def test_the_release_records_epsilon_as_a_privacy_figure(release):
     assert bool(row.passed)
     table = release_id.tables["table"]
     assert {"age_lo", "age_hi", "occupation"} <= set(table.columns) and "pid" not in table.columns
+    # the report: epsilon in plain words, what guards the sensitive column, what the risk figures mean
+    report = release_id.report.read_text()
+    assert "changes by at most a factor of 2.72" in report
+    assert "What can be learned of occupation is bounded by epsilon (differential privacy)" in report
+    assert "a unique synthetic row is no real person" in report
 
 
 def test_verify_recomputes_epsilon_and_refuses_each_tampered_parameter(release):
