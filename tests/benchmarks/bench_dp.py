@@ -13,6 +13,7 @@ report) and, for dp-synthetic, the mechanism alone (MST: measure, select, sample
 from __future__ import annotations
 
 import argparse
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +28,7 @@ from privpub.tasks.demo_data import CENSUS_QI, census
 from privpub.tasks.techniques.registry import get_technique
 
 DP = {"name": "dp-synthetic", "bounds": {"age": [17, 95]}, "bin_count": 16, "categories": "from-data"}
+DONE = re.compile(r"(\S[^;]*?) done in ([0-9.]+) s")
 SETTINGS: list[tuple[str, dict[str, Any]]] = [
     ("dp-synthetic epsilon 1", {**DP, "epsilon": 1.0}),
     ("dp-synthetic epsilon 4", {**DP, "epsilon": 4.0}),
@@ -47,13 +49,15 @@ def run(rows: int) -> None:
     frame = census(rows, seed=1)
     frame["pid"] = np.arange(rows)
     print(f"census-like, {rows:,} rows, seed 7")
+    steps: list[str] = []
     print("| release | error 1% | error 5% | error 10% | publish wall s | publish cpu s | mechanism wall s |")
     print("|---|---|---|---|---|---|---|")
     for name, technique in SETTINGS:
         with tempfile.TemporaryDirectory() as tmp:
             s = spec(Path(tmp), technique)
             wall, cpu = time.perf_counter(), time.process_time()
-            release = privpub.publish(frame, s)
+            lines: list[str] = []
+            release = privpub.publish(frame, s, progress=lines.append)
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             f = release.figures.set_index("name").value
             mechanism = ""
@@ -66,6 +70,15 @@ def run(rows: int) -> None:
                 mechanism = f"{time.perf_counter() - start:.2f}"
             errors = [f"{float(f[f'query_error_{p}pct']):.3f}" for p in (1, 5, 10)]
             print(f"| {name} | {' | '.join(errors)} | {wall:.1f} | {cpu:.1f} | {mechanism} |")
+            steps.append(f"{name}: " + "; ".join(slowest(lines)))
+    print("\nthe slowest steps of each publish (its progress lines):")
+    print("\n".join(steps))
+
+
+def slowest(lines: list[str], most: int = 4) -> list[str]:
+    """The `most` progress lines "<step> done in <s> s" with the largest times."""
+    timed = [(float(m.group(2)), m.group(1)) for m in map(DONE.search, lines) if m]
+    return [f"{step} {seconds:.1f} s" for seconds, step in sorted(timed, reverse=True)[:most]]
 
 
 def main() -> None:
