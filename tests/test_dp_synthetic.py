@@ -8,6 +8,7 @@ import math
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pytest
 from scipy.stats import norm
@@ -171,6 +172,9 @@ def test_a_large_epsilon_reproduces_the_one_way_marginals(tmp_path):
         ({**TECHNIQUE, "delta": 0.5}, {}, "delta"),
         (TECHNIQUE, {"rows_per_person": "many"}, "max_rows_per_person"),
         ({**TECHNIQUE, "max_rows_per_person": 2}, {}, "max_rows_per_person"),
+        ({**TECHNIQUE, "bounds": {"age": ["2020-01-01", "2021-01-01"]}}, {}, "'age' must be numbers"),
+        ({**TECHNIQUE, "bounds": {"age": ["2020-01-01", 5]}}, {}, "bounds.age mixes"),
+        ({**TECHNIQUE, "bins": {"age": ["2020-13-01", "2021-01-01"]}}, {}, "bins.age"),
     ],
 )
 def test_a_spec_the_mechanism_cannot_honour_is_refused_in_one_line(tmp_path, technique, dataset, named):
@@ -286,3 +290,20 @@ def test_explore_over_an_epsilon_grid_shows_the_utility_budget_trade_off(tmp_pat
     assert rows.query_error_1pct.iloc[2] < rows.query_error_1pct.iloc[0]  # more budget, less error
     page = open(rows.attrs["page"]).read()
     assert "against epsilon (differential privacy)" in page
+
+
+def test_a_date_qi_is_published_as_its_bins_dates(tmp_path):
+    data = frame(400)
+    data["visit"] = (np.datetime64("2024-01-01") + np.random.default_rng(2).integers(0, 366, 400)).astype(str)
+    qi = [{"name": "age", "kind": "numeric"}, {"name": "visit", "kind": "date", "near_unique": "allow"}]
+    edges = ["2024-01-01", "2024-04-01", "2024-07-01", "2024-10-01", "2024-12-31"]
+    technique = {**TECHNIQUE, "bins": {"visit": edges}}
+    table = privpub.publish(data, spec(tmp_path, technique, qi=qi)).tables["table"]
+    lo, hi = pd.to_datetime(table.visit_lo), pd.to_datetime(table.visit_hi)
+    starts = pd.to_datetime(edges[:-1])
+    assert set(lo) <= set(starts) and (hi >= lo).all()
+    assert set(hi) <= set(starts[1:] - pd.Timedelta(days=1)) | {pd.Timestamp("2024-12-31")}
+    with pytest.raises(SpecError, match="ISO dates"):
+        get_technique(
+            spec_from_dict(spec(tmp_path, {**TECHNIQUE, "bounds": {"age": [17, 95], "visit": [0, 9]}}, qi=qi))
+        )

@@ -14,6 +14,7 @@ import pandas as pd
 import pandera.pandas as pdx
 import pyarrow as pa
 
+from privpub.schemas.dates import date32
 from privpub.schemas.spec import ReleaseSpec, sensitive_leaves
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.techniques.dp_synthetic.mst import Measurement
@@ -25,12 +26,12 @@ class Attribute:
     name: str
     codes: np.ndarray  # (n,) code per input row
     labels: pa.Array | None  # the published value of each code (None: a numeric bin)
-    lo: np.ndarray | None = None  # a numeric bin's published range
-    hi: np.ndarray | None = None
+    lo: Any = None  # a numeric bin's published range (numpy; dates: Arrow date32)
+    hi: Any = None
 
     @property
     def size(self) -> int:
-        return len(self.labels) if self.labels is not None else len(self.lo)  # type: ignore[arg-type]
+        return len(self.labels) if self.labels is not None else len(self.lo)
 
 
 def numeric_attribute(data: Microdata, name: str, edges: list[float]) -> Attribute:
@@ -40,11 +41,19 @@ def numeric_attribute(data: Microdata, name: str, edges: list[float]) -> Attribu
     values = data.frame[name].to_numpy(dtype=float)
     codes = np.clip(np.searchsorted(cut, values, side="right") - 1, 0, len(cut) - 2)
     dtype = data.frame[name].dtype
+    if data.domain(name).unit:  # a date QI (day numbers): each bin's first and last day
+        lo, hi = _whole_ranges(cut)
+        return Attribute(name, codes, None, date32(lo), date32(hi))
     if isinstance(dtype, np.dtype) and np.issubdtype(dtype, np.integer):  # whole numbers: [lo, hi] inclusive
-        lo = np.array([math.ceil(e) for e in cut[:-1]], dtype=np.int64)
-        hi = np.array([math.ceil(e) - 1 for e in cut[1:-1]] + [math.floor(cut[-1])], dtype=np.int64)
-        return Attribute(name, codes, None, lo, np.maximum(hi, lo))
+        return Attribute(name, codes, None, *_whole_ranges(cut))
     return Attribute(name, codes, None, cut[:-1], cut[1:])
+
+
+def _whole_ranges(cut: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bins [e_i, e_i+1) of whole numbers as inclusive ranges (the last one closed at its edge)."""
+    lo = np.array([math.ceil(e) for e in cut[:-1]], dtype=np.int64)
+    hi = np.array([math.ceil(e) - 1 for e in cut[1:-1]] + [math.floor(cut[-1])], dtype=np.int64)
+    return lo, np.maximum(hi, lo)
 
 
 def attributes(data: Microdata, params: DPSyntheticParams) -> list[Attribute]:
@@ -75,14 +84,20 @@ def synthetic_table(attrs: list[Attribute], codes: np.ndarray) -> pa.Table:
     for a, attr in enumerate(attrs):
         c = codes[:, a]
         if attr.labels is None:
-            columns[f"{attr.name}_lo"] = pa.array(attr.lo[c])  # type: ignore[index]
-            columns[f"{attr.name}_hi"] = pa.array(attr.hi[c])  # type: ignore[index]
+            columns[f"{attr.name}_lo"] = _take(attr.lo, c)
+            columns[f"{attr.name}_hi"] = _take(attr.hi, c)
         elif a == len(attrs) - 1:  # the sensitive column: a plain value
             columns[attr.name] = attr.labels.take(pa.array(c))
         else:
             offsets = pa.array(np.arange(n + 1, dtype=np.int32))
             columns[attr.name] = pa.ListArray.from_arrays(offsets, attr.labels.take(pa.array(c)))
     return pa.table(columns)
+
+
+def _take(values: Any, codes: np.ndarray) -> pa.Array:
+    if isinstance(values, pa.Array):  # dates
+        return values.take(pa.array(codes))
+    return pa.array(values[codes])
 
 
 MECHANISM_COLUMNS = ("step", "attributes", "sigma", "exp_epsilon", "sensitivity", "rho")

@@ -57,6 +57,7 @@ class DPSynthetic(Technique):
     capabilities = Capabilities(
         guards_series=True,  # a series of DP releases composes by its privacy budget, not by groups
         randomized=True,  # the noise: a second release of the same data spends the budget again
+        publishes_dates=True,  # a date QI's bins as date32 ranges (tables.py)
         many_rows_per_person=True,  # max_rows_per_person bounds one person's rows; the noise is scaled to it
         risk_note=(
             "The rows are synthetic: the identity figures are computed on them as an adversary reads the table, "
@@ -66,17 +67,20 @@ class DPSynthetic(Technique):
 
     def check_params(self) -> None:
         p, ds = self.params, self.spec.dataset
-        numeric = {q.name for q in ds.qi if q.kind == "numeric"}
+        binned = {q.name: q.kind for q in ds.qi if q.kind in ("numeric", "date")}
         for key in ("bins", "bounds"):
-            stray = sorted(set(getattr(p, key)) - numeric)
+            stray = sorted(set(getattr(p, key)) - set(binned))
             if stray:
-                raise SpecError(f"[technique] {key}.{stray[0]}: not a numeric quasi-identifier")
-        for q in ds.qi:
-            if q.kind == "numeric" and p.edges(q.name) is None:
+                raise SpecError(f"[technique] {key}.{stray[0]}: not a numeric or date quasi-identifier")
+        for name, kind in binned.items():
+            if p.edges(name) is None:
                 raise SpecError(
-                    f"[technique] dp-synthetic needs bins.{q.name} or bounds.{q.name} (public bin edges or bounds of "
-                    "the numeric QI: taken from the data they would spend budget)"
+                    f"[technique] dp-synthetic needs bins.{name} or bounds.{name} (public bin edges or bounds of "
+                    f"the {kind} QI: taken from the data they would spend budget)"
                 )
+            if p.gives_dates(name) != (kind == "date"):
+                want = "ISO dates (2024-01-31)" if kind == "date" else "numbers"
+                raise SpecError(f"[technique] the edges of {kind} QI '{name}' must be {want}")
         undeclared = published_domains(self.spec)
         if undeclared and p.categories == "declared":
             raise SpecError(
