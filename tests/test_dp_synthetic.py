@@ -170,7 +170,6 @@ def test_a_large_epsilon_reproduces_the_one_way_marginals(tmp_path):
         ({**TECHNIQUE, "bins": {"age": [30, 20]}}, {}, "bins.age"),
         ({**TECHNIQUE, "epsilon": 0}, {}, "epsilon"),
         ({**TECHNIQUE, "delta": 0.5}, {}, "delta"),
-        (TECHNIQUE, {"rows_per_person": "many"}, "max_rows_per_person"),
         ({**TECHNIQUE, "max_rows_per_person": 2}, {}, "max_rows_per_person"),
         ({**TECHNIQUE, "bounds": {"age": ["2020-01-01", "2021-01-01"]}}, {}, "'age' must be numbers"),
         ({**TECHNIQUE, "bounds": {"age": ["2020-01-01", 5]}}, {}, "bounds.age mixes"),
@@ -201,6 +200,15 @@ def test_person_limit_keeps_at_most_the_limit_of_each_persons_rows(limit):
     per_person = np.bincount(person[kept], minlength=50)
     assert np.array_equal(per_person, np.minimum(np.bincount(person), limit))  # a direct count
     assert len(np.unique(kept)) == len(kept)
+
+
+def test_many_rows_without_a_limit_keep_one_row_per_person(tmp_path):
+    data = frame(300)
+    data = data.loc[data.index.repeat(3)].reset_index(drop=True)  # each person three times
+    many = privpub.publish(data, spec(tmp_path / "m", rows_per_person="many"))
+    assert (many.tables["mechanism"].sensitivity == 1).all()
+    # about 300 rows published (one per person), not 900
+    assert abs(len(many.tables["table"]) - 300) < 60
 
 
 def test_many_rows_per_person_scales_the_noise_to_the_limit(tmp_path):

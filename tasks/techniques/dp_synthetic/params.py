@@ -27,7 +27,7 @@ class DPSyntheticParams(TechniqueParams):
     # (order, hierarchy, sensitive_order); "from-data": the data's values are taken as public
     categories: Literal["declared", "from-data"] = Field("declared", description='one of "declared", "from-data"')
     # rows_per_person = "many": at most this many rows of one person are used (the others dropped
-    # at random); the noise is scaled to it
+    # at random; default 1); the noise is scaled to it
     max_rows_per_person: int | None = integer(1, None)
 
     @field_validator("bins", "bounds", mode="before")

@@ -87,17 +87,13 @@ class DPSynthetic(Technique):
                 f"[dataset] '{undeclared[0]}' declares no list of its values (order, hierarchy or sensitive_order): "
                 'dp-synthetic needs public value lists, or [technique] categories = "from-data"'
             )
-        many = ds.rows_per_person == "many"
-        if many and p.max_rows_per_person is None:
-            raise SpecError(
-                '[technique] dp-synthetic needs max_rows_per_person with rows_per_person = "many" (the noise is scaled to it)'
-            )
-        if not many and p.max_rows_per_person is not None:
+        if ds.rows_per_person != "many" and p.max_rows_per_person is not None:
             raise SpecError('[technique] max_rows_per_person applies to [dataset] rows_per_person = "many" only')
 
     @property
     def sensitivity(self) -> float:
-        """Rows one person can change: 1, or the declared limit."""
+        """Rows one person can change: 1, or the declared limit (rows_per_person = "many" without
+        one: 1, each person's one row drawn at random)."""
         return float(self.params.max_rows_per_person or 1)
 
     def privacy_spend(self) -> dict[str, float] | None:
