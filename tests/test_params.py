@@ -25,6 +25,7 @@ VALID = {
     "butterfly": {"k": 2, "qids": QIDS},
     "union-qid": {"k": 2, "qids": QIDS},
     "serial": {"l": 2},
+    "dp-synthetic": {"epsilon": 1.0, "bounds": {"a": [0, 1], "b": [0, 1]}, "categories": "from-data"},
 }
 # the integer keys and their smallest value
 INTEGERS = {
@@ -36,6 +37,7 @@ INTEGERS = {
     "butterfly": {"k": 1, "k_prime": 1},
     "union-qid": {"k": 1, "k_prime": 1},
     "serial": {"l": 2, "releases": 1, "min_group_size": 1, "max_group_size": 1},
+    "dp-synthetic": {"bin_count": 2},  # max_rows_per_person: only with rows_per_person = "many" (test_dp_synthetic.py)
 }
 PROBABILITIES = {"muco": ["delta"], "ambiguity": ["alpha", "beta"], "priview": ["alpha", "beta"]}
 REQUIRED = {
@@ -47,6 +49,7 @@ REQUIRED = {
     "butterfly": ["k", "qids"],
     "union-qid": ["k", "qids"],
     "serial": ["l"],
+    "dp-synthetic": ["epsilon"],
 }
 SPEC = spec_from_dict(
     {
@@ -86,7 +89,7 @@ def test_unknown_key_is_refused_with_the_nearest_key(name):
     bad = key + key[-1]
     assert refused(name, **{bad: 3}) == f"[technique] {bad}: unknown key; did you mean {key}?"
     # a key of another technique is unknown here
-    other = "delta" if name != "muco" else "alpha"
+    other = "delta" if name not in ("muco", "dp-synthetic") else "alpha"
     assert refused(name, **{other: 0.5}).startswith(f"[technique] {other}: unknown key; ")
 
 

@@ -130,6 +130,10 @@ class Technique:
                 f"l = {l} is larger than the number of distinct sensitive values ({len(data.sensitive_values)})"
             )
 
+    def privacy_spend(self) -> dict[str, float] | None:
+        """The differential-privacy budget one release spends ({"epsilon": e, "delta": d}); None: a syntactic technique."""
+        return None
+
     # --- the pipeline steps ----------------------------------------------------------------
     def partition(self, data: Microdata, rng: np.random.Generator) -> Partition:
         raise NotImplementedError

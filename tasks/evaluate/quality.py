@@ -378,7 +378,7 @@ def _candidate_pairs(tuples: np.ndarray, dims: list[tuple[np.ndarray, np.ndarray
         yield r, order[np.repeat(starts[part], n) + offsets]
 
 
-def kl_divergence(view: QualityView, data: Any, table_cells: list[Cells] | None = None) -> float:
+def kl_divergence(view: QualityView, data: Any, table_cells: list[Cells] | None = None) -> float | str:
     """KL(input || release) in bits over the joint of QIs and the sensitive column, the support
     being the product of the input's distinct values of each (a range covers the distinct values
     inside it). The release reads as each published row's weight spread uniformly over its box
@@ -423,6 +423,12 @@ def kl_divergence(view: QualityView, data: Any, table_cells: list[Cells] | None 
             mass = mass + np.where(box_value[at] == want, value_mass[at], 0.0)
         p_rel += np.bincount(t, weights=mass, minlength=len(tuples))
     p_in = counts / counts.sum()
+    empty = int((p_rel <= 0).sum())
+    if empty:  # a synthetic table need not cover every input combination: the divergence is infinite
+        return not_applicable(
+            f"the release gives no weight to {empty} of the input's {len(p_rel)} combinations of values "
+            "(KL(input || release) is infinite); the workload error measures how close it is"
+        )
     return float((p_in * np.log2(p_in / (p_rel / total))).sum())
 
 

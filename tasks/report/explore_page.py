@@ -24,6 +24,7 @@ PAIRS = (
     ("query-error-1pct", "prosecutor-risk-max"),
     ("uncertainty-penalty-normalized", "records-at-risk"),
     ("query-error-1pct", "attribute-risk-max"),
+    ("query-error-1pct", "epsilon"),  # a differentially private release: utility against the budget it spends
 )
 # the utility and risk figures a reader compares settings by (the command's table shows these)
 KEY_FIGURES = (

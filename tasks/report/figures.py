@@ -324,6 +324,11 @@ def poor_figures(utility: dict[str, Any], rows_in: int | None = None) -> list[st
 
 _GUARANTEES: list[tuple[str, str]] = [
     (
+        r"epsilon",
+        "differential privacy with epsilon {t}: whatever anyone concludes from the published tables, its chance "
+        "changes by at most a factor e^{t} whether or not any one person's rows were in the data (docs/dp.md)",
+    ),
+    (
         r"series-epsilon",
         "the releases of the series together spend at most epsilon = {t} (basic sequential composition: "
         "the releases' epsilons add up): whatever all of them are combined with, one person's presence or "

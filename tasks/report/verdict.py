@@ -41,6 +41,7 @@ GUARDS = (
     "delta-probability",  # MuCo's: a published value stands for several records
     "serial-localized",
     "serial-global",
+    "epsilon",  # differential privacy: what one person's presence changes, their sensitive value included
 )
 _L_MODELS = ("l-diversity", "l-diversity (distinct)", "entropy-l-diversity")
 

@@ -827,6 +827,14 @@ MUTANTS = [
         '"links": w["links"], "p": str(p), "person": w["person"]}',
         ["tests/test_promise_leaks.py"],
     ),
+    # dp-synthetic (issue 45): the measurement's noise scaled down, the recorded sigma unchanged
+    Mutant(
+        "dp-synthetic measures with half the recorded noise",
+        "tasks/techniques/dp_synthetic/mst.py",
+        "rng.normal(0.0, sigma, counts.shape)",
+        "rng.normal(0.0, sigma * 0.5, counts.shape)",
+        ["tests/test_dp_synthetic.py"],
+    ),
 ]
 
 
