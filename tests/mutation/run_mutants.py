@@ -820,6 +820,13 @@ MUTANTS = [
         '"links": w["links"], "p": str(p), "person": w["person"]}',
         ["tests/test_promise_leaks.py"],
     ),
+    Mutant(
+        "the release stores a seed other than the one it used",
+        "flows/pipeline.py",
+        "        seed=run.seed,\n",
+        "        seed=run.seed + 1,\n",
+        ["tests/test_promise_seed.py"],
+    ),
 ]
 
 
