@@ -22,24 +22,25 @@ import pytest
 
 # Seconds per file (setup, call and teardown of its tests) under `make test`, estimated from CI's
 # 30-40 slowest tests (2026-11-28 runs, loaded: lower bounds) and the files measured in
-# docs/testing.md "Suite speed"; only the order matters. A browser or service_e2e file includes the
+# docs/testing.md "Suite speed" (session 19: the files whose sweeps it shrank, scaled by the
+# measured ratio); only the order matters. A browser or service_e2e file includes the
 # session scenario (tests/service_scenario.py, about a minute) in the worker that starts it first.
 SECONDS = {
     "tests/test_hardening.py": 180,
     "tests/test_audit_cli.py": 130,
     "tests/test_browser.py": 120,
     "tests/test_service_e2e.py": 110,
-    "tests/test_chunked_verify.py": 100,
-    "tests/test_composition_oracle.py": 90,
-    "tests/test_series_composition.py": 85,
-    "tests/test_series_remedies.py": 80,
+    "tests/test_series_composition.py": 75,
+    "tests/test_composition_oracle.py": 70,
     "tests/test_cluster_release.py": 60,
     "tests/test_thresholds.py": 60,
+    "tests/test_series_remedies.py": 50,
     "tests/test_commit_recovery.py": 50,
-    "tests/test_composition_people.py": 45,
-    "tests/test_serial_incremental.py": 35,
     "tests/audit/test_after_denial.py": 32,
+    "tests/test_chunked_verify.py": 30,
+    "tests/test_composition_people.py": 30,
     "tests/test_pseudonyms.py": 30,
+    "tests/test_serial_incremental.py": 20,
 }
 
 

@@ -114,9 +114,29 @@ def publish_and_link(folder: Path, releases: list[pd.DataFrame], l: int) -> list
     return out
 
 
-@settings(max_examples=12, phases=NO_SHRINK, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n_releases=st.integers(2, 3), l=st.sampled_from([2, 3]))
+# Each example publishes a series of 2-3 releases through privpub.publish (1-3 s): `make test`
+# draws PEOPLE_EXAMPLES, `make test-slow` (marker `slow`) PEOPLE_FULL_SWEEP. What else checks the
+# people counted in `make test`: the returning person refused on a changed permanent value, the k
+# figure against people (200 hypothesis examples, in process) and its replay; both SERIES_PEOPLE
+# mutants are killed without the full sweep (docs/testing.md).
+PEOPLE_EXAMPLES, PEOPLE_FULL_SWEEP = 6, 12
+PEOPLE_DRAW = dict(seed=st.integers(0, 2**32 - 1), n_releases=st.integers(2, 3), l=st.sampled_from([2, 3]))
+
+
+@settings(max_examples=PEOPLE_EXAMPLES, phases=NO_SHRINK, deadline=None)
+@given(**PEOPLE_DRAW)
 def test_composed_figures_count_people_as_the_linker_does(tmp_path_factory, seed, n_releases, l):
+    check_people_against_the_linker(tmp_path_factory, seed, n_releases, l)
+
+
+@pytest.mark.slow
+@settings(max_examples=PEOPLE_FULL_SWEEP, phases=NO_SHRINK, deadline=None)
+@given(**PEOPLE_DRAW)
+def test_composed_figures_count_people_as_the_linker_does_full_sweep(tmp_path_factory, seed, n_releases, l):
+    check_people_against_the_linker(tmp_path_factory, seed, n_releases, l)
+
+
+def check_people_against_the_linker(tmp_path_factory, seed: int, n_releases: int, l: int) -> None:
     releases = draw_series(seed, n_releases)
     assume(all(eligible(f, l) for f in releases))
     folder = tmp_path_factory.mktemp("many")

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -223,21 +224,37 @@ def stored_series(spec, snapshots, registration, folder: Path, seed=0):
     return out
 
 
-@settings(deadline=None, max_examples=25)
-@given(
-    tiny_series(),
-    st.sampled_from(
-        [
-            {"strategy": "constant-ratio", "releases": 2},
-            {"strategy": "geometric", "factor": 2},
-            {"strategy": "localized"},
-        ]
-    ),
+# Each example stores a tiny series in a fresh state file (about 1 s): `make test` draws
+# STORED_EXAMPLES, `make test-slow` (marker `slow`) STORED_FULL_SWEEP. In `make test` the
+# incremental aggregate is still checked against the full one on 40 and 60 tiny series above, and
+# the serial commit's statistics by tests/test_serial_state.py; no mutant relies on this sweep.
+STORED_EXAMPLES, STORED_FULL_SWEEP = 10, 25
+STRATEGIES = st.sampled_from(
+    [
+        {"strategy": "constant-ratio", "releases": 2},
+        {"strategy": "geometric", "factor": 2},
+        {"strategy": "localized"},
+    ]
 )
+
+
+@settings(deadline=None, max_examples=STORED_EXAMPLES)
+@given(tiny_series(), STRATEGIES)
 def test_the_state_database_publishes_what_memory_publishes(case, strategy):
     """The store's reads (only the pairs above p_floor, then the named pairs, by SQL) give the
     same releases and figures as the whole aggregate carried in memory. A horizon of 2 pushes
     pairs past constant-ratio's p_floor, so both sides of it are exercised."""
+    check_stored_against_memory(case, strategy)
+
+
+@pytest.mark.slow
+@settings(deadline=None, max_examples=STORED_FULL_SWEEP)
+@given(tiny_series(), STRATEGIES)
+def test_the_state_database_publishes_what_memory_publishes_full_sweep(case, strategy):
+    check_stored_against_memory(case, strategy)
+
+
+def check_stored_against_memory(case, strategy) -> None:
     snapshots, registration, technique = case
     spec = make_spec(min_group_size=2, max_group_size=6, **{**technique, **strategy})
     memory = carried_series(spec, snapshots, registration)

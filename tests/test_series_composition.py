@@ -91,7 +91,7 @@ def frame_and_groups(present, ages, values, cuts):
 # below and tests/test_composition_oracle.py (every technique's published tables against a linker)
 # check the same figures; the mutation runner's SERIES mutants are killed without the full sweeps.
 LINKER_EXAMPLES, LINKER_FULL_SWEEP = 25, 60
-REPLAY_EXAMPLES, REPLAY_FULL_SWEEP = 10, 25
+REPLAY_EXAMPLES, REPLAY_FULL_SWEEP = 5, 25
 
 
 @pytest.mark.parametrize("model", ["l", "k"])

@@ -189,6 +189,28 @@ class Selections:
 _Selections = Selections
 
 
+def every_draw_rejected(sel: float, n: int) -> bool:
+    """No count of rows falls in [sel / 2, 2 sel] of n: one row is already more than 2 sel (the
+    same float comparison as make_workload's; more rows, a larger share), none is less than sel / 2."""
+    return 1 / n > sel * 2
+
+
+def skip_rejected_draws(
+    domains: Sequence[QIDomain], rng: np.random.Generator, sel: float, tries: int, most_attrs: int
+) -> None:
+    """Advance `rng` exactly as `tries` rejected draws of make_workload would (the same calls with
+    the same arguments, so the next band draws the same queries), without building conditions
+    or counting rows: on a table of fewer than 50 rows the 1% band rejects every draw."""
+    for _ in range(tries):
+        m = int(rng.integers(1, most_attrs + 1))
+        coverage = sel ** (1 / m)
+        for j in sorted(rng.choice(len(domains), size=m, replace=False).tolist()):
+            if domains[j].kind == "categorical" and not domains[j].hierarchy:
+                rng.permutation(domains[j].size)
+            else:
+                rng.uniform(0, max(1e-9, 1 - coverage))
+
+
 def make_workload(
     data: SizedTable,
     rng: np.random.Generator,
@@ -215,6 +237,9 @@ def make_workload(
     freqs = [c / max(data.n, 1) for c in select.counts]
     for sel in selectivities:
         made, tries = 0, 0
+        if every_draw_rejected(sel, data.n):
+            skip_rejected_draws(data.domains, rng, sel, per_band * 50, min(max_attrs, n_qi))
+            continue
         while made < per_band and tries < per_band * 50:
             tries += 1
             m = int(rng.integers(1, min(max_attrs, n_qi) + 1))

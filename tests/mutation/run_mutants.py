@@ -835,6 +835,13 @@ MUTANTS = [
         "rng.normal(0.0, sigma * 0.5, counts.shape)",
         ["tests/test_dp_synthetic.py"],
     ),
+    Mutant(
+        "the release stores a seed other than the one it used",
+        "flows/pipeline.py",
+        "        seed=run.seed,\n",
+        "        seed=run.seed + 1,\n",
+        ["tests/test_promise_seed.py"],
+    ),
 ]
 
 

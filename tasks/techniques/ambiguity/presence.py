@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import cache
+from functools import cache, lru_cache
 from math import comb
 from typing import Any
 
@@ -261,6 +261,23 @@ def _allocations(total: int, caps: tuple[int, ...], banned: list[bool], start: i
             yield (x,) + rest
 
 
+@lru_cache(maxsize=4096)
+def _canonical_count(rows: tuple[int, ...], cols: tuple[int, ...], banned: int) -> int:
+    """_contingency_count with zeros in row 0 at columns 0 .. banned - 1."""
+    return _contingency_count(rows, cols, frozenset((0, c) for c in range(banned)))
+
+
+def _count_without(rows: tuple[int, ...], cols: tuple[int, ...], r: int, banned: list[int]) -> int:
+    """_contingency_count with zeros in row r at the columns `banned`. The count is the same for
+    any order of the rows and of the columns, so it is taken in one order (row r first, the others
+    sorted; the banned columns first, each part sorted): the rows and columns of equal sums that a
+    PriView group repeats then share one count instead of one each."""
+    others = sorted(rows[:r] + rows[r + 1 :])
+    out = set(banned)
+    order = sorted(cols[c] for c in out) + sorted(cols[c] for c in range(len(cols)) if c not in out)
+    return _canonical_count((rows[r], *others), tuple(order), len(out))
+
+
 def distinct_world_probabilities(
     at_g: pa.Table, st_g: pa.Table, st_qi: str, sensitive: str
 ) -> tuple[Fraction, Fraction]:
@@ -277,13 +294,13 @@ def distinct_world_probabilities(
     for r in range(len(rows)):
         for q in set(qv):
             on_q = [b for b in range(len(cols)) if qv[b] == q]
-            p_t = 1 - Fraction(_contingency_count(rows, cols, frozenset((r, b) for b in on_q)), everything)
+            p_t = 1 - Fraction(_count_without(rows, cols, r, on_q), everything)
             worst_p = max(worst_p, p_t)
             for b in on_q:
                 # (t, s) present: cell (r, b) positive; several ST rows can share (q', s) only
                 # in a malformed table, and then any of them counts
                 same = [x for x in on_q if sv[x] == sv[b]]
-                p_ts = 1 - Fraction(_contingency_count(rows, cols, frozenset((r, x) for x in same)), everything)
+                p_ts = 1 - Fraction(_count_without(rows, cols, r, same), everything)
                 if p_t:
                     worst_a = max(worst_a, p_ts / p_t)
     return worst_p, worst_a
