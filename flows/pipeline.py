@@ -853,7 +853,8 @@ def release_meta(run: ReleaseRun, rows: RowsRead, computed: Computed, staged: St
         "series": spec.dataset.name,
         "technique": technique.name,
         "parameters": spec.technique.params,
-        "seed": run.seed,
+        # a DP release's noise is drawn from its seed: its report does not show it (state/chain.py)
+        "seed": run.seed if technique.privacy_spend() is None else "withheld (differential privacy)",
         "rows_in": rows.data.n,
         "person_id": spec.dataset.person_id,  # the column's name (the report says when it is @row)
         "actor": run.who,

@@ -267,6 +267,20 @@ def manifest_figures(con: duckdb.DuckDBPyConnection, release_id: str) -> dict[st
     return out
 
 
+SEED_WITHHELD = "differential privacy: the noise is drawn from the seed, so it stays in the state"
+
+
+def spends_budget(figures: dict[str, dict[str, Any]]) -> bool:
+    """A differentially private release (it records the epsilon it spent: docs/dp.md)."""
+    return "epsilon" in figures.get("privacy", {})
+
+
+def published_seed(seed: int | None, figures: dict[str, dict[str, Any]]) -> int | None:
+    """The seed a release's manifest shows: none for a DP release, whose noise anyone holding the
+    seed could recompute and subtract (the state keeps it for the steward's republishing)."""
+    return None if spends_budget(figures) else seed
+
+
 def previous_manifest(con: duckdb.DuckDBPyConnection) -> tuple[str | None, str | None]:
     """(release id, manifest sha256) of the last release in the chain (None, None: none yet)."""
     row = con.execute(
@@ -285,6 +299,7 @@ def manifest_body(
     ).fetchone()
     assert row is not None  # inserted in this transaction
     series, sequence, technique, parameters, seed, created_at = row
+    figures = manifest_figures(con, release_id)
     return {
         "manifest": "privpub release manifest",
         "version": CANONICAL_VERSION,
@@ -294,9 +309,10 @@ def manifest_body(
         "technique": technique,
         "created_at": created_at.isoformat(timespec="microseconds"),
         "parameters": json.loads(parameters),
-        "seed": seed,
+        "seed": published_seed(seed, figures),
+        **({"seed_withheld": SEED_WITHHELD} if spends_budget(figures) else {}),
         "files": files,
-        "figures": manifest_figures(con, release_id),
+        "figures": figures,
         "previous_release": previous[0],
         "previous_manifest": previous[1],
     }
@@ -430,13 +446,14 @@ def check_manifest(
         "SELECT parameters, seed, series, sequence, technique FROM release_rows WHERE release_id = ?", [release_id]
     ).fetchone()
     if stored is not None:
+        figures = manifest_figures(con, release_id)
         said = {
             "parameters": json.loads(stored[0]),
-            "seed": stored[1],
+            "seed": published_seed(stored[1], figures),
             "series": stored[2],
             "sequence": stored[3],
             "technique": stored[4],
-            "figures": manifest_figures(con, release_id),
+            "figures": figures,
             "previous_manifest": row[1],
         }
         problems += [

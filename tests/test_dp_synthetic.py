@@ -295,7 +295,7 @@ def test_explore_over_an_epsilon_grid_shows_the_utility_budget_trade_off(tmp_pat
     del s["dataset"]["input"]
     rows = privpub.explore(frame(1500), s, {"epsilon": [0.5, 1.0, 4.0]})
     assert rows.passed.all() and rows.epsilon.tolist() == pytest.approx([0.5, 1.0, 4.0])
-    assert rows.query_error_1pct.iloc[2] < rows.query_error_1pct.iloc[0]  # more budget, less error
+    assert rows["query-error-1pct"].iloc[2] < rows["query-error-1pct"].iloc[0]  # more budget, less error
     page = open(rows.attrs["page"]).read()
     assert "against epsilon (differential privacy)" in page
 
@@ -315,3 +315,21 @@ def test_a_date_qi_is_published_as_its_bins_dates(tmp_path):
         get_technique(
             spec_from_dict(spec(tmp_path, {**TECHNIQUE, "bounds": {"age": [17, 95], "visit": [0, 9]}}, qi=qi))
         )
+
+
+def test_no_published_file_holds_the_seed_the_noise_was_drawn_from(tmp_path):
+    """Anyone holding a DP release's seed could redraw its noise and subtract it: the seed stays in
+    the state (for the steward's republishing) and no file of the release folder holds it, while
+    `privpub verify --history` still checks the manifest against the state."""
+    seed = 987654321987
+    given = spec(tmp_path)
+    given["output"]["seed"] = seed
+    release = privpub.publish(frame(), given)
+    folder = tmp_path / "rel" / release.id
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    assert {p.name for p in files} >= {"manifest.json", "report.html"}
+    assert not [p.name for p in files if str(seed).encode() in p.read_bytes()]
+    history = Store(tmp_path / "s.duckdb").history(None)
+    assert int(history["seed"].iloc[0]) == seed
+    checks = privpub.verify(release.id, state=str(tmp_path / "s.duckdb"), history=True)
+    assert checks.attrs["ok"], checks.attrs["lines"]

@@ -459,7 +459,7 @@ _PRIVACY_NAMES: list[tuple[str, str]] = [
     (r"k-anonymity|k-anonymity QID\d+|k'-anonymity union QID|l-diversity|l-diversity \(distinct\)", "{0}"),
     (r"t-closeness|beta-likeness|attribute disclosure|people per group|alpha-presence|beta-association", "{0}"),
     (r"delta-probability", "{0}"),
-    (r"epsilon", "epsilon spent by this release"),
+    (r"epsilon", "epsilon (differential privacy)"),
     (r"delta", "delta spent by this release"),
     (r"series-epsilon", "epsilon spent by the series (its budget ledger)"),
     (r"series-delta", "delta spent by the series (its budget ledger)"),

@@ -68,7 +68,7 @@ def run(rows: int) -> None:
                 start = time.perf_counter()
                 tech.anonymize(data, tech.partition(data, np.random.default_rng(7)), np.random.default_rng(7))
                 mechanism = f"{time.perf_counter() - start:.2f}"
-            errors = [f"{float(f[f'query_error_{p}pct']):.3f}" for p in (1, 5, 10)]
+            errors = [f"{float(f[f'query-error-{p}pct']):.3f}" for p in (1, 5, 10)]
             print(f"| {name} | {' | '.join(errors)} | {wall:.1f} | {cpu:.1f} | {mechanism} |")
             steps.append(f"{name}: " + "; ".join(slowest(lines)))
     print("\nthe slowest steps of each publish (its progress lines):")

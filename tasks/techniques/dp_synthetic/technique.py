@@ -138,10 +138,13 @@ class DPSynthetic(Technique):
         total = float(np.nansum(rho))
         epsilon = approx_epsilon(total, p.delta) if np.isfinite(total) else math.inf
         passed = epsilon <= p.epsilon * (1 + 1e-9) and not problems
-        detail: dict[str, Any] = {"rho": total, "delta": p.delta, "measurements": len(m)}
+        detail: dict[str, Any] = {"rho": total, "delta": p.delta, "measurements": len(m), "recomputed": epsilon}
         if problems:
             detail["reason"] = "; ".join(problems)
-        return [PrivacyResult("epsilon", epsilon, p.epsilon, passed, detail)]
+        # the figure is the spend the budget ledger counts (the claimed epsilon, which the
+        # recomputation stays within; the recomputed value in the detail), else what was recomputed
+        spent = p.epsilon if passed else epsilon
+        return [PrivacyResult("epsilon", spent, p.epsilon, passed, detail)]
 
     def estimate_counts(self, release: Release, workload: list[CountQuery]) -> np.ndarray:
         ds = self.spec.dataset
