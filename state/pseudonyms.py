@@ -29,14 +29,17 @@ import io
 import json
 import os
 import secrets
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
+
+if TYPE_CHECKING:  # imported where used: `privpub history` reaches this module through the store
+    # and loads neither (issue 43, item 4)
+    import numpy as np
+    import pyarrow as pa
 
 from privpub.schemas.errors import StateError
 from privpub.state.chain import chain_existing, chained
@@ -67,6 +70,8 @@ class Pseudonyms:
     def of(self, ids: Any) -> pa.Array:
         """The pseudonyms of `ids` (an Arrow array, numpy array or pandas column), as text: each
         id is first written as DuckDB's CAST(id AS VARCHAR) does (text stays as it is)."""
+        import pyarrow as pa
+
         array = _as_arrow(ids)
         con = duckdb.connect()
         try:
@@ -78,8 +83,20 @@ class Pseudonyms:
             con.close()
         return out.column("p").combine_chunks()
 
+    def of_beside(self, ids: Any) -> Future[pa.Array]:
+        """`of` computed on a thread of its own while the caller goes on (issue 43): DuckDB hashes
+        without holding the GIL, so a release's partition step runs beside it on the other core.
+        The same pseudonyms as `of`; `.result()` gives them (or raises what `of` raised)."""
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="privpub-pseudonyms")
+        try:
+            return pool.submit(self.of, ids)
+        finally:
+            pool.shutdown(wait=False)  # the thread ends with its one task
+
     def of_numpy(self, ids: Any) -> np.ndarray:
         """`of` as a numpy object array (for the code that keys pandas indexes by person)."""
+        import numpy as np
+
         return np.asarray(self.of(ids).to_numpy(zero_copy_only=False), dtype=object)
 
 
@@ -89,6 +106,9 @@ def expected(key: bytes, text: str) -> str:
 
 
 def _as_arrow(ids: Any) -> pa.Array:
+    import numpy as np
+    import pyarrow as pa
+
     if isinstance(ids, pa.ChunkedArray):
         return ids.combine_chunks()
     if isinstance(ids, pa.Array):
@@ -250,6 +270,8 @@ def _summary_json(text: str, key: Pseudonyms) -> str:
 def _pseudonymise_blobs(con: duckdb.DuckDBPyConnection, key: Pseudonyms) -> None:
     """The person column of each old serial blob (one blob per release and name: a loop over
     releases, each column hashed whole)."""
+    import pyarrow.parquet as pq
+
     rows = con.execute(f"SELECT release_id, name, format, payload FROM release_private {_blob_filter()}").fetchall()
     for release_id, name, fmt, payload in rows:
         if fmt == "json":

@@ -40,11 +40,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-if TYPE_CHECKING:  # the tables the read-outs return (DuckDB's .df())
+if TYPE_CHECKING:  # the tables the read-outs return (DuckDB's .df()); pyarrow: imported where used,
+    # so that `privpub history` loads neither it nor numpy (issue 43, item 4)
     import pandas as pd
+    import pyarrow as pa
 
 from privpub.schemas.errors import StaleHistory, StateBusy, StateError
 from privpub.schemas.names import inside, name_problem, shown
@@ -292,6 +292,8 @@ def stage_tables(output_dir: Path, tables: dict[str, Any]) -> StagedFiles:
                 staged.files[name] = {"file": name, "n_rows": table.num_rows, "sha256": sha256_files(table.parts, path)}
             else:
                 path = inside(staged.path, f"{name}.parquet")
+                import pyarrow.parquet as pq
+
                 pq.write_table(table, path)
                 with open(path, "rb") as f:
                     os.fsync(f.fileno())
@@ -314,6 +316,8 @@ def published_sha256(path: Path) -> str:
 
 
 def _table_to_parquet_bytes(table: pa.Table) -> bytes:
+    import pyarrow.parquet as pq
+
     buf = io.BytesIO()
     pq.write_table(table, buf)
     return buf.getvalue()
@@ -1076,6 +1080,8 @@ class Store:
             ).fetchall()
         out: dict[str, Any] = {}
         for name, fmt, payload in rows:
+            import pyarrow.parquet as pq
+
             out[name] = pq.read_table(io.BytesIO(payload)) if fmt == "parquet" else json.loads(bytes(payload))
         return out
 
@@ -1314,8 +1320,9 @@ def _insert_figures(
 
 def _insert_private(con: duckdb.DuckDBPyConnection, release_id: str, private: dict[str, Any]) -> None:
     """What the release keeps private for verification: Arrow tables as Parquet, the rest as JSON."""
+    arrow = sys.modules.get("pyarrow")  # not loaded: no Arrow table among them (and no import)
     for name, obj in private.items():
-        if isinstance(obj, pa.Table):
+        if arrow is not None and isinstance(obj, arrow.Table):
             con.execute(
                 "INSERT INTO release_private VALUES (?, ?, 'parquet', ?)",
                 [release_id, name, _table_to_parquet_bytes(obj)],
