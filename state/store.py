@@ -55,6 +55,7 @@ from privpub.state.permissions import as_published, make_public_dir, owner_only,
 from privpub.state.pseudonyms import (
     Pseudonyms,
     create_key,
+    first_use,
     key_path,
     missing_key,
     read_key,
@@ -292,9 +293,7 @@ def stage_tables(output_dir: Path, tables: dict[str, Any]) -> StagedFiles:
                 staged.files[name] = {"file": name, "n_rows": table.num_rows, "sha256": sha256_files(table.parts, path)}
             else:
                 path = inside(staged.path, f"{name}.parquet")
-                import pyarrow.parquet as pq
-
-                pq.write_table(table, path)
+                first_use("pyarrow.parquet").write_table(table, path)
                 with open(path, "rb") as f:
                     os.fsync(f.fileno())
                 staged.files[name] = {"file": path.name, "n_rows": table.num_rows, "sha256": sha256_file(path)}
@@ -316,10 +315,8 @@ def published_sha256(path: Path) -> str:
 
 
 def _table_to_parquet_bytes(table: pa.Table) -> bytes:
-    import pyarrow.parquet as pq
-
     buf = io.BytesIO()
-    pq.write_table(table, buf)
+    first_use("pyarrow.parquet").write_table(table, buf)
     return buf.getvalue()
 
 
@@ -1080,9 +1077,11 @@ class Store:
             ).fetchall()
         out: dict[str, Any] = {}
         for name, fmt, payload in rows:
-            import pyarrow.parquet as pq
-
-            out[name] = pq.read_table(io.BytesIO(payload)) if fmt == "parquet" else json.loads(bytes(payload))
+            out[name] = (
+                first_use("pyarrow.parquet").read_table(io.BytesIO(payload))
+                if fmt == "parquet"
+                else json.loads(bytes(payload))
+            )
         return out
 
     # --- the online auditor -------------------------------------------------------------------
