@@ -371,6 +371,7 @@ def _read_csv_with_arrow(path: Path, spec: ReleaseSpec) -> pd.DataFrame | None:
         return None
     except (arrow.ArrowException, OSError, UnicodeDecodeError):
         return None
+    hex_found: bool | None = None  # the file scanned once, for the first integer column (issue 43)
     for name, column in zip(table.column_names, table.columns):
         kind = column.type
         if arrow.types.is_string(kind) or arrow.types.is_large_string(kind):
@@ -380,8 +381,10 @@ def _read_csv_with_arrow(path: Path, spec: ReleaseSpec) -> pd.DataFrame | None:
                 return None
         elif not (arrow.types.is_integer(kind) or arrow.types.is_floating(kind) or arrow.types.is_null(kind)):
             return None  # a guessed date, time or boolean: read as pandas would
-        elif arrow.types.is_integer(kind) and _holds_hex(path):
-            return None  # Arrow reads `0x1F` as 31: the strict reader names such a cell
+        elif arrow.types.is_integer(kind):
+            hex_found = _holds_hex(path) if hex_found is None else hex_found
+            if hex_found:
+                return None  # Arrow reads `0x1F` as 31: the strict reader names such a cell
     frame: pd.DataFrame = table.to_pandas()
     return frame
 

@@ -25,18 +25,22 @@ published table depends on them.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import io
 import json
 import os
 import secrets
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
+
+if TYPE_CHECKING:  # loaded by `first_use` where used: `privpub history` reaches this module
+    # through the store and loads neither (issue 43, item 4)
+    import numpy as np
+    import pyarrow as pa
 
 from privpub.schemas.errors import StateError
 from privpub.state.chain import chain_existing, chained
@@ -44,6 +48,14 @@ from privpub.state.chain import chain_existing, chained
 KEY_ENV = "PRIVPUB_PSEUDONYM_KEY_FILE"
 KEY_BYTES = 32
 CHECK_TEXT = "privpub pseudonym key check"
+
+
+def first_use(module: str) -> Any:
+    """pyarrow, numpy or one of their modules, imported when the state first needs it: the state's
+    modules are on `privpub history`'s path, which loads neither (issue 43, item 4;
+    tests/test_cli_imports.py). The state layer's counterpart of flows/lazy.py `load_lazily`."""
+    return importlib.import_module(module)
+
 
 # the pseudonym of the text `$1` under the key whose hex is `$key`, as DuckDB computes it
 SQL_PSEUDONYM = "left(sha256($key || {text}), 32)"
@@ -67,20 +79,32 @@ class Pseudonyms:
     def of(self, ids: Any) -> pa.Array:
         """The pseudonyms of `ids` (an Arrow array, numpy array or pandas column), as text: each
         id is first written as DuckDB's CAST(id AS VARCHAR) does (text stays as it is)."""
+        arrow = first_use("pyarrow")
         array = _as_arrow(ids)
         con = duckdb.connect()
         try:
             con.execute("SET threads = 1")  # the machine's cores belong to the release's own work
-            con.register("_ids", pa.table({"id": array}))
+            con.register("_ids", arrow.table({"id": array}))
             expr = SQL_PSEUDONYM.format(text="CAST(id AS VARCHAR)")
             out = con.execute(f"SELECT {expr} AS p FROM _ids", {"key": self.hex_key}).to_arrow_table()
         finally:
             con.close()
         return out.column("p").combine_chunks()
 
+    def of_beside(self, ids: Any) -> Future[pa.Array]:
+        """`of` computed on a thread of its own while the caller goes on (issue 43): DuckDB hashes
+        without holding the GIL, so a release's partition step runs beside it on the other core.
+        The same pseudonyms as `of`; `.result()` gives them (or raises what `of` raised)."""
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="privpub-pseudonyms")
+        try:
+            return pool.submit(self.of, ids)
+        finally:
+            pool.shutdown(wait=False)  # the thread ends with its one task
+
     def of_numpy(self, ids: Any) -> np.ndarray:
         """`of` as a numpy object array (for the code that keys pandas indexes by person)."""
-        return np.asarray(self.of(ids).to_numpy(zero_copy_only=False), dtype=object)
+        result: np.ndarray = first_use("numpy").asarray(self.of(ids).to_numpy(zero_copy_only=False), dtype=object)
+        return result
 
 
 def expected(key: bytes, text: str) -> str:
@@ -89,15 +113,16 @@ def expected(key: bytes, text: str) -> str:
 
 
 def _as_arrow(ids: Any) -> pa.Array:
-    if isinstance(ids, pa.ChunkedArray):
+    arrow = first_use("pyarrow")
+    if isinstance(ids, arrow.ChunkedArray):
         return ids.combine_chunks()
-    if isinstance(ids, pa.Array):
+    if isinstance(ids, arrow.Array):
         return ids
-    values = np.asarray(ids)
+    values = first_use("numpy").asarray(ids)
     try:
-        return pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types: their text
-        return pa.array(values.astype(str), pa.string())
+        return arrow.array(values)
+    except (arrow.ArrowInvalid, arrow.ArrowTypeError):  # mixed types: their text
+        return arrow.array(values.astype(str), arrow.string())
 
 
 def key_path(state: Path) -> Path:
@@ -250,6 +275,7 @@ def _summary_json(text: str, key: Pseudonyms) -> str:
 def _pseudonymise_blobs(con: duckdb.DuckDBPyConnection, key: Pseudonyms) -> None:
     """The person column of each old serial blob (one blob per release and name: a loop over
     releases, each column hashed whole)."""
+    pq = first_use("pyarrow.parquet")
     rows = con.execute(f"SELECT release_id, name, format, payload FROM release_private {_blob_filter()}").fetchall()
     for release_id, name, fmt, payload in rows:
         if fmt == "json":

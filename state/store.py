@@ -40,11 +40,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-if TYPE_CHECKING:  # the tables the read-outs return (DuckDB's .df())
+if TYPE_CHECKING:  # the tables the read-outs return (DuckDB's .df()); pyarrow: imported where used,
+    # so that `privpub history` loads neither it nor numpy (issue 43, item 4)
     import pandas as pd
+    import pyarrow as pa
 
 from privpub.schemas.errors import StaleHistory, StateBusy, StateError
 from privpub.schemas.figure_names import current_name, old_names
@@ -56,6 +56,7 @@ from privpub.state.permissions import as_published, make_public_dir, owner_only,
 from privpub.state.pseudonyms import (
     Pseudonyms,
     create_key,
+    first_use,
     key_path,
     missing_key,
     read_key,
@@ -293,7 +294,7 @@ def stage_tables(output_dir: Path, tables: dict[str, Any]) -> StagedFiles:
                 staged.files[name] = {"file": name, "n_rows": table.num_rows, "sha256": sha256_files(table.parts, path)}
             else:
                 path = inside(staged.path, f"{name}.parquet")
-                pq.write_table(table, path)
+                first_use("pyarrow.parquet").write_table(table, path)
                 with open(path, "rb") as f:
                     os.fsync(f.fileno())
                 staged.files[name] = {"file": path.name, "n_rows": table.num_rows, "sha256": sha256_file(path)}
@@ -316,7 +317,7 @@ def published_sha256(path: Path) -> str:
 
 def _table_to_parquet_bytes(table: pa.Table) -> bytes:
     buf = io.BytesIO()
-    pq.write_table(table, buf)
+    first_use("pyarrow.parquet").write_table(table, buf)
     return buf.getvalue()
 
 
@@ -1089,7 +1090,11 @@ class Store:
             ).fetchall()
         out: dict[str, Any] = {}
         for name, fmt, payload in rows:
-            out[name] = pq.read_table(io.BytesIO(payload)) if fmt == "parquet" else json.loads(bytes(payload))
+            out[name] = (
+                first_use("pyarrow.parquet").read_table(io.BytesIO(payload))
+                if fmt == "parquet"
+                else json.loads(bytes(payload))
+            )
         return out
 
     # --- the online auditor -------------------------------------------------------------------
@@ -1337,8 +1342,9 @@ def _insert_figures(
 
 def _insert_private(con: duckdb.DuckDBPyConnection, release_id: str, private: dict[str, Any]) -> None:
     """What the release keeps private for verification: Arrow tables as Parquet, the rest as JSON."""
+    arrow = sys.modules.get("pyarrow")  # not loaded: no Arrow table among them (and no import)
     for name, obj in private.items():
-        if isinstance(obj, pa.Table):
+        if arrow is not None and isinstance(obj, arrow.Table):
             con.execute(
                 "INSERT INTO release_private VALUES (?, ?, 'parquet', ?)",
                 [release_id, name, _table_to_parquet_bytes(obj)],

@@ -356,3 +356,35 @@ def test_the_cli_refuses_the_key_of_another_state_named_in_the_environment(tmp_p
     metrics = Store(ours / "privpub.duckdb").release(out.id)["metrics"].set_index("name")
     assert json.loads(metrics.loc["series-composition-l", "detail"])["returning"] > 0
     assert len(Store(ours / "privpub.duckdb").history()) == 2
+
+
+def test_a_first_release_hashes_its_ids_beside_its_work_into_the_same_pseudonyms(tmp_path, monkeypatch):
+    """A series without summaries hashes its ids on a thread of its own (issue 43): the thread
+    gives what `of` gives, and the first release stores each person as the keyed hash of the
+    id, derived independently here; the second release recognises them (it hashes first).
+
+    Promise: state-holds-no-person-id."""
+    key = ps.Pseudonyms(bytes(range(32)))
+    ids = pa.array(["PLANTED-ID-00001", "7", "PLANTED-ID-00001"])
+    assert key.of_beside(ids).result().to_pylist() == key.of(ids).to_pylist()
+    with monkeypatch.context() as m:  # an error in the thread reaches the caller
+
+        def broken(self, ids):
+            raise StateError("hash failed")
+
+        m.setattr(ps.Pseudonyms, "of", broken)
+        with pytest.raises(StateError, match="hash failed"):
+            key.of_beside(ids).result()
+
+    general, _, _ = months(2)
+    publish_generalization(tmp_path, general[0])
+    state = tmp_path / "privpub.duckdb"
+    stored_key = ps.read_key(Path(str(state) + ".key"))
+    assert stored_key is not None
+    with duckdb.connect(str(state), read_only=True) as con:
+        stored = {row[0] for row in con.execute("SELECT person FROM compose_people").fetchall()}
+    assert stored == {ps.expected(stored_key, pid) for pid in general[0]["pid"]}
+    second = publish_generalization(tmp_path, general[1])
+    comp = {r.model: r for r in second["privacy"]}["series-composition-l"]
+    returning = len(set(general[0]["pid"]) & set(general[1]["pid"]))
+    assert comp.worst["returning"] == returning > 0

@@ -111,6 +111,25 @@ def test_a_published_census_table_against_a_record_by_record_count():
     assert 0 < got["gen-iloss"] < 1 and got["kl-divergence"] > 0
 
 
+@pytest.mark.parametrize("dense_sets", [0, 1 << 24], ids=["searched", "dense"])
+def test_set_cells_read_per_distinct_set_either_way(monkeypatch, dense_sets):
+    """The set cells' members are kept per distinct set (issue 43): with the membership table
+    (dense) and without it (searched by (set, code) keys), the figures are the record-by-record
+    count's."""
+    import privpub.tasks.evaluate.quality as quality
+
+    monkeypatch.setattr(quality, "DENSE_SETS", dense_sets)
+    tech, data = technique_and_data(census(150, seed=5), CENSUS_QI[:5], "occupation", "generalization", k=3)
+    part, release = release_of(tech, data, 4)
+    view = tech.quality_view(release)
+    table_cells = [quality.cells(view.table, dom) for dom in data.domains]
+    assert any(c.key is not None and (c.dense is None) == (dense_sets == 0) for c in table_cells)
+    got = quality_figures(view, data)
+    want = oracle(data, part, 3)
+    for name in QUALITY_FIGURES:
+        assert got[name] == pytest.approx(want[name], rel=1e-9, abs=1e-9), name
+
+
 def test_exact_cells_lose_nothing_and_a_whole_domain_cell_loses_all():
     frame = small_frame([20, 30, 40, 50], ["f", "m", "f", "m"], ["a", "b", "c", "d"], ["flu", "hiv", "flu", "hiv"])
     tech, data = technique_and_data(frame, QI, "disease", "generalization", k=1)

@@ -130,6 +130,18 @@ def _stored_sets(sets: pa.Table, info: pa.Table, ids: np.ndarray, vkey_to_code: 
     )
 
 
+def started(store: Store, series: str) -> bool:
+    """Whether the series has summaries (`load` would read some): a release of a series without
+    any needs its people's pseudonyms only when it commits."""
+
+    def head(con: duckdb.DuckDBPyConnection) -> bool:
+        if not has_table(con, "compose_head"):
+            return False
+        return con.execute("SELECT 1 FROM compose_head WHERE series = ?", [series]).fetchone() is not None
+
+    return bool(store.query(head)) if store.path.exists() else False
+
+
 def load(store: Store, series: str, persons: pa.Array, values: np.ndarray) -> Prior | None:
     """persons: this input's person pseudonyms (`Store.pseudonyms().of(person_text(...))`), per
     row; values: its distinct sensitive values

@@ -61,8 +61,9 @@ class QualityView:
 @dataclass(frozen=True)
 class Cells:
     """A QI's published cells in domain codes: per row a code interval [lo, hi], `size` domain
-    values in the cell, and for set cells the (row, code) members as keys row * n + code (sorted
-    when searched: without the table of members per distinct set)."""
+    values in the cell, and for set cells each row's distinct set (`key`) with the sets' members
+    as sorted keys set * n + code (read per distinct set, not per row: a million rows share a
+    few thousand sets, issue 43)."""
 
     lo: np.ndarray
     hi: np.ndarray
@@ -73,12 +74,12 @@ class Cells:
 
     def contains(self, rows: np.ndarray, codes: np.ndarray, n_codes: int) -> np.ndarray:
         inside = (self.lo[rows] <= codes) & (codes <= self.hi[rows])
-        if self.members is None:
+        if self.members is None or self.key is None:
             return np.asarray(inside)
-        if self.key is not None and self.dense is not None:  # one bit per (distinct set, code)
+        if self.dense is not None:  # one bit per (distinct set, code)
             dense: np.ndarray = inside & self.dense[self.key[rows], np.where(inside, codes, 0)]
             return dense
-        keys = rows.astype(np.int64) * n_codes + codes
+        keys = self.key[rows].astype(np.int64) * n_codes + codes
         at = np.minimum(np.searchsorted(self.members, keys), len(self.members) - 1)
         result: np.ndarray = inside & (self.members[at] == keys)
         return result
@@ -126,21 +127,13 @@ def cells(table: pa.Table, dom: QIDomain) -> Cells:
         np.minimum.at(lo_l, lists.parent, item)
         np.maximum.at(hi_l, lists.parent, item)
         row_of_list = lists.codes.astype(np.int64)
-        # members per row: each row's list items (rows sharing a list share its items)
-        order = np.argsort(lists.parent, kind="stable")
-        starts = np.concatenate(([0], np.cumsum(lists.lengths)))
-        counts = lists.lengths[row_of_list]
-        rows = np.repeat(np.arange(len(row_of_list)), counts)
-        offsets = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
-        member_codes = item[order][starts[row_of_list].repeat(counts) + offsets]
-        members = rows * max(dom.size, 1) + member_codes
+        # the members of each distinct list (rows sharing a list share its items)
+        members = np.sort(lists.parent.astype(np.int64) * max(dom.size, 1) + item)
         dense = None
         if n_lists * max(dom.size, 1) <= DENSE_SETS:
             dense = np.zeros((n_lists, max(dom.size, 1)), dtype=bool)
-            dense[np.repeat(np.arange(n_lists), lists.lengths), item[order]] = True
-        else:  # searched instead
-            members = np.sort(members)
-        return Cells(lo_l[row_of_list], hi_l[row_of_list], counts, members, row_of_list, dense)
+            dense[lists.parent, item] = True
+        return Cells(lo_l[row_of_list], hi_l[row_of_list], lists.lengths[row_of_list], members, row_of_list, dense)
     if dom.kind == "numeric":
         plain = np.searchsorted(dom.values.astype(float), as_day_numbers(column).astype(float))
     else:
@@ -241,9 +234,12 @@ def non_uniform_entropy(view: QualityView, data: Any, table_cells: list[Cells] |
         freq = _input_counts(data.codes[:, j].astype(np.int64), dom.size)
         cum = np.concatenate(([0.0], np.cumsum(freq)))
         in_cell = cum[c.hi + 1] - cum[c.lo]
-        if c.members is not None:  # a set: only its members' rows
-            member_rows = c.members // max(dom.size, 1)
-            in_cell = np.bincount(member_rows, weights=freq[c.members % max(dom.size, 1)], minlength=len(c.lo))
+        if c.members is not None and c.key is not None:  # a set: only its members, per distinct set
+            width = max(dom.size, 1)
+            per_set = np.bincount(
+                c.members // width, weights=freq[c.members % width], minlength=int(c.key.max(initial=-1)) + 1
+            )
+            in_cell = per_set[c.key]
         # a one-value cell's term log2 f(value) is netted against the input's term for that value
         # per value (published one-value cells - f) log2 f: exact cells give exactly 0, no float noise
         point = c.lo == c.hi

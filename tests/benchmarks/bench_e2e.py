@@ -69,7 +69,7 @@ MODEL_CASES = {
     "gen-1m-entropy": {"l": 3, "diversity": "entropy"},
     "gen-1m-tcloseness": {"t": 0.2, "closeness": "equal"},
 }
-STEPS = ("partition", "anonymize", "verify", "evaluate", "series composition", "risk", "write files")
+STEPS = ("partition", "anonymize", "verify", "evaluate", "quality models", "series composition", "risk", "write files")
 
 
 # --- measuring one process ----------------------------------------------------------------------

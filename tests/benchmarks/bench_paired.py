@@ -7,7 +7,10 @@ verify` as fresh processes, alternating A B A B ..., so both see the same machin
 Each checkout runs its own `.venv/bin/privpub` (its own code); inputs and specs are prepared
 once (tests/benchmarks/bench_e2e.py `prepare`), every run gets a fresh output folder and state.
 `verify` times `privpub verify` of the release the case's first run published. Printed: median
-wall time, median CPU time (user + system) and peak RSS of the process tree, and B / A.
+wall time, median CPU time (user + system) and peak RSS of the process tree, and B / A; with
+`--detail` (issue 43) also every run's wall and CPU time, the load average before each pair, and
+the phases of each side's median publish (bench_e2e `breakdown`, from its progress lines);
+`--no-verify` times the publishes only.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from tests.benchmarks.bench_e2e import measured, prepare, write_toml
+from tests.benchmarks.bench_e2e import breakdown, measured, prepare, summarised, write_toml
 from tests.benchmarks.bench_spine import print_table
 
 
@@ -35,6 +38,20 @@ def verify_case(root: Path, run_dir: Path, env: dict) -> dict:
     return measured([str(root / ".venv" / "bin" / "privpub"), "verify", release, "--state", str(state)], env, run_dir)
 
 
+def show_detail(case: str, roots: dict[str, Path], runs: dict[tuple[str, str], list[dict]], steps: tuple) -> None:
+    """Every run's wall and CPU seconds, the spread, and the phases of each side's median publish."""
+    for step in steps:
+        for side in roots:
+            got = runs[(side, step)]
+            walls = " / ".join(f"{r['wall_s']:.2f}" for r in got)
+            cpus = " / ".join(f"{r['cpu_s']:.2f}" for r in got)
+            print(f"{case} {step} {side}: wall {walls}; cpu {cpus}", flush=True)
+    for side in roots:
+        print(
+            f"{case} publish {side} phases (median run): {breakdown(summarised(runs[(side, 'publish')]))}", flush=True
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--a", type=Path, required=True, help="checkout A (its .venv must be set up)")
@@ -44,6 +61,8 @@ def main() -> None:
     ap.add_argument("--rows-1m", type=int, default=1_000_000)
     ap.add_argument("--rows-250k", type=int, default=250_000)
     ap.add_argument("--rows-muco", type=int, default=40_152)
+    ap.add_argument("--detail", action="store_true", help="every run, the load, the median publish's phases")
+    ap.add_argument("--no-verify", action="store_true", help="time the publishes only")
     args = ap.parse_args()
     roots = {"A": args.a.resolve(), "B": args.b.resolve()}
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PRIVPUB_HOME")}
@@ -53,13 +72,19 @@ def main() -> None:
         for case in args.cases.split(","):
             spec = prepare(case, work, args)["spec"]
             runs: dict[tuple[str, str], list[dict]] = {}
-            for _ in range(args.pairs):
+            steps = ("publish",) if args.no_verify else ("publish", "verify")
+            for pair in range(args.pairs):
+                if args.detail:
+                    print(f"{case} pair {pair + 1}: load {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
                 for side, root in roots.items():
                     res, run_dir = run_case(root, spec, work, env)  # measured() raises on a failed run
                     runs.setdefault((side, "publish"), []).append(res)
-                    runs.setdefault((side, "verify"), []).append(verify_case(root, run_dir, env))
+                    if not args.no_verify:
+                        runs.setdefault((side, "verify"), []).append(verify_case(root, run_dir, env))
                     shutil.rmtree(run_dir, ignore_errors=True)
-            for step in ("publish", "verify"):
+            if args.detail:
+                show_detail(case, roots, runs, steps)
+            for step in steps:
                 med = {side: statistics.median(r["wall_s"] for r in runs[(side, step)]) for side in roots}
                 cpu = {side: statistics.median(r["cpu_s"] for r in runs[(side, step)]) for side in roots}
                 rss = {side: max(r["tree_rss"] for r in runs[(side, step)]) for side in roots}
