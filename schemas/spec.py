@@ -410,12 +410,13 @@ def _values(value: object) -> bool:
 
 class PrivacyBudget(BaseModel):
     """[series] budget: the differential-privacy loss the whole series may spend, summed over its
-    releases (basic sequential composition, docs/dp.md); delta 0 when not given."""
+    releases (basic sequential composition, docs/dp.md); without delta it limits epsilon only (the
+    releases' deltas still add up, recorded as series-delta)."""
 
     model_config = ConfigDict(frozen=True)
 
     epsilon: float
-    delta: float = 0.0
+    delta: float | None = None
 
 
 BUDGET_KEYS = ("epsilon", "delta")
@@ -434,12 +435,12 @@ def _budget(value: object) -> PrivacyBudget | None:
             raise ValueError(f"budget.{key}: unknown key; {hint}")
     if "epsilon" not in value:
         raise ValueError("budget: epsilon is required (the series' total), e.g. { epsilon = 2.5 }")
-    epsilon, delta = value["epsilon"], value.get("delta", 0.0)
+    epsilon, delta = value["epsilon"], value.get("delta")
     if not (_number(epsilon) and 0 < epsilon < math.inf):
         raise ValueError(f"budget.epsilon = {epsilon!r}: must be a finite number above 0")
     if "delta" in value and not (_number(delta) and 0 < delta < 1):
         raise ValueError(f"budget.delta = {delta!r}: must be a number above 0 and below 1")
-    return PrivacyBudget(epsilon=float(epsilon), delta=float(delta))
+    return PrivacyBudget(epsilon=float(epsilon), delta=None if delta is None else float(delta))
 
 
 class SeriesSpec(SectionModel):

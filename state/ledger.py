@@ -158,7 +158,7 @@ def _series_problems(series: str, releases: Iterable[Spend]) -> list[str]:
             total_e, total_d = total_e + e, total_d + d
             recorded_e, budget_e = exact(s.series_epsilon), exact(s.budget_epsilon)
             recorded_d = exact(s.series_delta or "0")
-            budget_d = exact(s.budget_delta or "0")
+            budget_d = None if s.budget_delta is None else exact(s.budget_delta)  # None: epsilon alone
         except InvalidOperation:
             problems.append(f"{where}: a ledger figure is not a number")
             continue
@@ -167,6 +167,6 @@ def _series_problems(series: str, releases: Iterable[Spend]) -> list[str]:
                 f"{where}: series-epsilon / series-delta recorded ({amount(recorded_e)}, {amount(recorded_d)}) "
                 f"differ from the sum of the releases' spends ({amount(total_e)}, {amount(total_d)})"
             )
-        if total_e > budget_e or total_d > budget_d:
+        if total_e > budget_e or (budget_d is not None and total_d > budget_d):
             problems.append(f"{where}: the series total is above the budget it was published under")
     return problems

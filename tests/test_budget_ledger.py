@@ -245,7 +245,7 @@ def test_without_a_budget_a_series_spends_one_release(dp_technique, tmp_path):
         privpub.publish(month(2), spec(tmp_path, 0.7, seed=2))
 
 
-def test_delta_adds_up_and_a_budget_without_delta_spends_none(dp_technique, tmp_path):
+def test_delta_adds_up_and_a_budget_without_delta_limits_epsilon_alone(dp_technique, tmp_path):
     budget = {"epsilon": 5.0, "delta": 2e-6}
     privpub.publish(month(1), spec(tmp_path, 1.0, seed=1, budget=budget, delta=1e-6))
     privpub.publish(month(2), spec(tmp_path, 1.0, seed=2, budget=budget, delta=1e-6))  # 2e-6: just inside
@@ -254,10 +254,14 @@ def test_delta_adds_up_and_a_budget_without_delta_spends_none(dp_technique, tmp_
     ):
         privpub.publish(month(3), spec(tmp_path, 1.0, seed=3, budget=budget, delta=1e-6))
     assert privpub.ledger(tmp_path / "state.duckdb").series_delta.tolist() == pytest.approx([1e-6, 2e-6])
-    with pytest.raises(
-        privpub.PrivacyRefused, match=r"remaining epsilon = 5, delta = 0 of the budget epsilon = 5, delta = 0"
-    ):
-        privpub.publish(month(1), spec(tmp_path / "nodelta", 1.0, seed=1, budget={"epsilon": 5.0}, delta=1e-9))
+    # a budget of epsilon alone: the deltas are summed and recorded (no threshold), epsilon is limited
+    nodelta = tmp_path / "nodelta"
+    for m in (1, 2):
+        privpub.publish(month(m), spec(nodelta, 2.5, seed=m, budget={"epsilon": 5.0}, delta=1e-9))
+    ledger = privpub.ledger(nodelta / "state.duckdb")
+    assert ledger.series_delta.tolist() == pytest.approx([1e-9, 2e-9]) and ledger.budget_delta.isna().all()
+    with pytest.raises(privpub.PrivacyRefused, match=r"delta = not limited of the budget epsilon = 5, delta = not"):
+        privpub.publish(month(3), spec(nodelta, 0.1, seed=3, budget={"epsilon": 5.0}, delta=1e-9))
 
 
 @pytest.mark.parametrize(
@@ -310,3 +314,35 @@ def test_verify_of_a_release_recomputes_its_spend_from_its_parameters(monthly, t
         "FAIL privacy spend: the parameters give epsilon = 0.1, delta = 0; the release recorded epsilon = 0.05, "
         "delta = 0.0"
     ) in frame.attrs["lines"]
+
+
+def test_monthly_dp_synthetic_releases_are_refused_exactly_when_the_budget_runs_out(tmp_path):
+    """The issue's contract end to end: dp-synthetic at epsilon = 1.0 under `[series] budget =
+    { epsilon = 2.5 }` (no delta: epsilon alone is limited, the deltas are summed): months 1 and 2
+    publish (total 2 <= 2.5), month 3 (total 3) is refused naming both releases and what remains;
+    the ledger's totals add up, and verify --history agrees."""
+    from privpub.tasks.demo_data import CENSUS_QI, census
+
+    spec = {
+        "dataset": {"name": "census", "input": "x.csv", "person_id": "pid", "sensitive": "occupation", "qi": CENSUS_QI},
+        "technique": {"name": "dp-synthetic", "epsilon": 1.0, "bounds": {"age": [17, 95]}, "categories": "from-data"},
+        "series": {"budget": {"epsilon": 2.5}},
+        "output": {"dir": str(tmp_path / "rel"), "state": str(tmp_path / "s.duckdb")},
+    }
+    published = []
+    for month in range(2):
+        data = census(300, seed=month)
+        data["pid"] = range(300)
+        published.append(privpub.publish(data, spec).id)
+    data = census(300, seed=2)
+    data["pid"] = range(300)
+    with pytest.raises(privpub.PrivacyRefused) as refused:
+        privpub.publish(data, spec)
+    line = str(refused.value)
+    assert "would spend epsilon = 1, delta = 1e-06" in line and "remaining epsilon = 0.5" in line
+    assert all(release in line for release in published) and "\n" not in line
+    ledger = privpub.ledger(str(tmp_path / "s.duckdb"), "census")
+    assert ledger["series_epsilon"].tolist() == [1.0, 2.0]
+    assert ledger["series_delta"].tolist() == pytest.approx([1e-6, 2e-6])
+    checks = privpub.verify(published[-1], state=str(tmp_path / "s.duckdb"), history=True)
+    assert checks.attrs["ok"], checks.attrs["lines"]

@@ -72,18 +72,23 @@ def mixing_refusal(series: str, technique: Technique, releases: list[Spend], dp:
     )
 
 
+def _delta_budget(budget: PrivacyBudget) -> Decimal | None:
+    """The series' delta limit: None for a budget of epsilon alone (its deltas are summed and shown)."""
+    return None if budget.delta is None else exact(budget.delta)
+
+
 def over_budget(
     series: str, spend: tuple[Decimal, Decimal], budget: PrivacyBudget | None, dp_releases: list[Spend]
 ) -> tuple[str | None, list[PrivacyResult]]:
     """(the refusal, None when within the budget; the ledger figures this release records)."""
     eps, delta = spend
     defaulted = budget is None  # a series without a budget may spend one release's own epsilon
-    b_eps, b_delta = (eps, delta) if budget is None else (exact(budget.epsilon), exact(budget.delta))
+    b_eps, b_delta = (eps, delta) if budget is None else (exact(budget.epsilon), _delta_budget(budget))
     spent_e = sum((s.spent()[0] for s in dp_releases), Decimal(0))
     spent_d = sum((s.spent()[1] for s in dp_releases), Decimal(0))
     total_e, total_d = spent_e + eps, spent_d + delta
     uses_delta = bool(b_delta or total_d)
-    if total_e > b_eps or total_d > b_delta:
+    if total_e > b_eps or (b_delta is not None and total_d > b_delta):
         return _refusal(series, spend, (spent_e, spent_d), (b_eps, b_delta), dp_releases, defaulted, uses_delta), []
     detail = {
         "accounting": ACCOUNTING,
@@ -100,9 +105,14 @@ def over_budget(
         PrivacyResult(
             "series-delta",
             str(total_d),
-            str(b_delta),
+            None if b_delta is None else str(b_delta),  # no threshold: a budget of epsilon alone
             True,
-            {**detail, "spent_before": str(spent_d), "budget": str(b_delta), "remaining": str(b_delta - total_d)},
+            {
+                **detail,
+                "spent_before": str(spent_d),
+                "budget": str(b_delta),
+                "remaining": None if b_delta is None else str(b_delta - total_d),
+            },
         ),
     ]
     return None, figures
@@ -112,7 +122,7 @@ def _refusal(
     series: str,
     spend: tuple[Decimal, Decimal],
     spent: tuple[Decimal, Decimal],
-    budget: tuple[Decimal, Decimal],
+    budget: tuple[Decimal, Decimal | None],
     dp_releases: list[Spend],
     defaulted: bool,
     uses_delta: bool,
@@ -120,8 +130,9 @@ def _refusal(
     """The one line: what this release would spend, what was spent and by which releases, what
     remains, and what the budget is."""
 
-    def pair(e: Decimal, d: Decimal) -> str:
-        return f"epsilon = {amount(e)}" + (f", delta = {amount(d)}" if uses_delta else "")
+    def pair(e: Decimal, d: Decimal | None) -> str:
+        delta = "not limited" if d is None else amount(d)
+        return f"epsilon = {amount(e)}" + (f", delta = {delta}" if uses_delta else "")
 
     by = (
         f"by {len(dp_releases)} release(s) ({', '.join(f'{s.release_id}: {amount(s.spent()[0])}' for s in dp_releases[:NAMED_RELEASES])}"
@@ -130,7 +141,10 @@ def _refusal(
         if dp_releases
         else "by no release yet"
     )
-    remains = (max(budget[0] - spent[0], Decimal(0)), max(budget[1] - spent[1], Decimal(0)))
+    remains = (
+        max(budget[0] - spent[0], Decimal(0)),
+        None if budget[1] is None else max(budget[1] - spent[1], Decimal(0)),
+    )
     whence = (
         " ([series] budget is not set: a series without one may spend one release's own epsilon; set "
         "[series] budget = { epsilon = ... } to the series' total)"
