@@ -1,7 +1,7 @@
 """privpub's Mondrian against anonypyx's on real and census-like tables (not run by CI).
 
     flock /tmp/privpub-bench.lock .venv/bin/python -m tests.benchmarks.bench_real sweep \
-        [--tables adult,census] [--ks 2,5,10,20,50]
+        [--tables adult,census] [--ks 2,5,10,20,50] [--values] [--no-anonypyx] [--census-rows N]
     flock /tmp/privpub-bench.lock .venv/bin/python -m tests.benchmarks.bench_real speed \
         [--tables adult,adult5,gen-250k] [--pairs 5]
 
@@ -14,7 +14,9 @@ its value set) and scored by one scorer, `score`: gen-iloss as issue 44's contra
 for ordinal ones, (values - 1) / (domain - 1) for categorical ones, the domain being the input's
 distinct values or the order) and discernibility (the sum of squared class sizes, a class being
 the rows with the same published QI cells, as a reader groups them). privpub's own recorded
-`gen-iloss` (manifest.json) is printed beside the scorer's.
+`gen-iloss` (manifest.json) is printed beside the scorer's. `--values` adds privpub with
+`[technique] split_width = "values"` (a categorical QI measured by the values a group holds when
+Mondrian chooses its split); `--no-anonypyx` leaves anonypyx out.
 
 `speed` (issue 43 item 5): generalization k = 10 against the anonypyx script, `--pairs` pairs
 (order alternating), the median wall and CPU of each and the median of the per-pair ratios.
@@ -87,10 +89,10 @@ def write_input(t: Table, path: Path) -> None:
     df.to_csv(path, index=False)
 
 
-def privpub_spec(t: Table, csv: Path, k: int) -> dict:
+def privpub_spec(t: Table, csv: Path, k: int, extra: dict | None = None) -> dict:
     return {
         "dataset": {"name": t.name, "input": str(csv), "person_id": "pid", "sensitive": t.sensitive, "qi": t.qi},
-        "technique": {"name": "generalization", "k": k},
+        "technique": {"name": "generalization", "k": k, **(extra or {})},
         "output": {"dir": "releases", "state": "privpub.duckdb", "seed": 1},
     }
 
@@ -258,9 +260,9 @@ class Runner:
     python: Path  # bench-env's, with anonypyx
     env: dict
 
-    def privpub_run(self, t: Table, csv: Path, k: int) -> tuple[dict, Path]:
+    def privpub_run(self, t: Table, csv: Path, k: int, extra: dict | None = None) -> tuple[dict, Path]:
         run_dir = Path(tempfile.mkdtemp(prefix="privpub-", dir=self.work))
-        spec = write_toml(run_dir / "spec.toml", privpub_spec(t, csv, k))
+        spec = write_toml(run_dir / "spec.toml", privpub_spec(t, csv, k, extra))
         return measured([str(self.privpub), "publish", str(spec)], self.env, run_dir), run_dir
 
     def anonypyx_run(self, t: Table, csv: Path, k: int) -> tuple[dict, Path]:
@@ -280,37 +282,64 @@ def timing(r: dict) -> str:
     return f"{r['wall_s']:.2f} / {r['cpu_s']:.2f} / {r['max_rss'] / 2**20:.0f}"
 
 
-def sweep(runner: Runner, t: Table, ks: list[int]) -> list[list[str]]:
+VALUES = {"split_width": "values"}
+
+
+def sweep_runs(runner: Runner, t: Table, csv: Path, k: int, first: bool, values: bool, reference: bool) -> dict:
+    """privpub (default), privpub with split_width = "values" and anonypyx, as asked, the order
+    alternating with `first` (privpub's runs first, or anonypyx's)."""
+    runs: dict = {}
+    if reference and not first:
+        runs["anonypyx"] = runner.anonypyx_run(t, csv, k)
+    runs["privpub"] = runner.privpub_run(t, csv, k)
+    if values:
+        runs["values"] = runner.privpub_run(t, csv, k, VALUES)
+    if reference and first:
+        runs["anonypyx"] = runner.anonypyx_run(t, csv, k)
+    return runs
+
+
+def sweep(runner: Runner, t: Table, ks: list[int], values: bool, reference: bool) -> list[list[str]]:
     csv = runner.work / f"{t.name}.csv"
     write_input(t, csv)
     doms = domains(t)
     rows = []
     for i, k in enumerate(ks):
-        (mine, run_dir), (theirs, out) = runner.pair(t, csv, k, privpub_first=i % 2 == 0)
-        ours, recorded = score_privpub(run_dir, doms)
-        ref = score_anonypyx(out, doms)
-        for who, s in (("privpub", ours), ("anonypyx", ref)):
-            if s["records"] != len(t.frame) or s["smallest class"] < k:
-                raise RuntimeError(f"{who} at k={k}: {s['records']} records, smallest class {s['smallest class']}")
+        runs = sweep_runs(runner, t, csv, k, i % 2 == 0, values, reference)
+        scores, recorded = {}, {}
+        for who, (_, where) in runs.items():
+            if who == "anonypyx":
+                scores[who] = score_anonypyx(where, doms)
+            else:
+                scores[who], recorded[who] = score_privpub(where, doms)
+            if scores[who]["records"] != len(t.frame) or scores[who]["smallest class"] < k:
+                raise RuntimeError(f"{who} at k={k}: {scores[who]['records']} records, smallest class too small")
+            shutil.rmtree(where if who != "anonypyx" else where.parent, ignore_errors=True)
+        names = [w for w in ("privpub", "values", "anonypyx") if w in runs]
         rows.append(
-            [
-                t.name,
-                str(k),
-                f"{ours['gen-iloss']:.4f}",
-                f"{ref['gen-iloss']:.4f}",
-                "-" if recorded is None else f"{recorded:.4f}",
-                f"{ours['discernibility']:.4g}",
-                f"{ref['discernibility']:.4g}",
-                f"{ours['classes']} / {ref['classes']}",
-                timing(mine),
-                timing(theirs),
-                " ".join(f"{d.name} {ours['per_qi'][d.name]:.3f}/{ref['per_qi'][d.name]:.3f}" for d in doms),
-            ]
+            [t.name, str(k)]
+            + [f"{scores[w]['gen-iloss']:.4f}" for w in names]
+            + [" / ".join(f"{recorded[w]:.4f}" for w in names if w in recorded)]
+            + [f"{scores[w]['discernibility']:.4g}" for w in names]
+            + [" / ".join(str(scores[w]["classes"]) for w in names)]
+            + [timing(runs[w][0]) for w in names]
+            + [" ".join(f"{d.name} " + "/".join(f"{scores[w]['per_qi'][d.name]:.3f}" for w in names) for d in doms)]
         )
         print(" | ".join(rows[-1]), flush=True)
-        shutil.rmtree(run_dir, ignore_errors=True)
-        shutil.rmtree(out.parent, ignore_errors=True)
     return rows
+
+
+def sweep_header(values: bool, reference: bool) -> list[str]:
+    names = ["privpub"] + (["privpub values"] if values else []) + (["anonypyx"] if reference else [])
+    return (
+        ["table", "k"]
+        + [f"gen-iloss {w}" for w in names]
+        + ["privpub recorded"]
+        + [f"DM {w}" for w in names]
+        + ["classes"]
+        + [f"{w} wall/CPU s/MiB" for w in names]
+        + ["per QI (" + "/".join(names) + ")"]
+    )
 
 
 def speed(runner: Runner, t: Table, pairs: int, k: int = 10) -> list[str]:
@@ -349,6 +378,8 @@ def main() -> None:
     ap.add_argument("--tables", default=None)
     ap.add_argument("--ks", default="2,5,10,20,50")
     ap.add_argument("--pairs", type=int, default=5)
+    ap.add_argument("--values", action="store_true", help='sweep: also privpub with split_width = "values"')
+    ap.add_argument("--no-anonypyx", action="store_true", help="sweep: privpub only")
     ap.add_argument("--census-rows", type=int, default=48_842)
     ap.add_argument("--privpub", type=Path, default=ROOT / ".venv" / "bin" / "privpub")
     ap.add_argument("--bench-python", type=Path, default=ROOT / "bench-env" / "bin" / "python")
@@ -361,13 +392,13 @@ def main() -> None:
     runner = Runner(work, args.privpub.absolute(), args.bench_python.absolute(), base_env(work))
     try:
         if args.what == "sweep":
-            rows = [r for name in tables for r in sweep(runner, load_table(name, args.census_rows), _ints(args.ks))]
-            print_table(
-                "privpub's Mondrian against anonypyx's, one scorer (wall s / CPU s / peak MiB)",
-                ["table", "k", "gen-iloss privpub", "gen-iloss anonypyx", "privpub recorded", "DM privpub",
-                 "DM anonypyx", "classes", "privpub time", "anonypyx time", "per QI privpub/anonypyx"],
-                rows,
-            )  # fmt: skip
+            reference = not args.no_anonypyx
+            rows = [
+                r
+                for name in tables
+                for r in sweep(runner, load_table(name, args.census_rows), _ints(args.ks), args.values, reference)
+            ]
+            print_table("privpub's Mondrian against anonypyx's, one scorer", sweep_header(args.values, reference), rows)
         else:
             rows = [speed(runner, load_table(name, args.census_rows), args.pairs) for name in tables]
             print_table(
