@@ -171,6 +171,25 @@ def normalised_widths(doms: list[QIDomain], lo_all: np.ndarray, hi_all: np.ndarr
     return widths
 
 
+PRESENCE_CELLS = 1 << 24  # (segment, value) presence kept as a table up to this size; more: sorted
+
+
+def value_widths(widths: np.ndarray, doms: list[QIDomain], xs: np.ndarray, seg: np.ndarray, n_seg: int) -> None:
+    """Each categorical QI without a hierarchy measured by the values its segment holds,
+    (values - 1) / (domain - 1), the gen-iloss its published set cell would have, in place of
+    its code range: a group holding two values far apart in the sorted order is narrow."""
+    for d, dom in enumerate(doms):
+        if dom.kind != "categorical" or dom.hierarchy or dom.size <= 1:
+            continue
+        if n_seg * dom.size <= PRESENCE_CELLS:
+            present = np.zeros((n_seg, dom.size), dtype=bool)
+            present[seg, xs[d]] = True
+            values = present.sum(axis=1)
+        else:
+            values = np.bincount(np.unique(seg * dom.size + xs[d]) // dom.size, minlength=n_seg)
+        widths[:, d] = (values - 1) / (dom.size - 1)
+
+
 def median_by_sort(key: np.ndarray, w: np.ndarray | None, local: np.ndarray, total: np.ndarray) -> Medians:
     _, target = _median_targets(total)
     w = np.ones(len(key), dtype=np.int64) if w is None else w
@@ -243,13 +262,18 @@ class _Level:
     widths: np.ndarray
 
     @classmethod
-    def of(cls, moving: _Moving, sizes: np.ndarray, labels: np.ndarray, doms: list[QIDomain]) -> _Level:
+    def of(
+        cls, moving: _Moving, sizes: np.ndarray, labels: np.ndarray, doms: list[QIDomain], by_values: bool = False
+    ) -> _Level:
         starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
         lo_all = np.minimum.reduceat(moving.xs, starts, axis=1)
         hi_all = np.maximum.reduceat(moving.xs, starts, axis=1)
         seg_rows = sizes if moving.ws is None else np.add.reduceat(moving.ws, starts)
         widths = normalised_widths(doms, lo_all, hi_all)
-        return cls(sizes, labels, starts, _segment_ids(sizes), lo_all, hi_all, seg_rows, widths)
+        seg = _segment_ids(sizes)
+        if by_values:
+            value_widths(widths, doms, moving.xs, seg, len(sizes))
+        return cls(sizes, labels, starts, seg, lo_all, hi_all, seg_rows, widths)
 
 
 @dataclass
@@ -383,6 +407,7 @@ def split_levels(
     weights: np.ndarray | None = None,
     model: SensitiveModel | None = None,
     pair_items: bool = False,
+    split_width: str = "range",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Split contiguous row segments level by level until no segment can be split.
 
@@ -406,6 +431,10 @@ def split_levels(
     pair_items: the items are a person's distinct (person, sensitive value) pairs, all at the
     person's one point (tasks/partition/people.py): each item is one vote of the models, and
     `weights` count people (1 on one pair of each person, 0 on the others), so k counts people.
+
+    split_width: how a categorical QI's width is measured when choosing the dimension to split:
+    "range" (its code range in the sorted order) or "values" (the values the segment holds,
+    `value_widths`; generalization's [technique] split_width).
     """
     model, ss = _sensitive_rows(rows, l, s, model, weights, pair_items)
     ws = None if weights is None else np.asarray(weights, dtype=np.int64)[rows]
@@ -415,7 +444,7 @@ def split_levels(
     leaf_sizes: list[np.ndarray] = []
     leaf_labels: list[np.ndarray] = []
     while len(sizes):
-        level = _Level.of(moving, sizes, labels, doms)
+        level = _Level.of(moving, sizes, labels, doms, by_values=split_width == "values")
         open_, child = _split_level(level, moving, how)
         if open_.any():  # no dimension can split these: final groups
             leaf_rows.append(moving.rows[open_[level.seg]])
@@ -466,6 +495,7 @@ def mondrian_partition(
     l: int | None = None,
     columns: list[int] | None = None,
     model: SensitiveModel | None = None,
+    split_width: str = "range",
 ) -> Partition:
     """QI-groups of at least k rows (and l distinct sensitive values when l is given; every
     sensitive-value model of `model` when that is given instead).
@@ -494,6 +524,7 @@ def mondrian_partition(
         tree=tree,
         dim_names=np.asarray(cols),
         model=model,
+        split_width=split_width,
     )
     group = np.empty(n, dtype=np.int64)
     group[leaf_rows] = np.repeat(np.arange(len(leaf_sizes)), leaf_sizes)

@@ -61,6 +61,7 @@ def people_partition(
     k: int,
     l: int | None = None,
     model: SensitiveModel | None = None,
+    split_width: str = "range",
 ) -> Partition:
     """QI-groups of whole people: at least k distinct people each, and l distinct sensitive
     values (or every model of `model`, over the group's distinct (person, value) pairs).
@@ -95,6 +96,7 @@ def people_partition(
         weights=weights,
         model=model,
         pair_items=True,
+        split_width=split_width,
     )
     group_of_person = np.empty(n_people, dtype=np.int64)
     group_of_person[pair_person[leaf_items]] = np.repeat(np.arange(len(leaf_sizes)), leaf_sizes)

