@@ -438,7 +438,7 @@ def _budget(value: object) -> PrivacyBudget | None:
     epsilon, delta = value["epsilon"], value.get("delta")
     if not (_number(epsilon) and 0 < epsilon < math.inf):
         raise ValueError(f"budget.epsilon = {epsilon!r}: must be a finite number above 0")
-    if "delta" in value and not (_number(delta) and 0 < delta < 1):
+    if "delta" in value and not (delta is not None and _number(delta) and 0 < delta < 1):
         raise ValueError(f"budget.delta = {delta!r}: must be a number above 0 and below 1")
     return PrivacyBudget(epsilon=float(epsilon), delta=None if delta is None else float(delta))
 

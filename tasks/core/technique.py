@@ -256,10 +256,6 @@ class Technique:
         """pandera schemas of the published tables, by table name."""
         return {}
 
-    def privacy_spend(self) -> dict[str, float] | None:
-        """This release's differential-privacy spend from its parameters alone: {"epsilon": e, "delta": d}; None: not DP."""
-        return None
-
     def describe(self, privacy: Sequence[PrivacyResult], sensitive: str) -> Description:
         """The report's words for this release (Description), from its privacy figures; `sensitive`
         names the sensitive column as the report says it. By default none: the report then says
