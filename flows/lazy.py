@@ -11,7 +11,8 @@ that runs only when the feature is used: Prefect (a server's flow runs, the run'
 attribution once a flow loaded it), Dask's `distributed` (`[run] task_runner = "dask"`) and
 httpx (Prefect's HTTP client, to wait for a server starting); and of scipy where only an optional
 feature needs it: the population models ([risk] population, tasks/population_models.py), which
-would otherwise add half a second to every release's start-up (docs/benchmarks.md).
+would otherwise add half a second to every release's start-up (docs/benchmarks.md); and of
+scikit-learn ([evaluate] target) and OpenDP (dp-synthetic's accounting), for the same reason.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import importlib
 from typing import Any
 
 # top-level packages a function may import when it runs (tests/test_code_shape.py)
-OPTIONAL_DEPENDENCIES: frozenset[str] = frozenset({"prefect", "distributed", "httpx", "scipy", "sklearn"})
+OPTIONAL_DEPENDENCIES: frozenset[str] = frozenset({"prefect", "distributed", "httpx", "scipy", "sklearn", "opendp"})
 
 
 def load_lazily(target: str) -> Any:

@@ -36,6 +36,8 @@ OPTIONAL_IMPORT_POINTS: dict[tuple[str, str], str] = {
     ("tasks/population_models.py", "_optimize"): "scipy: Pitman's model, with [risk] population only",
     ("tasks/evaluate/classification.py", "_features"): "scipy: classification accuracy, with [evaluate] target only",
     ("tasks/evaluate/classification.py", "_accuracy"): "sklearn: classification accuracy, with [evaluate] target only",
+    ("tasks/techniques/dp_synthetic/accounting.py", "approx_epsilon"): "opendp: dp-synthetic's accounting only",
+    ("tasks/techniques/dp_synthetic/accounting.py", "rho_for"): "scipy: dp-synthetic's accounting only",
 }
 
 # the only callers of importlib.import_module: the command table's loader and the public

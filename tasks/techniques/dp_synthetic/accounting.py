@@ -7,12 +7,8 @@ the library's code, not a formula copied here."""
 
 from __future__ import annotations
 
-import opendp.prelude as dp
-from scipy.optimize import brentq
-
-# the Gaussian measurement on floats is behind OpenDP's "contrib" flag (process-wide); it is used
-# here for its privacy map only, never to draw noise (docs/dp.md)
-dp.enable_features("contrib")
+# OpenDP and scipy.optimize are imported when dp-synthetic runs (flows/lazy.py): every other
+# release loads this module with the registry and would pay about half a second for them
 
 
 def approx_epsilon(rho: float, delta: float) -> float:
@@ -20,6 +16,11 @@ def approx_epsilon(rho: float, delta: float) -> float:
     of sensitivity 1 whose scale gives exactly rho, cast to approximate DP."""
     if rho <= 0:
         return 0.0
+    import opendp.prelude as dp
+
+    # the Gaussian measurement on floats is behind OpenDP's "contrib" flag (process-wide); it is
+    # used here for its privacy map only, never to draw noise (docs/dp.md)
+    dp.enable_features("contrib")
     scale = (1.0 / (2.0 * rho)) ** 0.5
     gaussian = dp.m.make_gaussian(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=scale)
     profile = dp.c.make_zCDP_to_approxDP(gaussian).map(1.0)  # type: ignore[no-untyped-call]
@@ -28,6 +29,8 @@ def approx_epsilon(rho: float, delta: float) -> float:
 
 def rho_for(epsilon: float, delta: float) -> float:
     """The largest rho (to 1e-12) whose (epsilon, delta) conversion stays within epsilon."""
+    from scipy.optimize import brentq
+
     rho = brentq(lambda r: approx_epsilon(r, delta) - epsilon, 1e-12, epsilon, xtol=1e-14)
     while approx_epsilon(rho, delta) > epsilon:  # the root from below: never a rho that overspends
         rho *= 1 - 1e-9
