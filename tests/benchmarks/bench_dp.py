@@ -1,9 +1,10 @@
 """dp-synthetic beside generalization (issue 45): the census-like table (tasks.demo_data.census,
-its 8 QIs, sensitive occupation) at epsilon 1 and 4 and Mondrian k = 10, on the same workload
-(the same input and seed draw the same count queries).
+its 8 QIs, sensitive occupation) or the CPS-like one (tests/benchmarks/bench_suppress.py `cps`:
+age, sex, race, education, marital, hours; sensitive occupation) at epsilon 1 and 4 and Mondrian
+k = 10, on the same workload (the same input and seed draw the same count queries).
 
     flock /tmp/privpub-bench.lock /usr/bin/time -f "%e s wall %U+%S s cpu %M KiB" \
-        .venv/bin/python -m tests.benchmarks.bench_dp --rows 250000
+        .venv/bin/python -m tests.benchmarks.bench_dp --rows 250000 [--table cps]
 
 Per release: the workload's mean relative error by selectivity (1%, 5%, 10%), the publish's wall
 and CPU time (the whole pipeline: read, validate, anonymize, verify, evaluate, risk, commit,
@@ -26,8 +27,15 @@ from privpub.schemas.spec import spec_from_dict
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.demo_data import CENSUS_QI, census
 from privpub.tasks.techniques.registry import get_technique
+from tests.benchmarks.bench_suppress import CPS_QI, cps
 
 DP = {"name": "dp-synthetic", "bounds": {"age": [17, 95]}, "bin_count": 16, "categories": "from-data"}
+# per table: the rows, its QIs (the CPS table's occupation is the sensitive column here) and the
+# public bounds of its numeric QIs
+TABLES: dict[str, tuple[Any, list[dict[str, Any]], dict[str, list[int]]]] = {
+    "census": (census, CENSUS_QI, {"age": [17, 95]}),
+    "cps": (cps, [q for q in CPS_QI if q["name"] != "occupation"], {"age": [16, 86], "hours": [1, 100]}),
+}
 DONE = re.compile(r"(\S[^;]*?) done in ([0-9.]+) s")
 SETTINGS: list[tuple[str, dict[str, Any]]] = [
     ("dp-synthetic epsilon 1", {**DP, "epsilon": 1.0}),
@@ -36,8 +44,10 @@ SETTINGS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def spec(folder: Path, technique: dict[str, Any]) -> dict[str, Any]:
-    dataset = {"name": "census", "person_id": "pid", "sensitive": "occupation", "qi": CENSUS_QI}
+def spec(folder: Path, technique: dict[str, Any], table: str = "census") -> dict[str, Any]:
+    dataset = {"name": table, "person_id": "pid", "sensitive": "occupation", "qi": TABLES[table][1]}
+    if technique["name"] == "dp-synthetic":
+        technique = {**technique, "bounds": TABLES[table][2]}
     return {
         "dataset": dataset,
         "technique": technique,
@@ -45,16 +55,16 @@ def spec(folder: Path, technique: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run(rows: int) -> None:
-    frame = census(rows, seed=1)
+def run(rows: int, table: str = "census") -> None:
+    frame = TABLES[table][0](rows, seed=1)
     frame["pid"] = np.arange(rows)
-    print(f"census-like, {rows:,} rows, seed 7")
+    print(f"{table}-like, {rows:,} rows, seed 7")
     steps: list[str] = []
     print("| release | error 1% | error 5% | error 10% | publish wall s | publish cpu s | mechanism wall s |")
     print("|---|---|---|---|---|---|---|")
     for name, technique in SETTINGS:
         with tempfile.TemporaryDirectory() as tmp:
-            s = spec(Path(tmp), technique)
+            s = spec(Path(tmp), technique, table)
             wall, cpu = time.perf_counter(), time.process_time()
             lines: list[str] = []
             release = privpub.publish(frame, s, progress=lines.append)
@@ -84,7 +94,9 @@ def slowest(lines: list[str], most: int = 4) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=250_000)
-    run(parser.parse_args().rows)
+    parser.add_argument("--table", choices=sorted(TABLES), default="census")
+    args = parser.parse_args()
+    run(args.rows, args.table)
 
 
 if __name__ == "__main__":
