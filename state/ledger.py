@@ -105,12 +105,12 @@ def ledger_rows(by_series: dict[str, list[Spend]]) -> list[dict[str, object]]:
                     "series": series,
                     "sequence": s.sequence,
                     "release_id": s.release_id,
-                    "epsilon": _float(s.epsilon),
-                    "delta": _float(s.delta or "0"),
-                    "series_epsilon": _float(s.series_epsilon),
-                    "series_delta": _float(s.series_delta),
-                    "budget_epsilon": _float(s.budget_epsilon),
-                    "budget_delta": _float(s.budget_delta),
+                    "epsilon": _ledger_float(s.epsilon),
+                    "delta": _ledger_float(s.delta or "0"),
+                    "series_epsilon": _ledger_float(s.series_epsilon),
+                    "series_delta": _ledger_float(s.series_delta),
+                    "budget_epsilon": _ledger_float(s.budget_epsilon),
+                    "budget_delta": _ledger_float(s.budget_delta),
                     "remaining_epsilon": None if total is None or budget is None else float(budget - total),
                 }
             )
@@ -124,7 +124,7 @@ def _decimal(text: str | None) -> Decimal | None:
         return None
 
 
-def _float(text: str | None) -> float | None:
+def _ledger_float(text: str | None) -> float | None:
     value = _decimal(text)
     return None if value is None else float(value)
 

@@ -83,6 +83,7 @@ def test_no_two_modules_define_the_same_name():
                 "__"
             ):
                 where[node.name].append(module)
+    where = defaultdict(list, {name: sorted(set(modules)) for name, modules in where.items()})  # typing overloads
     shared = {name: modules for name, modules in where.items() if len(modules) > 1 and name not in SHARED}
     assert not shared, f"defined in more than one module (rename one, or list it in SHARED): {shared}"
     assert not [name for name in SHARED if len(where[name]) < 2], "SHARED lists a name no longer shared"

@@ -26,7 +26,8 @@ def _publish(tmp_path, frame, name):
     spec = spec_dict(name)
     del spec["dataset"]["input"]
     spec["output"] = {"dir": str(tmp_path / "releases"), "state": str(tmp_path / "s.duckdb"), "seed": 8}
-    spec["series"] = {"composition": "warn"}  # a second release of anatomy / ambiguity may fall below l
+    # a second release of anatomy / ambiguity may fall below l; dp-synthetic's contract budget kept
+    spec["series"] = {**spec.get("series", {}), "composition": "warn"}
     privpub.publish(frame, spec)
     again = frame.sample(frac=1, random_state=2).reset_index(drop=True)
     second = privpub.publish(again, spec, allow_repeat=True, overrides={"output": {"seed": 9}})

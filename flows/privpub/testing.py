@@ -138,8 +138,13 @@ class Battery:
 
     # --- the spec ------------------------------------------------------------------------------
     def spec(self, params: Mapping[str, Any] | None = None, **sections: Any) -> dict[str, Any]:
-        """The battery's spec for this technique (sections replace the spec's own)."""
+        """The battery's spec for this technique (sections replace the spec's own; a section the
+        contract's `extra` also sets is merged key by key, the given keys winning)."""
         c = self.contract
+        given = {
+            name: {**c.extra[name], **body} if isinstance(c.extra.get(name), Mapping) else body
+            for name, body in sections.items()
+        }
         qi = [q for q in CENSUS_QI if c.qi is None or q["name"] in c.qi]
         if c.sensitive != "occupation":  # the sensitive column leaves the QIs, occupation joins them
             qi = [q for q in qi if q["name"] != c.sensitive] + [{"name": "occupation", "kind": "categorical"}]
@@ -154,7 +159,7 @@ class Battery:
             "technique": {"name": self.name, **(c.params if params is None else params)},
             "output": {"dir": RELEASES, "state": STATE, "seed": SEED},
             **c.extra,
-            **sections,
+            **given,
         }
 
     def build(self, params: Mapping[str, Any]) -> Technique:

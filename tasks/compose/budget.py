@@ -110,8 +110,8 @@ def over_budget(
             {
                 **detail,
                 "spent_before": str(spent_d),
-                "budget": str(b_delta),
-                "remaining": None if b_delta is None else str(b_delta - total_d),
+                "budget": "not limited" if b_delta is None else str(b_delta),
+                "remaining": "not limited" if b_delta is None else str(b_delta - total_d),
             },
         ),
     ]

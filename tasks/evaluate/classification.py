@@ -19,7 +19,7 @@ import pyarrow as pa
 from privpub.schemas.dates import as_day_numbers
 from privpub.schemas.errors import InputError
 from privpub.tasks.core.microdata import Microdata, QIDomain
-from privpub.tasks.evaluate.quality import QualityView, _sensitive_codes, cells, not_applicable
+from privpub.tasks.evaluate.quality import QualityView, cells, not_applicable, sensitive_codes
 
 CLASSIFICATION_FIGURES = ("classification-accuracy", "input-classification-accuracy")
 TREES = 50  # the forest's trees: enough for a stable figure, cheap on a census of 100k rows
@@ -111,7 +111,7 @@ def _release_labels(table: pa.Table, target: str, full: Microdata) -> np.ndarray
     a generalized cell (a range or a set of several values) a class of its own (below -1)."""
     if target == full.spec.dataset.sensitive:
         values = pd.Index(np.asarray(full.sensitive_values, dtype=object).astype(str))
-        return _sensitive_codes(table, target, values)
+        return sensitive_codes(table, target, values)
     c = cells(table, full.domain(target))
     point = (c.lo == c.hi) & (c.size == 1)
     boxes = pd.factorize(c.lo * max(full.domain(target).size, 1) + c.hi)[0]

@@ -285,7 +285,7 @@ def _tuples(code_columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.
     return first, np.bincount(inverse, minlength=len(uniques)), inverse.astype(np.int64)
 
 
-def _sensitive_codes(table: pa.Table, sensitive: str, values: pd.Index) -> np.ndarray:
+def sensitive_codes(table: pa.Table, sensitive: str, values: pd.Index) -> np.ndarray:
     """Each row's sensitive code among the input's values; -1 for a null (withheld) cell."""
     column = pc.cast(table.column(sensitive), pa.string())
     if isinstance(column, pa.ChunkedArray):
@@ -383,7 +383,7 @@ def kl_divergence(view: QualityView, data: Any, table_cells: list[Cells] | None 
     joint = view.table if view.joint is None else view.joint
     weights = np.ones(joint.num_rows) if view.weights is None else np.asarray(view.weights, dtype=float)
     s_values = pd.Index(np.asarray(data.sensitive_values, dtype=object).astype(str))
-    s_codes = _sensitive_codes(joint, view.sensitive, s_values)
+    s_codes = sensitive_codes(joint, view.sensitive, s_values)
     # the distinct QI boxes (the classes, for most techniques); per box, the weight per support
     # point of each published sensitive value, and of the rows with a null one (spread over all)
     all_cells = (

@@ -293,8 +293,8 @@ MUTANTS = [
     Mutant(
         "delta-probability accepts ratios up to 1.5 delta (issue 18)",
         "tasks/techniques/muco/delta_probability.py",
-        'float(delta) * stats["sum"]',
-        '1.5 * float(delta) * stats["sum"]',
+        "float(delta) * stats.sum",
+        "1.5 * float(delta) * stats.sum",
         MUCO,
     ),
     Mutant(
@@ -328,7 +328,7 @@ MUTANTS = [
     Mutant(
         "Definition 1 ignores a tuple missing on one QI",
         "tasks/techniques/muco/delta_probability.py",
-        "if len(per_attr) < len(rows):",
+        "if len(present) < len(rows):",
         "if False:",
         MUCO,
     ),

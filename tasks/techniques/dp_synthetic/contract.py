@@ -25,6 +25,8 @@ CONTRACTS = {
         params={"epsilon": 1.0, "delta": 1e-6, "bounds": {"age": [17, 95]}, "categories": "from-data"},
         required=("epsilon",),
         tamper=halve_sigma,
-        series_figure="epsilon",  # the series' total (series-epsilon) is the budget ledger's
+        series_figure="series-epsilon",  # the budget ledger's total after the second release
+        # a series of releases needs a budget for more than one (without one: one release's epsilon)
+        extra={"series": {"budget": {"epsilon": 10.0}}},
     ),
 }

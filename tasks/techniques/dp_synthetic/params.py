@@ -47,7 +47,7 @@ class DPSyntheticParams(TechniqueParams):
     @classmethod
     def _edges(cls, value: dict[str, list[float | str]]) -> dict[str, list[float | str]]:
         for name, edges in value.items():
-            cut = _numbers(f"bins.{name}", edges)
+            cut = _edge_numbers(f"bins.{name}", edges)
             if len(cut) < 2 or any(b <= a for a, b in zip(cut, cut[1:])):
                 raise ValueError(f"bins.{name} must list at least 2 finite edges in ascending order")
         return value
@@ -56,7 +56,7 @@ class DPSyntheticParams(TechniqueParams):
     @classmethod
     def _bounds(cls, value: dict[str, list[float | str]]) -> dict[str, list[float | str]]:
         for name, pair in value.items():
-            cut = _numbers(f"bounds.{name}", pair)
+            cut = _edge_numbers(f"bounds.{name}", pair)
             if len(cut) != 2 or not cut[0] < cut[1]:
                 raise ValueError(f"bounds.{name} must be [lo, hi] with lo < hi")
         return value
@@ -65,9 +65,9 @@ class DPSyntheticParams(TechniqueParams):
         """The bin edges of a numeric or date QI (a date's as day numbers): declared, or cut from
         its public bounds (None: neither)."""
         if qi in self.bins:
-            return _numbers(qi, self.bins[qi])
+            return _edge_numbers(qi, self.bins[qi])
         if qi in self.bounds:
-            lo, hi = _numbers(qi, self.bounds[qi])
+            lo, hi = _edge_numbers(qi, self.bounds[qi])
             cut = [lo + (hi - lo) * i / self.bin_count for i in range(self.bin_count + 1)]
             return [float(math.floor(c)) for c in cut] if isinstance(self.bounds[qi][0], str) else cut
         return None
@@ -78,7 +78,7 @@ class DPSyntheticParams(TechniqueParams):
         return None if not given else all(isinstance(x, str) for x in given)
 
 
-def _numbers(where: str, items: list[float | str]) -> list[float]:
+def _edge_numbers(where: str, items: list[float | str]) -> list[float]:
     """Edges as numbers: a date as its day number (days since 1970-01-01); not a mix of both."""
     if len({isinstance(x, str) for x in items}) > 1:
         raise ValueError(f"{where} mixes dates and numbers")
