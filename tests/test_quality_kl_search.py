@@ -128,7 +128,9 @@ row_strategy = st.tuples(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(
     st.integers(3, 16).flatmap(
         lambda n: st.tuples(
@@ -155,7 +157,9 @@ def test_a_set_with_a_hole_holds_no_tuple_in_the_hole(monkeypatch):
     """edu {a, c} spans the interval [a, c] but holds no b: a tuple at b gets only the covering
     rows' weight (a search testing intervals alone would give it the set's too), at every way."""
     data = small_data([20, 20, 21], ["f", "f", "m"], ["a", "b", "c"], ["flu", "flu", "hiv"])
-    rows = covering_rows(data) + [{"age_lo": 20.0, "age_hi": 21.0, "sex": ["f", "m"], "edu": ["a", "c"], "disease": "flu"}]
+    rows = covering_rows(data) + [
+        {"age_lo": 20.0, "age_hi": 21.0, "sex": ["f", "m"], "edu": ["a", "c"], "disease": "flu"}
+    ]
     weights = [1.0, 1.0, 1.0, 2.0]
     want = direct_kl(data, rows, weights, 0)
     assert want != pytest.approx(direct_kl(data, rows[:3] + [{**rows[3], "edu": ["a", "b", "c"]}], weights, 0))

@@ -134,14 +134,15 @@ def cells(table: pa.Table, dom: QIDomain) -> Cells:
         hi_l = np.full(n_lists, -1, dtype=np.int64)
         np.minimum.at(lo_l, lists.parent, item)
         np.maximum.at(hi_l, lists.parent, item)
-        row_of_list = lists.codes.astype(np.int64)
+        row_of_list = lists.codes.astype(np.int32)  # per row: 4 bytes (a million rows, several QIs)
         # the members of each distinct list (rows sharing a list share its items)
         members = np.sort(lists.parent.astype(np.int64) * max(dom.size, 1) + item)
         dense = None
         if n_lists * max(dom.size, 1) <= DENSE_SETS:
             dense = np.zeros((n_lists, max(dom.size, 1)), dtype=bool)
             dense[lists.parent, item] = True
-        return Cells(lo_l[row_of_list], hi_l[row_of_list], lists.lengths[row_of_list], members, row_of_list, dense)
+        sizes = np.asarray(lists.lengths, dtype=np.int32)[row_of_list]
+        return Cells(lo_l[row_of_list], hi_l[row_of_list], sizes, members, row_of_list, dense)
     if dom.kind == "numeric":
         plain = np.searchsorted(dom.values.astype(float), as_day_numbers(column).astype(float))
     else:
@@ -354,7 +355,7 @@ def _sorted_tuples(columns: list[np.ndarray], sizes: list[int]) -> tuple[list[np
         cols = []
         for size in sizes[::-1]:  # the last column is the key's lowest digit
             key, code = np.divmod(key, size)
-            cols.append(code)
+            cols.append(code.astype(np.int32))
         cols.reverse()
     else:
         order = np.lexsort(columns[::-1])
@@ -363,7 +364,7 @@ def _sorted_tuples(columns: list[np.ndarray], sizes: list[int]) -> tuple[list[np
         for col in columns:
             changed[1:] |= col[order][1:] != col[order][:-1]
         new = np.flatnonzero(changed)
-        cols = [col[order[new]].astype(np.int64) for col in columns]
+        cols = [col[order[new]].astype(np.int32) for col in columns]
     return cols, np.diff(np.append(new, n))
 
 
