@@ -390,7 +390,9 @@ def _input_points(data: Any, columns: list[int], n_s: int) -> _Points:
     return _Points(counts, s, np.append(point, len(s)), cols, levels)
 
 
-def _found_runs(points: _Points, dims: list[tuple[np.ndarray, np.ndarray, Any, int]]) -> list[tuple]:
+def _found_runs(
+    points: _Points, dims: list[tuple[np.ndarray, np.ndarray, Any, int]]
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Per column i, the (box, first point, number of points) runs where a box's search stopped:
     every point of the run matches the box on columns before i (set cells included) and lies in
     its interval on column i, and every point in a box lies in one of its runs. A box starts with
@@ -451,7 +453,7 @@ class _BoxMass:
         if self.table is not None:
             dense: np.ndarray = self.table[box, s]
             return dense
-        mass = self.null[box]
+        mass: np.ndarray = self.null[box]
         if self.keys is not None and self.values is not None and len(self.keys):
             want = box * self.n_s + s
             at = np.minimum(np.searchsorted(self.keys, want), len(self.keys) - 1)
@@ -459,7 +461,7 @@ class _BoxMass:
         return mass
 
 
-def _release_mass(points: _Points, dims: list, mass: _BoxMass) -> np.ndarray:
+def _release_mass(points: _Points, dims: list[tuple[np.ndarray, np.ndarray, Any, int]], mass: _BoxMass) -> np.ndarray:
     """Per input tuple, the release's weight on it: the sum over the boxes holding its point of
     the box's mass on its sensitive value. The runs the search found are tested on the columns
     it has not matched yet, in blocks of about PAIRS_PER_BLOCK (box, point) pairs."""
