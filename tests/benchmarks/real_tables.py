@@ -39,8 +39,8 @@ import bz2
 import hashlib
 import io
 import lzma
-import pickle
 import os
+import pickle
 import subprocess
 import sys
 import zipfile
