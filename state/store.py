@@ -1321,26 +1321,29 @@ def _insert_figures(
     privacy: Sequence[PrivacyFigure],
     figures: dict[str, dict[str, Any]],
 ) -> None:
-    """The privacy results (value, threshold, passed, worst case) and the other figures by kind."""
-    for res in privacy:
-        con.execute(
-            "INSERT INTO release_metrics VALUES (?, 'privacy', ?, ?, ?, ?, ?, ?)",
-            [
-                release_id,
-                res.model,
-                _as_float(res.value),
-                str(res.value),
-                None if res.threshold is None else str(res.threshold),
-                res.passed,
-                json.dumps(res.worst, default=str),
-            ],
-        )
-    for kind, values in figures.items():
-        for name, value in values.items():
-            con.execute(
-                "INSERT INTO release_metrics VALUES (?, ?, ?, ?, ?, NULL, NULL, NULL)",
-                [release_id, kind, name, _as_float(value), str(value)],
-            )
+    """The privacy results (value, threshold, passed, worst case) and the other figures by kind,
+    in one INSERT (rows in this order: a statement each cost a tenth of a small commit)."""
+    rows: list[list[Any]] = [
+        [
+            release_id,
+            "privacy",
+            res.model,
+            _as_float(res.value),
+            str(res.value),
+            None if res.threshold is None else str(res.threshold),
+            res.passed,
+            json.dumps(res.worst, default=str),
+        ]
+        for res in privacy
+    ]
+    rows += [
+        [release_id, kind, name, _as_float(value), str(value), None, None, None]
+        for kind, values in figures.items()
+        for name, value in values.items()
+    ]
+    if rows:
+        values = ", ".join(["(?, ?, ?, ?::DOUBLE, ?, ?, ?::BOOLEAN, ?)"] * len(rows))
+        con.execute(f"INSERT INTO release_metrics VALUES {values}", [v for row in rows for v in row])
 
 
 def _insert_private(con: duckdb.DuckDBPyConnection, release_id: str, private: dict[str, Any]) -> None:
