@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from privpub.schemas.dates import as_day_numbers
 from privpub.tasks.core.microdata import QIDomain
 from privpub.tasks.evaluate.counting import DistinctLists
+from privpub.tasks.verify.published import class_ids, qi_columns
 
 QUALITY_FIGURES = ("gen-iloss", "non-uniform-entropy", "aecs", "precision", "kl-divergence")
 NOT_APPLICABLE = "does not apply: "
@@ -210,39 +211,67 @@ def _input_counts(codes: np.ndarray, size: int) -> np.ndarray:
     return np.bincount(codes, minlength=size).astype(float)
 
 
-def _table_cells(view: QualityView, data: Any, table_cells: list[Cells] | None) -> list[Cells]:
-    return table_cells if table_cells is not None else [cells(view.table, dom) for dom in data.domains]
+@dataclass(frozen=True)
+class TableCells:
+    """A table's QI cells read once per class (rows equal on every published QI column: the
+    verifier's classes, coded once per table) and `of`, each row's class: a million rows hold a
+    few ten thousand classes (issue 43). A per-row figure gathers its class's value, so sums run
+    over the same per-row values in the same order as a row-by-row read."""
+
+    cells: list[Cells]
+    of: np.ndarray
+
+    @classmethod
+    def of_table(cls, table: pa.Table, domains: list[QIDomain]) -> TableCells:
+        columns = qi_columns(table, [dom.name for dom in domains])
+        ids, n = class_ids(table, columns)
+        first = np.zeros(n, dtype=np.int64)
+        first[ids[::-1]] = np.arange(len(ids) - 1, -1, -1)
+        classes = table.select(columns).take(pa.array(first))
+        return cls([cells(classes, dom) for dom in domains], ids)
+
+    def per_row(self, per_class: np.ndarray) -> np.ndarray:
+        result: np.ndarray = per_class[self.of]
+        return result
 
 
-def gen_iloss(view: QualityView, data: Any, table_cells: list[Cells] | None = None) -> float:
+def _table_cells(view: QualityView, data: Any, table_cells: TableCells | None) -> TableCells:
+    return table_cells if table_cells is not None else TableCells.of_table(view.table, data.domains)
+
+
+def gen_iloss(view: QualityView, data: Any, table_cells: TableCells | None = None) -> float:
     """Mean over published QI cells (a suppressed row's cells count 1) of the normalized width."""
     total = float(view.suppressed * len(data.domains))
-    for c, dom in zip(_table_cells(view, data, table_cells), data.domains):
-        total += float(cell_loss(c, dom).sum())
+    read = _table_cells(view, data, table_cells)
+    for c, dom in zip(read.cells, data.domains):
+        total += float(read.per_row(cell_loss(c, dom)).sum())
     n_cells = (view.table.num_rows + view.suppressed) * len(data.domains)
     return total / n_cells if n_cells else 0.0
 
 
-def precision(view: QualityView, data: Any, table_cells: list[Cells] | None = None) -> float:
+def precision(view: QualityView, data: Any, table_cells: TableCells | None = None) -> float:
     """Sweeney's Prec: 1 - mean over QI cells (a suppressed one: 1) of height / hierarchy height."""
     total = float(view.suppressed * len(data.domains))
-    for c, dom in zip(_table_cells(view, data, table_cells), data.domains):
-        total += float(precision_loss(c, dom).sum())
+    read = _table_cells(view, data, table_cells)
+    for c, dom in zip(read.cells, data.domains):
+        total += float(read.per_row(precision_loss(c, dom)).sum())
     n_cells = (view.table.num_rows + view.suppressed) * len(data.domains)
     return 1.0 - total / n_cells if n_cells else 1.0
 
 
-def non_uniform_entropy(view: QualityView, data: Any, table_cells: list[Cells] | None = None) -> float:
+def non_uniform_entropy(view: QualityView, data: Any, table_cells: TableCells | None = None) -> float:
     """Sum over QI cells of -log2 P(original | published), P = f(original) / F(cell): f the
     input's frequency of the value, F the input rows whose value lies in the cell (a suppressed
     cell: all N). Each input row is published once or suppressed, so the sum is
     sum_cells log2 F(cell) + suppressed log2 N - sum_input_rows log2 f(value)."""
     n = data.n
     total = 0.0
-    for j, (c, dom) in enumerate(zip(_table_cells(view, data, table_cells), data.domains)):
-        freq = _input_counts(data.codes[:, j].astype(np.int64), dom.size)
+    read = _table_cells(view, data, table_cells)
+    rows = np.bincount(read.of, minlength=len(read.cells[0].lo)).astype(float) if read.cells else np.zeros(0)
+    for j, (c, dom) in enumerate(zip(read.cells, data.domains)):
+        freq = _input_counts(data.codes[:, j], dom.size)
         cum = np.concatenate(([0.0], np.cumsum(freq)))
-        in_cell = cum[c.hi + 1] - cum[c.lo]
+        in_cell = cum[c.hi + 1] - cum[c.lo]  # per class
         if c.members is not None and c.key is not None:  # a set: only its members, per distinct set
             width = max(dom.size, 1)
             per_set = np.bincount(
@@ -253,8 +282,10 @@ def non_uniform_entropy(view: QualityView, data: Any, table_cells: list[Cells] |
         # per value (published one-value cells - f) log2 f: exact cells give exactly 0, no float noise
         point = c.lo == c.hi
         log_f = np.log2(np.where(freq > 0, freq, 1.0))
-        points = np.bincount(c.lo[point], minlength=len(freq)).astype(float)
-        total += float(((points - freq) * log_f).sum()) + float(np.log2(in_cell[~point]).sum())
+        points = np.bincount(c.lo[point], weights=rows[point], minlength=len(freq))
+        log_cell = np.log2(np.where(point, 1.0, in_cell))
+        # the wide cells' logs row by row, in row order (the sum a row-by-row read takes)
+        total += float(((points - freq) * log_f).sum()) + float(log_cell[read.of[~point[read.of]]].sum())
         total += view.suppressed * float(np.log2(n))
     return total
 
@@ -269,14 +300,15 @@ def _box_keys(table_cells: list[Cells]) -> list[np.ndarray]:
 
 
 def distinct_boxes(table_cells: list[Cells]) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct published QI boxes: the first row holding each, and each row's box (read once
-    for aecs and the KL divergence)."""
+    """The distinct QI boxes of cells read per row or per class: the first row (class) holding
+    each, and each row's (class's) box, numbered in order of first appearance (read once for aecs
+    and the KL divergence)."""
     first, _, box = _tuples(_box_keys(table_cells))
     return first, box
 
 
 def aecs(
-    view: QualityView, data: Any, table_cells: list[Cells] | None = None, boxes: np.ndarray | None = None
+    view: QualityView, data: Any, table_cells: TableCells | None = None, boxes: np.ndarray | None = None
 ) -> float | str:
     """published rows / (classes x k) (LeFevre et al.'s normalized average class size)."""
     if (view.classes is None and not view.classes_are_boxes) or view.k is None:
@@ -285,8 +317,8 @@ def aecs(
         classes = len(view.classes)
     elif not view.table.num_rows:
         classes = 0
-    else:  # the distinct published QI boxes (`boxes`: their first rows, when read already)
-        classes = len(distinct_boxes(_table_cells(view, data, table_cells))[0] if boxes is None else boxes)
+    else:  # the distinct published QI boxes (`boxes`: their first classes, when read already)
+        classes = len(distinct_boxes(_table_cells(view, data, table_cells).cells)[0] if boxes is None else boxes)
     return view.table.num_rows / (classes * view.k) if classes else 0.0
 
 
@@ -490,7 +522,7 @@ def _release_mass(points: _Points, dims: list[tuple[np.ndarray, np.ndarray, Any,
 def kl_divergence(
     view: QualityView,
     data: Any,
-    table_cells: list[Cells] | None = None,
+    table_cells: TableCells | None = None,
     boxes: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> float | str:
     """KL(input || release) in bits over the joint of QIs and the sensitive column, the support
@@ -498,18 +530,19 @@ def kl_divergence(
     inside it). The release reads as each published row's weight spread uniformly over its box
     (the product of its cells, a null sensitive cell over every value), a suppressed row over the
     whole support: every input tuple then has a positive release probability. `boxes`: the
-    distinct boxes of view.table (distinct_boxes), when read already."""
+    distinct boxes of view.table's classes (distinct_boxes of table_cells.cells), when read already."""
     joint = view.table if view.joint is None else view.joint
     weights = np.ones(joint.num_rows) if view.weights is None else np.asarray(view.weights, dtype=float)
     s_values = pd.Index(np.asarray(data.sensitive_values, dtype=object).astype(str))
     s_codes = sensitive_codes(joint, view.sensitive, s_values)
     # the distinct QI boxes (the classes, for most techniques) and their masses
     if view.joint is None:
-        all_cells = _table_cells(view, data, table_cells)
-        first, box = distinct_boxes(all_cells) if boxes is None else boxes
+        read = _table_cells(view, data, table_cells)
     else:
-        all_cells = [cells(joint, dom) for dom in data.domains]
-        first, box = distinct_boxes(all_cells)
+        read, boxes = TableCells.of_table(joint, data.domains), None
+    all_cells = read.cells
+    first, box_of_class = distinct_boxes(all_cells) if boxes is None else boxes  # first: a class per box
+    box = read.per_row(box_of_class)
     area = np.prod([c.size[first].astype(float) for c in all_cells], axis=0)
     n_s = max(len(s_values), 1)
     mass = _BoxMass.of(box, s_codes, weights, area, n_s)
@@ -541,8 +574,8 @@ def quality_figures(view: QualityView | str, data: Any) -> dict[str, Any]:
     if isinstance(view, str):
         return {name: not_applicable(view) for name in QUALITY_FIGURES}
     published_once = view.table.num_rows + view.suppressed == data.n
-    table_cells = [cells(view.table, dom) for dom in data.domains]  # read once for every model
-    boxes = distinct_boxes(table_cells) if view.table.num_rows else None  # for aecs and the KL divergence
+    table_cells = TableCells.of_table(view.table, data.domains)  # read once for every model
+    boxes = distinct_boxes(table_cells.cells) if view.table.num_rows else None  # for aecs and the KL divergence
     return {
         "gen-iloss": gen_iloss(view, data, table_cells),
         "non-uniform-entropy": non_uniform_entropy(view, data, table_cells)
