@@ -87,6 +87,17 @@ class Cells:
 
 
 @dataclass(frozen=True)
+class _BoxSets:
+    """Set cells as one membership bit per (distinct box, code): a test is one lookup."""
+
+    bits: np.ndarray
+
+    def contains(self, rows: np.ndarray, codes: np.ndarray, n_codes: int) -> np.ndarray:
+        found: np.ndarray = self.bits[rows * n_codes + codes]
+        return found
+
+
+@dataclass(frozen=True)
 class _RowsOf:
     """Set cells read through a row map (distinct box -> a published row holding it)."""
 
@@ -352,6 +363,7 @@ def sensitive_codes(table: pa.Table, sensitive: str, values: pd.Index) -> np.nda
 STOP_AT = 4  # a prefix's run of at most this many input points is tested whole
 PREFIXES_PER_BOX = 256  # a box's prefixes are not split further past this many
 DENSE_MASS = 1 << 22  # (box, sensitive value) masses kept as a table up to this many; more: searched
+DENSE_LEVEL = 1 << 25  # (prefix, code) counts of a trie level kept as a table up to this many bytes; more: searched
 
 
 @dataclass(frozen=True)
@@ -422,6 +434,27 @@ def _input_points(data: Any, columns: list[int], n_s: int) -> _Points:
     return _Points(counts, s, np.append(point, len(s)), cols, levels)
 
 
+def _extensions(
+    key: np.ndarray, size: int, n_prefixes: int, prefix: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The run [a, b) of a trie level's sorted keys (prefix x size + code) extending each prefix
+    by a code in [lo, hi] (lo in [0, size], hi in [-1, size - 1]): np.searchsorted's bounds, read from a (prefix, code) table of how many
+    of the prefix's extensions have a smaller code when it is small enough (a few lookups per
+    candidate instead of a binary search over the level)."""
+    small = np.uint8 if size < 255 else np.uint16 if size < 65535 else None
+    if small is None or n_prefixes * (size + 1) * np.dtype(small).itemsize > DENSE_LEVEL:
+        return np.searchsorted(key, prefix * size + lo, "left"), np.searchsorted(key, prefix * size + hi, "right")
+    parent, code = np.divmod(key, size)
+    start = np.zeros(n_prefixes + 1, dtype=np.int64)  # each prefix's first extension
+    np.cumsum(np.bincount(parent, minlength=n_prefixes), out=start[1:])
+    below = np.zeros((n_prefixes, size + 1), dtype=small)  # extensions of a smaller code
+    below[parent, code + 1] = 1
+    np.cumsum(below, axis=1, dtype=small, out=below)
+    flat, row = below.ravel(), prefix * (size + 1)
+    at = start[prefix]
+    return at + flat[row + lo], at + flat[row + hi + 1]
+
+
 def _found_runs(
     points: _Points, dims: list[tuple[np.ndarray, np.ndarray, Any, int]]
 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -437,8 +470,7 @@ def _found_runs(
     prefix = np.zeros(n_boxes, dtype=np.int64)  # the rank of the box's prefix on the columns before
     found = []
     for i, ((key, first), (lo, hi, c, size)) in enumerate(zip(points.levels, dims)):
-        a = np.searchsorted(key, prefix * size + lo[box], "left")
-        b = np.searchsorted(key, prefix * size + hi[box], "right")
+        a, b = _extensions(key, size, len(points.levels[i - 1][0]) if i else 1, prefix, lo[box], hi[box])
         start = first[a]
         count = first[b] - start
         prefixes = np.bincount(box, minlength=n_boxes)[box]
@@ -475,8 +507,10 @@ class _BoxMass:
         null_mass = np.bincount(box[null], weights=weights[null], minlength=n_boxes) / (area * n_s)
         if n_boxes * n_s <= DENSE_MASS:
             keys = box[~null] * n_s + s_codes[~null]
-            sums = np.bincount(keys, weights=weights[~null], minlength=n_boxes * n_s).reshape(n_boxes, n_s)
-            return cls(null_mass, n_s, table=null_mass[:, None] + sums / area[:, None])
+            table = np.bincount(keys, weights=weights[~null], minlength=n_boxes * n_s).reshape(n_boxes, n_s)
+            table /= area[:, None]  # in place: a million-cell table is not copied twice
+            table += null_mass[:, None]
+            return cls(null_mass, n_s, table=table)
         box_value, at = np.unique(box[~null] * n_s + s_codes[~null], return_inverse=True)
         value_mass = np.bincount(at.ravel(), weights=weights[~null], minlength=len(box_value)) / area[box_value // n_s]
         return cls(null_mass, n_s, keys=box_value, values=value_mass)
@@ -519,6 +553,21 @@ def _release_mass(points: _Points, dims: list[tuple[np.ndarray, np.ndarray, Any,
     return p_rel
 
 
+def _box_dims(
+    all_cells: list[Cells], first: np.ndarray, domains: list[QIDomain]
+) -> list[tuple[np.ndarray, np.ndarray, Any, int]]:
+    """Per QI, each distinct box's code interval (clipped to the codes: an empty cell reads
+    lo = size, hi = -1), its set cells (None: whole intervals) and the domain's size."""
+    dims: list[tuple[np.ndarray, np.ndarray, Any, int]] = []
+    for c, dom in zip(all_cells, domains):
+        size = max(dom.size, 1)
+        set_cells: Any = None
+        if c.members is not None and c.key is not None:
+            set_cells = _RowsOf(c, first) if c.dense is None else _BoxSets(c.dense[c.key[first]].ravel())
+        dims.append((np.clip(c.lo[first], 0, size), np.clip(c.hi[first], -1, size - 1), set_cells, size))
+    return dims
+
+
 def kl_divergence(
     view: QualityView,
     data: Any,
@@ -547,10 +596,7 @@ def kl_divergence(
     n_s = max(len(s_values), 1)
     mass = _BoxMass.of(box, s_codes, weights, area, n_s)
     del box, s_codes
-    dims: list[tuple[np.ndarray, np.ndarray, Any, int]] = []
-    for c, dom in zip(all_cells, data.domains):
-        set_cells = None if c.members is None else _RowsOf(c, first)
-        dims.append((c.lo[first], c.hi[first], set_cells, max(dom.size, 1)))
+    dims = _box_dims(all_cells, first, data.domains)
     # narrow columns first: a prefix grows by a factor of the cell's width, and the widest column
     # comes last, searched as a range rather than split
     spread = [float(np.log(hi - lo + 1).mean()) if len(first) else 0.0 for lo, hi, _, _ in dims]
