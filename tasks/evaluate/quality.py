@@ -294,9 +294,9 @@ def non_uniform_entropy(view: QualityView, data: Any, table_cells: TableCells | 
         point = c.lo == c.hi
         log_f = np.log2(np.where(freq > 0, freq, 1.0))
         points = np.bincount(c.lo[point], weights=rows[point], minlength=len(freq))
-        log_cell = np.log2(np.where(point, 1.0, in_cell))
-        # the wide cells' logs row by row, in row order (the sum a row-by-row read takes)
-        total += float(((points - freq) * log_f).sum()) + float(log_cell[read.of[~point[read.of]]].sum())
+        # the wide cells' logs per class times its rows (a row-by-row sum's terms in another order)
+        wide = float((rows[~point] * np.log2(in_cell[~point])).sum())
+        total += float(((points - freq) * log_f).sum()) + wide
         total += view.suppressed * float(np.log2(n))
     return total
 
@@ -441,18 +441,21 @@ def _extensions(
     by a code in [lo, hi] (lo in [0, size], hi in [-1, size - 1]): np.searchsorted's bounds, read from a (prefix, code) table of how many
     of the prefix's extensions have a smaller code when it is small enough (a few lookups per
     candidate instead of a binary search over the level)."""
-    small = np.uint8 if size < 255 else np.uint16 if size < 65535 else None
+    small = np.uint8 if size < 255 else np.uint16 if size < 4096 else None
     if small is None or n_prefixes * (size + 1) * np.dtype(small).itemsize > DENSE_LEVEL:
         return np.searchsorted(key, prefix * size + lo, "left"), np.searchsorted(key, prefix * size + hi, "right")
     parent, code = np.divmod(key, size)
     start = np.zeros(n_prefixes + 1, dtype=np.int64)  # each prefix's first extension
     np.cumsum(np.bincount(parent, minlength=n_prefixes), out=start[1:])
-    below = np.zeros((n_prefixes, size + 1), dtype=small)  # extensions of a smaller code
-    below[parent, code + 1] = 1
-    np.cumsum(below, axis=1, dtype=small, out=below)
-    flat, row = below.ravel(), prefix * (size + 1)
+    # per (code, prefix): the prefix's extensions of a smaller code (code-major: the running
+    # count adds whole rows of prefixes, one per code)
+    below = np.zeros((size + 1, n_prefixes), dtype=small)
+    below[code + 1, parent] = 1
+    for code_row in range(1, size + 1):  # per code, not per row (np.cumsum along axis 0 is ~40x slower)
+        np.add(below[code_row], below[code_row - 1], out=below[code_row])
+    flat = below.ravel()
     at = start[prefix]
-    return at + flat[row + lo], at + flat[row + hi + 1]
+    return at + flat[lo * n_prefixes + prefix], at + flat[(hi + 1) * n_prefixes + prefix]
 
 
 def _found_runs(
@@ -502,22 +505,29 @@ class _BoxMass:
     values: np.ndarray | None = None
 
     @classmethod
-    def of(cls, box: np.ndarray, s_codes: np.ndarray, weights: np.ndarray, area: np.ndarray, n_s: int) -> _BoxMass:
+    def of(
+        cls, box: np.ndarray, s_codes: np.ndarray, weights: np.ndarray | None, area: np.ndarray, n_s: int
+    ) -> _BoxMass:
+        """`weights` None: one per row (counted, not summed: the same figures, no million-row
+        array of ones)."""
         n_boxes, null = len(area), s_codes < 0
-        null_mass = np.bincount(box[null], weights=weights[null], minlength=n_boxes) / (area * n_s)
+        null_mass = np.zeros(n_boxes)
+        if null.any():
+            w = None if weights is None else weights[null]
+            null_mass = np.bincount(box[null], weights=w, minlength=n_boxes) / (area * n_s)
+            box, s_codes, weights = box[~null], s_codes[~null], None if weights is None else weights[~null]
+        keys = box * n_s + s_codes
         if n_boxes * n_s <= DENSE_MASS:
-            keys = box[~null] * n_s + s_codes[~null]
-            table = np.bincount(keys, weights=weights[~null], minlength=n_boxes * n_s).reshape(n_boxes, n_s)
-            table /= area[:, None]  # in place: a million-cell table is not copied twice
-            table += null_mass[:, None]
+            table = np.bincount(keys, weights=weights, minlength=n_boxes * n_s).reshape(n_boxes, n_s) / area[:, None]
+            table += null_mass[:, None]  # in place: a million-cell table is not copied again
             return cls(null_mass, n_s, table=table)
-        box_value, at = np.unique(box[~null] * n_s + s_codes[~null], return_inverse=True)
-        value_mass = np.bincount(at.ravel(), weights=weights[~null], minlength=len(box_value)) / area[box_value // n_s]
+        box_value, at = np.unique(keys, return_inverse=True)
+        value_mass = np.bincount(at.ravel(), weights=weights, minlength=len(box_value)) / area[box_value // n_s]
         return cls(null_mass, n_s, keys=box_value, values=value_mass)
 
     def __call__(self, box: np.ndarray, s: np.ndarray) -> np.ndarray:
         if self.table is not None:
-            dense: np.ndarray = self.table[box, s]
+            dense: np.ndarray = self.table.ravel()[box * self.n_s + s]
             return dense
         mass: np.ndarray = self.null[box]
         if self.keys is not None and self.values is not None and len(self.keys):
@@ -581,7 +591,7 @@ def kl_divergence(
     whole support: every input tuple then has a positive release probability. `boxes`: the
     distinct boxes of view.table's classes (distinct_boxes of table_cells.cells), when read already."""
     joint = view.table if view.joint is None else view.joint
-    weights = np.ones(joint.num_rows) if view.weights is None else np.asarray(view.weights, dtype=float)
+    weights = None if view.weights is None else np.asarray(view.weights, dtype=float)
     s_values = pd.Index(np.asarray(data.sensitive_values, dtype=object).astype(str))
     s_codes = sensitive_codes(joint, view.sensitive, s_values)
     # the distinct QI boxes (the classes, for most techniques) and their masses
@@ -602,7 +612,7 @@ def kl_divergence(
     spread = [float(np.log(hi - lo + 1).mean()) if len(first) else 0.0 for lo, hi, _, _ in dims]
     columns = sorted(range(len(dims)), key=lambda i: spread[i])
     points = _input_points(data, columns, n_s)
-    total = float(weights.sum()) + view.suppressed
+    total = float(joint.num_rows if weights is None else weights.sum()) + view.suppressed
     whole = float(np.prod([float(dom.size) for dom in data.domains])) * len(s_values)
     p_rel = view.suppressed / whole + _release_mass(points, [dims[i] for i in columns], mass)
     p_in = points.counts / points.counts.sum()
