@@ -1,7 +1,7 @@
 """The quality models' lookup tables (tasks/evaluate/quality.py, issue 43 round 2): a trie level's
 extension bounds read from a (code, prefix) count table must be np.searchsorted's, and the KL
 divergence must be the direct count's with the table or the search, with the set cells as one
-bit per (box, code) or searched by (set, code) keys; a table of repeated rows (read per class)
+bit per (box, code) or searched by (set, code) keys, the input sorted by one key or a lexsort; a table of repeated rows (read per class)
 gives the figures a table of its distinct rows repeated by hand gives."""
 
 from __future__ import annotations
@@ -68,10 +68,12 @@ def test_kl_with_and_without_the_tables_equals_the_direct_count(monkeypatch, dra
     want = direct_kl(data, rows, weights, suppressed)
     table = _kl_table(rows)
     view = quality.QualityView(table, "disease", joint=table, weights=np.array(weights), suppressed=suppressed)
-    for level, sets in [(1 << 25, 1 << 24), (0, 1 << 24), (1 << 25, 0), (0, 0)]:
+    ways = [(1 << 25, 1 << 24, 2.0**62), (0, 1 << 24, 2.0**62), (1 << 25, 0, 2.0**62), (0, 0, 0.0)]
+    for level, sets, one_key in ways:  # one_key 0: the input sorted by a lexsort
         with monkeypatch.context() as m:
             m.setattr(quality, "DENSE_LEVEL", level)
             m.setattr(quality, "DENSE_SETS", sets)
+            m.setattr(quality, "ONE_KEY", one_key)
             m.setattr(quality, "STOP_AT", 0)  # down to the last column: every level's bounds are read
             got = quality.kl_divergence(view, data)
         assert got == pytest.approx(want, rel=1e-12, abs=1e-12), (level, sets)

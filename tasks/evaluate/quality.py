@@ -383,45 +383,73 @@ class _Points:
     levels: list[tuple[np.ndarray, np.ndarray]]
 
 
-def _sorted_tuples(columns: list[np.ndarray], sizes: list[int]) -> tuple[list[np.ndarray], np.ndarray]:
-    """The distinct rows of the code columns (codes in [0, size)) sorted by column 0, then 1, ...,
-    each column's code per distinct row, and their counts: one sort of a mixed-radix key when the
-    codes fit one int64, a lexsort otherwise."""
+def _sorted_tuples(columns: list[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
+    """The distinct rows of the code columns sorted by column 0, then 1, ..., each column's code
+    per distinct row, and their counts, by a lexsort (codes too wide for one int64 key)."""
     n = len(columns[0])
-    if float(np.prod([float(x) for x in sizes])) < 2.0**62:
-        key = np.zeros(n, dtype=np.int64)
-        for col, size in zip(columns, sizes):
-            key *= size
-            key += col
-        key.sort()
-        new = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1]))) if n else np.zeros(0, dtype=np.int64)
-        key = key[new]
-        cols = []
-        for size in sizes[::-1]:  # the last column is the key's lowest digit
-            key, code = np.divmod(key, size)
-            cols.append(code.astype(np.int32))
-        cols.reverse()
-    else:
-        order = np.lexsort(columns[::-1])
-        changed = np.zeros(n, dtype=bool)
-        changed[:1] = True
-        for col in columns:
-            changed[1:] |= col[order][1:] != col[order][:-1]
-        new = np.flatnonzero(changed)
-        cols = [col[order[new]].astype(np.int32) for col in columns]
+    order = np.lexsort(columns[::-1])
+    changed = np.zeros(n, dtype=bool)
+    changed[:1] = True
+    for col in columns:
+        changed[1:] |= col[order][1:] != col[order][:-1]
+    new = np.flatnonzero(changed)
+    cols = [col[order[new]].astype(np.int32) for col in columns]
     return cols, np.diff(np.append(new, n))
+
+
+ROWS_PER_BLOCK = 1 << 16  # input rows keyed at once (their codes stay in cache across columns)
+ONE_KEY = 2.0**62  # the input's (QI, sensitive) codes sorted as one int64 key below this many combinations
+
+
+def _first_of_runs(key: np.ndarray) -> np.ndarray:
+    """The index of the first element of each run of equal values."""
+    if not len(key):
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+
+
+def _sorted_points(data: Any, columns: list[int], sizes: list[int], n_s: int) -> tuple[list[np.ndarray], ...]:
+    """The input's distinct (QI point, sensitive code) tuples sorted: each point's codes, each
+    tuple's sensitive code and count, and each point's first tuple. One sort of a mixed-radix
+    key of the row (built block by block of rows); only the points are decoded."""
+    n = data.n
+    key = np.empty(n, dtype=np.int64)
+    for at in range(0, n, ROWS_PER_BLOCK):  # blocks of rows, not rows: each block vectorised
+        block, k = data.codes[at : at + ROWS_PER_BLOCK], key[at : at + ROWS_PER_BLOCK]
+        k[:] = block[:, columns[0]]
+        for j, size in zip(columns[1:], sizes[1:]):
+            k *= size
+            k += block[:, j]
+        k *= n_s
+        k += data.sensitive_codes[at : at + ROWS_PER_BLOCK]
+    key.sort()
+    new = _first_of_runs(key)
+    counts = np.diff(np.append(new, n))
+    key, s = np.divmod(key[new], n_s)
+    point = _first_of_runs(key)
+    key = key[point]
+    cols = []
+    for size in sizes[:0:-1]:  # the last column is the key's lowest digit
+        key, code = np.divmod(key, size)
+        cols.append(code.astype(np.int32))
+    cols.append(key.astype(np.int32))
+    cols.reverse()
+    return cols, s.astype(np.int32), counts, point
 
 
 def _input_points(data: Any, columns: list[int], n_s: int) -> _Points:
     sizes = [max(data.domains[j].size, 1) for j in columns]
-    cols, counts = _sorted_tuples([*(data.codes[:, j] for j in columns), data.sensitive_codes], [*sizes, n_s])
-    s = cols.pop()
-    changed = np.zeros(len(s), dtype=bool)
-    changed[:1] = True
-    for col in cols:
-        changed[1:] |= col[1:] != col[:-1]
-    point = np.flatnonzero(changed)  # the first tuple of each distinct QI point
-    cols = [col[point] for col in cols]
+    if float(np.prod([float(x) for x in sizes])) * n_s < ONE_KEY:
+        cols, s, counts, point = _sorted_points(data, columns, sizes, n_s)
+    else:
+        cols, counts = _sorted_tuples([*(data.codes[:, j] for j in columns), data.sensitive_codes])
+        s = cols.pop()
+        changed = np.zeros(len(s), dtype=bool)
+        changed[:1] = True
+        for col in cols:
+            changed[1:] |= col[1:] != col[:-1]
+        point = np.flatnonzero(changed)  # the first tuple of each distinct QI point
+        cols = [col[point] for col in cols]
     changed = np.zeros(len(point), dtype=bool)
     changed[:1] = True
     parent = np.zeros(len(point), dtype=np.int64)  # per point: the rank of its prefix so far
