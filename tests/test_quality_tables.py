@@ -62,7 +62,9 @@ def _kl_table(rows):
 )
 @given(st.lists(row_strategy, min_size=1, max_size=12), st.integers(0, 2), st.integers(0, 2**31))
 def test_kl_with_and_without_the_tables_equals_the_direct_count(monkeypatch, drawn, suppressed, seed):
-    data = small_data([20, 21, 21, 25, 30, 30], ["f", "m", "x", "f", "m", "f"], list("abcdab"), ["flu"] * 3 + ["hiv"] * 3)
+    data = small_data(
+        [20, 21, 21, 25, 30, 30], ["f", "m", "x", "f", "m", "f"], list("abcdab"), ["flu"] * 3 + ["hiv"] * 3
+    )
     rows = covering_rows(data) + published(drawn, data)
     weights = list(np.random.default_rng(seed).uniform(0.1, 3.0, len(rows)))
     want = direct_kl(data, rows, weights, suppressed)

@@ -408,7 +408,9 @@ def _first_of_runs(key: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
 
 
-def _sorted_points(data: Any, columns: list[int], sizes: list[int], n_s: int) -> tuple[list[np.ndarray], ...]:
+def _sorted_points(
+    data: Any, columns: list[int], sizes: list[int], n_s: int
+) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
     """The input's distinct (QI point, sensitive code) tuples sorted: each point's codes, each
     tuple's sensitive code and count, and each point's first tuple. One sort of a mixed-radix
     key of the row (built block by block of rows); only the points are decoded."""
