@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from privpub.schemas.dates import as_day_numbers
 from privpub.tasks.core.microdata import QIDomain
 from privpub.tasks.evaluate.counting import DistinctLists
-from privpub.tasks.verify.published import class_ids, qi_columns
+from privpub.tasks.verify.published import class_ids, column_codes, qi_columns
 
 QUALITY_FIGURES = ("gen-iloss", "non-uniform-entropy", "aecs", "precision", "kl-divergence")
 NOT_APPLICABLE = "does not apply: "
@@ -349,15 +349,22 @@ def _tuples(code_columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.
 
 
 def sensitive_codes(table: pa.Table, sensitive: str, values: pd.Index) -> np.ndarray:
-    """Each row's sensitive code among the input's values; -1 for a null (withheld) cell."""
-    column = pc.cast(table.column(sensitive), pa.string())
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    encoded = pc.dictionary_encode(column)  # the distinct texts looked up once each
-    words = encoded.dictionary.to_numpy(zero_copy_only=False)
-    of_word = values.get_indexer(pd.Index(np.asarray(words, dtype=object).astype(str)))
-    index = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    return np.where(index < 0, -1, of_word[np.maximum(index, 0)] if len(of_word) else -1).astype(np.int64)
+    """Each row's sensitive code among the input's values; -1 for a null (withheld) cell. The
+    column's cell codes are the table's, coded once (risk reads the same): each distinct cell's
+    text is looked up once."""
+    codes = column_codes(table, sensitive)
+    if not len(codes):
+        return np.zeros(0, dtype=np.int64)
+    first = np.zeros(int(codes.max()) + 1, dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
+    words = pc.cast(table.column(sensitive).take(pa.array(first)), pa.string())
+    if isinstance(words, pa.ChunkedArray):
+        words = words.combine_chunks()
+    null = np.asarray(pc.is_null(words).to_numpy(zero_copy_only=False))
+    text = np.asarray(words.to_numpy(zero_copy_only=False), dtype=object).astype(str)
+    of_word = np.where(null, -1, values.get_indexer(pd.Index(text)) if len(values) else -1).astype(np.int64)
+    result: np.ndarray = of_word[codes]
+    return result
 
 
 STOP_AT = 4  # a prefix's run of at most this many input points is tested whole
