@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from privpub.schemas.dates import as_day_numbers
 from privpub.tasks.core.microdata import QIDomain
 from privpub.tasks.evaluate.counting import DistinctLists
+from privpub.tasks.verify.published import class_ids, column_codes, qi_columns
 
 QUALITY_FIGURES = ("gen-iloss", "non-uniform-entropy", "aecs", "precision", "kl-divergence")
 NOT_APPLICABLE = "does not apply: "
@@ -83,6 +84,17 @@ class Cells:
         at = np.minimum(np.searchsorted(self.members, keys), len(self.members) - 1)
         result: np.ndarray = inside & (self.members[at] == keys)
         return result
+
+
+@dataclass(frozen=True)
+class _BoxSets:
+    """Set cells as one membership bit per (distinct box, code): a test is one lookup."""
+
+    bits: np.ndarray
+
+    def contains(self, rows: np.ndarray, codes: np.ndarray, n_codes: int) -> np.ndarray:
+        found: np.ndarray = self.bits[rows * n_codes + codes]
+        return found
 
 
 @dataclass(frozen=True)
@@ -210,39 +222,67 @@ def _input_counts(codes: np.ndarray, size: int) -> np.ndarray:
     return np.bincount(codes, minlength=size).astype(float)
 
 
-def _table_cells(view: QualityView, data: Any, table_cells: list[Cells] | None) -> list[Cells]:
-    return table_cells if table_cells is not None else [cells(view.table, dom) for dom in data.domains]
+@dataclass(frozen=True)
+class TableCells:
+    """A table's QI cells read once per class (rows equal on every published QI column: the
+    verifier's classes, coded once per table) and `of`, each row's class: a million rows hold a
+    few ten thousand classes (issue 43). A per-row figure gathers its class's value, so sums run
+    over the same per-row values in the same order as a row-by-row read."""
+
+    cells: list[Cells]
+    of: np.ndarray
+
+    @classmethod
+    def of_table(cls, table: pa.Table, domains: list[QIDomain]) -> TableCells:
+        columns = qi_columns(table, [dom.name for dom in domains])
+        ids, n = class_ids(table, columns)
+        first = np.zeros(n, dtype=np.int64)
+        first[ids[::-1]] = np.arange(len(ids) - 1, -1, -1)
+        classes = table.select(columns).take(pa.array(first))
+        return cls([cells(classes, dom) for dom in domains], ids)
+
+    def per_row(self, per_class: np.ndarray) -> np.ndarray:
+        result: np.ndarray = per_class[self.of]
+        return result
 
 
-def gen_iloss(view: QualityView, data: Any, table_cells: list[Cells] | None = None) -> float:
+def _table_cells(view: QualityView, data: Any, table_cells: TableCells | None) -> TableCells:
+    return table_cells if table_cells is not None else TableCells.of_table(view.table, data.domains)
+
+
+def gen_iloss(view: QualityView, data: Any, table_cells: TableCells | None = None) -> float:
     """Mean over published QI cells (a suppressed row's cells count 1) of the normalized width."""
     total = float(view.suppressed * len(data.domains))
-    for c, dom in zip(_table_cells(view, data, table_cells), data.domains):
-        total += float(cell_loss(c, dom).sum())
+    read = _table_cells(view, data, table_cells)
+    for c, dom in zip(read.cells, data.domains):
+        total += float(read.per_row(cell_loss(c, dom)).sum())
     n_cells = (view.table.num_rows + view.suppressed) * len(data.domains)
     return total / n_cells if n_cells else 0.0
 
 
-def precision(view: QualityView, data: Any, table_cells: list[Cells] | None = None) -> float:
+def precision(view: QualityView, data: Any, table_cells: TableCells | None = None) -> float:
     """Sweeney's Prec: 1 - mean over QI cells (a suppressed one: 1) of height / hierarchy height."""
     total = float(view.suppressed * len(data.domains))
-    for c, dom in zip(_table_cells(view, data, table_cells), data.domains):
-        total += float(precision_loss(c, dom).sum())
+    read = _table_cells(view, data, table_cells)
+    for c, dom in zip(read.cells, data.domains):
+        total += float(read.per_row(precision_loss(c, dom)).sum())
     n_cells = (view.table.num_rows + view.suppressed) * len(data.domains)
     return 1.0 - total / n_cells if n_cells else 1.0
 
 
-def non_uniform_entropy(view: QualityView, data: Any, table_cells: list[Cells] | None = None) -> float:
+def non_uniform_entropy(view: QualityView, data: Any, table_cells: TableCells | None = None) -> float:
     """Sum over QI cells of -log2 P(original | published), P = f(original) / F(cell): f the
     input's frequency of the value, F the input rows whose value lies in the cell (a suppressed
     cell: all N). Each input row is published once or suppressed, so the sum is
     sum_cells log2 F(cell) + suppressed log2 N - sum_input_rows log2 f(value)."""
     n = data.n
     total = 0.0
-    for j, (c, dom) in enumerate(zip(_table_cells(view, data, table_cells), data.domains)):
-        freq = _input_counts(data.codes[:, j].astype(np.int64), dom.size)
+    read = _table_cells(view, data, table_cells)
+    rows = np.bincount(read.of, minlength=len(read.cells[0].lo)).astype(float) if read.cells else np.zeros(0)
+    for j, (c, dom) in enumerate(zip(read.cells, data.domains)):
+        freq = _input_counts(data.codes[:, j], dom.size)
         cum = np.concatenate(([0.0], np.cumsum(freq)))
-        in_cell = cum[c.hi + 1] - cum[c.lo]
+        in_cell = cum[c.hi + 1] - cum[c.lo]  # per class
         if c.members is not None and c.key is not None:  # a set: only its members, per distinct set
             width = max(dom.size, 1)
             per_set = np.bincount(
@@ -253,8 +293,10 @@ def non_uniform_entropy(view: QualityView, data: Any, table_cells: list[Cells] |
         # per value (published one-value cells - f) log2 f: exact cells give exactly 0, no float noise
         point = c.lo == c.hi
         log_f = np.log2(np.where(freq > 0, freq, 1.0))
-        points = np.bincount(c.lo[point], minlength=len(freq)).astype(float)
-        total += float(((points - freq) * log_f).sum()) + float(np.log2(in_cell[~point]).sum())
+        points = np.bincount(c.lo[point], weights=rows[point], minlength=len(freq))
+        # the wide cells' logs per class times its rows (a row-by-row sum's terms in another order)
+        wide = float((rows[~point] * np.log2(in_cell[~point])).sum())
+        total += float(((points - freq) * log_f).sum()) + wide
         total += view.suppressed * float(np.log2(n))
     return total
 
@@ -269,14 +311,15 @@ def _box_keys(table_cells: list[Cells]) -> list[np.ndarray]:
 
 
 def distinct_boxes(table_cells: list[Cells]) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct published QI boxes: the first row holding each, and each row's box (read once
-    for aecs and the KL divergence)."""
+    """The distinct QI boxes of cells read per row or per class: the first row (class) holding
+    each, and each row's (class's) box, numbered in order of first appearance (read once for aecs
+    and the KL divergence)."""
     first, _, box = _tuples(_box_keys(table_cells))
     return first, box
 
 
 def aecs(
-    view: QualityView, data: Any, table_cells: list[Cells] | None = None, boxes: np.ndarray | None = None
+    view: QualityView, data: Any, table_cells: TableCells | None = None, boxes: np.ndarray | None = None
 ) -> float | str:
     """published rows / (classes x k) (LeFevre et al.'s normalized average class size)."""
     if (view.classes is None and not view.classes_are_boxes) or view.k is None:
@@ -285,8 +328,8 @@ def aecs(
         classes = len(view.classes)
     elif not view.table.num_rows:
         classes = 0
-    else:  # the distinct published QI boxes (`boxes`: their first rows, when read already)
-        classes = len(distinct_boxes(_table_cells(view, data, table_cells))[0] if boxes is None else boxes)
+    else:  # the distinct published QI boxes (`boxes`: their first classes, when read already)
+        classes = len(distinct_boxes(_table_cells(view, data, table_cells).cells)[0] if boxes is None else boxes)
     return view.table.num_rows / (classes * view.k) if classes else 0.0
 
 
@@ -306,20 +349,28 @@ def _tuples(code_columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.
 
 
 def sensitive_codes(table: pa.Table, sensitive: str, values: pd.Index) -> np.ndarray:
-    """Each row's sensitive code among the input's values; -1 for a null (withheld) cell."""
-    column = pc.cast(table.column(sensitive), pa.string())
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    encoded = pc.dictionary_encode(column)  # the distinct texts looked up once each
-    words = encoded.dictionary.to_numpy(zero_copy_only=False)
-    of_word = values.get_indexer(pd.Index(np.asarray(words, dtype=object).astype(str)))
-    index = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    return np.where(index < 0, -1, of_word[np.maximum(index, 0)] if len(of_word) else -1).astype(np.int64)
+    """Each row's sensitive code among the input's values; -1 for a null (withheld) cell. The
+    column's cell codes are the table's, coded once (risk reads the same): each distinct cell's
+    text is looked up once."""
+    codes = column_codes(table, sensitive)
+    if not len(codes):
+        return np.zeros(0, dtype=np.int64)
+    first = np.zeros(int(codes.max()) + 1, dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
+    words = pc.cast(table.column(sensitive).take(pa.array(first)), pa.string())
+    if isinstance(words, pa.ChunkedArray):
+        words = words.combine_chunks()
+    null = np.asarray(pc.is_null(words).to_numpy(zero_copy_only=False))
+    text = np.asarray(words.to_numpy(zero_copy_only=False), dtype=object).astype(str)
+    of_word = np.where(null, -1, values.get_indexer(pd.Index(text)) if len(values) else -1).astype(np.int64)
+    result: np.ndarray = of_word[codes]
+    return result
 
 
 STOP_AT = 4  # a prefix's run of at most this many input points is tested whole
 PREFIXES_PER_BOX = 256  # a box's prefixes are not split further past this many
 DENSE_MASS = 1 << 22  # (box, sensitive value) masses kept as a table up to this many; more: searched
+DENSE_LEVEL = 1 << 25  # (prefix, code) counts of a trie level kept as a table up to this many bytes; more: searched
 
 
 @dataclass(frozen=True)
@@ -339,45 +390,75 @@ class _Points:
     levels: list[tuple[np.ndarray, np.ndarray]]
 
 
-def _sorted_tuples(columns: list[np.ndarray], sizes: list[int]) -> tuple[list[np.ndarray], np.ndarray]:
-    """The distinct rows of the code columns (codes in [0, size)) sorted by column 0, then 1, ...,
-    each column's code per distinct row, and their counts: one sort of a mixed-radix key when the
-    codes fit one int64, a lexsort otherwise."""
+def _sorted_tuples(columns: list[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
+    """The distinct rows of the code columns sorted by column 0, then 1, ..., each column's code
+    per distinct row, and their counts, by a lexsort (codes too wide for one int64 key)."""
     n = len(columns[0])
-    if float(np.prod([float(x) for x in sizes])) < 2.0**62:
-        key = np.zeros(n, dtype=np.int64)
-        for col, size in zip(columns, sizes):
-            key *= size
-            key += col
-        key.sort()
-        new = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1]))) if n else np.zeros(0, dtype=np.int64)
-        key = key[new]
-        cols = []
-        for size in sizes[::-1]:  # the last column is the key's lowest digit
-            key, code = np.divmod(key, size)
-            cols.append(code.astype(np.int32))
-        cols.reverse()
-    else:
-        order = np.lexsort(columns[::-1])
-        changed = np.zeros(n, dtype=bool)
-        changed[:1] = True
-        for col in columns:
-            changed[1:] |= col[order][1:] != col[order][:-1]
-        new = np.flatnonzero(changed)
-        cols = [col[order[new]].astype(np.int32) for col in columns]
+    order = np.lexsort(columns[::-1])
+    changed = np.zeros(n, dtype=bool)
+    changed[:1] = True
+    for col in columns:
+        changed[1:] |= col[order][1:] != col[order][:-1]
+    new = np.flatnonzero(changed)
+    cols = [col[order[new]].astype(np.int32) for col in columns]
     return cols, np.diff(np.append(new, n))
+
+
+ROWS_PER_BLOCK = 1 << 16  # input rows keyed at once (their codes stay in cache across columns)
+ONE_KEY = 2.0**62  # the input's (QI, sensitive) codes sorted as one int64 key below this many combinations
+
+
+def _first_of_runs(key: np.ndarray) -> np.ndarray:
+    """The index of the first element of each run of equal values."""
+    if not len(key):
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+
+
+def _sorted_points(
+    data: Any, columns: list[int], sizes: list[int], n_s: int
+) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+    """The input's distinct (QI point, sensitive code) tuples sorted: each point's codes, each
+    tuple's sensitive code and count, and each point's first tuple. One sort of a mixed-radix
+    key of the row (built block by block of rows); only the points are decoded."""
+    n = data.n
+    key = np.empty(n, dtype=np.int64)
+    for at in range(0, n, ROWS_PER_BLOCK):  # blocks of rows, not rows: each block vectorised
+        block, k = data.codes[at : at + ROWS_PER_BLOCK], key[at : at + ROWS_PER_BLOCK]
+        k[:] = block[:, columns[0]]
+        for j, size in zip(columns[1:], sizes[1:]):
+            k *= size
+            k += block[:, j]
+        k *= n_s
+        k += data.sensitive_codes[at : at + ROWS_PER_BLOCK]
+    key.sort()
+    new = _first_of_runs(key)
+    counts = np.diff(np.append(new, n))
+    key, s = np.divmod(key[new], n_s)
+    point = _first_of_runs(key)
+    key = key[point]
+    cols = []
+    for size in sizes[:0:-1]:  # the last column is the key's lowest digit
+        key, code = np.divmod(key, size)
+        cols.append(code.astype(np.int32))
+    cols.append(key.astype(np.int32))
+    cols.reverse()
+    return cols, s.astype(np.int32), counts, point
 
 
 def _input_points(data: Any, columns: list[int], n_s: int) -> _Points:
     sizes = [max(data.domains[j].size, 1) for j in columns]
-    cols, counts = _sorted_tuples([*(data.codes[:, j] for j in columns), data.sensitive_codes], [*sizes, n_s])
-    s = cols.pop()
-    changed = np.zeros(len(s), dtype=bool)
-    changed[:1] = True
-    for col in cols:
-        changed[1:] |= col[1:] != col[:-1]
-    point = np.flatnonzero(changed)  # the first tuple of each distinct QI point
-    cols = [col[point] for col in cols]
+    if float(np.prod([float(x) for x in sizes])) * n_s < ONE_KEY:
+        cols, s, counts, point = _sorted_points(data, columns, sizes, n_s)
+    else:
+        cols, counts = _sorted_tuples([*(data.codes[:, j] for j in columns), data.sensitive_codes])
+        s = cols.pop()
+        changed = np.zeros(len(s), dtype=bool)
+        changed[:1] = True
+        for col in cols:
+            changed[1:] |= col[1:] != col[:-1]
+        point = np.flatnonzero(changed)  # the first tuple of each distinct QI point
+        cols = [col[point] for col in cols]
     changed = np.zeros(len(point), dtype=bool)
     changed[:1] = True
     parent = np.zeros(len(point), dtype=np.int64)  # per point: the rank of its prefix so far
@@ -388,6 +469,30 @@ def _input_points(data: Any, columns: list[int], n_s: int) -> _Points:
         levels.append((parent[first] * size + col[first], np.append(first, len(point))))
         parent = np.cumsum(changed) - 1
     return _Points(counts, s, np.append(point, len(s)), cols, levels)
+
+
+def _extensions(
+    key: np.ndarray, size: int, n_prefixes: int, prefix: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The run [a, b) of a trie level's sorted keys (prefix x size + code) extending each prefix
+    by a code in [lo, hi] (lo in [0, size], hi in [-1, size - 1]): np.searchsorted's bounds, read from a (prefix, code) table of how many
+    of the prefix's extensions have a smaller code when it is small enough (a few lookups per
+    candidate instead of a binary search over the level)."""
+    small = np.uint8 if size < 255 else np.uint16 if size < 4096 else None
+    if small is None or n_prefixes * (size + 1) * np.dtype(small).itemsize > DENSE_LEVEL:
+        return np.searchsorted(key, prefix * size + lo, "left"), np.searchsorted(key, prefix * size + hi, "right")
+    parent, code = np.divmod(key, size)
+    start = np.zeros(n_prefixes + 1, dtype=np.int64)  # each prefix's first extension
+    np.cumsum(np.bincount(parent, minlength=n_prefixes), out=start[1:])
+    # per (code, prefix): the prefix's extensions of a smaller code (code-major: the running
+    # count adds whole rows of prefixes, one per code)
+    below = np.zeros((size + 1, n_prefixes), dtype=small)
+    below[code + 1, parent] = 1
+    for code_row in range(1, size + 1):  # per code, not per row (np.cumsum along axis 0 is ~40x slower)
+        np.add(below[code_row], below[code_row - 1], out=below[code_row])
+    flat = below.ravel()
+    at = start[prefix]
+    return at + flat[lo * n_prefixes + prefix], at + flat[(hi + 1) * n_prefixes + prefix]
 
 
 def _found_runs(
@@ -405,8 +510,7 @@ def _found_runs(
     prefix = np.zeros(n_boxes, dtype=np.int64)  # the rank of the box's prefix on the columns before
     found = []
     for i, ((key, first), (lo, hi, c, size)) in enumerate(zip(points.levels, dims)):
-        a = np.searchsorted(key, prefix * size + lo[box], "left")
-        b = np.searchsorted(key, prefix * size + hi[box], "right")
+        a, b = _extensions(key, size, len(points.levels[i - 1][0]) if i else 1, prefix, lo[box], hi[box])
         start = first[a]
         count = first[b] - start
         prefixes = np.bincount(box, minlength=n_boxes)[box]
@@ -438,20 +542,29 @@ class _BoxMass:
     values: np.ndarray | None = None
 
     @classmethod
-    def of(cls, box: np.ndarray, s_codes: np.ndarray, weights: np.ndarray, area: np.ndarray, n_s: int) -> _BoxMass:
+    def of(
+        cls, box: np.ndarray, s_codes: np.ndarray, weights: np.ndarray | None, area: np.ndarray, n_s: int
+    ) -> _BoxMass:
+        """`weights` None: one per row (counted, not summed: the same figures, no million-row
+        array of ones)."""
         n_boxes, null = len(area), s_codes < 0
-        null_mass = np.bincount(box[null], weights=weights[null], minlength=n_boxes) / (area * n_s)
+        null_mass = np.zeros(n_boxes)
+        if null.any():
+            w = None if weights is None else weights[null]
+            null_mass = np.bincount(box[null], weights=w, minlength=n_boxes) / (area * n_s)
+            box, s_codes, weights = box[~null], s_codes[~null], None if weights is None else weights[~null]
+        keys = box * n_s + s_codes
         if n_boxes * n_s <= DENSE_MASS:
-            keys = box[~null] * n_s + s_codes[~null]
-            sums = np.bincount(keys, weights=weights[~null], minlength=n_boxes * n_s).reshape(n_boxes, n_s)
-            return cls(null_mass, n_s, table=null_mass[:, None] + sums / area[:, None])
-        box_value, at = np.unique(box[~null] * n_s + s_codes[~null], return_inverse=True)
-        value_mass = np.bincount(at.ravel(), weights=weights[~null], minlength=len(box_value)) / area[box_value // n_s]
+            table = np.bincount(keys, weights=weights, minlength=n_boxes * n_s).reshape(n_boxes, n_s) / area[:, None]
+            table += null_mass[:, None]  # in place: a million-cell table is not copied again
+            return cls(null_mass, n_s, table=table)
+        box_value, at = np.unique(keys, return_inverse=True)
+        value_mass = np.bincount(at.ravel(), weights=weights, minlength=len(box_value)) / area[box_value // n_s]
         return cls(null_mass, n_s, keys=box_value, values=value_mass)
 
     def __call__(self, box: np.ndarray, s: np.ndarray) -> np.ndarray:
         if self.table is not None:
-            dense: np.ndarray = self.table[box, s]
+            dense: np.ndarray = self.table.ravel()[box * self.n_s + s]
             return dense
         mass: np.ndarray = self.null[box]
         if self.keys is not None and self.values is not None and len(self.keys):
@@ -487,10 +600,25 @@ def _release_mass(points: _Points, dims: list[tuple[np.ndarray, np.ndarray, Any,
     return p_rel
 
 
+def _box_dims(
+    all_cells: list[Cells], first: np.ndarray, domains: list[QIDomain]
+) -> list[tuple[np.ndarray, np.ndarray, Any, int]]:
+    """Per QI, each distinct box's code interval (clipped to the codes: an empty cell reads
+    lo = size, hi = -1), its set cells (None: whole intervals) and the domain's size."""
+    dims: list[tuple[np.ndarray, np.ndarray, Any, int]] = []
+    for c, dom in zip(all_cells, domains):
+        size = max(dom.size, 1)
+        set_cells: Any = None
+        if c.members is not None and c.key is not None:
+            set_cells = _RowsOf(c, first) if c.dense is None else _BoxSets(c.dense[c.key[first]].ravel())
+        dims.append((np.clip(c.lo[first], 0, size), np.clip(c.hi[first], -1, size - 1), set_cells, size))
+    return dims
+
+
 def kl_divergence(
     view: QualityView,
     data: Any,
-    table_cells: list[Cells] | None = None,
+    table_cells: TableCells | None = None,
     boxes: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> float | str:
     """KL(input || release) in bits over the joint of QIs and the sensitive column, the support
@@ -498,32 +626,30 @@ def kl_divergence(
     inside it). The release reads as each published row's weight spread uniformly over its box
     (the product of its cells, a null sensitive cell over every value), a suppressed row over the
     whole support: every input tuple then has a positive release probability. `boxes`: the
-    distinct boxes of view.table (distinct_boxes), when read already."""
+    distinct boxes of view.table's classes (distinct_boxes of table_cells.cells), when read already."""
     joint = view.table if view.joint is None else view.joint
-    weights = np.ones(joint.num_rows) if view.weights is None else np.asarray(view.weights, dtype=float)
+    weights = None if view.weights is None else np.asarray(view.weights, dtype=float)
     s_values = pd.Index(np.asarray(data.sensitive_values, dtype=object).astype(str))
     s_codes = sensitive_codes(joint, view.sensitive, s_values)
     # the distinct QI boxes (the classes, for most techniques) and their masses
     if view.joint is None:
-        all_cells = _table_cells(view, data, table_cells)
-        first, box = distinct_boxes(all_cells) if boxes is None else boxes
+        read = _table_cells(view, data, table_cells)
     else:
-        all_cells = [cells(joint, dom) for dom in data.domains]
-        first, box = distinct_boxes(all_cells)
+        read, boxes = TableCells.of_table(joint, data.domains), None
+    all_cells = read.cells
+    first, box_of_class = distinct_boxes(all_cells) if boxes is None else boxes  # first: a class per box
+    box = read.per_row(box_of_class)
     area = np.prod([c.size[first].astype(float) for c in all_cells], axis=0)
     n_s = max(len(s_values), 1)
     mass = _BoxMass.of(box, s_codes, weights, area, n_s)
     del box, s_codes
-    dims: list[tuple[np.ndarray, np.ndarray, Any, int]] = []
-    for c, dom in zip(all_cells, data.domains):
-        set_cells = None if c.members is None else _RowsOf(c, first)
-        dims.append((c.lo[first], c.hi[first], set_cells, max(dom.size, 1)))
+    dims = _box_dims(all_cells, first, data.domains)
     # narrow columns first: a prefix grows by a factor of the cell's width, and the widest column
     # comes last, searched as a range rather than split
     spread = [float(np.log(hi - lo + 1).mean()) if len(first) else 0.0 for lo, hi, _, _ in dims]
     columns = sorted(range(len(dims)), key=lambda i: spread[i])
     points = _input_points(data, columns, n_s)
-    total = float(weights.sum()) + view.suppressed
+    total = float(joint.num_rows if weights is None else weights.sum()) + view.suppressed
     whole = float(np.prod([float(dom.size) for dom in data.domains])) * len(s_values)
     p_rel = view.suppressed / whole + _release_mass(points, [dims[i] for i in columns], mass)
     p_in = points.counts / points.counts.sum()
@@ -541,8 +667,8 @@ def quality_figures(view: QualityView | str, data: Any) -> dict[str, Any]:
     if isinstance(view, str):
         return {name: not_applicable(view) for name in QUALITY_FIGURES}
     published_once = view.table.num_rows + view.suppressed == data.n
-    table_cells = [cells(view.table, dom) for dom in data.domains]  # read once for every model
-    boxes = distinct_boxes(table_cells) if view.table.num_rows else None  # for aecs and the KL divergence
+    table_cells = TableCells.of_table(view.table, data.domains)  # read once for every model
+    boxes = distinct_boxes(table_cells.cells) if view.table.num_rows else None  # for aecs and the KL divergence
     return {
         "gen-iloss": gen_iloss(view, data, table_cells),
         "non-uniform-entropy": non_uniform_entropy(view, data, table_cells)
