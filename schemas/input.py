@@ -375,7 +375,8 @@ def _read_csv_with_arrow(path: Path, spec: ReleaseSpec) -> pd.DataFrame | None:
             path,
             convert_options=pcsv.ConvertOptions(
                 include_columns=needed,
-                column_types={c: arrow.string() for c in text},
+                # large_string: what pandas' str dtype holds, so to_pandas does not copy the text
+                column_types={c: arrow.large_string() for c in text},
                 null_values=CSV_NULL_VALUES,
                 strings_can_be_null=True,
             ),
