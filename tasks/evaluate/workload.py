@@ -184,10 +184,12 @@ class Selections:
         left = count - 1 - nth if from_end else nth
         starts = range(0, self.n, self.BLOCK)
         for start in reversed(starts) if from_end else starts:
-            hits = np.flatnonzero(self._mask(attrs, picks, slice(start, min(start + self.BLOCK, self.n))))
-            if left < len(hits):
-                return start + int(hits[len(hits) - 1 - left] if from_end else hits[left])
-            left -= len(hits)
+            mask = self._mask(attrs, picks, slice(start, min(start + self.BLOCK, self.n)))
+            found = int(np.count_nonzero(mask))  # counted: a passed block's rows are not listed
+            if left < found:
+                hits = np.flatnonzero(mask)
+                return start + int(hits[found - 1 - left] if from_end else hits[left])
+            left -= found
         raise IndexError("fewer selected rows than counted")
 
     def drawn_values(self, draws: list[tuple[Any, ...]]) -> list[Any]:
