@@ -48,7 +48,7 @@ def distinct_keys(keys: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray,
     `bound`: when the bound is small, one bincount and a cumulative sum (linear, where a sort
     of a million keys costs ten times more); the same arrays either way."""
     if bound > max(_DENSE_KEYS, 4 * len(keys)):
-        return np.unique(keys, return_inverse=True, return_counts=True)  # type: ignore[no-any-return]
+        return np.unique(keys, return_inverse=True, return_counts=True)
     counts = np.bincount(keys, minlength=bound)
     present = counts > 0
     rank = np.cumsum(present) - 1
