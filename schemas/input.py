@@ -541,8 +541,12 @@ def _short_text(s: pd.Series) -> pd.Series | bool:
     if pd.api.types.is_numeric_dtype(s.dtype):
         return True
     text_array = _arrow_text(s)
-    if text_array is not None and (pc.max(pc.utf8_length(text_array)).as_py() or 0) <= MAX_CELL_CHARS:
-        return True  # every cell short: one pass over Arrow's lengths, no per-row result
+    # every cell short: no per-row result. Its bytes (read from the offsets) bound its characters,
+    # so the characters are counted only when some cell has more bytes than the limit
+    if text_array is not None and any(
+        (pc.max(length(text_array)).as_py() or 0) <= MAX_CELL_CHARS for length in (pc.binary_length, pc.utf8_length)
+    ):
+        return True
     text = s if isinstance(s.dtype, pd.StringDtype) else s.astype("string")
     return text.str.len().fillna(0).le(MAX_CELL_CHARS)
 
