@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from privpub.schemas.input import MAX_CELL_CHARS, _first_non_utf8, _holds_hex, _short_text
-from privpub.tasks.compose.algebra import distinct_keys
+from privpub.tasks.compose.algebra import distinct_keys, lex_order
 from privpub.tasks.core.microdata import QIDomain
 from privpub.tasks.evaluate.workload import _condition
 from privpub.tasks.risk import _best_entries
@@ -130,3 +130,13 @@ def test_a_categorical_conditions_codes_and_the_generators_state_are_the_former_
         assert np.array_equal(picked, expected)
         assert cond.values == frozenset(str(v) for v in dom.values[expected])
         assert before.integers(1 << 62) == after.integers(1 << 62)  # the next draws are the same
+
+
+def test_the_composition_order_is_lexsorts_sorted_or_not():
+    rng = np.random.default_rng(5)
+    for n in (0, 1, 2, 40, 3000):
+        primary, secondary = rng.integers(0, 30, n), rng.integers(0, 4, n)
+        expected = np.lexsort((secondary, primary))
+        assert np.array_equal(lex_order(primary, secondary), expected)
+        ordered_p, ordered_s = primary[expected], secondary[expected]  # in order: the identity, as lexsort's
+        assert np.array_equal(lex_order(ordered_p, ordered_s), np.lexsort((ordered_s, ordered_p)))

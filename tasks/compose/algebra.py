@@ -175,6 +175,15 @@ class Sets:
         return cls(np.zeros(1, np.int64), z, z, z, z, z if several_rows else None)
 
 
+def lex_order(primary: np.ndarray, secondary: np.ndarray) -> np.ndarray:
+    """np.lexsort((secondary, primary)), without sorting pairs already in order (a series' first
+    release: its people come group by group, each group's values in order): the same order."""
+    step = np.diff(primary)
+    if ((step > 0) | ((step == 0) & (np.diff(secondary) >= 0))).all():
+        return np.arange(len(primary), dtype=np.intp)
+    return np.lexsort((secondary, primary))
+
+
 def compose(
     prior: Sets, prior_set: np.ndarray, group: np.ndarray, counts: GroupCounts, permanent: np.ndarray
 ) -> tuple[Sets, np.ndarray]:
@@ -209,7 +218,7 @@ def compose(
     c2, v2, m2 = c2[held], v2[held], np.minimum(prior.minc[p2], here)[held]
 
     combo = np.concatenate([c1, c2])
-    order = np.lexsort((np.concatenate([v1, v2]), combo))
+    order = lex_order(combo, np.concatenate([v1, v2]))
     ptr = np.searchsorted(combo[order], np.arange(len(uk) + 1)).astype(np.int64)
     t_here, tc_here = counts.t_distinct[g], counts.t_records[g]
     several = counts.excess is not None or prior.max_e is not None
