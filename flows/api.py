@@ -26,9 +26,9 @@ import pandas as pd
 from privpub.flows import run
 from privpub.flows.attempts import current_actor, record_failure
 from privpub.flows.history_check import Check, check_line, verify_history
+from privpub.flows.lazy import load_lazily
 from privpub.flows.pipeline import Driver, RunPlan, attempt, plan_from_spec, plan_run
 from privpub.flows.published_release import PublishedRelease
-from privpub.flows.recorded import recorded_release
 from privpub.flows.records import DEFAULT_STATE, snapshot, state_file  # noqa: F401  (the API's names; history: privpub.history)
 from privpub.flows.reverify import reverify_checks
 from privpub.flows.settings import as_overrides, checked_set, set_refusal
@@ -215,6 +215,7 @@ def publish_release(
 
     if url is not None:  # in this process, recorded as a flow run of the server (no Prefect import)
         parameters = {"spec_path": path, "overrides": plan.overrides, "actor": actor}
+        recorded_release = load_lazily("privpub.flows.recorded:recorded_release")  # only when recorded on a server
         return recorded_release(url, "publish", plan.series, parameters, progress, in_process)
     with frame_input(frame) if frame is not None else contextlib.nullcontext():
         return in_process(Driver(progress))

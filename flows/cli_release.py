@@ -25,14 +25,8 @@ from privpub.flows.attempts import attempt_marker, record_failure, started_from
 from privpub.flows.cli import quiet_prefect_console, quiet_tracebacks, warn
 from privpub.flows.cli_state import state_path
 from privpub.flows.demo import prepare_demo
-from privpub.flows.explore import json_lines, parse_sets, run_explore, table_lines
-from privpub.flows.init import MAX_QI, init
 from privpub.flows.lazy import load_lazily
-from privpub.flows.optimize import choice_json, choice_lines, set_words
 from privpub.flows.pipeline import Driver, RunPlan, attempt, check_places, echo_to_stderr, on_commit, plan_run
-from privpub.flows.recorded import recorded_release
-from privpub.flows.reverify import rewrite_report
-from privpub.flows.server import prefect_api
 from privpub.flows.settings import parse_publish_sets, set_refusal
 from privpub.schemas.command import advice
 from privpub.schemas.errors import CliError, public_message
@@ -119,6 +113,7 @@ def _checked_run(args: argparse.Namespace, plan: RunPlan, serial: bool, server: 
     if server:  # in this process, recorded on the server (flows/recorded.py: no Prefect import)
         parameters = {"spec_path": path, "overrides": plan.overrides, "actor": args.actor}
         flow = "serial" if serial else "publish"
+        recorded_release = load_lazily("privpub.flows.recorded:recorded_release")
         return _release(args, plan, lambda: recorded_release(server, flow, plan.series, parameters, echo, in_process))
     return _release(args, plan, lambda: in_process(Driver(echo)))
 
@@ -127,7 +122,7 @@ def _checked_run(args: argparse.Namespace, plan: RunPlan, serial: bool, server: 
 def _prefect_run(args: argparse.Namespace) -> Iterator[None]:
     """The configured Prefect API for the run; Prefect's own console lines only with --verbose
     (the run's log in the UI keeps them all)."""
-    with prefect_api() as ready:
+    with load_lazily("privpub.flows.server:prefect_api")() as ready:
         ready()
         echoing = load_lazily("privpub.flows.publish:echoing")  # Prefect only when a server is configured
         quiet_tracebacks()
@@ -245,6 +240,7 @@ def cmd_serial(args: argparse.Namespace) -> int:
 def cmd_init(args: argparse.Namespace) -> int:
     """Write the proposed spec; print what was proposed and why (counts, never values)."""
     report: list[str] = []
+    init = load_lazily("privpub.flows.init:init")
     with started_from("cli"):  # refusals name the command's options (--sensitive), not Python's
         path = init(
             args.data,
@@ -253,7 +249,7 @@ def cmd_init(args: argparse.Namespace) -> int:
             output=args.output,
             force=args.force,
             report=report,
-            max_qi=MAX_QI if args.max_qi is None else args.max_qi,
+            max_qi=load_lazily("privpub.flows.init:MAX_QI") if args.max_qi is None else args.max_qi,
         )
     for line in report:
         print(line)
@@ -263,6 +259,14 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_explore(args: argparse.Namespace) -> int:
     """A dry run over the grid of --set values: one row (or JSON line) per setting."""
+    # loaded by the command that uses them (a publish's start-up skips them, issue 43)
+    parse_sets, run_explore, json_lines, table_lines = (
+        load_lazily(f"privpub.flows.explore:{name}")
+        for name in ("parse_sets", "run_explore", "json_lines", "table_lines")
+    )
+    choice_json, choice_lines, set_words = (
+        load_lazily(f"privpub.flows.optimize:{name}") for name in ("choice_json", "choice_lines", "set_words")
+    )
     with started_from("cli"):
         try:
             grid = parse_sets(args.set)
@@ -309,7 +313,7 @@ def cmd_series(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    print(rewrite_report(state_path(args), args.release_id))
+    print(load_lazily("privpub.flows.reverify:rewrite_report")(state_path(args), args.release_id))
     return 0
 
 

@@ -17,7 +17,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from privpub.flows.service import running_service
+from privpub.flows.lazy import load_lazily
 from privpub.schemas.command import command_name
 from privpub.schemas.errors import CliError
 
@@ -52,7 +52,7 @@ def prefect_configured() -> str | None:
     url = profile_api_url()
     if url:
         return url
-    return running_service()
+    return load_lazily("privpub.flows.service:running_service")()  # its HTTP client only when asked
 
 
 def recording_server(asked: bool) -> str | None:

@@ -49,7 +49,7 @@ if TYPE_CHECKING:  # the tables the read-outs return (DuckDB's .df()); pyarrow: 
 from privpub.schemas.errors import StaleHistory, StateBusy, StateError
 from privpub.schemas.figure_names import current_name, old_names
 from privpub.schemas.names import inside, name_problem, shown
-from privpub.state import chain, ledger
+from privpub.state import attached, chain, ledger
 from privpub.state.failpoints import failpoint
 from privpub.state.migrations import MIGRATIONS
 from privpub.state.permissions import as_published, make_public_dir, owner_only, private_umask
@@ -423,7 +423,7 @@ class Store:
         attempt = 0
         while True:
             try:
-                con = duckdb.connect(str(self.path), read_only=read_only)
+                con = attached.attach(self.path, read_only)
                 break
             except duckdb.IOException as exc:
                 text = str(exc)
@@ -442,10 +442,12 @@ class Store:
     @contextlib.contextmanager
     def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
         with self._flock(fcntl.LOCK_EX):
-            con = self._connect(read_only=False)
+            con: duckdb.DuckDBPyConnection | None = self._connect(read_only=False)
             try:
+                assert con is not None
                 if self._migrate(con):
-                    con.close()
+                    attached.detach(self.path, con)
+                    con = None
                     self._compact()
                     con = self._connect(read_only=False)
                 with self._readable():
@@ -454,7 +456,8 @@ class Store:
                     self._fold_interrupted(con)
                     yield con
             finally:
-                con.close()
+                if con is not None:
+                    attached.detach(self.path, con)
 
     @contextlib.contextmanager
     def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -466,7 +469,7 @@ class Store:
                 with self._readable():
                     yield con
             finally:
-                con.close()
+                attached.detach(self.path, con)
 
     @contextlib.contextmanager
     def _readable(self) -> Iterator[None]:
@@ -1318,26 +1321,29 @@ def _insert_figures(
     privacy: Sequence[PrivacyFigure],
     figures: dict[str, dict[str, Any]],
 ) -> None:
-    """The privacy results (value, threshold, passed, worst case) and the other figures by kind."""
-    for res in privacy:
-        con.execute(
-            "INSERT INTO release_metrics VALUES (?, 'privacy', ?, ?, ?, ?, ?, ?)",
-            [
-                release_id,
-                res.model,
-                _as_float(res.value),
-                str(res.value),
-                None if res.threshold is None else str(res.threshold),
-                res.passed,
-                json.dumps(res.worst, default=str),
-            ],
-        )
-    for kind, values in figures.items():
-        for name, value in values.items():
-            con.execute(
-                "INSERT INTO release_metrics VALUES (?, ?, ?, ?, ?, NULL, NULL, NULL)",
-                [release_id, kind, name, _as_float(value), str(value)],
-            )
+    """The privacy results (value, threshold, passed, worst case) and the other figures by kind,
+    in one INSERT (rows in this order: a statement each cost a tenth of a small commit)."""
+    rows: list[list[Any]] = [
+        [
+            release_id,
+            "privacy",
+            res.model,
+            _as_float(res.value),
+            str(res.value),
+            None if res.threshold is None else str(res.threshold),
+            res.passed,
+            json.dumps(res.worst, default=str),
+        ]
+        for res in privacy
+    ]
+    rows += [
+        [release_id, kind, name, _as_float(value), str(value), None, None, None]
+        for kind, values in figures.items()
+        for name, value in values.items()
+    ]
+    if rows:
+        values = ", ".join(["(?, ?, ?, ?::DOUBLE, ?, ?, ?::BOOLEAN, ?)"] * len(rows))
+        con.execute(f"INSERT INTO release_metrics VALUES {values}", [v for row in rows for v in row])
 
 
 def _insert_private(con: duckdb.DuckDBPyConnection, release_id: str, private: dict[str, Any]) -> None:

@@ -37,7 +37,7 @@ except SystemExit as exit:
 else:
     code = 0
 with open(out, "w") as f:
-    json.dump(sorted({m.split(".")[0] for m in sys.modules}), f)
+    json.dump(sorted(sys.modules), f)
 sys.exit(code)
 """
 
@@ -59,7 +59,12 @@ def _probe(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, set
     res = subprocess.run(
         [sys.executable, "-c", PROBE, str(out), *args], capture_output=True, text=True, env=env, timeout=300
     )
-    return res, set(json.loads(out.read_text()))
+    return res, {m.split(".")[0] for m in _modules(out)}
+
+
+def _modules(out: Path) -> set[str]:
+    """Every module the probed command loaded (PROBE writes them at exit)."""
+    return set(json.loads(out.read_text()))
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +153,29 @@ def test_a_publish_without_population_loads_no_scipy_and_no_prefect(demo_state):
     _, loaded = demo_state
     assert {"pandas", "pandera", "duckdb", "pyarrow"} <= loaded
     assert loaded & NEVER == set(), loaded
+
+
+# what a release made in this process (publish, demo) never uses: the Prefect server's and the
+# report server's HTTP modules, and the other commands' modules (issue 43: loaded where used)
+NOT_FOR_A_RELEASE = {
+    "privpub.flows.service",
+    "privpub.flows.server",
+    "privpub.flows.recorded",
+    "privpub.flows.report_server",
+    "privpub.flows.explore",
+    "privpub.flows.init",
+    "privpub.flows.optimize",
+    "urllib.request",
+    "http.server",
+}
+
+
+def test_a_release_loads_no_other_commands_or_http_modules(tmp_path):
+    res, _ = _probe(tmp_path, "demo", "--dir", str(tmp_path / "demo"), "--rows", "300", "--quiet")
+    assert res.returncode == 0, res.stderr
+    loaded = _modules(tmp_path / "modules.json")
+    assert "privpub.flows.pipeline" in loaded  # the probe saw the release's own modules
+    assert loaded & NOT_FOR_A_RELEASE == set(), loaded & NOT_FOR_A_RELEASE
 
 
 # --- the light history's text is pandas' ------------------------------------------------------

@@ -109,13 +109,21 @@ def _codes_of(values: np.ndarray, dom: QIDomain, name: str) -> np.ndarray:
     return result
 
 
+def _searched(values: np.ndarray, column: np.ndarray, side: Any) -> np.ndarray:
+    """np.searchsorted(values, column) looked up once per distinct value of the column (a
+    million rows hold a few dozen bounds)."""
+    codes, distinct = pd.factorize(np.asarray(column, dtype=float), use_na_sentinel=False)
+    found: np.ndarray = np.searchsorted(values, distinct, side)[codes]
+    return found
+
+
 def cells(table: pa.Table, dom: QIDomain) -> Cells:
     """The QI's cells of every row of `table` in domain codes."""
     name = dom.name
     if f"{name}_lo" in table.column_names:  # a range: the domain's values inside it
         values = dom.values.astype(float)
-        lo = np.searchsorted(values, as_day_numbers(table.column(f"{name}_lo")).astype(float), "left")
-        hi = np.searchsorted(values, as_day_numbers(table.column(f"{name}_hi")).astype(float), "right") - 1
+        lo = _searched(values, as_day_numbers(table.column(f"{name}_lo")), "left")
+        hi = _searched(values, as_day_numbers(table.column(f"{name}_hi")), "right") - 1
         return Cells(lo, hi, np.maximum(hi - lo + 1, 1))
     column = table.column(name)
     if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
@@ -126,14 +134,15 @@ def cells(table: pa.Table, dom: QIDomain) -> Cells:
         hi_l = np.full(n_lists, -1, dtype=np.int64)
         np.minimum.at(lo_l, lists.parent, item)
         np.maximum.at(hi_l, lists.parent, item)
-        row_of_list = lists.codes.astype(np.int64)
+        row_of_list = lists.codes.astype(np.int32)  # per row: 4 bytes (a million rows, several QIs)
         # the members of each distinct list (rows sharing a list share its items)
         members = np.sort(lists.parent.astype(np.int64) * max(dom.size, 1) + item)
         dense = None
         if n_lists * max(dom.size, 1) <= DENSE_SETS:
             dense = np.zeros((n_lists, max(dom.size, 1)), dtype=bool)
             dense[lists.parent, item] = True
-        return Cells(lo_l[row_of_list], hi_l[row_of_list], lists.lengths[row_of_list], members, row_of_list, dense)
+        sizes = np.asarray(lists.lengths, dtype=np.int32)[row_of_list]
+        return Cells(lo_l[row_of_list], hi_l[row_of_list], sizes, members, row_of_list, dense)
     if dom.kind == "numeric":
         plain = np.searchsorted(dom.values.astype(float), as_day_numbers(column).astype(float))
     else:
@@ -251,13 +260,24 @@ def non_uniform_entropy(view: QualityView, data: Any, table_cells: list[Cells] |
 
 
 def _box_keys(table_cells: list[Cells]) -> list[np.ndarray]:
+    """The columns that tell boxes apart: a range's [lo, hi], a set cell's distinct set (its
+    interval and size follow from the set)."""
     keys = []
     for c in table_cells:
-        keys += [c.lo, c.hi] + ([] if c.key is None else [c.key])
+        keys += [c.lo, c.hi] if c.key is None else [c.key]
     return keys
 
 
-def aecs(view: QualityView, data: Any, table_cells: list[Cells] | None = None) -> float | str:
+def distinct_boxes(table_cells: list[Cells]) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct published QI boxes: the first row holding each, and each row's box (read once
+    for aecs and the KL divergence)."""
+    first, _, box = _tuples(_box_keys(table_cells))
+    return first, box
+
+
+def aecs(
+    view: QualityView, data: Any, table_cells: list[Cells] | None = None, boxes: np.ndarray | None = None
+) -> float | str:
     """published rows / (classes x k) (LeFevre et al.'s normalized average class size)."""
     if (view.classes is None and not view.classes_are_boxes) or view.k is None:
         return not_applicable(view.aecs_reason)
@@ -265,8 +285,8 @@ def aecs(view: QualityView, data: Any, table_cells: list[Cells] | None = None) -
         classes = len(view.classes)
     elif not view.table.num_rows:
         classes = 0
-    else:  # the distinct published QI boxes
-        classes = len(_tuples(_box_keys(_table_cells(view, data, table_cells)))[0])
+    else:  # the distinct published QI boxes (`boxes`: their first rows, when read already)
+        classes = len(distinct_boxes(_table_cells(view, data, table_cells))[0] if boxes is None else boxes)
     return view.table.num_rows / (classes * view.k) if classes else 0.0
 
 
@@ -297,128 +317,216 @@ def sensitive_codes(table: pa.Table, sensitive: str, values: pd.Index) -> np.nda
     return np.where(index < 0, -1, of_word[np.maximum(index, 0)] if len(of_word) else -1).astype(np.int64)
 
 
-STOP_AT = 4  # a prefix's run of at most this many input tuples is tested whole
+STOP_AT = 4  # a prefix's run of at most this many input points is tested whole
 PREFIXES_PER_BOX = 256  # a box's prefixes are not split further past this many
+DENSE_MASS = 1 << 22  # (box, sensitive value) masses kept as a table up to this many; more: searched
 
 
-def _candidate_pairs(tuples: np.ndarray, dims: list[tuple[np.ndarray, np.ndarray, Any, int]]) -> Any:
-    """(box, input tuple) index pairs holding every pair where the tuple lies in the box, in blocks
-    of about PAIRS_PER_BLOCK, few more than those (output-sensitive). `dims`: per column of
-    `tuples`, the boxes' code intervals [lo, hi], their set cells (None: intervals) and the
-    column's number of codes.
+@dataclass(frozen=True)
+class _Points:
+    """The input's distinct tuples sorted by the QI columns (in the search's order), then the
+    sensitive code: per tuple its count and sensitive code, `point` each tuple's distinct QI point
+    and `starts` each point's first tuple (and the number of tuples last). `cols`: each QI column's
+    code per point; `levels`, per column i, the distinct prefixes (codes on columns 0..i) of the
+    points as (rank of the prefix on columns 0..i-1 x the column's codes + the code, the first
+    point of each prefix and the number of points last): sorted, so a prefix's extensions by a
+    range of codes are a contiguous run of the next level."""
 
-    The tuples are sorted by all columns in turn (narrowest cells first); a box's tuples with given codes on the first i
-    columns (a prefix) form a run, and those with a code in [lo, hi] on column i a contiguous part
-    of it. Each box starts with the empty prefix and extends it one column at a time by each
-    value of its cell there (dropping prefixes no tuple has), until a prefix's run on the next
-    column is short, the box would hold too many prefixes, or the columns run out; that run's
-    tuples are its candidates."""
-    n_boxes, n_cols = len(dims[0][0]), tuples.shape[1]
-    # narrow columns first: a prefix grows by a factor of the cell's width, and the widest column
-    # comes last, searched as a range rather than split
-    spread = [float(np.log(hi - lo + 1).mean()) if n_boxes else 0.0 for lo, hi, _, _ in dims]
-    columns = sorted(range(n_cols), key=lambda i: spread[i])
-    tuples, dims = tuples[:, columns], [dims[i] for i in columns]
-    sizes = [d[3] for d in dims]
-    if float(np.prod([float(x) for x in sizes])) < 2.0**62:  # one mixed-radix key: one sort
-        whole = np.zeros(len(tuples), dtype=np.int64)
-        for i, size in enumerate(sizes):
-            whole = whole * size + tuples[:, i]
-        order = np.argsort(whole, kind="stable")
+    counts: np.ndarray
+    s: np.ndarray
+    starts: np.ndarray
+    cols: list[np.ndarray]
+    levels: list[tuple[np.ndarray, np.ndarray]]
+
+
+def _sorted_tuples(columns: list[np.ndarray], sizes: list[int]) -> tuple[list[np.ndarray], np.ndarray]:
+    """The distinct rows of the code columns (codes in [0, size)) sorted by column 0, then 1, ...,
+    each column's code per distinct row, and their counts: one sort of a mixed-radix key when the
+    codes fit one int64, a lexsort otherwise."""
+    n = len(columns[0])
+    if float(np.prod([float(x) for x in sizes])) < 2.0**62:
+        key = np.zeros(n, dtype=np.int64)
+        for col, size in zip(columns, sizes):
+            key *= size
+            key += col
+        key.sort()
+        new = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1]))) if n else np.zeros(0, dtype=np.int64)
+        key = key[new]
+        cols = []
+        for size in sizes[::-1]:  # the last column is the key's lowest digit
+            key, code = np.divmod(key, size)
+            cols.append(code.astype(np.int32))
+        cols.reverse()
     else:
-        order = np.lexsort(tuples.T[::-1])
-    ordered = tuples[order]
-    rank = np.zeros(len(tuples), dtype=np.int64)  # each sorted tuple's prefix among the distinct ones
+        order = np.lexsort(columns[::-1])
+        changed = np.zeros(n, dtype=bool)
+        changed[:1] = True
+        for col in columns:
+            changed[1:] |= col[order][1:] != col[order][:-1]
+        new = np.flatnonzero(changed)
+        cols = [col[order[new]].astype(np.int32) for col in columns]
+    return cols, np.diff(np.append(new, n))
+
+
+def _input_points(data: Any, columns: list[int], n_s: int) -> _Points:
+    sizes = [max(data.domains[j].size, 1) for j in columns]
+    cols, counts = _sorted_tuples([*(data.codes[:, j] for j in columns), data.sensitive_codes], [*sizes, n_s])
+    s = cols.pop()
+    changed = np.zeros(len(s), dtype=bool)
+    changed[:1] = True
+    for col in cols:
+        changed[1:] |= col[1:] != col[:-1]
+    point = np.flatnonzero(changed)  # the first tuple of each distinct QI point
+    cols = [col[point] for col in cols]
+    changed = np.zeros(len(point), dtype=bool)
+    changed[:1] = True
+    parent = np.zeros(len(point), dtype=np.int64)  # per point: the rank of its prefix so far
     levels = []
-    for i, size in enumerate(sizes):
-        key = rank * size + ordered[:, i]  # non-decreasing: sorted by prefix, then column i
-        new = np.concatenate(([True], key[1:] != key[:-1])) if len(key) else np.zeros(0, dtype=bool)
-        levels.append((size, key, key[new]))
-        rank = np.cumsum(new) - 1  # the prefix's index among the distinct ones (sorted)
+    for col, size in zip(cols, sizes):
+        changed[1:] |= col[1:] != col[:-1]
+        first = np.flatnonzero(changed)
+        levels.append((parent[first] * size + col[first], np.append(first, len(point))))
+        parent = np.cumsum(changed) - 1
+    return _Points(counts, s, np.append(point, len(s)), cols, levels)
+
+
+def _found_runs(
+    points: _Points, dims: list[tuple[np.ndarray, np.ndarray, Any, int]]
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per column i, the (box, first point, number of points) runs where a box's search stopped:
+    every point of the run matches the box on columns before i (set cells included) and lies in
+    its interval on column i, and every point in a box lies in one of its runs. A box starts with
+    the empty prefix and extends it one column at a time by each prefix the input has within its
+    interval there (and, for a set cell, within the set) until the run is short, the box would
+    hold too many prefixes, or the columns run out (output-sensitive: few candidates past those
+    inside)."""
+    n_boxes = len(dims[0][0])
     box = np.arange(n_boxes)
-    prefix = np.zeros(n_boxes, dtype=np.int64)
-    found_box: list[np.ndarray] = []
-    found_start: list[np.ndarray] = []
-    found_count: list[np.ndarray] = []
-    for i, (size, key, distinct) in enumerate(levels):
-        lo, hi, c, _ = dims[i]
-        start = np.searchsorted(key, prefix * size + lo[box], "left")
-        count = np.searchsorted(key, prefix * size + hi[box], "right") - start
-        width = hi[box] - lo[box] + 1
+    prefix = np.zeros(n_boxes, dtype=np.int64)  # the rank of the box's prefix on the columns before
+    found = []
+    for i, ((key, first), (lo, hi, c, size)) in enumerate(zip(points.levels, dims)):
+        a = np.searchsorted(key, prefix * size + lo[box], "left")
+        b = np.searchsorted(key, prefix * size + hi[box], "right")
+        start = first[a]
+        count = first[b] - start
         prefixes = np.bincount(box, minlength=n_boxes)[box]
-        stop = (count <= STOP_AT) | (width * prefixes > PREFIXES_PER_BOX) | (i == n_cols - 1)
+        stop = (count <= STOP_AT) | ((b - a) * prefixes > PREFIXES_PER_BOX) | (i == len(dims) - 1)
         keep = stop & (count > 0)
-        found_box.append(box[keep])
-        found_start.append(start[keep])
-        found_count.append(count[keep])
+        found.append((box[keep], start[keep], count[keep]))
         go = ~stop & (count > 0)
-        box, prefix, width = box[go], prefix[go], width[go]
-        # each value of the cell on column i: the prefixes some tuple extends
-        box = np.repeat(box, width)
-        offsets = np.arange(len(box)) - np.repeat(np.cumsum(width) - width, width)
-        value = lo[box] + offsets
-        wanted = prefix.repeat(width) * size + value
-        at = np.minimum(np.searchsorted(distinct, wanted), max(len(distinct) - 1, 0))
-        present = (distinct[at] == wanted) if len(distinct) else np.zeros(len(wanted), dtype=bool)
+        box, a, width = box[go], a[go], (b - a)[go]
+        box = np.repeat(box, width)  # each extension present in the input
+        prefix = np.repeat(a, width) + np.arange(len(box)) - np.repeat(np.cumsum(width) - width, width)
         if c is not None:
-            present &= c.contains(box, value, size)
-        box, prefix = box[present], at[present]
+            inside = c.contains(box, key[prefix] % size, size)
+            box, prefix = box[inside], prefix[inside]
         if not len(box):
             break
-    boxes, starts, counts = (np.concatenate(x) for x in (found_box, found_start, found_count))
-    block = np.cumsum(counts) // PAIRS_PER_BLOCK
-    for part in np.split(np.arange(len(boxes)), np.flatnonzero(np.diff(block)) + 1):
-        n = counts[part]
-        r = np.repeat(boxes[part], n)
-        offsets = np.arange(len(r)) - np.repeat(np.cumsum(n) - n, n)
-        yield r, order[np.repeat(starts[part], n) + offsets]
+    return found
 
 
-def kl_divergence(view: QualityView, data: Any, table_cells: list[Cells] | None = None) -> float | str:
+@dataclass(frozen=True)
+class _BoxMass:
+    """Per distinct box, the weight per support point it puts on each sensitive value: its rows'
+    with that value plus its rows' with a null one (spread over every value); as a (box, value)
+    table when small enough, else as sorted (box, value) keys."""
+
+    null: np.ndarray
+    n_s: int
+    table: np.ndarray | None = None
+    keys: np.ndarray | None = None
+    values: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, box: np.ndarray, s_codes: np.ndarray, weights: np.ndarray, area: np.ndarray, n_s: int) -> _BoxMass:
+        n_boxes, null = len(area), s_codes < 0
+        null_mass = np.bincount(box[null], weights=weights[null], minlength=n_boxes) / (area * n_s)
+        if n_boxes * n_s <= DENSE_MASS:
+            keys = box[~null] * n_s + s_codes[~null]
+            sums = np.bincount(keys, weights=weights[~null], minlength=n_boxes * n_s).reshape(n_boxes, n_s)
+            return cls(null_mass, n_s, table=null_mass[:, None] + sums / area[:, None])
+        box_value, at = np.unique(box[~null] * n_s + s_codes[~null], return_inverse=True)
+        value_mass = np.bincount(at.ravel(), weights=weights[~null], minlength=len(box_value)) / area[box_value // n_s]
+        return cls(null_mass, n_s, keys=box_value, values=value_mass)
+
+    def __call__(self, box: np.ndarray, s: np.ndarray) -> np.ndarray:
+        if self.table is not None:
+            dense: np.ndarray = self.table[box, s]
+            return dense
+        mass: np.ndarray = self.null[box]
+        if self.keys is not None and self.values is not None and len(self.keys):
+            want = box * self.n_s + s
+            at = np.minimum(np.searchsorted(self.keys, want), len(self.keys) - 1)
+            mass = mass + np.where(self.keys[at] == want, self.values[at], 0.0)
+        return mass
+
+
+def _release_mass(points: _Points, dims: list[tuple[np.ndarray, np.ndarray, Any, int]], mass: _BoxMass) -> np.ndarray:
+    """Per input tuple, the release's weight on it: the sum over the boxes holding its point of
+    the box's mass on its sensitive value. The runs the search found are tested on the columns
+    it has not matched yet, in blocks of about PAIRS_PER_BLOCK (box, point) pairs."""
+    p_rel = np.zeros(len(points.s))
+    for i, (boxes, starts, counts) in enumerate(_found_runs(points, dims)):
+        block = np.cumsum(counts) // PAIRS_PER_BLOCK
+        for part in np.split(np.arange(len(boxes)), np.flatnonzero(np.diff(block)) + 1):
+            n = counts[part]
+            r = np.repeat(boxes[part], n)
+            p = np.repeat(starts[part], n) + np.arange(len(r)) - np.repeat(np.cumsum(n) - n, n)
+            hit = np.ones(len(r), dtype=bool)
+            for j in range(i, len(dims)):  # the search matched the columns before i, and i's interval
+                lo, hi, c, size = dims[j]
+                code = points.cols[j][p]
+                if j > i:
+                    hit &= (lo[r] <= code) & (code <= hi[r])
+                if c is not None:
+                    hit &= c.contains(r, code, size)
+            r, p = r[hit], p[hit]
+            n = points.starts[p + 1] - points.starts[p]  # each hit point's tuples (one per sensitive value)
+            t = np.repeat(points.starts[p], n) + np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+            p_rel += np.bincount(t, weights=mass(np.repeat(r, n), points.s[t]), minlength=len(p_rel))
+    return p_rel
+
+
+def kl_divergence(
+    view: QualityView,
+    data: Any,
+    table_cells: list[Cells] | None = None,
+    boxes: tuple[np.ndarray, np.ndarray] | None = None,
+) -> float | str:
     """KL(input || release) in bits over the joint of QIs and the sensitive column, the support
     being the product of the input's distinct values of each (a range covers the distinct values
     inside it). The release reads as each published row's weight spread uniformly over its box
     (the product of its cells, a null sensitive cell over every value), a suppressed row over the
-    whole support: every input tuple then has a positive release probability."""
+    whole support: every input tuple then has a positive release probability. `boxes`: the
+    distinct boxes of view.table (distinct_boxes), when read already."""
     joint = view.table if view.joint is None else view.joint
     weights = np.ones(joint.num_rows) if view.weights is None else np.asarray(view.weights, dtype=float)
     s_values = pd.Index(np.asarray(data.sensitive_values, dtype=object).astype(str))
     s_codes = sensitive_codes(joint, view.sensitive, s_values)
-    # the distinct QI boxes (the classes, for most techniques); per box, the weight per support
-    # point of each published sensitive value, and of the rows with a null one (spread over all)
-    all_cells = (
-        _table_cells(view, data, table_cells) if view.joint is None else [cells(joint, dom) for dom in data.domains]
-    )
-    first, _, box = _tuples(_box_keys(all_cells))
+    # the distinct QI boxes (the classes, for most techniques) and their masses
+    if view.joint is None:
+        all_cells = _table_cells(view, data, table_cells)
+        first, box = distinct_boxes(all_cells) if boxes is None else boxes
+    else:
+        all_cells = [cells(joint, dom) for dom in data.domains]
+        first, box = distinct_boxes(all_cells)
     area = np.prod([c.size[first].astype(float) for c in all_cells], axis=0)
-    n_s, null = max(len(s_values), 1), s_codes < 0
-    null_mass = np.bincount(box[null], weights=weights[null], minlength=len(first)) / (area * n_s)
-    box_value, at = np.unique(box[~null] * n_s + s_codes[~null], return_inverse=True)
-    value_mass = np.bincount(at.ravel(), weights=weights[~null], minlength=len(box_value)) / area[box_value // n_s]
-    # the input's distinct tuples (sensitive code first) and their shares
-    in_cols = [data.sensitive_codes.astype(np.int64)]
-    in_cols += [data.codes[:, j].astype(np.int64) for j in range(len(data.domains))]
-    in_first, counts, _ = _tuples(in_cols)
-    tuples = np.stack([col[in_first] for col in in_cols], axis=1)
-    total = float(weights.sum()) + view.suppressed
-    whole = float(np.prod([float(dom.size) for dom in data.domains])) * len(s_values)
-    p_rel = np.full(len(tuples), view.suppressed / whole)
+    n_s = max(len(s_values), 1)
+    mass = _BoxMass.of(box, s_codes, weights, area, n_s)
+    del box, s_codes
     dims: list[tuple[np.ndarray, np.ndarray, Any, int]] = []
     for c, dom in zip(all_cells, data.domains):
         set_cells = None if c.members is None else _RowsOf(c, first)
         dims.append((c.lo[first], c.hi[first], set_cells, max(dom.size, 1)))
-    for r, t in _candidate_pairs(tuples[:, 1:], dims):
-        hit = np.ones(len(r), dtype=bool)
-        for j, (c, dom) in enumerate(zip(all_cells, data.domains)):
-            hit &= c.contains(first[r], tuples[t, j + 1], max(dom.size, 1))
-        r, t = r[hit], t[hit]
-        mass = null_mass[r]
-        if len(box_value):  # the box's weight on the tuple's own sensitive value
-            want = r * n_s + tuples[t, 0]
-            at = np.minimum(np.searchsorted(box_value, want), len(box_value) - 1)
-            mass = mass + np.where(box_value[at] == want, value_mass[at], 0.0)
-        p_rel += np.bincount(t, weights=mass, minlength=len(tuples))
-    p_in = counts / counts.sum()
+    # narrow columns first: a prefix grows by a factor of the cell's width, and the widest column
+    # comes last, searched as a range rather than split
+    spread = [float(np.log(hi - lo + 1).mean()) if len(first) else 0.0 for lo, hi, _, _ in dims]
+    columns = sorted(range(len(dims)), key=lambda i: spread[i])
+    points = _input_points(data, columns, n_s)
+    total = float(weights.sum()) + view.suppressed
+    whole = float(np.prod([float(dom.size) for dom in data.domains])) * len(s_values)
+    p_rel = view.suppressed / whole + _release_mass(points, [dims[i] for i in columns], mass)
+    p_in = points.counts / points.counts.sum()
     empty = int((p_rel <= 0).sum())
     if empty:  # a synthetic table need not cover every input combination: the divergence is infinite
         return not_applicable(
@@ -434,14 +542,15 @@ def quality_figures(view: QualityView | str, data: Any) -> dict[str, Any]:
         return {name: not_applicable(view) for name in QUALITY_FIGURES}
     published_once = view.table.num_rows + view.suppressed == data.n
     table_cells = [cells(view.table, dom) for dom in data.domains]  # read once for every model
+    boxes = distinct_boxes(table_cells) if view.table.num_rows else None  # for aecs and the KL divergence
     return {
         "gen-iloss": gen_iloss(view, data, table_cells),
         "non-uniform-entropy": non_uniform_entropy(view, data, table_cells)
         if published_once
         else not_applicable("the published rows are not one per input row"),
-        "aecs": aecs(view, data, table_cells),
+        "aecs": aecs(view, data, table_cells, None if boxes is None else boxes[0]),
         "precision": precision(view, data, table_cells),
-        "kl-divergence": kl_divergence(view, data, table_cells),
+        "kl-divergence": kl_divergence(view, data, table_cells, boxes),
     }
 
 

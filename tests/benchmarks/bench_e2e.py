@@ -27,6 +27,11 @@ Cases (input as CSV, fixed seed):
   UCI Adult (48,842 people), Wooldridge's CENSUS2000 (29,501 rows) and the Heritage Health
   member-years (171,067 rows, rows_per_person = "many"); MuCo (delta = 1/5, l = 10) on CENSUS2000
   with its skewed weekly_income (1,703 distinct values) sensitive. No target: figures.
+- real-fertility, real-gss-wages-muco (issue 43 items 1, 2, 5; session 20): generalization k = 10
+  on AER's Fertility (254,654 mothers from the 1980 census, 7 QIs, sensitive weeks worked; its
+  pairing with anonypyx: `bench_real speed --tables fertility`) and MuCo (delta = 1/5, l = 10) on
+  the GSS wage file (37,612 respondents, 7 census-like QIs, 601 distinct incomes: MuCo's setting).
+  Target of the MuCo case: <= 4 s, no server.
 - history: `privpub history` of the gen-1m state. Target: <= 0.4 s.
 - verify-1m: `privpub verify ID` of the gen-1m release. Target: <= 3 s.
 
@@ -77,6 +82,8 @@ REAL_CASES = {
     "real-census2000": ("census2000", {"name": "generalization", "k": 10}),
     "real-census2000-muco": ("census2000", {"name": "muco", "delta": "1/5", "l": 10}),
     "real-health": ("health", {"name": "generalization", "k": 10}),
+    "real-fertility": ("fertility", {"name": "generalization", "k": 10}),
+    "real-gss-wages-muco": ("gss_wages", {"name": "muco", "delta": "1/5", "l": 10}),
 }
 CASES = (
     "gen-250k", "gen-1m", "gen-1m-entropy", "gen-1m-tcloseness", "demo", "muco", *REAL_CASES, "history", "verify-1m",
@@ -406,6 +413,7 @@ TARGETS = {
     ("gen-1m-tcloseness", "none"): (9, 1.5 * 1.5 * GiB),
     ("demo", "none"): (1.5, None),
     ("muco", "none"): (5, None),
+    ("real-gss-wages-muco", "none"): (4, None),
     ("history", "none"): (0.4, None),
     ("verify-1m", "none"): (3, None),
 }
@@ -420,6 +428,8 @@ LABELS = {
     "real-census2000": "generalization k=10, CENSUS2000, 29,501 rows, 3 QIs",
     "real-census2000-muco": "MuCo delta=1/5 l=10, CENSUS2000, sensitive weekly_income",
     "real-health": "generalization k=10, Heritage Health, 171,067 rows, many per person",
+    "real-fertility": "generalization k=10, AER Fertility (1980 census), 254,654 rows, 7 QIs",
+    "real-gss-wages-muco": "MuCo delta=1/5 l=10, GSS wages, 37,612 rows, 7 QIs, 601 incomes",
     "history": "privpub history (the 1M state)",
     "verify-1m": "privpub verify of the 1M release",
 }

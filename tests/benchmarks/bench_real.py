@@ -25,7 +25,10 @@ anonypyx has no ordinal kind: an ordinal QI goes to it as the integer column `<q
 position in the order; the same ranges of positions). Tables: `adult` (UCI Adult, 48,842
 people, tests/benchmarks/real_tables.py), `adult5` (Adult's rows five times over, fresh person
 ids: 244,210 rows), `census` (tasks.demo_data.census, 8 QIs, seed 1, `--census-rows`),
-`gen-250k` (bench_e2e's census-shaped 250,000 rows, 5 QIs).
+`gen-250k` (bench_e2e's census-shaped 250,000 rows, 5 QIs), `fertility` (AER's Fertility, 254,654
+mothers from the 1980 census, 7 QIs, sensitive weeks worked; issue 43 item 5's real table) and
+`fertility-mother` (the same rows with the mother's own QIs only: age and the three race flags; how
+much the verdict depends on the QI choice).
 """
 
 from __future__ import annotations
@@ -70,6 +73,9 @@ def load_table(name: str, census_rows: int) -> Table:
             df = pd.concat([df] * 5, ignore_index=True)
             df["pid"] = np.arange(1, len(df) + 1, dtype=np.int64)
         return Table(name, df, qi, "occupation")
+    if name in ("fertility", "fertility-mother"):
+        qi = real_tables.fertility_qi()
+        return Table(name, real_tables.fertility(), qi if name == "fertility" else qi[:4], "work")
     if name == "census":
         from privpub.tasks.demo_data import CENSUS_QI, census
 
@@ -77,7 +83,7 @@ def load_table(name: str, census_rows: int) -> Table:
     if name == "gen-250k":
         qi = [{"name": "age", "kind": "numeric"}] + [{"name": c, "kind": "categorical"} for c in CATEGORICAL_250K]
         return Table(name, census_shaped(250_000), qi, SENSITIVE)
-    raise SystemExit(f"unknown table {name!r}: adult, adult5, census, gen-250k")
+    raise SystemExit(f"unknown table {name!r}: adult, adult5, census, gen-250k, fertility, fertility-mother")
 
 
 def write_input(t: Table, path: Path) -> None:

