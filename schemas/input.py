@@ -256,9 +256,27 @@ def frame_header_is_data(frame: pd.DataFrame) -> bool:
     return header_looks_like_data(list(frame.columns), sample.to_numpy(dtype=object).tolist())
 
 
+def _whole_file(data: mmap.mmap) -> arrow.LargeBinaryArray:
+    """The mapped file as one Arrow binary value (no copy), for Arrow's vectorised kernels."""
+    offsets = arrow.array([0, len(data)], arrow.int64()).buffers()[1]
+    return arrow.LargeBinaryArray.from_buffers(arrow.large_binary(), 1, [None, offsets, arrow.py_buffer(data)])
+
+
+def _is_utf8(data: mmap.mmap) -> bool:
+    """Is the whole mapped file UTF-8 text? Arrow's validator (SIMD): an order of magnitude
+    faster than Python's decoder on a clean file."""
+    try:
+        _whole_file(data).view(arrow.large_string()).validate(full=True)
+    except arrow.ArrowInvalid:
+        return False
+    return True
+
+
 def _first_non_utf8(data: mmap.mmap) -> int | None:
-    """The offset of the first byte that is not UTF-8 text, or None (decoded in 16 MB chunks:
-    bounded memory, an ASCII file at memory speed)."""
+    """The offset of the first byte that is not UTF-8 text, or None (a clean file checked by
+    _is_utf8; else decoded in 16 MB chunks to find the offset: bounded memory)."""
+    if _is_utf8(data):
+        return None
     decoder = codecs.getincrementaldecoder("utf-8")()
     step = 1 << 24
     for start in range(0, len(data), step):
@@ -357,7 +375,8 @@ def _read_csv_with_arrow(path: Path, spec: ReleaseSpec) -> pd.DataFrame | None:
             path,
             convert_options=pcsv.ConvertOptions(
                 include_columns=needed,
-                column_types={c: arrow.string() for c in text},
+                # large_string: what pandas' str dtype holds, so to_pandas does not copy the text
+                column_types={c: arrow.large_string() for c in text},
                 null_values=CSV_NULL_VALUES,
                 strings_can_be_null=True,
             ),
@@ -422,7 +441,14 @@ def _holds_hex(path: Path) -> bool:
     if path.stat().st_size == 0:
         return False
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        return data.find(b"0x") >= 0 or data.find(b"0X") >= 0
+        return _holds_hex_bytes(data)
+
+
+def _holds_hex_bytes(data: mmap.mmap) -> bool:
+    """_holds_hex on the mapped bytes: Arrow's case-blind substring search, several times faster
+    than mmap.find of "0x" and "0X" (which stop at every digit 0). Its arrays are gone when it
+    returns, so the mapping can be closed."""
+    return bool(pc.find_substring(_whole_file(data), "0x", ignore_case=True)[0].as_py() >= 0)
 
 
 def file_columns(ds: DatasetSpec) -> list[str]:
@@ -504,8 +530,22 @@ def _finite(s: pd.Series) -> pd.Series | bool:
     return True
 
 
+def _arrow_text(s: pd.Series) -> arrow.Array | arrow.ChunkedArray | None:
+    """The Arrow array behind a column of Arrow-backed text (pandas' str dtype), else None."""
+    if isinstance(s.dtype, pd.StringDtype) and s.dtype.storage == "pyarrow":
+        return arrow.array(s.array)
+    return None
+
+
 def _short_text(s: pd.Series) -> pd.Series | bool:
     if pd.api.types.is_numeric_dtype(s.dtype):
+        return True
+    text_array = _arrow_text(s)
+    # every cell short: no per-row result. Its bytes (read from the offsets) bound its characters,
+    # so the characters are counted only when some cell has more bytes than the limit
+    if text_array is not None and any(
+        (pc.max(length(text_array)).as_py() or 0) <= MAX_CELL_CHARS for length in (pc.binary_length, pc.utf8_length)
+    ):
         return True
     text = s if isinstance(s.dtype, pd.StringDtype) else s.astype("string")
     return text.str.len().fillna(0).le(MAX_CELL_CHARS)

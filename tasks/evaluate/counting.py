@@ -11,6 +11,8 @@ over that query's rows: no pass over the table per query.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -112,6 +114,23 @@ class DistinctLists:
 
     @classmethod
     def of(cls, table: pa.Table, name: str) -> DistinctLists:
+        """The distinct lists of a table's column, computed once per table and column (the
+        estimates, the penalty and the quality models read the same columns): read-only."""
+        key = (id(table), name)
+        with _LISTS_LOCK:
+            known = _LISTS.get(key)
+        if known is not None:
+            return known
+        lists = cls._of(table, name)
+        for array in (lists.codes, lists.item_codes, lists.item_values, lists.parent, lists.lengths):
+            array.setflags(write=False)
+        with _LISTS_LOCK:
+            _LISTS[key] = lists
+        weakref.finalize(table, _forget_lists, key)
+        return lists
+
+    @classmethod
+    def _of(cls, table: pa.Table, name: str) -> DistinctLists:
         column = table.column(name)
         col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
         codes = column_codes(table, name)
@@ -137,6 +156,15 @@ class DistinctLists:
 
     def column(self) -> Coded:
         return Coded(self.codes, self.share)
+
+
+_LISTS: dict[tuple[int, str], DistinctLists] = {}
+_LISTS_LOCK = threading.Lock()
+
+
+def _forget_lists(key: tuple[int, str]) -> None:
+    with _LISTS_LOCK:
+        _LISTS.pop(key, None)
 
 
 class QueryAnswers:

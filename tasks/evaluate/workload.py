@@ -60,18 +60,22 @@ def _condition(
 ) -> tuple[RangeCond | SetCond, np.ndarray]:
     """A condition on one QI that selects about `coverage` of the rows (`freq`: the share of rows
     holding each code), and the codes it selects: a boolean array over the domain."""
+    picked = _picked_codes(dom, freq, coverage, rng)
+    return condition_of(dom, picked), picked
+
+
+def _picked_codes(dom: QIDomain, freq: np.ndarray, coverage: float, rng: np.random.Generator) -> np.ndarray:
+    """The codes _condition selects (its random draws), without building the condition: most
+    draws are rejected by their count, so make_workload builds the conditions it keeps only."""
     picked = np.zeros(dom.size, dtype=bool)
     if dom.kind == "categorical" and not dom.hierarchy:
-        chosen, mass = [], 0.0
-        for c in rng.permutation(dom.size):
-            if freq[c] == 0:
-                continue
-            chosen.append(c)
-            mass += freq[c]
-            if mass >= coverage:
-                break
-        picked[chosen] = True
-        return SetCond(frozenset(str(v) for v in dom.values[picked])), picked
+        # codes in a random order (those no row holds skipped) until their mass reaches the
+        # coverage: a cumulative sum adds in order, as a running total would, in one pass
+        order = rng.permutation(dom.size)
+        order = order[freq[order] != 0]
+        reached = np.cumsum(freq[order]) >= coverage
+        picked[order[: int(np.argmax(reached)) + 1 if reached.any() else len(order)]] = True
+        return picked
     # ordered domain: a contiguous code range holding about `coverage` of the mass
     cdf = np.cumsum(freq)
     start_q = rng.uniform(0, max(1e-9, 1 - coverage))
@@ -79,9 +83,16 @@ def _condition(
     hi = int(np.searchsorted(cdf, min(1.0, start_q + coverage) - 1e-12))
     lo, hi = min(lo, dom.size - 1), min(max(hi, lo), dom.size - 1)
     picked[lo : hi + 1] = True
+    return picked
+
+
+def condition_of(dom: QIDomain, picked: np.ndarray) -> RangeCond | SetCond:
+    """The condition selecting the picked codes: a numeric QI's range (its picked codes are
+    contiguous), else the set of their values as text."""
     if dom.kind == "numeric":
-        return RangeCond(float(dom.values[lo]), float(dom.values[hi])), picked
-    return SetCond(frozenset(str(v) for v in dom.values[lo : hi + 1])), picked
+        at = np.flatnonzero(picked)
+        return RangeCond(float(dom.values[at[0]]), float(dom.values[at[-1]]))
+    return SetCond(frozenset(str(v) for v in dom.values[picked]))
 
 
 def joint_too_large(sizes: Sequence[int], n: int, attrs: list[int]) -> bool:
@@ -173,10 +184,12 @@ class Selections:
         left = count - 1 - nth if from_end else nth
         starts = range(0, self.n, self.BLOCK)
         for start in reversed(starts) if from_end else starts:
-            hits = np.flatnonzero(self._mask(attrs, picks, slice(start, min(start + self.BLOCK, self.n))))
-            if left < len(hits):
-                return start + int(hits[len(hits) - 1 - left] if from_end else hits[left])
-            left -= len(hits)
+            mask = self._mask(attrs, picks, slice(start, min(start + self.BLOCK, self.n)))
+            found = int(np.count_nonzero(mask))  # counted: a passed block's rows are not listed
+            if left < found:
+                hits = np.flatnonzero(mask)
+                return start + int(hits[found - 1 - left] if from_end else hits[left])
+            left -= found
         raise IndexError("fewer selected rows than counted")
 
     def drawn_values(self, draws: list[tuple[Any, ...]]) -> list[Any]:
@@ -244,17 +257,14 @@ def make_workload(
             tries += 1
             m = int(rng.integers(1, min(max_attrs, n_qi) + 1))
             attrs = sorted(rng.choice(n_qi, size=m, replace=False).tolist())
-            conds, picks = [], []
-            for j in attrs:
-                cond, picked = _condition(data.domains[j], freqs[j], sel ** (1 / m), rng)
-                conds.append((data.domains[j].name, cond))
-                picks.append(picked)
+            picks = [_picked_codes(data.domains[j], freqs[j], sel ** (1 / m), rng) for j in attrs]
             count = select.count(attrs, picks)
             actual = count / data.n  # the selected share of rows
             if not (sel / 2 <= actual <= sel * 2):
                 continue
             draws.append((attrs, picks, int(rng.integers(count)), count))
-            queries.append(CountQuery(tuple(conds), None, sel))
+            conds = tuple((data.domains[j].name, condition_of(data.domains[j], p)) for j, p in zip(attrs, picks))
+            queries.append(CountQuery(conds, None, sel))
             made += 1
     values = select.drawn_values(draws)
     return [

@@ -152,14 +152,21 @@ def figures_from_classes(
 
 
 def most_frequent(
-    ids: np.ndarray, n_classes: int, sensitive: np.ndarray, weights: np.ndarray | None = None
+    ids: np.ndarray,
+    n_classes: int,
+    sensitive: np.ndarray,
+    weights: np.ndarray | None = None,
+    pairs: tuple[np.ndarray, ...] | None = None,
 ) -> np.ndarray:
     """Per class, the count of its most frequent sensitive code; a negative code (a withheld
     value, shown as null) is nobody's value and never the most frequent. weights: records per
-    entry (a published count), else one each."""
+    entry (a published count), else one each. pairs: shown_pairs(ids, sensitive, n_classes), when known."""
+    most = np.zeros(n_classes, dtype=np.int64)
+    if pairs is not None and weights is None:
+        np.maximum.at(most, pairs[0], pairs[2])
+        return most
     shown = sensitive >= 0
     ids, sensitive = ids[shown], sensitive[shown]
-    most = np.zeros(n_classes, dtype=np.int64)
     if len(ids):
         counted = None if weights is None else weights[shown].astype(np.int64)
         g, _, n = pair_counts(ids, sensitive, n_classes, int(sensitive.max()) + 1, counted)
@@ -189,15 +196,26 @@ def population_figures(size: np.ndarray, population: int) -> dict[str, float]:
     }
 
 
+def shown_pairs(ids: np.ndarray, sensitive: np.ndarray, n_classes: int, m: int) -> tuple[np.ndarray, ...]:
+    """pair_counts of the shown (non-negative) sensitive codes per class: (g, v, n)."""
+    shown = sensitive >= 0
+    return pair_counts(ids[shown], sensitive[shown], n_classes, m)
+
+
 def risk_figures(
-    ids: np.ndarray, n_classes: int, sensitive: np.ndarray, threshold: float, population: int | None = None
+    ids: np.ndarray,
+    n_classes: int,
+    sensitive: np.ndarray,
+    threshold: float,
+    population: int | None = None,
+    pairs: tuple[np.ndarray, ...] | None = None,
 ) -> dict[str, float]:
     """The figures of FIGURES from every record's class and sensitive code (-1: withheld), and
-    those against the population when its size is given."""
+    those against the population when its size is given. pairs: shown_pairs of them, when known."""
     if len(ids) == 0:
         return figures_from_classes(np.zeros(0, np.int64), np.zeros(0, np.int64), threshold, population)
     size = np.bincount(ids, minlength=n_classes)
-    return figures_from_classes(size, most_frequent(ids, n_classes, sensitive), threshold, population)
+    return figures_from_classes(size, most_frequent(ids, n_classes, sensitive, pairs=pairs), threshold, population)
 
 
 def grouped_attribute_risk(keys: list[np.ndarray], sensitive: np.ndarray, count: np.ndarray) -> float:
@@ -225,15 +243,36 @@ def st_attribute_risk(st: pa.Table, sensitive: str, also: tuple[str, ...] = ()) 
     return grouped_attribute_risk(keys, shown_codes(st, sensitive), count)
 
 
-def input_risk(data: Microdata, threshold: float, population: int | None = None) -> dict[str, float]:
-    """The input's figures (`input-` names): its QIs as they are (over people under
-    rows_per_person = "many": people_risk_figures)."""
+@dataclass(frozen=True)
+class InputClasses:
+    """The input's classes (its distinct QI combinations): each row's class id and how many, and
+    (one row a person) the rows per (class, sensitive value): keyed and counted once for both
+    the risk figures and the attribute shares (a million keys each)."""
+
+    ids: np.ndarray
+    n: int
+    pairs: tuple[np.ndarray, ...] | None
+
+
+def input_classes(data: Microdata) -> InputClasses:
     ids, n = _classes_of_codes(data.codes)
+    codes = data.sensitive_codes.astype(np.int64)
+    pairs = shown_pairs(ids, codes, n, len(data.sensitive_values)) if data.person is None else None
+    return InputClasses(ids, n, pairs)
+
+
+def input_risk(
+    data: Microdata, threshold: float, population: int | None = None, classes: InputClasses | None = None
+) -> dict[str, float]:
+    """The input's figures (`input-` names): its QIs as they are (over people under
+    rows_per_person = "many": people_risk_figures). classes: input_classes(data), when known."""
+    known = input_classes(data) if classes is None else classes
+    ids, n = known.ids, known.n
     if data.person is not None:
         return as_input(
             people_risk_figures(ids, n, data.sensitive_codes.astype(np.int64), data.person, threshold, population)
         )
-    return as_input(risk_figures(ids, n, data.sensitive_codes.astype(np.int64), threshold, population))
+    return as_input(risk_figures(ids, n, data.sensitive_codes.astype(np.int64), threshold, population, known.pairs))
 
 
 def people_risk_figures(
@@ -473,6 +512,7 @@ def value_shares(
     weight: np.ndarray | None = None,
     person: np.ndarray | None = None,
     group_size: np.ndarray | None = None,
+    pairs: tuple[np.ndarray, ...] | None = None,
 ) -> ValueShares:
     """The shares of every value, overall and in every group, from each entry's group (0..n_groups-1),
     value code (0..m-1; negative: withheld, it counts in its group's size but is nobody's value)
@@ -481,7 +521,8 @@ def value_shares(
     - `weight`: the rows (or people) an entry stands for (a published count table), with
       `group_size` the people per group when they are counted elsewhere (else the weights' sum);
     - `person`: each entry's person number: p_g(v) = distinct people of g holding v at least once
-      / distinct people of g, p(v) = distinct people holding v / distinct people."""
+      / distinct people of g, p(v) = distinct people holding v / distinct people.
+    pairs: shown_pairs(group, value, n_groups, m) when known (entries that are rows only)."""
     group = np.asarray(group, dtype=np.int64)
     value = np.asarray(value, dtype=np.int64)
     shown = value >= 0
@@ -498,17 +539,29 @@ def value_shares(
         rows = np.bincount(group, weights=w, minlength=n_groups).astype(np.int64)
         size = rows if group_size is None else np.asarray(group_size, dtype=np.int64)
         total = int(size.sum())
-        g, v, n = pair_counts(group[shown], value[shown], n_groups, m, None if w is None else w[shown].astype(float))
+        if pairs is None or w is not None:
+            pairs = pair_counts(group[shown], value[shown], n_groups, m, None if w is None else w[shown].astype(float))
+        g, v, n = pairs
         holders = np.bincount(v, weights=n, minlength=m).astype(np.int64)
     where = np.full(m, -1, dtype=np.int64)
     holding, of_size = np.zeros(m, dtype=np.int64), np.zeros(m, dtype=np.int64)
     if len(g):
-        share_in = n / size[g]
-        order = np.lexsort((g, -share_in, v))  # per value, its highest share first (then the first group)
-        best = order[np.flatnonzero(np.concatenate(([True], v[order][1:] != v[order][:-1])))]
+        best = _best_entries(g, v, n / size[g], m)
         where[v[best]] = g[best]
         holding[v[best]], of_size[v[best]] = n[best], size[g[best]]
     return ValueShares(holders.astype(np.int64), where, holding, of_size, int(total), person is not None)
+
+
+def _best_entries(g: np.ndarray, v: np.ndarray, share: np.ndarray, m: int) -> np.ndarray:
+    """Per value occurring in `v`, the entry of its highest share, ties to the first group (the
+    (g, v) pairs are distinct): two scatters over the entries, where a lexsort of three keys took
+    several times longer on a million of them."""
+    top = np.full(m, -np.inf)
+    np.maximum.at(top, v, share)
+    at_top = share == top[v]
+    first = np.full(m, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, v[at_top], g[at_top])
+    return np.flatnonzero(at_top & (g == first[v]))
 
 
 def _plain(value: object) -> object:
@@ -609,11 +662,14 @@ def table_shares(
     return shares.figures(), attribute_summary(shares, labels, group_cells(table, columns, ids))
 
 
-def input_shares(data: Microdata) -> tuple[dict[str, float], dict[str, Any] | None]:
+def input_shares(
+    data: Microdata, classes: InputClasses | None = None
+) -> tuple[dict[str, float], dict[str, Any] | None]:
     """The input's GAIN_FIGURES (`input-` names) and attribute_summary: its groups are its
     distinct QI combinations (a person with rows in several counts in each); no group's cells
-    (the input's QI values are not published)."""
-    ids, n = _classes_of_codes(data.codes)
+    (the input's QI values are not published). classes: input_classes(data), when known."""
+    known = input_classes(data) if classes is None else classes
     codes = data.sensitive_codes.astype(np.int64)
-    shares = value_shares(ids, codes, n, len(data.sensitive_values), person=data.person)
+    m = len(data.sensitive_values)
+    shares = value_shares(known.ids, codes, known.n, m, person=data.person, pairs=known.pairs)
     return as_input(shares.figures()), attribute_summary(shares, data.sensitive_values)

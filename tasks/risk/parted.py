@@ -29,6 +29,7 @@ from privpub.tasks.risk import (
     as_input,
     attribute_summary,
     figures_from_classes,
+    input_classes,
     input_risk,
     input_shares,
     riskiest_rows,
@@ -89,10 +90,11 @@ def _rows(
 ) -> tuple[dict[str, float], dict[str, Any] | None]:
     if not data.in_parts:
         rows = cast(Microdata, data)
-        figures = input_risk(rows, threshold, population)
+        classes = input_classes(rows)  # once for both: a hash of a million keys
+        figures = input_risk(rows, threshold, population, classes)
         if not gains:
             return figures, None
-        gain, summary = input_shares(rows)
+        gain, summary = input_shares(rows, classes)
         return {**figures, **gain}, summary
     data = cast(RowsInParts, data)
     widths = np.array([max(d.size, 1) for d in data.domains], dtype=np.int64)

@@ -213,10 +213,22 @@ def class_profile(
         col = table.column(sensitive)
         s_codes, s_dict = _codes(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
         ok = ~np.asarray(pc.is_null(s_dict).to_numpy(zero_copy_only=False))[s_codes]
-        width = max(len(s_dict), 1)
-        pairs = pd.unique(ids[ok] * width + s_codes[ok])
-        out["distinct"] = np.bincount(pairs // width, minlength=n)
+        out["distinct"] = distinct_per_class(ids[ok], s_codes[ok], n, max(len(s_dict), 1))
     return out
+
+
+# classes x values cells counted by one bincount (linear) rather than hashed
+_DENSE_CLASS_CELLS = 1 << 22
+
+
+def distinct_per_class(ids: np.ndarray, codes: np.ndarray, n: int, width: int) -> np.ndarray:
+    """Distinct codes (0..width-1) per class (0..n-1): a bincount over every (class, code) cell
+    while there are few cells, else a hash of the pairs that occur; the same counts either way."""
+    if n * width <= max(_DENSE_CLASS_CELLS, 4 * len(ids)):
+        seen = np.bincount(ids * width + codes, minlength=n * width)
+        result: np.ndarray = np.count_nonzero(seen.reshape(n, width), axis=1)
+        return result
+    return np.bincount(pd.unique(ids * width + codes) // width, minlength=n)
 
 
 def describe_row_class(

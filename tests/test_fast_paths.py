@@ -1,0 +1,142 @@
+"""Issue 43's faster paths give what the code they replaced gave: each against that code (kept
+here as the reference), on random inputs and on the edge cases, so a speed-up cannot change a
+figure (the end-to-end pins: tests/test_evaluate_pins.py, the published-table hash pins)."""
+
+from __future__ import annotations
+
+import codecs
+import mmap
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privpub.schemas.input import MAX_CELL_CHARS, _first_non_utf8, _holds_hex, _short_text
+from privpub.tasks.compose.algebra import distinct_keys, lex_order
+from privpub.tasks.core.microdata import QIDomain
+from privpub.tasks.evaluate.workload import _condition
+from privpub.tasks.risk import _best_entries
+from privpub.tasks.verify.published import distinct_per_class
+
+
+def _python_first_non_utf8(data: bytes) -> int | None:
+    try:
+        codecs.decode(data, "utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start
+    return None
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"a,b\n1,2\n",
+        "é,ü\n😀\n".encode(),
+        b"a\xffb",
+        "é".encode()[:1],  # a character cut at the end of the file
+        b"\xed\xa0\x80",  # a UTF-16 surrogate: not UTF-8
+        b"\xc0\x80",  # an overlong NUL
+        b"\xf4\x90\x80\x80",  # above U+10FFFF
+        b"ok\x00nul",  # NUL is UTF-8 (refused separately)
+    ],
+)
+def test_the_utf8_check_finds_the_byte_pythons_decoder_finds(tmp_path, data):
+    path = tmp_path / "f.csv"
+    path.write_bytes(data + b"x")  # mmap cannot map an empty file
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        assert _first_non_utf8(mapped) == _python_first_non_utf8(data + b"x")
+
+
+@pytest.mark.parametrize(
+    ("data", "found"),
+    [(b"0x1F", True), (b"a,0X2\n", True), (b"x0", False), (b"0 x", False), (b"sex,0\n", False), (b"0\xd8\xb8", False)],
+)
+def test_the_hex_scan_finds_0x_and_0X_only(tmp_path, data, found):
+    path = tmp_path / "f.csv"
+    path.write_bytes(data)
+    assert _holds_hex(path) is found
+    assert found == (b"0x" in data or b"0X" in data)
+
+
+def test_text_length_passes_by_bytes_and_counts_characters_past_them():
+    assert (
+        _short_text(pd.Series(["é" * MAX_CELL_CHARS, "b", None])) is True
+    )  # more bytes than the limit, not characters
+    longer = _short_text(pd.Series(["a" * (MAX_CELL_CHARS + 1), "b", None]))
+    assert list(longer) == [False, True, True]
+
+
+@pytest.mark.parametrize("bound", [1, 7, 300, (1 << 22) + 1, 1 << 40])
+def test_distinct_keys_equal_numpys_unique(bound):
+    rng = np.random.default_rng(bound % 1000)
+    for n in (0, 1, 50, 5000):
+        keys = rng.integers(0, bound, n).astype(np.int64)
+        for mine, numpys in zip(distinct_keys(keys, bound), np.unique(keys, return_inverse=True, return_counts=True)):
+            assert mine.dtype == numpys.dtype and np.array_equal(mine, numpys)
+
+
+def test_each_values_best_group_is_the_lexsorts_first():
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n_groups, m = int(rng.integers(1, 25)), int(rng.integers(1, 7))
+        cells = rng.choice(n_groups * m, size=int(rng.integers(1, n_groups * m + 1)), replace=False)
+        cells.sort()
+        g, v = cells // m, cells % m
+        n = rng.integers(1, 4, len(g))
+        size = np.bincount(g, weights=n, minlength=n_groups).astype(np.int64) + rng.integers(0, 3, n_groups)
+        share = n / size[g]
+        order = np.lexsort((g, -share, v))  # the former rule: highest share, then the first group
+        expected = order[np.flatnonzero(np.concatenate(([True], v[order][1:] != v[order][:-1])))]
+        assert sorted(_best_entries(g, v, share, m).tolist()) == sorted(expected.tolist())
+
+
+@pytest.mark.parametrize(("n_classes", "width"), [(5, 3), (3000, 2000)])  # dense, then hashed
+def test_distinct_values_per_class_count_the_pairs(n_classes, width):
+    rng = np.random.default_rng(n_classes)
+    ids = rng.integers(0, n_classes, 4000)
+    codes = rng.integers(0, width, 4000)
+    expected = np.bincount(pd.unique(ids * width + codes) // width, minlength=n_classes)
+    assert np.array_equal(distinct_per_class(ids, codes, n_classes, width), expected)
+
+
+def _former_categorical_codes(dom: QIDomain, freq: np.ndarray, coverage: float, rng: np.random.Generator):
+    picked = np.zeros(dom.size, dtype=bool)
+    chosen, mass = [], 0.0
+    for c in rng.permutation(dom.size):
+        if freq[c] == 0:
+            continue
+        chosen.append(c)
+        mass += freq[c]
+        if mass >= coverage:
+            break
+    picked[chosen] = True
+    return picked
+
+
+def test_a_categorical_conditions_codes_and_the_generators_state_are_the_former_loops():
+    rng = np.random.default_rng(11)
+    for _ in range(500):
+        size = int(rng.integers(1, 40))
+        counts = rng.integers(0, 5, size) * (rng.random(size) < 0.8)
+        counts[0] += counts.sum() == 0
+        freq = counts / counts.sum()
+        coverage = float(rng.choice([rng.random(), 1.0, 0.01, freq[0], 2.0]))
+        dom = QIDomain("q", "categorical", np.array([f"v{i}" for i in range(size)], dtype=object))
+        seed = int(rng.integers(1 << 30))
+        before, after = np.random.default_rng(seed), np.random.default_rng(seed)
+        expected = _former_categorical_codes(dom, freq, coverage, before)
+        cond, picked = _condition(dom, freq, coverage, after)
+        assert np.array_equal(picked, expected)
+        assert cond.values == frozenset(str(v) for v in dom.values[expected])
+        assert before.integers(1 << 62) == after.integers(1 << 62)  # the next draws are the same
+
+
+def test_the_composition_order_is_lexsorts_sorted_or_not():
+    rng = np.random.default_rng(5)
+    for n in (0, 1, 2, 40, 3000):
+        primary, secondary = rng.integers(0, 30, n), rng.integers(0, 4, n)
+        expected = np.lexsort((secondary, primary))
+        assert np.array_equal(lex_order(primary, secondary), expected)
+        ordered_p, ordered_s = primary[expected], secondary[expected]  # in order: the identity, as lexsort's
+        assert np.array_equal(lex_order(ordered_p, ordered_s), np.lexsort((ordered_s, ordered_p)))
