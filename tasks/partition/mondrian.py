@@ -237,7 +237,7 @@ def _row_major(xt: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def _take_rows(xr: np.ndarray, order: np.ndarray) -> np.ndarray:
+def take_rows(xr: np.ndarray, order: np.ndarray) -> np.ndarray:
     """xr[order] for (n, D) codes, each row moved as one item (numpy gathers a row of a 2-D
     array element by element; one item of the row's width is several times faster)."""
     width = xr.shape[1] * xr.itemsize
@@ -290,7 +290,7 @@ class _Moving:
     def take(self, order: np.ndarray) -> _Moving:
         return _Moving(
             self.rows[order],
-            _take_rows(self.xr, order),
+            take_rows(self.xr, order),
             None if self.ss is None else self.ss[order],
             None if self.ws is None else self.ws[order],
         )
