@@ -596,7 +596,7 @@ def mondrian_partition(
         raise PartitionError(f"k = {k} is larger than the table ({n} rows): no k-anonymous release exists")
     s = model_codes(data.sensitive_codes.astype(np.int64), l, model)
 
-    xt = np.ascontiguousarray(data.codes[:, cols].T)  # (D, n): per-dimension rows are contiguous
+    xt = data.codes[:, cols].T  # (D, n), a view: split_levels gathers it row-major once
     tree = TreeBuilder(n)
     leaf_rows, leaf_sizes, leaf_nodes = split_levels(
         xt,
