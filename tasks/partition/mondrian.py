@@ -242,7 +242,8 @@ def take_rows(xr: np.ndarray, order: np.ndarray) -> np.ndarray:
     array element by element; one item of the row's width is several times faster)."""
     width = xr.shape[1] * xr.itemsize
     if width == 0 or not xr.flags.c_contiguous:
-        return xr[order]
+        plain: np.ndarray = xr[order]
+        return plain
     item = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}.get(width, np.dtype(f"V{width}"))
     taken: np.ndarray = xr.view(item).reshape(-1)[order].view(xr.dtype).reshape(len(order), xr.shape[1])
     return taken
