@@ -127,10 +127,8 @@ def histogram_offsets(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 def median_by_histogram(
     key: np.ndarray, w: np.ndarray | None, local: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: np.ndarray
 ) -> Medians:
-    offset = histogram_offsets(lo, hi)
-    hist = np.bincount(offset[local] + (key - lo[local]), weights=w, minlength=int((hi - lo + 1).sum())).astype(
-        np.int64
-    )
+    base = histogram_offsets(lo, hi) - lo  # a row's bin: its segment's base + its code
+    hist = np.bincount(base[local] + key, weights=w, minlength=int((hi - lo + 1).sum())).astype(np.int64, copy=False)
     return median_from_histograms(hist, lo, hi, total)
 
 
@@ -200,14 +198,60 @@ def median_by_sort(key: np.ndarray, w: np.ndarray | None, local: np.ndarray, tot
     return med, n_le, n_lt
 
 
-def _left_first(left: np.ndarray, local: np.ndarray, starts: np.ndarray, n_left: np.ndarray) -> np.ndarray:
-    """Destination of each row when every segment is stably reordered left rows first."""
-    left_i = left.astype(np.int64)
-    before = np.cumsum(left_i) - left_i  # left rows before this one, over all segments
-    rank_left = before - before[starts][local]
-    rank_right = (np.arange(len(left)) - starts[local]) - rank_left
-    dest: np.ndarray = starts[local] + np.where(left, rank_left, n_left[local] + rank_right)
-    return dest
+def _left_slots(sizes: np.ndarray, n_left: np.ndarray) -> np.ndarray:
+    """Per position of segments laid end to end: whether it is one of its segment's first
+    n_left positions (the left child's slots when each segment is reordered left rows first)."""
+    starts = np.cumsum(sizes) - sizes
+    in_segment = np.arange(int(sizes.sum())) - np.repeat(starts, sizes)
+    slots: np.ndarray = in_segment < np.repeat(n_left, sizes)
+    return slots
+
+
+def _left_first(left: np.ndarray, sizes: np.ndarray, n_left: np.ndarray) -> np.ndarray:
+    """Positions (into `left`) of the rows when every segment is stably reordered left rows
+    first: the left rows, in order, fill the left slots and the right rows the others (a segment's
+    left rows come before the next segment's, so no per-row rank is needed)."""
+    slots = _left_slots(sizes, n_left)
+    order = np.empty(len(left), dtype=np.int64)
+    order[slots] = np.flatnonzero(left)
+    order[~slots] = np.flatnonzero(~left)
+    return order
+
+
+def _narrow(top: int) -> np.dtype:
+    """The narrowest unsigned integer holding 0..top (codes travel with the rows: fewer bytes
+    moved at every split)."""
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if top <= np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    return np.dtype(np.int64)
+
+
+def _row_major(xt: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """(n, D) codes of `rows`, one row's codes side by side in the narrowest dtype that holds them."""
+    low, top = (int(xt.min()), int(xt.max())) if xt.size else (0, 0)
+    dtype = _narrow(top) if low >= 0 else np.dtype(np.int64)
+    out = np.empty((len(rows), xt.shape[0]), dtype=dtype)
+    for d in range(xt.shape[0]):  # a loop over the dimensions
+        out[:, d] = xt[d, rows]
+    return out
+
+
+def take_rows(xr: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """xr[order] for (n, D) codes, each row moved as one item (numpy gathers a row of a 2-D
+    array element by element; one item of the row's width is several times faster)."""
+    width = xr.shape[1] * xr.itemsize
+    if width == 0 or not xr.flags.c_contiguous:
+        plain: np.ndarray = xr[order]
+        return plain
+    item = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}.get(width, np.dtype(f"V{width}"))
+    taken: np.ndarray = xr.view(item).reshape(-1)[order].view(xr.dtype).reshape(len(order), xr.shape[1])
+    return taken
+
+
+def _at(values: np.ndarray, pos: np.ndarray | None) -> np.ndarray:
+    """values at the positions (None: all of them, no copy)."""
+    return values if pos is None else values[pos]
 
 
 def _sensitive_rows(
@@ -226,23 +270,28 @@ def _sensitive_rows(
         raise ValueError("l-diversity needs one item per row: no weights")
     if use_model and s is None:
         raise ValueError("l-diversity needs the sensitive codes s")
-    return model, (s[rows] if use_model and s is not None else None)
+    if not use_model or s is None:
+        return model, None
+    ss = s[rows]
+    if model is not None and not model.needs_counts and len(ss) and ss.min() >= 0:  # presence only: narrow
+        ss = ss.astype(_narrow(int(ss.max())))
+    return model, ss
 
 
 @dataclass
 class _Moving:
     """The arrays that travel with the rows, reordered with them at every split: row ids, codes
-    (D, n), sensitive codes (None: no model), weights (None: one row each)."""
+    (n, D) row-major in a narrow dtype, sensitive codes (None: no model), weights (None: one row each)."""
 
     rows: np.ndarray
-    xs: np.ndarray
+    xr: np.ndarray
     ss: np.ndarray | None
     ws: np.ndarray | None
 
     def take(self, order: np.ndarray) -> _Moving:
         return _Moving(
             self.rows[order],
-            self.xs[:, order],
+            take_rows(self.xr, order),
             None if self.ss is None else self.ss[order],
             None if self.ws is None else self.ws[order],
         )
@@ -266,13 +315,13 @@ class _Level:
         cls, moving: _Moving, sizes: np.ndarray, labels: np.ndarray, doms: list[QIDomain], by_values: bool = False
     ) -> _Level:
         starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-        lo_all = np.minimum.reduceat(moving.xs, starts, axis=1)
-        hi_all = np.maximum.reduceat(moving.xs, starts, axis=1)
+        lo_all = np.minimum.reduceat(moving.xr, starts, axis=0).T
+        hi_all = np.maximum.reduceat(moving.xr, starts, axis=0).T
         seg_rows = sizes if moving.ws is None else np.add.reduceat(moving.ws, starts)
         widths = normalised_widths(doms, lo_all, hi_all)
         seg = _segment_ids(sizes)
         if by_values:
-            value_widths(widths, doms, moving.xs, seg, len(sizes))
+            value_widths(widths, doms, moving.xr.T, seg, len(sizes))
         return cls(sizes, labels, starts, seg, lo_all, hi_all, seg_rows, widths)
 
 
@@ -280,7 +329,7 @@ class _Level:
 class _Candidates:
     """The segments that try one dimension each, and their rows' keys on it."""
 
-    pos: np.ndarray  # positions of their rows in the level's arrays, segment by segment
+    pos: np.ndarray | None  # positions of their rows in the level's arrays, segment by segment (None: all)
     c_idx: np.ndarray  # segment index
     c_dims: np.ndarray  # dimension tried
     c_sizes: np.ndarray
@@ -290,13 +339,40 @@ class _Candidates:
 
     @classmethod
     def of(cls, level: _Level, moving: _Moving, cand: np.ndarray, dims: np.ndarray) -> _Candidates:
-        pos = np.flatnonzero(cand[level.seg])
+        n, D = moving.xr.shape
         c_idx = np.flatnonzero(cand)
         c_dims = dims[c_idx]
         c_sizes = level.sizes[c_idx]
-        local = np.repeat(np.arange(len(c_idx)), c_sizes)
-        key = moving.xs[c_dims[local], pos].astype(np.int64)
+        if len(c_idx) == len(cand):  # every segment: no selection
+            pos, local, flat = None, level.seg, np.arange(0, n * D, D)
+        else:
+            pos = np.flatnonzero(cand[level.seg])
+            local = np.repeat(np.arange(len(c_idx)), c_sizes)
+            flat = pos * D
+        key = moving.xr.reshape(-1)[flat + c_dims[local]]  # row-major: the row's code on the dimension
         return cls(pos, c_idx, c_dims, c_sizes, local, key, level.seg_rows[c_idx])
+
+
+def _distinct_sides(
+    c: _Candidates, med: np.ndarray, s_sub: np.ndarray, model: SensitiveModel
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Distinct l-diversity of both sides of "<= median" and "< median" from one presence table
+    of (candidate, side of the median: below / at / above, value); None when that table would be
+    far larger than the rows (the general path then counts)."""
+    C, m = len(c.c_idx), model.m
+    if 3 * C * m > max(PRESENCE_CELLS // 4, 8 * len(c.key)):
+        return None
+    med_row = med[c.local]
+    side = (c.key >= med_row).astype(np.int64) + (c.key > med_row)  # 0 below, 1 at, 2 above
+    seen = np.zeros(3 * C * m, dtype=bool)
+    seen[(3 * c.local + side) * m + s_sub] = True
+    cells = seen.reshape(C, 3, m)
+    below, at, above = cells[:, 0], cells[:, 1], cells[:, 2]
+    l = model.l or 0
+    count = np.count_nonzero
+    diverse_le = (count(below | at, axis=1) >= l) & (count(above, axis=1) >= l)
+    diverse_lt = (count(below, axis=1) >= l) & (count(at | above, axis=1) >= l)
+    return diverse_le, diverse_lt
 
 
 def _diversity(
@@ -306,12 +382,18 @@ def _diversity(
     if ss is None:
         return True, True
     assert model is not None  # ss is kept only for a model
-    s_sub = ss[c.pos]
+    s_sub = _at(ss, c.pos)
+    if not model.needs_counts:
+        if not (model.diversity == "distinct" and model.l and model.l > 1):
+            return True, True
+        sides = _distinct_sides(c, med, s_sub, model)
+        if sides is not None:
+            return sides
     med_row = med[c.local]
-    sides = 2 * len(c.c_idx)
-    ok = model.groups_ok(2 * c.local + (c.key > med_row), s_sub, sides)  # side 0: <= median
+    n_sides = 2 * len(c.c_idx)
+    ok = model.groups_ok(2 * c.local + (c.key > med_row), s_sub, n_sides)  # side 0: <= median
     diverse_le = ok[0::2] & ok[1::2]
-    ok = model.groups_ok(2 * c.local + (c.key >= med_row), s_sub, sides)  # side 0: < median
+    ok = model.groups_ok(2 * c.local + (c.key >= med_row), s_sub, n_sides)  # side 0: < median
     return diverse_le, ok[0::2] & ok[1::2]
 
 
@@ -333,7 +415,7 @@ def _split_dimension(
     lo = level.lo_all[c.c_dims, c.c_idx].astype(np.int64)
     hi = level.hi_all[c.c_dims, c.c_idx].astype(np.int64)
     ws = moving.ws
-    med, n_le, n_lt = _median_counts(c.key, None if ws is None else ws[c.pos], c.local, lo, hi, c.total)
+    med, n_le, n_lt = _median_counts(c.key, None if ws is None else _at(ws, c.pos), c.local, lo, hi, c.total)
     diverse_le, diverse_lt = _diversity(c, med, moving.ss, how.model)
     split, use_lt = allowed_splits(n_le, n_lt, c.total, how.k, diverse_le, diverse_lt)
     if not split.any():
@@ -342,19 +424,20 @@ def _split_dimension(
     n_left = np.where(use_lt, n_lt, n_le)
     sp = np.flatnonzero(split)
     # the rows of the splitting segments, each segment reordered left rows first
-    take = split[c.local]
-    s_rows, s_local, s_key = c.pos[take], c.local[take], c.key[take]
-    remap = np.cumsum(split) - 1  # candidate index -> index among splitting segments
-    s_local = remap[s_local]
-    s_starts = np.concatenate(([0], np.cumsum(c.c_sizes[sp])[:-1]))
+    if len(sp) == len(split):  # every candidate splits: no selection
+        s_pos, s_local, s_key = c.pos, c.local, c.key
+    else:
+        take = split[c.local]
+        remap = np.cumsum(split) - 1  # candidate index -> index among splitting segments
+        s_pos = np.flatnonzero(take) if c.pos is None else c.pos[take]
+        s_local, s_key = remap[c.local[take]], c.key[take]
     goes_left = s_key <= threshold[sp][s_local]
     # items (not rows) on the left of each splitting segment
     items_left = (
         n_left[sp] if ws is None else np.bincount(s_local, weights=goes_left, minlength=len(sp)).astype(np.int64)
     )
-    dest = _left_first(goes_left, s_local, s_starts, items_left)
-    order = np.empty_like(s_rows)
-    order[dest] = s_rows
+    within = _left_first(goes_left, c.c_sizes[sp], items_left)
+    order = within if s_pos is None else s_pos[within]
     pair = np.empty(2 * len(sp), dtype=np.int64)
     pair[0::2], pair[1::2] = items_left, c.c_sizes[sp] - items_left
     parents = level.labels[c.c_idx[sp]]
@@ -438,7 +521,7 @@ def split_levels(
     """
     model, ss = _sensitive_rows(rows, l, s, model, weights, pair_items)
     ws = None if weights is None else np.asarray(weights, dtype=np.int64)[rows]
-    moving = _Moving(rows, xt[:, rows], ss, ws)
+    moving = _Moving(rows, _row_major(xt, rows), ss, ws)
     how = _Splitting(tree, dim_names, k, model)
     leaf_rows: list[np.ndarray] = []
     leaf_sizes: list[np.ndarray] = []
@@ -457,7 +540,11 @@ def split_levels(
             labels = np.concatenate([c[2] for c in child])
         else:
             sizes = sizes[:0]
-    return np.concatenate(leaf_rows), np.concatenate(leaf_sizes), np.concatenate(leaf_labels)
+    return (
+        np.concatenate(leaf_rows).astype(np.int64, copy=False),
+        np.concatenate(leaf_sizes),
+        np.concatenate(leaf_labels),
+    )
 
 
 class CodedRows(Protocol):
@@ -510,7 +597,7 @@ def mondrian_partition(
         raise PartitionError(f"k = {k} is larger than the table ({n} rows): no k-anonymous release exists")
     s = model_codes(data.sensitive_codes.astype(np.int64), l, model)
 
-    xt = np.ascontiguousarray(data.codes[:, cols].T)  # (D, n): per-dimension rows are contiguous
+    xt = data.codes[:, cols].T  # (D, n), a view: split_levels gathers it row-major once
     tree = TreeBuilder(n)
     leaf_rows, leaf_sizes, leaf_nodes = split_levels(
         xt,
