@@ -47,7 +47,6 @@ from privpub.state.failpoints import failpoint
 from privpub.state.store import StagedFiles, Store, check_output_dir, stage_tables
 from privpub.tasks.compose.budget import budget_settings, ledger_check, ledger_with
 from privpub.tasks.compose.check import SeriesCheck, series_settings
-from privpub.tasks.compose.parted import PartedSeriesCheck
 from privpub.tasks.core.executor import Executor, ThreadExecutor
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import ANONYMIZE, UTILITY, VERIFY, ChunkedStep, Technique
@@ -729,7 +728,12 @@ def open_run(
     spec = plan.spec
     # the rows read into this process, or kept in parts where the executor works: the series
     # check reads its people accordingly
-    series_check = (PartedSeriesCheck if plan.in_parts else SeriesCheck)(spec, plan.technique)
+    if plan.in_parts:  # imported here: a release in memory never loads the cluster's series check
+        from privpub.tasks.compose.parted import PartedSeriesCheck
+
+        series_check: SeriesCheck = PartedSeriesCheck(spec, plan.technique)
+    else:
+        series_check = SeriesCheck(spec, plan.technique)
     seed = spec.output.seed if spec.output.seed is not None else draw_seed()
     if not plan.places_checked:
         check_output_dir(spec.output_dir)
