@@ -40,6 +40,7 @@ from privpub.flows.attempts import (
     record_failure,
 )
 from privpub.flows.cluster import cluster_input, dask_task_runner, uses_cluster
+from privpub.flows.lazy import load_lazily
 from privpub.schemas.errors import PrivacyRefused, public_message
 from privpub.schemas.names import inside
 from privpub.schemas.spec import ROW_ID, ReleaseSpec, RunSpec, resolve_spec
@@ -728,12 +729,9 @@ def open_run(
     spec = plan.spec
     # the rows read into this process, or kept in parts where the executor works: the series
     # check reads its people accordingly
-    if plan.in_parts:  # imported here: a release in memory never loads the cluster's series check
-        from privpub.tasks.compose.parted import PartedSeriesCheck
-
-        series_check: SeriesCheck = PartedSeriesCheck(spec, plan.technique)
-    else:
-        series_check = SeriesCheck(spec, plan.technique)
+    # the cluster's series check loaded only for rows in parts (a release in memory never needs it)
+    kind = load_lazily("privpub.tasks.compose.parted:PartedSeriesCheck") if plan.in_parts else SeriesCheck
+    series_check: SeriesCheck = kind(spec, plan.technique)
     seed = spec.output.seed if spec.output.seed is not None else draw_seed()
     if not plan.places_checked:
         check_output_dir(spec.output_dir)
