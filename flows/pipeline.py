@@ -40,6 +40,7 @@ from privpub.flows.attempts import (
     record_failure,
 )
 from privpub.flows.cluster import cluster_input, dask_task_runner, uses_cluster
+from privpub.flows.lazy import load_lazily
 from privpub.schemas.errors import PrivacyRefused, public_message
 from privpub.schemas.names import inside
 from privpub.schemas.spec import ROW_ID, ReleaseSpec, RunSpec, resolve_spec
@@ -47,7 +48,6 @@ from privpub.state.failpoints import failpoint
 from privpub.state.store import StagedFiles, Store, check_output_dir, stage_tables
 from privpub.tasks.compose.budget import budget_settings, ledger_check, ledger_with
 from privpub.tasks.compose.check import SeriesCheck, series_settings
-from privpub.tasks.compose.parted import PartedSeriesCheck
 from privpub.tasks.core.executor import Executor, ThreadExecutor
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import ANONYMIZE, UTILITY, VERIFY, ChunkedStep, Technique
@@ -729,7 +729,9 @@ def open_run(
     spec = plan.spec
     # the rows read into this process, or kept in parts where the executor works: the series
     # check reads its people accordingly
-    series_check = (PartedSeriesCheck if plan.in_parts else SeriesCheck)(spec, plan.technique)
+    # the cluster's series check loaded only for rows in parts (a release in memory never needs it)
+    kind = load_lazily("privpub.tasks.compose.parted:PartedSeriesCheck") if plan.in_parts else SeriesCheck
+    series_check: SeriesCheck = kind(spec, plan.technique)
     seed = spec.output.seed if spec.output.seed is not None else draw_seed()
     if not plan.places_checked:
         check_output_dir(spec.output_dir)

@@ -630,27 +630,49 @@ class Store:
     # --- schema ---------------------------------------------------------------------------
     def _migrate(self, con: duckdb.DuckDBPyConnection) -> bool:
         """Apply the pending migrations, each in its transaction. True when one rewrote values
-        the file must not keep in its freed blocks (migration 9: person ids): compact it then."""
-        compact = False
-        con.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
-            "description VARCHAR, applied_at TIMESTAMP)"
-        )
-        done = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
-        for version, description, sql in MIGRATIONS:
-            if version in done:
-                continue
+        the file must not keep in its freed blocks (migration 9: person ids): compact it then.
+        A new file (no table yet) takes them all in one transaction: all or nothing as each one
+        alone, and one commit (one WAL sync) instead of one per migration (issue 43 item 4)."""
+        new_file = _one_value(con, "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database()") == 0
+        if new_file:
             con.execute("BEGIN TRANSACTION")
-            try:
-                if callable(sql):
-                    compact = bool(sql(con, self.path)) or compact
-                else:
-                    con.execute(sql)
-                con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, description, _now()])
+        try:
+            con.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+                "description VARCHAR, applied_at TIMESTAMP)"
+            )
+            done = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
+            compact = False
+            for version, description, sql in MIGRATIONS:
+                if version not in done:
+                    compact = self._apply(con, version, description, sql, own_transaction=not new_file) or compact
+            if new_file:
                 con.execute("COMMIT")
-            except BaseException:
+        except BaseException:
+            if new_file:
                 con.execute("ROLLBACK")
-                raise
+            raise
+        return compact
+
+    def _apply(
+        self, con: duckdb.DuckDBPyConnection, version: int, description: str, sql: Any, own_transaction: bool
+    ) -> bool:
+        """One migration applied and recorded (in its own transaction unless the caller holds one)."""
+        if own_transaction:
+            con.execute("BEGIN TRANSACTION")
+        try:
+            compact = False
+            if callable(sql):
+                compact = bool(sql(con, self.path))
+            else:
+                con.execute(sql)
+            con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, description, _now()])
+            if own_transaction:
+                con.execute("COMMIT")
+        except BaseException:
+            if own_transaction:
+                con.execute("ROLLBACK")
+            raise
         return compact
 
     def _compact(self) -> None:

@@ -178,6 +178,16 @@ def test_a_release_loads_no_other_commands_or_http_modules(tmp_path):
     assert loaded & NOT_FOR_A_RELEASE == set(), loaded & NOT_FOR_A_RELEASE
 
 
+def test_a_release_in_memory_loads_no_cluster_series_check(tmp_path):
+    """The series check of rows kept in parts on a cluster (tasks/compose/parted.py) is imported
+    only by such a release; a publish in this process, the demo, never loads it."""
+    res, _ = _probe(tmp_path, "demo", "--dir", str(tmp_path / "demo"), "--rows", "300", "--quiet")
+    assert res.returncode == 0, res.stderr
+    loaded = _modules(tmp_path / "modules.json")
+    assert "privpub.tasks.compose.check" in loaded  # the in-memory series check ran
+    assert "privpub.tasks.compose.parted" not in loaded
+
+
 # --- the light history's text is pandas' ------------------------------------------------------
 
 

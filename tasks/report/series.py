@@ -16,14 +16,22 @@ from privpub.tasks.report.plots import plot_figure, trend_chart
 SERIES_FIGURES = ["query-error-1pct", "uncertainty-penalty-normalized", "suppressed-rows"]
 
 
+# the last series_figures frame pivoted and its pivot: a report asks for it three times (the
+# table, the words, the trends), and pivot_table costs a fresh process tens of ms each time
+_LAST_WIDE: list[tuple[pd.DataFrame, pd.DataFrame]] = []
+
+
 def series_wide(meta: dict[str, Any]) -> pd.DataFrame | None:
     """The series' figures, one row per release (this one last), one column per figure."""
     frame = meta.get("series_figures")
     if frame is None or len(frame) == 0:
         return None
+    if _LAST_WIDE and _LAST_WIDE[0][0] is frame:  # the frame held here: its id cannot be reused
+        return _LAST_WIDE[0][1].copy()
     wide = frame.pivot_table(index=["sequence", "release_id"], columns="name", values="value", aggfunc="first")
-    result: pd.DataFrame | None = wide.reset_index().sort_values("sequence")
-    return result
+    result: pd.DataFrame = wide.reset_index().sort_values("sequence")
+    _LAST_WIDE[:] = [(frame, result)]
+    return result.copy()
 
 
 def series_cell(value: Any) -> str:

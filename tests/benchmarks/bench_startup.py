@@ -9,7 +9,9 @@ and the range of `--runs` runs, with the load average before each command's runs
 `--base`, the same commands run on that commit's code too (`git archive` into a temporary
 folder), alternating base and this checkout run by run so that a change of load falls on both;
 both run through a tree of links on PYTHONPATH (tests/import_root.py) with this venv's
-interpreter and packages, so only privpub's code differs. Figures: docs/benchmarks.md.
+interpreter and packages, so only privpub's code differs. `--only demo` times the named commands
+only; `--no-hypothesis` hides the dev venv's hypothesis from privpub, as a user's install lacks it
+(pandera imports it at its first validation). Figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ from tests.import_root import link_tree
 ROOT = Path(__file__).resolve().parents[2]
 # what the `privpub` console script runs (pyproject.toml [project.scripts])
 CLI = ["-c", "import sys; from privpub.flows.cli import main; sys.exit(main())"]
+# --no-hypothesis: as a user's install, which has no hypothesis (a dev dependency); pandera imports
+# it, when it can, at its first validation (0.13 s of CPU)
+CLI_NO_HYPOTHESIS = [
+    "-c",
+    "import sys; sys.modules['hypothesis'] = None; from privpub.flows.cli import main; sys.exit(main())",
+]
 
 
 def checkout(commit: str, where: Path) -> Path:
@@ -54,7 +62,8 @@ def timed(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float
     """(wall seconds, CPU seconds) of one fresh process running `privpub args`."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, *CLI, *args], env=env, cwd=cwd, capture_output=True, text=True)
+    cli = CLI_NO_HYPOTHESIS if env.get("PRIVPUB_BENCH_NO_HYPOTHESIS") else CLI
+    res = subprocess.run([sys.executable, *cli, *args], env=env, cwd=cwd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if res.returncode != 0:
@@ -75,11 +84,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", help="also time this commit's code (e.g. main's merge base)")
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--no-hypothesis", action="store_true", help="hide hypothesis, as a user's install lacks it")
+    ap.add_argument("--only", help="time only these commands (comma-separated: --help,history,verify-h,demo)")
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="privpub-startup-") as tmp_name:
         tmp = Path(tmp_name)
         codes = {"head": ROOT} | ({"base": checkout(opts.base, tmp / "base-code")} if opts.base else {})
         envs = {label: environment(code, tmp / f"links-{label}", tmp) for label, code in codes.items()}
+        if opts.no_hypothesis:
+            for env in envs.values():
+                env["PRIVPUB_BENCH_NO_HYPOTHESIS"] = "1"
         timed(["demo", "--dir", str(tmp / "state"), "--quiet"], envs["head"], tmp)  # the state history reads
         state = str(tmp / "state" / "privpub.duckdb")
         for label in codes:  # untimed: each checkout's bytecode compiled, the disk cache warm
@@ -91,6 +105,8 @@ def main() -> None:
             "verify-h": lambda run: ["verify", "--history", "--state", state],
             "demo": lambda run: ["demo", "--dir", str(tmp / f"demo-{run}"), "--quiet"],
         }
+        if opts.only:
+            commands = {name: make for name, make in commands.items() if name in opts.only.split(",")}
         print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
         for name, make_args in commands.items():
             load = os.getloadavg()[0]
