@@ -13,6 +13,7 @@ a flow run in this process (flows/publish.py)."""
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -30,6 +31,11 @@ from privpub.tasks.report import page as report_mod
 TIMEOUT = 30.0  # seconds per request (a loaded server answers slowly; a release is never lost for it)
 REFUSED = "refused"
 NAME_LIMIT = 100  # "refused: " and the reason, shortened at a word boundary
+# A loaded server (its SQLite database locked by another writer) answers 5xx or 429 and has done
+# nothing: the request is sent again, at most ATTEMPTS times in all, PAUSES seconds apart.
+ATTEMPTS = 3
+PAUSES = (0.25, 1.0)
+RETRIED_STATUS = frozenset({429, 500, 502, 503, 504})
 
 
 def refused_name(message: str, limit: int = NAME_LIMIT) -> str:
@@ -52,12 +58,20 @@ class ServerApi:
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body, default=str).encode()
-        request = urllib.request.Request(
-            f"{self.url}{path}", data=data, method=method, headers={"Content-Type": "application/json"}
-        )
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
-            text = response.read()
-        return json.loads(text) if text else None
+        for attempt in range(ATTEMPTS):
+            request = urllib.request.Request(
+                f"{self.url}{path}", data=data, method=method, headers={"Content-Type": "application/json"}
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+                    text = response.read()
+            except urllib.error.HTTPError as exc:
+                if exc.code not in RETRIED_STATUS or attempt == ATTEMPTS - 1:
+                    raise
+                time.sleep(PAUSES[attempt])
+                continue
+            return json.loads(text) if text else None
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _utc_now() -> str:
