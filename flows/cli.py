@@ -379,6 +379,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if entry:
             gc.disable()
+            # Arrow's default pool (mimalloc) keeps the pages a step frees for its next
+            # allocations, and numpy's and DuckDB's arrays cannot use them: the 1M publish peaked
+            # 100-150 MiB higher on it (issue 43, docs/benchmarks.md); an operator's choice stays
+            os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
         try:
             run: Callable[[Any], int] = load_lazily(args.target)
         finally:
