@@ -20,8 +20,15 @@ QI = [
 ]
 
 
-def reference_mondrian(data, k, l=None):
-    """Recursive Mondrian with the same rules, one partition at a time (slow, obvious)."""
+def range_width(codes, rows, j, d):
+    """A QI's normalized width in a partition: its code range (split_width "range")."""
+    lo, hi = codes[rows, j].min(), codes[rows, j].max()
+    return d.width(np.array([lo]), np.array([hi]))[0] / d.span if d.span > 0 else 0.0
+
+
+def reference_mondrian(data, k, l=None, width=range_width):
+    """Recursive Mondrian with the same rules, one partition at a time (slow, obvious); `width`
+    measures a QI in a partition (tests/test_split_width.py passes the "values" measure)."""
     codes, s = data.codes, data.sensitive_codes
     doms = data.domains
     groups = []
@@ -30,10 +37,7 @@ def reference_mondrian(data, k, l=None):
         return l is None or l <= 1 or len(np.unique(s[rows])) >= l
 
     def rec(rows):
-        widths = []
-        for j, d in enumerate(doms):
-            lo, hi = codes[rows, j].min(), codes[rows, j].max()
-            widths.append(d.width(np.array([lo]), np.array([hi]))[0] / d.span if d.span > 0 else 0.0)
+        widths = [width(codes, rows, j, d) for j, d in enumerate(doms)]
         for j in sorted(range(len(doms)), key=lambda j: -widths[j]):
             if widths[j] <= 0:
                 break

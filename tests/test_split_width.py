@@ -18,6 +18,7 @@ from privpub.tasks.partition.mondrian import mondrian_partition
 from privpub.tasks.partition.people import people_partition
 from privpub.tasks.techniques.registry import get_technique
 from tests.helpers import microdata, technique_and_data
+from tests.test_mondrian import range_width, reference_mondrian
 
 COLOURS = [f"c{i}" for i in range(10)]
 QI = [
@@ -27,39 +28,11 @@ QI = [
 ]
 
 
-def reference(data, k):
-    """Recursive Mondrian, one partition at a time, a categorical measured by its values."""
-    codes, doms = data.codes, data.domains
-    groups = []
-
-    def width(rows, j, d):
-        if d.kind == "categorical":
-            return (len(np.unique(codes[rows, j])) - 1) / (d.size - 1) if d.size > 1 else 0.0
-        lo, hi = codes[rows, j].min(), codes[rows, j].max()
-        return d.width(np.array([lo]), np.array([hi]))[0] / d.span if d.span > 0 else 0.0
-
-    def rec(rows):
-        widths = [width(rows, j, d) for j, d in enumerate(doms)]
-        for j in sorted(range(len(doms)), key=lambda j: -widths[j]):
-            if widths[j] <= 0:
-                break
-            med = np.sort(codes[rows, j])[(len(rows) - 1) // 2]
-            best = None
-            for strict in (False, True):
-                left = rows[codes[rows, j] < med] if strict else rows[codes[rows, j] <= med]
-                right = np.setdiff1d(rows, left)
-                if len(left) >= k and len(right) >= k:
-                    bal = abs(len(rows) - 2 * len(left))
-                    if best is None or bal < best[0]:
-                        best = (bal, left, right)
-            if best:
-                rec(best[1])
-                rec(best[2])
-                return
-        groups.append(frozenset(rows.tolist()))
-
-    rec(np.arange(data.n))
-    return set(groups)
+def values_width(codes, rows, j, d):
+    """split_width "values": a categorical by the values the partition holds, others by range."""
+    if d.kind == "categorical":
+        return (len(np.unique(codes[rows, j])) - 1) / (d.size - 1) if d.size > 1 else 0.0
+    return range_width(codes, rows, j, d)
 
 
 def frames():
@@ -87,7 +60,7 @@ def test_values_width_equals_the_recursive_reference(frame, k, presence_cells):
     finally:
         mondrian.PRESENCE_CELLS = old
     ours = {frozenset(np.flatnonzero(part.group == g).tolist()) for g in range(part.n_groups)}
-    assert ours == reference(data, k)
+    assert ours == reference_mondrian(data, k, width=values_width)
 
 
 def two_halves() -> pd.DataFrame:
