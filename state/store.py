@@ -214,7 +214,36 @@ def _entry(
     return {**entry, "outcome": outcome, "flow_run_id": flow_run_id, "detail": detail}
 
 
+def _in_transaction(con: duckdb.DuckDBPyConnection) -> bool:
+    """An explicit transaction is open on `con`. Probed, not tried: a BEGIN refused inside a
+    transaction aborts it. Outside one, each statement runs in a transaction of its own."""
+    first = con.execute("SELECT txid_current()").fetchone()
+    second = con.execute("SELECT txid_current()").fetchone()
+    return first == second
+
+
+@contextlib.contextmanager
+def _atomic(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """A transaction of its own unless the caller holds one (DuckDB has no savepoints): what runs
+    inside commits together or not at all, also when the process is killed half way."""
+    if _in_transaction(con):  # the caller's transaction commits it
+        yield
+        return
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
 def _insert_entry(con: duckdb.DuckDBPyConnection, e: dict[str, Any]) -> None:
+    with _atomic(con):  # an audit row and its chain entry exist together or not at all
+        _insert_row(con, e)
+
+
+def _insert_row(con: duckdb.DuckDBPyConnection, e: dict[str, Any]) -> None:
     row = con.execute(
         "INSERT INTO audit_log (logged_at, actor, action, target, outcome, flow_run_id, detail) "
         "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
@@ -222,6 +251,7 @@ def _insert_entry(con: duckdb.DuckDBPyConnection, e: dict[str, Any]) -> None:
          json.dumps(e["detail"], default=str)],
     ).fetchone()  # fmt: skip
     assert row is not None
+    failpoint("audit-row")  # a kill here must leave neither the row nor its chain entry
     chain.append_audit(con, row[0])  # the row at the end of the audit chain, in the same transaction
 
 

@@ -252,3 +252,47 @@ def test_the_canonical_form_does_not_depend_on_how_duckdb_prints_values():
     assert json.loads(nan)[2] == [["value", ["f", "nan"]]]
     with pytest.raises(TypeError):
         chain.canonical_row("t", ("x",), (object(),))
+
+
+@pytest.mark.parametrize("killed", ["verify", "verify-history"])
+def test_a_kill_between_an_audit_row_and_its_chain_entry_leaves_neither(two, killed):
+    """An audit row written outside a transaction of its caller (verify's row) and its chain entry
+    commit together: SIGKILL between the two leaves no row outside the chain (CI once found
+    "audit_log row id 8: not in the chain" after a kill at a random moment).
+
+    Promise: no-half-release-after-kill."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.helpers import child_pythonpath
+
+    state, (first, _) = two
+    with duckdb.connect(str(state), read_only=True) as con:
+        before = con.execute("SELECT count(*) FROM audit_log").fetchone()[0]
+    flag = state.parent / "paused.flag"
+    root = Path(__file__).resolve().parents[1]
+    args = (
+        ["verify", first, "--state", str(state)]
+        if killed == "verify"
+        else ["verify", "--history", "--state", str(state)]
+    )
+    env = {**os.environ, "PYTHONPATH": child_pythonpath(root), "PRIVPUB_PAUSE_AT": "audit-row"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "privpub.flows.cli", *args],
+        env={**env, "PRIVPUB_PAUSE_FLAG": str(flag)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while not flag.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert flag.exists(), "the run ended before writing its audit row"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    with duckdb.connect(str(state), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM audit_log").fetchone()[0] == before  # the row went with the kill
+    whole = privpub.verify(state=state, history=True)
+    assert whole.attrs["ok"], _fails(whole)
