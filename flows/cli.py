@@ -364,6 +364,23 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+M_ARENA_MAX = -8  # glibc's malloc.h
+
+
+def one_malloc_arena() -> bool:
+    """glibc's malloc keeps one arena for every thread (mallopt M_ARENA_MAX = 1), unless the
+    operator set MALLOC_ARENA_MAX. A publish runs steps beside each other (flows/beside.py); with
+    an arena per thread, what one step freed could not serve the other's next arrays: the 1M
+    publish peaked 100-150 MiB higher and spent more system time (docs/benchmarks.md). Called by
+    the process's entry before any thread starts; True when the setting took."""
+    if "MALLOC_ARENA_MAX" in os.environ or not sys.platform.startswith("linux"):
+        return False
+    try:
+        return bool(load_lazily("ctypes:CDLL")(None).mallopt(M_ARENA_MAX, 1))
+    except AttributeError:  # a C library without mallopt (musl): its own allocator's policy
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     """The `privpub` command. As the process's entry (argv None: the console script, `python -m`;
     a call in a longer-lived process, a test, passes argv and is left as it was), the garbage
@@ -383,6 +400,7 @@ def main(argv: list[str] | None = None) -> int:
             # allocations, and numpy's and DuckDB's arrays cannot use them: the 1M publish peaked
             # 100-150 MiB higher on it (issue 43, docs/benchmarks.md); an operator's choice stays
             os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+            one_malloc_arena()
         try:
             run: Callable[[Any], int] = load_lazily(args.target)
         finally:

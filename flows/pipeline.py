@@ -22,7 +22,8 @@ import secrets
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, replace
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -39,6 +40,7 @@ from privpub.flows.attempts import (
     for_caller,
     record_failure,
 )
+from privpub.flows.beside import Beside, done_now, on_a_thread
 from privpub.flows.cluster import cluster_input, dask_task_runner, uses_cluster
 from privpub.flows.lazy import load_lazily
 from privpub.schemas.errors import PrivacyRefused, public_message
@@ -52,7 +54,13 @@ from privpub.tasks.core.executor import Executor, ThreadExecutor
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import ANONYMIZE, UTILITY, VERIFY, ChunkedStep, Technique
 from privpub.tasks.core.types import Partition, PrivacyResult, Release, VerifyContext
-from privpub.tasks.evaluate import SharedWorkload, evaluate, evaluation_workload, utility_summary
+from privpub.tasks.evaluate import (
+    SharedWorkload,
+    evaluate,
+    evaluation_workload,
+    shared_workload,
+    utility_summary,
+)
 from privpub.tasks.evaluate.classification import classification_figures, hold_out
 from privpub.tasks.evaluate.parted import evaluate_on_cluster
 from privpub.tasks.evaluate.quality import quality_figures
@@ -91,7 +99,11 @@ def echo_to_stderr(message: str) -> None:
 
 class Driver:
     """Each step a plain call in this process; progress lines go to `echo` (stderr by default;
-    None: silent)."""
+    None: silent). Steps that read only what is final already run beside the main line on a
+    thread of their own (flows/beside.py: the workload beside the partition, the evaluation
+    beside verify, the published files beside the checks)."""
+
+    overlaps = True  # steps may start before the step ahead of them in the pipeline's order ends
 
     def __init__(self, echo: Callable[[str], None] | None = echo_to_stderr):
         self.echo = echo
@@ -107,6 +119,11 @@ class Driver:
                     raise
                 self.progress(f"{name} failed ({type(exc).__name__}); retry {attempt + 1} in {delays[attempt]} s")
                 time.sleep(delays[attempt])
+
+    def beside(self, name: str, fn: Callable[..., Any], *args: Any) -> Future:
+        """Step `name` started on a thread of its own while the caller goes on (flows/beside.py);
+        its result, or its error, from the future."""
+        return on_a_thread(partial(self.run, name, fn, *args))
 
     def map_chunks(self, label: str, fn: Callable[[Any], Any], chunks: list, executor: Executor) -> list:
         """A chunked step's chunks on the run's executor, results in chunk order."""
@@ -225,8 +242,9 @@ def composition_step(check: SeriesCheck, data, part) -> list[PrivacyResult]:
 ROWS_IN_PARTS = "the rows are kept in parts on a cluster: the quality models are computed in memory only"
 
 
-def evaluate_step(technique, release, data, workload_seed: int, shared: SharedWorkload | None = None):
-    """shared: the workload drawn and answered already (rows in this process only)."""
+def evaluate_step(technique, release, data, workload_seed: int, shared: SharedWorkload | Future | None = None):
+    """shared: the workload drawn and answered already, or being drawn (rows in this process only)."""
+    shared = shared.result() if isinstance(shared, Future) else shared
     if data.in_parts:  # the workload drawn where the rows are
         figures = _timed("evaluate", evaluate_on_cluster, technique, release, data, workload_seed)
         return {**figures, **quality_figures(ROWS_IN_PARTS, data)}
@@ -306,30 +324,64 @@ def verify_and_evaluate(
     data,
     workload_seed: int,
     executor,
-    shared: SharedWorkload | None = None,
+    shared: SharedWorkload | Future | None = None,
 ):
     """verify, then (when it passes) evaluate; each whole or, when the technique splits it, as
-    chunks. Returns (privacy results, utility figures or None if refused). shared: the workload
-    drawn and answered once for several releases of the same rows (explore)."""
-    privacy = None
-    if VERIFY.name in technique.capabilities.chunked:
-        check_published(release, spec, technique)
-        privacy = _chunked(driver, "verify", VERIFY, technique, (release, context), executor)
-    if privacy is None:
-        privacy = driver.run("verify", verify_step, technique, release, spec, context)
-    if any(not r.passed for r in privacy):
-        return privacy, None
+    chunks. Returns (privacy results, utility figures or None if refused); an evaluation whole
+    runs beside the caller (Driver.beside), its figures then a Future. A driver that overlaps
+    steps starts it beside verify already: it is waited for, and dropped, when verify fails.
+    shared: the workload drawn and answered once for several releases of the same rows
+    (explore), or being drawn beside the partition (a Future)."""
     # a release evaluated whole (one_piece) draws its workload in evaluate_step: not twice (issue 43)
-    if UTILITY.name in technique.capabilities.chunked and not technique.one_piece(release):
+    whole = UTILITY.name not in technique.capabilities.chunked or technique.one_piece(release)
+    early = (
+        evaluate_whole(driver, technique, release, data, workload_seed, shared) if whole and driver.overlaps else None
+    )
+    try:
+        privacy = verify_release(driver, technique, release, spec, context, executor)
+    except BaseException:
+        settle(early)
+        raise
+    if any(not r.passed for r in privacy):
+        settle(early)
+        return privacy, None
+    if early is not None:
+        return privacy, early
+    if not whole:
+        shared = shared.result() if isinstance(shared, Future) else shared
         workload = evaluation_workload(data, workload_seed) if shared is None else shared.queries
         actual = None if shared is None else shared.actual
         finish = partial(_utility_summary, technique, release, data, workload, actual)
         utility = _chunked(driver, "evaluate", UTILITY, technique, (release, data, workload), executor, finish)
         if utility is not None:
             return privacy, utility
-    if shared is None:  # the call the Prefect task of this name takes
-        return privacy, driver.run("evaluate", evaluate_step, technique, release, data, workload_seed)
-    return privacy, driver.run("evaluate", evaluate_step, technique, release, data, workload_seed, shared)
+    return privacy, evaluate_whole(driver, technique, release, data, workload_seed, shared)
+
+
+def verify_release(driver: Driver, technique, release, spec: ReleaseSpec, context: VerifyContext, executor):
+    """The verify step, whole or, when the technique splits it, as chunks."""
+    if VERIFY.name in technique.capabilities.chunked:
+        check_published(release, spec, technique)
+        privacy = _chunked(driver, "verify", VERIFY, technique, (release, context), executor)
+        if privacy is not None:
+            return privacy
+    return driver.run("verify", verify_step, technique, release, spec, context)
+
+
+def evaluate_whole(driver: Driver, technique, release, data, workload_seed: int, shared) -> Future:
+    """The evaluate step whole, started beside the caller; rows in parts are evaluated where they
+    are, on the run's executor, which the main line's steps use too: then now, in this thread."""
+    args = (technique, release, data, workload_seed) + (() if shared is None else (shared,))
+    if data.in_parts:  # (without `shared`: the call the Prefect task of this name takes)
+        return done_now(partial(driver.run, "evaluate", evaluate_step, *args))
+    return driver.beside("evaluate", evaluate_step, *args)
+
+
+def settle(future: Future | None) -> None:
+    """Wait for a step beside that nobody will take (no thread outlives its run); its error, if
+    any, is dropped: the caller is failing or refusing for its own reason."""
+    if future is not None:
+        future.exception()  # waits (its thread too), raises nothing
 
 
 def _utility_summary(technique, release, data, workload, actual, estimate_and_figures):
@@ -473,20 +525,50 @@ def compute_release(
     seed: int,
     context: dict | None,
     executor: Executor,
-    shared: SharedWorkload | None = None,
+    shared: SharedWorkload | Future | None = None,
     input_risk: dict | None = None,
+    on_release: Callable[[Release], None] | None = None,
 ) -> Computed:
     """partition -> anonymize -> verify and evaluate -> series composition -> risk, on rows
     read and validated already and a prepared series check. Writes nothing (the technique's
     history is read from the store); `data` is read, never changed, beyond `data.extra`, which
     holds the technique's history (the same for every release of the series made next).
     shared, input_risk: what `privpub explore` computes once for all its settings (the workload
-    and its answers; the input's risk figures); with them no riskiest rows (nothing reported)."""
+    and its answers; the input's risk figures); with them no riskiest rows (nothing reported).
+    on_release: called with the release as soon as it is made (publish starts writing its files)."""
     # independent streams: the release's draws do not depend on how the workload is drawn
     release_seq, _ = np.random.SeedSequence(seed).spawn(2)
     rng = np.random.default_rng(release_seq)
     history = technique.prior_context(store, spec)
     data.extra.update(history)
+    workload = None  # the workload drawn beside the partition, when nobody drew it already
+    if shared is None and driver.overlaps and isinstance(data, Microdata) and not data.in_parts:
+        shared = workload = driver.beside("workload", shared_workload, data, spec.evaluate.workload_seed)
+    try:
+        part, release = make_release(driver, technique, data, series_check, rng, executor)
+        if on_release is not None:
+            on_release(release)
+        context_ = VerifyContext(data, {**(context or {}), **history})
+        privacy, utility = verify_and_evaluate(
+            driver, technique, release, spec, context_, data, spec.evaluate.workload_seed, executor, shared
+        )
+        try:  # the evaluation (a Future: Driver.beside) runs while the series and risk are checked
+            computed = series_and_risk(
+                driver, technique, release, part, data, series_check, settings, privacy, input_risk
+            )
+        except BaseException:  # the first error is the one raised
+            settle(utility if isinstance(utility, Future) else None)
+            raise
+        computed.utility = utility.result() if isinstance(utility, Future) else utility
+        return computed
+    finally:  # taken by the evaluation, unless a step failed first: no thread outlives the step
+        settle(workload)
+
+
+def make_release(
+    driver: Driver, technique, data, series_check: SeriesCheck, rng: np.random.Generator, executor: Executor
+) -> tuple[Partition, Release]:
+    """partition (the groups of earlier releases kept, when the series asks), then anonymize."""
     part = driver.run("partition", partition_step, technique, data, rng)
     if series_check.settings.keep_groups:  # PartedSeriesCheck refused it for rows in parts
         assert isinstance(data, Microdata)
@@ -498,17 +580,22 @@ def compute_release(
             raise RuntimeError(f'technique {technique.name} kept no people table under rows_per_person = "many"')
         # the input's people: the population of [risk] sample_fraction when `privpub verify` recomputes
         release = replace(release, private={**release.private, PEOPLE_IN: data.people})
-    privacy, utility = verify_and_evaluate(
-        driver,
-        technique,
-        release,
-        spec,
-        VerifyContext(data, {**(context or {}), **history}),
-        data,
-        spec.evaluate.workload_seed,
-        executor,
-        shared,
-    )
+    return part, release
+
+
+def series_and_risk(
+    driver: Driver,
+    technique,
+    release: Release,
+    part: Partition,
+    data,
+    series_check: SeriesCheck,
+    settings: RiskSettings,
+    privacy: list[PrivacyResult],
+    input_risk: dict | None,
+) -> Computed:
+    """After verify: the series composition check, then (when every check passes) the risk
+    figures and their limits. The Computed's utility is the caller's to fill."""
     privacy = privacy + driver.run("series-composition", composition_step, series_check, data, part)
     failed = [r for r in privacy if not r.passed and not series_check.tolerated(r)]
     for r in privacy:
@@ -522,7 +609,7 @@ def compute_release(
         )
         if any(r.model == series_check.model for r in failed):  # which releases combine, the remedies
             message += "; " + series_check.breach_note()
-        return Computed(release, part, privacy, utility, None, None, Refusal(message, detail))
+        return Computed(release, part, privacy, None, None, None, Refusal(message, detail))
 
     risk, riskiest, attribute = driver.run(
         "risk", risk_step, technique, release, data, settings, input_risk, input_risk is None
@@ -530,8 +617,8 @@ def compute_release(
     broken = over_limits(risk, settings)
     if broken:
         message = "release refused, re-identification risk above its limit: " + "; ".join(broken)
-        return Computed(release, part, privacy, utility, risk, riskiest, Refusal(message, {"risk": broken}), attribute)
-    return Computed(release, part, privacy, utility, risk, riskiest, None, attribute)
+        return Computed(release, part, privacy, None, risk, riskiest, Refusal(message, {"risk": broken}), attribute)
+    return Computed(release, part, privacy, None, risk, riskiest, None, attribute)
 
 
 def row_ids_refusal(store: Store, spec: ReleaseSpec) -> str | None:
@@ -662,6 +749,7 @@ class ReleaseRun:
     who: str
     run_id: str | None
     origin: dict
+    beside: Beside = field(default_factory=Beside)  # steps started beside the main line
 
     @property
     def spec(self) -> ReleaseSpec:
@@ -740,7 +828,16 @@ def open_run(
     # one publish of a series at a time, from here (its first look at the series) to its commit
     held.enter_context(store.series_lock(spec.dataset.name))
     who, run_id, origin = current_actor(options.actor), flow_run_id(), attribution()
-    return ReleaseRun(plan, options, driver, executor, store, series_check, started, seed, who, run_id, origin)
+    run = ReleaseRun(plan, options, driver, executor, store, series_check, started, seed, who, run_id, origin)
+    held.callback(run.beside.close, discard_unclaimed)  # before the series lock is let go
+    return run
+
+
+def discard_unclaimed(name: str, result: Any) -> None:
+    """What a step beside the main line made and the run did not take (it was refused or failed
+    first): staged files are deleted."""
+    if isinstance(result, StagedFiles):
+        result.discard()
 
 
 def publish_run(run: ReleaseRun) -> dict[str, Any]:
@@ -834,11 +931,18 @@ def compute(run: ReleaseRun, rows: RowsRead) -> Computed:
         run.seed,
         run.options.context,
         run.executor,
+        on_release=None if run.plan.in_parts else partial(start_staging, run),
     )
     # the ledger's figures beside the technique's own (a DP technique may record its epsilon itself)
     own = {r.model for r in computed.privacy}
     computed.privacy = computed.privacy + [r for r in rows.ledger if r.model not in own]
     return computed
+
+
+def start_staging(run: ReleaseRun, release: Release) -> None:
+    """The published files written beside the checks and the evaluation (they read the same
+    tables, which nothing changes); a release refused discards them (ReleaseRun.beside)."""
+    run.beside.start("stage-files", run.driver.beside("stage-files", stage_step, run.spec.output_dir, release.tables))
 
 
 def refuse(run: ReleaseRun, refusal: Refusal) -> None:
@@ -948,7 +1052,10 @@ def stage_and_commit(run: ReleaseRun, rows: RowsRead, computed: Computed) -> dic
     announced (`on_commit`) before the run's bookkeeping (`Driver.after_commit`)."""
     release, privacy, utility = computed.release, computed.privacy, computed.utility
     assert utility is not None  # not refused: every verifier passed, so the release was evaluated
-    staged = run.driver.run("stage-files", stage_step, run.spec.output_dir, release.tables)
+    if run.beside.started("stage-files"):  # started as soon as the release was made
+        staged = run.beside.take("stage-files")
+    else:
+        staged = run.driver.run("stage-files", stage_step, run.spec.output_dir, release.tables)
     # before the commit reads release.private: a hook may move state out of it into its own tables
     hooks = chain_hooks(run.technique.commit_hook(release), run.series_check.commit_hook())
     meta = release_meta(run, rows, computed, staged)

@@ -16,6 +16,8 @@ import logging
 import re
 import traceback
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar, cast
 from uuid import UUID
@@ -35,6 +37,7 @@ from privpub.flows.attempts import (
     flow_run_id,
     record_failure,  # noqa: F401  (callers import it from here)
 )
+from privpub.flows.beside import done_now
 from privpub.flows.pipeline import (  # noqa: F401  (the names callers of this module use)
     SERIES_FIGURES,
     Driver,
@@ -155,11 +158,18 @@ def quoted(value: T) -> T:
 
 
 class PrefectDriver(Driver):
-    """Each step a Prefect task of the current flow run; progress to the run's log (which the
-    console shows too)."""
+    """Each step a Prefect task of the current flow run, one after the other in the pipeline's
+    order; progress to the run's log (which the console shows too)."""
+
+    overlaps = False
 
     def run(self, name: str, fn, *args):
         return TASKS[name](*[quoted(a) for a in args])
+
+    def beside(self, name: str, fn, *args) -> Future:
+        """A step "beside" the main line runs now, as the flow run's task: the run's tasks stay
+        one after the other, as its graph in the UI shows them."""
+        return done_now(partial(self.run, name, fn, *args))
 
     def map_chunks(self, label: str, fn, chunks: list, executor: Executor) -> list:
         return _map_chunks(fn, chunks, executor, CHUNK_TASKS[label])

@@ -41,3 +41,23 @@ def test_the_command_uses_the_system_pool(tmp_path):
 @pytest.mark.parametrize("named", ["mimalloc", "system"])
 def test_the_operators_pool_is_kept(tmp_path, named):
     assert pool_after_main(tmp_path, named) == named
+
+
+ARENA = """
+import os, sys
+from privpub.flows import cli
+print(cli.one_malloc_arena())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt: Linux only")
+def test_the_command_keeps_one_malloc_arena_unless_the_operator_chose(tmp_path):
+    """Steps beside each other share glibc's one arena (issue 43: 100-150 MiB less at the 1M
+    publish's peak); MALLOC_ARENA_MAX set by the operator is left to glibc."""
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    ran = subprocess.run([sys.executable, "-c", ARENA], env=env, capture_output=True, text=True, check=True)
+    assert ran.stdout.strip() == "True"
+    ran = subprocess.run(
+        [sys.executable, "-c", ARENA], env={**env, "MALLOC_ARENA_MAX": "4"}, capture_output=True, text=True, check=True
+    )
+    assert ran.stdout.strip() == "False"

@@ -1,0 +1,103 @@
+"""Steps beside the main line (issue 43, flows/beside.py): under the plain driver the workload,
+the evaluation and the published files run on threads of their own; the release is the one the
+steps make one after the other (tests/test_drivers.py pins its bytes), and a refused or failed
+run leaves no thread running and no staged file behind."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+import pytest
+
+from privpub.flows import pipeline
+from privpub.schemas.errors import PrivacyRefused
+from privpub.state.store import Store
+from tests.helpers import write_spec
+
+
+class Watching(pipeline.Driver):
+    """The plain driver, noting the thread each step ran on."""
+
+    def __init__(self):
+        super().__init__(None)
+        self.threads: dict[str, str] = {}
+
+    def run(self, name, fn, *args):
+        self.threads[name] = threading.current_thread().name
+        return super().run(name, fn, *args)
+
+
+class OneAfterTheOther(Watching):
+    overlaps = False
+
+    def beside(self, name, fn, *args):
+        from privpub.flows.beside import done_now
+
+        return done_now(lambda: self.run(name, fn, *args))
+
+
+def _beside_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name == "privpub-beside"]
+
+
+def _figures(folder, release_id) -> list[tuple]:
+    m = Store(folder / "privpub.duckdb").release(release_id)["metrics"]
+    return sorted((r.kind, r.name, r.text_value, str(r.threshold), str(r.passed)) for r in m.itertuples())
+
+
+def test_the_workload_evaluation_and_files_run_beside_and_the_release_is_the_same(census_dir, tmp_path):
+    """The three steps run off the main thread; the release published one step after the other
+    (a driver that does not overlap) has the same files and figures."""
+    spec = write_spec(census_dir, seed=3)
+    beside = Watching()
+    first = pipeline.attempt(str(spec), None, None, driver=beside)
+    main = threading.main_thread().name
+    assert {beside.threads[s] for s in ("workload", "evaluate", "stage-files")} == {"privpub-beside"}
+    assert {beside.threads[s] for s in ("partition", "anonymize", "verify", "risk", "commit")} == {main}
+    one_by_one = OneAfterTheOther()
+    second = pipeline.attempt(str(spec), None, None, driver=one_by_one, new_release=True, allow_repeat=True)
+    assert "workload" not in one_by_one.threads  # drawn inside evaluate, as before
+    assert set(one_by_one.threads.values()) == {main}
+    store = Store(census_dir / "privpub.duckdb")
+    hashes = [dict(zip(t.file, t.sha256, strict=True)) for t in (store.release(r)["tables"] for r in (first, second))]
+    assert hashes[0] == hashes[1]
+    assert _figures(census_dir, first) == _figures(census_dir, second)
+    assert not _beside_threads()
+
+
+def test_a_release_refused_by_verify_leaves_no_thread_and_no_staged_file(census_dir):
+    """The verifier made to fail while the evaluation and the files are under way beside it: the
+    run is refused once both have ended, and the staged files are deleted."""
+    spec = write_spec(census_dir, seed=3)
+    failing = pipeline.verify_step
+
+    def refusing(technique, release, spec_, context):
+        results = failing(technique, release, spec_, context)
+        return [replace(r, passed=False) for r in results]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pipeline, "verify_step", refusing)
+        with pytest.raises(PrivacyRefused):
+            pipeline.attempt(str(spec), None, None, driver=Watching())
+    assert not _beside_threads()
+    assert not (census_dir / "releases" / ".staging").exists()
+    assert not list((census_dir / "releases").glob("*"))  # no release folder either
+
+
+def test_an_error_beside_is_raised_and_the_staged_files_discarded(census_dir):
+    """An error in the evaluation (on its thread) fails the run with that error; the files staged
+    beside it are deleted and no thread is left."""
+    spec = write_spec(census_dir, seed=3)
+
+    def broken(*args):
+        raise ValueError("evaluation broke")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pipeline, "evaluate_step", broken)
+        with pytest.raises(ValueError, match="evaluation broke"):
+            pipeline.attempt(str(spec), None, None, driver=Watching())
+    assert not _beside_threads()
+    assert not (census_dir / "releases" / ".staging").exists()
+    rows = Store(census_dir / "privpub.duckdb").audit_log()
+    assert rows.outcome.tolist()[-1] == "failed"
