@@ -140,3 +140,49 @@ def test_the_composition_order_is_lexsorts_sorted_or_not():
         assert np.array_equal(lex_order(primary, secondary), expected)
         ordered_p, ordered_s = primary[expected], secondary[expected]  # in order: the identity, as lexsort's
         assert np.array_equal(lex_order(ordered_p, ordered_s), np.lexsort((ordered_s, ordered_p)))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.array([5, 3, 3, 90, 0], dtype=np.int64),
+        np.array([-7, 2, -7, 40], dtype=np.int8),
+        np.array([2**40, 2**40 + 3, 2**40], dtype=np.int64),  # far from zero, a small span
+        np.array([0, 10**9, 5], dtype=np.int64),  # a span too wide: the sort, as before
+        np.array([2**60, 2**60 + 1], dtype=np.int64),  # not exact as floats: the sort, as before
+        np.array([1, 200, 7, 7], dtype=np.uint8),
+        np.array([3], dtype=np.uint64),
+    ],
+)
+def test_an_integer_qis_domain_and_codes_are_the_sorts_and_searchsorteds(values):
+    """A numeric QI of integers: its distinct values counted over their span and its codes looked
+    up there equal np.unique of the floats and searchsorted (the code they replaced)."""
+    from privpub.schemas.spec import QISpec
+    from privpub.tasks.core.microdata import distinct_values, domain_from_distinct, encode
+
+    rng = np.random.default_rng(int(values[0]) % 1000)
+    column = pd.Series(rng.choice(values, size=500))
+    q = QISpec(name="x", kind="numeric")
+    floats = column.to_numpy(dtype=float)
+    distinct = distinct_values(q, column)
+    assert distinct.dtype == np.float64 and np.array_equal(distinct, np.unique(floats))
+    dom = domain_from_distinct(q, distinct)
+    assert np.array_equal(encode(dom, column), np.searchsorted(dom.values, floats).astype(np.int32))
+    # against a domain the column's values are not all in (a table read in parts, codes of a part)
+    wider = QIDomain("x", "numeric", np.unique(np.concatenate([distinct[::2], [float(values.max()) + 0.5]])))
+    assert np.array_equal(encode(wider, column), np.searchsorted(wider.values, floats).astype(np.int32))
+
+
+def test_the_generalized_columns_taken_on_threads_are_the_takes_one_after_the_other():
+    """Anonymize's group-to-row takes, on Arrow's threads, give the arrays taken one by one."""
+    import pyarrow as pa
+
+    from privpub.tasks.partition.generalized_table import rows_of_groups
+
+    rng = np.random.default_rng(4)
+    lists = pa.array([[f"v{j}" for j in range(i % 4)] for i in range(300)], pa.list_(pa.string()))
+    per_group = {"a": lists, "b": pa.array(rng.integers(0, 90, 300)), "c": lists.slice(0, 300)}
+    idx = pa.array(rng.integers(0, 300, 5000))
+    got = rows_of_groups(per_group, idx)
+    assert list(got) == ["a", "b", "c"]
+    assert all(got[k].equals(per_group[k].take(idx)) for k in per_group)

@@ -81,7 +81,8 @@ def distinct_values(q: QISpec, column: pd.Series) -> np.ndarray | None:
     text otherwise), or None when the spec fixes the domain (an order or a hierarchy). A table
     read in partitions combines these with `merge_distinct`."""
     if q.kind in ("numeric", "date"):
-        return np.unique(column.to_numpy(dtype=float))
+        present = _present_integers(column.to_numpy()) if q.kind == "numeric" else None
+        return np.unique(column.to_numpy(dtype=float)) if present is None else present.astype(float)
     if q.tree or q.order:
         return None
     return np.array(sorted(pd.unique(column.astype(str))), dtype=object)
@@ -117,8 +118,33 @@ def build_domain(q: QISpec, column: pd.Series) -> QIDomain:
     return domain_from_distinct(q, distinct_values(q, column))
 
 
+def _small_integer_range(values: np.ndarray) -> tuple[int, int] | None:
+    """(lowest, highest) of integers spanning few values (at most 4 per row, each exact as a
+    float), which a count or a lookup table over the span handles in one pass without sorting
+    (issue 43: a numeric QI of a million rows coded in 0.01 s, not 0.11); None otherwise."""
+    if values.dtype.kind not in "iu" or not len(values):
+        return None
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo >= 4 * len(values) + 1024 or max(abs(lo), abs(hi)) >= 2**53:
+        return None
+    return lo, hi
+
+
+def _present_integers(values: np.ndarray) -> np.ndarray | None:
+    """The sorted distinct values of an integer column of a small range (np.unique's answer)."""
+    span = _small_integer_range(values)
+    if span is None:
+        return None
+    return np.flatnonzero(np.bincount(values.astype(np.int64, copy=False) - span[0])) + span[0]
+
+
 def encode(domain: QIDomain, column: pd.Series) -> np.ndarray:
     if domain.kind == "numeric":
+        values = column.to_numpy()
+        span = _small_integer_range(values)
+        if span is not None:  # each value's searchsorted position, looked up over the span
+            lookup = np.searchsorted(domain.values, np.arange(span[0], span[1] + 1, dtype=float)).astype(np.int32)
+            return lookup[values.astype(np.int64, copy=False) - span[0]]
         return np.searchsorted(domain.values, column.to_numpy(dtype=float)).astype(np.int32)
     # factorize once, then map the few distinct values onto the domain (no per-row str())
     codes, uniques = pd.factorize(column)

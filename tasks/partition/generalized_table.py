@@ -14,6 +14,8 @@ Lists are built once per group and then taken per row, so a million rows cost a 
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -152,13 +154,23 @@ def generalized_table(
     """One row per input row in `row_order`: generalized QIs, then `extra` row-level columns,
     then the sensitive column."""
     per_group = generalized_columns(data, group, n_groups)
-    idx = pa.array(group[row_order])
-    cols = {name: arr.take(idx) for name, arr in per_group.items()}
+    cols = rows_of_groups(per_group, pa.array(group[row_order]))
     for name, arr in (extra or {}).items():
         cols[name] = arr
     s = data.spec.dataset.sensitive
     cols[s] = rows_in_order(data.frame[s], row_order)
     return pa.table(cols)
+
+
+def rows_of_groups(per_group: dict[str, pa.Array], idx: pa.Array) -> dict[str, pa.Array]:
+    """Each group-level column taken to its rows (`idx`: a row's group), the columns on Arrow's
+    count of threads: Arrow lets go of the interpreter while it copies, and the list columns'
+    takes were most of anonymize (issue 43: 0.4 s of it at 1M rows). The same arrays as one
+    after the other."""
+    workers = max(1, min(len(per_group), pa.cpu_count()))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="privpub-take") as pool:
+        taken = list(pool.map(lambda arr: arr.take(idx), per_group.values()))
+    return dict(zip(per_group, taken, strict=True))
 
 
 def rows_in_order(column: pd.Series, row_order: np.ndarray) -> pa.Array:
