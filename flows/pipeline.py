@@ -54,13 +54,7 @@ from privpub.tasks.core.executor import Executor, ThreadExecutor
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import ANONYMIZE, UTILITY, VERIFY, ChunkedStep, Technique
 from privpub.tasks.core.types import Partition, PrivacyResult, Release, VerifyContext
-from privpub.tasks.evaluate import (
-    SharedWorkload,
-    evaluate,
-    evaluation_workload,
-    shared_workload,
-    utility_summary,
-)
+from privpub.tasks.evaluate import SharedWorkload, evaluate, evaluation_workload, utility_summary
 from privpub.tasks.evaluate.classification import classification_figures, hold_out
 from privpub.tasks.evaluate.parted import evaluate_on_cluster
 from privpub.tasks.evaluate.quality import quality_figures
@@ -100,8 +94,8 @@ def echo_to_stderr(message: str) -> None:
 class Driver:
     """Each step a plain call in this process; progress lines go to `echo` (stderr by default;
     None: silent). Steps that read only what is final already run beside the main line on a
-    thread of their own (flows/beside.py: the workload beside the partition, the evaluation
-    beside verify, the published files beside the checks)."""
+    thread of their own (flows/beside.py: the evaluation beside verify, the series composition
+    and risk; the published files beside them all)."""
 
     overlaps = True  # steps may start before the step ahead of them in the pipeline's order ends
 
@@ -242,9 +236,8 @@ def composition_step(check: SeriesCheck, data, part) -> list[PrivacyResult]:
 ROWS_IN_PARTS = "the rows are kept in parts on a cluster: the quality models are computed in memory only"
 
 
-def evaluate_step(technique, release, data, workload_seed: int, shared: SharedWorkload | Future | None = None):
-    """shared: the workload drawn and answered already, or being drawn (rows in this process only)."""
-    shared = shared.result() if isinstance(shared, Future) else shared
+def evaluate_step(technique, release, data, workload_seed: int, shared: SharedWorkload | None = None):
+    """shared: the workload drawn and answered already (rows in this process only)."""
     if data.in_parts:  # the workload drawn where the rows are
         figures = _timed("evaluate", evaluate_on_cluster, technique, release, data, workload_seed)
         return {**figures, **quality_figures(ROWS_IN_PARTS, data)}
@@ -324,19 +317,17 @@ def verify_and_evaluate(
     data,
     workload_seed: int,
     executor,
-    shared: SharedWorkload | Future | None = None,
+    shared: SharedWorkload | None = None,
 ):
     """verify, then (when it passes) evaluate; each whole or, when the technique splits it, as
     chunks. Returns (privacy results, utility figures or None if refused); an evaluation whole
     runs beside the caller (Driver.beside), its figures then a Future. A driver that overlaps
     steps starts it beside verify already: it is waited for, and dropped, when verify fails.
-    shared: the workload drawn and answered once for several releases of the same rows
-    (explore), or being drawn beside the partition (a Future)."""
+    shared: the workload drawn and answered once for several releases of the same rows (explore)."""
     # a release evaluated whole (one_piece) draws its workload in evaluate_step: not twice (issue 43)
     whole = UTILITY.name not in technique.capabilities.chunked or technique.one_piece(release)
-    early = (
-        evaluate_whole(driver, technique, release, data, workload_seed, shared) if whole and driver.overlaps else None
-    )
+    ahead = whole and driver.overlaps and not data.in_parts  # rows in parts: their steps one by one
+    early = evaluate_whole(driver, technique, release, data, workload_seed, shared) if ahead else None
     try:
         privacy = verify_release(driver, technique, release, spec, context, executor)
     except BaseException:
@@ -348,7 +339,6 @@ def verify_and_evaluate(
     if early is not None:
         return privacy, early
     if not whole:
-        shared = shared.result() if isinstance(shared, Future) else shared
         workload = evaluation_workload(data, workload_seed) if shared is None else shared.queries
         actual = None if shared is None else shared.actual
         finish = partial(_utility_summary, technique, release, data, workload, actual)
@@ -525,7 +515,7 @@ def compute_release(
     seed: int,
     context: dict | None,
     executor: Executor,
-    shared: SharedWorkload | Future | None = None,
+    shared: SharedWorkload | None = None,
     input_risk: dict | None = None,
     on_release: Callable[[Release], None] | None = None,
 ) -> Computed:
@@ -541,28 +531,20 @@ def compute_release(
     rng = np.random.default_rng(release_seq)
     history = technique.prior_context(store, spec)
     data.extra.update(history)
-    workload = None  # the workload drawn beside the partition, when nobody drew it already
-    if shared is None and driver.overlaps and isinstance(data, Microdata) and not data.in_parts:
-        shared = workload = driver.beside("workload", shared_workload, data, spec.evaluate.workload_seed)
-    try:
-        part, release = make_release(driver, technique, data, series_check, rng, executor)
-        if on_release is not None:
-            on_release(release)
-        context_ = VerifyContext(data, {**(context or {}), **history})
-        privacy, utility = verify_and_evaluate(
-            driver, technique, release, spec, context_, data, spec.evaluate.workload_seed, executor, shared
-        )
-        try:  # the evaluation (a Future: Driver.beside) runs while the series and risk are checked
-            computed = series_and_risk(
-                driver, technique, release, part, data, series_check, settings, privacy, input_risk
-            )
-        except BaseException:  # the first error is the one raised
-            settle(utility if isinstance(utility, Future) else None)
-            raise
-        computed.utility = utility.result() if isinstance(utility, Future) else utility
-        return computed
-    finally:  # taken by the evaluation, unless a step failed first: no thread outlives the step
-        settle(workload)
+    part, release = make_release(driver, technique, data, series_check, rng, executor)
+    if on_release is not None:
+        on_release(release)
+    context_ = VerifyContext(data, {**(context or {}), **history})
+    privacy, utility = verify_and_evaluate(
+        driver, technique, release, spec, context_, data, spec.evaluate.workload_seed, executor, shared
+    )
+    try:  # the evaluation (a Future: Driver.beside) runs while the series and risk are checked
+        computed = series_and_risk(driver, technique, release, part, data, series_check, settings, privacy, input_risk)
+    except BaseException:  # the first error is the one raised
+        settle(utility if isinstance(utility, Future) else None)
+        raise
+    computed.utility = utility.result() if isinstance(utility, Future) else utility
+    return computed
 
 
 def make_release(

@@ -1,5 +1,5 @@
-"""Steps beside the main line (issue 43, flows/beside.py): under the plain driver the workload,
-the evaluation and the published files run on threads of their own; the release is the one the
+"""Steps beside the main line (issue 43, flows/beside.py): under the plain driver the evaluation
+and the published files run on threads of their own; the release is the one the
 steps make one after the other (tests/test_drivers.py pins its bytes), and a refused or failed
 run leaves no thread running and no staged file behind."""
 
@@ -46,18 +46,17 @@ def _figures(folder, release_id) -> list[tuple]:
     return sorted((r.kind, r.name, r.text_value, str(r.threshold), str(r.passed)) for r in m.itertuples())
 
 
-def test_the_workload_evaluation_and_files_run_beside_and_the_release_is_the_same(census_dir, tmp_path):
-    """The three steps run off the main thread; the release published one step after the other
+def test_the_evaluation_and_files_run_beside_and_the_release_is_the_same(census_dir):
+    """The two steps run off the main thread; the release published one step after the other
     (a driver that does not overlap) has the same files and figures."""
     spec = write_spec(census_dir, seed=3)
     beside = Watching()
     first = pipeline.attempt(str(spec), None, None, driver=beside)
     main = threading.main_thread().name
-    assert {beside.threads[s] for s in ("workload", "evaluate", "stage-files")} == {"privpub-beside"}
+    assert {beside.threads[s] for s in ("evaluate", "stage-files")} == {"privpub-beside"}
     assert {beside.threads[s] for s in ("partition", "anonymize", "verify", "risk", "commit")} == {main}
     one_by_one = OneAfterTheOther()
     second = pipeline.attempt(str(spec), None, None, driver=one_by_one, new_release=True, allow_repeat=True)
-    assert "workload" not in one_by_one.threads  # drawn inside evaluate, as before
     assert set(one_by_one.threads.values()) == {main}
     store = Store(census_dir / "privpub.duckdb")
     hashes = [dict(zip(t.file, t.sha256, strict=True)) for t in (store.release(r)["tables"] for r in (first, second))]
