@@ -11,9 +11,11 @@ from dataclasses import replace
 import pytest
 
 from privpub.flows import pipeline
+from privpub.flows.beside import done_now
 from privpub.schemas.errors import PrivacyRefused
 from privpub.state.store import Store
 from tests.helpers import write_spec
+from tests.test_drivers import _figures, _tables  # the release's files and figures, as compared there
 
 
 class Watching(pipeline.Driver):
@@ -32,18 +34,11 @@ class OneAfterTheOther(Watching):
     overlaps = False
 
     def beside(self, name, fn, *args):
-        from privpub.flows.beside import done_now
-
         return done_now(lambda: self.run(name, fn, *args))
 
 
 def _beside_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name == "privpub-beside"]
-
-
-def _figures(folder, release_id) -> list[tuple]:
-    m = Store(folder / "privpub.duckdb").release(release_id)["metrics"]
-    return sorted((r.kind, r.name, r.text_value, str(r.threshold), str(r.passed)) for r in m.itertuples())
 
 
 def test_the_evaluation_and_files_run_beside_and_the_release_is_the_same(census_dir):
@@ -58,9 +53,7 @@ def test_the_evaluation_and_files_run_beside_and_the_release_is_the_same(census_
     one_by_one = OneAfterTheOther()
     second = pipeline.attempt(str(spec), None, None, driver=one_by_one, new_release=True, allow_repeat=True)
     assert set(one_by_one.threads.values()) == {main}
-    store = Store(census_dir / "privpub.duckdb")
-    hashes = [dict(zip(t.file, t.sha256, strict=True)) for t in (store.release(r)["tables"] for r in (first, second))]
-    assert hashes[0] == hashes[1]
+    assert _tables(census_dir, first) == _tables(census_dir, second)
     assert _figures(census_dir, first) == _figures(census_dir, second)
     assert not _beside_threads()
 
