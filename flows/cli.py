@@ -364,6 +364,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# the commands that read a spec's input first thing: their CSV input is parsed while they import
+READS_AHEAD = ("publish", "serial")
+
 M_ARENA_MAX = -8  # glibc's malloc.h
 
 
@@ -401,6 +404,9 @@ def main(argv: list[str] | None = None) -> int:
             # 100-150 MiB higher on it (issue 43, docs/benchmarks.md); an operator's choice stays
             os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
             one_malloc_arena()
+            if args.command in READS_AHEAD and getattr(args, "task_runner", None) != "dask":
+                # the input parsed by Arrow while this command's imports run (schemas/read_ahead.py)
+                load_lazily("privpub.schemas.read_ahead:ahead")(args.spec)
         try:
             run: Callable[[Any], int] = load_lazily(args.target)
         finally:

@@ -31,7 +31,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -434,6 +434,7 @@ def explore_one(
     finally:
         series_check.discard()
     figures: dict[str, Any] = {r.model: plain_value(r.value) for r in done.privacy}
+    assert not isinstance(done.utility, Future)  # explore computes without utility_later
     figures.update({name: plain_value(v) for name, v in (done.utility or {}).items()})
     figures.update({name: plain_value(v) for name, v in (done.risk or {}).items()})
     composed = [r.passed for r in done.privacy if r.model == series_check.model]

@@ -43,7 +43,6 @@ from privpub.flows.attempts import for_caller
 from privpub.schemas.dates import parse_dates, to_days
 from privpub.schemas.errors import InputError, SpecError
 from privpub.schemas.input import (
-    CSV_NULL_VALUES,
     NEAR_UNIQUE_SHARE,
     NO_HEADER,
     PARQUET_SUFFIXES,
@@ -52,6 +51,7 @@ from privpub.schemas.input import (
     read_duckdb_table,
     refuse_malformed_csv,
 )
+from privpub.schemas.read_ahead import CSV_NULL_VALUES
 from privpub.schemas.spec import MASK_CHAR, MISSING_CATEGORY, ROW_ID, load_spec
 
 DEFAULT_K = 10

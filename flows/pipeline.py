@@ -54,7 +54,7 @@ from privpub.tasks.core.executor import Executor, ThreadExecutor
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import ANONYMIZE, UTILITY, VERIFY, ChunkedStep, Technique
 from privpub.tasks.core.types import Partition, PrivacyResult, Release, VerifyContext
-from privpub.tasks.evaluate import SharedWorkload, evaluate, evaluation_workload, utility_summary
+from privpub.tasks.evaluate import SharedWorkload, evaluate, evaluation_workload, shared_workload, utility_summary
 from privpub.tasks.evaluate.classification import classification_figures, hold_out
 from privpub.tasks.evaluate.parted import evaluate_on_cluster
 from privpub.tasks.evaluate.quality import quality_figures
@@ -236,11 +236,36 @@ def composition_step(check: SeriesCheck, data, part) -> list[PrivacyResult]:
 ROWS_IN_PARTS = "the rows are kept in parts on a cluster: the quality models are computed in memory only"
 
 
-def evaluate_step(technique, release, data, workload_seed: int, shared: SharedWorkload | None = None):
-    """shared: the workload drawn and answered already (rows in this process only)."""
+@dataclass
+class InputFigures:
+    """What a release's figures read of the input alone: the workload with its exact answers, and
+    the input's risk figures (risk_step's memo)."""
+
+    workload: SharedWorkload
+    risk_memo: dict
+
+
+def input_figures(data, workload_seed: int, settings: RiskSettings, after: Future | None = None) -> InputFigures:
+    """after: a step beside to wait for first (its error is its taker's)."""
+    if after is not None:
+        after.exception()
+    population = settings.population_size(data.people)
+    risk = {(settings.threshold, population): rows_figures(data, settings.threshold, population)}
+    return InputFigures(shared_workload(data, workload_seed), risk)
+
+
+def workload_of(shared: SharedWorkload | Future | None) -> SharedWorkload | None:
+    """The workload given (explore's), or drawn beside the partition (a Future of InputFigures)."""
+    return shared.result().workload if isinstance(shared, Future) else shared
+
+
+def evaluate_step(technique, release, data, workload_seed: int, shared: SharedWorkload | Future | None = None):
+    """shared: the workload drawn and answered already, or being drawn beside (rows in this
+    process only)."""
     if data.in_parts:  # the workload drawn where the rows are
         figures = _timed("evaluate", evaluate_on_cluster, technique, release, data, workload_seed)
         return {**figures, **quality_figures(ROWS_IN_PARTS, data)}
+    shared = workload_of(shared)  # an error drawing it beside is the evaluation's
     figures = _timed("evaluate", partial(evaluate, shared=shared), technique, release, data, workload_seed)
     return {**figures, **_timed("quality models", _quality, technique, release, data)}
 
@@ -317,7 +342,7 @@ def verify_and_evaluate(
     data,
     workload_seed: int,
     executor,
-    shared: SharedWorkload | None = None,
+    shared: SharedWorkload | Future | None = None,
 ):
     """verify, then (when it passes) evaluate; each whole or, when the technique splits it, as
     chunks. Returns (privacy results, utility figures or None if refused); an evaluation whole
@@ -339,6 +364,7 @@ def verify_and_evaluate(
     if early is not None:
         return privacy, early
     if not whole:
+        shared = workload_of(shared)
         workload = evaluation_workload(data, workload_seed) if shared is None else shared.queries
         actual = None if shared is None else shared.actual
         finish = partial(_utility_summary, technique, release, data, workload, actual)
@@ -497,7 +523,7 @@ class Computed:
     release: Release
     part: Partition
     privacy: list[PrivacyResult]
-    utility: dict[str, Any] | None
+    utility: dict[str, Any] | Future | None  # a Future: still evaluated beside (compute_release)
     risk: dict[str, float] | None
     riskiest: dict | None
     refusal: Refusal | None
@@ -515,9 +541,10 @@ def compute_release(
     seed: int,
     context: dict | None,
     executor: Executor,
-    shared: SharedWorkload | None = None,
+    shared: SharedWorkload | Future | None = None,
     input_risk: dict | None = None,
     on_release: Callable[[Release], None] | None = None,
+    utility_later: bool = False,
 ) -> Computed:
     """partition -> anonymize -> verify and evaluate -> series composition -> risk, on rows
     read and validated already and a prepared series check. Writes nothing (the technique's
@@ -525,26 +552,44 @@ def compute_release(
     holds the technique's history (the same for every release of the series made next).
     shared, input_risk: what `privpub explore` computes once for all its settings (the workload
     and its answers; the input's risk figures); with them no riskiest rows (nothing reported).
-    on_release: called with the release as soon as it is made (publish starts writing its files)."""
+    on_release: called with the release as soon as it is made (publish starts writing its files).
+    utility_later: a release passing every check may return its utility as the Future of the
+    evaluation still running beside (publish's commit takes it); the caller then owns it."""
     # independent streams: the release's draws do not depend on how the workload is drawn
     release_seq, _ = np.random.SeedSequence(seed).spawn(2)
     rng = np.random.default_rng(release_seq)
     history = technique.prior_context(store, spec)
     data.extra.update(history)
-    part, release = make_release(driver, technique, data, series_check, rng, executor)
-    if on_release is not None:
-        on_release(release)
-    context_ = VerifyContext(data, {**(context or {}), **history})
-    privacy, utility = verify_and_evaluate(
-        driver, technique, release, spec, context_, data, spec.evaluate.workload_seed, executor, shared
-    )
-    try:  # the evaluation (a Future: Driver.beside) runs while the series and risk are checked
-        computed = series_and_risk(driver, technique, release, part, data, series_check, settings, privacy, input_risk)
-    except BaseException:  # the first error is the one raised
-        settle(utility if isinstance(utility, Future) else None)
-        raise
-    computed.utility = utility.result() if isinstance(utility, Future) else utility
-    return computed
+    input_side = None
+    if shared is None and input_risk is None and driver.overlaps and not data.in_parts:
+        # what reads the input only (the workload and its answers, the input's risk figures) is
+        # computed beside the partition, which leaves a core free (numpy's passes release the
+        # GIL), instead of after anonymize, when verify, evaluate and the files fill both cores;
+        # once the person ids are hashed: three threads for two cores slowed the partition by
+        # what they saved (issue 43, docs/benchmarks.md)
+        after = series_check.hashing()  # the ids' pseudonyms fill the other core first
+        input_side = driver.beside("input-figures", input_figures, data, spec.evaluate.workload_seed, settings, after)
+        shared = input_side
+    try:
+        part, release = make_release(driver, technique, data, series_check, rng, executor)
+        if on_release is not None:
+            on_release(release)
+        context_ = VerifyContext(data, {**(context or {}), **history})
+        privacy, utility = verify_and_evaluate(
+            driver, technique, release, spec, context_, data, spec.evaluate.workload_seed, executor, shared
+        )
+        try:  # the evaluation (a Future: Driver.beside) runs while the series and risk are checked
+            computed = series_and_risk(
+                driver, technique, release, part, data, series_check, settings, privacy, input_risk, input_side
+            )
+        except BaseException:  # the first error is the one raised
+            settle(utility if isinstance(utility, Future) else None)
+            raise
+        later = utility_later and computed.refusal is None
+        computed.utility = utility.result() if isinstance(utility, Future) and not later else utility
+        return computed
+    finally:  # refused before anything took it, or failed: no thread outlives the run
+        settle(input_side)
 
 
 def make_release(
@@ -575,9 +620,11 @@ def series_and_risk(
     settings: RiskSettings,
     privacy: list[PrivacyResult],
     input_risk: dict | None,
+    input_side: Future | None = None,
 ) -> Computed:
     """After verify: the series composition check, then (when every check passes) the risk
-    figures and their limits. The Computed's utility is the caller's to fill."""
+    figures and their limits. The Computed's utility is the caller's to fill. input_side: the
+    input's figures being computed beside (a Future of InputFigures)."""
     privacy = privacy + driver.run("series-composition", composition_step, series_check, data, part)
     failed = [r for r in privacy if not r.passed and not series_check.tolerated(r)]
     for r in privacy:
@@ -593,8 +640,9 @@ def series_and_risk(
             message += "; " + series_check.breach_note()
         return Computed(release, part, privacy, None, None, None, Refusal(message, detail))
 
+    memo = input_side.result().risk_memo if input_side is not None else input_risk
     risk, riskiest, attribute = driver.run(
-        "risk", risk_step, technique, release, data, settings, input_risk, input_risk is None
+        "risk", risk_step, technique, release, data, settings, memo, input_risk is None
     )
     broken = over_limits(risk, settings)
     if broken:
@@ -914,6 +962,7 @@ def compute(run: ReleaseRun, rows: RowsRead) -> Computed:
         run.options.context,
         run.executor,
         on_release=None if run.plan.in_parts else partial(start_staging, run),
+        utility_later=True,  # the commit writes what needs no figure while the evaluation ends
     )
     # the ledger's figures beside the technique's own (a DP technique may record its epsilon itself)
     own = {r.model for r in computed.privacy}
@@ -967,7 +1016,7 @@ def report_writer(
 ) -> Callable[[str, int, Path], None]:
     """The commit's `before_commit`: the report written into the staged folder inside the commit,
     once the id is known (a committed release always has its report)."""
-    privacy, utility = computed.privacy, computed.utility or {}
+    privacy = computed.privacy
     sizes = run.technique.group_sizes(computed.release)
     earlier = run.store.series_figures(run.plan.series, [r.model for r in privacy] + SERIES_FIGURES)
     spends = run.store.ledger(run.plan.series).get(run.plan.series, [])  # the report's budget ledger
@@ -975,6 +1024,8 @@ def report_writer(
 
     def write_report(release_id: str, sequence: int, folder: Path) -> None:
         failpoint("report")
+        utility = computed.utility or {}  # evaluated by now (the commit takes its figures first)
+        assert isinstance(utility, dict)
         final = output_dir.resolve() / release_id
         meta.update(
             release_id=release_id,
@@ -1029,26 +1080,48 @@ def commit_arguments(run: ReleaseRun, rows: RowsRead, computed: Computed, staged
     )
 
 
+def evaluated(computed: Computed, evaluating: Future, staged: StagedFiles) -> dict[str, Any]:
+    """Inside the commit, once what needs no figure is written: the evaluation's figures (waited
+    for); its error discards the staged files and rolls the commit back."""
+    try:
+        utility: dict[str, Any] = evaluating.result()
+    except BaseException:
+        staged.discard()
+        raise
+    computed.utility = utility
+    return utility
+
+
 def stage_and_commit(run: ReleaseRun, rows: RowsRead, computed: Computed) -> dict[str, Any]:
     """The published files staged, then one commit (the report written inside it); the release id
     announced (`on_commit`) before the run's bookkeeping (`Driver.after_commit`)."""
-    release, privacy, utility = computed.release, computed.privacy, computed.utility
-    assert utility is not None  # not refused: every verifier passed, so the release was evaluated
-    if run.beside.started("stage-files"):  # started as soon as the release was made
-        staged = run.beside.take("stage-files")
-    else:
-        staged = run.driver.run("stage-files", stage_step, run.spec.output_dir, release.tables)
+    release, privacy = computed.release, computed.privacy
+    assert computed.utility is not None  # not refused: every verifier passed, so the release was evaluated
+    evaluating = computed.utility if isinstance(computed.utility, Future) else None
+    try:
+        if run.beside.started("stage-files"):  # started as soon as the release was made
+            staged = run.beside.take("stage-files")
+        else:
+            staged = run.driver.run("stage-files", stage_step, run.spec.output_dir, release.tables)
+    except BaseException:
+        settle(evaluating)
+        raise
     # before the commit reads release.private: a hook may move state out of it into its own tables
     hooks = chain_hooks(run.technique.commit_hook(release), run.series_check.commit_hook())
     meta = release_meta(run, rows, computed, staged)
     arguments = commit_arguments(run, rows, computed, staged)
+    if evaluating is not None:  # the commit writes the summaries while the evaluation ends beside
+        arguments["utility"] = partial(evaluated, computed, evaluating, staged)
     arguments.update(on_commit=hooks, before_commit=report_writer(run, computed, staged, meta))
     t_commit = time.perf_counter()
     try:
         release_id, created = run.driver.run("commit", commit_step, run.store, arguments)
     finally:
+        settle(evaluating)  # a commit that failed before taking it: no thread outlives the run
         staged.release_owner()
         run.series_check.discard()  # written by the commit, or of no use after a failed one
+    utility = computed.utility
+    assert isinstance(utility, dict)  # taken by the commit
     progress(f"commit done in {time.perf_counter() - t_commit:.2f} s (report included)")
     for announce in _ON_COMMIT.get():  # the CLI prints the id now, before the run's bookkeeping
         announce(release_id)

@@ -22,12 +22,12 @@ import pandas as pd
 import pandera.pandas as pa
 import pyarrow as arrow
 import pyarrow.compute as pc
-import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 from pandera.errors import SchemaErrors
 
 from privpub.schemas.dates import date_in_range, parse_dates, to_days
 from privpub.schemas.errors import InputError, SpecError
+from privpub.schemas.read_ahead import CSV_NULL_VALUES, csv_table, file_columns
 from privpub.schemas.spec import (
     FRAME_INPUT,
     MASK,
@@ -354,7 +354,7 @@ def _first_bad_utf8(path: Path, header: list[str] | None) -> str:
 # not numbers); its `nan`, the float's own spelling of no number, is an empty cell as pandas and
 # Arrow read it. pandas' own list of missing spellings (its `na_values` default) is kept to say
 # what privpub does not read as missing (tests/test_input_reader.py checks it against pandas').
-CSV_NULL_VALUES = [""]
+# CSV_NULL_VALUES (schemas/read_ahead.py): the empty field alone.
 PANDAS_NA_VALUES = (
     "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
     "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
@@ -368,19 +368,9 @@ def _read_csv_with_arrow(path: Path, spec: ReleaseSpec) -> pd.DataFrame | None:
     with a leading space (pandas skips it), a numeric QI that is not all numbers, a guessed date
     or boolean. Text QIs are read as text, as written; missing values as pandas spells them."""
     ds = spec.dataset
-    needed = file_columns(ds)
     text = {q.name for q in ds.qi if q.kind != "numeric"}
     try:
-        table = pcsv.read_csv(
-            path,
-            convert_options=pcsv.ConvertOptions(
-                include_columns=needed,
-                # large_string: what pandas' str dtype holds, so to_pandas does not copy the text
-                column_types={c: arrow.large_string() for c in text},
-                null_values=CSV_NULL_VALUES,
-                strings_can_be_null=True,
-            ),
-        )
+        table = csv_table(path, ds)  # parsed while the CLI imported the rest, if it could be
     except arrow.ArrowInvalid as exc:
         # a short row, which pandas would fill with empty cells (a long one: pandas' own message);
         # Arrow's text quotes the row, so only its counts are read
@@ -449,11 +439,6 @@ def _holds_hex_bytes(data: mmap.mmap) -> bool:
     than mmap.find of "0x" and "0X" (which stop at every digit 0). Its arrays are gone when it
     returns, so the mapping can be closed."""
     return bool(pc.find_substring(_whole_file(data), "0x", ignore_case=True)[0].as_py() >= 0)
-
-
-def file_columns(ds: DatasetSpec) -> list[str]:
-    """The input's columns the release reads (the row number `@row` is not one of them)."""
-    return [c for c in dict.fromkeys([ds.person_id, *ds.qi_names, ds.sensitive]) if c != ROW_ID]
 
 
 def read_duckdb_table(path: Path, table: str) -> pd.DataFrame:

@@ -93,3 +93,115 @@ def test_an_error_beside_is_raised_and_the_staged_files_discarded(census_dir):
     assert not (census_dir / "releases" / ".staging").exists()
     rows = Store(census_dir / "privpub.duckdb").audit_log()
     assert rows.outcome.tolist()[-1] == "failed"
+
+
+def test_the_input_figures_are_computed_beside_the_partition(census_dir):
+    """The workload and the input's risk figures read the input only: drawn beside the partition
+    (the release equals the one-by-one driver's: the first test of this file)."""
+    spec = write_spec(census_dir, seed=3)
+    beside = Watching()
+    pipeline.attempt(str(spec), None, None, driver=beside)
+    assert beside.threads["input-figures"] == "privpub-beside"
+    assert beside.threads["partition"] == threading.main_thread().name
+    assert not _beside_threads()
+
+
+def test_an_error_in_the_input_figures_fails_the_run_and_leaves_no_thread(census_dir):
+    spec = write_spec(census_dir, seed=3)
+
+    def broken(*args):
+        raise ValueError("input figures broke")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pipeline, "input_figures", broken)
+        with pytest.raises(ValueError, match="input figures broke"):
+            pipeline.attempt(str(spec), None, None, driver=Watching())
+    assert not _beside_threads()
+    assert not (census_dir / "releases" / ".staging").exists()
+    assert Store(census_dir / "privpub.duckdb").audit_log().outcome.tolist()[-1] == "failed"
+
+
+def test_a_failed_partition_waits_for_the_input_figures(census_dir):
+    """The partition fails while the input figures are computed beside it: the run fails with
+    the partition's error once they have ended."""
+    spec = write_spec(census_dir, seed=3)
+    started = threading.Event()
+    real = pipeline.input_figures
+
+    def slow(*args):
+        started.set()
+        return real(*args)
+
+    def broken(*args):
+        started.wait()
+        raise RuntimeError("partition broke")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pipeline, "input_figures", slow)
+        mp.setattr(pipeline, "partition_step", broken)
+        with pytest.raises(RuntimeError, match="partition broke"):
+            pipeline.attempt(str(spec), None, None, driver=Watching())
+    assert not _beside_threads()
+
+
+def test_two_threads_asking_for_a_columns_codes_code_it_once(monkeypatch):
+    """verify and the evaluation beside it ask for the same published column at once: coded once,
+    the second waits for the first's codes; an error reaches both and nothing is kept."""
+    import numpy as np
+    import pyarrow as pa
+
+    from privpub.tasks.verify import published
+
+    calls: list[str] = []
+    gate = threading.Event()
+    real = published._cell_codes
+
+    def slow(column):
+        calls.append(threading.current_thread().name)
+        gate.wait(5)
+        return real(column)
+
+    monkeypatch.setattr(published, "_cell_codes", slow)
+    table = pa.table({"x": pa.array([["a"], ["b", "c"], ["a"]])})
+    got: dict[str, np.ndarray] = {}
+    threads = [
+        threading.Thread(target=lambda n=n: got.__setitem__(n, published.column_codes(table, "x")), name=n)
+        for n in ("one", "two")
+    ]
+    for t in threads:
+        t.start()
+    while not calls:
+        threading.Event().wait(0.01)
+    gate.set()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1
+    assert got["one"] is got["two"]
+    assert got["one"].tolist() == [0, 1, 0]
+
+    def failing(column):
+        calls.append("failing")
+        gate.wait(5)
+        raise ValueError("cannot code")
+
+    monkeypatch.setattr(published, "_cell_codes", failing)
+    gate.clear()
+    other = pa.table({"x": pa.array([["a"]])})
+    errors: list[BaseException] = []
+
+    def ask():
+        try:
+            published.column_codes(other, "x")
+        except ValueError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=ask) for _ in range(2)]
+    for t in threads:
+        t.start()
+    while "failing" not in calls:
+        threading.Event().wait(0.01)
+    gate.set()
+    for t in threads:
+        t.join()
+    assert len(errors) == 2  # (once or twice: the second may ask after the first failed)
+    assert not any(k[0] == id(other) for k in published._CODES) and not published._CODING

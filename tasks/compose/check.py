@@ -124,6 +124,10 @@ class SeriesCheck:
     def persons(self, value: pa.Array) -> None:
         self._persons = value
 
+    def hashing(self) -> Future[pa.Array] | None:
+        """The ids being hashed on their thread, if they still are (None: done, or never)."""
+        return self._persons if isinstance(getattr(self, "_persons", None), Future) else None
+
     @property
     def model(self) -> str:
         return "series-composition-l" if self.settings.l else "series-composition-k"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import duckdb
@@ -56,7 +56,7 @@ def equivalence_classes(table: pa.Table, columns: list[str], sensitive: str | No
     return con.sql(sql).to_arrow_table()
 
 
-# Lists are read as one string each, joined by a control character no published value holds.
+# A published value never holds this control character (one was once the join of list items).
 _SEP = "\x1f"
 
 
@@ -76,39 +76,57 @@ def _cell_codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     items = col.flatten()
     if items.null_count:
         raise ValueError("a published list holds a null item")
-    codes, dictionary = _codes(pc.binary_join(col, _SEP))
-    # A joined string stands for one list only if no item holds the separator. Each row's string
-    # has at least len - 1 separators, exactly that many iff none is inside an item, so one sum
-    # over the distinct strings checks every row.
-    lengths = pc.fill_null(pc.list_value_length(col), 0).to_numpy(zero_copy_only=False)
-    per_code = pc.fill_null(pc.count_substring(dictionary, _SEP), 0).to_numpy(zero_copy_only=False)
-    separators = int(np.bincount(codes, minlength=len(dictionary)) @ per_code)
-    if separators != int(np.maximum(lengths - 1, 0).sum()):
+    item_codes, dictionary = _codes(items)
+    if len(dictionary) and pc.any(pc.greater_equal(pc.find_substring(dictionary, _SEP), 0)).as_py():
         raise ValueError("a published list value contains the control character U+001F")
-    # [] and [""] both join to "": only with an empty item can lengths tell lists apart.
-    if len(items) and pc.min(pc.binary_length(items)).as_py() == 0:
-        first = np.zeros(len(dictionary), dtype=np.int64)
-        first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
-        if (lengths != lengths[first][codes]).any():
-            codes = pd.factorize(codes * (int(lengths.max()) + 1) + lengths)[0].astype(np.int64)
-    return codes
+    # each list as the bytes of its items' codes, all of one width: two lists are equal exactly
+    # when their bytes are, and short byte strings hash faster than the items' text joined
+    width = 1 if len(dictionary) <= 1 << 8 else 2 if len(dictionary) <= 1 << 16 else 4
+    packed = item_codes.astype(f"<u{width}")
+    offsets = col.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    offsets = (offsets - offsets[0]) * width
+    valid = None if col.null_count == 0 else pc.is_valid(col).buffers()[1]
+    lists = pa.Array.from_buffers(
+        pa.large_binary(), len(col), [valid, pa.py_buffer(offsets), pa.py_buffer(packed)], null_count=col.null_count
+    )
+    return _codes(lists)[0]
 
 
 # The verifier, the group sizes and the utility estimates of one release code the same columns of
 # the same table: each column is coded once per table (read-only codes), and forgotten with it.
 _CODES: dict[tuple[int, str], np.ndarray] = {}
 _CODES_LOCK = threading.Lock()
+# codes being computed: verify and the evaluation beside it (flows/beside.py) ask for the same
+# columns at the same moment; the second waits for the first's codes instead of coding them again
+_CODING: dict[tuple[int, str], Future[np.ndarray]] = {}
 
 
 def column_codes(table: pa.Table, name: str) -> np.ndarray:
     """_cell_codes of a table's column, computed once per table."""
     key = (id(table), name)
-    codes = _CODES.get(key)
-    if codes is None:
+    with _CODES_LOCK:
+        codes = _CODES.get(key)
+        if codes is not None:
+            return codes
+        coding = _CODING.get(key)
+        mine = coding is None
+        if coding is None:
+            coding = _CODING[key] = Future()
+    if not mine:
+        result: np.ndarray = coding.result()
+        return result
+    try:
         codes = _cell_codes(table.column(name))
         if len(codes) and codes.max() < 2**31:
             codes = codes.astype(np.int32)
         _remember(table, key, codes)
+        coding.set_result(codes)
+    except BaseException as exc:
+        coding.set_exception(exc)
+        raise
+    finally:
+        with _CODES_LOCK:
+            del _CODING[key]
     return codes
 
 

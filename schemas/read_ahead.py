@@ -1,0 +1,111 @@
+"""A publish's CSV input parsed by Arrow while the command imports the rest of privpub (issue 43).
+
+`privpub publish` spends half a second importing pandas, pandera and DuckDB before it can read
+its input; Arrow's CSV reader needs none of them and parses on its own threads, without the GIL.
+So the CLI entry starts `ahead(spec_path)` on a thread first: it loads the spec (pydantic only)
+and, for an input that is one CSV file, parses it with the options the reader will ask for.
+`csv_table` then hands that table over when the reader asks for the same file (same inode, size
+and modification time) with the same options; anything else (another spec, --set changing the
+columns, a file changed in between, a Parquet input) is read as before. The reader's checks
+run on the table as they always did: only where the parse happened moves. Nothing is printed
+here and nothing is kept past its one use.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pyarrow as arrow
+import pyarrow.csv as pcsv
+
+from privpub.schemas.spec import ROW_ID, DatasetSpec, load_spec
+
+CSV_NULL_VALUES = [""]  # the NA rule (schemas/input.py): only a truly empty field is an empty cell
+
+_LOCK = threading.Lock()
+_AHEAD: dict[tuple[Any, ...], Future[tuple[tuple[int, int, int], arrow.Table]]] = {}  # at most one: the CLI's own input
+_DECIDED = threading.Event()  # clear while a read-ahead has not yet said whether it parses
+_DECIDED.set()
+
+
+def file_columns(ds: DatasetSpec) -> list[str]:
+    """The input's columns the release reads (the row number `@row` is not one of them)."""
+    return [c for c in dict.fromkeys([ds.person_id, *ds.qi_names, ds.sensitive]) if c != ROW_ID]
+
+
+def _options(ds: DatasetSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The columns read, and those read as text (every QI that is not numeric)."""
+    return tuple(file_columns(ds)), tuple(sorted(q.name for q in ds.qi if q.kind != "numeric"))
+
+
+def _identity(path: Path) -> tuple[int, int, int]:
+    st = os.stat(path)
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _parse(path: Path, columns: tuple[str, ...], text: tuple[str, ...]) -> arrow.Table:
+    return pcsv.read_csv(
+        path,
+        convert_options=pcsv.ConvertOptions(
+            include_columns=list(columns),
+            # large_string: what pandas' str dtype holds, so to_pandas does not copy the text
+            column_types={c: arrow.large_string() for c in text},
+            null_values=CSV_NULL_VALUES,
+            strings_can_be_null=True,
+        ),
+    )
+
+
+def csv_table(path: Path, ds: DatasetSpec) -> arrow.Table:
+    """The dataset's columns of the CSV file at `path`, as Arrow parses them: the table parsed
+    ahead for this file and these options if there is one, else parsed now (a parse ahead that
+    failed too: the error is then the reader's own). Raises what `pyarrow.csv.read_csv` raises."""
+    columns, text = _options(ds)
+    _DECIDED.wait()  # a spec takes milliseconds to load: never two parses of one file
+    with _LOCK:
+        future = _AHEAD.pop((str(path), columns, text), None)
+        _AHEAD.clear()  # one use: a table not asked for is let go
+    if future is not None:
+        try:
+            parsed_from, table = future.result()
+        except BaseException:
+            parsed_from, table = None, None
+        if parsed_from is not None and parsed_from == _identity(path):
+            return table
+    return _parse(path, columns, text)
+
+
+def ahead(spec_path: str) -> None:
+    """Start parsing the spec's input on a thread, if it is one CSV file; never raises (the run
+    itself reads the spec and reports what is wrong with it)."""
+    _DECIDED.clear()
+    thread = threading.Thread(target=_read_ahead, args=(spec_path,), name="privpub-read-ahead")
+    thread.start()
+
+
+def _read_ahead(spec_path: str) -> None:
+    future: Future[tuple[tuple[int, int, int], arrow.Table]] = Future()
+    try:
+        try:
+            spec = load_spec(spec_path)
+            ds = spec.dataset
+            if not ds.input or spec.run.task_runner == "dask" or any(ch in ds.input for ch in "*?["):
+                return
+            path = spec.path(ds.input)
+            if path.suffix.lower() != ".csv" or not path.is_file():
+                return
+            identity = _identity(path)  # taken before the parse: a file changed during it is read again
+            columns, text = _options(ds)
+            with _LOCK:
+                _AHEAD.clear()
+                _AHEAD[(str(path), columns, text)] = future
+        finally:
+            _DECIDED.set()
+        future.set_result((identity, _parse(path, columns, text)))
+    except BaseException as exc:  # the reader parses again and reports it
+        if not future.done():
+            future.set_exception(exc)
