@@ -12,6 +12,7 @@ its value in that domain. Partitioners work on codes; published tables decode th
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -192,10 +193,16 @@ class Microdata(HasDomains):
     @classmethod
     def from_frame(cls, spec: ReleaseSpec, frame: pd.DataFrame) -> Microdata:
         ds = spec.dataset
-        domains = [build_domain(q, frame[q.name]) for q in ds.qi]
-        codes = np.empty((len(frame), len(domains)), dtype=np.int32)
-        for j, dom in enumerate(domains):
-            codes[:, j] = encode(dom, frame[dom.name])
+        codes = np.empty((len(frame), len(ds.qi)), dtype=np.int32)
+
+        def coded(j: int) -> QIDomain:
+            domain = build_domain(ds.qi[j], frame[ds.qi[j].name])
+            codes[:, j] = encode(domain, frame[domain.name])
+            return domain
+
+        # Arrow's and numpy's kernels let go of the GIL: the QIs are coded on both cores (issue 43)
+        with ThreadPoolExecutor(max_workers=min(2, len(ds.qi)) or 1, thread_name_prefix="privpub-encode") as pool:
+            domains = list(pool.map(coded, range(len(ds.qi))))
         s_codes, s_values = pd.factorize(frame[ds.sensitive], sort=True)
         person = pd.factorize(frame[ds.person_id])[0].astype(np.int64) if ds.rows_per_person == "many" else None
         return cls(spec, frame, domains, codes, np.asarray(s_values), s_codes.astype(np.int32), person=person)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -60,6 +61,11 @@ def fingerprint(spec: ReleaseSpec, frame: pd.DataFrame) -> str:
 
 
 def load_input(spec: ReleaseSpec) -> tuple[pd.DataFrame, str]:
+    if spec.dataset.input and not is_frame_input(spec):  # the file's bytes hashed while it is read
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="privpub-fingerprint") as pool:
+            fp = pool.submit(input_fingerprint, spec)
+            frame = read_input(spec)  # its error, if any, is the one raised
+            return frame, fp.result()
     frame = read_input(spec)
     return frame, fingerprint(spec, frame)
 
