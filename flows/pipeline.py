@@ -1120,8 +1120,10 @@ def stage_and_commit(run: ReleaseRun, rows: RowsRead, computed: Computed) -> dic
         settle(evaluating)  # a commit that failed before taking it: no thread outlives the run
         staged.release_owner()
         run.series_check.discard()  # written by the commit, or of no use after a failed one
+    if isinstance(computed.utility, Future):  # recognised: the same release committed meanwhile
+        computed.utility = computed.utility.result()
     utility = computed.utility
-    assert isinstance(utility, dict)  # taken by the commit
+    assert isinstance(utility, dict)  # taken by the commit, or just above
     progress(f"commit done in {time.perf_counter() - t_commit:.2f} s (report included)")
     for announce in _ON_COMMIT.get():  # the CLI prints the id now, before the run's bookkeeping
         announce(release_id)

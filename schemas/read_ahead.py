@@ -83,8 +83,10 @@ def ahead(spec_path: str) -> None:
     """Start parsing the spec's input on a thread, if it is one CSV file; never raises (the run
     itself reads the spec and reports what is wrong with it)."""
     _DECIDED.clear()
-    thread = threading.Thread(target=_read_ahead, args=(spec_path,), name="privpub-read-ahead")
-    thread.start()
+    try:
+        threading.Thread(target=_read_ahead, args=(spec_path,), name="privpub-read-ahead").start()
+    except BaseException:  # no thread (none left to start): the reader parses as before
+        _DECIDED.set()
 
 
 def _read_ahead(spec_path: str) -> None:

@@ -205,3 +205,16 @@ def test_two_threads_asking_for_a_columns_codes_code_it_once(monkeypatch):
         t.join()
     assert len(errors) == 2  # (once or twice: the second may ask after the first failed)
     assert not any(k[0] == id(other) for k in published._CODES) and not published._CODING
+
+
+def test_a_release_the_commit_recognises_takes_its_evaluation_and_leaves_no_thread(census_dir):
+    """The same release committed meanwhile (the run's own early look missed it): the commit
+    recognises it while the evaluation still runs beside; the run returns that release."""
+    spec = write_spec(census_dir, seed=3)
+    first = pipeline.attempt(str(spec), None, None, driver=Watching())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Store, "find_by_key", lambda self, key: None)
+        again = pipeline.attempt(str(spec), None, None, driver=Watching(), allow_repeat=True)
+    assert again == first
+    assert not _beside_threads()
+    assert Store(census_dir / "privpub.duckdb").audit_log().outcome.tolist()[-1] == "recognised"
