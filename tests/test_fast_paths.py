@@ -9,7 +9,10 @@ import mmap
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from privpub.schemas.input import MAX_CELL_CHARS, _first_non_utf8, _holds_hex, _short_text
 from privpub.tasks.compose.algebra import distinct_keys, lex_order
@@ -186,3 +189,43 @@ def test_the_generalized_columns_taken_on_threads_are_the_takes_one_after_the_ot
     got = rows_of_groups(per_group, idx)
     assert list(got) == ["a", "b", "c"]
     assert all(got[k].equals(per_group[k].take(idx)) for k in per_group)
+
+
+def _tuple_classes(cells: list) -> list:
+    """The class of each cell as the definition reads it: equal lists (in order), or both null."""
+    seen: dict = {}
+    return [seen.setdefault(None if c is None else tuple(c), len(seen)) for c in cells]
+
+
+@given(
+    st.lists(
+        st.one_of(st.none(), st.lists(st.sampled_from(["", "a", "b", "ab", "é", "a b"]), max_size=4)),
+        min_size=1,
+        max_size=30,
+    ),
+    st.integers(0, 3),
+)
+def test_list_codes_from_packed_item_codes_are_the_classes_of_the_lists(cells, cut):
+    """_cell_codes (items' codes packed as bytes) gives equal codes exactly to equal lists, on a
+    plain, a sliced and a chunked column, and on a null list whose offsets still span items."""
+    from privpub.tasks.verify.published import _cell_codes
+
+    def same_classes(codes, expected):
+        assert [codes[i] == codes[j] for i in range(len(codes)) for j in range(len(codes))] == [
+            expected[i] == expected[j] for i in range(len(expected)) for j in range(len(expected))
+        ]
+
+    array = pa.array(cells, pa.list_(pa.string()))
+    same_classes(_cell_codes(array).tolist(), _tuple_classes(cells))
+    same_classes(
+        _cell_codes(array.slice(min(cut, len(cells) - 1))).tolist(), _tuple_classes(cells[min(cut, len(cells) - 1) :])
+    )
+    chunked = pa.chunked_array([array.slice(0, len(cells) // 2), array.slice(len(cells) // 2)])
+    same_classes(_cell_codes(chunked).tolist(), _tuple_classes(cells))
+    # the first list made null without emptying its span of items (Arrow allows it)
+    offsets = np.array([0, *np.cumsum([len(c or []) for c in cells])], dtype=np.int32)
+    items = pa.array([v for c in cells for v in (c or [])], pa.string())
+    mask = np.array([True] + [c is None for c in cells[1:]])
+    hidden = pa.ListArray.from_arrays(pa.array(offsets), items, mask=pa.array(mask))
+    expected = _tuple_classes([None, *cells[1:]])
+    same_classes(_cell_codes(hidden).tolist(), expected)

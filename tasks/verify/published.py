@@ -56,7 +56,7 @@ def equivalence_classes(table: pa.Table, columns: list[str], sensitive: str | No
     return con.sql(sql).to_arrow_table()
 
 
-# A published value never holds this control character (one was once the join of list items).
+# No published value may hold this control character (a list's items were once joined by it).
 _SEP = "\x1f"
 
 
@@ -83,8 +83,10 @@ def _cell_codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     # when their bytes are, and short byte strings hash faster than the items' text joined
     width = 1 if len(dictionary) <= 1 << 8 else 2 if len(dictionary) <= 1 << 16 else 4
     packed = item_codes.astype(f"<u{width}")
-    offsets = col.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
-    offsets = (offsets - offsets[0]) * width
+    # offsets from the lengths (a null list: none), as `flatten` lays the items out; a null list's
+    # offsets may span items, which `flatten` leaves out
+    offsets = np.zeros(len(col) + 1, dtype=np.int64)
+    np.cumsum(pc.fill_null(pc.list_value_length(col), 0).to_numpy(zero_copy_only=False) * width, out=offsets[1:])
     valid = None if col.null_count == 0 else pc.is_valid(col).buffers()[1]
     lists = pa.Array.from_buffers(
         pa.large_binary(), len(col), [valid, pa.py_buffer(offsets), pa.py_buffer(packed)], null_count=col.null_count
