@@ -25,8 +25,16 @@ def _list_of(allowed: set[str] | None) -> pa.Check:
         cells = cells.combine_chunks() if isinstance(cells, arrow.ChunkedArray) else cells
         ok = np.asarray(pc.fill_null(pc.greater(pc.list_value_length(cells), 0), False))
         if value_set is not None:
-            items = pc.cast(pc.list_flatten(cells), arrow.string())
-            outside = ~np.asarray(pc.fill_null(pc.is_in(items, value_set=value_set), False))
+            items = pc.list_flatten(cells)
+            if arrow.types.is_dictionary(items.type):  # items held as codes: their values checked once
+                known = np.asarray(
+                    pc.fill_null(pc.is_in(pc.cast(items.dictionary, arrow.string()), value_set=value_set), False)
+                )
+                inside = known[np.asarray(items.indices.fill_null(0))] & np.asarray(pc.is_valid(items))
+                outside = ~inside
+            else:
+                items = pc.cast(items, arrow.string())
+                outside = ~np.asarray(pc.fill_null(pc.is_in(items, value_set=value_set), False))
             if outside.any():  # the rows holding them (a published table passing has none)
                 owner = np.asarray(pc.list_parent_indices(cells))
                 ok &= np.bincount(owner[outside], minlength=len(series)) == 0

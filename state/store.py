@@ -324,7 +324,7 @@ def stage_tables(output_dir: Path, tables: dict[str, Any]) -> StagedFiles:
                 staged.files[name] = {"file": name, "n_rows": table.num_rows, "sha256": sha256_files(table.parts, path)}
             else:
                 path = inside(staged.path, f"{name}.parquet")
-                first_use("pyarrow.parquet").write_table(table, path, write_statistics=_flat_columns(table))
+                write_parquet(table, path)
                 with open(path, "rb") as f:
                     os.fsync(f.fileno())
                 staged.files[name] = {"file": path.name, "n_rows": table.num_rows, "sha256": sha256_file(path)}
@@ -334,6 +334,36 @@ def stage_tables(output_dir: Path, tables: dict[str, Any]) -> StagedFiles:
         staged.discard()
         raise
     return staged
+
+
+def write_parquet(table: pa.Table, path: Path) -> None:
+    """`table` as a Parquet file. Lists of dictionary codes (tasks/partition/generalized_table.py
+    `coded_lists`) are written as the text they stand for, and the file reads back as the table
+    with plain `list<string>` columns: written without Arrow's schema (which would restore the
+    dictionaries), then checked; a table whose types would not read back the same is decoded
+    and written with its schema (issue 43)."""
+    pq = first_use("pyarrow.parquet")
+    plain = _plain_schema(table.schema)
+    if plain.equals(table.schema):
+        pq.write_table(table, path, write_statistics=_flat_columns(table))
+        return
+    # what the decoded table reads back as, written with its schema (no rows: a few bytes)
+    expected = pq.read_schema(first_use("pyarrow").BufferReader(_table_to_parquet_bytes(table.slice(0, 0).cast(plain))))
+    pq.write_table(table, path, write_statistics=_flat_columns(table), store_schema=False)
+    if not pq.read_schema(path).remove_metadata().equals(expected.remove_metadata()):
+        decoded = table.cast(plain)
+        pq.write_table(decoded, path, write_statistics=_flat_columns(decoded))
+
+
+def _plain_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema with every list of dictionary codes as the list of their values."""
+    arrow = first_use("pyarrow")
+    fields = []
+    for f in schema:
+        if arrow.types.is_list(f.type) and arrow.types.is_dictionary(f.type.value_type):
+            f = f.with_type(arrow.list_(arrow.field(f.type.value_field.name, f.type.value_type.value_type)))
+        fields.append(f)
+    return arrow.schema(fields, metadata=schema.metadata)
 
 
 def _flat_columns(table: pa.Table) -> list[str]:

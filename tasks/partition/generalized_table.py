@@ -149,17 +149,39 @@ def generalized_columns(
 
 
 def generalized_table(
-    data: Microdata, group: np.ndarray, n_groups: int, row_order: np.ndarray, extra: dict[str, pa.Array] | None = None
+    data: Microdata,
+    group: np.ndarray,
+    n_groups: int,
+    row_order: np.ndarray,
+    extra: dict[str, pa.Array] | None = None,
+    coded_lists: bool = False,
 ) -> pa.Table:
     """One row per input row in `row_order`: generalized QIs, then `extra` row-level columns,
-    then the sensitive column."""
+    then the sensitive column. coded_lists: a list cell's items held as dictionary codes
+    (`list<dictionary<int, string>>`: the same cells, a byte or two per item to take, code and
+    write instead of its text; written as `list<string>`: state/store.py `stage_tables`)."""
     per_group = generalized_columns(data, group, n_groups)
+    if coded_lists:
+        per_group = {name: coded_items(array) for name, array in per_group.items()}
     cols = rows_of_groups(per_group, pa.array(group[row_order]))
     for name, arr in (extra or {}).items():
         cols[name] = arr
     s = data.spec.dataset.sensitive
     cols[s] = rows_in_order(data.frame[s], row_order)
     return pa.table(cols)
+
+
+def coded_items(array: pa.Array) -> pa.Array:
+    """A list array's items as dictionary codes (any other array as it is)."""
+    if not pa.types.is_list(array.type):
+        return array
+    items = array.flatten()
+    if pa.types.is_dictionary(items.type):
+        return array
+    coded = items.dictionary_encode()
+    width = pa.int8() if len(coded.dictionary) <= 127 else pa.int16() if len(coded.dictionary) <= 32767 else pa.int32()
+    coded = pa.DictionaryArray.from_arrays(coded.indices.cast(width), coded.dictionary)
+    return pa.ListArray.from_arrays(array.offsets, coded, mask=array.is_null() if array.null_count else None)
 
 
 def rows_of_groups(per_group: dict[str, pa.Array], idx: pa.Array) -> dict[str, pa.Array]:

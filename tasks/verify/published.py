@@ -72,11 +72,23 @@ def _cell_codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if not (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)):
         return _codes(col)[0]
-    col = pc.cast(col, pa.list_(pa.string()))
-    items = col.flatten()
-    if items.null_count:
-        raise ValueError("a published list holds a null item")
-    item_codes, dictionary = _codes(items)
+    if pa.types.is_dictionary(col.type.value_type):  # items held as codes: their values coded once
+        items = col.flatten()
+        if items.null_count:
+            raise ValueError("a published list holds a null item")
+        # the dictionary's values coded (a value listed twice gets one code), then each item
+        canonical, dictionary = _codes(pc.cast(items.dictionary, pa.string()))
+        item_codes = canonical[items.indices.to_numpy(zero_copy_only=False)]
+        if items.dictionary.null_count and dictionary.null_count:  # a null value a cell points at
+            null_code = int(np.flatnonzero(pc.is_null(dictionary).to_numpy(zero_copy_only=False))[0])
+            if (item_codes == null_code).any():
+                raise ValueError("a published list holds a null item")
+    else:
+        col = pc.cast(col, pa.list_(pa.string()))
+        items = col.flatten()
+        if items.null_count:
+            raise ValueError("a published list holds a null item")
+        item_codes, dictionary = _codes(items)
     if len(dictionary) and pc.any(pc.greater_equal(pc.find_substring(dictionary, _SEP), 0)).as_py():
         raise ValueError("a published list value contains the control character U+001F")
     # each list as the bytes of its items' codes, all of one width: two lists are equal exactly

@@ -128,7 +128,7 @@ class Generalization(Technique):
             )
         # rows left out (group -1) are not published; the permutation is drawn over all rows
         rows, group, order = published_rows(data, part.group, rng.permutation(data.n))
-        table = generalized_table(rows, group, part.n_groups, order)
+        table = generalized_table(rows, group, part.n_groups, order, coded_lists=True)
         suppressed = {"suppressed": data.n - rows.n} if rows is not data else {}
         private = {} if rows.person is None else {"people": people_table(rows.person[order])}
         return Release({"table": table}, private, info={"groups": part.n_groups, **suppressed})
