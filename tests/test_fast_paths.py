@@ -310,3 +310,14 @@ def test_the_domain_check_reads_dictionary_coded_items():
         )
         assert check._check_fn(coded).tolist() == check._check_fn(text).tolist()
     assert check._check_fn(coded).tolist() == [True, False, False]
+
+
+def test_coded_items_keep_every_cell_of_a_list_array_sliced_or_holding_nulls():
+    from privpub.tasks.partition.generalized_table import coded_items
+
+    lists = pa.array([["a", "b"], None, ["c"], [], ["b", "a"]], pa.list_(pa.string()))
+    for array in (lists, lists.slice(1), lists.slice(2, 2)):
+        coded = coded_items(array)
+        assert pa.types.is_dictionary(coded.type.value_type)
+        assert coded.to_pylist() == array.to_pylist()
+    assert coded_items(pa.array([1, 2])).to_pylist() == [1, 2]  # not a list: as it is

@@ -175,10 +175,11 @@ def coded_items(array: pa.Array) -> pa.Array:
     """A list array's items as dictionary codes (any other array as it is)."""
     if not pa.types.is_list(array.type):
         return array
-    items = array.flatten()
-    if pa.types.is_dictionary(items.type):
+    if pa.types.is_dictionary(array.type.value_type):
         return array
-    coded = items.dictionary_encode()
+    if array.offset:  # (a slice: its offsets index its parent's items)
+        array = pa.concat_arrays([array])
+    coded = array.values.dictionary_encode()
     width = pa.int8() if len(coded.dictionary) <= 127 else pa.int16() if len(coded.dictionary) <= 32767 else pa.int32()
     coded = pa.DictionaryArray.from_arrays(coded.indices.cast(width), coded.dictionary)
     return pa.ListArray.from_arrays(array.offsets, coded, mask=array.is_null() if array.null_count else None)
