@@ -8,7 +8,8 @@ and, for an input that is one CSV file, parses it with the options the reader wi
 and modification time) with the same options; anything else (another spec, --set changing the
 columns, a file changed in between, a Parquet input) is read as before. The reader's checks
 run on the table as they always did: only where the parse happened moves. Nothing is printed
-here and nothing is kept past its one use.
+here; a table is handed over once, and one nobody asks for (a run refused before it reads)
+is kept until the process ends.
 """
 
 from __future__ import annotations
