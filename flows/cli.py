@@ -367,6 +367,16 @@ def build_parser() -> argparse.ArgumentParser:
 # the commands that read a spec's input first thing: their CSV input is parsed while they import
 READS_AHEAD = ("publish", "serial")
 
+
+def hash_ids_ahead(spec: Any, table: Any) -> None:
+    """On the read-ahead thread, after the parse: the person ids hashed under the state's key
+    (state/pseudonyms.py `hash_ahead`) while the imports leave the other core idle; the series
+    check takes them if its ids are these (one row per person; not `@row`, never a file's column)."""
+    ds = spec.dataset
+    if ds.rows_per_person == "one" and ds.person_id in table.column_names:
+        load_lazily("privpub.state.pseudonyms:hash_ahead")(spec.state_path, table.column(ds.person_id))
+
+
 M_ARENA_MAX = -8  # glibc's malloc.h
 
 
@@ -406,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
             one_malloc_arena()
             if args.command in READS_AHEAD and getattr(args, "task_runner", None) != "dask":
                 # the input parsed by Arrow while this command's imports run (schemas/read_ahead.py)
-                load_lazily("privpub.schemas.read_ahead:ahead")(args.spec)
+                load_lazily("privpub.schemas.read_ahead:ahead")(args.spec, hash_ids_ahead)
         try:
             run: Callable[[Any], int] = load_lazily(args.target)
         finally:

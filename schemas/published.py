@@ -23,24 +23,37 @@ def _list_of(allowed: set[str] | None) -> pa.Check:
     def check(series: pd.Series) -> pd.Series:
         cells = arrow.array(series)
         cells = cells.combine_chunks() if isinstance(cells, arrow.ChunkedArray) else cells
-        ok = np.asarray(pc.fill_null(pc.greater(pc.list_value_length(cells), 0), False))
+        ok = np.diff(np.asarray(cells.offsets)) > 0  # (the offsets of this slice of the lists)
+        if cells.null_count:
+            ok &= np.asarray(cells.is_valid())
         if value_set is not None:
-            items = pc.list_flatten(cells)
-            if arrow.types.is_dictionary(items.type):  # items held as codes: their values checked once
-                known = np.asarray(
-                    pc.fill_null(pc.is_in(pc.cast(items.dictionary, arrow.string()), value_set=value_set), False)
-                )
-                inside = known[np.asarray(items.indices.fill_null(0))] & np.asarray(pc.is_valid(items))
-                outside = ~inside
-            else:
-                items = pc.cast(items, arrow.string())
-                outside = ~np.asarray(pc.fill_null(pc.is_in(items, value_set=value_set), False))
-            if outside.any():  # the rows holding them (a published table passing has none)
+            items = pc.list_flatten(cells)  # (a null list's items left out)
+            outside = _outside(items, value_set)
+            if outside is not None:  # the rows holding them (a published table passing has none)
                 owner = np.asarray(pc.list_parent_indices(cells))
                 ok &= np.bincount(owner[outside], minlength=len(series)) == 0
         return pd.Series(ok, index=series.index)
 
     return pa.Check(check, element_wise=False, error="a non-empty list of domain values")
+
+
+def _outside(items: arrow.Array, value_set: arrow.Array) -> np.ndarray | None:
+    """Which items are null or not in `value_set`; None when none is. Items held as dictionary
+    codes have their values looked up once, and when every value is known and no code is null
+    (a generalization's table in memory) no item is looked at (issue 43: 0.35 s at 1M rows)."""
+    if arrow.types.is_dictionary(items.type):
+        values = pc.cast(items.dictionary, arrow.string())
+        known = np.asarray(pc.fill_null(pc.is_in(values, value_set=value_set), False))
+        if items.null_count == 0 and known.all():
+            return None
+        inside = known[np.asarray(items.indices.fill_null(0))] if len(known) else np.zeros(len(items), bool)
+        if items.null_count:  # a null code is outside whatever it was filled with
+            inside &= np.asarray(items.is_valid())
+        outside = ~inside
+    else:
+        text = pc.cast(items, arrow.string())
+        outside = ~np.asarray(pc.fill_null(pc.is_in(text, value_set=value_set), False))
+    return outside if outside.any() else None
 
 
 def _all_dates(column: pd.Series) -> bool:

@@ -7,7 +7,8 @@ and, for an input that is one CSV file, parses it with the options the reader wi
 `csv_table` then hands that table over when the reader asks for the same file (same inode, size
 and modification time) with the same options; anything else (another spec, --set changing the
 columns, a file changed in between, a Parquet input) is read as before. The reader's checks
-run on the table as they always did: only where the parse happened moves. Nothing is printed
+run on the table as they always did: only where the parse happened moves. `ahead` may be given
+more work for that thread after the parse (`then`: the person ids' pseudonyms). Nothing is printed
 here; a table is handed over once, and one nobody asks for (a run refused before it reads)
 is kept until the process ends.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,7 @@ from typing import Any
 import pyarrow as arrow
 import pyarrow.csv as pcsv
 
-from privpub.schemas.spec import ROW_ID, DatasetSpec, load_spec
+from privpub.schemas.spec import ROW_ID, DatasetSpec, ReleaseSpec, load_spec
 
 CSV_NULL_VALUES = [""]  # the NA rule (schemas/input.py): only a truly empty field is an empty cell
 
@@ -80,17 +82,19 @@ def csv_table(path: Path, ds: DatasetSpec) -> arrow.Table:
     return _parse(path, columns, text)
 
 
-def ahead(spec_path: str) -> None:
+def ahead(spec_path: str, then: Callable[[ReleaseSpec, arrow.Table], Any] | None = None) -> None:
     """Start parsing the spec's input on a thread, if it is one CSV file; never raises (the run
-    itself reads the spec and reports what is wrong with it)."""
+    itself reads the spec and reports what is wrong with it). `then(spec, table)` runs on that
+    thread after the parse, its errors ignored: more work for the core the imports leave idle
+    (flows/cli.py hashes the person ids, state/pseudonyms.py `hash_ahead`)."""
     _DECIDED.clear()
     try:
-        threading.Thread(target=_read_ahead, args=(spec_path,), name="privpub-read-ahead").start()
+        threading.Thread(target=_read_ahead, args=(spec_path, then), name="privpub-read-ahead").start()
     except BaseException:  # no thread (none left to start): the reader parses as before
         _DECIDED.set()
 
 
-def _read_ahead(spec_path: str) -> None:
+def _read_ahead(spec_path: str, then: Callable[[ReleaseSpec, arrow.Table], Any] | None) -> None:
     future: Future[tuple[tuple[int, int, int], arrow.Table]] = Future()
     try:
         try:
@@ -108,7 +112,10 @@ def _read_ahead(spec_path: str) -> None:
                 _AHEAD[(str(path), columns, text)] = future
         finally:
             _DECIDED.set()
-        future.set_result((identity, _parse(path, columns, text)))
-    except BaseException as exc:  # the reader parses again and reports it
+        table = _parse(path, columns, text)
+        future.set_result((identity, table))
+        if then is not None:
+            then(spec, table)
+    except BaseException as exc:  # the reader parses again and reports it (`then`'s: ignored)
         if not future.done():
             future.set_exception(exc)

@@ -30,6 +30,7 @@ import io
 import json
 import os
 import secrets
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,9 +79,14 @@ class Pseudonyms:
 
     def of(self, ids: Any) -> pa.Array:
         """The pseudonyms of `ids` (an Arrow array, numpy array or pandas column), as text: each
-        id is first written as DuckDB's CAST(id AS VARCHAR) does (text stays as it is)."""
-        arrow = first_use("pyarrow")
+        id is first written as DuckDB's CAST(id AS VARCHAR) does (text stays as it is). Those
+        hashed ahead (`hash_ahead`) under this key for these very ids are taken as they are."""
         array = _as_arrow(ids)
+        ready = _taken_ahead(self.key, array)
+        return ready if ready is not None else self._hashed(array)
+
+    def _hashed(self, array: pa.Array) -> pa.Array:
+        arrow = first_use("pyarrow")
         con = duckdb.connect()
         try:
             con.execute("SET threads = 1")  # the machine's cores belong to the release's own work
@@ -105,6 +111,53 @@ class Pseudonyms:
         """`of` as a numpy object array (for the code that keys pandas indexes by person)."""
         result: np.ndarray = first_use("numpy").asarray(self.of(ids).to_numpy(zero_copy_only=False), dtype=object)
         return result
+
+
+# Pseudonyms hashed ahead (issue 43): `privpub publish` parses its CSV input while it imports
+# (schemas/read_ahead.py), and on that thread hashes the person ids as well, on the core the
+# imports leave idle, instead of beside the partition step. At most one entry: the key, and a
+# Future of (the ids as text, their pseudonyms); the first `of` under that key takes it.
+_AHEAD_LOCK = threading.Lock()
+_AHEAD: dict[bytes, Future[tuple[pa.Array, pa.Array]]] = {}
+# key file -> the key a release creating that file will write (`create_key`): drawn by
+# `hash_ahead` for a state that has no key yet, so that its first release's ids are hashed ahead too
+_PROPOSED: dict[Path, bytes] = {}
+
+
+def hash_ahead(state: Path, ids: pa.Array | pa.ChunkedArray) -> None:
+    """Hash `ids` (a person id column as parsed) under the key of the state file `state`, for
+    the `of` of this process that asks for the same ids under that key. A state with no key
+    file yet gets its key drawn now and kept in memory, written by `create_key` if this process
+    creates that file. Nothing is written here; raises what reading the key file raises."""
+    path = key_path(state).absolute()
+    key = read_key(path)
+    if key is None:
+        with _AHEAD_LOCK:
+            key = _PROPOSED.setdefault(path, secrets.token_bytes(KEY_BYTES))
+    done: Future[tuple[pa.Array, pa.Array]] = Future()
+    with _AHEAD_LOCK:
+        _AHEAD.clear()
+        _AHEAD[key] = done
+    try:
+        text = first_use("pyarrow.compute").cast(_as_arrow(ids), first_use("pyarrow").string())
+        done.set_result((text, Pseudonyms(key)._hashed(text)))
+    except BaseException as exc:  # `of` then hashes them itself
+        done.set_exception(exc)
+        raise
+
+
+def _taken_ahead(key: bytes, ids: pa.Array) -> pa.Array | None:
+    """The pseudonyms `hash_ahead` computed under `key`, if they are those of `ids` (equal text,
+    row by row); the entry is let go either way (waited for if it is still hashing)."""
+    with _AHEAD_LOCK:
+        pending = _AHEAD.pop(key, None)
+    if pending is None:
+        return None
+    try:
+        text, pseudonyms = pending.result()
+    except BaseException:
+        return None
+    return pseudonyms if text.type == ids.type and text.equals(ids) else None
 
 
 def expected(key: bytes, text: str) -> str:
@@ -145,8 +198,10 @@ def read_key(path: Path) -> bytes | None:
 
 
 def create_key(path: Path) -> bytes:
-    """A new random key written to `path` (0600, O_EXCL); if another process made it first, its key."""
-    key = secrets.token_bytes(KEY_BYTES)
+    """A new random key written to `path` (0600, O_EXCL); if another process made it first, its
+    key. The key `hash_ahead` drew for this file, if it did (as random, drawn earlier)."""
+    with _AHEAD_LOCK:
+        key = _PROPOSED.pop(path.absolute(), None) or secrets.token_bytes(KEY_BYTES)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -321,3 +321,32 @@ def test_coded_items_keep_every_cell_of_a_list_array_sliced_or_holding_nulls():
         assert pa.types.is_dictionary(coded.type.value_type)
         assert coded.to_pylist() == array.to_pylist()
     assert coded_items(pa.array([1, 2])).to_pylist() == [1, 2]  # not a list: as it is
+
+
+@given(
+    cells=st.lists(st.one_of(st.none(), st.lists(st.one_of(st.none(), st.sampled_from("abcd")), max_size=3))),
+    start=st.integers(0, 3),
+    extra=st.lists(st.sampled_from("abcdz"), max_size=2),
+)
+def test_the_domain_check_is_its_definition_on_text_coded_and_sliced_lists(cells, start, extra):
+    """schemas/published.py `_list_of`: a cell passes iff it is a non-empty list of domain values,
+    for text and dictionary-coded items (the dictionary may list unused and outside values), a
+    slice of the lists, null lists and null items."""
+    from privpub.schemas.published import _list_of
+
+    check = _list_of({"a", "b", "c"})
+    present = sorted({v for c in cells for v in (c or []) if v is not None})
+    dictionary = pa.array(present + [v for v in extra if v not in present], pa.string())
+    text = pa.array(cells, pa.list_(pa.string()))
+    where = {v: i for i, v in enumerate(dictionary.to_pylist())}
+    codes = pa.array(
+        [None if c is None else [None if v is None else where[v] for v in c] for c in cells], pa.list_(pa.int8())
+    )
+    coded = pa.ListArray.from_arrays(
+        codes.offsets, pa.DictionaryArray.from_arrays(codes.values, dictionary), mask=codes.is_null()
+    )
+    for lists in (text, coded):
+        part = lists.slice(min(start, len(cells)))
+        expected = [c is not None and len(c) > 0 and all(v in {"a", "b", "c"} for v in c) for c in part.to_pylist()]
+        series = pd.Series(pa.chunked_array([part], part.type).to_pandas(types_mapper=pd.ArrowDtype))
+        assert check._check_fn(series).tolist() == expected

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import threading
 
+import duckdb
+import pandas as pd
 import pyarrow as pa
 import pytest
 
@@ -129,3 +131,106 @@ def test_the_cli_publishes_the_same_release_with_the_read_ahead(census_dir, tmp_
             assert main(["publish", str(spec), "--quiet"]) == 0
         ids.append(Store(folder / "privpub.duckdb").latest_release("census"))
     assert _tables(census_dir, ids[0]) == _tables(other, ids[1])
+
+
+# --- the person ids hashed ahead (state/pseudonyms.py `hash_ahead`, flows/cli.py) ----------------
+
+
+@pytest.fixture
+def hashes(monkeypatch):
+    """Every hash of a column of ids, by the thread that ran it."""
+    from privpub.state import pseudonyms as ps
+
+    seen: list[str] = []
+    real = ps.Pseudonyms._hashed
+
+    def counting(self, array):
+        seen.append(threading.current_thread().name)
+        return real(self, array)
+
+    monkeypatch.setattr(ps.Pseudonyms, "_hashed", counting)
+    monkeypatch.setattr(ps, "_AHEAD", {})
+    monkeypatch.setattr(ps, "_PROPOSED", {})
+    return seen
+
+
+def _ids(n: int = 50, start: int = 1000) -> pa.Array:
+    return pa.array(range(start, start + n), pa.int64())
+
+
+def test_ids_hashed_ahead_for_a_new_state_are_taken_under_the_key_it_then_creates(tmp_path, hashes):
+    from privpub.state import pseudonyms as ps
+    from privpub.tasks.core.microdata import person_text
+
+    state = tmp_path / "privpub.duckdb"
+    ps.hash_ahead(state, _ids())
+    assert not ps.key_path(state).exists()  # nothing written ahead
+    key = Store(state).pseudonyms()
+    assert ps.read_key(ps.key_path(state)) == key.key  # the key drawn ahead, written by the store
+    ids = person_text(pd.Series(range(1000, 1050)))
+    assert key.of(ids).to_pylist() == [ps.expected(key.key, str(i)) for i in range(1000, 1050)]
+    assert hashes == ["MainThread"]  # hashed once, ahead (here on the caller's thread)
+    assert key.of(ids).to_pylist() == [ps.expected(key.key, str(i)) for i in range(1000, 1050)]
+    assert hashes == ["MainThread"] * 2  # taken once: the next ids are hashed
+
+
+def test_ids_hashed_ahead_are_taken_only_for_the_same_ids_and_key(tmp_path, hashes):
+    from privpub.state import pseudonyms as ps
+    from privpub.tasks.core.microdata import person_text
+
+    state = tmp_path / "privpub.duckdb"
+    key = Store(state).pseudonyms()  # a key file exists already: read, not drawn
+    other = person_text(pd.Series(range(1000, 1049)))  # one id fewer
+    ps.hash_ahead(state, _ids())
+    assert key.of(other).to_pylist() == [ps.expected(key.key, str(i)) for i in range(1000, 1049)]
+    assert len(hashes) == 2
+    ps.hash_ahead(state, _ids())
+    stranger = ps.Pseudonyms(os.urandom(32))  # another key: hashes itself and leaves the entry
+    assert stranger.of(other).to_pylist() == [ps.expected(stranger.key, str(i)) for i in range(1000, 1049)]
+    assert len(hashes) == 4
+    ids = person_text(pd.Series(range(1000, 1050)))
+    assert key.of(ids).to_pylist() == [ps.expected(key.key, str(i)) for i in range(1000, 1050)]
+    assert len(hashes) == 4 and ps._AHEAD == {}
+
+
+def test_a_state_whose_key_file_is_broken_is_not_hashed_ahead(tmp_path, hashes):
+    from privpub.schemas.errors import StateError
+    from privpub.state import pseudonyms as ps
+
+    state = tmp_path / "privpub.duckdb"
+    ps.key_path(state).write_bytes(b"short")
+    with pytest.raises(StateError):
+        ps.hash_ahead(state, _ids())
+    assert hashes == [] and ps._AHEAD == {} and ps._PROPOSED == {}
+
+
+def test_the_cli_hashes_the_ids_ahead_and_stores_their_pseudonyms(census_dir):
+    """`privpub publish` as a process on a new state: the ids are hashed once, on the read-ahead
+    thread, and the state holds their pseudonyms under the key file it created."""
+    from privpub.state import pseudonyms as ps
+
+    spec = write_spec(census_dir, seed=3)
+    script = (
+        "import sys, threading\n"
+        "from privpub.state import pseudonyms as ps\n"
+        "seen, real = [], ps.Pseudonyms._hashed\n"
+        "def counting(self, array):\n"
+        "    seen.append(threading.current_thread().name)\n"
+        "    return real(self, array)\n"
+        "ps.Pseudonyms._hashed = counting\n"
+        "from privpub.flows.cli import main\n"
+        f"sys.argv = ['privpub', 'publish', {str(spec)!r}, '--quiet']\n"
+        "code = main()\n"
+        "print('hashed by', *seen, file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=census_dir)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == "hashed by privpub-read-ahead"
+    state = census_dir / "privpub.duckdb"
+    key = ps.read_key(ps.key_path(state))
+    assert key is not None
+    with duckdb.connect(str(state), read_only=True) as con:
+        stored = {row[0] for row in con.execute("SELECT person FROM compose_people").fetchall()}
+    pids = pd.read_csv(census_dir / "census.csv")["pid"]
+    assert stored == {ps.expected(key, str(pid)) for pid in pids}
