@@ -218,6 +218,8 @@ def test_the_cli_hashes_the_ids_ahead_and_stores_their_pseudonyms(census_dir):
         "    seen.append(threading.current_thread().name)\n"
         "    return real(self, array)\n"
         "ps.Pseudonyms._hashed = counting\n"
+        "from privpub.flows import cli\n"
+        "cli.HASH_AHEAD_ROWS = 1  # (the test's input is small)\n"
         "from privpub.flows.cli import main\n"
         f"sys.argv = ['privpub', 'publish', {str(spec)!r}, '--quiet']\n"
         "code = main()\n"
@@ -237,9 +239,12 @@ def test_the_cli_hashes_the_ids_ahead_and_stores_their_pseudonyms(census_dir):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own priority is Linux's")
-def test_the_cli_hashes_ahead_at_a_lower_priority_on_its_own_thread_only(census_dir, hashes):
+def test_the_cli_hashes_ahead_at_a_lower_priority_on_its_own_thread_only(census_dir, hashes, monkeypatch):
+    from privpub.flows import cli
     from privpub.flows.cli import AHEAD_NICENESS, hash_ids_ahead
     from privpub.state import pseudonyms as ps
+
+    monkeypatch.setattr(cli, "HASH_AHEAD_ROWS", len(_ids()))  # just reached
 
     spec = load_spec(write_spec(census_dir, seed=3))
     table = pa.table({"pid": _ids()})
@@ -257,3 +262,13 @@ def test_the_cli_hashes_ahead_at_a_lower_priority_on_its_own_thread_only(census_
     assert seen["change"] == min(AHEAD_NICENESS, 19 - main_before) > 0
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == main_before
     assert hashes == ["privpub-read-ahead"] and list(ps._AHEAD) != []
+
+
+def test_a_small_input_is_not_hashed_ahead(census_dir, hashes, monkeypatch):
+    """Fewer ids than HASH_AHEAD_ROWS: nothing hashed on the read-ahead thread (the run hashes them)."""
+    from privpub.flows import cli
+    from privpub.state import pseudonyms as ps
+
+    monkeypatch.setattr(cli, "HASH_AHEAD_ROWS", len(_ids()) + 1)  # just missed
+    cli.hash_ids_ahead(load_spec(write_spec(census_dir, seed=3)), pa.table({"pid": _ids()}))
+    assert hashes == [] and ps._AHEAD == {} and ps._PROPOSED == {}
