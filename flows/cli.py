@@ -29,12 +29,10 @@ command: a function taking the parsed arguments and returning the exit status, a
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import logging
 import os
 import sys
-import threading
 import traceback
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -370,7 +368,6 @@ def build_parser() -> argparse.ArgumentParser:
 READS_AHEAD = ("publish", "serial")
 
 
-AHEAD_NICENESS = 15  # added to the read-ahead thread's niceness: its hashing yields to the command's own work
 HASH_AHEAD_ROWS = 100_000  # fewer ids hash in milliseconds: not worth a second thread's imports
 
 
@@ -378,21 +375,12 @@ def hash_ids_ahead(spec: Any, table: Any) -> None:
     """On the read-ahead thread, after the parse: the person ids hashed under the state's key
     (state/pseudonyms.py `hash_ahead`) while the imports leave the other core idle; the series
     check takes them if its ids are these (one row per person; `@row` is not a file's column).
-    On Linux the thread lowers its own priority first (after its imports, which the command's
-    thread may wait for): the hash fills idle time and never slows the imports and validation it
-    runs beside (1M rows: the input validated 0.1 s sooner)."""
+    At the thread's normal priority: the series check waits for these pseudonyms, and a lowered
+    one would starve them on a busy machine."""
     ds = spec.dataset
     if ds.rows_per_person != "one" or ds.person_id not in table.column_names or table.num_rows < HASH_AHEAD_ROWS:
         return
-    hash_ahead = load_lazily("privpub.state.pseudonyms:hash_ahead")
-    load_lazily(
-        "pyarrow.compute:cast"
-    )  # (what it imports too: a module lock held at a low priority could stall the command)
-    if sys.platform.startswith("linux"):  # a thread is a task there: this one alone
-        with contextlib.suppress(OSError):
-            me = threading.get_native_id()
-            os.setpriority(os.PRIO_PROCESS, me, min(19, os.getpriority(os.PRIO_PROCESS, me) + AHEAD_NICENESS))
-    hash_ahead(spec.state_path, table.column(ds.person_id))
+    load_lazily("privpub.state.pseudonyms:hash_ahead")(spec.state_path, table.column(ds.person_id))
 
 
 M_ARENA_MAX = -8  # glibc's malloc.h

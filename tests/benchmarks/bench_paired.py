@@ -4,7 +4,8 @@ verify` as fresh processes, alternating A B A B ..., so both see the same machin
     flock /tmp/privpub-bench.lock .venv/bin/python -m tests.benchmarks.bench_paired \
         --a /work/wt-before --b . [--cases gen-250k,gen-1m,muco,demo] [--pairs 5]
 
-Each checkout runs its own `.venv/bin/privpub` (its own code); inputs and specs are prepared
+Each checkout runs its own `.venv/bin/privpub` (its own code; `--venv bench-user`: each one's
+user install, `make bench-user/.installed` run in it first, no dev tools); inputs and specs are prepared
 once (tests/benchmarks/bench_e2e.py `prepare`), every run gets a fresh output folder and state.
 `verify` times `privpub verify` of the release the case's first run published. Printed: median
 wall time, median CPU time (user + system) and peak RSS of the process tree, and B / A; with
@@ -25,17 +26,23 @@ from pathlib import Path
 from tests.benchmarks.bench_e2e import breakdown, measured, prepare, summarised, write_toml
 from tests.benchmarks.bench_spine import print_table
 
+VENV = [".venv"]  # the environment each checkout's privpub runs from (--venv)
+
+
+def _privpub(root: Path) -> str:
+    return str(root / VENV[0] / "bin" / "privpub")
+
 
 def run_case(root: Path, spec: dict, work: Path, env: dict) -> tuple[dict, Path]:
     run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=work))
     spec_path = write_toml(run_dir / "spec.toml", spec)
-    return measured([str(root / ".venv" / "bin" / "privpub"), "publish", str(spec_path)], env, run_dir), run_dir
+    return measured([_privpub(root), "publish", str(spec_path)], env, run_dir), run_dir
 
 
 def verify_case(root: Path, run_dir: Path, env: dict) -> dict:
     state = run_dir / "privpub.duckdb"
     release = next(p.name for p in (run_dir / "releases").iterdir() if not p.name.startswith("."))
-    return measured([str(root / ".venv" / "bin" / "privpub"), "verify", release, "--state", str(state)], env, run_dir)
+    return measured([_privpub(root), "verify", release, "--state", str(state)], env, run_dir)
 
 
 def show_detail(case: str, roots: dict[str, Path], runs: dict[tuple[str, str], list[dict]], steps: tuple) -> None:
@@ -63,7 +70,9 @@ def main() -> None:
     ap.add_argument("--rows-muco", type=int, default=40_152)
     ap.add_argument("--detail", action="store_true", help="every run, the load, the median publish's phases")
     ap.add_argument("--no-verify", action="store_true", help="time the publishes only")
+    ap.add_argument("--venv", default=".venv", help="each checkout's environment folder (bench-user: a user's install)")
     args = ap.parse_args()
+    VENV[0] = args.venv
     roots = {"A": args.a.resolve(), "B": args.b.resolve()}
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PRIVPUB_HOME")}
     work = Path(tempfile.mkdtemp(prefix="bench-paired-"))
@@ -103,7 +112,7 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print_table(
-        f"A = {roots['A']}, B = {roots['B']}; {args.pairs} pairs, medians; load {os.getloadavg()}",
+        f"A = {roots['A']}, B = {roots['B']} ({args.venv}); {args.pairs} pairs, medians; load {os.getloadavg()}",
         ["case", "wall A s", "wall B s", "B/A", "cpu A s", "cpu B s", "RSS A MiB", "RSS B MiB"],
         rows,
     )
