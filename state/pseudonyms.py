@@ -31,6 +31,7 @@ import json
 import os
 import secrets
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,17 +86,24 @@ class Pseudonyms:
         ready = _taken_ahead(self.key, array)
         return ready if ready is not None else self._hashed(array)
 
-    def _hashed(self, array: pa.Array) -> pa.Array:
+    def _hashed(self, array: pa.Array, keep_going: Callable[[], bool] | None = None) -> pa.Array:
+        """keep_going: asked before each HASH_CHUNK ids, which are then hashed one query at a
+        time; False stops with HashingStopped (None: one query for all)."""
         arrow = first_use("pyarrow")
+        step = HASH_CHUNK if keep_going is not None else max(len(array), 1)
+        expr = SQL_PSEUDONYM.format(text="CAST(id AS VARCHAR)")
+        parts = []
         con = duckdb.connect()
         try:
             con.execute("SET threads = 1")  # the machine's cores belong to the release's own work
-            con.register("_ids", arrow.table({"id": array}))
-            expr = SQL_PSEUDONYM.format(text="CAST(id AS VARCHAR)")
-            out = con.execute(f"SELECT {expr} AS p FROM _ids", {"key": self.hex_key}).to_arrow_table()
+            for start in range(0, max(len(array), 1), step):
+                if keep_going is not None and not keep_going():
+                    raise HashingStopped("stopped before every id was hashed")
+                con.register("_ids", arrow.table({"id": array.slice(start, step)}))
+                parts.append(con.execute(f"SELECT {expr} AS p FROM _ids", {"key": self.hex_key}).to_arrow_table())
         finally:
             con.close()
-        return out.column("p").combine_chunks()
+        return arrow.concat_tables(parts).column("p").combine_chunks()
 
     def of_beside(self, ids: Any) -> Future[pa.Array]:
         """`of` computed on a thread of its own while the caller goes on (issue 43): DuckDB hashes
@@ -124,11 +132,20 @@ _AHEAD: dict[bytes, Future[tuple[pa.Array, pa.Array]]] = {}
 _PROPOSED: dict[Path, bytes] = {}
 
 
+HASH_CHUNK = 1 << 18  # ids a query hashes ahead: a command that ends stops the hashing within one
+
+
+class HashingStopped(Exception):
+    """The command ended while its ids were being hashed ahead: nobody will take them."""
+
+
 def hash_ahead(state: Path, ids: pa.Array | pa.ChunkedArray) -> None:
     """Hash `ids` (a person id column as parsed) under the key of the state file `state`, for
     the `of` of this process that asks for the same ids under that key. A state with no key
     file yet gets its key drawn now and kept in memory, written by `create_key` if this process
-    creates that file. Nothing is written here; raises what reading the key file raises."""
+    creates that file. Nothing is written here; raises what reading the key file raises, and
+    HashingStopped when the main thread ends first (a run refused or interrupted: its exit
+    does not wait for the rest of the hash)."""
     path = key_path(state).absolute()
     key = read_key(path)
     if key is None:
@@ -140,7 +157,7 @@ def hash_ahead(state: Path, ids: pa.Array | pa.ChunkedArray) -> None:
         _AHEAD[key] = done
     try:
         text = first_use("pyarrow.compute").cast(_as_arrow(ids), first_use("pyarrow").string())
-        done.set_result((text, Pseudonyms(key)._hashed(text)))
+        done.set_result((text, Pseudonyms(key)._hashed(text, threading.main_thread().is_alive)))
     except BaseException as exc:  # `of` then hashes them itself
         done.set_exception(exc)
         raise

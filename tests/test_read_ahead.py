@@ -144,9 +144,9 @@ def hashes(monkeypatch):
     seen: list[str] = []
     real = ps.Pseudonyms._hashed
 
-    def counting(self, array):
+    def counting(self, array, *rest):
         seen.append(threading.current_thread().name)
-        return real(self, array)
+        return real(self, array, *rest)
 
     monkeypatch.setattr(ps.Pseudonyms, "_hashed", counting)
     monkeypatch.setattr(ps, "_AHEAD", {})
@@ -214,9 +214,9 @@ def test_the_cli_hashes_the_ids_ahead_and_stores_their_pseudonyms(census_dir):
         "import sys, threading\n"
         "from privpub.state import pseudonyms as ps\n"
         "seen, real = [], ps.Pseudonyms._hashed\n"
-        "def counting(self, array):\n"
+        "def counting(self, array, *rest):\n"
         "    seen.append(threading.current_thread().name)\n"
-        "    return real(self, array)\n"
+        "    return real(self, array, *rest)\n"
         "ps.Pseudonyms._hashed = counting\n"
         "from privpub.flows import cli\n"
         "cli.HASH_AHEAD_ROWS = 1  # (the test's input is small)\n"
@@ -261,3 +261,35 @@ def test_a_small_input_is_not_hashed_ahead(census_dir, hashes, monkeypatch):
     monkeypatch.setattr(cli, "HASH_AHEAD_ROWS", len(_ids()) + 1)  # just missed
     cli.hash_ids_ahead(load_spec(write_spec(census_dir, seed=3)), pa.table({"pid": _ids()}))
     assert hashes == [] and ps._AHEAD == {} and ps._PROPOSED == {}
+
+
+def test_ids_hashed_in_chunks_are_those_hashed_at_once(monkeypatch):
+    from privpub.state import pseudonyms as ps
+
+    monkeypatch.setattr(ps, "HASH_CHUNK", 7)
+    key = ps.Pseudonyms(os.urandom(32))
+    ids = pa.array([str(i) for i in range(50)])
+    assert key._hashed(ids, lambda: True).equals(key._hashed(ids))
+    assert key._hashed(ids.slice(0, 0), lambda: True).equals(key._hashed(ids.slice(0, 0)))
+
+
+def test_hashing_ahead_stops_when_the_command_has_ended(tmp_path, hashes, monkeypatch):
+    """The main thread gone (a run refused or interrupted): the hash stops before its next chunk,
+    and an `of` (none will come) would hash the ids itself."""
+    from privpub.state import pseudonyms as ps
+    from privpub.tasks.core.microdata import person_text
+
+    class Ended:
+        def is_alive(self) -> bool:
+            return False
+
+    state = tmp_path / "privpub.duckdb"
+    with monkeypatch.context() as m:
+        m.setattr(ps, "HASH_CHUNK", 7)
+        m.setattr(ps.threading, "main_thread", Ended)
+        with pytest.raises(ps.HashingStopped):
+            ps.hash_ahead(state, _ids())
+    assert hashes == ["MainThread"]  # called, and stopped before hashing a chunk
+    key = Store(state).pseudonyms()
+    ids = person_text(pd.Series(range(1000, 1050)))
+    assert key.of(ids).to_pylist() == [ps.expected(key.key, str(i)) for i in range(1000, 1050)]
