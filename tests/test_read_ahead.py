@@ -271,6 +271,15 @@ def test_ids_hashed_in_chunks_are_those_hashed_at_once(monkeypatch):
     ids = pa.array([str(i) for i in range(50)])
     assert key._hashed(ids, lambda: True).equals(key._hashed(ids))
     assert key._hashed(ids.slice(0, 0), lambda: True).equals(key._hashed(ids.slice(0, 0)))
+    asked = []
+
+    def twice() -> bool:  # two chunks hashed, then the command is gone
+        asked.append(1)
+        return len(asked) <= 2
+
+    with pytest.raises(ps.HashingStopped):
+        key._hashed(ids, twice)
+    assert len(asked) == 3
 
 
 def test_hashing_ahead_stops_when_the_command_has_ended(tmp_path, hashes, monkeypatch):
