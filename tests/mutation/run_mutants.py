@@ -721,6 +721,27 @@ MUTANTS = [
         ["tests/test_explore.py"],
     ),
     Mutant(
+        "published list check: an item outside the QI's domain passes",
+        "schemas/published.py",
+        "return outside if outside.any() else None",
+        "return None",
+        ["tests/test_published_schema.py"],
+    ),
+    Mutant(
+        "published list check: coded items pass without their values looked up",
+        "schemas/published.py",
+        "if items.null_count == 0 and known.all():",
+        "if items.null_count == 0:",
+        ["tests/test_fast_paths.py"],
+    ),
+    Mutant(
+        "published list check: an empty list passes",
+        "schemas/published.py",
+        "ok = np.diff(np.asarray(cells.offsets)) > 0",
+        "ok = np.diff(np.asarray(cells.offsets)) >= 0",
+        ["tests/test_published_schema.py"],
+    ),
+    Mutant(
         "published date range: low end after high end",
         "schemas/published.py",
         "df[lo] <= df[hi]",  # the first: the date branch
