@@ -157,10 +157,15 @@ def hash_ahead(state: Path, ids: pa.Array | pa.ChunkedArray) -> None:
         _AHEAD[key] = done
     try:
         text = first_use("pyarrow.compute").cast(_as_arrow(ids), first_use("pyarrow").string())
-        done.set_result((text, Pseudonyms(key)._hashed(text, threading.main_thread().is_alive)))
+        done.set_result((text, Pseudonyms(key)._hashed(text, _command_running)))
     except BaseException as exc:  # `of` then hashes them itself
         done.set_exception(exc)
         raise
+
+
+def _command_running() -> bool:
+    """The process's main thread still runs (it ends when a run is refused or interrupted)."""
+    return threading.main_thread().is_alive()
 
 
 def _taken_ahead(key: bytes, ids: pa.Array) -> pa.Array | None:

@@ -288,14 +288,10 @@ def test_hashing_ahead_stops_when_the_command_has_ended(tmp_path, hashes, monkey
     from privpub.state import pseudonyms as ps
     from privpub.tasks.core.microdata import person_text
 
-    class Ended:
-        def is_alive(self) -> bool:
-            return False
-
     state = tmp_path / "privpub.duckdb"
     with monkeypatch.context() as m:
         m.setattr(ps, "HASH_CHUNK", 7)
-        m.setattr(ps.threading, "main_thread", Ended)
+        m.setattr(ps, "_command_running", lambda: False)
         with pytest.raises(ps.HashingStopped):
             ps.hash_ahead(state, _ids())
     assert hashes == ["MainThread"]  # called, and stopped before hashing a chunk
