@@ -3,23 +3,28 @@ from the state file (issue 25, item 11). Equality still works (the same id gives
 pseudonym under the same key, so returning people are recognised), and a copied state file
 names nobody.
 
-The key: 32 random bytes in `<state>.key` (0600, created with O_EXCL the first time a person id
-is stored), or in the file the environment variable PRIVPUB_PSEUDONYM_KEY_FILE names. The state
+The key: 16 random bytes in `<state>.key` (0600, created with O_EXCL the first time a person id
+is stored), or in the file the environment variable PRIVPUB_PSEUDONYM_KEY_FILE names; a state
+made before session 24 keeps its 32-byte key, and its pseudonyms stay what they were. The state
 records a check value of its key (table `pseudonym_key`); a state holding pseudonyms whose key
 file is missing or different is refused: with another key no returning person would match, every
 one would look new, and the series checks would silently combine nothing.
 
 The pseudonym of an id is the first 128 bits, as 32 hex characters, of
 SHA-256(hex(key) || text(id)), computed by DuckDB over a whole column (`SQL_PSEUDONYM`). hex(key)
-is 64 characters, exactly one SHA-256 block, so the id is hashed from a secret chaining value
-(the key's block compressed): a keyed hash in the secret-IV sense. The weakness of such a
-secret-prefix hash as an authenticator is length extension, which needs the whole 256-bit
-digest; the state keeps 128 bits, and a pseudonym is never an authenticator anyway. Proper HMAC
-(two hashes with unhex between them, also expressible in DuckDB) measured four times slower at a
-million ids (1.6 s against 0.44 s on one thread), so the single keyed hash is used. 128 bits:
-two of 10^9 people share a pseudonym with probability below 10^-20. Pseudonyms are only ever
-compared for equality and joined on; nothing published, drawn at random or sorted for a
-published table depends on them.
+is 32 characters, so the key and an id of up to 23 bytes share one SHA-256 block: one compression
+an id (issue 43: DuckDB's software SHA-256 takes 0.50 s for a million ten-character ids with a
+16-byte key, 0.73 s with the 32-byte key whose 64 hex characters filled a block of their own).
+The keyed hash then rests on SHA-256's compression function being a pseudorandom function when
+keyed through its message input, the "dual PRF" assumption HMAC's own proof makes (Bellare,
+CRYPTO 2006); a 128-bit key matches the 128 bits kept. The weakness of such a secret-prefix hash
+as an authenticator is length extension, which needs the whole 256-bit digest; the state keeps
+128 bits, and a pseudonym is never an authenticator anyway. Proper HMAC (two hashes with unhex
+between them, also expressible in DuckDB) measured four times slower at a million ids (1.6 s
+against 0.44 s on one thread), so the single keyed hash is used. 128 bits: two of 10^9 people
+share a pseudonym with probability below 10^-20. Pseudonyms are only ever compared for equality
+and joined on; nothing published, drawn at random or sorted for a published table depends on
+them.
 """
 
 from __future__ import annotations
@@ -48,7 +53,8 @@ from privpub.schemas.errors import StateError
 from privpub.state.chain import chain_existing, chained
 
 KEY_ENV = "PRIVPUB_PSEUDONYM_KEY_FILE"
-KEY_BYTES = 32
+KEY_BYTES = 16  # a new key's size (module docstring: one SHA-256 block with the id)
+OLD_KEY_BYTES = 32  # the key of a state made before session 24: still read, never drawn
 CHECK_TEXT = "privpub pseudonym key check"
 
 
@@ -214,8 +220,10 @@ def read_key(path: Path) -> bytes | None:
         return None
     except OSError as exc:
         raise StateError(f"cannot read the pseudonym key file {path}: {exc.strerror}") from None
-    if len(key) != KEY_BYTES:
-        raise StateError(f"{path} is not a privpub pseudonym key ({KEY_BYTES} bytes expected, {len(key)} found)")
+    if len(key) not in (KEY_BYTES, OLD_KEY_BYTES):
+        raise StateError(
+            f"{path} is not a privpub pseudonym key ({KEY_BYTES} or {OLD_KEY_BYTES} bytes expected, {len(key)} found)"
+        )
     return key
 
 

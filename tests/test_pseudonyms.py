@@ -388,3 +388,39 @@ def test_a_first_release_hashes_its_ids_beside_its_work_into_the_same_pseudonyms
     comp = {r.model: r for r in second["privacy"]}["series-composition-l"]
     returning = len(set(general[0]["pid"]) & set(general[1]["pid"]))
     assert comp.worst["returning"] == returning > 0
+
+
+def test_a_new_key_is_16_bytes_and_a_32_byte_key_of_an_older_state_keeps_its_pseudonyms(prefect_server, tmp_path):
+    """Issue 43: a new key is 16 bytes, so hex(key) and a short id share one SHA-256 block; a
+    state made with the 32-byte key keeps it: its returning people are still recognised under
+    the same pseudonyms (the definition computed here), and a key file of any other size is
+    refused in one line naming it."""
+    general, _, _ = months(2)
+    folder = tmp_path / "g"
+    publish_generalization(folder, general[0])
+    state = folder / "privpub.duckdb"
+    key_file = Path(str(state) + ".key")
+    assert key_file.stat().st_size == ps.KEY_BYTES == 16
+    new = ps.Pseudonyms(key_file.read_bytes())
+    assert new.of(pa.array(["P000000017"])).to_pylist() == [keyed_hash(new.key, "P000000017")]
+
+    # the same first release under a 32-byte key, as a state made before session 24 holds it
+    older = tmp_path / "older"
+    older.mkdir()
+    old_key = os.urandom(ps.OLD_KEY_BYTES)
+    Path(str(older / "privpub.duckdb") + ".key").write_bytes(old_key)
+    publish_generalization(older, general[0])
+    with duckdb.connect(str(older / "privpub.duckdb"), read_only=True) as con:
+        stored = {row[0] for row in con.execute("SELECT person FROM compose_people").fetchall()}
+    assert stored == {keyed_hash(old_key, str(pid)) for pid in general[0]["pid"]}
+    out = publish_generalization(older, general[1])
+    comp = {r.model: r for r in out["privacy"]}["series-composition-l"]
+    assert comp.worst["returning"] > 0  # its people recognised under the old key
+    assert Path(str(older / "privpub.duckdb") + ".key").read_bytes() == old_key
+
+    for size in (ps.KEY_BYTES - 1, 24, ps.OLD_KEY_BYTES + 1):
+        key_file.write_bytes(os.urandom(size))
+        with pytest.raises(StateError) as refused:
+            ps.read_key(key_file)
+        message = str(refused.value)
+        assert "\n" not in message and str(key_file) in message and f"{size} found" in message
