@@ -142,12 +142,37 @@ class Selections:
     def count(self, attrs: list[int], picks: list[np.ndarray]) -> int:
         if len(attrs) == 1:
             return int(self.counts[attrs[0]][picks[0]].sum())
-        key = tuple(attrs)
         if self.too_large(attrs):
             return self.count_rows(attrs, picks)
+        return int(self.histogram(attrs)[np.ix_(*picks)].sum())
+
+    def histogram(self, attrs: list[int]) -> np.ndarray:
+        """The joint histogram of the QIs `attrs` (sorted), built once. A pair's is summed from a
+        triple's, built and kept for the draws of three QIs that come later (issue 43: a pass
+        over the rows fewer per pair; the same counts)."""
+        key = tuple(attrs)
         if key not in self._joint:
-            self._joint[key] = self.joint(attrs)
-        return int(self._joint[key][np.ix_(*picks)].sum())
+            triple = self._triple_over(attrs) if len(attrs) == 2 else None
+            if triple is None:
+                self._joint[key] = self.joint(attrs)
+            else:
+                self._joint[key] = self.histogram(triple).sum(
+                    axis=triple.index(next(j for j in triple if j not in attrs))
+                )
+        return self._joint[key]
+
+    def _triple_over(self, pair: list[int]) -> list[int] | None:
+        """The triple of QIs holding `pair` whose histogram is smallest (a third QI of the fewest
+        codes), if a triple's histogram is built already or small enough; None otherwise."""
+        others = [j for j in range(len(self.sizes)) if j not in pair]
+        for j in others:
+            if tuple(sorted([*pair, j])) in self._joint:
+                return sorted([*pair, j])
+        if not others:
+            return None
+        third = min(others, key=lambda j: (self.sizes[j], j))
+        triple = sorted([*pair, third])
+        return None if self.too_large(triple) else triple
 
     def too_large(self, attrs: list[int]) -> bool:
         return joint_too_large(self.sizes, self.n, attrs)
