@@ -94,8 +94,8 @@ def echo_to_stderr(message: str) -> None:
 class Driver:
     """Each step a plain call in this process; progress lines go to `echo` (stderr by default;
     None: silent). Steps that read only what is final already run beside the main line on a
-    thread of their own (flows/beside.py: the evaluation beside verify, the series composition
-    and risk; the published files beside them all)."""
+    thread of their own (flows/beside.py: the series composition beside anonymize; the evaluation
+    beside verify, the series composition and risk; the published files beside them all)."""
 
     overlaps = True  # steps may start before the step ahead of them in the pipeline's order ends
 
@@ -570,8 +570,15 @@ def compute_release(
         after = series_check.hashing()  # the ids' pseudonyms fill the other core first
         input_side = driver.beside("input-figures", input_figures, data, spec.evaluate.workload_seed, settings, after)
         shared = input_side
+    composing: list[Future] = []  # the series composition, started beside anonymize
+
+    def compose_beside(part: Partition) -> None:
+        # it reads the partition and the input only, and anonymize leaves a core idle (issue 43)
+        if driver.overlaps and not data.in_parts:
+            composing.append(driver.beside("series-composition", composition_step, series_check, data, part))
+
     try:
-        part, release = make_release(driver, technique, data, series_check, rng, executor)
+        part, release = make_release(driver, technique, data, series_check, rng, executor, compose_beside)
         if on_release is not None:
             on_release(release)
         context_ = VerifyContext(data, {**(context or {}), **history})
@@ -580,7 +587,17 @@ def compute_release(
         )
         try:  # the evaluation (a Future: Driver.beside) runs while the series and risk are checked
             computed = series_and_risk(
-                driver, technique, release, part, data, series_check, settings, privacy, input_risk, input_side
+                driver,
+                technique,
+                release,
+                part,
+                data,
+                series_check,
+                settings,
+                privacy,
+                input_risk,
+                input_side,
+                composing[0] if composing else None,
             )
         except BaseException:  # the first error is the one raised
             settle(utility if isinstance(utility, Future) else None)
@@ -589,18 +606,28 @@ def compute_release(
         computed.utility = utility.result() if isinstance(utility, Future) and not later else utility
         return computed
     finally:  # refused before anything took it, or failed: no thread outlives the run
+        settle(composing[0] if composing else None)
         settle(input_side)
 
 
 def make_release(
-    driver: Driver, technique, data, series_check: SeriesCheck, rng: np.random.Generator, executor: Executor
+    driver: Driver,
+    technique,
+    data,
+    series_check: SeriesCheck,
+    rng: np.random.Generator,
+    executor: Executor,
+    on_partition: Callable[[Partition], None] | None = None,
 ) -> tuple[Partition, Release]:
-    """partition (the groups of earlier releases kept, when the series asks), then anonymize."""
+    """partition (the groups of earlier releases kept, when the series asks), then anonymize.
+    on_partition: called with the final partition before anonymize starts."""
     part = driver.run("partition", partition_step, technique, data, rng)
     if series_check.settings.keep_groups:  # PartedSeriesCheck refused it for rows in parts
         assert isinstance(data, Microdata)
         part = series_check.keep_groups(data, part)
         progress(f"{part.n_groups} groups kept from earlier releases ({part.info['merge_rounds']} merge rounds)")
+    if on_partition is not None:
+        on_partition(part)
     release = anonymize_step(driver, technique, data, part, rng, executor)
     if getattr(data, "person", None) is not None:  # rows_per_person = "many" (docs/models.md)
         if PEOPLE not in release.private:  # without it the verifier would count rows as people
@@ -621,11 +648,16 @@ def series_and_risk(
     privacy: list[PrivacyResult],
     input_risk: dict | None,
     input_side: Future | None = None,
+    composing: Future | None = None,
 ) -> Computed:
     """After verify: the series composition check, then (when every check passes) the risk
     figures and their limits. The Computed's utility is the caller's to fill. input_side: the
-    input's figures being computed beside (a Future of InputFigures)."""
-    privacy = privacy + driver.run("series-composition", composition_step, series_check, data, part)
+    input's figures being computed beside (a Future of InputFigures); composing: the series
+    composition started beside anonymize (its figures taken here, in the same order)."""
+    if composing is not None:
+        privacy = privacy + composing.result()
+    else:
+        privacy = privacy + driver.run("series-composition", composition_step, series_check, data, part)
     failed = [r for r in privacy if not r.passed and not series_check.tolerated(r)]
     for r in privacy:
         if not r.passed and series_check.tolerated(r):

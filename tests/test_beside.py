@@ -5,9 +5,11 @@ run leaves no thread running and no staged file behind."""
 
 from __future__ import annotations
 
+import shutil
 import threading
 from dataclasses import replace
 
+import pandas as pd
 import pytest
 
 from privpub.flows import pipeline
@@ -218,3 +220,64 @@ def test_a_release_the_commit_recognises_takes_its_evaluation_and_leaves_no_thre
     assert again == first
     assert not _beside_threads()
     assert Store(census_dir / "privpub.duckdb").audit_log().outcome.tolist()[-1] == "recognised"
+
+
+def test_the_series_composition_runs_beside_anonymize_with_the_same_figures(census_dir, tmp_path_factory):
+    """Issue 43: the series composition reads the partition and the input only, so it starts
+    beside anonymize (which leaves a core idle); a second release of the series gets the
+    composition figure the one-by-one driver computes after verify."""
+    spec = write_spec(census_dir, seed=3)
+    pipeline.attempt(str(spec), None, None, driver=Watching())
+    later = pd.read_csv(census_dir / "census.csv")  # the same people a year on
+    later["age"] = later["age"] + 1
+    later.to_csv(census_dir / "census.csv", index=False)
+    copy = tmp_path_factory.mktemp("copy") / "series"
+    shutil.copytree(census_dir, copy)
+    beside = Watching()
+    second = pipeline.attempt(str(spec), None, None, driver=beside)
+    assert beside.threads["series-composition"] == "privpub-beside"
+    one_by_one = OneAfterTheOther()
+    alone = pipeline.attempt(str(write_spec(copy, seed=3)), None, None, driver=one_by_one)
+    assert one_by_one.threads["series-composition"] == threading.main_thread().name
+    figures = _figures(census_dir, second)
+    assert any(name == "series-composition-l" for _, name, *_ in figures)
+    assert figures == _figures(copy, alone) and _tables(census_dir, second) == _tables(copy, alone)
+    assert not _beside_threads()
+
+
+def test_a_failed_anonymize_waits_for_the_series_composition(census_dir):
+    """anonymize fails while the series composition runs beside it: the run fails with
+    anonymize's error once the composition has ended, and leaves no thread."""
+    spec = write_spec(census_dir, seed=3)
+    started, real = threading.Event(), pipeline.composition_step
+
+    def slow(*args):
+        started.set()
+        return real(*args)
+
+    def broken(*args):
+        started.wait()
+        raise RuntimeError("anonymize broke")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pipeline, "composition_step", slow)
+        mp.setattr(pipeline, "anonymize_step", broken)
+        with pytest.raises(RuntimeError, match="anonymize broke"):
+            pipeline.attempt(str(spec), None, None, driver=Watching())
+    assert not _beside_threads()
+    assert Store(census_dir / "privpub.duckdb").audit_log().outcome.tolist()[-1] == "failed"
+
+
+def test_an_error_in_the_series_composition_beside_fails_the_run(census_dir):
+    spec = write_spec(census_dir, seed=3)
+
+    def broken(*args):
+        raise ValueError("series composition broke")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pipeline, "composition_step", broken)
+        with pytest.raises(ValueError, match="series composition broke"):
+            pipeline.attempt(str(spec), None, None, driver=Watching())
+    assert not _beside_threads()
+    assert not (census_dir / "releases" / ".staging").exists()
+    assert Store(census_dir / "privpub.duckdb").audit_log().outcome.tolist()[-1] == "failed"
