@@ -1,9 +1,9 @@
 """Steps of one publish that run beside its main line (issue 43: a million rows in 4 s on two
-cores). Writing the published files, evaluating utility, drawing the evaluation's workload
-and the series composition check
-read what is final already and write nothing the main line reads, so the plain driver starts each
-on a thread of its own and takes its result where the main line needs it; numpy, Arrow and
-DuckDB let go of the interpreter while they work, so the two cores both work.
+cores). Writing the published files, evaluating utility, drawing the evaluation's workload and
+the series composition check read what is final already and write nothing the main line reads,
+so the plain driver starts each on a thread of its own and takes its result where the main line
+needs it; numpy, Arrow and DuckDB let go of the interpreter while they work, so the two cores
+both work.
 
 Every step started is waited for before the run ends, refused or failed included: no thread
 outlives its run, and what a step made that nobody took (staged files) is handed back to be

@@ -245,39 +245,30 @@ def test_the_series_composition_runs_beside_anonymize_with_the_same_figures(cens
     assert not _beside_threads()
 
 
-def test_a_failed_anonymize_waits_for_the_series_composition(census_dir):
-    """anonymize fails while the series composition runs beside it: the run fails with
-    anonymize's error once the composition has ended, and leaves no thread."""
+@pytest.mark.parametrize("failing", ["anonymize_step", "composition_step"])
+def test_a_failure_beside_the_series_composition_fails_the_run_and_leaves_no_thread(census_dir, failing):
+    """anonymize fails while the series composition runs beside it (the run fails with
+    anonymize's error once the composition has ended), or the composition itself fails (its
+    error is the run's, taken after verify): no thread left, nothing staged, the audit row "failed"."""
     spec = write_spec(census_dir, seed=3)
     started, real = threading.Event(), pipeline.composition_step
 
-    def slow(*args):
+    def composing(*args):
         started.set()
+        if failing == "composition_step":
+            raise ValueError(f"{failing} broke")
         return real(*args)
 
-    def broken(*args):
+    def anonymizing(*args):
         started.wait()
-        raise RuntimeError("anonymize broke")
+        raise ValueError(f"{failing} broke")
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(pipeline, "composition_step", slow)
-        mp.setattr(pipeline, "anonymize_step", broken)
-        with pytest.raises(RuntimeError, match="anonymize broke"):
+        mp.setattr(pipeline, "composition_step", composing)
+        if failing == "anonymize_step":
+            mp.setattr(pipeline, "anonymize_step", anonymizing)
+        with pytest.raises(ValueError, match=f"{failing} broke"):
             pipeline.attempt(str(spec), None, None, driver=Watching())
-    assert not _beside_threads()
-    assert Store(census_dir / "privpub.duckdb").audit_log().outcome.tolist()[-1] == "failed"
-
-
-def test_an_error_in_the_series_composition_beside_fails_the_run(census_dir):
-    spec = write_spec(census_dir, seed=3)
-
-    def broken(*args):
-        raise ValueError("series composition broke")
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(pipeline, "composition_step", broken)
-        with pytest.raises(ValueError, match="series composition broke"):
-            pipeline.attempt(str(spec), None, None, driver=Watching())
-    assert not _beside_threads()
+    assert started.is_set() and not _beside_threads()
     assert not (census_dir / "releases" / ".staging").exists()
     assert Store(census_dir / "privpub.duckdb").audit_log().outcome.tolist()[-1] == "failed"
