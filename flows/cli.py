@@ -443,6 +443,11 @@ def main(argv: list[str] | None = None) -> int:
             # allocations, and numpy's and DuckDB's arrays cannot use them: the 1M publish peaked
             # 100-150 MiB higher on it (issue 43, docs/benchmarks.md); an operator's choice stays
             os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+            # pydantic and typeguard (pandera's) each scan every installed package's entry points
+            # for plugins of theirs, which privpub does not use: 10-20 ms a command (issue 43,
+            # item 4); an operator's setting stays
+            os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+            os.environ.setdefault("TYPEGUARD_DISABLE_PLUGIN_AUTOLOAD", "1")
             one_malloc_arena()
             if args.command in READS_AHEAD:
                 malloc_keeps_freed_memory()

@@ -103,3 +103,42 @@ def test_publish_keeps_its_arrays_on_the_heap_unless_the_operator_chose(tmp_path
     for name in MALLOC_VARIABLES:
         value = "glibc.malloc.check=0" if name == "GLIBC_TUNABLES" else "131072"
         assert block_after(tmp_path, "publish", {**env, name: value}) == "own mapping", name
+
+
+PLUGINS = """
+import os, sys
+from privpub.flows import cli
+sys.argv = ["privpub", "history", "--state", sys.argv[1]]
+cli.main()
+import importlib.metadata
+scans = []
+real = importlib.metadata.entry_points
+importlib.metadata.entry_points = lambda **kw: scans.append(kw) or real(**kw)
+import pandera.pandas  # pydantic and typeguard, imported by the command's validation
+from privpub.schemas.spec import load_spec  # a pydantic model built
+print(os.environ.get("PYDANTIC_DISABLE_PLUGINS"), os.environ.get("TYPEGUARD_DISABLE_PLUGIN_AUTOLOAD"), len(scans))
+"""
+
+
+def test_the_command_skips_the_plugin_scans_of_pydantic_and_typeguard_unless_the_operator_chose(tmp_path):
+    """Issue 43 item 4: pydantic and typeguard each scan every installed package's entry points
+    for plugins privpub does not use; the command turns both scans off (10-20 ms), and keeps
+    what an operator set."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYDANTIC_DISABLE_PLUGINS", "TYPEGUARD_DISABLE_PLUGIN_AUTOLOAD")
+    }
+
+    def run(extra: dict[str, str]) -> str:
+        ran = subprocess.run(
+            [sys.executable, "-c", PLUGINS, str(tmp_path / "absent.duckdb")],
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return ran.stdout.strip().splitlines()[-1]
+
+    assert run({}) == "__all__ 1 0"
+    assert run({"PYDANTIC_DISABLE_PLUGINS": "logfire"}).startswith("logfire 1 ")
