@@ -54,6 +54,7 @@ from privpub.state.failpoints import failpoint
 from privpub.state.migrations import MIGRATIONS
 from privpub.state.permissions import as_published, make_public_dir, owner_only, private_umask
 from privpub.state.pseudonyms import (
+    KEY_BYTES,
     Pseudonyms,
     create_key,
     first_use,
@@ -802,7 +803,7 @@ class Store:
             if recorded is not None:
                 raise missing_key(self.path, path)
             if not create:
-                return Pseudonyms(os.urandom(32))
+                return Pseudonyms(os.urandom(KEY_BYTES))  # a throwaway key, as a new one is drawn
             private_umask()
             key = create_key(path)
         found = Pseudonyms(key)

@@ -403,6 +403,8 @@ def test_a_new_key_is_16_bytes_and_a_32_byte_key_of_an_older_state_keeps_its_pse
     assert key_file.stat().st_size == ps.KEY_BYTES == 16
     new = ps.Pseudonyms(key_file.read_bytes())
     assert new.of(pa.array(["P000000017"])).to_pylist() == [keyed_hash(new.key, "P000000017")]
+    throwaway = Store(tmp_path / "explored" / "privpub.duckdb").pseudonyms(create=False)  # nothing recorded
+    assert len(throwaway.key) == ps.KEY_BYTES and not (tmp_path / "explored").exists()
 
     # the same first release under a 32-byte key, as a state made before session 24 holds it
     older = tmp_path / "older"
