@@ -162,8 +162,9 @@ class Selections:
         return self._joint[key]
 
     def _triple_over(self, pair: list[int]) -> list[int] | None:
-        """The triple of QIs holding `pair` whose histogram is smallest (a third QI of the fewest
-        codes), if a triple's histogram is built already or small enough; None otherwise."""
+        """A triple of QIs holding `pair` to sum the pair's histogram from: one whose histogram
+        is built already, else the pair and the QI of fewest codes (unless that histogram would
+        be too large); None: the pair's histogram is built from the rows."""
         others = [j for j in range(len(self.sizes)) if j not in pair]
         for j in others:
             if tuple(sorted([*pair, j])) in self._joint:
