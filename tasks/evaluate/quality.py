@@ -646,7 +646,10 @@ def kl_divergence(
     dims = _box_dims(all_cells, first, data.domains)
     # narrow columns first: a prefix grows by a factor of the cell's width, and the widest column
     # comes last, searched as a range rather than split
-    spread = [float(np.log(hi - lo + 1).mean()) if len(first) else 0.0 for lo, hi, _, _ in dims]
+    # (a box empty on a column, hi = lo - 1 there, has width 0: log 0 = -inf sorts that column
+    # first, silently: a synthetic release's empty cell is no error to print)
+    with np.errstate(divide="ignore"):
+        spread = [float(np.log(hi - lo + 1).mean()) if len(first) else 0.0 for lo, hi, _, _ in dims]
     columns = sorted(range(len(dims)), key=lambda i: spread[i])
     points = _input_points(data, columns, n_s)
     total = float(joint.num_rows if weights is None else weights.sum()) + view.suppressed
