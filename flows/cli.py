@@ -383,7 +383,20 @@ def hash_ids_ahead(spec: Any, table: Any) -> None:
     load_lazily("privpub.state.pseudonyms:hash_ahead")(spec.state_path, table.column(ds.person_id))
 
 
-M_ARENA_MAX = -8  # glibc's malloc.h
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8  # glibc's malloc.h
+
+
+def _mallopt(settings: list[tuple[int, int]], unless_set: tuple[str, ...]) -> bool:
+    """glibc's mallopt(param, value) for each setting in turn, unless the operator set one of the
+    environment variables `unless_set` (then glibc's own policy, as for a C library without
+    mallopt: musl's, or not Linux); True when every setting took."""
+    if any(name in os.environ for name in unless_set) or not sys.platform.startswith("linux"):
+        return False
+    try:
+        mallopt = load_lazily("ctypes:CDLL")(None).mallopt
+    except AttributeError:  # a C library without mallopt (musl): its own allocator's policy
+        return False
+    return all(mallopt(param, value) for param, value in settings)
 
 
 def one_malloc_arena() -> bool:
@@ -392,15 +405,9 @@ def one_malloc_arena() -> bool:
     an arena per thread, what one step freed could not serve the other's next arrays: the 1M
     publish peaked 100-150 MiB higher and spent more system time (docs/benchmarks.md). Called by
     the process's entry before any thread starts; True when the setting took."""
-    if "MALLOC_ARENA_MAX" in os.environ or not sys.platform.startswith("linux"):
-        return False
-    try:
-        return bool(load_lazily("ctypes:CDLL")(None).mallopt(M_ARENA_MAX, 1))
-    except AttributeError:  # a C library without mallopt (musl): its own allocator's policy
-        return False
+    return _mallopt([(M_ARENA_MAX, 1)], ("MALLOC_ARENA_MAX",))
 
 
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 HEAP_ARRAYS_UP_TO = 1 << 30  # bytes: larger arrays still get their own mapping, given back when freed
 MALLOC_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES")
 
@@ -414,14 +421,10 @@ def malloc_keeps_freed_memory() -> bool:
     (docs/benchmarks.md, session 24). Not for long-lived commands (the server, the auditor): their
     peak would stay theirs. Left to glibc when the operator set a malloc variable; True when the
     settings took."""
-    if any(name in os.environ for name in MALLOC_SETTINGS) or not sys.platform.startswith("linux"):
-        return False
-    try:
-        mallopt = load_lazily("ctypes:CDLL")(None).mallopt
-    except AttributeError:  # a C library without mallopt (musl): its own allocator's policy
-        return False
     # the trim threshold first: setting either fixes both (no dynamic threshold any more)
-    return bool(mallopt(M_TRIM_THRESHOLD, 2 * HEAP_ARRAYS_UP_TO - 1) and mallopt(M_MMAP_THRESHOLD, HEAP_ARRAYS_UP_TO))
+    return _mallopt(
+        [(M_TRIM_THRESHOLD, 2 * HEAP_ARRAYS_UP_TO - 1), (M_MMAP_THRESHOLD, HEAP_ARRAYS_UP_TO)], MALLOC_SETTINGS
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -451,9 +454,9 @@ def main(argv: list[str] | None = None) -> int:
             one_malloc_arena()
             if args.command in READS_AHEAD:
                 malloc_keeps_freed_memory()
-            if args.command in READS_AHEAD and getattr(args, "task_runner", None) != "dask":
-                # the input parsed by Arrow while this command's imports run (schemas/read_ahead.py)
-                load_lazily("privpub.schemas.read_ahead:ahead")(args.spec, hash_ids_ahead)
+                if getattr(args, "task_runner", None) != "dask":
+                    # the input parsed by Arrow while this command's imports run (schemas/read_ahead.py)
+                    load_lazily("privpub.schemas.read_ahead:ahead")(args.spec, hash_ids_ahead)
         try:
             run: Callable[[Any], int] = load_lazily(args.target)
         finally:
