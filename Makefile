@@ -7,7 +7,7 @@ export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PY_KEY_VALUE_DISABLE_BEARTYPE := true
 
-.PHONY: setup run lint test test-slow chromium e2e-browser mutants bench bench-e2e bench-evaluate bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-compose bench-scale bench-suppress bench-explore clean
+.PHONY: setup run lint test test-slow test-explore chromium e2e-browser mutants bench bench-e2e bench-evaluate bench-ambiguity bench-muco bench-serial bench-butterfly bench-audit bench-compose bench-scale bench-suppress bench-explore clean
 
 setup: $(STAMP)
 
@@ -42,6 +42,11 @@ test: $(STAMP) chromium
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_XDIST) -m slow
+
+# The property tests with fresh random draws, more of them (tests/conftest.py): `make test` draws
+# the same examples every run; this searches for new failing cases (not run by CI).
+test-explore: $(STAMP)
+	PRIVPUB_HYPOTHESIS=explore $(BIN)/python -m pytest $(PYTEST_XDIST) -m "not slow" $$(grep -l "from hypothesis" tests/test_*.py)
 
 # The browser tests (tests/test_browser.py) drive Debian's Chromium through playwright (no browser
 # download). `make test` installs it when missing, so the browser tests run in every CI run; they

@@ -46,7 +46,9 @@ class QualityView:
     divergence with the sensitive column (a null cell: any value), `weights` the records each
     stands for (None: one each; Anatomy: a QIT row times its group's ST shares). `classes`: the
     published equivalence-class sizes and `k` the size each is bound to hold (None: aecs does not
-    apply, `aecs_reason` says why). `suppressed`: input rows left out."""
+    apply, `aecs_reason` says why). `suppressed`: input rows left out. `records`: the rows are
+    the input's records (generalized, masked or suppressed); False for synthetic rows, which
+    stand for no input row even when there happen to be as many (no non-uniform entropy then)."""
 
     table: pa.Table
     sensitive: str
@@ -57,6 +59,7 @@ class QualityView:
     classes_are_boxes: bool = False  # a class is a distinct published QI box (counted here, not passed)
     aecs_reason: str = "the technique guarantees no class size k"
     suppressed: int = 0
+    records: bool = True
 
 
 @dataclass(frozen=True)
@@ -669,7 +672,7 @@ def quality_figures(view: QualityView | str, data: Any) -> dict[str, Any]:
     """The five models' figures (discernibility is evaluate's), or the reason for each."""
     if isinstance(view, str):
         return {name: not_applicable(view) for name in QUALITY_FIGURES}
-    published_once = view.table.num_rows + view.suppressed == data.n
+    published_once = view.records and view.table.num_rows + view.suppressed == data.n
     table_cells = TableCells.of_table(view.table, data.domains)  # read once for every model
     boxes = distinct_boxes(table_cells.cells) if view.table.num_rows else None  # for aecs and the KL divergence
     return {

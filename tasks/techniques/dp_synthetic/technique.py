@@ -155,12 +155,14 @@ class DPSynthetic(Technique):
         return table, qi_columns(table, self.spec.dataset.qi_names)
 
     def quality_view(self, release: Release) -> QualityView | str:
-        """One synthetic row per record; classes are the distinct published boxes (no k bound)."""
+        """Synthetic rows, none of them an input record (their count is a noisy count); classes
+        are the distinct published boxes (no k bound)."""
         return QualityView(
             release.tables["table"],
             self.spec.dataset.sensitive,
             classes_are_boxes=True,
             aecs_reason="a synthetic table guarantees no class size k",
+            records=False,
         )
 
     def describe(self, privacy: Sequence[PrivacyResult], sensitive: str) -> Description:
