@@ -179,6 +179,11 @@ def _release(args: argparse.Namespace, plan: RunPlan, start: Callable[[], str]) 
 
 def print_summary(state: Path, release_id: str) -> None:
     store = Store(state)
+    with store.read():  # the reads below share this attachment of the state (state/attached.py)
+        _print_summary(store, release_id)
+
+
+def _print_summary(store: Store, release_id: str) -> None:
     rel = store.release(release_id)
     m = rel["metrics"]
     privacy = [

@@ -839,6 +839,7 @@ class RowsRead:
     key: str
     based_on: int
     ledger: tuple[PrivacyResult, ...] = ()  # the budget ledger's figures of this release (tasks/compose/budget.py)
+    spends: tuple = ()  # the series' ledger as read then (state/ledger.py Spend), for the report
 
 
 def run_release(
@@ -957,24 +958,25 @@ def read_and_check(run: ReleaseRun) -> RowsRead | str:
     if not run.options.allow_repeat:
         refuse_repeat(run.store, spec, run.technique, fp, run.who, run.run_id, run.origin)
     refuse_row_ids_in_a_series(run.store, spec, run.who, run.run_id, run.origin)
-    figures = refuse_over_budget(run)
+    figures, spends = refuse_over_budget(run)
     # the composition check reads the summaries it combines: another release of the series
     # committed meanwhile would make them stale, so the commit checks the sequence
-    return RowsRead(fp, data, key, run.store.last_sequence(spec.dataset.name), tuple(figures))
+    return RowsRead(fp, data, key, run.store.last_sequence(spec.dataset.name), tuple(figures), tuple(spends))
 
 
-def refuse_over_budget(run: ReleaseRun) -> list[PrivacyResult]:
+def refuse_over_budget(run: ReleaseRun) -> tuple[list[PrivacyResult], list]:
     """The series' privacy-budget ledger (docs/dp.md): a DP release that would take the series
     above its budget, or a release mixing DP and syntactic releases in one series, refused with
-    its audit row before any work; else the ledger figures this release records. The series lock
-    is held until the commit, so the ledger read here is still the series' then."""
+    its audit row before any work; else the ledger figures this release records, and the ledger
+    read (the report shows it). The series lock is held until the commit, so the ledger read here
+    is still the series' then."""
     series = run.plan.series
     releases = run.store.ledger(series).get(series, [])
     message, figures = ledger_check(run.spec, run.technique, releases)
     if message is not None:
         run.log(series, "refused", refusal_detail(message, {"reason": "privacy budget"}))
         raise PrivacyRefused(message)
-    return figures
+    return figures, releases
 
 
 def compute(run: ReleaseRun, rows: RowsRead) -> Computed:
@@ -1044,14 +1046,18 @@ def release_meta(run: ReleaseRun, rows: RowsRead, computed: Computed, staged: St
 
 
 def report_writer(
-    run: ReleaseRun, computed: Computed, staged: StagedFiles, meta: dict[str, Any]
+    run: ReleaseRun, rows: RowsRead, computed: Computed, staged: StagedFiles, meta: dict[str, Any]
 ) -> Callable[[str, int, Path], None]:
     """The commit's `before_commit`: the report written into the staged folder inside the commit,
-    once the id is known (a committed release always has its report)."""
+    once the id is known (a committed release always has its report). The series' earlier
+    figures and budget ledger are those of the releases before `rows.based_on` (the series lock
+    is held since they were read, and the commit refuses if another release landed): a series'
+    first release reads none."""
     privacy = computed.privacy
     sizes = run.technique.group_sizes(computed.release)
-    earlier = run.store.series_figures(run.plan.series, [r.model for r in privacy] + SERIES_FIGURES)
-    spends = run.store.ledger(run.plan.series).get(run.plan.series, [])  # the report's budget ledger
+    names = [r.model for r in privacy] + SERIES_FIGURES
+    earlier = run.store.series_figures(run.plan.series, names) if rows.based_on else None
+    spends = list(rows.spends)  # the report's budget ledger
     output_dir = run.spec.output_dir
 
     def write_report(release_id: str, sequence: int, folder: Path) -> None:
@@ -1144,7 +1150,7 @@ def stage_and_commit(run: ReleaseRun, rows: RowsRead, computed: Computed) -> dic
     arguments = commit_arguments(run, rows, computed, staged)
     if evaluating is not None:  # the commit writes the summaries while the evaluation ends beside
         arguments["utility"] = partial(evaluated, computed, evaluating, staged)
-    arguments.update(on_commit=hooks, before_commit=report_writer(run, computed, staged, meta))
+    arguments.update(on_commit=hooks, before_commit=report_writer(run, rows, computed, staged, meta))
     t_commit = time.perf_counter()
     try:
         release_id, created = run.driver.run("commit", commit_step, run.store, arguments)

@@ -97,3 +97,15 @@ def detach(path: Path, con: duckdb.DuckDBPyConnection) -> None:
                     del _HOSTS[key]
                     host.base.close()
                     raise
+
+
+def close_idle() -> bool:
+    """Close every database kept for a state file no connection uses (a process about to end
+    without the interpreter's teardown: DuckDB then removes its spill folders itself); False, and
+    nothing closed, when a connection is still open."""
+    with _LOCK:
+        if any(host.users for host in _HOSTS.values()):
+            return False
+        while _HOSTS:
+            _HOSTS.popitem()[1].base.close()
+        return True
