@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import gc
 import logging
 import os
+import select
 import sys
 import threading
 import traceback
@@ -470,6 +472,8 @@ def main(argv: list[str] | None = None) -> int:
         print("privpub: interrupted; nothing was published by this run", file=sys.stderr)
         return 130
     except Exception as exc:
+        if isinstance(exc, BrokenPipeError) and reader_gone():
+            return leave_quietly()
         if os.environ.get("PRIVPUB_DEBUG"):
             traceback.print_exc()
         print(f"privpub: error: {public_message(exc)}", file=sys.stderr)
@@ -477,6 +481,35 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if entry:
             gc.freeze()
+
+
+READER_GONE = 128 + 13  # a Unix tool's status when SIGPIPE ends it (`privpub trail | head`)
+
+
+def reader_gone() -> bool:
+    """Whether the reader of stdout or stderr has closed its end of the pipe (`head` had enough
+    lines): then a BrokenPipeError is no error of the command's."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            fd = stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            continue
+        poll = select.poll()
+        poll.register(fd, select.POLLOUT)
+        if any(events & select.POLLERR for _, events in poll.poll(0)):
+            return True
+    return False
+
+
+def leave_quietly() -> int:
+    """End as a Unix tool whose reader went away: nothing more written (the output streams point
+    at /dev/null, so the interpreter's last flush finds no closed pipe), status READER_GONE."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            os.dup2(devnull, stream.fileno())
+    os.close(devnull)
+    return READER_GONE
 
 
 def __getattr__(name: str) -> Any:
