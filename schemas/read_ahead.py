@@ -1,7 +1,8 @@
 """A publish's CSV input parsed by Arrow while the command imports the rest of privpub (issue 43).
 
 `privpub publish` spends half a second importing pandas, pandera and DuckDB before it can read
-its input; Arrow's CSV reader needs none of them and parses on its own threads, without the GIL.
+its input; Arrow's CSV reader needs none of them and parses without the GIL (on its own threads
+when a core is spare beside the imports: `ahead_threads`).
 So the CLI entry starts `ahead(spec_path)` on a thread first: it loads the spec (pydantic only)
 and, for an input that is one CSV file, parses it with the options the reader will ask for.
 `csv_table` then hands that table over when the reader asks for the same file (same inode, size
@@ -50,9 +51,18 @@ def _identity(path: Path) -> tuple[int, int, int]:
     return st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def _parse(path: Path, columns: tuple[str, ...], text: tuple[str, ...]) -> arrow.Table:
+def ahead_threads() -> bool:
+    """Whether the parse ahead runs on Arrow's threads: only with a core to spare beside the
+    imports, which hold one. On two cores Arrow's second thread took the imports' core: with one
+    thread the input was read and validated 80-120 ms sooner at 1M rows (session 25,
+    docs/benchmarks.md), the parse still done before the imports."""
+    return (os.cpu_count() or 1) > 2
+
+
+def _parse(path: Path, columns: tuple[str, ...], text: tuple[str, ...], threads: bool = True) -> arrow.Table:
     return pcsv.read_csv(
         path,
+        read_options=pcsv.ReadOptions(use_threads=threads),
         convert_options=pcsv.ConvertOptions(
             include_columns=list(columns),
             # large_string: what pandas' str dtype holds, so to_pandas does not copy the text
@@ -112,7 +122,7 @@ def _read_ahead(spec_path: str, then: Callable[[ReleaseSpec, arrow.Table], Any] 
                 _AHEAD[(str(path), columns, text)] = future
         finally:
             _DECIDED.set()
-        table = _parse(path, columns, text)
+        table = _parse(path, columns, text, ahead_threads())
         future.set_result((identity, table))
         if then is not None:
             then(spec, table)
