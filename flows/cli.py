@@ -541,7 +541,7 @@ def end_process(code: int) -> None:
     os._exit(code)
 
 
-def command() -> None:
+def console_script() -> None:
     """The console script `privpub`: `main`, then the process ends at once (`end_process`).
     (`python -m privpub.flows.cli` exits the ordinary way: a caller of runpy goes on after it.)"""
     code = main()

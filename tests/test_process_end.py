@@ -1,5 +1,5 @@
 """The `privpub` console script ends its process as soon as the command has returned
-(flows/cli.py `command` -> `end_process`, issue 43 item 4): exit handlers run and output is
+(flows/cli.py `console_script` -> `end_process`, issue 43 item 4): exit handlers run and output is
 flushed, the interpreter's teardown is skipped; while a thread still runs, or a state file is
 still open, the ordinary exit does its work as before."""
 
@@ -41,7 +41,7 @@ if case == "thread":  # a thread still running when the command returns
         return code
     cli.main = main_then_thread
 sys.argv = ["privpub", *sys.argv[4:]]
-cli.command() if case != "main" else sys.exit(cli.main())
+cli.console_script() if case != "main" else sys.exit(cli.main())
 """
 
 
