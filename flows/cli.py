@@ -370,6 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # the commands that read a spec's input first thing: their CSV input is parsed while they import
 READS_AHEAD = ("publish", "serial")
+MAKE_RELEASES = (*READS_AHEAD, "demo")  # the commands whose steps run beside the state's writes
 
 
 HASH_AHEAD_ROWS = 100_000  # fewer ids hash in milliseconds: not worth a second thread's imports
@@ -456,6 +457,8 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
             os.environ.setdefault("TYPEGUARD_DISABLE_PLUGIN_AUTOLOAD", "1")
             one_malloc_arena()
+            if args.command in MAKE_RELEASES:  # the state's DuckDB leaves the release's threads a core
+                load_lazily("privpub.state.attached:leave_a_core")()
             if args.command in READS_AHEAD:
                 malloc_keeps_freed_memory()
                 if getattr(args, "task_runner", None) != "dask":

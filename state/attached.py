@@ -32,6 +32,7 @@ class _Host:
 
 _LOCK = threading.Lock()
 _HOSTS: dict[str, _Host] = {}
+_THREADS: list[int | None] = [None]  # DuckDB's threads for databases opened next (None: its default)
 _PID = [os.getpid()]
 _INHERITED: list[_Host] = []  # a forked child never touches its parent's databases, nor frees them
 
@@ -48,7 +49,10 @@ def _host(path: str) -> _Host:
     host = _HOSTS.pop(path, None)
     if host is None:
         # where a file database spills (DuckDB's default for it), not the working folder
-        host = _Host(duckdb.connect(config={"temp_directory": path + ".tmp"}))
+        config: dict[str, str | bool | int | float | list[str]] = {"temp_directory": path + ".tmp"}
+        if _THREADS[0] is not None:
+            config["threads"] = _THREADS[0]
+        host = _Host(duckdb.connect(config=config))
         idle = [p for p, h in _HOSTS.items() if h.users == 0]
         for old in idle[: max(0, len(idle) - KEEP + 1)]:
             _HOSTS.pop(old).base.close()
@@ -109,3 +113,12 @@ def close_idle() -> bool:
         while _HOSTS:
             _HOSTS.popitem()[1].base.close()
         return True
+
+
+def leave_a_core() -> None:
+    """The state's DuckDB runs one thread fewer than the machine has cores (one at least) in the
+    databases opened from now on: a release's commit writes the state while its evaluation ends
+    on a thread beside it, and on two cores DuckDB's second thread took that thread's core (the
+    1M publish ended 0.33 s sooner with one, the demo 0.03 s; session 25, docs/benchmarks.md).
+    For the commands that make a release; the others keep DuckDB's default."""
+    _THREADS[0] = max(1, (os.cpu_count() or 1) - 1)
