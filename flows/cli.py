@@ -457,13 +457,13 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
             os.environ.setdefault("TYPEGUARD_DISABLE_PLUGIN_AUTOLOAD", "1")
             one_malloc_arena()
-            if args.command in MAKE_RELEASES:  # the state's DuckDB leaves the release's threads a core
-                load_lazily("privpub.state.attached:leave_a_core")()
             if args.command in READS_AHEAD:
                 malloc_keeps_freed_memory()
                 if getattr(args, "task_runner", None) != "dask":
                     # the input parsed by Arrow while this command's imports run (schemas/read_ahead.py)
                     load_lazily("privpub.schemas.read_ahead:ahead")(args.spec, hash_ids_ahead)
+            if args.command in MAKE_RELEASES:  # (after the read-ahead's start: this imports DuckDB)
+                load_lazily("privpub.state.attached:leave_a_core")()  # the state's DuckDB leaves a core
         try:
             run: Callable[[Any], int] = load_lazily(args.target)
         finally:
