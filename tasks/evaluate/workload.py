@@ -64,9 +64,12 @@ def _condition(
     return condition_of(dom, picked), picked
 
 
-def _picked_codes(dom: QIDomain, freq: np.ndarray, coverage: float, rng: np.random.Generator) -> np.ndarray:
+def _picked_codes(
+    dom: QIDomain, freq: np.ndarray, coverage: float, rng: np.random.Generator, cdf: np.ndarray | None = None
+) -> np.ndarray:
     """The codes _condition selects (its random draws), without building the condition: most
-    draws are rejected by their count, so make_workload builds the conditions it keeps only."""
+    draws are rejected by their count, so make_workload builds the conditions it keeps only.
+    cdf: np.cumsum(freq), when the caller keeps it across draws."""
     picked = np.zeros(dom.size, dtype=bool)
     if dom.kind == "categorical" and not dom.hierarchy:
         # codes in a random order (those no row holds skipped) until their mass reaches the
@@ -77,7 +80,7 @@ def _picked_codes(dom: QIDomain, freq: np.ndarray, coverage: float, rng: np.rand
         picked[order[: int(np.argmax(reached)) + 1 if reached.any() else len(order)]] = True
         return picked
     # ordered domain: a contiguous code range holding about `coverage` of the mass
-    cdf = np.cumsum(freq)
+    cdf = np.cumsum(freq) if cdf is None else cdf
     start_q = rng.uniform(0, max(1e-9, 1 - coverage))
     lo = int(np.searchsorted(cdf, start_q, side="right"))
     hi = int(np.searchsorted(cdf, min(1.0, start_q + coverage) - 1e-12))
@@ -138,6 +141,7 @@ class Selections:
         ]
         self.counts = [np.bincount(c, minlength=s) for c, s in zip(self.columns, self.sizes)]
         self._joint: dict[tuple[int, ...], np.ndarray] = {}
+        self._too_large: dict[tuple[int, ...], bool] = {}
 
     def count(self, attrs: list[int], picks: list[np.ndarray]) -> int:
         if len(attrs) == 1:
@@ -176,7 +180,10 @@ class Selections:
         return None if self.too_large(triple) else triple
 
     def too_large(self, attrs: list[int]) -> bool:
-        return joint_too_large(self.sizes, self.n, attrs)
+        key = tuple(attrs)  # asked once a draw: kept
+        if key not in self._too_large:
+            self._too_large[key] = joint_too_large(self.sizes, self.n, attrs)
+        return self._too_large[key]
 
     def joint(self, attrs: list[int]) -> np.ndarray:
         """The joint histogram of the QIs' codes."""
@@ -274,6 +281,7 @@ def make_workload(
     select = select or Selections(cast(CodedTable, data))
     draws: list[tuple[Any, ...]] = []
     freqs = [c / max(data.n, 1) for c in select.counts]
+    cdfs = [np.cumsum(f) for f in freqs]  # the ordered domains' draws read them
     for sel in selectivities:
         made, tries = 0, 0
         if every_draw_rejected(sel, data.n):
@@ -283,7 +291,7 @@ def make_workload(
             tries += 1
             m = int(rng.integers(1, min(max_attrs, n_qi) + 1))
             attrs = sorted(rng.choice(n_qi, size=m, replace=False).tolist())
-            picks = [_picked_codes(data.domains[j], freqs[j], sel ** (1 / m), rng) for j in attrs]
+            picks = [_picked_codes(data.domains[j], freqs[j], sel ** (1 / m), rng, cdfs[j]) for j in attrs]
             count = select.count(attrs, picks)
             actual = count / data.n  # the selected share of rows
             if not (sel / 2 <= actual <= sel * 2):
