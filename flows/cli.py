@@ -464,6 +464,9 @@ def main(argv: list[str] | None = None) -> int:
                     load_lazily("privpub.schemas.read_ahead:ahead")(args.spec, hash_ids_ahead)
             if args.command in MAKE_RELEASES:  # (after the read-ahead's start: this imports DuckDB)
                 load_lazily("privpub.state.attached:leave_a_core")()  # the state's DuckDB leaves a core
+                # a small table's steps and helpers in one thread: handing the interpreter between
+                # threads across cores costs more than they save on few rows (tasks/core/threads.py)
+                load_lazily("privpub.tasks.core.threads:keep_small_work_in_one_thread")()
         try:
             run: Callable[[Any], int] = load_lazily(args.target)
         finally:

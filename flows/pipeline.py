@@ -53,6 +53,7 @@ from privpub.tasks.compose.check import SeriesCheck, series_settings
 from privpub.tasks.core.executor import Executor, ThreadExecutor
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import ANONYMIZE, UTILITY, VERIFY, ChunkedStep, Technique
+from privpub.tasks.core.threads import worth_threads
 from privpub.tasks.core.types import Partition, PrivacyResult, Release, VerifyContext
 from privpub.tasks.evaluate import SharedWorkload, evaluate, evaluation_workload, shared_workload, utility_summary
 from privpub.tasks.evaluate.classification import classification_figures, hold_out
@@ -116,7 +117,11 @@ class Driver:
 
     def beside(self, name: str, fn: Callable[..., Any], *args: Any) -> Future:
         """Step `name` started on a thread of its own while the caller goes on (flows/beside.py);
-        its result, or its error, from the future."""
+        its result, or its error, from the future. A publish of few rows in a process that keeps
+        their work in one thread (tasks/core/threads.py) runs it now, in this thread."""
+        rows = _RUN_ROWS.get()
+        if rows is not None and not worth_threads(rows):
+            return done_now(partial(self.run, name, fn, *args))
         return on_a_thread(partial(self.run, name, fn, *args))
 
     def map_chunks(self, label: str, fn: Callable[[Any], Any], chunks: list, executor: Executor) -> list:
@@ -135,6 +140,8 @@ class Driver:
 
 
 PLAIN = Driver()
+# the rows of the publish under way in this process (None: none, or rows kept in parts)
+_RUN_ROWS: contextvars.ContextVar[int | None] = contextvars.ContextVar("privpub_run_rows", default=None)
 # the driver of the release being made (steps and helpers print progress through it)
 _DRIVER: contextvars.ContextVar[Driver | None] = contextvars.ContextVar("privpub_driver", default=None)
 
@@ -912,10 +919,14 @@ def publish_run(run: ReleaseRun) -> dict[str, Any]:
     rows = read_and_check(run)
     if isinstance(rows, str):
         return run.unchanged(rows)
-    computed = compute(run, rows)
-    if computed.refusal is not None:
-        refuse(run, computed.refusal)
-    return stage_and_commit(run, rows, computed)
+    token = _RUN_ROWS.set(None if run.plan.in_parts else rows.data.n)
+    try:
+        computed = compute(run, rows)
+        if computed.refusal is not None:
+            refuse(run, computed.refusal)
+        return stage_and_commit(run, rows, computed)
+    finally:
+        _RUN_ROWS.reset(token)
 
 
 def already_published(run: ReleaseRun) -> str | None:

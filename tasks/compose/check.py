@@ -44,6 +44,7 @@ from privpub.tasks.compose.keep_groups import kept_partition
 from privpub.tasks.compose.rebuild import one_row
 from privpub.tasks.core.microdata import Microdata, person_text
 from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.threads import done, worth_threads
 from privpub.tasks.core.types import Partition, PrivacyResult
 from privpub.tasks.partition.parted import PartedRows
 
@@ -164,7 +165,8 @@ class SeriesCheck:
             self.codes = np.tile(self.codes, len(self.views))
         # the state keeps pseudonyms, never the ids (state/pseudonyms.py): the ids are compared
         # with the stored ones, and stored, as their pseudonyms
-        pending = store.pseudonyms(create=self.commits).of_beside(self.persons)
+        keyed = store.pseudonyms(create=self.commits)
+        pending = keyed.of_beside(self.persons) if worth_threads(len(self.persons)) else done(keyed.of, self.persons)
         if not summaries.started(store, ds.name):  # nothing to read: hashed beside the partition step
             self._persons = pending
             return

@@ -12,7 +12,6 @@ its value in that domain. Partitioners work on codes; published tables decode th
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -24,6 +23,7 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 from privpub.schemas.dates import unit_last_day
 from privpub.schemas.spec import MASK, QISpec, ReleaseSpec
 from privpub.tasks.core.hierarchies import mask_hierarchy
+from privpub.tasks.core.threads import map_on_threads
 
 
 @dataclass(frozen=True)
@@ -201,8 +201,7 @@ class Microdata(HasDomains):
             return domain
 
         # Arrow's and numpy's kernels let go of the GIL: the QIs are coded on both cores (issue 43)
-        with ThreadPoolExecutor(max_workers=min(2, len(ds.qi)) or 1, thread_name_prefix="privpub-encode") as pool:
-            domains = list(pool.map(coded, range(len(ds.qi))))
+        domains = map_on_threads(coded, range(len(ds.qi)), min(2, len(ds.qi)), len(frame), "privpub-encode")
         s_codes, s_values = pd.factorize(frame[ds.sensitive], sort=True)
         person = pd.factorize(frame[ds.person_id])[0].astype(np.int64) if ds.rows_per_person == "many" else None
         return cls(spec, frame, domains, codes, np.asarray(s_values), s_codes.astype(np.int32), person=person)

@@ -14,14 +14,13 @@ Lists are built once per group and then taken per row, so a million rows cost a 
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from privpub.schemas.dates import date32
 from privpub.tasks.core.microdata import Microdata, QIDomain
+from privpub.tasks.core.threads import beside, map_on_threads
 from privpub.tasks.partition.mondrian import take_rows
 
 
@@ -163,8 +162,8 @@ def generalized_table(
     s = data.spec.dataset.sensitive
     # the sensitive column taken on a thread while the groups' cells are built (Arrow's take
     # lets go of the interpreter: 0.05-0.1 s of a 1M-row anonymize on the other core)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="privpub-take") as pool:
-        sensitive = pool.submit(rows_in_order, data.frame[s], row_order)
+    with beside(len(row_order), "privpub-take") as submit:
+        sensitive = submit(rows_in_order, data.frame[s], row_order)
         per_group = generalized_columns(data, group, n_groups)
         if coded_lists:
             per_group = {name: coded_items(array) for name, array in per_group.items()}
@@ -195,8 +194,7 @@ def rows_of_groups(per_group: dict[str, pa.Array], idx: pa.Array) -> dict[str, p
     takes were most of anonymize (issue 43: 0.4 s of it at 1M rows). The same arrays as one
     after the other."""
     workers = max(1, min(len(per_group), pa.cpu_count()))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="privpub-take") as pool:
-        taken = list(pool.map(lambda arr: arr.take(idx), per_group.values()))
+    taken = map_on_threads(lambda arr: arr.take(idx), per_group.values(), workers, len(idx), "privpub-take")
     return dict(zip(per_group, taken, strict=True))
 
 

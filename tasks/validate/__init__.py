@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -27,6 +26,7 @@ from privpub.schemas.spec import ReleaseSpec
 from privpub.state.store import sha256_file, sha256_files
 from privpub.tasks.core.microdata import Microdata
 from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.threads import beside, rows_in_bytes
 
 
 def input_fingerprint(spec: ReleaseSpec) -> str:
@@ -62,8 +62,9 @@ def fingerprint(spec: ReleaseSpec, frame: pd.DataFrame) -> str:
 
 def load_input(spec: ReleaseSpec) -> tuple[pd.DataFrame, str]:
     if spec.dataset.input and not is_frame_input(spec):  # the file's bytes hashed while it is read
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="privpub-fingerprint") as pool:
-            fp = pool.submit(input_fingerprint, spec)
+        size = sum(f.stat().st_size for f in input_files(spec))
+        with beside(rows_in_bytes(size), "privpub-fingerprint") as submit:
+            fp = submit(input_fingerprint, spec)
             frame = read_input(spec)  # its error, if any, is the one raised
             return frame, fp.result()
     frame = read_input(spec)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 import duckdb
@@ -22,6 +22,7 @@ from privpub.schemas.errors import PublishedTableError
 from privpub.schemas.spec import ReleaseSpec
 from privpub.tasks.core.parted_table import map_parts
 from privpub.tasks.core.technique import Technique
+from privpub.tasks.core.threads import map_on_threads
 from privpub.tasks.core.types import Release
 
 
@@ -174,8 +175,8 @@ def class_ids(table: pa.Table, columns: list[str]) -> tuple[np.ndarray, int]:
     key = np.zeros(table.num_rows, dtype=np.int64)
     bound = 1
     # Arrow's kernels release the GIL: the columns are coded on all cores.
-    with ThreadPoolExecutor(max_workers=min(len(columns), os.cpu_count() or 1)) as pool:
-        all_codes = list(pool.map(lambda c: column_codes(table, c), columns))
+    workers = min(len(columns), os.cpu_count() or 1)
+    all_codes = map_on_threads(lambda c: column_codes(table, c), columns, workers, table.num_rows, "privpub-codes")
     for codes in all_codes:
         width = int(codes.max()) + 1
         if bound * width >= 2**62:

@@ -35,20 +35,25 @@ MARKS = {
 }
 
 
+def start_publish(privpub: str, spec: dict, run_dir: Path, env: dict) -> subprocess.Popen:
+    """`privpub publish` of `spec` started in `run_dir`, its progress lines on a pipe (stderr)."""
+    spec_path = write_toml(run_dir / "spec.toml", spec)
+    return subprocess.Popen(
+        [privpub, "publish", str(spec_path)],
+        cwd=run_dir,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def timeline(privpub: str, spec: dict, work: Path, env: dict) -> dict[str, float]:
     """One publish in a fresh folder: when each marked step ended, and the exit (seconds)."""
     run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=work))
     try:
-        spec_path = write_toml(run_dir / "spec.toml", spec)
         t0 = time.perf_counter()
-        proc = subprocess.Popen(
-            [privpub, "publish", str(spec_path)],
-            cwd=run_dir,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        proc = start_publish(privpub, spec, run_dir, env)
         seen: dict[str, float] = {}
         assert proc.stderr is not None
         for line in proc.stderr:
