@@ -10,10 +10,13 @@ import shutil
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 
 import pytest
 
 from privpub.flows import pipeline
+from privpub.schemas.errors import PrivacyRefused
+from privpub.state.store import Store
 from privpub.tasks.core import threads
 from tests.helpers import write_spec
 from tests.test_beside import Watching
@@ -91,6 +94,35 @@ def test_a_small_publish_starts_no_thread_and_publishes_the_same_release(
     assert driver.threads["evaluate"] == "privpub-beside"
     assert _tables(census_dir, one) == _tables(other, threaded)
     assert _figures(census_dir, one) == _figures(other, threaded)
+
+
+def test_a_small_release_refused_by_verify_leaves_no_staged_file(census_dir, one_thread, monkeypatch):
+    """The files staged in the main thread before verify refuses are deleted, as those staged
+    beside it are (tests/test_beside.py)."""
+    spec = write_spec(census_dir, seed=3)
+    failing = pipeline.verify_step
+
+    def refusing(technique, release, spec_, context):
+        return [replace(r, passed=False) for r in failing(technique, release, spec_, context)]
+
+    monkeypatch.setattr(pipeline, "verify_step", refusing)
+    with pytest.raises(PrivacyRefused):
+        pipeline.attempt(str(spec), None, None, driver=Watching())
+    assert not (census_dir / "releases" / ".staging").exists()
+    assert not list((census_dir / "releases").glob("*"))
+
+
+def test_an_error_in_a_small_evaluation_fails_the_run_and_discards_the_files(census_dir, one_thread, monkeypatch):
+    spec = write_spec(census_dir, seed=3)
+
+    def broken(*args, **kwargs):
+        raise ValueError("evaluation broke")
+
+    monkeypatch.setattr(pipeline, "evaluate_step", broken)
+    with pytest.raises(ValueError, match="evaluation broke"):
+        pipeline.attempt(str(spec), None, None, driver=Watching())
+    assert not (census_dir / "releases" / ".staging").exists()
+    assert Store(census_dir / "privpub.duckdb").audit_log().outcome.tolist()[-1] == "failed"
 
 
 # main() as the process's entry; then the rows under which its work keeps to one thread
