@@ -5,7 +5,7 @@ into numpy, Arrow or DuckDB, and on two cores each hand-over wakes a thread on t
 For a large table the threads save far more than that (a 1M-row publish keeps both cores busy);
 for a small one they cost more than they save: the demo's publish (5,000 rows) made its main
 thread wait for the interpreter about 2,300 times in 0.3 s with its threads, about 130 times
-without them, and ended 80 ms sooner without (docs/benchmarks.md, session 26).
+without them, and ended 70-80 ms sooner without (docs/benchmarks.md, session 26).
 
 So a process that makes one release and ends (the CLI's entry, `keep_small_work_in_one_thread`)
 runs the work of fewer than FEW_ROWS rows in the thread that asks for it; every other caller (a
@@ -24,7 +24,7 @@ _T = TypeVar("_T")
 _R = TypeVar("_R")
 
 FEW_ROWS = 20_000  # the demo's 5,000 rows gained 80 ms; 20,000 rows 13 ms; 50,000 none
-ROW_BYTES = 64  # a row of an input file, at least (the demo's CSV: 76 bytes a row): its rows from its size
+ROW_BYTES = 64  # an input file's rows counted from its size (the demo's CSV: 76 bytes a row)
 
 # work of fewer rows than this runs in the asking thread: 0 (none) unless the process's entry asks
 _ONE_THREAD_BELOW = [0]
@@ -42,7 +42,8 @@ def worth_threads(rows: int) -> bool:
 
 
 def rows_in_bytes(size: int) -> int:
-    """The rows an input file of `size` bytes holds at most, as far as `worth_threads` asks."""
+    """The rows an input file of `size` bytes is taken to hold, for `worth_threads`: a file of
+    narrow rows may hold more, and then hashes in a millisecond or two in the asking thread."""
     return size // ROW_BYTES
 
 
