@@ -19,6 +19,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from privpub.tasks.core.threads import done
+
 
 class StepFuture(Future):
     """A step's future whose result (or error) is given once its thread has ended too."""
@@ -62,14 +64,8 @@ def on_a_thread(call: Callable[[], Any]) -> Future:
 
 def done_now(call: Callable[[], Any]) -> Future:
     """`call()` run now, its result (or error) in a finished future: a step "beside" under a
-    driver that runs steps one after the other."""
-    future: Future = Future()
-    future.set_running_or_notify_cancel()
-    try:
-        future.set_result(call())
-    except Exception as exc:
-        future.set_exception(exc)
-    return future
+    driver that runs steps one after the other (tasks/core/threads.py `done`)."""
+    return done(call)
 
 
 class Beside:
